@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# loong set-up, idempotent.
+#   ./setup.sh         install the Debian packages, build, run the main job
+#   ./setup.sh check   install and build the same way, then run the whole test
+#                      suite on the normal build and on an ASan+UBSan build
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PACKAGES=(build-essential autoconf automake pkg-config
+          libjansson-dev libgsl-dev check
+          libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox)
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+say() { printf '==> %s\n' "$*"; }
+
+install_packages() {
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        say "Debian packages already installed"
+        return
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# build DIR [configure flags...]: out-of-tree build, reconfigured only when needed
+build() {
+    local dir=$1
+    shift
+    if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+        say "autoreconf"
+        autoreconf -fi >/dev/null
+    fi
+    mkdir -p "$dir"
+    if [ ! -f "$dir/Makefile" ] || [ configure -nt "$dir/config.status" ]; then
+        say "configure $dir $*"
+        (cd "$dir" && ../configure "$@")
+    fi
+    say "make -C $dir"
+    make -s -C "$dir" -j"$JOBS"
+}
+
+# The plain closing line: individual Check tests over both builds.
+summarize() {
+    local pass=0 fail=0 line n f e log
+    for log in $(for d in "$@"; do echo "$d"/tests/*.log; done); do
+        line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" | tail -n 1) || continue
+        read -r n f e < <(echo "$line" | grep -Eo '[0-9]+' | tr '\n' ' ')
+        pass=$((pass + n - f - e))
+        fail=$((fail + f + e))
+    done
+    echo "checks: $pass passed, $fail failed"
+}
+
+install_packages
+build build
+case "${1:-main}" in
+main)
+    say "main job: loong dag --format stats (llama3-8b, S = 128K, 64 GPUs)"
+    ./build/loong dag --format stats
+    ;;
+check)
+    say "test suite: normal build"
+    make -s -C build -j"$JOBS" check
+    build build-asan --enable-sanitizers
+    say "test suite: ASan + UBSan build"
+    make -s -C build-asan -j"$JOBS" check
+    summarize build build-asan
+    ;;
+*)
+    echo "usage: ./setup.sh [check]" >&2
+    exit 2
+    ;;
+esac

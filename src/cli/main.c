@@ -1,0 +1,44 @@
+/*
+ * loong: plan, simulate and execute 2D head-context parallel attention.
+ * Dispatches to one subcommand per file (cmd_*.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "autoconf.h"
+#include "cli.h"
+
+static const cli_command commands[] = {
+    {"dag", "build, validate and print the task DAG of a configuration", cmd_dag},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: loong <command> [options]   (loong <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n  loong --version    print the version\n");
+}
+
+static void version(void) { printf("loong %s\n", PACKAGE_VERSION); }
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        version();
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "loong: error: unknown command '%s': run loong --help for the list\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,73 @@
+/* afile: write-to-temporary-then-rename. See afile.h. */
+#include "afile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
+{
+    memset(a, 0, sizeof *a);
+    if (!strcmp(path, "-")) {
+        a->f = stdout;
+        return 0;
+    }
+    size_t n = strlen(path) + 16;
+    a->path = strdup(path);
+    a->tmp = malloc(n);
+    if (!a->path || !a->tmp) {
+        afile_abort(a);
+        snprintf(err, LOONG_ERRLEN, "out of memory opening '%s'", path);
+        return -1;
+    }
+    snprintf(a->tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(a->tmp);
+    if (fd >= 0) a->f = fdopen(fd, "w");
+    if (!a->f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(a->tmp);
+        }
+        snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s (check that the directory exists and is writable)", path,
+                 strerror(e));
+        free(a->tmp);
+        a->tmp = NULL;
+        afile_abort(a);
+        return -1;
+    }
+    return 0;
+}
+
+int afile_commit(afile *a, char err[LOONG_ERRLEN])
+{
+    if (!a->path) {
+        if (fflush(a->f) != 0 || ferror(a->f)) {
+            snprintf(err, LOONG_ERRLEN, "error writing to standard output: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    int bad = ferror(a->f);
+    if (fclose(a->f) != 0) bad = 1;
+    a->f = NULL;
+    if (bad || rename(a->tmp, a->path) != 0) {
+        snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s", a->path, strerror(errno ? errno : EIO));
+        afile_abort(a);
+        return -1;
+    }
+    free(a->tmp);
+    free(a->path);
+    a->tmp = a->path = NULL;
+    return 0;
+}
+
+void afile_abort(afile *a)
+{
+    if (a->f && a->f != stdout) fclose(a->f);
+    if (a->tmp) unlink(a->tmp);
+    free(a->tmp);
+    free(a->path);
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,100 @@
+/*
+ * config: everything that determines a DAG — model, sequence, mesh,
+ * placement, partition, ring mode, scope, training knobs — plus the rank
+ * geometry derived from it (rank <-> (head index, ring index) <-> (node, gpu))
+ * and the token chunks each ring rank owns.
+ *
+ * A config is a plain value. config_validate() is the single place that
+ * rejects invalid combinations; every other module may assume a validated
+ * config. Serialisation (JSON, hash) lives here too so that all backends
+ * describe a run identically.
+ */
+#ifndef LOONG_CONFIG_H
+#define LOONG_CONFIG_H
+
+#include <jansson.h>
+
+#include "model.h"
+
+typedef enum { PLACE_HEAD_FIRST, PLACE_CONTEXT_FIRST } placement_kind;
+typedef enum { PART_CONTIGUOUS, PART_ZIGZAG } partition_kind;
+typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE } ring_kind;
+typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+
+typedef struct config {
+    model model;
+    uint64_t seq;      /* S: tokens per sample */
+    int batch;         /* B: samples per micro-batch */
+    int p_head;        /* P_h: head-parallel degree (all-to-all group) */
+    int p_seq;         /* P_s: sequence-parallel degree (ring) */
+    char strategy[32]; /* preset name the knobs came from (informational) */
+    placement_kind placement;
+    partition_kind partition;
+    ring_kind ring;
+    int window;          /* w: double-ring window; == p_seq for a single ring */
+    bool kv_replication; /* replicate KV heads when P_h > H_kv */
+    scope_kind scope;
+    int gpus_per_node;
+    recompute_kind recompute;
+    int zero;      /* ZeRO stage 0..3 for the gradient reduction */
+    int act_bytes; /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+} config;
+
+/* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, scope step,
+ * 8 GPUs per node, no recompute, ZeRO 1, bf16. */
+void config_defaults(config *c);
+
+/* Reject any invalid combination with a message naming the constraint and a
+ * fix. Also proves that the largest FLOP and byte totals of the DAG fit in 64
+ * bits, so builders may use plain arithmetic afterwards. Returns 0 or -1. */
+int config_validate(const config *c, char err[LOONG_ERRLEN]);
+
+/* ---- enum <-> name (names are the CLI and JSON spellings) ---- */
+const char *placement_name(placement_kind p);
+const char *partition_name(partition_kind p);
+const char *ring_name(ring_kind r);
+const char *scope_name(scope_kind s);
+const char *recompute_name(recompute_kind r);
+int placement_parse(const char *s, placement_kind *out);
+int partition_parse(const char *s, partition_kind *out);
+int ring_parse(const char *s, ring_kind *out);
+int scope_parse(const char *s, scope_kind *out);
+int recompute_parse(const char *s, recompute_kind *out);
+
+/* ---- geometry (valid config assumed) ---- */
+static inline int config_ranks(const config *c) { return c->p_head * c->p_seq; }
+/* Rank of mesh coordinates (head index h in [0,P_h), ring index s in [0,P_s)). */
+int config_rank_of(const config *c, int h, int s);
+/* Mesh coordinates of rank. */
+void config_coords(const config *c, int rank, int *h, int *s);
+static inline int config_node(const config *c, int rank) { return rank / c->gpus_per_node; }
+static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_per_node; }
+/* Query heads and KV heads held per rank after the head all-to-all; KV heads
+ * count replicas (max(H_kv, P_h) / P_h). */
+int config_q_heads(const config *c);
+int config_kv_heads(const config *c);
+/* KV replication factor: P_h / H_kv when replicating, else 1. */
+int config_kv_repl(const config *c);
+/* Token chunks of the sequence: 2*P_s under zigzag, P_s when contiguous. */
+int config_nchunks(const config *c);
+/* Tokens per chunk (S / nchunks). */
+uint64_t config_chunk_tokens(const config *c);
+/* Chunks a ring rank owns: 1 (contiguous) or 2 (zigzag). */
+int config_parts(const config *c);
+/* Global chunk index of part (0 = A, 1 = B) of ring index s. */
+int config_chunk_of(const config *c, int s, int part);
+/* Tokens per rank for the sequence-sharded GEMMs: B * S / P. */
+uint64_t config_local_tokens(const config *c);
+
+/* ---- serialisation ---- */
+/* New JSON object describing c (caller owns the reference). */
+json_t *config_to_json(const config *c);
+/* Parse what config_to_json wrote. Returns 0 or -1 with a message. */
+int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN]);
+/* 64-bit FNV-1a hash of the canonical JSON; equal configs hash equal. */
+uint64_t config_hash(const config *c);
+/* One line for table headers: "llama3-8b S=128K B=1 mesh 8x8 loongtrain ...". */
+void config_describe(const config *c, char *buf, size_t len);
+
+#endif

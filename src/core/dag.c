@@ -1,0 +1,438 @@
+/* dag: task storage, the builder's dependency inference, p2p matching,
+ * collective instances and the per-stream index. See dag.h, dag_internal.h. */
+#include "dag_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* ---- names ---- */
+
+static const char *const kind_names[TASK_KIND_COUNT] = {"gemm",       "attn_fwd",       "attn_bwd",  "merge",
+                                                        "acc",        "send",           "recv",      "all_to_all",
+                                                        "all_reduce", "reduce_scatter", "all_gather"};
+static const char *const stream_names[STREAM_COUNT] = {"comp",      "a2a",    "ring",  "ring_outer", "dkv",
+                                                       "dkv_outer", "ring_b", "dkv_b", "dp"};
+static const char *const op_names[OP_COUNT] = {
+    "qkv",  "out_proj", "mlp_gate",   "mlp_up",         "mlp_down",           "lm_head",
+    "attn", "a2a_qkv",  "a2a_o",      "a2a_do",         "a2a_dqkv",           "kv",
+    "dkv",  "dkv_acc",  "kv_rep_sum", "grad_allreduce", "grad_reducescatter", "param_allgather"};
+static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
+
+const char *task_kind_name(int kind) { return kind >= 0 && kind < TASK_KIND_COUNT ? kind_names[kind] : "?"; }
+const char *stream_name(int s) { return s >= 0 && s < STREAM_COUNT ? stream_names[s] : "?"; }
+const char *task_op_name(int op) { return op >= 0 && op < OP_COUNT ? op_names[op] : "?"; }
+const char *task_phase_name(int p) { return p >= 0 && p <= PHASE_REDUCE ? phase_names[p] : "?"; }
+
+static int lookup(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], s)) return i;
+    return -1;
+}
+int task_kind_parse(const char *s) { return lookup(kind_names, TASK_KIND_COUNT, s); }
+int stream_parse(const char *s) { return lookup(stream_names, STREAM_COUNT, s); }
+
+/* ---- storage ---- */
+
+typedef struct group_rec {
+    uint32_t off; /* into members */
+    int n;
+    uint8_t stream;
+    uint32_t *inst; /* first task id of each instance, in order */
+    uint32_t ninst, instcap;
+} group_rec;
+
+struct dag {
+    config cfg;
+    dag_task *tasks;
+    uint32_t n, cap;
+    uint32_t *deps;
+    uint32_t ndeps, dcap;
+    int32_t *members;
+    uint32_t nmembers, mcap;
+    group_rec *groups;
+    uint32_t ngroups, gcap;
+    uint32_t *sidx; /* task ids grouped by (rank, stream) */
+    uint32_t *soff; /* ranks*STREAM_COUNT + 1 offsets into sidx */
+    int lanes;
+};
+
+/* Grow *p (element size sz) to hold at least need elements. Aborts on OOM:
+ * the builder has no partial state worth returning. */
+static void grow(void **p, uint32_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap) return;
+    size_t nc = *cap ? (size_t)*cap * 2 : 64;
+    if (nc < need) nc = need;
+    if (nc > UINT32_MAX) nc = UINT32_MAX;
+    void *q = realloc(*p, nc * sz);
+    if (!q) {
+        fprintf(stderr, "loong: out of memory growing the DAG to %zu elements\n", nc);
+        exit(2);
+    }
+    *p = q;
+    *cap = (uint32_t)nc;
+}
+
+/* Large task arrays are written once, front to back: transparent huge pages
+ * cut the page faults of the first touch by 512x where the kernel allows. */
+static void advise_huge(void *p, size_t bytes)
+{
+    const uintptr_t huge = 2u << 20;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
+
+void *dag_big_alloc(size_t n, size_t size, bool zero)
+{
+    size_t bytes = (n ? n : 1) * size;
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "loong: out of memory allocating %zu MB\n", bytes >> 20);
+        exit(2);
+    }
+    advise_huge(p, bytes);
+    if (zero) memset(p, 0, bytes);
+    return p;
+}
+
+/* ---- builder ---- */
+
+typedef struct chan {
+    uint8_t stream, dir; /* dir: TASK_SEND or TASK_RECV of the pending tasks */
+    int32_t peer;
+    uint32_t *q;
+    uint32_t head, len, cap;
+} chan;
+
+typedef struct chanlist {
+    chan *v;
+    uint32_t n, cap;
+} chanlist;
+
+typedef struct bufstate {
+    uint32_t writer;
+    uint32_t reader[STREAM_COUNT];
+} bufstate;
+
+struct builder {
+    dag *g;
+    int rank;
+    uint32_t cur;
+    uint32_t cand[STREAM_COUNT];
+    int *pend_r, npr, *pend_w, npw; /* buffers of the open task (capacity 2 * nbufs) */
+    bufstate *bufs;
+    int nbufs;
+    chanlist *chans;      /* per rank */
+    uint32_t *coll_count; /* per group: collectives the current rank issued */
+    uint32_t ccap;
+};
+
+const config *bt_config(const builder *b) { return &b->g->cfg; }
+int bt_rank(const builder *b) { return b->rank; }
+dag_task *bt_task(builder *b, uint32_t id) { return &b->g->tasks[id]; }
+
+uint32_t bt_begin(builder *b, task_kind kind, stream_kind stream, task_op op, task_phase phase, int layer)
+{
+    dag *g = b->g;
+    grow((void **)&g->tasks, &g->cap, (size_t)g->n + 1, sizeof *g->tasks);
+    uint32_t id = g->n++;
+    dag_task *t = &g->tasks[id];
+    memset(t, 0, sizeof *t);
+    t->id = id;
+    t->rank = b->rank;
+    t->peer = -1;
+    t->src = -1;
+    t->match = DAG_NONE;
+    t->group = DAG_NONE;
+    t->kind = (uint8_t)kind;
+    t->stream = (uint8_t)stream;
+    t->op = (uint8_t)op;
+    t->phase = (uint8_t)phase;
+    t->layer = (int16_t)layer;
+    b->cur = id;
+    for (int s = 0; s < STREAM_COUNT; s++)
+        b->cand[s] = DAG_NONE;
+    b->npr = b->npw = 0;
+    return id;
+}
+
+void bt_after(builder *b, uint32_t id)
+{
+    if (id == DAG_NONE) return;
+    const dag_task *d = &b->g->tasks[id];
+    const dag_task *t = &b->g->tasks[b->cur];
+    if (d->rank != t->rank || d->stream == t->stream) return;
+    if (b->cand[d->stream] == DAG_NONE || b->cand[d->stream] < id) b->cand[d->stream] = id;
+}
+
+void bt_reads(builder *b, int buf)
+{
+    bt_after(b, b->bufs[buf].writer);
+    if (b->npr < 2 * b->nbufs) b->pend_r[b->npr++] = buf;
+}
+
+void bt_writes(builder *b, int buf)
+{
+    bufstate *st = &b->bufs[buf];
+    bt_after(b, st->writer);
+    for (int s = 0; s < STREAM_COUNT; s++)
+        bt_after(b, st->reader[s]);
+    if (b->npw < 2 * b->nbufs) b->pend_w[b->npw++] = buf;
+}
+
+static chan *chan_find(chanlist *cl, int stream, int peer, int dir, bool create)
+{
+    for (uint32_t i = 0; i < cl->n; i++) {
+        chan *c = &cl->v[i];
+        if (c->stream == stream && c->peer == peer && c->dir == dir) return c;
+    }
+    if (!create) return NULL;
+    grow((void **)&cl->v, &cl->cap, (size_t)cl->n + 1, sizeof *cl->v);
+    chan *c = &cl->v[cl->n++];
+    memset(c, 0, sizeof *c);
+    c->stream = (uint8_t)stream;
+    c->peer = peer;
+    c->dir = (uint8_t)dir;
+    return c;
+}
+
+/* FIFO matching per (stream, sender, receiver), like MPI and NCCL. */
+static void match_p2p(builder *b, dag_task *t)
+{
+    int other = t->kind == TASK_SEND ? TASK_RECV : TASK_SEND;
+    chan *c = chan_find(&b->chans[t->peer], t->stream, t->rank, other, false);
+    if (c && c->head < c->len) {
+        dag_task *m = &b->g->tasks[c->q[c->head++]];
+        m->match = t->id;
+        t->match = m->id;
+        return;
+    }
+    c = chan_find(&b->chans[t->rank], t->stream, t->peer, t->kind, true);
+    grow((void **)&c->q, &c->cap, (size_t)c->len + 1, sizeof *c->q);
+    c->q[c->len++] = t->id;
+}
+
+static void match_collective(builder *b, dag_task *t)
+{
+    group_rec *gr = &b->g->groups[t->group];
+    uint32_t k = b->coll_count[t->group]++;
+    if (k < gr->ninst) {
+        t->match = gr->inst[k];
+        return;
+    }
+    grow((void **)&gr->inst, &gr->instcap, (size_t)gr->ninst + 1, sizeof *gr->inst);
+    gr->inst[gr->ninst++] = t->id;
+    t->match = t->id;
+}
+
+void bt_end(builder *b)
+{
+    dag *g = b->g;
+    dag_task *t = &g->tasks[b->cur];
+    t->dep_off = g->ndeps;
+    for (int s = 0; s < STREAM_COUNT; s++) {
+        if (b->cand[s] == DAG_NONE) continue;
+        grow((void **)&g->deps, &g->dcap, (size_t)g->ndeps + 1, sizeof *g->deps);
+        g->deps[g->ndeps++] = b->cand[s];
+        t->ndeps++;
+    }
+    for (int i = 0; i < b->npr; i++) {
+        bufstate *st = &b->bufs[b->pend_r[i]];
+        st->reader[t->stream] = t->id;
+    }
+    for (int i = 0; i < b->npw; i++) {
+        bufstate *st = &b->bufs[b->pend_w[i]];
+        st->writer = t->id;
+        for (int s = 0; s < STREAM_COUNT; s++)
+            st->reader[s] = DAG_NONE;
+    }
+    if (task_is_p2p(t))
+        match_p2p(b, t);
+    else if (task_is_collective(t))
+        match_collective(b, t);
+}
+
+uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
+{
+    dag *g = b->g;
+    for (uint32_t i = 0; i < g->ngroups; i++) {
+        group_rec *gr = &g->groups[i];
+        if (gr->stream == stream && gr->n == n && !memcmp(g->members + gr->off, members, (size_t)n * sizeof *members))
+            return i;
+    }
+    grow((void **)&g->groups, &g->gcap, (size_t)g->ngroups + 1, sizeof *g->groups);
+    grow((void **)&g->members, &g->mcap, (size_t)g->nmembers + (size_t)n, sizeof *g->members);
+    grow((void **)&b->coll_count, &b->ccap, (size_t)g->ngroups + 1, sizeof *b->coll_count);
+    group_rec *gr = &g->groups[g->ngroups];
+    memset(gr, 0, sizeof *gr);
+    gr->off = g->nmembers;
+    gr->n = n;
+    gr->stream = (uint8_t)stream;
+    memcpy(g->members + g->nmembers, members, (size_t)n * sizeof *members);
+    g->nmembers += (uint32_t)n;
+    b->coll_count[g->ngroups] = 0;
+    return g->ngroups++;
+}
+
+static void builder_start_rank(builder *b, int rank)
+{
+    b->rank = rank;
+    for (int i = 0; i < b->nbufs; i++) {
+        b->bufs[i].writer = DAG_NONE;
+        for (int s = 0; s < STREAM_COUNT; s++)
+            b->bufs[i].reader[s] = DAG_NONE;
+    }
+    if (b->ccap) memset(b->coll_count, 0, b->ccap * sizeof *b->coll_count);
+}
+
+/* Every send found its recv: anything left pending is a builder bug. */
+static int check_channels(builder *b, int ranks, char err[LOONG_ERRLEN])
+{
+    for (int r = 0; r < ranks; r++)
+        for (uint32_t i = 0; i < b->chans[r].n; i++) {
+            chan *c = &b->chans[r].v[i];
+            if (c->head < c->len) {
+                const dag_task *t = &b->g->tasks[c->q[c->head]];
+                snprintf(err, LOONG_ERRLEN, "internal: task %u (%s rank %d -> %d on %s) has no matching %s", t->id,
+                         task_kind_name(t->kind), t->rank, t->peer, stream_name(t->stream),
+                         t->kind == TASK_SEND ? "recv" : "send");
+                return -1;
+            }
+        }
+    return 0;
+}
+
+static void builder_free(builder *b, int ranks)
+{
+    for (int r = 0; r < ranks; r++) {
+        for (uint32_t i = 0; i < b->chans[r].n; i++)
+            free(b->chans[r].v[i].q);
+        free(b->chans[r].v);
+    }
+    free(b->chans);
+    free(b->bufs);
+    free(b->pend_r);
+    free(b->pend_w);
+    free(b->coll_count);
+}
+
+/* Counting sort of ids by (rank, stream); ids are rank-major already. */
+static void index_streams(dag *g)
+{
+    size_t ns = (size_t)config_ranks(&g->cfg) * STREAM_COUNT;
+    g->soff = calloc(ns + 1, sizeof *g->soff);
+    g->sidx = malloc((g->n ? g->n : 1) * sizeof *g->sidx);
+    if (!g->soff || !g->sidx) {
+        fprintf(stderr, "loong: out of memory indexing the DAG\n");
+        exit(2);
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        g->soff[(size_t)g->tasks[i].rank * STREAM_COUNT + g->tasks[i].stream + 1]++;
+    for (size_t i = 0; i < ns; i++)
+        g->soff[i + 1] += g->soff[i];
+    uint32_t *fill = malloc(ns * sizeof *fill);
+    if (!fill) exit(2);
+    memcpy(fill, g->soff, ns * sizeof *fill);
+    for (uint32_t i = 0; i < g->n; i++)
+        g->sidx[fill[(size_t)g->tasks[i].rank * STREAM_COUNT + g->tasks[i].stream]++] = i;
+    free(fill);
+}
+
+dag *dag_build(const config *c, char err[LOONG_ERRLEN])
+{
+    if (config_validate(c, err) < 0) return NULL;
+    dag *g = calloc(1, sizeof *g);
+    builder b = {0};
+    int ranks = config_ranks(c);
+    g->cfg = *c;
+    g->lanes = ring_lanes(c);
+    b.g = g;
+    b.nbufs = BUF_LB(c->model.layers + 1, 0);
+    b.bufs = malloc((size_t)b.nbufs * sizeof *b.bufs);
+    b.chans = calloc((size_t)ranks, sizeof *b.chans);
+    b.pend_r = malloc(2 * (size_t)b.nbufs * sizeof *b.pend_r);
+    b.pend_w = malloc(2 * (size_t)b.nbufs * sizeof *b.pend_w);
+    if (!g || !b.bufs || !b.chans || !b.pend_r || !b.pend_w) {
+        fprintf(stderr, "loong: out of memory starting the DAG\n");
+        exit(2);
+    }
+    for (int r = 0; r < ranks; r++) {
+        builder_start_rank(&b, r);
+        build_rank(&b);
+        /* ranks run near-identical programs: size the arrays once from rank 0 */
+        if (r == 0 && ranks > 1) {
+            grow((void **)&g->tasks, &g->cap, (size_t)g->n * (size_t)ranks * 17 / 16, sizeof *g->tasks);
+            grow((void **)&g->deps, &g->dcap, (size_t)g->ndeps * (size_t)ranks * 17 / 16 + 1, sizeof *g->deps);
+            advise_huge(g->tasks, (size_t)g->cap * sizeof *g->tasks);
+            advise_huge(g->deps, (size_t)g->dcap * sizeof *g->deps);
+        }
+    }
+    int rc = check_channels(&b, ranks, err);
+    builder_free(&b, ranks);
+    if (rc < 0) {
+        dag_free(g);
+        return NULL;
+    }
+    index_streams(g);
+    return g;
+}
+
+void dag_free(dag *g)
+{
+    if (!g) return;
+    for (uint32_t i = 0; i < g->ngroups; i++)
+        free(g->groups[i].inst);
+    free(g->groups);
+    free(g->members);
+    free(g->tasks);
+    free(g->deps);
+    free(g->sidx);
+    free(g->soff);
+    free(g);
+}
+
+/* ---- accessors ---- */
+
+const config *dag_config(const dag *g) { return &g->cfg; }
+uint32_t dag_ntasks(const dag *g) { return g->n; }
+const dag_task *dag_task_get(const dag *g, uint32_t id) { return id < g->n ? &g->tasks[id] : NULL; }
+const uint32_t *dag_deps(const dag *g, const dag_task *t) { return g->deps + t->dep_off; }
+uint32_t dag_ngroups(const dag *g) { return g->ngroups; }
+int dag_lanes(const dag *g) { return g->lanes; }
+
+const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n)
+{
+    size_t k = (size_t)rank * STREAM_COUNT + (size_t)stream;
+    *n = g->soff[k + 1] - g->soff[k];
+    return g->sidx + g->soff[k];
+}
+
+const int32_t *dag_group(const dag *g, uint32_t gid, int *n)
+{
+    *n = g->groups[gid].n;
+    return g->members + g->groups[gid].off;
+}
+
+uint64_t dag_task_bytes_moved(const dag *g, const dag_task *t)
+{
+    if (t->kind == TASK_RECV && t->match != DAG_NONE) return g->tasks[t->match].bytes;
+    return t->bytes;
+}
+
+void dag_task_label(const dag_task *t, char *buf, size_t len)
+{
+    const char *what = task_op_name(t->op);
+    int n;
+    if (t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD || t->kind == TASK_MERGE)
+        n = snprintf(buf, len, "%s", task_kind_name(t->kind));
+    else if (t->kind == TASK_GEMM)
+        n = snprintf(buf, len, "%s %s", what, task_phase_name(t->phase));
+    else
+        n = snprintf(buf, len, "%s %s", task_kind_name(t->kind), what);
+    if (n < 0 || (size_t)n >= len) return;
+    if (t->layer >= 0) n += snprintf(buf + n, len - (size_t)n, " L%d", t->layer);
+    if (t->src >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " s%u", t->step);
+}

@@ -1,0 +1,175 @@
+/*
+ * dag: the deterministic task graph of one configuration — the contract
+ * between the core and every backend (DESIGN.md, "The DAG contract").
+ *
+ * A task runs on one (rank, stream). Tasks on one stream run in id order,
+ * like a CUDA stream; `deps` lists the cross-stream events a task waits for
+ * (same-stream predecessors are implicit and never listed). A task flagged
+ * DAG_F_GROUPED is issued together with the task before it on its stream (an
+ * NCCL group: a ring step's send and recv), and the stream moves on when
+ * both complete. A send and its recv name each other in `match`; every task
+ * of one collective instance carries, in `match`, the id of the instance's
+ * first task.
+ *
+ * Sizes: compute tasks carry FLOPs, communication tasks the bytes this rank
+ * sends (a recv carries 0; its size is its send's). Attention blocks count
+ * 4*q*k*d per head for a full block and half that for a causal diagonal
+ * block; their backward counts 2.5x (recompute of P plus four GEMMs, the
+ * FlashAttention-2 backward). GEMMs count 2*m*n*k, their backward 4*m*n*k.
+ *
+ * Building is deterministic: the same config gives the same ids.
+ * The dag owns all memory; task pointers stay valid until dag_free().
+ */
+#ifndef LOONG_DAG_H
+#define LOONG_DAG_H
+
+#include "config.h"
+
+#define DAG_NONE UINT32_MAX
+
+typedef enum {
+    TASK_GEMM,
+    TASK_ATTN_FWD,
+    TASK_ATTN_BWD,
+    TASK_MERGE, /* LSE combine of a block's (O, LSE) into the running output */
+    TASK_ACC,   /* elementwise fp32 add (travelling dKV, KV-replica gradient sum) */
+    TASK_SEND,
+    TASK_RECV,
+    TASK_ALLTOALL,
+    TASK_ALLREDUCE,
+    TASK_REDUCESCATTER,
+    TASK_ALLGATHER,
+    TASK_KIND_COUNT
+} task_kind;
+
+/* Per-rank streams. Each communication stream is one communicator. */
+typedef enum {
+    STREAM_COMP,       /* kernels */
+    STREAM_A2A,        /* head all-to-all in the P_h group */
+    STREAM_RING,       /* KV ring (inner ring of the double ring; ring A of the dual ring) */
+    STREAM_RING_OUTER, /* double ring: KV between windows */
+    STREAM_DKV,        /* travelling dK/dV (inner; ring A) */
+    STREAM_DKV_OUTER,  /* double ring: dK/dV between windows */
+    STREAM_RING_B,     /* dual ring: KV of chunk B */
+    STREAM_DKV_B,      /* dual ring: dK/dV of chunk B */
+    STREAM_DP,         /* gradient reduction / parameter gathering over all P ranks */
+    STREAM_COUNT
+} stream_kind;
+
+/* What a task computes or moves, so that executors know which tensors. */
+typedef enum {
+    OP_QKV,
+    OP_OUT_PROJ,
+    OP_MLP_GATE,
+    OP_MLP_UP,
+    OP_MLP_DOWN,
+    OP_LM_HEAD, /* GEMMs */
+    OP_ATTN,    /* attention block (fwd or bwd), merge */
+    OP_A2A_QKV,
+    OP_A2A_O,
+    OP_A2A_DO,
+    OP_A2A_DQKV,
+    OP_KV,         /* KV on the ring */
+    OP_DKV,        /* dK/dV accumulator on the ring (fp32) */
+    OP_DKV_ACC,    /* dK/dV accumulator += block or window partial */
+    OP_KV_REP_SUM, /* sum of replicated KV-head gradients */
+    OP_GRAD_ALLREDUCE,
+    OP_GRAD_REDUCESCATTER,
+    OP_PARAM_ALLGATHER,
+    OP_COUNT
+} task_op;
+
+typedef enum { PHASE_FWD, PHASE_BWD, PHASE_RECOMPUTE, PHASE_REDUCE } task_phase;
+
+enum {
+    DAG_F_GROUPED = 1, /* issued in one group with the previous task of its stream */
+    DAG_F_CAUSAL = 2,  /* attention block contains the causal diagonal */
+    DAG_F_ZERO = 4,    /* dKV send whose accumulator has no contribution yet: send zeros */
+};
+
+/* KV and dKV buffer slots a ring task reads (attn, send, acc src) or writes
+ * (recv, acc dst). Two namespaces: ops OP_KV/attention use kv slots, ops
+ * OP_DKV/OP_DKV_ACC and the attention backward's output use dkv slots. Dual
+ * ring lanes add DAG_SLOTS_PER_LANE for chunk B. */
+enum { KV_OWN, KV_IN0, KV_IN1, KV_OUT0, KV_OUT1, KV_SLOTS };
+enum { DKV_BLK0, DKV_BLK1, DKV_IN0, DKV_IN1, DKV_WIN0, DKV_WIN1, DKV_OIN0, DKV_OIN1, DKV_FINAL, DKV_SLOTS };
+#define DAG_SLOTS_PER_LANE 10
+#define DAG_NO_SLOT        0xff
+
+/* Chunk selection bits in dag_task.sel: low 2 bits query chunks, next 2 bits
+ * KV chunks; bit 0/2 = part A (the rank's first chunk), bit 1/3 = part B. */
+#define SEL_Q(sel)  ((sel)&3)
+#define SEL_KV(sel) (((sel) >> 2) & 3)
+
+typedef struct dag_task {
+    uint64_t flops; /* compute: FLOPs (all B samples); communication: 0 */
+    uint64_t bytes; /* bytes this rank sends; 0 for compute and recv */
+    uint32_t id;
+    uint32_t match;   /* p2p: the matching send/recv; collective: first task of the instance */
+    uint32_t group;   /* collective: group index (dag_group); else DAG_NONE */
+    uint32_t dep_off; /* private: offset of deps */
+    int32_t rank;
+    int32_t peer; /* p2p partner rank, else -1 */
+    /* GEMM: m, n, k. Attention/merge: q tokens, kv tokens (per sample), q heads.
+     * KV/dKV p2p and ACC: tokens, kv heads, element bytes. All-to-all: element count. */
+    uint32_t dim[3];
+    int32_t src;   /* ring tasks: ring index whose KV this is; else -1 */
+    int16_t layer; /* transformer block; -1 for model-level tasks */
+    uint16_t ndeps;
+    uint16_t step;  /* ring step (outer*w + inner) of ring tasks */
+    uint8_t stream; /* stream_kind */
+    uint8_t kind;   /* task_kind */
+    uint8_t op;     /* task_op */
+    uint8_t phase;  /* task_phase */
+    uint8_t flags;  /* DAG_F_* */
+    uint8_t buf;    /* lane * DAG_SLOTS_PER_LANE + slot (see above); ACC: destination */
+    uint8_t buf2;   /* ACC: source slot; attention backward: its dKV output slot */
+    uint8_t sel;    /* chunk selection (see SEL_Q/SEL_KV) */
+} dag_task;
+
+typedef struct dag dag;
+
+/* Build the DAG of a validated config. Returns NULL with a message on
+ * failure (out of memory, or an internal inconsistency). */
+dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
+void dag_free(dag *g);
+
+const config *dag_config(const dag *g);
+uint32_t dag_ntasks(const dag *g);
+const dag_task *dag_task_get(const dag *g, uint32_t id);
+/* The cross-stream dependencies of t: t->ndeps ids of earlier tasks of the
+ * same rank on other streams, at most one per stream. */
+const uint32_t *dag_deps(const dag *g, const dag_task *t);
+/* Ids of the tasks of (rank, stream) in execution order; *n gets the count. */
+const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n);
+/* Members of collective group gid in ring order; *n gets the size. */
+const int32_t *dag_group(const dag *g, uint32_t gid, int *n);
+uint32_t dag_ngroups(const dag *g);
+/* KV/dKV slots used per rank (lanes * DAG_SLOTS_PER_LANE). */
+int dag_lanes(const dag *g);
+
+/* Check the contract: acyclic (deadlock-free under group semantics), every
+ * recv has exactly one matching send (same stream, peers, bytes), every
+ * collective instance has each member of its group exactly once, deps point
+ * to tasks on the same rank and another stream. Returns 0 or -1 with the
+ * first violation. */
+int dag_validate(const dag *g, char err[LOONG_ERRLEN]);
+
+/* ---- names (JSON spellings) ---- */
+const char *task_kind_name(int kind);
+int task_kind_parse(const char *s);
+const char *stream_name(int stream);
+int stream_parse(const char *s);
+const char *task_op_name(int op);
+const char *task_phase_name(int phase);
+static inline bool task_is_compute(const dag_task *t) { return t->kind <= TASK_ACC; }
+static inline bool task_is_p2p(const dag_task *t) { return t->kind == TASK_SEND || t->kind == TASK_RECV; }
+static inline bool task_is_collective(const dag_task *t) { return t->kind >= TASK_ALLTOALL; }
+
+/* Bytes moved by t for a recv (its send's bytes), else t->bytes. */
+uint64_t dag_task_bytes_moved(const dag *g, const dag_task *t);
+
+/* Human-readable task name, e.g. "attn_fwd L3 s5" (for traces). */
+void dag_task_label(const dag_task *t, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * dag_internal: the builder's side of dag — task creation with automatic
+ * dependency inference from the buffers each task reads and writes, p2p
+ * matching by FIFO channel, and collective instances. Only builders
+ * (build.c, ring.c) include this.
+ *
+ * Builders emit one rank's program at a time, in program order, like SPMD
+ * code: ranks 0..P-1 in turn. Within a rank, each task declares the buffers
+ * it reads and writes; bt_end() turns hazards (read-after-write, write-after-
+ * read, write-after-write) into cross-stream deps, keeping only the latest
+ * task per other stream because stream order covers the rest.
+ */
+#ifndef LOONG_DAG_INTERNAL_H
+#define LOONG_DAG_INTERNAL_H
+
+#include "dag.h"
+
+/* Tracked buffers of one rank. */
+enum {
+    BUF_KV = 0,                        /* + lane * DAG_SLOTS_PER_LANE + KV slot */
+    BUF_DKV = 2 * DAG_SLOTS_PER_LANE,  /* + lane * DAG_SLOTS_PER_LANE + dKV slot */
+    BUF_OBLK = 4 * DAG_SLOTS_PER_LANE, /* a forward block's (O, LSE) before its merge */
+    BUF_LAYER0,                        /* + layer * LB_COUNT + LB_* */
+};
+/* Per-layer buffers: activations (seq-sharded unless "head"), grads, weights. */
+enum {
+    LB_X,    /* block input (T, hidden) */
+    LB_QKV,  /* QKV projection, seq-sharded */
+    LB_QKVH, /* Q and own KV, head-sharded (S/P_s tokens) */
+    LB_O,    /* attention output + LSE, head-sharded */
+    LB_OS,   /* attention output, seq-sharded */
+    LB_H,    /* after output projection + residual */
+    LB_M,    /* SwiGLU intermediate */
+    LB_DM,
+    LB_DH,
+    LB_DOS,
+    LB_DOH,   /* dO head-sharded */
+    LB_DQKVH, /* dQ head-sharded (dK, dV arrive in the DKV_FINAL slots) */
+    LB_DQKV,  /* dQ, dK, dV seq-sharded */
+    LB_DX,
+    LB_GRAD, /* weight gradients of the block */
+    LB_W,    /* weights of the block */
+    LB_COUNT
+};
+#define BUF_LB(layer, k) (BUF_LAYER0 + (layer)*LB_COUNT + (k))
+
+typedef struct builder builder;
+
+/* Start a task on the current rank. Returns its id; the task is filled by
+ * the caller through bt_task() and committed by bt_end(). */
+uint32_t bt_begin(builder *b, task_kind kind, stream_kind stream, task_op op, task_phase phase, int layer);
+dag_task *bt_task(builder *b, uint32_t id);
+void bt_reads(builder *b, int buf);
+void bt_writes(builder *b, int buf);
+/* An explicit dependency (e.g. on a task whose buffer is not tracked). */
+void bt_after(builder *b, uint32_t id);
+/* Commit the task begun last. p2p tasks are matched here. */
+void bt_end(builder *b);
+
+/* Intern the collective group (members in ring order) on stream; returns its
+ * index. */
+uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n);
+
+const config *bt_config(const builder *b);
+int bt_rank(const builder *b);
+
+/* malloc (zeroed if asked) with huge pages advised; exits on OOM. For
+ * per-task arrays. */
+void *dag_big_alloc(size_t n, size_t size, bool zero);
+
+/* Emitters implemented by the builders. */
+void ring_attention_fwd(builder *b, int layer, task_phase phase);
+void ring_attention_bwd(builder *b, int layer);
+int ring_lanes(const config *c);
+void build_rank(builder *b);
+
+#endif

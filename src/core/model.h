@@ -1,0 +1,49 @@
+/*
+ * model: transformer shapes (presets and `key = value` model files) and the
+ * per-model quantities every backend shares (parameter count).
+ *
+ * Low-level: depends only on units.
+ */
+#ifndef LOONG_MODEL_H
+#define LOONG_MODEL_H
+
+#include "units.h"
+
+typedef struct model {
+    char name[64];
+    int layers;   /* L: transformer blocks */
+    int hidden;   /* model width */
+    int heads;    /* H: query heads */
+    int kv_heads; /* H_kv: key/value heads (GQA when < heads) */
+    int head_dim; /* d */
+    int ffn;      /* SwiGLU inner width */
+    int vocab;    /* vocabulary (untied embedding and LM head) */
+} model;
+
+/* Fill m with the preset called name. Returns 0, or -1 with a message that
+ * lists the presets. */
+int model_preset(const char *name, model *m, char err[LOONG_ERRLEN]);
+
+/* Comma-separated preset names, for --help. */
+const char *model_preset_names(void);
+
+/* Load a model file: one `key = value` per line (keys: name, layers, hidden,
+ * heads, kv_heads, head_dim, ffn, vocab), '#' starts a comment. Every key but
+ * name is required. Returns 0, or -1 with a message naming file:line. */
+int model_load_file(const char *path, model *m, char err[LOONG_ERRLEN]);
+
+/* Resolve --model: a preset name, or a path to a model file when the value
+ * contains '/' or ends in ".model"/".conf"/".txt". */
+int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
+
+/* Check internal consistency (positive sizes, H % H_kv == 0). */
+int model_validate(const model *m, char err[LOONG_ERRLEN]);
+
+/* Weights of one transformer block: QKV, output projection, three SwiGLU
+ * matrices and two RMSNorm vectors. */
+uint64_t model_layer_params(const model *m);
+
+/* All weights: L blocks + untied embedding + LM head + final norm. */
+uint64_t model_params(const model *m);
+
+#endif

@@ -1,0 +1,107 @@
+/* stats: FLOP/byte accounting, model FLOPs and MFU. See stats.h. */
+#include "stats.h"
+
+#include <string.h>
+
+static void add_bytes(const config *c, rank_stats *st, int from, int to, uint64_t bytes)
+{
+    if (config_node(c, from) == config_node(c, to))
+        st->bytes_intra += bytes;
+    else
+        st->bytes_inter += bytes;
+}
+
+static void collective_bytes(const dag *g, const dag_task *t, rank_stats *st)
+{
+    const config *c = dag_config(g);
+    int n;
+    const int32_t *mem = dag_group(g, t->group, &n);
+    if (n < 2) return;
+    int me = 0;
+    while (mem[me] != t->rank)
+        me++;
+    if (t->kind == TASK_ALLTOALL) {
+        for (int k = 0; k < n; k++)
+            if (k != me) add_bytes(c, st, t->rank, mem[k], t->bytes / (uint64_t)(n - 1));
+    } else {
+        add_bytes(c, st, t->rank, mem[(me + 1) % n], t->bytes);
+    }
+}
+
+void stats_compute(const dag *g, rank_stats *out)
+{
+    const config *c = dag_config(g);
+    memset(out, 0, (size_t)config_ranks(c) * sizeof *out);
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        rank_stats *st = &out[t->rank];
+        st->tasks++;
+        st->by_kind[t->kind]++;
+        st->flops += t->flops;
+        if (t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) st->flops_attn += t->flops;
+        if (t->kind == TASK_ATTN_FWD) st->flops_attn_fwd += t->flops;
+        if (t->kind == TASK_GEMM) st->flops_gemm += t->flops;
+        if (t->kind == TASK_SEND) add_bytes(c, st, t->rank, t->peer, t->bytes);
+        if (task_is_collective(t)) collective_bytes(g, t, st);
+    }
+}
+
+uint64_t stats_model_flops(const config *c)
+{
+    const model *m = &c->model;
+    uint64_t B = (uint64_t)c->batch, S = c->seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
+    uint64_t attn_fwd = 2 * B * S * S * H * d;
+    if (c->scope == SCOPE_ATTN_FWD) return attn_fwd;
+    if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
+    uint64_t hid = (uint64_t)m->hidden;
+    uint64_t w_layer = model_layer_params(m) - 2 * hid;
+    return (uint64_t)m->layers * (6 * B * S * w_layer + 3 * attn_fwd) + 6 * B * S * hid * (uint64_t)m->vocab;
+}
+
+double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu)
+{
+    if (step_seconds <= 0 || peak_flops_per_gpu <= 0) return 0;
+    return (double)stats_model_flops(c) / (step_seconds * config_ranks(c) * peak_flops_per_gpu);
+}
+
+static void print_summary(FILE *f, const dag *g, const rank_stats *rs)
+{
+    const config *c = dag_config(g);
+    int P = config_ranks(c);
+    uint64_t amin = UINT64_MAX, amax = 0, total = 0, sum_attn = 0;
+    for (int r = 0; r < P; r++) {
+        if (rs[r].flops_attn < amin) amin = rs[r].flops_attn;
+        if (rs[r].flops_attn > amax) amax = rs[r].flops_attn;
+        total += rs[r].flops;
+        sum_attn += rs[r].flops_attn;
+    }
+    fprintf(f, "# attention per rank: min %.3f max %.3f mean %.3f GFLOP; max/min %.4f (1 = balanced)\n", amin / 1e9,
+            amax / 1e9, sum_attn / 1e9 / P, amin ? (double)amax / (double)amin : 0.0);
+    fprintf(f, "# model FLOPs (MFU numerator): %.3f TFLOP; task FLOPs, all ranks: %.3f TFLOP\n",
+            stats_model_flops(c) / 1e12, total / 1e12);
+}
+
+void stats_print(FILE *f, const dag *g, const rank_stats *rs)
+{
+    const config *c = dag_config(g);
+    char desc[256];
+    config_describe(c, desc, sizeof desc);
+    fprintf(f, "# loong dag: %s\n", desc);
+    fprintf(f, "# %u tasks on %d ranks; KV heads per rank %d (replication x%d), query heads per rank %d\n",
+            dag_ntasks(g), config_ranks(c), config_kv_heads(c), config_kv_repl(c), config_q_heads(c));
+    fprintf(f, "#%5s %5s %4s %5s %5s %8s %8s %8s %13s %13s %14s %14s %15s\n", "rank", "node", "gpu", "head", "ring",
+            "tasks", "p2p", "colls", "attn_GFLOP", "gemm_GFLOP", "total_GFLOP", "intra_MB", "inter_MB");
+    for (int r = 0; r < config_ranks(c); r++) {
+        int h, s;
+        config_coords(c, r, &h, &s);
+        const rank_stats *st = &rs[r];
+        uint32_t p2p = st->by_kind[TASK_SEND] + st->by_kind[TASK_RECV];
+        uint32_t coll = st->tasks - p2p;
+        for (int k = 0; k <= TASK_ACC; k++)
+            coll -= st->by_kind[k];
+        fprintf(f, " %5d %5d %4d %5d %5d %8u %8u %8u %13.3f %13.3f %14.3f %14.3f %15.3f\n", r, config_node(c, r),
+                config_gpu(c, r), h, s, st->tasks, p2p, coll, st->flops_attn / 1e9, st->flops_gemm / 1e9,
+                st->flops / 1e9, st->bytes_intra / 1e6, st->bytes_inter / 1e6);
+    }
+    print_summary(f, g, rs);
+}

@@ -1,0 +1,47 @@
+/*
+ * stats: per-rank FLOP and byte accounting of a DAG, the model-FLOP count
+ * and the one MFU formula every backend and the planner use.
+ *
+ * MFU = model FLOPs / (step time * P * peak FLOP/s per GPU). Model FLOPs
+ * count 2 FLOPs per multiply-add, the backward as 2x the forward, causal
+ * attention as half of full attention, and no recompute (recompute shows up
+ * as lower MFU, as in Megatron and PaLM):
+ *   attn-fwd: 2*B*S^2*H*d            (one layer)
+ *   attn:     6*B*S^2*H*d            (one layer, forward + backward)
+ *   step:     L*(6*B*S*W_layer + 6*B*S^2*H*d) + 6*B*S*hidden*vocab
+ * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU).
+ * Norms, activations, RoPE and the embedding lookup are not counted.
+ */
+#ifndef LOONG_STATS_H
+#define LOONG_STATS_H
+
+#include <stdio.h>
+
+#include "dag.h"
+
+typedef struct rank_stats {
+    uint64_t flops;          /* all compute tasks */
+    uint64_t flops_attn;     /* attention blocks, forward and backward */
+    uint64_t flops_attn_fwd; /* attention blocks, forward (and recompute) */
+    uint64_t flops_gemm;
+    uint64_t bytes_intra; /* sent to ranks on the same node */
+    uint64_t bytes_inter; /* sent to ranks on other nodes */
+    uint32_t tasks;
+    uint32_t by_kind[TASK_KIND_COUNT];
+} rank_stats;
+
+/* Fill out[0..P-1]. Collective bytes are split as NCCL moves them: an
+ * all-to-all evenly over the other members, ring collectives to the next
+ * member of the group. */
+void stats_compute(const dag *g, rank_stats *out);
+
+/* The MFU numerator of the formula above (whole batch, all ranks). */
+uint64_t stats_model_flops(const config *c);
+
+/* MFU in [0, 1+] for a measured or predicted step time. */
+double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu);
+
+/* The `#`-headed per-rank table of `loong dag --format stats`. */
+void stats_print(FILE *f, const dag *g, const rank_stats *rs);
+
+#endif

@@ -1,0 +1,121 @@
+/* strategy: named presets over the config knobs. See strategy.h. */
+#include "strategy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef enum { SPLIT_HEAD, SPLIT_SEQ, SPLIT_2D } mesh_split;
+
+typedef struct strategy {
+    const char *name;
+    const char *summary;
+    mesh_split split;
+    partition_kind partition;
+    ring_kind ring;
+} strategy;
+
+static const strategy strategies[] = {
+    {"ulysses", "head parallel only: P_h = P, all-to-all (DeepSpeed-Ulysses)", SPLIT_HEAD, PART_ZIGZAG, RING_SINGLE},
+    {"ring", "sequence parallel only: P_s = P, contiguous chunks, one ring", SPLIT_SEQ, PART_CONTIGUOUS, RING_SINGLE},
+    {"zigzag", "sequence parallel only: P_s = P, zigzag chunks, one ring (Megatron-CP)", SPLIT_SEQ, PART_ZIGZAG,
+     RING_SINGLE},
+    {"usp", "2D head x ring, zigzag, one ring (USP)", SPLIT_2D, PART_ZIGZAG, RING_SINGLE},
+    {"loongtrain", "2D head x ring, zigzag, double ring with window w (LoongTrain)", SPLIT_2D, PART_ZIGZAG,
+     RING_DOUBLE},
+    {"dualring", "2D head x ring, zigzag, chunk A and chunk B on two rings (the seed's A/B rings)", SPLIT_2D,
+     PART_ZIGZAG, RING_DUAL},
+};
+#define NSTRATEGIES (sizeof strategies / sizeof strategies[0])
+
+const char *strategy_help(void)
+{
+    static char buf[1024];
+    if (!buf[0]) {
+        size_t off = 0;
+        for (size_t i = 0; i < NSTRATEGIES; i++)
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "    %-11s %s\n", strategies[i].name,
+                                    strategies[i].summary);
+    }
+    return buf;
+}
+
+static const strategy *strategy_find(const char *name)
+{
+    for (size_t i = 0; i < NSTRATEGIES; i++)
+        if (!strcmp(strategies[i].name, name)) return &strategies[i];
+    return NULL;
+}
+
+static bool head_degree_ok(const config *c, int ph)
+{
+    const model *m = &c->model;
+    if (m->heads % ph) return false;
+    if (ph <= m->kv_heads) return m->kv_heads % ph == 0;
+    return c->kv_replication && ph % m->kv_heads == 0;
+}
+
+/* Largest valid P_h that divides P and stays within one node. */
+static int default_head_degree(const config *c, int p)
+{
+    int best = 1;
+    for (int ph = 1; ph <= p && ph <= c->gpus_per_node; ph++)
+        if (p % ph == 0 && head_degree_ok(c, ph)) best = ph;
+    return best;
+}
+
+static int largest_divisor_at_most(int n, int cap)
+{
+    for (int w = cap < n ? cap : n; w > 1; w--)
+        if (n % w == 0) return w;
+    return 1;
+}
+
+int strategy_default_window(const config *c)
+{
+    int stride = c->placement == PLACE_HEAD_FIRST ? c->p_head : 1;
+    int per_node = stride < c->gpus_per_node ? c->gpus_per_node / stride : 1;
+    int w = largest_divisor_at_most(c->p_seq, per_node);
+    if (w == 1) w = largest_divisor_at_most(c->p_seq, (int)floor(sqrt((double)c->p_seq)));
+    return w;
+}
+
+static int split_mesh(const strategy *st, int ph, int ps, int p, config *c, char err[LOONG_ERRLEN])
+{
+    if (ph > 0) {
+        if ((st->split == SPLIT_HEAD && ps != 1) || (st->split == SPLIT_SEQ && ph != 1)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "strategy %s needs %s, got mesh %dx%d: use --mesh %d or a 2D strategy (usp, loongtrain, dualring)",
+                     st->name, st->split == SPLIT_HEAD ? "P_s = 1" : "P_h = 1", ph, ps, ph * ps);
+            return -1;
+        }
+        c->p_head = ph;
+        c->p_seq = ps;
+        return 0;
+    }
+    switch (st->split) {
+    case SPLIT_HEAD: c->p_head = p, c->p_seq = 1; break;
+    case SPLIT_SEQ: c->p_head = 1, c->p_seq = p; break;
+    case SPLIT_2D:
+        c->p_head = default_head_degree(c, p);
+        c->p_seq = p / c->p_head;
+        break;
+    }
+    return 0;
+}
+
+int strategy_apply(const char *name, int p_head, int p_seq, int p_total, config *c, char err[LOONG_ERRLEN])
+{
+    const strategy *st = strategy_find(name);
+    if (!st) {
+        snprintf(err, LOONG_ERRLEN, "unknown strategy '%s': use ulysses, ring, zigzag, usp, loongtrain or dualring",
+                 name);
+        return -1;
+    }
+    if (split_mesh(st, p_head, p_seq, p_total, c, err) < 0) return -1;
+    snprintf(c->strategy, sizeof c->strategy, "%s", st->name);
+    c->partition = st->partition;
+    c->ring = st->ring;
+    c->window = st->ring == RING_DOUBLE ? strategy_default_window(c) : c->p_seq;
+    return 0;
+}

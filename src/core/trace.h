@@ -1,0 +1,59 @@
+/*
+ * trace: the Chrome Trace Event JSON every backend writes (DESIGN.md, "Trace
+ * format"), and its reader for compare/calibrate.
+ *
+ * One complete event ("ph":"X") per task: pid = rank, tid = stream index,
+ * ts/dur in microseconds (fractions to the nanosecond), args = {id, kind,
+ * op, phase, layer, flops, bytes, peer, step}; "bytes" is what the task
+ * moves (a recv: what it receives). Metadata events name each rank
+ * ("rank 9 · node 1 gpu 1") and stream. The top-level "loong" object holds
+ * {format, version, backend, config}. Opens in Perfetto and chrome://tracing.
+ */
+#ifndef LOONG_TRACE_H
+#define LOONG_TRACE_H
+
+#include <stdio.h>
+
+#include "dag.h"
+
+#define TRACE_FORMAT 1
+
+/* The one time convention: seconds -> microseconds rounded to the
+ * nanosecond. Every backend converts through this. */
+double trace_us(double seconds);
+
+typedef struct trace_filter {
+    int rank;  /* only this rank, or -1 */
+    int layer; /* only this layer, or -1 (model-level tasks are layer -1 and kept) */
+} trace_filter;
+
+/* Write the trace of g. start_s[id] and dur_s[id] are seconds from the step's
+ * start; flt may be NULL. Returns 0, or -1 on a write error. */
+int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
+                const trace_filter *flt);
+
+typedef struct trace_ev {
+    uint64_t flops, bytes;
+    double ts, dur; /* microseconds */
+    uint32_t id;
+    int32_t rank, peer;
+    int16_t layer;
+    uint8_t stream, kind, op, phase;
+} trace_ev;
+
+typedef struct trace {
+    config cfg;
+    char backend[32];
+    trace_ev *ev; /* sorted by id */
+    size_t n;
+} trace;
+
+/* Read a trace written by any backend. Returns 0, or -1 with a one-line
+ * message for unreadable files, invalid JSON, or missing fields. */
+int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN]);
+void trace_free(trace *t);
+
+/* End of the last event (microseconds): the step time of the trace. */
+double trace_makespan(const trace *t);
+
+#endif

@@ -1,0 +1,113 @@
+/* units: size parsing and checked arithmetic. See units.h. */
+#include "units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int suffix_shift(char c)
+{
+    switch (c) {
+    case 'k':
+    case 'K': return 10;
+    case 'm':
+    case 'M': return 20;
+    case 'g':
+    case 'G': return 30;
+    case 't':
+    case 'T': return 40;
+    default: return -1;
+    }
+}
+
+int units_parse_count(const char *s, const char *what, uint64_t *out, char err[LOONG_ERRLEN])
+{
+    if (!s || !*s) {
+        snprintf(err, LOONG_ERRLEN, "%s is empty: give a positive count such as 4096 or 128K", what);
+        return -1;
+    }
+    if (!isdigit((unsigned char)s[0])) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%s '%s' is not a positive count: use digits with an optional K/M/G suffix, e.g. 128K", what, s);
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE) {
+        snprintf(err, LOONG_ERRLEN, "%s '%s' overflows 64 bits: use a smaller value", what, s);
+        return -1;
+    }
+    int shift = 0;
+    if (*end) {
+        shift = suffix_shift(*end);
+        if (shift < 0 || end[1] != '\0') {
+            snprintf(err, LOONG_ERRLEN,
+                     "%s '%s' is not a positive count: use digits with an optional K/M/G/T suffix, e.g. 128K", what, s);
+            return -1;
+        }
+    }
+    if (v == 0) {
+        snprintf(err, LOONG_ERRLEN, "%s must be positive, got '%s'", what, s);
+        return -1;
+    }
+    if (shift && v > (UINT64_MAX >> shift)) {
+        snprintf(err, LOONG_ERRLEN, "%s '%s' overflows 64 bits: use a smaller value", what, s);
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+int units_parse_int(const char *s, const char *what, int *out, char err[LOONG_ERRLEN])
+{
+    uint64_t v;
+    if (units_parse_count(s, what, &v, err) < 0) return -1;
+    if (v > INT_MAX) {
+        snprintf(err, LOONG_ERRLEN, "%s '%s' is too large (at most %d)", what, s, INT_MAX);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+const char *units_fmt_count(uint64_t n, char *buf, size_t len)
+{
+    static const char sfx[] = "KMGT";
+    int i = -1;
+    while (i < 3 && n >= 1024 && n % 1024 == 0) {
+        n /= 1024;
+        i++;
+    }
+    if (i < 0)
+        snprintf(buf, len, "%llu", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%llu%c", (unsigned long long)n, sfx[i]);
+    return buf;
+}
+
+bool units_mul_n(uint64_t *out, int n, const uint64_t *factors)
+{
+    uint64_t acc = 1;
+    for (int i = 0; i < n; i++)
+        if (!units_mul(acc, factors[i], &acc)) return false;
+    *out = acc;
+    return true;
+}
+
+void loong_err_prefix(char err[LOONG_ERRLEN], const char *prefix)
+{
+    char tmp[LOONG_ERRLEN];
+    memcpy(tmp, err, LOONG_ERRLEN);
+    tmp[LOONG_ERRLEN - 1] = '\0';
+    size_t n = strlen(prefix);
+    if (n > LOONG_ERRLEN - 1) n = LOONG_ERRLEN - 1;
+    size_t rest = strlen(tmp);
+    if (n + rest > LOONG_ERRLEN - 1) rest = LOONG_ERRLEN - 1 - n;
+    memmove(err, prefix, n);
+    memcpy(err + n, tmp, rest);
+    err[n + rest] = '\0';
+}

@@ -1,0 +1,41 @@
+/*
+ * units: sizes with K/M/G suffixes and overflow-checked 64-bit arithmetic.
+ *
+ * Low-level: depends on nothing else in loong. Every quantity that the core
+ * derives from user input (tokens, FLOPs, bytes) goes through the checked
+ * helpers, so an overflow is an error with a message rather than a wrapped
+ * number.
+ */
+#ifndef LOONG_UNITS_H
+#define LOONG_UNITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LOONG_ERRLEN 256
+
+/* Prepend prefix to the message already in err (truncating safely), for
+ * adding context such as "file:line: " as an error travels up. */
+void loong_err_prefix(char err[LOONG_ERRLEN], const char *prefix);
+
+/* Parse a positive count such as "4096", "128K", "1M" or "2G" (binary
+ * multiples: K = 1024). Returns 0 and sets *out, or -1 with a message in err
+ * for empty, zero, negative, non-numeric, fractional or overflowing input.
+ * `what` names the quantity in the message (e.g. "--seq"). */
+int units_parse_count(const char *s, const char *what, uint64_t *out, char err[LOONG_ERRLEN]);
+
+/* Parse a positive integer without suffix that fits in an int. Same errors. */
+int units_parse_int(const char *s, const char *what, int *out, char err[LOONG_ERRLEN]);
+
+/* Format a token count the way users write it: 131072 -> "128K". Exact
+ * multiples only; otherwise the plain number. Returns buf. */
+const char *units_fmt_count(uint64_t n, char *buf, size_t len);
+
+/* Checked arithmetic: return false on overflow (out is then unspecified). */
+static inline bool units_mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool units_add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+/* Product of n factors; false on overflow. */
+bool units_mul_n(uint64_t *out, int n, const uint64_t *factors);
+
+#endif

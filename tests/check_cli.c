@@ -1,0 +1,136 @@
+/* loong dag from the outside: help, formats, and bad input (exit 2, one
+ * line on stderr, no output file). */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+
+#define LOONG LOONG_BIN
+
+START_TEST(help_and_version)
+{
+    run_result r = run_cmd(LOONG " --help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "dag"));
+    r = run_cmd(LOONG " dag --help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--strategy"));
+    r = run_cmd(LOONG " --version");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "loong "));
+    r = run_cmd(LOONG);
+    ck_assert_int_eq(r.status, 2);
+}
+END_TEST
+
+START_TEST(stats_table)
+{
+    run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 2x4 --strategy zigzag --scope attn");
+    ck_assert_int_eq(r.status, 2); /* zigzag is 1D: a 2x4 mesh is refused */
+    r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 8 --strategy zigzag --scope attn");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "# rank"));
+    ck_assert_ptr_nonnull(strstr(r.out, "max/min 1.0000"));
+    r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 8 --strategy ring --scope attn");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "max/min 15.0000")); /* 2*P_s - 1 */
+}
+END_TEST
+
+START_TEST(json_schema)
+{
+    char path[] = "/tmp/loong-dag-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 2x4 --strategy loongtrain --window 2 "
+                                 "--scope attn --format json -o %s",
+                           path);
+    ck_assert_int_eq(r.status, 0);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    ck_assert_msg(j != NULL, "%s", je.text);
+    json_t *tasks = json_object_get(j, "tasks");
+    ck_assert(json_is_object(json_object_get(j, "config")));
+    ck_assert(json_array_size(tasks) > 0);
+    static const char *keys[] = {"id", "rank", "stream", "kind", "flops", "bytes", "peer", "group", "layer", "deps"};
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            ck_assert_msg(json_object_get(t, keys[k]) != NULL, "task %zu lacks %s", i, keys[k]);
+        ck_assert_int_eq(json_integer_value(json_object_get(t, "id")), (json_int_t)i);
+        const char *kind = json_string_value(json_object_get(t, "kind"));
+        if (!strcmp(kind, "recv")) ck_assert_int_eq(json_integer_value(json_object_get(t, "bytes")), 0);
+        if (!strcmp(kind, "send")) ck_assert(json_is_integer(json_object_get(t, "peer")));
+        if (!strcmp(kind, "all_to_all")) ck_assert_int_eq(json_array_size(json_object_get(t, "group")), 2);
+    }
+    json_decref(j);
+    unlink(path);
+}
+END_TEST
+
+static const char *bad_inputs[] = {
+    "--strategy magic",
+    "--model gpt5",
+    "--seq 0",
+    "--seq -4K",
+    "--seq lots",
+    "--batch 0",
+    "--seq 99999999999999999999",
+    "--seq 2G --mesh 8x8",
+    "--mesh 3x8",
+    "--mesh 4x",
+    "--model " LOONG_SRCDIR "/tests/data/malformed.model",
+    "--format xml",
+    "--window 3",
+    "--kv-replication maybe",
+    "--mesh 16x4 --kv-replication off",
+    "--bogus-flag",
+    "extra-argument",
+};
+
+START_TEST(bad_input)
+{
+    char dir[] = "/tmp/loong-cli-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r = run_cmd(LOONG " dag %s -o %s/out.txt", bad_inputs[_i], dir);
+    ck_assert_msg(r.status == 2, "'%s' exited %d", bad_inputs[_i], r.status);
+    ck_assert_msg(count_lines(r.err) == 1, "'%s' printed: %s", bad_inputs[_i], r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "error"));
+    char out[128];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    ck_assert_msg(access(out, F_OK) != 0, "'%s' left an output file", bad_inputs[_i]);
+    run_cmd("rm -rf %s", dir);
+}
+END_TEST
+
+START_TEST(unwritable_output)
+{
+    run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 8 --scope attn -o /nonexistent/dir/x.json");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("dag");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, help_and_version);
+    tcase_add_test(tc, stats_table);
+    tcase_add_test(tc, json_schema);
+    tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
+    tcase_add_test(tc, unwritable_output);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

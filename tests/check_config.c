@@ -1,0 +1,225 @@
+/* config, model and strategy: presets, model files, constraints, geometry. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dag_util.h"
+
+START_TEST(presets_match_table)
+{
+    /* the table: layers hidden heads kv head_dim ffn vocab */
+    static const struct {
+        const char *n;
+        int v[7];
+    } want[] = {
+        {"llama3-8b", {32, 4096, 32, 8, 128, 14336, 128256}},
+        {"llama3-70b", {80, 8192, 64, 8, 128, 28672, 128256}},
+        {"7b-mha", {32, 4096, 32, 32, 128, 11008, 32000}},
+        {"7b-gqa", {32, 4096, 32, 8, 128, 11008, 32000}},
+        {"tiny", {2, 256, 8, 2, 32, 512, 1000}},
+    };
+    char err[LOONG_ERRLEN];
+    for (size_t i = 0; i < 5; i++) {
+        model m;
+        ck_assert_int_eq(model_preset(want[i].n, &m, err), 0);
+        int got[7] = {m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab};
+        ck_assert_int_eq(memcmp(got, want[i].v, sizeof got), 0);
+    }
+    model m;
+    ck_assert_int_eq(model_preset("gpt5", &m, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unknown model 'gpt5'"));
+}
+END_TEST
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/loong-model-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+START_TEST(model_file)
+{
+    char err[LOONG_ERRLEN];
+    model m;
+    char *p = write_tmp("# a small model\nname = mini\nlayers = 4\nhidden = 512\nheads = 8 # eight\n"
+                        "kv_heads = 4\nhead_dim = 64\nffn = 1024\nvocab = 500\n");
+    ck_assert_int_eq(model_load_file(p, &m, err), 0);
+    ck_assert_str_eq(m.name, "mini");
+    ck_assert_int_eq(m.kv_heads, 4);
+    ck_assert_int_eq(m.ffn, 1024);
+    unlink(p);
+    static const char *bad[] = {
+        "layers = 4\n",                                                          /* missing keys */
+        "layers 4\nhidden=1\nheads=1\nkv_heads=1\nhead_dim=1\nffn=1\nvocab=1\n", /* no '=' */
+        "layers = -4\nhidden=1\nheads=1\nkv_heads=1\nhead_dim=1\nffn=1\nvocab=1\n",
+        "layers = 4\ncolor = red\n",
+        "layers=2\nhidden=8\nheads=6\nkv_heads=4\nhead_dim=2\nffn=8\nvocab=9\n", /* heads % kv */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = write_tmp(bad[i]);
+        ck_assert_msg(model_load_file(p, &m, err) == -1, "accepted: %s", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, p));
+        unlink(p);
+    }
+    ck_assert_int_eq(model_load_file("/nonexistent/x.model", &m, err), -1);
+}
+END_TEST
+
+static void expect_invalid(config *c, const char *needle)
+{
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_int_eq(config_validate(c, err), -1);
+    ck_assert_msg(strstr(err, needle) != NULL, "message '%s' lacks '%s'", err, needle);
+}
+
+START_TEST(constraints)
+{
+    config c = tcfg("llama3-8b", 128 * 1024, "usp", 8, 8, 0, SCOPE_ATTN);
+    config bad = c;
+    bad.p_head = 3;
+    expect_invalid(&bad, "H % P_h");
+    bad = c;
+    bad.p_head = 64;
+    expect_invalid(&bad, "H % P_h");
+    bad = c;
+    bad.p_head = 16;
+    bad.kv_replication = false;
+    expect_invalid(&bad, "KV replication is off");
+    c = tcfg("7b-gqa", 128 * 1024, "usp", 4, 8, 0, SCOPE_ATTN);
+    bad = c;
+    bad.model.kv_heads = 2; /* P_h = 4 > 2 = H_kv; replication x2 is fine */
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(config_validate(&bad, err), 0);
+    bad.model.kv_heads = 8;
+    bad.model.heads = 48;
+    bad.p_head = 12; /* 48 % 12 == 0, but 12 > H_kv = 8 is not a multiple of 8 */
+    expect_invalid(&bad, "P_h % H_kv");
+    bad = c;               /* P = 32, 2*P_s = 16 */
+    bad.seq = 32 * 17 * 3; /* odd multiple of 32 and 16: valid */
+    ck_assert_int_eq(config_validate(&bad, err), 0);
+    bad.seq = 16 * 33; /* a multiple of 2*P_s but not of P */
+    expect_invalid(&bad, "S % P");
+    bad.p_head = 1;
+    bad.seq = 8 * 3; /* 24: multiple of P = 8, not of 2*P_s = 16 */
+    expect_invalid(&bad, "2*P_s");
+    bad = c;
+    bad.ring = RING_DOUBLE;
+    bad.window = 3;
+    expect_invalid(&bad, "P_s % w");
+    bad = c;
+    bad.ring = RING_DUAL;
+    bad.partition = PART_CONTIGUOUS;
+    expect_invalid(&bad, "--ring dual needs --partition zigzag");
+    bad = c;
+    bad.seq = 3ull << 31;
+    expect_invalid(&bad, "4G tokens");
+    bad = c;
+    bad.batch = 1 << 30;
+    bad.seq = 1 << 20;
+    expect_invalid(&bad, "tokens per rank");
+}
+END_TEST
+
+START_TEST(overflow)
+{
+    config c = tcfg("llama3-70b", 1 << 20, "loongtrain", 8, 8, 2, SCOPE_STEP);
+    c.seq = 1ull << 31;
+    c.batch = 1 << 20;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(config_validate(&c, err), -1);
+}
+END_TEST
+
+START_TEST(geometry)
+{
+    config c = tcfg("llama3-8b", 128 * 1024, "usp", 4, 16, 0, SCOPE_ATTN);
+    c.gpus_per_node = 8;
+    int h, s;
+    /* head-first: head groups are consecutive ranks */
+    config_coords(&c, 9, &h, &s);
+    ck_assert_int_eq(h, 1);
+    ck_assert_int_eq(s, 2);
+    ck_assert_int_eq(config_rank_of(&c, 1, 2), 9);
+    ck_assert_int_eq(config_node(&c, 9), 1);
+    ck_assert_int_eq(config_gpu(&c, 9), 1);
+    c.placement = PLACE_CONTEXT_FIRST;
+    config_coords(&c, 9, &h, &s);
+    ck_assert_int_eq(h, 0);
+    ck_assert_int_eq(s, 9);
+    for (int r = 0; r < 64; r++) {
+        config_coords(&c, r, &h, &s);
+        ck_assert_int_eq(config_rank_of(&c, h, s), r);
+    }
+    /* zigzag: ring rank r owns chunks r and 2*P_s-1-r */
+    ck_assert_int_eq(config_chunk_of(&c, 3, 0), 3);
+    ck_assert_int_eq(config_chunk_of(&c, 3, 1), 28);
+}
+END_TEST
+
+START_TEST(strategies)
+{
+    char err[LOONG_ERRLEN];
+    config c;
+    config_defaults(&c);
+    ck_assert_int_eq(strategy_apply("ulysses", 0, 0, 8, &c, err), 0);
+    ck_assert_int_eq(c.p_head, 8);
+    ck_assert_int_eq(c.p_seq, 1);
+    ck_assert_int_eq(strategy_apply("zigzag", 0, 0, 64, &c, err), 0);
+    ck_assert_int_eq(c.p_seq, 64);
+    ck_assert_int_eq(c.partition, PART_ZIGZAG);
+    ck_assert_int_eq(strategy_apply("ring", 0, 0, 64, &c, err), 0);
+    ck_assert_int_eq(c.partition, PART_CONTIGUOUS);
+    ck_assert_int_eq(strategy_apply("loongtrain", 0, 0, 64, &c, err), 0);
+    ck_assert_int_eq(c.p_head, 8); /* largest valid P_h within an 8-GPU node */
+    ck_assert_int_eq(c.ring, RING_DOUBLE);
+    ck_assert_int_eq(c.p_seq % c.window, 0);
+    ck_assert_int_eq(strategy_apply("dualring", 2, 4, 0, &c, err), 0);
+    ck_assert_int_eq(c.ring, RING_DUAL);
+    ck_assert_int_eq(strategy_apply("ring", 4, 16, 0, &c, err), -1);
+    ck_assert_int_eq(strategy_apply("magic", 0, 0, 8, &c, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unknown strategy 'magic'"));
+}
+END_TEST
+
+START_TEST(json_and_hash)
+{
+    config c = tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 4, SCOPE_STEP), back;
+    c.recompute = RECOMPUTE_SELECTIVE;
+    c.zero = 3;
+    json_t *j = config_to_json(&c);
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(config_from_json(j, &back, err), 0);
+    json_decref(j);
+    ck_assert_uint_eq(config_hash(&c), config_hash(&back));
+    ck_assert_int_eq(back.window, 4);
+    ck_assert_int_eq(back.recompute, RECOMPUTE_SELECTIVE);
+    back.window = 2;
+    ck_assert_uint_ne(config_hash(&c), config_hash(&back));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, presets_match_table);
+    tcase_add_test(tc, model_file);
+    tcase_add_test(tc, constraints);
+    tcase_add_test(tc, overflow);
+    tcase_add_test(tc, geometry);
+    tcase_add_test(tc, strategies);
+    tcase_add_test(tc, json_and_hash);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

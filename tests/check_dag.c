@@ -1,0 +1,293 @@
+/* DAG builder: load balance, conservation, byte counts against closed forms,
+ * structure and determinism. Expected values are computed here from the
+ * formulas of DESIGN.md, never copied from the program's output. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dag_util.h"
+
+#define K 1024ull
+
+/* ---- load balance ---- */
+
+START_TEST(zigzag_balanced)
+{
+    static const int ps[] = {2, 4, 8, 16, 32, 64};
+    int P = ps[_i];
+    for (int sc = SCOPE_ATTN_FWD; sc <= SCOPE_ATTN; sc++) {
+        config c = tcfg("tiny", 64 * K, "zigzag", 1, P, 0, (scope_kind)sc);
+        dag *g = tbuild(&c);
+        uint64_t f0 = sum_flops(g, 0, TASK_ATTN_FWD), b0 = sum_flops(g, 0, TASK_ATTN_BWD);
+        ck_assert_uint_gt(f0, 0);
+        for (int r = 1; r < P; r++) {
+            ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_FWD), f0);
+            ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_BWD), b0);
+        }
+        dag_free(g);
+    }
+}
+END_TEST
+
+START_TEST(contiguous_imbalance)
+{
+    static const int ps[] = {2, 4, 8, 16, 32, 64};
+    int P = ps[_i];
+    config c = tcfg("tiny", 64 * K, "ring", 1, P, 0, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint64_t first = sum_flops(g, 0, TASK_ATTN_FWD), last = sum_flops(g, P - 1, TASK_ATTN_FWD);
+    ck_assert_uint_eq(last, (uint64_t)(2 * P - 1) * first);
+    /* rank r does r full blocks and one diagonal: (2r+1) half-blocks */
+    for (int r = 0; r < P; r++)
+        ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_FWD), (uint64_t)(2 * r + 1) * first);
+    ck_assert_uint_eq(sum_flops(g, P - 1, TASK_ATTN_BWD), (uint64_t)(2 * P - 1) * sum_flops(g, 0, TASK_ATTN_BWD));
+    dag_free(g);
+}
+END_TEST
+
+/* ---- conservation over the strategy x mesh matrix ---- */
+
+typedef struct layout {
+    const char *model, *strategy;
+    int ph, ps, w;
+} layout;
+
+static const layout matrix[] = {
+    {"tiny", "ulysses", 8, 1, 0},      {"tiny", "ring", 1, 8, 0},       {"tiny", "zigzag", 1, 8, 0},
+    {"tiny", "usp", 2, 4, 0},          {"tiny", "usp", 4, 2, 0},        {"tiny", "loongtrain", 2, 4, 1},
+    {"tiny", "loongtrain", 2, 4, 2},   {"tiny", "loongtrain", 2, 4, 4}, {"tiny", "loongtrain", 4, 2, 2},
+    {"tiny", "dualring", 2, 4, 0},     {"tiny", "dualring", 4, 2, 0},   {"tiny", "loongtrain", 8, 2, 1},
+    {"7b-mha", "loongtrain", 4, 8, 2}, {"llama3-8b", "usp", 16, 2, 0},  {"llama3-8b", "loongtrain", 8, 8, 4},
+    {"llama3-8b", "ring", 1, 16, 0},
+};
+#define NMATRIX ((int)(sizeof matrix / sizeof matrix[0]))
+
+START_TEST(attention_conserved)
+{
+    const layout *L = &matrix[_i];
+    config c = tcfg(L->model, 16 * K, L->strategy, L->ph, L->ps, L->w, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t S = c.seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
+    /* single-device causal attention: half of 4*S^2*H*d forward; FA2 backward 2.5x */
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), 2 * S * S * H * d);
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), 5 * S * S * H * d);
+    dag_free(g);
+}
+END_TEST
+
+START_TEST(step_gemms_conserved)
+{
+    config c = tcfg("llama3-8b", 32 * K, "loongtrain", 8, 4, 2, SCOPE_STEP);
+    c.model.layers = 2; /* the per-layer closed form does not depend on L */
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t S = c.seq, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
+    uint64_t wl =
+        hid * (uint64_t)(m->heads + 2 * m->kv_heads) * d + (uint64_t)m->heads * d * hid + 3 * hid * (uint64_t)m->ffn;
+    uint64_t fwd = 2 * S * (wl * (uint64_t)m->layers + hid * (uint64_t)m->vocab);
+    uint64_t gemm = sum_flops(g, -1, TASK_GEMM);
+    ck_assert_uint_eq(gemm, 3 * fwd); /* forward + backward at 2x */
+    ck_assert_uint_eq(stats_model_flops(&c), 3 * fwd + (uint64_t)m->layers * 6 * S * S * (uint64_t)m->heads * d);
+    dag_free(g);
+}
+END_TEST
+
+START_TEST(llama3_8b_params)
+{
+    model m;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(model_preset("llama3-8b", &m, err), 0);
+    /* Meta's published count for Llama 3 8B: 8,030,261,248 weights */
+    ck_assert_uint_eq(model_params(&m), 8030261248ull);
+}
+END_TEST
+
+/* ---- bytes against closed forms ---- */
+
+START_TEST(alltoall_bytes)
+{
+    const layout *L = &matrix[_i];
+    config c = tcfg(L->model, 16 * K, L->strategy, L->ph, L->ps, L->w, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t ph = (uint64_t)c.p_head, T = c.seq / (uint64_t)(c.p_head * c.p_seq), d = (uint64_t)m->head_dim;
+    uint64_t kv_total = (uint64_t)(m->kv_heads > c.p_head ? m->kv_heads : c.p_head);
+    uint64_t qkv_buf = T * ((uint64_t)m->heads + 2 * kv_total) * d * 2, o_buf = T * (uint64_t)m->heads * d * 2;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_ALLTOALL) continue;
+        uint64_t buf = (t->op == OP_A2A_QKV || t->op == OP_A2A_DQKV) ? qkv_buf : o_buf;
+        ck_assert_uint_eq(t->bytes * ph, buf * (ph - 1));
+    }
+    ck_assert_uint_eq(count_tasks(g, -1, TASK_ALLTOALL, -1), ph > 1 ? 4 * ph * (uint64_t)c.p_seq : 0);
+    dag_free(g);
+}
+END_TEST
+
+static uint64_t kv_chunk_bytes(const config *c, int elem)
+{
+    const model *m = &c->model;
+    uint64_t kvh = (uint64_t)(m->kv_heads > c->p_head ? m->kv_heads : c->p_head) / (uint64_t)c->p_head;
+    return 2 * (c->seq / (uint64_t)c->p_seq) * kvh * (uint64_t)m->head_dim * (uint64_t)elem;
+}
+
+START_TEST(ring_kv_bytes)
+{
+    const layout *L = &matrix[_i];
+    config c = tcfg(L->model, 16 * K, L->strategy, L->ph, L->ps, L->w, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint64_t chunk = kv_chunk_bytes(&c, 2), P_s = (uint64_t)c.p_seq;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint64_t fwd = 0, bwd_kv = 0, dkv = 0;
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != r || t->kind != TASK_SEND) continue;
+            if (t->op == OP_KV && t->phase == PHASE_FWD) fwd += t->bytes;
+            if (t->op == OP_KV && t->phase == PHASE_BWD) bwd_kv += t->bytes;
+            if (t->op == OP_DKV) dkv += t->bytes;
+        }
+        /* P_s - 1 chunks forward and again backward; the dual ring splits
+         * each chunk over two rings, which sums to the same bytes */
+        ck_assert_uint_eq(fwd, (P_s - 1) * chunk);
+        ck_assert_uint_eq(bwd_kv, (P_s - 1) * chunk);
+        /* dK/dV travel in fp32: twice the bf16 bytes, one extra hop per
+         * window to return partial sums (P_s single ring, P_s + P_s/w double) */
+        uint64_t hops = P_s == 1                                                      ? 0
+                        : c.ring == RING_DOUBLE && c.window < c.p_seq && c.window > 1 ? P_s + P_s / (uint64_t)c.window
+                                                                                      : P_s;
+        ck_assert_uint_eq(dkv, hops * 2 * chunk);
+    }
+    dag_free(g);
+}
+END_TEST
+
+START_TEST(double_ring_transfers)
+{
+    static const int ws[] = {1, 2, 4, 8};
+    int w = ws[_i], P_s = 8;
+    config c = tcfg("tiny", 16 * K, "loongtrain", 2, P_s, w, SCOPE_ATTN_FWD);
+    dag *g = tbuild(&c);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint64_t outer = 0, inner = 0;
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != r || t->kind != TASK_SEND) continue;
+            if (t->stream == STREAM_RING_OUTER) outer++;
+            if (t->stream == STREAM_RING) inner++;
+        }
+        ck_assert_uint_eq(outer, (uint64_t)(P_s / w - 1));
+        ck_assert_uint_eq(inner, (uint64_t)((P_s / w) * (w - 1)));
+    }
+    dag_free(g);
+}
+END_TEST
+
+START_TEST(kv_replication)
+{
+    config c = tcfg("llama3-8b", 16 * K, "usp", 16, 2, 0, SCOPE_ATTN);
+    ck_assert_int_eq(config_kv_repl(&c), 2);
+    ck_assert_int_eq(config_kv_heads(&c), 1);
+    dag *g = tbuild(&c);
+    /* one replica-gradient sum per rank, after the dQKV all-to-all */
+    ck_assert_uint_eq(count_tasks(g, -1, TASK_ACC, OP_KV_REP_SUM), 32);
+    dag_free(g);
+    config off;
+    char err[LOONG_ERRLEN];
+    config_defaults(&off);
+    off.kv_replication = false;
+    ck_assert_int_eq(model_preset("llama3-8b", &off.model, err), 0);
+    ck_assert_int_eq(strategy_apply("usp", 16, 2, 0, &off, err), 0);
+    ck_assert_int_eq(config_validate(&off, err), -1);
+    ck_assert_msg(strstr(err, "KV replication is off") != NULL, "%s", err);
+}
+END_TEST
+
+/* ---- structure ---- */
+
+START_TEST(deterministic_ids)
+{
+    const layout *L = &matrix[_i];
+    config c = tcfg(L->model, 16 * K, L->strategy, L->ph, L->ps, L->w, SCOPE_ATTN);
+    dag *a = tbuild(&c), *b = tbuild(&c);
+    ck_assert_uint_eq(dag_ntasks(a), dag_ntasks(b));
+    for (uint32_t i = 0; i < dag_ntasks(a); i++) {
+        const dag_task *x = dag_task_get(a, i), *y = dag_task_get(b, i);
+        ck_assert_int_eq(memcmp(x, y, sizeof *x), 0);
+        ck_assert_int_eq(memcmp(dag_deps(a, x), dag_deps(b, y), x->ndeps * sizeof(uint32_t)), 0);
+    }
+    dag_free(a);
+    dag_free(b);
+}
+END_TEST
+
+START_TEST(step_scopes_validate)
+{
+    static const int zero[] = {0, 1, 2, 3};
+    for (int rc = RECOMPUTE_NONE; rc <= RECOMPUTE_FULL; rc++) {
+        config c = tcfg("tiny", 4 * K, _i % 2 ? "dualring" : "loongtrain", 2, 4, _i % 2 ? 0 : 2, SCOPE_STEP);
+        c.zero = zero[_i];
+        c.recompute = (recompute_kind)rc;
+        dag *g = tbuild(&c);
+        /* full recompute re-runs the ring forward; selective never does */
+        uint64_t fwd = sum_flops(g, -1, TASK_ATTN_FWD), once = 2 * c.seq * c.seq * 8 * 32 * 2;
+        ck_assert_uint_eq(fwd, rc == RECOMPUTE_FULL ? 2 * once : once);
+        dag_free(g);
+    }
+}
+END_TEST
+
+START_TEST(every_p2p_has_src)
+{
+    /* matched sends and recvs name the same KV origin (checked by the
+     * validator); here: a rank receives every other ring rank's KV once */
+    config c = tcfg("tiny", 16 * K, "loongtrain", 2, 8, 2, SCOPE_ATTN_FWD);
+    dag *g = tbuild(&c);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        int seen[8] = {0}, h, s;
+        config_coords(&c, r, &h, &s);
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank == r && t->kind == TASK_ATTN_FWD) seen[t->src]++;
+        }
+        for (int k = 0; k < 8; k++)
+            ck_assert_int_eq(seen[k], 1);
+    }
+    dag_free(g);
+}
+END_TEST
+
+static Suite *dag_suite(void)
+{
+    Suite *s = suite_create("dag");
+    TCase *tc = tcase_create("balance");
+    tcase_add_loop_test(tc, zigzag_balanced, 0, 6);
+    tcase_add_loop_test(tc, contiguous_imbalance, 0, 6);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("conservation");
+    tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
+    tcase_add_test(tc, step_gemms_conserved);
+    tcase_add_test(tc, llama3_8b_params);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bytes");
+    tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);
+    tcase_add_loop_test(tc, ring_kv_bytes, 0, NMATRIX);
+    tcase_add_loop_test(tc, double_ring_transfers, 0, 4);
+    tcase_add_test(tc, kv_replication);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("structure");
+    tcase_add_loop_test(tc, deterministic_ids, 0, NMATRIX);
+    tcase_add_loop_test(tc, step_scopes_validate, 0, 4);
+    tcase_add_test(tc, every_p2p_has_src);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dag_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

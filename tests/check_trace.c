@@ -1,0 +1,123 @@
+/* trace: Chrome trace write/read round trip, the time convention, bad files. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/trace.h"
+#include "dag_util.h"
+
+START_TEST(us_convention)
+{
+    ck_assert(trace_us(1.2345678e-3) == 1234.568);
+    ck_assert(trace_us(0) == 0);
+    ck_assert(trace_us(2.0) == 2e6);
+}
+END_TEST
+
+static char tmpl[64];
+static const char *tmp_path(void)
+{
+    snprintf(tmpl, sizeof tmpl, "/tmp/loong-trace-XXXXXX");
+    int fd = mkstemp(tmpl);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    return tmpl;
+}
+
+START_TEST(round_trip)
+{
+    config c = tcfg("tiny", 4096, "loongtrain", 2, 4, 2, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint32_t n = dag_ntasks(g);
+    double *st = malloc(n * sizeof *st), *du = malloc(n * sizeof *du);
+    for (uint32_t i = 0; i < n; i++) {
+        st[i] = i * 1.5e-6 + 1e-10;
+        du[i] = (i % 7 + 1) * 1e-6;
+    }
+    const char *p = tmp_path();
+    FILE *f = fopen(p, "w");
+    ck_assert_int_eq(trace_write(f, g, "test", st, du, NULL), 0);
+    fclose(f);
+    trace t;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(trace_read(p, &t, err) == 0, "%s", err);
+    ck_assert_uint_eq(t.n, n);
+    ck_assert_str_eq(t.backend, "test");
+    ck_assert_uint_eq(config_hash(&t.cfg), config_hash(&c));
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *x = dag_task_get(g, i);
+        const trace_ev *e = &t.ev[i];
+        ck_assert_uint_eq(e->id, i);
+        ck_assert_int_eq(e->rank, x->rank);
+        ck_assert_int_eq(e->stream, x->stream);
+        ck_assert_int_eq(e->kind, x->kind);
+        ck_assert_int_eq(e->op, x->op);
+        ck_assert_int_eq(e->phase, x->phase);
+        ck_assert_uint_eq(e->flops, x->flops);
+        ck_assert_uint_eq(e->bytes, dag_task_bytes_moved(g, x));
+        ck_assert(fabs(e->ts - trace_us(st[i])) < 1e-9);
+        ck_assert(fabs(e->dur - trace_us(du[i])) < 1e-9);
+    }
+    ck_assert(fabs(trace_makespan(&t) - trace_us(st[n - 1] + du[n - 1])) < 1e-3);
+    trace_free(&t);
+    /* a rank filter keeps that rank's events only */
+    trace_filter flt = {1, -1};
+    f = fopen(p, "w");
+    ck_assert_int_eq(trace_write(f, g, "test", st, du, &flt), 0);
+    fclose(f);
+    ck_assert_int_eq(trace_read(p, &t, err), 0);
+    for (size_t i = 0; i < t.n; i++)
+        ck_assert_int_eq(t.ev[i].rank, 1);
+    ck_assert_uint_gt(t.n, 0);
+    trace_free(&t);
+    unlink(p);
+    free(st);
+    free(du);
+    dag_free(g);
+}
+END_TEST
+
+START_TEST(bad_files)
+{
+    static const char *bad[] = {
+        "",
+        "not json",
+        "{\"traceEvents\":[{\"ph\":\"X\"",
+        "{\"traceEvents\":[]}",
+        "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":1,\"dur\":1,\"args\":{\"kind\":\"gemm\"}}],"
+        "\"loong\":{\"backend\":\"x\",\"config\":{}}}",
+    };
+    char err[LOONG_ERRLEN];
+    trace t;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *p = tmp_path();
+        FILE *f = fopen(p, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        err[0] = '\0';
+        ck_assert_msg(trace_read(p, &t, err) == -1, "accepted: %s", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, p));
+        ck_assert_ptr_null(strchr(err, '\n'));
+        unlink(p);
+    }
+    ck_assert_int_eq(trace_read("/nonexistent/trace.json", &t, err), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("trace");
+    tcase_add_test(tc, us_convention);
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, bad_files);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,83 @@
+/* units: size parsing and checked arithmetic. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/units.h"
+
+START_TEST(parse_suffixes)
+{
+    uint64_t v;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(units_parse_count("128K", "--seq", &v, err), 0);
+    ck_assert_uint_eq(v, 131072);
+    ck_assert_int_eq(units_parse_count("1M", "--seq", &v, err), 0);
+    ck_assert_uint_eq(v, 1048576);
+    ck_assert_int_eq(units_parse_count("3g", "--seq", &v, err), 0);
+    ck_assert_uint_eq(v, 3ull << 30);
+    ck_assert_int_eq(units_parse_count("4097", "--seq", &v, err), 0);
+    ck_assert_uint_eq(v, 4097);
+}
+END_TEST
+
+START_TEST(parse_rejects)
+{
+    static const char *bad[] = {
+        "", "0", "-5", "abc", "1.5K", "12Q", "1KK", "+4", " 4", "99999999999999999999", "17179869184G"};
+    uint64_t v;
+    char err[LOONG_ERRLEN];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        ck_assert_msg(units_parse_count(bad[i], "--seq", &v, err) == -1, "accepted '%s'", bad[i]);
+        ck_assert_msg(strstr(err, "--seq") != NULL, "message does not name the option: %s", err);
+        ck_assert_ptr_null(strchr(err, '\n'));
+    }
+    int n;
+    ck_assert_int_eq(units_parse_int("4294967296", "--batch", &n, err), -1);
+}
+END_TEST
+
+START_TEST(checked_math)
+{
+    uint64_t out;
+    ck_assert(units_mul(1ull << 32, 1ull << 31, &out));
+    ck_assert_uint_eq(out, 1ull << 63);
+    ck_assert(!units_mul(1ull << 32, 1ull << 32, &out));
+    ck_assert(!units_add(UINT64_MAX, 1, &out));
+    uint64_t f[] = {1ull << 20, 1ull << 20, 1ull << 24};
+    ck_assert(!units_mul_n(&out, 3, f));
+    char buf[32];
+    ck_assert_str_eq(units_fmt_count(131072, buf, sizeof buf), "128K");
+    ck_assert_str_eq(units_fmt_count(1048576, buf, sizeof buf), "1M");
+    ck_assert_str_eq(units_fmt_count(1000, buf, sizeof buf), "1000");
+}
+END_TEST
+
+START_TEST(err_prefix)
+{
+    char err[LOONG_ERRLEN] = "bad value";
+    loong_err_prefix(err, "file:3: ");
+    ck_assert_str_eq(err, "file:3: bad value");
+    memset(err, 'x', LOONG_ERRLEN - 1);
+    err[LOONG_ERRLEN - 1] = '\0';
+    loong_err_prefix(err, "p: ");
+    ck_assert_uint_eq(strlen(err), LOONG_ERRLEN - 1);
+    ck_assert(!strncmp(err, "p: xx", 5));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("units");
+    TCase *tc = tcase_create("units");
+    tcase_add_test(tc, parse_suffixes);
+    tcase_add_test(tc, parse_rejects);
+    tcase_add_test(tc, checked_math);
+    tcase_add_test(tc, err_prefix);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

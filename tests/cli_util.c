@@ -1,0 +1,54 @@
+#include "cli_util.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static size_t slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap - 1, f), total = n;
+    buf[n] = '\0';
+    char tmp[4096];
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        total += n;
+    fclose(f);
+    return total;
+}
+
+run_result run_cmd(const char *fmt, ...)
+{
+    run_result r;
+    memset(&r, 0, sizeof r);
+    char cmd[4096], full[8192], out[] = "/tmp/loong-out-XXXXXX", err[] = "/tmp/loong-err-XXXXXX";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int fo = mkstemp(out), fe = mkstemp(err);
+    ck_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    snprintf(full, sizeof full, "(%s) </dev/null >%s 2>%s", cmd, out, err);
+    int st = system(full);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out_len = slurp(out, r.out, sizeof r.out);
+    slurp(err, r.err, sizeof r.err);
+    unlink(out);
+    unlink(err);
+    return r;
+}
+
+int count_lines(const char *s)
+{
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        n += *p == '\n';
+    if (*s && s[strlen(s) - 1] != '\n') n++;
+    return n;
+}
