@@ -51,7 +51,7 @@ summarize() {
     local pass=0 fail=0 line n f e log
     for log in $(for d in "$@"; do echo "$d"/tests/*.log; done); do
         line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" | tail -n 1) || continue
-        read -r n f e < <(echo "$line" | grep -Eo '[0-9]+' | tr '\n' ' ')
+        read -r n f e <<<"$(echo "$line" | grep -Eo '[0-9]+' | paste -sd' ')"
         pass=$((pass + n - f - e))
         fail=$((fail + f + e))
     done
