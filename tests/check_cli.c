@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
+#include "check_run.h"
 
 #define LOONG LOONG_BIN
 
@@ -128,9 +129,5 @@ int main(void)
     tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
     tcase_add_test(tc, unwritable_output);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

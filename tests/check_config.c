@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "dag_util.h"
+#include "check_run.h"
 
 START_TEST(presets_match_table)
 {
@@ -217,9 +218,5 @@ int main(void)
     tcase_add_test(tc, strategies);
     tcase_add_test(tc, json_and_hash);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dag_util.h"
+#include "check_run.h"
 
 #define K 1024ull
 
@@ -285,9 +286,5 @@ static Suite *dag_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(dag_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(dag_suite());
 }

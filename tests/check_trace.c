@@ -8,6 +8,7 @@
 
 #include "core/trace.h"
 #include "dag_util.h"
+#include "check_run.h"
 
 START_TEST(us_convention)
 {
@@ -115,9 +116,5 @@ int main(void)
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, bad_files);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

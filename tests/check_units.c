@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/units.h"
+#include "check_run.h"
 
 START_TEST(parse_suffixes)
 {
@@ -75,9 +76,5 @@ int main(void)
     tcase_add_test(tc, checked_math);
     tcase_add_test(tc, err_prefix);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return check_run(s);
 }

@@ -61,5 +61,12 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN]);
 extern const char cli_config_help[];
 
 int cmd_dag(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_topo(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+
+/* Under mpirun only rank 0 prints cli_fail messages (set by cmd_exec). */
+extern bool cli_quiet;
 
 #endif

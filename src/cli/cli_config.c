@@ -17,7 +17,7 @@ const char cli_config_help[] = "Configuration (shared by dag, sim, exec and plan
                                "  --mesh PhxPs | P      head-parallel x sequence-parallel ranks, or a total\n"
                                "                        that the strategy splits                    [64]\n"
                                "  --strategy NAME       preset over the knobs below            [loongtrain]\n"
-                               "  --window W            double-ring window, P_s %% W == 0 [strategy's rule]\n"
+                               "  --window W            double-ring window, P_s % W == 0 [strategy's rule]\n"
                                "  --placement P         head-first | context-first              [head-first]\n"
                                "  --partition P         zigzag | contiguous                 [from strategy]\n"
                                "  --ring MODE           single | dual | double              [from strategy]\n"
@@ -40,8 +40,11 @@ bool cli_config_option(cli_config *cc, int opt, const char *arg)
     return true;
 }
 
+bool cli_quiet;
+
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
+    if (cli_quiet) return 2;
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "loong %s: error: ", cmd);

@@ -10,6 +10,14 @@
 
 static const cli_command commands[] = {
     {"dag", "build, validate and print the task DAG of a configuration", cmd_dag},
+#ifdef HAVE_SIMGRID
+    {"sim", "predict a configuration on a SimGrid cluster: step time, MFU, trace", cmd_sim},
+#endif
+    {"topo", "generate a SimGrid platform (NVSwitch + rail NICs + fat-tree)", cmd_topo},
+    {"compare", "compare a predicted trace with a measured one, task by task", cmd_compare},
+#ifdef HAVE_MPI
+    {"exec", "run the DAG on MPI ranks with CPU kernels; --check proves it numerically", cmd_exec},
+#endif
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

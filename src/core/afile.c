@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
@@ -23,7 +24,13 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
     }
     snprintf(a->tmp, n, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(a->tmp);
-    if (fd >= 0) a->f = fdopen(fd, "w");
+    if (fd >= 0) {
+        /* mkstemp makes 0600 files; outputs get the usual 0666 & ~umask */
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+        a->f = fdopen(fd, "w");
+    }
     if (!a->f) {
         int e = errno;
         if (fd >= 0) {

@@ -178,8 +178,11 @@ static void layer_bwd(prog *p, int l)
     gemm(p, OP_OUT_PROJ, PHASE_BWD, l, T, hid, (uint64_t)m->heads * d, READS(BUF_LB(l, LB_DH), lbuf(p, l, LB_OS), W),
          WRITES(lbuf(p, l, LB_DOS), G));
     attention_bwd_part(p, l);
+    /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
+    int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
+    int dkv_b = p->c->p_head == 1 && ring_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
     gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)(m->heads + 2 * m->kv_heads) * d, hid,
-         READS(lbuf(p, l, LB_DQKV), BUF_LB(l, LB_X), W), WRITES(BUF_LB(l, LB_DX), G));
+         READS(lbuf(p, l, LB_DQKV), BUF_LB(l, LB_X), W, dkv_a, dkv_b), WRITES(BUF_LB(l, LB_DX), G));
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, model_layer_params(m), l, l);
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, model_layer_params(m), l, l);
 }

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,4 +111,93 @@ void loong_err_prefix(char err[LOONG_ERRLEN], const char *prefix)
     memmove(err, prefix, n);
     memcpy(err + n, tmp, rest);
     err[n + rest] = '\0';
+}
+
+/* ---- real quantities with units (rates, bandwidths, durations) ---- */
+
+static double si_scale(char c)
+{
+    switch (c) {
+    case 'k':
+    case 'K': return 1e3;
+    case 'M': return 1e6;
+    case 'G': return 1e9;
+    case 'T': return 1e12;
+    case 'P': return 1e15;
+    default: return 0;
+    }
+}
+
+/* strtod without locale surprises or leading blanks/signs; *end is where the
+ * unit starts. Returns -1 on a malformed number. */
+static int real_prefix(const char *s, double *v, const char **end)
+{
+    if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.')) return -1;
+    char *e;
+    errno = 0;
+    *v = strtod(s, &e);
+    if (e == s || errno == ERANGE || !isfinite(*v)) return -1;
+    *end = e;
+    return 0;
+}
+
+static int bad_real(const char *s, const char *what, const char *example, char err[LOONG_ERRLEN])
+{
+    snprintf(err, LOONG_ERRLEN, "%s '%s' is not a positive quantity: write e.g. %s", what, s ? s : "", example);
+    return -1;
+}
+
+int units_parse_si(const char *s, const char *what, double *out, char err[LOONG_ERRLEN])
+{
+    double v;
+    const char *e;
+    if (real_prefix(s, &v, &e) < 0) return bad_real(s, what, "989T or 2.5e9", err);
+    double k = 1;
+    if (*e) {
+        k = si_scale(*e);
+        if (k == 0 || e[1]) return bad_real(s, what, "989T or 2.5e9", err);
+    }
+    if (v <= 0) return bad_real(s, what, "989T or 2.5e9", err);
+    *out = v * k;
+    return 0;
+}
+
+int units_parse_bandwidth(const char *s, const char *what, double *out, char err[LOONG_ERRLEN])
+{
+    static const char ex[] = "450GBps (bytes/s) or 400Gbps (bits/s)";
+    double v;
+    const char *e;
+    if (real_prefix(s, &v, &e) < 0) return bad_real(s, what, ex, err);
+    double k = 1;
+    if (*e && si_scale(*e) != 0) k = si_scale(*e++);
+    if (!strcmp(e, "Bps") || (!*e && k == 1))
+        ;
+    else if (!strcmp(e, "bps"))
+        k /= 8;
+    else
+        return bad_real(s, what, ex, err);
+    if (v <= 0) return bad_real(s, what, ex, err);
+    *out = v * k;
+    return 0;
+}
+
+int units_parse_time(const char *s, const char *what, double *out, char err[LOONG_ERRLEN])
+{
+    static const char ex[] = "4us, 1.5ms or 0.002s";
+    double v;
+    const char *e;
+    if (real_prefix(s, &v, &e) < 0) return bad_real(s, what, ex, err);
+    double k;
+    if (!*e || !strcmp(e, "s"))
+        k = 1;
+    else if (!strcmp(e, "ms"))
+        k = 1e-3;
+    else if (!strcmp(e, "us"))
+        k = 1e-6;
+    else if (!strcmp(e, "ns"))
+        k = 1e-9;
+    else
+        return bad_real(s, what, ex, err);
+    *out = v * k;
+    return 0;
 }

@@ -32,6 +32,22 @@ int units_parse_int(const char *s, const char *what, int *out, char err[LOONG_ER
  * multiples only; otherwise the plain number. Returns buf. */
 const char *units_fmt_count(uint64_t n, char *buf, size_t len);
 
+/* Parse a positive real with an optional decimal SI prefix: "989T" =
+ * 989e12, "2.5G", "1e9", "780" (k/K, M, G, T, P = 10^3..10^15). For rates
+ * such as FLOP/s. Returns 0 and sets *out, or -1 with a message naming
+ * `what` for empty, non-positive, non-finite or malformed input. */
+int units_parse_si(const char *s, const char *what, double *out, char err[LOONG_ERRLEN]);
+
+/* Parse a bandwidth into bytes per second: a decimal SI prefix then "Bps"
+ * (bytes/s) or "bps" (bits/s), e.g. "450GBps" = 450e9, "400Gbps" = 50e9,
+ * "3.35TBps". A bare number is bytes/s. Same errors as units_parse_si. */
+int units_parse_bandwidth(const char *s, const char *what, double *out, char err[LOONG_ERRLEN]);
+
+/* Parse a duration into seconds: a number with "s", "ms", "us" or "ns", e.g.
+ * "4us" = 4e-6; a bare number is seconds. Zero is allowed ("0us"); negative,
+ * non-finite or malformed input is an error. */
+int units_parse_time(const char *s, const char *what, double *out, char err[LOONG_ERRLEN]);
+
 /* Checked arithmetic: return false on overflow (out is then unspecified). */
 static inline bool units_mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool units_add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }

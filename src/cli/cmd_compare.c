@@ -1,0 +1,122 @@
+/* loong compare: a predicted trace against a measured one, task by task. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/compare.h"
+#include "cli.h"
+#include "plot.h"
+
+static void compare_usage(FILE *f)
+{
+    fprintf(f, "usage: loong compare PREDICTED.json MEASURED.json [--by kind|rank|layer] [--top N]\n"
+               "                     [--plot GANTT.png] [--error-plot ERRORS.png] [--max-error PCT]\n"
+               "\n"
+               "Match the tasks of two traces of the same configuration by id (typically\n"
+               "loong sim's and loong exec's) and print, with units: the step time of both\n"
+               "and the signed error; per group (task kind by default) the count and the\n"
+               "median and mean absolute percentage error of task durations; each rank's\n"
+               "makespan error; exposed communication of both; the N tasks with the largest\n"
+               "absolute error. Exits 0 and leaves judging to you, unless --max-error is\n"
+               "given: then exits 1 when |step time error| exceeds PCT percent.\n"
+               "\n"
+               "  --by G            group the error table by kind, rank or layer      [kind]\n"
+               "  --top N           how many worst tasks to list                        [10]\n"
+               "  --plot FILE       predicted and measured Gantt charts, stacked (PNG, gnuplot)\n"
+               "  --error-plot FILE bars of the error per group (PNG, gnuplot)\n"
+               "  --max-error PCT   exit 1 above this step-time error\n"
+               "  -h, --help        this text\n");
+}
+
+typedef struct cmp_cli {
+    const char *plot, *error_plot;
+    cmp_by by;
+    int top;
+    double max_error;
+} cmp_cli;
+
+static int parse(int argc, char **argv, cmp_cli *o)
+{
+    static const struct option opts[] = {
+        {"by", required_argument, 0, 'b'},
+        {"top", required_argument, 0, 't'},
+        {"plot", required_argument, 0, 'p'},
+        {"error-plot", required_argument, 0, 'e'},
+        {"max-error", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int opt;
+    char err[LOONG_ERRLEN], *end;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'b':
+            if (!strcmp(optarg, "kind"))
+                o->by = CMP_BY_KIND;
+            else if (!strcmp(optarg, "rank"))
+                o->by = CMP_BY_RANK;
+            else if (!strcmp(optarg, "layer"))
+                o->by = CMP_BY_LAYER;
+            else
+                return cli_fail("compare", "--by '%s' is not one of: kind, rank, layer", optarg);
+            break;
+        case 't':
+            if (units_parse_int(optarg, "--top", &o->top, err) < 0) return cli_fail("compare", "%s", err);
+            break;
+        case 'p': o->plot = optarg; break;
+        case 'e': o->error_plot = optarg; break;
+        case 'm':
+            o->max_error = strtod(optarg, &end);
+            if (*end || end == optarg || !(o->max_error >= 0))
+                return cli_fail("compare", "--max-error '%s' is not a non-negative percentage", optarg);
+            break;
+        case 'h': compare_usage(stdout); return -1;
+        default:
+            return cli_fail("compare", "unknown or incomplete option '%s': see loong compare --help", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2) return cli_fail("compare", "give two traces: loong compare PREDICTED.json MEASURED.json");
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    cmp_cli o = {NULL, NULL, CMP_BY_KIND, 10, -1};
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *pn = argv[optind], *mn = argv[optind + 1];
+    char err[LOONG_ERRLEN];
+    trace p, m;
+    if (trace_read(pn, &p, err) < 0) return cli_fail("compare", "%s", err);
+    if (trace_read(mn, &m, err) < 0) {
+        trace_free(&p);
+        return cli_fail("compare", "%s", err);
+    }
+    dag *g = NULL;
+    if (compare_check(&p, pn, &m, mn, err) < 0 || !(g = dag_build(&p.cfg, err))) {
+        rc = cli_fail("compare", "%s", err);
+    } else {
+        compare_print(stdout, g, &p, &m, o.by, o.top);
+        const trace *ts[2] = {&p, &m};
+        char tp[300], tm[300];
+        snprintf(tp, sizeof tp, "predicted (%s): %s", p.backend, pn);
+        snprintf(tm, sizeof tm, "measured (%s): %s", m.backend, mn);
+        const char *titles[2] = {tp, tm};
+        cmp_summary s;
+        compare_summarize(g, &p, &m, o.by, &s);
+        if (o.plot && plot_gantt(o.plot, g, ts, titles, 2, err) < 0) rc = cli_fail("compare", "%s", err);
+        if (!rc && o.error_plot && plot_error_bars(o.error_plot, &s, o.by, err) < 0)
+            rc = cli_fail("compare", "%s", err);
+        if (!rc && o.max_error >= 0 && fabs(s.step_err_pct) > o.max_error) {
+            printf("# step time error %+.2f %% exceeds --max-error %g %%\n", s.step_err_pct, o.max_error);
+            rc = 1;
+        }
+        free(s.groups);
+    }
+    dag_free(g);
+    trace_free(&p);
+    trace_free(&m);
+    return rc;
+}

@@ -1,0 +1,121 @@
+/* loong topo: generate a SimGrid platform XML for a GPU cluster. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/afile.h"
+#include "../sim/sim_topo.h"
+#include "cli.h"
+
+static void topo_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: loong topo [options] [-o FILE]\n"
+            "\n"
+            "Write a SimGrid platform for `loong sim`: NVSwitch as a star of SPLITDUPLEX\n"
+            "per-GPU links, one rail NIC per GPU (or shared), a rail-optimised fat-tree.\n"
+            "Defaults come from --gpu (datasheet figures) and NCCL's latency model.\n"
+            "\n"
+            "  --nodes N               nodes                                          [1]\n"
+            "  --gpus-per-node N       GPUs per node (on one NVSwitch)                [8]\n"
+            "  --gpu KIND              %s; sets peak, NVLink, NIC      [h100]\n"
+            "  --nvlink BW             NVLink per GPU per direction, e.g. 450GBps [by gpu]\n"
+            "  --nic BW                per NIC per direction, e.g. 400Gbps        [by gpu]\n"
+            "  --nics-per-node N       rail NICs per node, divides GPUs per node      [8]\n"
+            "  --fabric fat-tree       the fabric (only fat-tree)\n"
+            "  --oversubscription R    leaf down:up bandwidth ratio, >= 1             [1]\n"
+            "  --nodes-per-leaf N      nodes under one rail leaf switch              [32]\n"
+            "  --nvlink-latency T      per NVLink link (two per GPU-GPU path)    [5.9us]\n"
+            "  --nic-latency T         per NIC link (two per node-node path)    [11.2us]\n"
+            "  --uplink-latency T      per leaf-spine link                         [0us]\n"
+            "  -o, --output FILE       write there (atomically) instead of stdout\n"
+            "  -h, --help              this text\n"
+            "\nBandwidths take Bps (bytes/s) or bps (bits/s) with k/M/G/T (powers of 10).\n"
+            "\nExample:\n"
+            "  loong topo --nodes 8 --gpus-per-node 8 --gpu h100 --nvlink 450GBps --nic 400Gbps \\\n"
+            "             --nics-per-node 8 --fabric fat-tree --oversubscription 1 -o dgx-h100-8n.xml\n",
+            sim_topo_kinds());
+}
+
+typedef struct topo_args {
+    const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
+} topo_args;
+
+static int apply(const topo_args *a, sim_topo_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (sim_topo_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
+    if (a->nodes && units_parse_int(a->nodes, "--nodes", &sp->nodes, err) < 0) return -1;
+    if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &sp->gpus_per_node, err) < 0) return -1;
+    sp->nics_per_node = sp->gpus_per_node;
+    if (a->nics && units_parse_int(a->nics, "--nics-per-node", &sp->nics_per_node, err) < 0) return -1;
+    if (a->npl && units_parse_int(a->npl, "--nodes-per-leaf", &sp->nodes_per_leaf, err) < 0) return -1;
+    if (a->nvlink && units_parse_bandwidth(a->nvlink, "--nvlink", &sp->nvlink_bw, err) < 0) return -1;
+    if (a->nic && units_parse_bandwidth(a->nic, "--nic", &sp->nic_bw, err) < 0) return -1;
+    if (a->oversub && units_parse_si(a->oversub, "--oversubscription", &sp->oversub, err) < 0) return -1;
+    if (a->nvl_lat && units_parse_time(a->nvl_lat, "--nvlink-latency", &sp->nvlink_lat, err) < 0) return -1;
+    if (a->nic_lat && units_parse_time(a->nic_lat, "--nic-latency", &sp->nic_lat, err) < 0) return -1;
+    if (a->up_lat && units_parse_time(a->up_lat, "--uplink-latency", &sp->uplink_lat, err) < 0) return -1;
+    if (a->fabric && strcmp(a->fabric, "fat-tree")) {
+        snprintf(err, LOONG_ERRLEN, "--fabric '%s' is not one of: fat-tree", a->fabric);
+        return -1;
+    }
+    return sim_topo_validate(sp, err);
+}
+
+/* The command line, for the generated file's provenance comment. */
+static void origin_of(int argc, char **argv, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "loong");
+    for (int i = 0; i < argc && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, " %s", argv[i]);
+}
+
+int cmd_topo(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"nodes", required_argument, 0, 1},
+        {"gpus-per-node", required_argument, 0, 2},
+        {"gpu", required_argument, 0, 3},
+        {"nvlink", required_argument, 0, 4},
+        {"nic", required_argument, 0, 5},
+        {"nics-per-node", required_argument, 0, 6},
+        {"fabric", required_argument, 0, 7},
+        {"oversubscription", required_argument, 0, 8},
+        {"nodes-per-leaf", required_argument, 0, 9},
+        {"nvlink-latency", required_argument, 0, 10},
+        {"nic-latency", required_argument, 0, 11},
+        {"uplink-latency", required_argument, 0, 12},
+        {"output", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    topo_args a = {0};
+    const char **slot[] = {NULL,      &a.nodes,   &a.gpn, &a.gpu,     &a.nvlink,  &a.nic,   &a.nics,
+                           &a.fabric, &a.oversub, &a.npl, &a.nvl_lat, &a.nic_lat, &a.up_lat};
+    const char *out = "-";
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        if (opt >= 1 && opt <= 12) {
+            *slot[opt] = optarg;
+            continue;
+        }
+        switch (opt) {
+        case 'o': out = optarg; break;
+        case 'h': topo_usage(stdout); return 0;
+        default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
+    char err[LOONG_ERRLEN], origin[1024];
+    sim_topo_spec sp;
+    if (apply(&a, &sp, err) < 0) return cli_fail("topo", "%s", err);
+    origin_of(argc, argv, origin, sizeof origin);
+    afile f;
+    if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
+    if (sim_topo_write(f.f, &sp, origin) < 0) {
+        afile_abort(&f);
+        return cli_fail("topo", "write error on '%s'", out);
+    }
+    return afile_commit(&f, err) < 0 ? cli_fail("topo", "%s", err) : 0;
+}

@@ -1,0 +1,157 @@
+/* plot: gnuplot driven through a pipe; data and script go to temporary
+ * files, the PNG to a temporary beside the target, renamed on success. */
+#include "plot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int have_gnuplot(char err[LOONG_ERRLEN])
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) return 0;
+    snprintf(err, LOONG_ERRLEN, "gnuplot not found: install the Debian package gnuplot-nox to draw PNG charts");
+    return -1;
+}
+
+/* Run the script in `script` (a file) and move png.tmp onto png. */
+static int run_gnuplot(const char *script, const char *png, char err[LOONG_ERRLEN])
+{
+    char cmd[4096], tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", png);
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", script);
+    FILE *p = popen(cmd, "r");
+    char line[512] = "";
+    if (p)
+        while (fgets(line, sizeof line, p)) {
+        }
+    int st = p ? pclose(p) : -1;
+    if (st != 0 || rename(tmp, png) != 0) {
+        unlink(tmp);
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(err, LOONG_ERRLEN, "gnuplot could not draw '%s': %.150s", png, line[0] ? line : "failed");
+        return -1;
+    }
+    return 0;
+}
+
+static FILE *temp_file(char *path, size_t len, const char *tag)
+{
+    snprintf(path, len, "/tmp/loong-%s-XXXXXX", tag);
+    int fd = mkstemp(path);
+    return fd < 0 ? NULL : fdopen(fd, "w");
+}
+
+/* Rows: (rank, stream) pairs with tasks, in order. */
+static int row_of(const dag *g, int rank, int stream, int *rows)
+{
+    (void)g;
+    return rows[rank * STREAM_COUNT + stream];
+}
+
+int plot_gantt(const char *png, const dag *g, const trace *const *traces, const char *const *titles, int n,
+               char err[LOONG_ERRLEN])
+{
+    if (have_gnuplot(err) < 0) return -1;
+    int ranks = config_ranks(dag_config(g)), nrows = 0;
+    int *rows = malloc((size_t)ranks * STREAM_COUNT * sizeof *rows);
+    char dpath[64], spath[64];
+    FILE *d = temp_file(dpath, sizeof dpath, "gantt-data"), *s = temp_file(spath, sizeof spath, "gantt-gp");
+    if (!rows || !d || !s) {
+        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
+        free(rows);
+        return -1;
+    }
+    for (int r = 0; r < ranks; r++)
+        for (int st = 0; st < STREAM_COUNT; st++) {
+            uint32_t k;
+            dag_stream_tasks(g, r, st, &k);
+            rows[r * STREAM_COUNT + st] = k ? nrows++ : -1;
+        }
+    double xmax = 0, tmax[8] = {0};
+    for (int t = 0; t < n && t < 8; t++) {
+        tmax[t] = trace_makespan(traces[t]) / 1e3;
+        if (tmax[t] > xmax) xmax = tmax[t];
+    }
+    for (int t = 0; t < n; t++) {
+        for (size_t i = 0; i < traces[t]->n; i++) {
+            const trace_ev *e = &traces[t]->ev[i];
+            fprintf(d, "%d %.6f %.6f %d\n", row_of(g, e->rank, e->stream, rows), e->ts / 1e3, (e->ts + e->dur) / 1e3,
+                    e->kind + 1);
+        }
+        fprintf(d, "\n\n");
+    }
+    fclose(d);
+    int height = 120 + n * (60 + 14 * nrows);
+    fprintf(s, "set terminal pngcairo size 1400,%d font ',9'\nset output '%s.tmp'\n", height > 4000 ? 4000 : height,
+            png);
+    fprintf(
+        s,
+        "set multiplot layout %d,1\nset xlabel 'time (ms)'\nset ylabel 'rank / stream'\nset yrange [-1:%d] reverse\n"
+        "set key outside right\nset style fill solid 0.9 noborder\nset termoption noenhanced\n",
+        n, nrows);
+    fprintf(s, "set ytics (");
+    for (int r = 0, first = 1; r < ranks; r++)
+        for (int st = 0; st < STREAM_COUNT; st++)
+            if (rows[r * STREAM_COUNT + st] >= 0 && (nrows <= 48 || st == STREAM_COMP)) {
+                fprintf(s, "%s'r%d %s' %d", first ? "" : ", ", r, stream_name(st), rows[r * STREAM_COUNT + st]);
+                first = 0;
+            }
+    fprintf(s, ")\n");
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        fprintf(s, "set linetype %d lc rgb '%s'\n", k + 1,
+                (const char *[]){"#1f77b4", "#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#2ca02c", "#98df8a", "#17becf",
+                                 "#e377c2", "#bcbd22", "#7f7f7f"}[k]);
+    for (int t = 0; t < n; t++) {
+        /* one time axis when the makespans are comparable, else each its own */
+        double x = t < 8 && tmax[t] * 3 < xmax ? tmax[t] : xmax;
+        fprintf(s, "set xrange [0:%g]\n", x > 0 ? x * 1.01 : 1);
+        fprintf(s,
+                "set title '%s%s'\nplot '%s' index %d using (($2+$3)/2):1:(($3-$2)/2):(0.4):4 with boxxyerror lc "
+                "variable notitle",
+                titles[t], x < xmax ? " (own time axis)" : "", dpath, t);
+        for (int k = 0; k < TASK_KIND_COUNT; k++)
+            fprintf(s, ", keyentry with boxes lt %d title '%s'", k + 1, task_kind_name(k));
+        fprintf(s, "\n");
+    }
+    fprintf(s, "unset multiplot\n");
+    fclose(s);
+    int rc = run_gnuplot(spath, png, err);
+    unlink(dpath);
+    unlink(spath);
+    free(rows);
+    return rc;
+}
+
+int plot_error_bars(const char *png, const cmp_summary *sm, cmp_by by, char err[LOONG_ERRLEN])
+{
+    if (have_gnuplot(err) < 0) return -1;
+    char dpath[64], spath[64];
+    FILE *d = temp_file(dpath, sizeof dpath, "err-data"), *s = temp_file(spath, sizeof spath, "err-gp");
+    if (!d || !s) {
+        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
+        return -1;
+    }
+    for (int k = 0; k < sm->ngroups; k++) {
+        const cmp_group *gr = &sm->groups[k];
+        if (by == CMP_BY_KIND)
+            fprintf(d, "%s %.4f %.4f\n", task_kind_name(gr->key), gr->median_ape, gr->mean_ape);
+        else
+            fprintf(d, "%d %.4f %.4f\n", gr->key, gr->median_ape, gr->mean_ape);
+    }
+    fclose(d);
+    static const char *by_names[] = {"task kind", "rank", "layer"};
+    fprintf(s,
+            "set terminal pngcairo size 1000,500 font ',10'\nset output '%s.tmp'\nset style data histograms\n"
+            "set style histogram clustered gap 1\nset style fill solid 0.85 border -1\nset ylabel 'absolute error of "
+            "task durations (%%)'\n"
+            "set xlabel '%s'\nset title 'prediction vs measurement: step time error %+.2f %%'\nset xtics rotate by "
+            "-30\nset yrange [0:*]\n"
+            "plot '%s' using 2:xtic(1) title 'median', '' using 3 title 'mean'\n",
+            png, by_names[by], sm->step_err_pct, dpath);
+    fclose(s);
+    int rc = run_gnuplot(spath, png, err);
+    unlink(dpath);
+    unlink(spath);
+    return rc;
+}

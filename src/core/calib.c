@@ -1,0 +1,309 @@
+/* calib: calibration table parser and evaluator. See calib.h. */
+#include "calib.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CALIB_MAXPTS 32
+#define NKINDS       (TASK_ACC + 1) /* compute kinds: gemm .. acc */
+
+typedef enum { X_FLOPS, X_BYTES, X_TOKENS } xaxis;
+static const char *const xaxis_names[] = {"flops", "bytes", "tokens"};
+
+typedef struct row {
+    bool set;
+    bool curve; /* else a line */
+    xaxis x;
+    double t0;
+    double rate; /* line: work per second */
+    int npts;
+    double lx[CALIB_MAXPTS], eff[CALIB_MAXPTS]; /* log(x), efficiency */
+    double xs[CALIB_MAXPTS];                    /* x as written, for calib_write */
+} row;
+
+struct calib {
+    char gpu[32];
+    double peak, mem_bw;
+    row rows[NKINDS];
+};
+
+static bool memory_bound(int kind) { return kind == TASK_MERGE || kind == TASK_ACC; }
+
+/* ---- parsing ---- */
+
+typedef struct cursor {
+    const char *name;
+    int line;
+    char *err;
+} cursor;
+
+static int fail(const cursor *cu, const char *fmt, const char *a, const char *b)
+{
+    char msg[LOONG_ERRLEN];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    snprintf(cu->err, LOONG_ERRLEN, "%.90s:%d: %.140s", cu->name, cu->line, msg);
+    return -1;
+}
+
+/* Prefix a units_* message with file:line. */
+static int fail_units(const cursor *cu)
+{
+    char pre[128];
+    snprintf(pre, sizeof pre, "%s:%d: ", cu->name, cu->line);
+    loong_err_prefix(cu->err, pre);
+    return -1;
+}
+
+static int parse_rate(const cursor *cu, int kind, const char *s, double *out)
+{
+    int rc = memory_bound(kind) ? units_parse_bandwidth(s, "rate", out, cu->err)
+                                : units_parse_si(s, "rate (FLOP/s)", out, cu->err);
+    return rc < 0 ? fail_units(cu) : 0;
+}
+
+static int parse_point(const cursor *cu, row *r, const char *tok)
+{
+    char buf[64];
+    const char *colon = strchr(tok, ':');
+    if (!colon || (size_t)(colon - tok) >= sizeof buf)
+        return fail(cu, "curve point '%s' is not x:efficiency (e.g. 4K:0.62)%s", tok, "");
+    memcpy(buf, tok, (size_t)(colon - tok));
+    buf[colon - tok] = '\0';
+    double x, e;
+    char *end;
+    uint64_t n;
+    if (r->x == X_TOKENS) { /* token counts use binary K/M like --seq */
+        if (units_parse_count(buf, "curve point tokens", &n, cu->err) < 0) return fail_units(cu);
+        x = (double)n;
+    } else if (units_parse_si(buf, "curve point x", &x, cu->err) < 0) {
+        return fail_units(cu);
+    }
+    e = strtod(colon + 1, &end);
+    if (end == colon + 1 || *end || !(e > 0 && e <= 1))
+        return fail(cu, "curve point '%s': efficiency must be a number in (0, 1]%s", tok, "");
+    if (r->npts == CALIB_MAXPTS) return fail(cu, "curve has more than 32 points at '%s'%s", tok, "");
+    if (r->npts && log(x) <= r->lx[r->npts - 1])
+        return fail(cu, "curve point '%s': x must increase along the row%s", tok, "");
+    r->xs[r->npts] = x;
+    r->lx[r->npts] = log(x);
+    r->eff[r->npts++] = e;
+    return 0;
+}
+
+static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok)
+{
+    row *r = &cb->rows[kind];
+    if (r->set) return fail(cu, "duplicate row for kind '%s': give each kind once%s", tok[0], "");
+    memset(r, 0, sizeof *r);
+    if (ntok < 2) return fail(cu, "row '%s' lacks a model: use 'curve' or 'line'%s", tok[0], "");
+    if (!strcmp(tok[1], "line")) {
+        if (ntok != 4) return fail(cu, "'%s line' takes T0 RATE (e.g. 5us 780T)%s", tok[0], "");
+        if (units_parse_time(tok[2], "T0", &r->t0, cu->err) < 0) return fail_units(cu);
+        if (parse_rate(cu, kind, tok[3], &r->rate) < 0) return -1;
+    } else if (!strcmp(tok[1], "curve")) {
+        if (ntok < 5) return fail(cu, "'%s curve' takes X T0 and at least one x:eff point%s", tok[0], "");
+        int x = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(tok[2], xaxis_names[i])) x = i;
+        if (x < 0) return fail(cu, "curve abscissa '%s' is not one of: flops, bytes, tokens%s", tok[2], "");
+        r->x = (xaxis)x;
+        r->curve = true;
+        if (units_parse_time(tok[3], "T0", &r->t0, cu->err) < 0) return fail_units(cu);
+        for (int i = 4; i < ntok; i++)
+            if (parse_point(cu, r, tok[i]) < 0) return -1;
+    } else {
+        return fail(cu, "unknown model '%s' for kind '%s': use 'curve' or 'line'", tok[1], tok[0]);
+    }
+    r->set = true;
+    return 0;
+}
+
+static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
+{
+    if (ntok != 2) return fail(cu, "'%s' takes one value%s", tok[0], "");
+    if (!strcmp(tok[0], "gpu")) {
+        if (strlen(tok[1]) >= sizeof cb->gpu) return fail(cu, "gpu name '%s' is too long%s", tok[1], "");
+        strcpy(cb->gpu, tok[1]);
+        return 0;
+    }
+    int rc = !strcmp(tok[0], "peak") ? units_parse_si(tok[1], "peak (FLOP/s)", &cb->peak, cu->err)
+                                     : units_parse_bandwidth(tok[1], "mem_bw", &cb->mem_bw, cu->err);
+    return rc < 0 ? fail_units(cu) : 0;
+}
+
+static int parse_line(const cursor *cu, calib *cb, char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    char *tok[4 + CALIB_MAXPTS + 1], *save = NULL;
+    int ntok = 0;
+    for (char *p = strtok_r(line, " \t\r", &save); p; p = strtok_r(NULL, " \t\r", &save)) {
+        if (ntok == (int)(sizeof tok / sizeof tok[0])) return fail(cu, "too many fields%s%s", "", "");
+        tok[ntok++] = p;
+    }
+    if (!ntok) return 0;
+    if (!strcmp(tok[0], "gpu") || !strcmp(tok[0], "peak") || !strcmp(tok[0], "mem_bw"))
+        return parse_header(cu, cb, tok, ntok);
+    int kind = task_kind_parse(tok[0]);
+    if (kind < 0 || kind >= NKINDS)
+        return fail(cu,
+                    "unknown key or kind '%s': expected gpu, peak, mem_bw, gemm, attn_fwd, attn_bwd, merge or acc%s",
+                    tok[0], "");
+    return parse_row(cu, cb, kind, tok, ntok);
+}
+
+/* Whole-table checks once every line is read. */
+static int check_table(const cursor *cu, calib *cb)
+{
+    if (!cb->gpu[0]) return fail(cu, "missing 'gpu NAME' line%s%s", "", "");
+    if (cb->peak <= 0) return fail(cu, "missing 'peak FLOPS' line (e.g. peak 989T)%s%s", "", "");
+    if (cb->mem_bw <= 0) return fail(cu, "missing 'mem_bw BANDWIDTH' line (e.g. mem_bw 3.35TBps)%s%s", "", "");
+    for (int k = 0; k < NKINDS; k++) {
+        const row *r = &cb->rows[k];
+        if (!r->set) return fail(cu, "no row for kind '%s': every compute kind needs one%s", task_kind_name(k), "");
+        double ref = memory_bound(k) ? cb->mem_bw : cb->peak;
+        if (!r->curve && r->rate > ref * (1 + 1e-12)) {
+            char a[64];
+            snprintf(a, sizeof a, "%s line rate %.4g", task_kind_name(k), r->rate);
+            return fail(cu, "%s exceeds the hardware peak (%s): a table cannot be faster than the GPU", a,
+                        memory_bound(k) ? "mem_bw" : "peak");
+        }
+    }
+    return 0;
+}
+
+calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN])
+{
+    calib *cb = calloc(1, sizeof *cb);
+    char *copy = strdup(text);
+    if (!cb || !copy) {
+        free(cb);
+        free(copy);
+        snprintf(err, LOONG_ERRLEN, "out of memory reading '%s'", name);
+        return NULL;
+    }
+    cursor cu = {name, 0, err};
+    char *save = NULL;
+    int rc = 0;
+    /* strtok_r would merge empty lines and skew line numbers: split by hand */
+    for (char *line = copy; line && rc == 0; line = save) {
+        char *nl = strchr(line, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl) *nl = '\0';
+        cu.line++;
+        rc = parse_line(&cu, cb, line);
+    }
+    free(copy);
+    if (rc == 0) rc = check_table(&cu, cb);
+    if (rc < 0) {
+        free(cb);
+        return NULL;
+    }
+    return cb;
+}
+
+calib *calib_load(const char *path, char err[LOONG_ERRLEN])
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, LOONG_ERRLEN, "cannot read calibration file '%s': no such file or not readable", path);
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(err, LOONG_ERRLEN, "out of memory reading '%s'", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    calib *cb = calib_parse(buf, path, err);
+    free(buf);
+    return cb;
+}
+
+void calib_free(calib *cb) { free(cb); }
+const char *calib_gpu(const calib *cb) { return cb->gpu; }
+double calib_peak(const calib *cb) { return cb->peak; }
+double calib_mem_bw(const calib *cb) { return cb->mem_bw; }
+
+/* ---- evaluation ---- */
+
+uint64_t calib_task_bytes(const config *c, const dag_task *t)
+{
+    if (t->kind == TASK_MERGE) {
+        uint64_t elems = (uint64_t)t->dim[0] * t->dim[2] * (uint64_t)c->model.head_dim * (uint64_t)c->batch;
+        return elems * (uint64_t)(8 + c->act_bytes);
+    }
+    if (t->kind == TASK_ACC) return t->flops * 12;
+    return 0;
+}
+
+static double efficiency(const row *r, double x)
+{
+    if (x <= 0) return r->eff[0];
+    double lx = log(x);
+    if (lx <= r->lx[0]) return r->eff[0];
+    for (int i = 1; i < r->npts; i++)
+        if (lx <= r->lx[i]) {
+            double f = (lx - r->lx[i - 1]) / (r->lx[i] - r->lx[i - 1]);
+            return r->eff[i - 1] + f * (r->eff[i] - r->eff[i - 1]);
+        }
+    return r->eff[r->npts - 1];
+}
+
+double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens)
+{
+    if (kind < 0 || kind >= NKINDS) return 0;
+    const row *r = &cb->rows[kind];
+    double work = memory_bound(kind) ? bytes : flops;
+    if (work <= 0) return 0;
+    if (!r->curve) return r->t0 + work / r->rate;
+    double x = r->x == X_FLOPS ? flops : r->x == X_BYTES ? bytes : tokens;
+    double ref = memory_bound(kind) ? cb->mem_bw : cb->peak;
+    return r->t0 + work / (efficiency(r, x) * ref);
+}
+
+double calib_task_seconds(const calib *cb, const config *c, const dag_task *t)
+{
+    if (!task_is_compute(t)) return 0;
+    return calib_seconds(cb, t->kind, (double)t->flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
+}
+
+int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN])
+{
+    double ref = memory_bound(kind) ? cb->mem_bw : cb->peak;
+    if (kind < 0 || kind >= NKINDS || !(rate > 0) || rate > ref || t0 < 0) {
+        snprintf(err, LOONG_ERRLEN, "line for kind %d: rate %.4g must be in (0, %.4g] and T0 >= 0", kind, rate, ref);
+        return -1;
+    }
+    row *r = &cb->rows[kind];
+    memset(r, 0, sizeof *r);
+    r->set = true;
+    r->t0 = t0;
+    r->rate = rate;
+    return 0;
+}
+
+int calib_write(FILE *f, const calib *cb)
+{
+    fprintf(f, "gpu %s\npeak %.17g\nmem_bw %.17gBps\n", cb->gpu, cb->peak, cb->mem_bw);
+    for (int k = 0; k < NKINDS; k++) {
+        const row *r = &cb->rows[k];
+        if (!r->curve) {
+            fprintf(f, "%s line %.17gs %.17g%s\n", task_kind_name(k), r->t0, r->rate, memory_bound(k) ? "Bps" : "");
+            continue;
+        }
+        fprintf(f, "%s curve %s %.17gs", task_kind_name(k), xaxis_names[r->x], r->t0);
+        for (int i = 0; i < r->npts; i++)
+            fprintf(f, " %.17g:%.17g", r->xs[i], r->eff[i]);
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,76 @@
+/*
+ * calib: the calibration table that turns a compute task into a duration —
+ * read by `loong sim`, the analytical planner, and written by `loong
+ * calibrate`. Backend-agnostic (no SimGrid, no CUDA).
+ *
+ * File format (README, "Calibration format"): one directive per line, '#'
+ * starts a comment, tokens separated by blanks.
+ *
+ *   gpu     h100            GPU kind the table describes
+ *   peak    989T            dense bf16 FLOP/s per GPU (decimal SI prefixes)
+ *   mem_bw  3.35TBps        HBM bandwidth, bytes/s (or bits/s with "bps")
+ *   KIND curve X T0 x:eff ...   efficiency vs block size, interpolated
+ *   KIND line  T0 RATE          time = T0 + work / RATE (what calibrate fits)
+ *
+ * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
+ * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc
+ * (memory-bound: work = bytes moved, calib_task_bytes(); efficiency relative
+ * to `mem_bw`, RATE a bandwidth such as 2.7TBps). X, the curve's abscissa,
+ * is `flops`, `bytes` or `tokens` (the task's first dimension: GEMM m, or
+ * the query tokens of an attention block; token points take binary K/M
+ * like --seq, FLOPs and bytes decimal SI prefixes). Curves interpolate linearly in
+ * log(x) between points and are flat beyond the first and last; a curve's
+ * time is T0 + work / (eff(x) * reference). Every kind needs exactly one row,
+ * efficiencies lie in (0, 1] and a line's RATE may not exceed the reference:
+ * a table can never predict faster than the hardware peak.
+ *
+ * Low-level: depends on units and dag (for task kinds and shapes).
+ */
+#ifndef LOONG_CALIB_H
+#define LOONG_CALIB_H
+
+#include <stdio.h>
+
+#include "dag.h"
+
+typedef struct calib calib;
+
+/* Parse a calibration table from text; `name` labels messages ("file:line:
+ * ..."). Returns a new table, or NULL with a one-line message for any
+ * malformed row, missing kind, duplicate kind or rate above peak. */
+calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN]);
+
+/* calib_parse on the contents of path. NULL with a message if unreadable. */
+calib *calib_load(const char *path, char err[LOONG_ERRLEN]);
+
+void calib_free(calib *cb);
+
+/* GPU kind (e.g. "h100"), peak FLOP/s and HBM bytes/s of the table. */
+const char *calib_gpu(const calib *cb);
+double calib_peak(const calib *cb);
+double calib_mem_bw(const calib *cb);
+
+/* Bytes a memory-bound task moves through HBM: merge reads the block's
+ * (O, LSE) at activation precision and the fp32 running output and writes
+ * it back (4 + 4 + act_bytes per output element, dim[0]*dim[2]*d*B
+ * elements); acc reads two fp32 operands and writes one (12 bytes per
+ * element, t->flops elements). 0 for compute-bound kinds. */
+uint64_t calib_task_bytes(const config *c, const dag_task *t);
+
+/* Seconds a compute task takes (0 for communication tasks). */
+double calib_task_seconds(const calib *cb, const config *c, const dag_task *t);
+
+/* Seconds for `kind` given its work (FLOPs or bytes, by kind) and abscissa
+ * values, for callers without a dag_task (the planner). */
+double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens);
+
+/* Replace kind's row by the line T0 + work / rate (for `loong calibrate`).
+ * Returns 0, or -1 with a message if rate is not positive or exceeds the
+ * reference peak. */
+int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN]);
+
+/* Write the table in the format calib_parse reads (round-trips exactly up
+ * to %.17g). Returns 0, or -1 on a write error. */
+int calib_write(FILE *f, const calib *cb);
+
+#endif

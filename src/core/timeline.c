@@ -1,0 +1,88 @@
+/* timeline: busy / communication / exposed time of one rank. See timeline.h. */
+#include "timeline.h"
+
+#include <stdlib.h>
+
+typedef struct span {
+    double a, b;
+} span;
+
+static int by_start(const void *x, const void *y)
+{
+    double a = ((const span *)x)->a, b = ((const span *)y)->a;
+    return (a > b) - (a < b);
+}
+
+/* Sort and merge into a disjoint union; returns the count. */
+static size_t merge_spans(span *s, size_t n)
+{
+    qsort(s, n, sizeof *s, by_start);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && s[i].a <= s[m - 1].b) {
+            if (s[i].b > s[m - 1].b) s[m - 1].b = s[i].b;
+        } else {
+            s[m++] = s[i];
+        }
+    }
+    return m;
+}
+
+static double length(const span *s, size_t n)
+{
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += s[i].b - s[i].a;
+    return sum;
+}
+
+/* Length of the intersection of two disjoint sorted span lists. */
+static double overlap(const span *u, size_t nu, const span *c, size_t nc)
+{
+    double sum = 0;
+    size_t i = 0, j = 0;
+    while (i < nu && j < nc) {
+        double a = u[i].a > c[j].a ? u[i].a : c[j].a, b = u[i].b < c[j].b ? u[i].b : c[j].b;
+        if (b > a) sum += b - a;
+        if (u[i].b < c[j].b)
+            i++;
+        else
+            j++;
+    }
+    return sum;
+}
+
+/* Spans of the rank's compute stream (comp) or of all its other streams. */
+static span *collect(const dag *g, const double *start, const double *dur, int r, bool comp, size_t *n)
+{
+    size_t cap = 0, m = 0;
+    for (int s = 0; s < STREAM_COUNT; s++) {
+        uint32_t k;
+        dag_stream_tasks(g, r, s, &k);
+        if ((s == STREAM_COMP) == comp) cap += k;
+    }
+    span *v = malloc((cap ? cap : 1) * sizeof *v);
+    if (!v) abort();
+    for (int s = 0; s < STREAM_COUNT; s++) {
+        if ((s == STREAM_COMP) != comp) continue;
+        uint32_t k;
+        const uint32_t *ids = dag_stream_tasks(g, r, s, &k);
+        for (uint32_t i = 0; i < k; i++)
+            if (dur[ids[i]] > 0) v[m++] = (span){start[ids[i]], start[ids[i]] + dur[ids[i]]};
+    }
+    *n = merge_spans(v, m);
+    return v;
+}
+
+void timeline_rank(const dag *g, const double *start, const double *dur, int rank, double makespan, rank_timeline *out)
+{
+    size_t nc, nu;
+    span *c = collect(g, start, dur, rank, true, &nc), *u = collect(g, start, dur, rank, false, &nu);
+    out->busy = length(c, nc);
+    out->comm = length(u, nu);
+    out->exposed = out->comm - overlap(u, nu, c, nc);
+    out->idle = makespan - out->busy - out->exposed;
+    if (out->idle < 0) out->idle = 0;
+    free(c);
+    free(u);
+}

@@ -1,0 +1,23 @@
+/*
+ * timeline: what a timed DAG (simulated or measured) says about one rank —
+ * how long its compute stream was busy, how long communication was in
+ * flight, and how much of that was exposed (not hidden behind compute).
+ * Shared by `loong sim`, `loong exec` and `loong compare`.
+ */
+#ifndef LOONG_TIMELINE_H
+#define LOONG_TIMELINE_H
+
+#include "dag.h"
+
+typedef struct rank_timeline {
+    double busy;    /* union of compute-stream task intervals */
+    double comm;    /* union of communication task intervals (all comm streams) */
+    double exposed; /* comm minus its overlap with busy */
+    double idle;    /* makespan - busy - exposed (never negative) */
+} rank_timeline;
+
+/* start[id], dur[id] in any one unit (seconds or microseconds), indexed by
+ * task id; makespan in the same unit. Zero-length tasks are ignored. */
+void timeline_rank(const dag *g, const double *start, const double *dur, int rank, double makespan, rank_timeline *out);
+
+#endif

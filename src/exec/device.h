@@ -1,0 +1,142 @@
+/*
+ * device: what the executor needs from a device, as one plug-in struct
+ * (in the manner of nccl-tests): memory, stream-ordered kernels and
+ * communication, events, and per-task timestamps. The CPU device
+ * (device_cpu.c: worker thread per stream, CPU kernels, MPI) fills it here;
+ * the CUDA device (src/cuda: CUDA streams, NCCL) fills the same struct.
+ *
+ * Everything launched on a stream runs in order, asynchronously to the
+ * caller, exactly like a CUDA stream; cross-stream order is expressed with
+ * dev_record/dev_wait on integer event ids. Errors are values: ops return
+ * DEV_OK or an error code, and asynchronous failures surface at dev_sync.
+ */
+#ifndef LOONG_EXEC_DEVICE_H
+#define LOONG_EXEC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/units.h"
+#include "kernels.h"
+
+typedef enum { DEV_OK = 0, DEV_ERR_MEM, DEV_ERR_COMM, DEV_ERR_ARG, DEV_ERR_FAULT } dev_result;
+
+typedef struct dev dev;
+typedef struct dev_comm dev_comm;
+
+typedef enum {
+    DOP_ATTN_FWD,   /* o, lse = attn(q, k, v) */
+    DOP_ATTN_BWD,   /* dq += ..., dk, dv = ... */
+    DOP_MERGE,      /* (o, lse) <- merge((o, lse), (ob, lseb)) */
+    DOP_AXPY,       /* y[i] += x[i], n floats */
+    DOP_ZERO,       /* y[i] = 0, n floats */
+    DOP_COPY2D,     /* rows x cols floats, strided */
+    DOP_SUM_GROUPS, /* dst[r][g][:] = sum_j src[r][g*gs + j][:] */
+    DOP_GEMM,       /* C = alpha * op(A) op(B) + beta * C, row-major */
+    DOP_SWIGLU,     /* fwd: m = silu(g) * u; bwd: dg, du from dm */
+    DOP_SENDRECV,   /* an NCCL-style group of one send and/or one recv */
+    DOP_ALLTOALL,   /* equal blocks of `count` floats to/from each member */
+    /* In place on `count` floats of rbuf, split over the n members as NCCL
+     * would: member i owns part i (count / n floats, the first count % n
+     * members one more). ALLREDUCE: every part summed everywhere;
+     * REDUCESCATTER: member i's own part holds the sum (the others are left
+     * unspecified); ALLGATHER: every member's own part copied to all. */
+    DOP_ALLREDUCE,
+    DOP_REDUCESCATTER,
+    DOP_ALLGATHER,
+} dev_op_kind;
+
+typedef struct dev_op {
+    dev_op_kind kind;
+    int stamp_start, stamp_end;   /* timestamp slots to fill (-1: none) */
+    int stamp_start2, stamp_end2; /* SENDRECV: slots of the recv */
+    int fail;                     /* fault injection: die when this op starts */
+    union {
+        struct {
+            float *o, *lse, *dq, *dk, *dv;
+            const float *q, *k, *v, *o_in, *lse_in, *do_;
+            const int64_t *qpos, *kpos;
+            attn_shape s;
+        } attn;
+        struct {
+            float *o, *lse;
+            const float *ob, *lseb;
+            int nq, hq, d;
+        } merge;
+        struct {
+            float *y;
+            const float *x;
+            size_t n;
+        } axpy;
+        struct {
+            float *dst;
+            const float *src;
+            size_t rows, cols, dst_ld, src_ld;
+        } copy;
+        struct {
+            float *dst;
+            const float *src;
+            size_t rows, dst_ld, src_ld;
+            int groups, gs, d;
+        } sum;
+        struct {
+            int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+            float alpha, beta;
+            const float *a, *b;
+            float *c;
+        } gemm;
+        struct {
+            int backward;
+            float *m, *dg, *du;
+            const float *g, *u, *dm;
+            size_t n;
+        } swiglu;
+        struct {
+            dev_comm *comm;
+            const void *sbuf;
+            void *rbuf;
+            size_t sbytes, rbytes;
+            int to, from; /* ranks in comm; -1: none */
+        } p2p;
+        struct {
+            dev_comm *comm;
+            const float *sbuf;
+            float *rbuf;
+            size_t count; /* all-to-all: floats per member block; others: total */
+        } coll;
+    } u;
+} dev_op;
+
+typedef struct dev_ops {
+    const char *name;
+    /* Open the device of `rank` with `nstreams` streams and `nslots`
+     * timestamp slots. Returns NULL with a message. */
+    dev *(*open)(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN]);
+    void (*close)(dev *d);
+    /* Zeroed device memory of `bytes`; NULL when out of memory. */
+    void *(*alloc)(dev *d, size_t bytes);
+    void (*release)(dev *d, void *p);
+    /* Host fp32 <-> device copies (synchronous). */
+    int (*put)(dev *d, void *dst, const float *src, size_t n);
+    int (*get)(dev *d, float *dst, const void *src, size_t n);
+    /* A communicator over `ranks` (global ranks, in order) for stream;
+     * every member calls it collectively in the same order. */
+    dev_comm *(*comm)(dev *d, int stream, const int *ranks, int n, char err[LOONG_ERRLEN]);
+    /* The member index of global rank r in comm. */
+    int (*comm_rank)(dev_comm *c, int r);
+    int (*launch)(dev *d, int stream, const dev_op *op);
+    int (*record)(dev *d, int stream, int event);
+    int (*wait)(dev *d, int stream, int event);
+    /* Forget all recorded events (between iterations). */
+    void (*reset_events)(dev *d);
+    /* Wait for every stream; returns DEV_OK or the first error, with err. */
+    int (*sync)(dev *d, char err[LOONG_ERRLEN]);
+    /* Start and end (seconds, this rank's clock) of timestamp slot i. */
+    void (*stamps)(dev *d, int i, double *start, double *end);
+    /* Now, on the clock of the stamps. */
+    double (*now)(dev *d);
+} dev_ops;
+
+extern const dev_ops dev_cpu;
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * exec: runs the core's DAG on real ranks (one MPI process per rank) over a
+ * device (device.h). Every rank builds the same DAG, walks its own tasks in
+ * id order and launches each on its stream after waiting the events of its
+ * deps — the schedule the simulator predicts, for real.
+ *
+ * Layering: exec depends on the core and on device.h; devices know nothing
+ * of the DAG.
+ */
+#ifndef LOONG_EXEC_EXEC_H
+#define LOONG_EXEC_EXEC_H
+
+#include "core/dag.h"
+#include "device.h"
+
+typedef struct exec_opts {
+    uint64_t seed;
+    int iters, warmup;
+    bool check;
+    const char *trace_path;   /* NULL: none */
+    const char *dump_dir;     /* NULL: none */
+    int fail_rank, fail_task; /* fault injection, -1: none */
+    double timeout_s;         /* a rank with no progress for this long aborts all */
+} exec_opts;
+
+typedef struct exec_result {
+    double step_s[64]; /* per timed iteration, common clock */
+    int nsteps;
+    double max_rel_err[6]; /* by tensor, see exec_check_names */
+    int ntensors;
+    bool check_ok;
+} exec_result;
+
+/* Run on this MPI rank (MPI already initialised with THREAD_MULTIPLE).
+ * Returns 0, 1 when --check found errors above tolerance, 2 on bad input
+ * or a device/communication error (message already printed by rank 0 or by
+ * the failing rank). */
+int exec_run(const config *c, const dev_ops *ops, const exec_opts *o);
+
+#endif

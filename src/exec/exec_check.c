@@ -1,0 +1,367 @@
+/*
+ * exec_check: --check and --dump. Rank 0 gathers the distributed results in
+ * global token order and compares them with a single-rank float64
+ * reference over the whole sequence, computed from the same seeded inputs:
+ * attention O (and dQ, dK, dV for scope attn, KV-replica gradients summed
+ * back), or, for scope step, every weight gradient after the reduction.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "exec_state.h"
+#include "npy.h"
+
+/* fp32 kernels against float64: max|a-b| / max|b|. Attention sums at most S
+ * terms per output with fp32 rounding 6e-8, well under 1e-5 for the test
+ * sizes; the step chains 5 GEMMs and attention per layer through L layers,
+ * each adding the same order of error; observed ~1e-6. */
+#define TOL_ATTN 1e-5
+#define TOL_STEP 1e-5
+
+/* ---- gathering ---- */
+
+/* (T, width) sequence-sharded rows of every rank -> (S, width) on rank 0. */
+static float *gather_seq(xr *x, const float *dptr, int width)
+{
+    size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq;
+    float *mine = malloc(T * w * sizeof *mine), *all = NULL, *out = NULL;
+    int64_t *pos = malloc(T * sizeof *pos), *allpos = NULL;
+    x->ops->get(x->dev, mine, dptr, T * w);
+    for (int i = 0; i < x->T; i++)
+        pos[i] = xr_seq_pos(x, i);
+    if (x->rank == 0) {
+        all = malloc(S * w * sizeof *all);
+        allpos = malloc(S * sizeof *allpos);
+        out = malloc(S * w * sizeof *out);
+    }
+    MPI_Gather(mine, (int)(T * w), MPI_FLOAT, all, (int)(T * w), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gather(pos, (int)T, MPI_INT64_T, allpos, (int)T, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (x->rank == 0)
+        for (size_t k = 0; k < S; k++)
+            memcpy(out + (size_t)allpos[k] * w, all + k * w, w * sizeof *out);
+    free(mine);
+    free(pos);
+    free(all);
+    free(allpos);
+    return out;
+}
+
+/* Columns [c0, c0 + n) of a (rows, ld) matrix, as a new array. */
+static float *columns(const float *a, size_t rows, size_t ld, size_t c0, size_t n)
+{
+    float *o = malloc(rows * n * sizeof *o);
+    for (size_t r = 0; r < rows; r++)
+        memcpy(o + r * n, a + r * ld + c0, n * sizeof *o);
+    return o;
+}
+
+static double rel_err(const float *a, const double *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= num)) num = e; /* NaN propagates */
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* ---- references (rank 0) ---- */
+
+static double *gen_seq(const xr *x, int tensor, int width, float scale)
+{
+    size_t S = (size_t)x->c->seq;
+    double *o = malloc(S * (size_t)width * sizeof *o);
+    float *row = malloc((size_t)width * sizeof *row);
+    for (size_t p = 0; p < S; p++) {
+        xr_gen_row(x->o->seed, tensor, (int64_t)p, row, width, scale);
+        for (int k = 0; k < width; k++)
+            o[p * (size_t)width + (size_t)k] = row[k];
+    }
+    free(row);
+    return o;
+}
+
+static void dgemm(int ta, int tb, int m, int n, int k, const double *a, int lda, const double *b, int ldb, double beta,
+                  double *c, int ldc)
+{
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
+                ldb, beta, c, ldc);
+}
+
+/* Split (S, (H+2Hkv)d) rows into Q (S,H,d), K, V (S,Hkv,d) and back. */
+static void split_qkv(const xr *x, const double *qkv, double *q, double *k, double *v, bool join)
+{
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)x->H * d, wk = (size_t)x->Hkv * d;
+    for (size_t p = 0; p < S; p++) {
+        double *row = (double *)qkv + p * (wq + 2 * wk);
+        double *parts[3] = {q + p * wq, k + p * wk, v + p * wk};
+        size_t off[3] = {0, wq, wq + wk}, len[3] = {wq, wk, wk};
+        for (int i = 0; i < 3; i++)
+            memcpy(join ? row + off[i] : parts[i], join ? parts[i] : row + off[i], len[i] * sizeof(double));
+    }
+}
+
+typedef struct ref_layer {
+    double *x, *qkv, *o, *h, *g, *u, *m;
+} ref_layer;
+
+/* The executor's step model in float64 on the whole sequence: per layer
+ * h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd; the LM head
+ * z = x_L Wlm with loss sum(z * R). Returns the weight gradients laid out
+ * like the executor's gradient buffer. */
+static double *ref_step(const xr *x)
+{
+    const model *m = &x->c->model;
+    int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
+    int hd = m->heads * d, w3 = (m->heads + 2 * m->kv_heads) * d, wk = m->kv_heads * d;
+    size_t Sz = (size_t)S;
+    double *wts = malloc(x->wcount * sizeof *wts), *grad = calloc(x->wcount, sizeof *grad);
+    float *row = malloc((size_t)hid * sizeof *row);
+    for (size_t r = 0; r < x->wcount / (size_t)hid; r++) {
+        xr_gen_row(x->o->seed, GEN_W, (int64_t)r, row, hid, 1.0f / sqrtf((float)hid));
+        for (int k = 0; k < hid; k++)
+            wts[r * (size_t)hid + (size_t)k] = row[k];
+    }
+    free(row);
+    size_t per = (size_t)hid * (size_t)w3 + (size_t)hd * (size_t)hid + 3 * (size_t)hid * (size_t)ffn;
+    ref_layer *ly = calloc((size_t)L + 1, sizeof *ly);
+    ly[0].x = gen_seq(x, GEN_X, hid, 1.0f);
+    double *R = gen_seq(x, GEN_R, V, 1.0f / (float)V);
+    double *q = malloc(Sz * (size_t)hd * sizeof *q), *k = malloc(Sz * (size_t)wk * sizeof *k),
+           *v = malloc(Sz * (size_t)wk * sizeof *v), *lse = malloc(Sz * (size_t)m->heads * sizeof *lse);
+    for (int l = 0; l < L; l++) {
+        const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
+                     *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
+                     *Wd = Wu + (size_t)hid * (size_t)ffn;
+        ref_layer *y = &ly[l];
+        y->qkv = malloc(Sz * (size_t)w3 * sizeof(double));
+        y->o = malloc(Sz * (size_t)hd * sizeof(double));
+        y->h = malloc(Sz * (size_t)hid * sizeof(double));
+        y->g = malloc(Sz * (size_t)ffn * sizeof(double));
+        y->u = malloc(Sz * (size_t)ffn * sizeof(double));
+        y->m = malloc(Sz * (size_t)ffn * sizeof(double));
+        dgemm(0, 0, S, w3, hid, y->x, hid, W, w3, 0, y->qkv, w3);
+        split_qkv(x, y->qkv, q, k, v, false);
+        attn_ref_fwd(y->o, lse, q, k, v, S, m->heads, m->kv_heads, d);
+        memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
+        dgemm(0, 0, S, hid, hd, y->o, hd, Wo, hid, 1, y->h, hid);
+        dgemm(0, 0, S, ffn, hid, y->h, hid, Wg, ffn, 0, y->g, ffn);
+        dgemm(0, 0, S, ffn, hid, y->h, hid, Wu, ffn, 0, y->u, ffn);
+        for (size_t i = 0; i < Sz * (size_t)ffn; i++)
+            y->m[i] = y->g[i] / (1 + exp(-y->g[i])) * y->u[i];
+        ly[l + 1].x = malloc(Sz * (size_t)hid * sizeof(double));
+        memcpy(ly[l + 1].x, y->h, Sz * (size_t)hid * sizeof(double));
+        dgemm(0, 0, S, hid, ffn, y->m, ffn, Wd, hid, 1, ly[l + 1].x, hid);
+    }
+    const double *Wlm = wts + (size_t)L * per;
+    double *gWlm = grad + (size_t)L * per;
+    double *dx = malloc(Sz * (size_t)hid * sizeof *dx), *dh = malloc(Sz * (size_t)hid * sizeof *dh);
+    double *dm = malloc(Sz * (size_t)ffn * sizeof *dm), *dg = malloc(Sz * (size_t)ffn * sizeof *dg),
+           *du = malloc(Sz * (size_t)ffn * sizeof *du), *dO = malloc(Sz * (size_t)hd * sizeof *dO),
+           *dqkv = malloc(Sz * (size_t)w3 * sizeof *dqkv), *dq = malloc(Sz * (size_t)hd * sizeof *dq),
+           *dk = malloc(Sz * (size_t)wk * sizeof *dk), *dv = malloc(Sz * (size_t)wk * sizeof *dv);
+    dgemm(0, 1, S, hid, V, R, V, Wlm, V, 0, dx, hid);
+    dgemm(1, 0, hid, V, S, ly[L].x, hid, R, V, 0, gWlm, V);
+    for (int l = L - 1; l >= 0; l--) {
+        const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
+                     *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
+                     *Wd = Wu + (size_t)hid * (size_t)ffn;
+        double *G = grad + (size_t)l * per, *Go = G + (size_t)hid * (size_t)w3, *Gg = Go + (size_t)hd * (size_t)hid,
+               *Gu = Gg + (size_t)hid * (size_t)ffn, *Gd = Gu + (size_t)hid * (size_t)ffn;
+        ref_layer *y = &ly[l];
+        dgemm(0, 1, S, ffn, hid, dx, hid, Wd, hid, 0, dm, ffn);
+        dgemm(1, 0, ffn, hid, S, y->m, ffn, dx, hid, 0, Gd, hid);
+        memcpy(dh, dx, Sz * (size_t)hid * sizeof *dh);
+        for (size_t i = 0; i < Sz * (size_t)ffn; i++) {
+            double gg = y->g[i], sig = 1 / (1 + exp(-gg));
+            du[i] = dm[i] * gg * sig;
+            dg[i] = dm[i] * y->u[i] * (sig + gg * sig * (1 - sig));
+        }
+        dgemm(0, 1, S, hid, ffn, du, ffn, Wu, ffn, 1, dh, hid);
+        dgemm(1, 0, hid, ffn, S, y->h, hid, du, ffn, 0, Gu, ffn);
+        dgemm(0, 1, S, hid, ffn, dg, ffn, Wg, ffn, 1, dh, hid);
+        dgemm(1, 0, hid, ffn, S, y->h, hid, dg, ffn, 0, Gg, ffn);
+        dgemm(0, 1, S, hd, hid, dh, hid, Wo, hid, 0, dO, hd);
+        dgemm(1, 0, hd, hid, S, y->o, hd, dh, hid, 0, Go, hid);
+        split_qkv(x, y->qkv, q, k, v, false);
+        attn_ref_bwd(dq, dk, dv, q, k, v, dO, S, m->heads, m->kv_heads, d);
+        split_qkv(x, dqkv, dq, dk, dv, true);
+        memcpy(dx, dh, Sz * (size_t)hid * sizeof *dx);
+        dgemm(0, 1, S, hid, w3, dqkv, w3, W, w3, 1, dx, hid);
+        dgemm(1, 0, hid, w3, S, y->x, hid, dqkv, w3, 0, G, w3);
+    }
+    for (int l = 0; l <= L; l++) {
+        free(ly[l].x);
+        free(ly[l].qkv);
+        free(ly[l].o);
+        free(ly[l].h);
+        free(ly[l].g);
+        free(ly[l].u);
+        free(ly[l].m);
+    }
+    free(ly);
+    free(R);
+    free(q), free(k), free(v), free(lse), free(dx), free(dh), free(dm), free(dg), free(du), free(dO), free(dqkv);
+    free(dq), free(dk), free(dv), free(wts);
+    return grad;
+}
+
+/* ---- checks ---- */
+
+typedef struct row {
+    const char *name;
+    double err, tol;
+} row;
+
+static int print_rows(const row *r, int n)
+{
+    int bad = 0;
+    printf("# check against the float64 single-rank reference over the whole sequence\n");
+    printf("# %-12s %14s %10s %7s\n", "tensor", "max_rel_err", "tolerance", "status");
+    for (int i = 0; i < n; i++) {
+        bool ok = r[i].err <= r[i].tol; /* false for NaN */
+        bad |= !ok;
+        printf("  %-12s %14.3e %10.0e %7s\n", r[i].name, r[i].err, r[i].tol, ok ? "ok" : "FAILED");
+    }
+    return bad;
+}
+
+static int check_attn(xr *x)
+{
+    layer_t *ly = &x->ly[0];
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d, w3 = hd + 2 * wk;
+    float *o = gather_seq(x, ly->o_s, (int)hd);
+    float *dqkv = x->c->scope == SCOPE_ATTN ? gather_seq(x, ly->dqkv_s, (int)w3) : NULL;
+    int bad = 0;
+    if (x->rank == 0) {
+        double *qkv = malloc(S * w3 * sizeof *qkv), *q = gen_seq(x, GEN_Q, (int)hd, 1.0f),
+               *k = gen_seq(x, GEN_K, (int)wk, 1.0f), *v = gen_seq(x, GEN_V, (int)wk, 1.0f);
+        double *ro = malloc(S * hd * sizeof *ro), *lse = malloc(S * (size_t)x->H * sizeof *lse);
+        attn_ref_fwd(ro, lse, q, k, v, (int)S, x->H, x->Hkv, (int)d);
+        row r[4] = {{"O", rel_err(o, ro, S * hd), TOL_ATTN}};
+        int n = 1;
+        if (dqkv) {
+            double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f), *dq = malloc(S * hd * sizeof *dq),
+                   *dk = malloc(S * wk * sizeof *dk), *dv = malloc(S * wk * sizeof *dv);
+            attn_ref_bwd(dq, dk, dv, q, k, v, dO, (int)S, x->H, x->Hkv, (int)d);
+            float *a[3] = {columns(dqkv, S, w3, 0, hd), columns(dqkv, S, w3, hd, wk),
+                           columns(dqkv, S, w3, hd + wk, wk)};
+            r[1] = (row){"dQ", rel_err(a[0], dq, S * hd), TOL_ATTN};
+            r[2] = (row){"dK", rel_err(a[1], dk, S * wk), TOL_ATTN};
+            r[3] = (row){"dV", rel_err(a[2], dv, S * wk), TOL_ATTN};
+            n = 4;
+            for (int i = 0; i < 3; i++)
+                free(a[i]);
+            free(dO), free(dq), free(dk), free(dv);
+        }
+        bad = print_rows(r, n);
+        free(qkv), free(q), free(k), free(v), free(ro), free(lse);
+    }
+    free(o);
+    free(dqkv);
+    return bad;
+}
+
+static int check_step(xr *x)
+{
+    if (x->rank != 0) return 0;
+    float *g = malloc(x->wcount * sizeof *g);
+    x->ops->get(x->dev, g, x->gbuf, x->wcount);
+    double *ref = ref_step(x);
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
+    size_t w3 = (size_t)(m->heads + 2 * m->kv_heads) * (size_t)m->head_dim;
+    size_t sz[5] = {hid * w3, hd * hid, hid * ffn, hid * ffn, ffn * hid}, per = sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
+    static const char *names[5] = {"dW_qkv", "dW_o", "dW_gate", "dW_up", "dW_down"};
+    row r[6];
+    for (int k = 0, off = 0; k < 5; off += (int)sz[k], k++) {
+        double worst = 0; /* worst layer */
+        for (int l = 0; l < x->L; l++) {
+            size_t o = (size_t)l * per + (size_t)off;
+            double e = rel_err(g + o, ref + o, sz[k]);
+            if (!(e <= worst)) worst = e;
+        }
+        r[k] = (row){names[k], worst, TOL_STEP};
+    }
+    size_t o = (size_t)x->L * per;
+    r[5] = (row){"dW_lm_head", rel_err(g + o, ref + o, hid * (size_t)m->vocab), TOL_STEP};
+    int bad = print_rows(r, 6);
+    free(g);
+    free(ref);
+    return bad;
+}
+
+int xr_check(xr *x, exec_result *res)
+{
+    (void)res;
+    int bad = x->c->scope == SCOPE_STEP ? check_step(x) : check_attn(x);
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return bad ? 1 : 0;
+}
+
+/* ---- dump ---- */
+
+static int dump_seq(xr *x, const char *dir, const char *name, const float *dptr, int heads, int width_per_head,
+                    size_t col0, size_t ld, char err[LOONG_ERRLEN])
+{
+    float *all = gather_seq(x, dptr, (int)ld);
+    int rc = 0;
+    if (x->rank == 0) {
+        size_t S = (size_t)x->c->seq, w = (size_t)heads * (size_t)width_per_head;
+        float *a = columns(all, S, ld, col0, w);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+        size_t shape[3] = {S, (size_t)heads, (size_t)width_per_head};
+        rc = npy_write(path, a, shape, 3, err);
+        free(a);
+    }
+    free(all);
+    return rc;
+}
+
+int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
+{
+    int rc = 0;
+    if (x->rank == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, LOONG_ERRLEN, "cannot create --dump directory '%s': %s", dir, strerror(errno));
+        rc = -1;
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc) return -1;
+    layer_t *ly = &x->ly[0];
+    int H = x->H, Hkv = x->Hkv, d = x->d;
+    size_t hd = (size_t)H * (size_t)d, wk = (size_t)Hkv * (size_t)d, w3 = hd + 2 * wk;
+    if (x->c->scope == SCOPE_STEP) {
+        if (x->rank != 0) return 0;
+        float *g = malloc(x->wcount * sizeof *g);
+        x->ops->get(x->dev, g, x->gbuf, x->wcount);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/grads.npy", dir);
+        size_t shape[1] = {x->wcount};
+        rc = npy_write(path, g, shape, 1, err);
+        free(g);
+        return rc;
+    }
+    /* every rank takes part in every gather, whatever rank 0's writes do */
+    const struct {
+        const char *name;
+        const float *p;
+        int heads;
+        size_t col, ld;
+    } t[] = {
+        {"q", ly->qkv_s, H, 0, w3},      {"k", ly->qkv_s, Hkv, hd, w3},        {"v", ly->qkv_s, Hkv, hd + wk, w3},
+        {"o", ly->o_s, H, 0, hd},        {"do", ly->do_s, H, 0, hd},           {"dq", ly->dqkv_s, H, 0, w3},
+        {"dk", ly->dqkv_s, Hkv, hd, w3}, {"dv", ly->dqkv_s, Hkv, hd + wk, w3},
+    };
+    int n = x->c->scope == SCOPE_ATTN ? 8 : 4;
+    for (int i = 0; i < n; i++)
+        if (dump_seq(x, dir, t[i].name, t[i].p, t[i].heads, d, t[i].col, t[i].ld, err)) rc = -1;
+    return rc;
+}

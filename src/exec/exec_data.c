@@ -1,0 +1,243 @@
+/* exec_data: one rank's buffers and its seeded inputs. See exec_state.h. */
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_state.h"
+
+static float *dalloc(xr *x, size_t n, bool *ok)
+{
+    if (!n) return NULL;
+    float *p = x->ops->alloc(x->dev, n * sizeof(float));
+    if (!p) *ok = false;
+    return p;
+}
+
+static void geometry(xr *x)
+{
+    const config *c = x->c;
+    const model *m = &c->model;
+    x->P = config_ranks(c);
+    config_coords(c, x->rank, &x->h, &x->s);
+    x->T = (int)(c->seq / (uint64_t)x->P);
+    x->N = (int)(c->seq / (uint64_t)c->p_seq);
+    x->ctok = (int)config_chunk_tokens(c);
+    x->H = m->heads;
+    x->Hkv = m->kv_heads;
+    x->Hkv_eff = m->kv_heads > c->p_head ? m->kv_heads : c->p_head;
+    x->hq = config_q_heads(c);
+    x->kvh = config_kv_heads(c);
+    x->d = m->head_dim;
+    x->R = config_kv_repl(c);
+    x->lanes = dag_lanes(x->g);
+    x->lane_tok = x->lanes == 2 ? x->ctok : x->N;
+    x->lane_parts[0] = x->lanes == 2 ? 1 : (config_parts(c) == 2 ? 3 : 1);
+    x->lane_parts[1] = 2;
+    x->L = c->scope == SCOPE_STEP ? m->layers : 1;
+}
+
+int64_t xr_pos(const xr *x, int s, int part, int i) { return (int64_t)config_chunk_of(x->c, s, part) * x->ctok + i; }
+
+int64_t xr_seq_pos(const xr *x, int i)
+{
+    int idx = x->h * x->T + i;
+    return xr_pos(x, x->s, idx / x->ctok, idx % x->ctok);
+}
+
+static void positions(xr *x)
+{
+    for (int r = 0; r < x->N; r++)
+        x->qpos[r] = xr_pos(x, x->s, r / x->ctok, r % x->ctok);
+    for (int s = 0; s < x->c->p_seq; s++)
+        for (int k = 0; k < x->lanes; k++) {
+            int64_t *kp = x->kpos + ((size_t)s * (size_t)x->lanes + (size_t)k) * (size_t)x->lane_tok;
+            int row = 0;
+            for (int p = 0; p < 2; p++)
+                if (x->lane_parts[k] >> p & 1)
+                    for (int i = 0; i < x->ctok; i++)
+                        kp[row++] = xr_pos(x, s, p, i);
+        }
+}
+
+static void alloc_layer(xr *x, layer_t *l, bool *ok)
+{
+    size_t T = (size_t)x->T, N = (size_t)x->N, d = (size_t)x->d;
+    size_t w3 = (size_t)(x->H + 2 * x->Hkv) * d, hd = (size_t)x->H * d,
+           slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * d;
+    l->qkv_s = dalloc(x, T * w3, ok);
+    l->o_s = dalloc(x, T * hd, ok);
+    l->do_s = dalloc(x, T * hd, ok);
+    l->dqkv_s = dalloc(x, T * w3, ok);
+    if (x->R > 1) l->dkv_eff = dalloc(x, T * 2 * (size_t)x->Hkv_eff * d, ok);
+    size_t hqd = N * (size_t)x->hq * d;
+    l->q_h = dalloc(x, hqd, ok);
+    l->o_h = dalloc(x, hqd, ok);
+    l->do_h = dalloc(x, hqd, ok);
+    l->dq_h = dalloc(x, hqd, ok);
+    l->lse = dalloc(x, N * (size_t)x->hq, ok);
+    for (int k = 0; k < x->lanes; k++)
+        l->kv_own[k] = dalloc(x, slot, ok);
+}
+
+static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
+{
+    size_t T = (size_t)x->T, hid = (size_t)x->c->model.hidden, ffn = (size_t)x->c->model.ffn;
+    l->h = dalloc(x, T * hid, ok);
+    l->dh = dalloc(x, T * hid, ok);
+    l->g = dalloc(x, T * ffn, ok);
+    l->u = dalloc(x, T * ffn, ok);
+    l->m = dalloc(x, T * ffn, ok);
+    l->dg = dalloc(x, T * ffn, ok);
+    l->du = dalloc(x, T * ffn, ok);
+    l->dm = dalloc(x, T * ffn, ok);
+}
+
+/* Weights of every layer then the LM head, in one buffer padded to a
+ * multiple of P so reduce-scatter and all-gather split it evenly. */
+static void alloc_weights(xr *x, bool *ok)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, d = (size_t)m->head_dim, ffn = (size_t)m->ffn;
+    size_t per = hid * (size_t)(m->heads + 2 * m->kv_heads) * d + (size_t)m->heads * d * hid + 3 * hid * ffn;
+    size_t total = per * (size_t)x->L + hid * (size_t)m->vocab, P = (size_t)x->P;
+    x->wcount = total;
+    x->wpad = (total + P - 1) / P * P;
+    x->wbuf = dalloc(x, x->wpad, ok);
+    x->gbuf = dalloc(x, x->wpad, ok);
+    if (!*ok) return;
+    float *w = x->wbuf, *gw = x->gbuf;
+    for (int l = 0; l < x->L; l++) {
+        size_t sz[5] = {hid * (size_t)(m->heads + 2 * m->kv_heads) * d, (size_t)m->heads * d * hid, hid * ffn,
+                        hid * ffn, ffn * hid};
+        float **wp[5] = {&x->ly[l].w.qkv, &x->ly[l].w.o, &x->ly[l].w.g, &x->ly[l].w.u, &x->ly[l].w.dn};
+        float **gp[5] = {&x->ly[l].gw.qkv, &x->ly[l].gw.o, &x->ly[l].gw.g, &x->ly[l].gw.u, &x->ly[l].gw.dn};
+        for (int k = 0; k < 5; k++) {
+            *wp[k] = w;
+            *gp[k] = gw;
+            w += sz[k];
+            gw += sz[k];
+        }
+    }
+    x->lm_w = w;
+    x->lm_gw = gw;
+    x->r_lm = dalloc(x, (size_t)x->T * (size_t)m->vocab, ok);
+    x->logits = dalloc(x, (size_t)x->T * (size_t)m->vocab, ok);
+}
+
+int xr_alloc(xr *x, char err[LOONG_ERRLEN])
+{
+    geometry(x);
+    bool ok = true;
+    bool step = x->c->scope == SCOPE_STEP;
+    x->ly = calloc((size_t)x->L + 1, sizeof *x->ly);
+    x->qpos = malloc((size_t)x->N * sizeof *x->qpos);
+    x->kpos = malloc((size_t)x->c->p_seq * (size_t)x->lanes * (size_t)x->lane_tok * sizeof *x->kpos);
+    if (!x->ly || !x->qpos || !x->kpos) ok = false;
+    for (int l = 0; ok && l < x->L; l++)
+        alloc_layer(x, &x->ly[l], &ok);
+    size_t slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d;
+    for (int k = 0; ok && k < x->lanes; k++) {
+        for (int i = KV_IN0; i < KV_SLOTS; i++)
+            x->kv_slot[k][i] = dalloc(x, slot, &ok);
+        for (int i = 0; i < DKV_SLOTS; i++)
+            x->dkv_slot[k][i] = dalloc(x, slot, &ok);
+    }
+    size_t hqd = (size_t)x->N * (size_t)x->hq * (size_t)x->d;
+    x->ob = dalloc(x, hqd, &ok);
+    x->lseb = dalloc(x, (size_t)x->N * (size_t)x->hq, &ok);
+    x->zeros = dalloc(x, slot, &ok);
+    size_t a2a = (size_t)x->T * (size_t)(x->H + 2 * x->Hkv_eff) * (size_t)x->d;
+    x->a2a_send = dalloc(x, a2a, &ok);
+    x->a2a_recv = dalloc(x, a2a, &ok);
+    if (step && ok) {
+        size_t hid = (size_t)x->c->model.hidden;
+        for (int l = 0; ok && l <= x->L; l++) {
+            x->ly[l].x = dalloc(x, (size_t)x->T * hid, &ok);
+            x->ly[l].dx = dalloc(x, (size_t)x->T * hid, &ok);
+            if (l < x->L) alloc_step_layer(x, &x->ly[l], &ok);
+        }
+        if (ok) alloc_weights(x, &ok);
+    }
+    if (!ok) {
+        snprintf(err, LOONG_ERRLEN,
+                 "rank %d: out of device memory for the executor's buffers: use a smaller --seq or model", x->rank);
+        return -1;
+    }
+    positions(x);
+    return 0;
+}
+
+void xr_free(xr *x)
+{
+    /* the device releases everything it allocated when it closes; host-side
+     * arrays are ours */
+    free(x->ly);
+    free(x->qpos);
+    free(x->kpos);
+}
+
+/* ---- inputs ---- */
+
+void xr_gen_row(uint64_t seed, int tensor, int64_t row, float *out, int n, float scale)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    uint64_t h = seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)tensor << 56) ^ (uint64_t)row * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    gsl_rng_set(r, (unsigned long)(h ? h : 1));
+    for (int i = 0; i < n; i++)
+        out[i] = (float)((2.0 * gsl_rng_uniform(r) - 1.0) * scale);
+    gsl_rng_free(r);
+}
+
+/* Fill rows of a host staging buffer and copy it to the device. */
+static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t (*pos)(const xr *, int), float scale)
+{
+    float *host = malloc((size_t)rows * (size_t)width * sizeof *host);
+    if (!host) return -1;
+    for (int i = 0; i < rows; i++)
+        xr_gen_row(x->o->seed, tensor, pos ? pos(x, i) : i, host + (size_t)i * (size_t)width, width, scale);
+    int rc = x->ops->put(x->dev, dst, host, (size_t)rows * (size_t)width);
+    free(host);
+    return rc;
+}
+
+/* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V]. */
+static int gen_qkv(xr *x, float *qkv)
+{
+    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk;
+    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host);
+    if (!host) return -1;
+    for (int i = 0; i < x->T; i++) {
+        float *row = host + (size_t)i * (size_t)w3;
+        int64_t p = xr_seq_pos(x, i);
+        xr_gen_row(x->o->seed, GEN_Q, p, row, wq, 1.0f);
+        xr_gen_row(x->o->seed, GEN_K, p, row + wq, wk, 1.0f);
+        xr_gen_row(x->o->seed, GEN_V, p, row + wq + wk, wk, 1.0f);
+    }
+    int rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
+    free(host);
+    return rc;
+}
+
+static int64_t weight_row(const xr *x, int i)
+{
+    (void)x;
+    return i;
+}
+
+int xr_inputs(xr *x)
+{
+    if (x->c->scope != SCOPE_STEP) {
+        if (gen_qkv(x, x->ly[0].qkv_s) < 0) return -1;
+        return gen_rows(x, x->ly[0].do_s, GEN_DO, x->T, x->H * x->d, xr_seq_pos, 1.0f);
+    }
+    const model *m = &x->c->model;
+    if (gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0) return -1;
+    if (gen_rows(x, x->r_lm, GEN_R, x->T, m->vocab, xr_seq_pos, 1.0f / (float)m->vocab) < 0) return -1;
+    /* weights: row-wise from one stream of rows, scaled by 1/sqrt(fan-in) */
+    float scale = 1.0f / sqrtf((float)m->hidden);
+    size_t rows = x->wcount / (size_t)m->hidden;
+    return gen_rows(x, x->wbuf, GEN_W, (int)rows, m->hidden, weight_row, scale);
+}

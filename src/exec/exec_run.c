@@ -1,0 +1,416 @@
+/*
+ * exec_run: one rank's run — start-up checks (rank count, configuration
+ * hash), communicators, clock offsets, the timed iterations, the watchdog,
+ * the measured trace and the report.
+ *
+ * Clocks: each rank stamps tasks with CLOCK_MONOTONIC. At start-up rank 0
+ * estimates every other rank's offset with ping-pongs (Cristian's method:
+ * offset = t_peer - (t_send + t_recv)/2 from the round trip with the
+ * smallest delay), and every stamp is moved onto rank 0's clock, relative to
+ * rank 0's start of the iteration.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/afile.h"
+#include "core/stats.h"
+#include "core/timeline.h"
+#include "core/trace.h"
+#include "exec_state.h"
+
+/* ---- start-up ---- */
+
+static int agree(int rc)
+{
+    int all;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+}
+
+static int check_world(const config *c, int rank, int size)
+{
+    if (size != config_ranks(c)) {
+        if (rank == 0)
+            fprintf(
+                stderr,
+                "loong exec: error: mpirun started %d ranks but mesh %dx%d needs P_h x P_s = %d: use mpirun -np %d\n",
+                size, c->p_head, c->p_seq, config_ranks(c), config_ranks(c));
+        return 2;
+    }
+    unsigned long long h = config_hash(c), *all = malloc((size_t)size * sizeof *all);
+    MPI_Allgather(&h, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    int bad = -1;
+    for (int r = 0; r < size && bad < 0; r++)
+        if (all[r] != all[0]) bad = r;
+    if (bad >= 0 && rank == 0)
+        fprintf(stderr,
+                "loong exec: error: rank %d has a different configuration than rank 0 (hash %016llx vs %016llx): give "
+                "every rank the same flags\n",
+                bad, all[bad], all[0]);
+    free(all);
+    return bad >= 0 ? 2 : 0;
+}
+
+/* Offset of this rank's clock from rank 0's (seconds to subtract). */
+static double clock_offset(xr *x)
+{
+    double off = 0, msg[2];
+    for (int r = 1; r < x->P; r++) {
+        if (x->rank == 0) {
+            double best_rtt = INFINITY, best = 0;
+            for (int k = 0; k < 16; k++) {
+                double t0 = x->ops->now(x->dev), tr;
+                MPI_Send(&t0, 1, MPI_DOUBLE, r, 7, MPI_COMM_WORLD);
+                MPI_Recv(&tr, 1, MPI_DOUBLE, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                double t1 = x->ops->now(x->dev);
+                if (t1 - t0 < best_rtt) best_rtt = t1 - t0, best = tr - (t0 + t1) / 2;
+            }
+            msg[0] = best;
+            msg[1] = best_rtt;
+            MPI_Send(msg, 2, MPI_DOUBLE, r, 8, MPI_COMM_WORLD);
+        } else if (x->rank == r) {
+            for (int k = 0; k < 16; k++) {
+                double t;
+                MPI_Recv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                t = x->ops->now(x->dev);
+                MPI_Send(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD);
+            }
+            MPI_Recv(msg, 2, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            off = msg[0];
+        }
+    }
+    return off;
+}
+
+static int make_comms(xr *x, char err[LOONG_ERRLEN])
+{
+    int *all = malloc((size_t)x->P * sizeof *all), *grp = malloc((size_t)x->c->p_head * sizeof *grp);
+    if (!all || !grp) return -1;
+    for (int r = 0; r < x->P; r++)
+        all[r] = r;
+    for (int i = 0; i < x->c->p_head; i++)
+        grp[i] = config_rank_of(x->c, i, x->s);
+    int rc = 0;
+    for (int s = 0; s < STREAM_COUNT && rc == 0; s++) {
+        x->comm[s] =
+            s == STREAM_A2A ? x->ops->comm(x->dev, s, grp, x->c->p_head, err) : x->ops->comm(x->dev, s, all, x->P, err);
+        if (!x->comm[s]) rc = -1;
+    }
+    free(all);
+    free(grp);
+    return rc;
+}
+
+/* ---- watchdog ---- */
+
+typedef struct watchdog {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    double deadline; /* CLOCK_REALTIME seconds; 0: idle */
+    bool stop;
+    int rank;
+    double timeout;
+} watchdog;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *watch(void *arg)
+{
+    watchdog *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        struct timespec ts;
+        double until = w->deadline > 0 ? w->deadline : wall_now() + 1;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        if (!w->stop && w->deadline > 0 && wall_now() > w->deadline) {
+            fprintf(stderr,
+                    "loong exec: rank %d: no iteration finished within %.0f s (a peer may have died or hung): aborting "
+                    "all ranks (raise --timeout for long runs)\n",
+                    w->rank, w->timeout);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void watch_arm(watchdog *w, bool on)
+{
+    pthread_mutex_lock(&w->mu);
+    w->deadline = on ? wall_now() + w->timeout : 0;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- one iteration ---- */
+
+static int wait_deps(xr *x, const dag_task *t, int stream)
+{
+    const uint32_t *d = dag_deps(x->g, t);
+    for (uint16_t k = 0; k < t->ndeps; k++)
+        if (x->ops->wait(x->dev, stream, (int)(d[k] - x->base))) return -1;
+    return 0;
+}
+
+static int launch_all(xr *x)
+{
+    for (uint32_t i = 0; i < x->ntasks; i++) {
+        const dag_task *t = dag_task_get(x->g, x->base + i);
+        if (t->kind == TASK_RECV) continue; /* issued with its send */
+        const dag_task *r = t->kind == TASK_SEND ? dag_task_get(x->g, t->id + 1) : NULL;
+        if (r && (r->kind != TASK_RECV || !(r->flags & DAG_F_GROUPED) || r->stream != t->stream)) return -1;
+        if (wait_deps(x, t, t->stream) || (r && wait_deps(x, r, t->stream))) return -1;
+        if (xr_launch_task(x, t)) return -1;
+        if (x->ops->record(x->dev, t->stream, (int)i)) return -1;
+        if (r && x->ops->record(x->dev, t->stream, (int)(r->id - x->base))) return -1;
+    }
+    return 0;
+}
+
+static void zero_grads(xr *x)
+{
+    if (x->c->scope != SCOPE_STEP) return;
+    float *z = calloc(x->wpad, sizeof *z);
+    if (z) x->ops->put(x->dev, x->gbuf, z, x->wpad);
+    free(z);
+}
+
+/* Run one iteration; fills start/end (seconds from rank 0's start, on rank
+ * 0's clock) of this rank's tasks and returns the step time (max over
+ * ranks), or a negative value on error. */
+static double iteration(xr *x, double offset, double *start, double *end, watchdog *w, char err[LOONG_ERRLEN])
+{
+    x->ops->reset_events(x->dev);
+    zero_grads(x);
+    memset(x->o_init, 0, sizeof x->o_init);
+    x->cur_layer_o[0] = x->cur_layer_o[1] = x->cur_layer_o[2] = -1;
+    x->cur_layer_dq = -1;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double epoch = x->ops->now(x->dev) - offset;
+    MPI_Bcast(&epoch, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    watch_arm(w, true);
+    int rc = launch_all(x);
+    if (rc) snprintf(err, LOONG_ERRLEN, "rank %d: could not launch the schedule", x->rank);
+    if (x->ops->sync(x->dev, err)) rc = -1;
+    watch_arm(w, false);
+    if (agree(rc ? 1 : 0)) return -1;
+    double last = 0;
+    for (uint32_t i = 0; i < x->ntasks; i++) {
+        double s, e;
+        x->ops->stamps(x->dev, (int)i, &s, &e);
+        start[i] = s - offset - epoch;
+        end[i] = e - offset - epoch;
+        if (end[i] > last) last = end[i];
+    }
+    double step;
+    MPI_Allreduce(&last, &step, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return step;
+}
+
+/* ---- report ---- */
+
+/* Rank 0 gets every task's start and duration (seconds), in id order. */
+static int gather_stamps(xr *x, const double *start, const double *end, double **gs, double **gd)
+{
+    uint32_t n = dag_ntasks(x->g);
+    double *s = calloc(n, sizeof *s), *d = calloc(n, sizeof *d);
+    *gs = *gd = NULL;
+    if (x->rank == 0) {
+        *gs = malloc(n * sizeof **gs);
+        *gd = malloc(n * sizeof **gd);
+    }
+    if (!s || !d || (x->rank == 0 && (!*gs || !*gd))) return -1;
+    for (uint32_t i = 0; i < x->ntasks; i++) {
+        s[x->base + i] = start[i];
+        d[x->base + i] = end[i] - start[i];
+    }
+    MPI_Reduce(s, *gs, (int)n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(d, *gd, (int)n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    free(s);
+    free(d);
+    return 0;
+}
+
+static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG_ERRLEN])
+{
+    afile a;
+    if (afile_open(&a, x->o->trace_path, err) < 0) return -1;
+    if (trace_write(a.f, x->g, "exec-cpu", gs, gd, NULL) < 0) {
+        afile_abort(&a);
+        snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
+        return -1;
+    }
+    return afile_commit(&a, err);
+}
+
+/* Per rank: compute busy, communication in flight, and how much of it was
+ * hidden behind compute, in the reported iteration. */
+static void report_overlap(const xr *x, const double *gs, const double *gd, double step)
+{
+    printf("# %5s %10s %10s %12s %9s\n", "rank", "busy_ms", "comm_ms", "exposed_ms", "hidden_%");
+    double comm = 0, exposed = 0;
+    for (int r = 0; r < x->P; r++) {
+        rank_timeline tl;
+        timeline_rank(x->g, gs, gd, r, step, &tl);
+        comm += tl.comm;
+        exposed += tl.exposed;
+        printf("  %5d %10.3f %10.3f %12.3f %9.1f\n", r, tl.busy * 1e3, tl.comm * 1e3, tl.exposed * 1e3,
+               tl.comm > 0 ? 100 * (1 - tl.exposed / tl.comm) : 100.0);
+    }
+    printf("# communication hidden behind compute: %.1f %% (all ranks)\n",
+           comm > 0 ? 100 * (1 - exposed / comm) : 100.0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report(const xr *x, const double *steps, int n, int median_iter)
+{
+    if (x->rank != 0) return;
+    char desc[256];
+    config_describe(x->c, desc, sizeof desc);
+    printf("# loong exec: %s\n# device %s, %d ranks, seed %llu\n", desc, x->ops->name, x->P,
+           (unsigned long long)x->o->seed);
+    printf("# %5s %12s\n", "iter", "step_ms");
+    for (int i = 0; i < n; i++)
+        printf("  %5d %12.3f%s\n", i, steps[i] * 1e3, i < x->o->warmup ? "  (warm-up)" : "");
+    double tok = (double)x->c->seq * x->c->batch;
+    printf("# median step %.3f ms (iteration %d); %.0f tokens/s/rank\n", steps[median_iter] * 1e3, median_iter,
+           tok / steps[median_iter] / x->P);
+}
+
+static int run_iterations(xr *x, watchdog *w, double offset, char err[LOONG_ERRLEN])
+{
+    int total = x->o->warmup + x->o->iters;
+    double *st = calloc((size_t)total * x->ntasks + 1, sizeof *st),
+           *en = calloc((size_t)total * x->ntasks + 1, sizeof *en);
+    double *steps = calloc((size_t)total, sizeof *steps), *sorted = calloc((size_t)total, sizeof *sorted);
+    if (!st || !en || !steps || !sorted) return -1;
+    int rc = 0;
+    for (int i = 0; i < total && rc == 0; i++) {
+        steps[i] = iteration(x, offset, st + (size_t)i * x->ntasks, en + (size_t)i * x->ntasks, w, err);
+        if (steps[i] < 0) rc = -1;
+    }
+    if (rc == 0) {
+        memcpy(sorted, steps + x->o->warmup, (size_t)x->o->iters * sizeof *sorted);
+        qsort(sorted, (size_t)x->o->iters, sizeof *sorted, cmp_double);
+        double med = sorted[(x->o->iters - 1) / 2];
+        int mi = x->o->warmup;
+        while (steps[mi] != med)
+            mi++;
+        report(x, steps, total, mi);
+        double *gs, *gd;
+        rc = agree(gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &gs, &gd) ? 1 : 0) ? -1
+                                                                                                                 : 0;
+        if (rc == 0 && x->rank == 0) report_overlap(x, gs, gd, steps[mi]);
+        if (rc == 0 && x->o->trace_path) rc = agree(x->rank == 0 && write_trace(x, gs, gd, err) ? 1 : 0) ? -1 : 0;
+        if (rc == 0 && x->o->trace_path && x->rank == 0) printf("# trace: iteration %d -> %s\n", mi, x->o->trace_path);
+        free(gs);
+        free(gd);
+    }
+    free(st);
+    free(en);
+    free(steps);
+    free(sorted);
+    return rc;
+}
+
+/* The layouts P_h = 1 leaves unchanged until a consumer asks (attn scopes
+ * have none after the ring), for --check and --dump. */
+static int finish_layouts(xr *x, char err[LOONG_ERRLEN])
+{
+    if (x->c->p_head == 1 && x->c->scope != SCOPE_STEP) {
+        if (xr_local_layout(x, STREAM_COMP, OP_A2A_O, 0)) return -1;
+        if (x->c->scope == SCOPE_ATTN && xr_local_layout(x, STREAM_COMP, OP_A2A_DQKV, 0)) return -1;
+    }
+    if (x->c->scope == SCOPE_STEP && xr_gather_grads(x)) return -1;
+    return x->ops->sync(x->dev, err) ? -1 : 0;
+}
+
+/* With P_h = 1 and an attn scope, the inputs go straight to the head-sharded
+ * layouts the ring reads (no all-to-all task does it). */
+static int prepare_inputs(xr *x, char err[LOONG_ERRLEN])
+{
+    if (x->c->p_head > 1 || x->c->scope == SCOPE_STEP) return 0;
+    if (xr_local_layout(x, STREAM_COMP, OP_A2A_QKV, 0) || xr_local_layout(x, STREAM_COMP, OP_A2A_DO, 0)) return -1;
+    return x->ops->sync(x->dev, err) ? -1 : 0;
+}
+
+int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rc = agree(check_world(c, rank, size));
+    if (rc) return rc;
+    char err[LOONG_ERRLEN] = "";
+    xr x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.ops = ops;
+    x.o = o;
+    x.rank = rank;
+    dag *g = dag_build(c, err);
+    x.g = g;
+    if (agree(g ? 0 : 2)) {
+        if (rank == 0) fprintf(stderr, "loong exec: error: %s\n", err);
+        dag_free(g);
+        return 2;
+    }
+    uint32_t n;
+    x.base = UINT32_MAX;
+    for (int s = 0; s < STREAM_COUNT; s++) {
+        const uint32_t *ids = dag_stream_tasks(x.g, rank, s, &n);
+        for (uint32_t k = 0; k < n; k++) {
+            if (ids[k] < x.base) x.base = ids[k];
+            x.ntasks++;
+        }
+    }
+    x.dev = ops->open(rank, STREAM_COUNT, (int)x.ntasks, err);
+    rc = x.dev ? 0 : 2;
+    if (rc == 0 && (xr_alloc(&x, err) || make_comms(&x, err) || xr_inputs(&x) || prepare_inputs(&x, err))) rc = 2;
+    if (agree(rc)) {
+        if (rc) fprintf(stderr, "loong exec: error: %s\n", err[0] ? err : "start-up failed");
+        rc = 2;
+    } else {
+        double offset = clock_offset(&x);
+        watchdog w = {.rank = rank, .timeout = o->timeout_s};
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        pthread_create(&w.th, NULL, watch, &w);
+        rc = run_iterations(&x, &w, offset, err) ? 2 : 0;
+        if (rc == 0 && (o->check || o->dump_dir)) rc = agree(finish_layouts(&x, err) ? 2 : 0);
+        if (rc == 0 && o->check) {
+            exec_result res;
+            rc = agree(xr_check(&x, &res));
+        }
+        if (rc == 0 && o->dump_dir) rc = agree(xr_dump(&x, o->dump_dir, err) ? 2 : 0);
+        if (rc == 2 && err[0]) fprintf(stderr, "loong exec: error: %s\n", err);
+        pthread_mutex_lock(&w.mu);
+        w.stop = true;
+        pthread_cond_signal(&w.cv);
+        pthread_mutex_unlock(&w.mu);
+        pthread_join(w.th, NULL);
+    }
+    if (x.d) ops->close(x.dev);
+    xr_free(&x);
+    dag_free(g);
+    return rc;
+}

@@ -1,0 +1,88 @@
+/*
+ * exec_state: one rank's executor state, shared by the exec_*.c files.
+ *
+ * Layouts (one sample; row-major; fp32 on the CPU device):
+ *   sequence-sharded, T = S/P rows (this rank's tokens before the all-to-all):
+ *     qkv_s[l]  (T, (H + 2*H_kv) * d)   [Q | K | V] per row, the GEMM layout
+ *     o_s[l], do_s[l]  (T, H*d)         dqkv_s[l] like qkv_s
+ *   head-sharded, N = S/P_s rows (the ring rank's tokens, part A then B):
+ *     q_h[l], o_h[l], do_h[l], dq_h[l]  (N, hq, d);  lse[l] (N, hq)
+ *   KV and dK/dV slots, one set per ring lane, "slot layout"
+ *     [K (nt, kvh, d) | V (nt, kvh, d)], nt = the lane's tokens
+ *     kv_own[l][lane] is the layer's own KV; dkv[lane][DKV_FINAL] the result.
+ *   step scope: x[l] (T, hidden) for l = 0..L, h, g, u, m per layer, and
+ *     weights/grads per layer in one contiguous buffer each.
+ */
+#ifndef LOONG_EXEC_STATE_H
+#define LOONG_EXEC_STATE_H
+
+#include "exec.h"
+
+typedef struct layer_w {
+    float *qkv, *o, *g, *u, *dn; /* (hid, (H+2Hkv)d), (Hd, hid), (hid, ffn) x2, (ffn, hid) */
+} layer_w;
+
+typedef struct layer_t {
+    float *qkv_s, *o_s, *do_s, *dqkv_s, *dkv_eff; /* dkv_eff: (T, 2 * Hkv_eff * d) before the replica sum */
+    float *q_h, *o_h, *do_h, *dq_h, *lse;
+    float *kv_own[2];
+    /* step scope */
+    float *x, *dx, *h, *dh, *g, *u, *m, *dg, *du, *dm;
+    layer_w w, gw; /* weights and their gradients (views into one buffer) */
+} layer_t;
+
+typedef struct xr {
+    const config *c;
+    const dag *g;
+    const dev_ops *ops;
+    dev *dev;
+    const exec_opts *o;
+    int rank, P, h, s;
+    int T, N, ctok; /* tokens: per rank, per ring rank, per chunk */
+    int H, Hkv, Hkv_eff, hq, kvh, d, R;
+    int lanes, lane_tok, lane_parts[2];
+    int L;                 /* layers with buffers: 1 for attn scopes */
+    uint32_t base, ntasks; /* this rank's task ids: [base, base + ntasks) */
+    layer_t *ly;
+    float *kv_slot[2][KV_SLOTS];
+    float *dkv_slot[2][DKV_SLOTS];
+    float *ob, *lseb, *zeros;
+    float *a2a_send, *a2a_recv;
+    float *wbuf, *gbuf;         /* all weights / all grads, contiguous */
+    size_t wcount, wpad;        /* floats in wbuf (padded to a multiple of P) */
+    float *lm_w, *lm_gw, *r_lm; /* LM head weight/grad (hid, vocab), loss weights (T, vocab) */
+    float *logits;
+    int64_t *qpos; /* (N) */
+    int64_t *kpos; /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
+    dev_comm *comm[STREAM_COUNT];
+    bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
+    int cur_layer_o[3];
+    int cur_layer_dq;
+} xr;
+
+/* exec_data.c */
+int xr_alloc(xr *x, char err[LOONG_ERRLEN]);
+void xr_free(xr *x);
+/* Global token position of row i of ring index s's lane rows (lane parts). */
+int64_t xr_pos(const xr *x, int s, int part, int i);
+/* Global position of sequence-sharded row i of this rank. */
+int64_t xr_seq_pos(const xr *x, int i);
+/* Fill the inputs of this rank from the seed (mesh-independent slices). */
+int xr_inputs(xr *x);
+/* Deterministic fp32 value of tensor `tensor`, global row `row`, column col. */
+void xr_gen_row(uint64_t seed, int tensor, int64_t row, float *out, int n, float scale);
+enum { GEN_Q, GEN_K, GEN_V, GEN_DO, GEN_X, GEN_W, GEN_R };
+
+/* exec_tasks.c: launch the ops of task t (and of its grouped recv). */
+int xr_launch_task(xr *x, const dag_task *t);
+/* P_h = 1 has no all-to-all tasks: launch the layout change of all-to-all
+ * `which` on stream (untimed), e.g. for --check after an attn scope. */
+int xr_local_layout(xr *x, int stream, task_op which, int layer);
+/* All-gather every reduce-scattered gradient (for --check). */
+int xr_gather_grads(xr *x);
+
+/* exec_check.c */
+int xr_check(xr *x, exec_result *res);
+int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN]);
+
+#endif

@@ -1,0 +1,545 @@
+/*
+ * exec_tasks: what each DAG task does on the device — the ops it launches
+ * on its stream, reading and writing this rank's buffers (exec_state.h).
+ * The task's first op stamps its start, its last op its end.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec_state.h"
+
+static dev_op op_new(dev_op_kind kind)
+{
+    dev_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.stamp_start = op.stamp_end = op.stamp_start2 = op.stamp_end2 = -1;
+    return op;
+}
+
+/* Ops of one task: stamps go on the first and the last op launched. */
+typedef struct emit {
+    xr *x;
+    int stream, slot, fail;
+    bool started;
+    dev_op pending;
+    bool has_pending;
+    int rc;
+} emit;
+
+static void emit_flush(emit *e, bool last)
+{
+    if (!e->has_pending) return;
+    if (!e->started) {
+        e->pending.stamp_start = e->slot;
+        e->pending.fail = e->fail;
+        e->started = true;
+    }
+    if (last) e->pending.stamp_end = e->slot;
+    if (e->rc == 0) e->rc = e->x->ops->launch(e->x->dev, e->stream, &e->pending);
+    e->has_pending = false;
+}
+
+static void emit_op(emit *e, const dev_op *op)
+{
+    emit_flush(e, false);
+    e->pending = *op;
+    e->has_pending = true;
+}
+
+static int emit_end(emit *e)
+{
+    emit_flush(e, true);
+    return e->rc;
+}
+
+static void copy2d(emit *e, float *dst, size_t dst_ld, const float *src, size_t src_ld, size_t rows, size_t cols)
+{
+    dev_op op = op_new(DOP_COPY2D);
+    op.u.copy = (__typeof__(op.u.copy)){dst, src, rows, cols, dst_ld, src_ld};
+    emit_op(e, &op);
+}
+
+static void zero(emit *e, float *y, size_t n)
+{
+    dev_op op = op_new(DOP_ZERO);
+    op.u.axpy.y = y;
+    op.u.axpy.n = n;
+    emit_op(e, &op);
+}
+
+static void gemm(emit *e, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc)
+{
+    dev_op op = op_new(DOP_GEMM);
+    op.u.gemm = (__typeof__(op.u.gemm)){ta, tb, m, n, k, lda, ldb, ldc, 1.0f, beta, a, b, c};
+    emit_op(e, &op);
+}
+
+/* ---- buffers ---- */
+
+static size_t slot_floats(const xr *x) { return 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d; }
+
+static float *kv_ptr(xr *x, int layer, int buf)
+{
+    int lane = buf / DAG_SLOTS_PER_LANE, slot = buf % DAG_SLOTS_PER_LANE;
+    return slot == KV_OWN ? x->ly[layer].kv_own[lane] : x->kv_slot[lane][slot];
+}
+
+static float *dkv_ptr(xr *x, int buf) { return x->dkv_slot[buf / DAG_SLOTS_PER_LANE][buf % DAG_SLOTS_PER_LANE]; }
+
+/* Rows [*r0, *r0 + *n) selected by 2-bit chunk mask `sel` in a buffer that
+ * holds `parts` (bit mask) of a ring rank's chunks. */
+static void sel_rows(const xr *x, int parts, int sel, int *r0, int *n)
+{
+    if (parts != 3) {
+        *r0 = 0;
+        *n = parts == 1 && config_parts(x->c) == 1 ? x->N : x->ctok;
+        return;
+    }
+    *r0 = sel == 2 ? x->ctok : 0;
+    *n = sel == 3 ? 2 * x->ctok : x->ctok;
+}
+
+static int q_parts(const xr *x) { return config_parts(x->c) == 2 ? 3 : 1; }
+
+/* ---- attention ---- */
+
+typedef struct view {
+    int q0, nq, k0, nk, lane;
+    const float *k, *v;
+    const int64_t *kpos;
+} view;
+
+static view block_view(xr *x, const dag_task *t)
+{
+    view w;
+    w.lane = t->buf / DAG_SLOTS_PER_LANE;
+    sel_rows(x, q_parts(x), SEL_Q(t->sel), &w.q0, &w.nq);
+    sel_rows(x, x->lane_parts[w.lane], SEL_KV(t->sel), &w.k0, &w.nk);
+    size_t kvd = (size_t)x->kvh * (size_t)x->d;
+    const float *slot = kv_ptr(x, t->layer, t->buf);
+    w.k = slot + (size_t)w.k0 * kvd;
+    w.v = slot + (size_t)x->lane_tok * kvd + (size_t)w.k0 * kvd;
+    w.kpos = x->kpos + ((size_t)t->src * (size_t)x->lanes + (size_t)w.lane) * (size_t)x->lane_tok + w.k0;
+    return w;
+}
+
+static attn_shape shape_of(const xr *x, const view *w, const dag_task *t)
+{
+    return (attn_shape){w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_CAUSAL) != 0};
+}
+
+static void attn_fwd(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[t->layer];
+    if (x->cur_layer_o[t->phase] != t->layer) {
+        x->cur_layer_o[t->phase] = t->layer;
+        x->o_init[t->phase] = false;
+    }
+    view w = block_view(x, t);
+    size_t hqd = (size_t)x->hq * (size_t)x->d;
+    bool first = !x->o_init[t->phase];
+    x->o_init[t->phase] = true;
+    dev_op op = op_new(DOP_ATTN_FWD);
+    op.u.attn.o = (first ? ly->o_h : x->ob) + (size_t)w.q0 * hqd;
+    op.u.attn.lse = (first ? ly->lse : x->lseb) + (size_t)w.q0 * (size_t)x->hq;
+    op.u.attn.q = ly->q_h + (size_t)w.q0 * hqd;
+    op.u.attn.k = w.k;
+    op.u.attn.v = w.v;
+    op.u.attn.qpos = x->qpos + w.q0;
+    op.u.attn.kpos = w.kpos;
+    op.u.attn.s = shape_of(x, &w, t);
+    emit_op(e, &op);
+}
+
+static void merge(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[t->layer];
+    int q0, nq;
+    sel_rows(x, q_parts(x), SEL_Q(t->sel), &q0, &nq);
+    size_t hqd = (size_t)x->hq * (size_t)x->d;
+    dev_op op = op_new(DOP_MERGE);
+    op.u.merge = (__typeof__(op.u.merge)){ly->o_h + (size_t)q0 * hqd,
+                                          ly->lse + (size_t)q0 * (size_t)x->hq,
+                                          x->ob + (size_t)q0 * hqd,
+                                          x->lseb + (size_t)q0 * (size_t)x->hq,
+                                          nq,
+                                          x->hq,
+                                          x->d};
+    emit_op(e, &op);
+}
+
+static void attn_bwd(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[t->layer];
+    size_t hqd = (size_t)x->hq * (size_t)x->d, kvd = (size_t)x->kvh * (size_t)x->d;
+    if (x->cur_layer_dq != t->layer) {
+        x->cur_layer_dq = t->layer;
+        zero(e, ly->dq_h, (size_t)x->N * hqd);
+    }
+    view w = block_view(x, t);
+    float *out = dkv_ptr(x, t->buf2);
+    if (w.nk != x->lane_tok) zero(e, out, slot_floats(x)); /* rows outside the block stay zero */
+    dev_op op = op_new(DOP_ATTN_BWD);
+    op.u.attn.dq = ly->dq_h + (size_t)w.q0 * hqd;
+    op.u.attn.dk = out + (size_t)w.k0 * kvd;
+    op.u.attn.dv = out + (size_t)x->lane_tok * kvd + (size_t)w.k0 * kvd;
+    op.u.attn.q = ly->q_h + (size_t)w.q0 * hqd;
+    op.u.attn.k = w.k;
+    op.u.attn.v = w.v;
+    op.u.attn.o_in = ly->o_h + (size_t)w.q0 * hqd;
+    op.u.attn.lse_in = ly->lse + (size_t)w.q0 * (size_t)x->hq;
+    op.u.attn.do_ = ly->do_h + (size_t)w.q0 * hqd;
+    op.u.attn.qpos = x->qpos + w.q0;
+    op.u.attn.kpos = w.kpos;
+    op.u.attn.s = shape_of(x, &w, t);
+    emit_op(e, &op);
+}
+
+static void acc(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    if (t->op == OP_DKV_ACC) {
+        dev_op op = op_new(DOP_AXPY);
+        op.u.axpy = (__typeof__(op.u.axpy)){dkv_ptr(x, t->buf), dkv_ptr(x, t->buf2), slot_floats(x)};
+        emit_op(e, &op);
+        return;
+    }
+    /* OP_KV_REP_SUM: the R replicas of each KV head, adjacent after the
+     * all-to-all, summed into the GEMM layout's dK and dV */
+    layer_t *ly = &x->ly[t->layer];
+    size_t d = (size_t)x->d, w3 = (size_t)(x->H + 2 * x->Hkv) * d, weff = 2 * (size_t)x->Hkv_eff * d;
+    for (int kv = 0; kv < 2; kv++) {
+        dev_op op = op_new(DOP_SUM_GROUPS);
+        op.u.sum = (__typeof__(op.u.sum)){ly->dqkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d,
+                                          ly->dkv_eff + (size_t)kv * (size_t)x->Hkv_eff * d,
+                                          (size_t)x->T,
+                                          w3,
+                                          weff,
+                                          x->Hkv,
+                                          x->R,
+                                          x->d};
+        emit_op(e, &op);
+    }
+}
+
+/* ---- ring transfers ---- */
+
+static float *xfer_buf(xr *x, const dag_task *t)
+{
+    if (t->op == OP_DKV) return (t->flags & DAG_F_ZERO) ? x->zeros : dkv_ptr(x, t->buf);
+    return kv_ptr(x, t->layer, t->buf);
+}
+
+static void sendrecv(emit *e, const dag_task *s, const dag_task *r)
+{
+    xr *x = e->x;
+    dev_comm *c = x->comm[s->stream];
+    dev_op op = op_new(DOP_SENDRECV);
+    op.u.p2p.comm = c;
+    op.u.p2p.sbuf = xfer_buf(x, s);
+    op.u.p2p.sbytes = s->bytes;
+    op.u.p2p.to = x->ops->comm_rank(c, s->peer);
+    op.u.p2p.rbuf = xfer_buf(x, r);
+    op.u.p2p.rbytes = dag_task_bytes_moved(x->g, r);
+    op.u.p2p.from = x->ops->comm_rank(c, r->peer);
+    op.stamp_end = e->slot;
+    op.stamp_start2 = op.stamp_end2 = (int)(r->id - x->base);
+    emit_op(e, &op);
+}
+
+/* ---- head all-to-all ---- */
+
+/* Copy T rows starting at ring-local row r0 between a (T, cols) block and
+ * the slot layout of the own KV (or the final dK/dV) of each lane. */
+static void slot_rows(emit *e, float *const *slots, bool to_slot, int r0, float *blk, size_t blk_ld, int col)
+{
+    xr *x = e->x;
+    size_t kvd = (size_t)x->kvh * (size_t)x->d;
+    for (int r = r0; r < r0 + x->T;) {
+        int lane = x->lanes == 2 ? r / x->ctok : 0, lr = x->lanes == 2 ? r % x->ctok : r;
+        int n = x->lanes == 2 ? x->ctok - lr : x->T;
+        if (n > r0 + x->T - r) n = r0 + x->T - r;
+        for (int kv = 0; kv < 2; kv++) {
+            float *s = slots[lane] + (size_t)kv * (size_t)x->lane_tok * kvd + (size_t)lr * kvd;
+            float *b = blk + (size_t)(r - r0) * blk_ld + (size_t)col + (size_t)kv * kvd;
+            if (to_slot)
+                copy2d(e, s, kvd, b, blk_ld, (size_t)n, kvd);
+            else
+                copy2d(e, b, blk_ld, s, kvd, (size_t)n, kvd);
+        }
+        r += n;
+    }
+}
+
+static void alltoall(emit *e, const float *sbuf, float *rbuf, size_t count)
+{
+    xr *x = e->x;
+    if (x->c->p_head == 1) {
+        if (sbuf != rbuf) copy2d(e, rbuf, count, sbuf, count, 1, count);
+        return;
+    }
+    dev_op op = op_new(DOP_ALLTOALL);
+    op.u.coll = (__typeof__(op.u.coll)){x->comm[STREAM_A2A], sbuf, rbuf, count};
+    emit_op(e, &op);
+}
+
+static void a2a_qkv(emit *e, int l)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[l];
+    size_t d = (size_t)x->d, T = (size_t)x->T, hqd = (size_t)x->hq * d, kvd = (size_t)x->kvh * d;
+    size_t bw = hqd + 2 * kvd, w3 = (size_t)(x->H + 2 * x->Hkv) * d;
+    for (int j = 0; j < x->c->p_head; j++) {
+        float *blk = x->a2a_send + (size_t)j * T * bw;
+        copy2d(e, blk, bw, ly->qkv_s + (size_t)j * hqd, w3, T, hqd);
+        size_t kcol = x->R > 1 ? (size_t)(j / x->R) * d : (size_t)j * kvd;
+        for (int kv = 0; kv < 2; kv++)
+            copy2d(e, blk + hqd + (size_t)kv * kvd, bw,
+                   ly->qkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d + kcol, w3, T, kvd);
+    }
+    alltoall(e, x->a2a_send, x->a2a_recv, T * bw);
+    for (int i = 0; i < x->c->p_head; i++) {
+        float *blk = x->a2a_recv + (size_t)i * T * bw;
+        copy2d(e, ly->q_h + (size_t)i * T * hqd, hqd, blk, bw, T, hqd);
+        slot_rows(e, ly->kv_own, true, i * x->T, blk, bw, (int)hqd);
+    }
+}
+
+static void a2a_o(emit *e, int l)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[l];
+    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->d, hd = (size_t)x->H * (size_t)x->d;
+    alltoall(e, ly->o_h, x->a2a_recv, T * hqd);
+    for (int i = 0; i < x->c->p_head; i++)
+        copy2d(e, ly->o_s + (size_t)i * hqd, hd, x->a2a_recv + (size_t)i * T * hqd, hqd, T, hqd);
+}
+
+static void a2a_do(emit *e, int l)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[l];
+    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->d, hd = (size_t)x->H * (size_t)x->d;
+    for (int j = 0; j < x->c->p_head; j++)
+        copy2d(e, x->a2a_send + (size_t)j * T * hqd, hqd, ly->do_s + (size_t)j * hqd, hd, T, hqd);
+    alltoall(e, x->a2a_send, ly->do_h, T * hqd);
+}
+
+static void a2a_dqkv(emit *e, int l)
+{
+    xr *x = e->x;
+    layer_t *ly = &x->ly[l];
+    size_t d = (size_t)x->d, T = (size_t)x->T, hqd = (size_t)x->hq * d, kvd = (size_t)x->kvh * d;
+    size_t bw = hqd + 2 * kvd, w3 = (size_t)(x->H + 2 * x->Hkv) * d;
+    float *finals[2] = {x->dkv_slot[0][DKV_FINAL], x->dkv_slot[1][DKV_FINAL]};
+    for (int j = 0; j < x->c->p_head; j++) {
+        float *blk = x->a2a_send + (size_t)j * T * bw;
+        copy2d(e, blk, bw, ly->dq_h + (size_t)j * T * hqd, hqd, T, hqd);
+        slot_rows(e, finals, false, j * x->T, blk, bw, (int)hqd);
+    }
+    alltoall(e, x->a2a_send, x->a2a_recv, T * bw);
+    for (int i = 0; i < x->c->p_head; i++) {
+        float *blk = x->a2a_recv + (size_t)i * T * bw;
+        copy2d(e, ly->dqkv_s + (size_t)i * hqd, w3, blk, bw, T, hqd);
+        for (int kv = 0; kv < 2; kv++) {
+            if (x->R > 1)
+                copy2d(e, ly->dkv_eff + (size_t)kv * (size_t)x->Hkv_eff * d + (size_t)i * kvd,
+                       2 * (size_t)x->Hkv_eff * d, blk + hqd + (size_t)kv * kvd, bw, T, kvd);
+            else
+                copy2d(e, ly->dqkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d + (size_t)i * kvd, w3,
+                       blk + hqd + (size_t)kv * kvd, bw, T, kvd);
+        }
+    }
+}
+
+static void a2a(emit *e, const dag_task *t)
+{
+    switch (t->op) {
+    case OP_A2A_QKV: a2a_qkv(e, t->layer); break;
+    case OP_A2A_O: a2a_o(e, t->layer); break;
+    case OP_A2A_DO: a2a_do(e, t->layer); break;
+    case OP_A2A_DQKV: a2a_dqkv(e, t->layer); break;
+    default: break;
+    }
+}
+
+/* With P_h = 1 there are no all-to-all tasks; the layout changes (a copy)
+ * run on the stream of the task that first needs them. */
+int xr_local_layout(xr *x, int stream, task_op which, int layer)
+{
+    emit e = {x, stream, -1, 0, true, {0}, false, 0};
+    switch (which) {
+    case OP_A2A_QKV: a2a_qkv(&e, layer); break;
+    case OP_A2A_O: a2a_o(&e, layer); break;
+    case OP_A2A_DO: a2a_do(&e, layer); break;
+    case OP_A2A_DQKV: a2a_dqkv(&e, layer); break;
+    default: break;
+    }
+    emit_flush(&e, false);
+    return e.rc;
+}
+
+/* ---- GEMMs of the step ---- */
+
+static void gemm_fwd(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    const model *m = &x->c->model;
+    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim,
+        w3 = (m->heads + 2 * m->kv_heads) * m->head_dim;
+    if (t->op == OP_LM_HEAD) {
+        gemm(e, 0, 0, T, m->vocab, hid, x->ly[x->L].x, hid, x->lm_w, m->vocab, 0, x->logits, m->vocab);
+        return;
+    }
+    layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    switch (t->op) {
+    case OP_QKV:
+        gemm(e, 0, 0, T, w3, hid, ly->x, hid, ly->w.qkv, w3, 0, ly->qkv_s, w3);
+        if (x->c->p_head == 1) a2a_qkv(e, t->layer);
+        break;
+    case OP_OUT_PROJ:
+        if (x->c->p_head == 1) a2a_o(e, t->layer);
+        copy2d(e, ly->h, (size_t)hid, ly->x, (size_t)hid, (size_t)T, (size_t)hid);
+        gemm(e, 0, 0, T, hid, hd, ly->o_s, hd, ly->w.o, hid, 1, ly->h, hid);
+        break;
+    case OP_MLP_GATE: gemm(e, 0, 0, T, ffn, hid, ly->h, hid, ly->w.g, ffn, 0, ly->g, ffn); break;
+    case OP_MLP_UP: gemm(e, 0, 0, T, ffn, hid, ly->h, hid, ly->w.u, ffn, 0, ly->u, ffn); break;
+    case OP_MLP_DOWN: {
+        dev_op op = op_new(DOP_SWIGLU);
+        op.u.swiglu.m = ly->m;
+        op.u.swiglu.g = ly->g;
+        op.u.swiglu.u = ly->u;
+        op.u.swiglu.n = (size_t)T * (size_t)ffn;
+        emit_op(e, &op);
+        copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid);
+        gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 1, next->x, hid);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void gemm_bwd(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    const model *m = &x->c->model;
+    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim,
+        w3 = (m->heads + 2 * m->kv_heads) * m->head_dim;
+    if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
+        gemm(e, 0, 1, T, hid, m->vocab, x->r_lm, m->vocab, x->lm_w, m->vocab, 0, x->ly[x->L].dx, hid);
+        gemm(e, 1, 0, hid, m->vocab, T, x->ly[x->L].x, hid, x->r_lm, m->vocab, 1, x->lm_gw, m->vocab);
+        return;
+    }
+    layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    switch (t->op) {
+    case OP_MLP_DOWN:
+        gemm(e, 0, 1, T, ffn, hid, next->dx, hid, ly->w.dn, hid, 0, ly->dm, ffn);
+        gemm(e, 1, 0, ffn, hid, T, ly->m, ffn, next->dx, hid, 1, ly->gw.dn, hid);
+        copy2d(e, ly->dh, (size_t)hid, next->dx, (size_t)hid, (size_t)T, (size_t)hid);
+        break;
+    case OP_MLP_UP: {
+        dev_op op = op_new(DOP_SWIGLU);
+        op.u.swiglu = (__typeof__(op.u.swiglu)){1, NULL, ly->dg, ly->du, ly->g, ly->u, ly->dm, (size_t)T * (size_t)ffn};
+        emit_op(e, &op);
+        gemm(e, 0, 1, T, hid, ffn, ly->du, ffn, ly->w.u, ffn, 1, ly->dh, hid);
+        gemm(e, 1, 0, hid, ffn, T, ly->h, hid, ly->du, ffn, 1, ly->gw.u, ffn);
+        break;
+    }
+    case OP_MLP_GATE:
+        gemm(e, 0, 1, T, hid, ffn, ly->dg, ffn, ly->w.g, ffn, 1, ly->dh, hid);
+        gemm(e, 1, 0, hid, ffn, T, ly->h, hid, ly->dg, ffn, 1, ly->gw.g, ffn);
+        break;
+    case OP_OUT_PROJ:
+        gemm(e, 0, 1, T, hd, hid, ly->dh, hid, ly->w.o, hid, 0, ly->do_s, hd);
+        if (x->c->p_head == 1) a2a_do(e, t->layer);
+        gemm(e, 1, 0, hd, hid, T, ly->o_s, hd, ly->dh, hid, 1, ly->gw.o, hid);
+        copy2d(e, ly->dx, (size_t)hid, ly->dh, (size_t)hid, (size_t)T, (size_t)hid);
+        break;
+    case OP_QKV:
+        if (x->c->p_head == 1) a2a_dqkv(e, t->layer);
+        gemm(e, 0, 1, T, hid, w3, ly->dqkv_s, w3, ly->w.qkv, w3, 1, ly->dx, hid);
+        gemm(e, 1, 0, hid, w3, T, ly->x, hid, ly->dqkv_s, w3, 1, ly->gw.qkv, w3);
+        break;
+    default: break;
+    }
+}
+
+/* ---- gradient reduction ---- */
+
+static size_t layer_weights(const xr *x)
+{
+    const model *m = &x->c->model;
+    return (size_t)(x->ly[0].w.dn - x->ly[0].w.qkv) + (size_t)m->ffn * (size_t)m->hidden;
+}
+
+/* Model-level (layer -1) reductions: the LM head's own collective, or the
+ * whole model at once (ZeRO 1 gradients; ZeRO 1/2 parameters). See build.c. */
+static bool lm_head_only(const xr *x, const dag_task *t)
+{
+    if (t->op == OP_GRAD_ALLREDUCE) return true;
+    if (t->op == OP_GRAD_REDUCESCATTER) return x->c->zero >= 2;
+    return x->c->zero == 3;
+}
+
+static void collective(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    dev_op op = op_new(t->kind == TASK_ALLREDUCE       ? DOP_ALLREDUCE
+                       : t->kind == TASK_REDUCESCATTER ? DOP_REDUCESCATTER
+                                                       : DOP_ALLGATHER);
+    bool params = t->op == OP_PARAM_ALLGATHER;
+    float *buf;
+    size_t n;
+    if (t->layer >= 0) {
+        buf = params ? x->ly[t->layer].w.qkv : x->ly[t->layer].gw.qkv;
+        n = layer_weights(x);
+    } else if (lm_head_only(x, t)) {
+        buf = params ? x->lm_w : x->lm_gw;
+        n = (size_t)x->c->model.hidden * (size_t)x->c->model.vocab;
+    } else {
+        buf = params ? x->wbuf : x->gbuf;
+        n = x->wcount;
+    }
+    op.u.coll = (__typeof__(op.u.coll)){x->comm[STREAM_DP], buf, buf, n};
+    emit_op(e, &op);
+}
+
+/* After a timed step, gather every reduce-scattered gradient so that each
+ * rank holds the full reduced gradients (for --check; not timed). */
+int xr_gather_grads(xr *x)
+{
+    for (uint32_t i = 0; i < x->ntasks; i++) {
+        dag_task t = *dag_task_get(x->g, x->base + i);
+        if (t.kind != TASK_REDUCESCATTER) continue;
+        t.kind = TASK_ALLGATHER;
+        emit e = {x, STREAM_DP, -1, 0, true, {0}, false, 0};
+        collective(&e, &t);
+        if (emit_end(&e)) return -1;
+    }
+    return 0;
+}
+
+int xr_launch_task(xr *x, const dag_task *t)
+{
+    emit e = {x, t->stream, (int)(t->id - x->base), 0, false, {0}, false, 0};
+    if (x->o->fail_rank == x->rank && (int)t->id == x->o->fail_task) e.fail = (int)t->id + 1;
+    switch (t->kind) {
+    case TASK_ATTN_FWD: attn_fwd(&e, t); break;
+    case TASK_MERGE: merge(&e, t); break;
+    case TASK_ATTN_BWD: attn_bwd(&e, t); break;
+    case TASK_ACC: acc(&e, t); break;
+    case TASK_SEND: sendrecv(&e, t, dag_task_get(x->g, t->id + 1)); break;
+    case TASK_ALLTOALL: a2a(&e, t); break;
+    case TASK_GEMM: t->phase == PHASE_BWD ? gemm_bwd(&e, t) : gemm_fwd(&e, t); break;
+    case TASK_ALLREDUCE:
+    case TASK_REDUCESCATTER:
+    case TASK_ALLGATHER: collective(&e, t); break;
+    default: break;
+    }
+    return emit_end(&e);
+}

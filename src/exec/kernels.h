@@ -1,0 +1,53 @@
+/*
+ * kernels: the CPU reference kernels of the executor — attention block
+ * forward/backward with LSE (FlashAttention-2 math, fp32 accumulation), the
+ * numerically stable LSE merge, and the float64 whole-sequence reference that
+ * `loong exec --check` compares against. GEMMs go through CBLAS (OpenBLAS);
+ * nothing here hand-writes a matrix product.
+ *
+ * Layouts (row-major, one sample; the executor loops over the batch):
+ *   q, o, dq, do_   (nq, hq, d)      tokens x query heads x head dim
+ *   k, v, dk, dv    (nk, hkv, d)     tokens x KV heads x head dim
+ *   lse             (nq, hq)         natural-log sum-exp of the scaled logits
+ *   qpos, kpos      absolute token positions of each row (int64)
+ * GQA: query head h reads KV head h / (hq / hkv). The causal mask keeps
+ * kpos <= qpos, by absolute position, so zigzag chunks and double rings mask
+ * correctly. scale = 1/sqrt(d). A fully masked row has o = 0, lse = -inf.
+ */
+#ifndef LOONG_EXEC_KERNELS_H
+#define LOONG_EXEC_KERNELS_H
+
+#include <stdint.h>
+
+typedef struct attn_shape {
+    int nq, nk;  /* query rows, key rows */
+    int hq, hkv; /* query heads, KV heads (hq % hkv == 0) */
+    int d;       /* head dim */
+    int causal;  /* apply kpos <= qpos */
+} attn_shape;
+
+/* o, lse = attention(q, k, v) for one block. Overwrites o and lse. */
+void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, const int64_t *qpos,
+                    const int64_t *kpos, const attn_shape *s);
+
+/* Backward of one block given the FINAL o and lse of the whole row (as in
+ * FlashAttention-2 ring backward): recompute P = exp(scale*QK^T - lse),
+ * dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dO * O)), dQ += scale*dS K,
+ * dK = scale*dS^T Q. dq is ACCUMULATED (+=); dk and dv are OVERWRITTEN. */
+void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v, const float *o,
+                    const float *lse, const float *do_, const int64_t *qpos, const int64_t *kpos, const attn_shape *s);
+
+/* (o, lse) <- stable LSE combine of (o, lse) and (ob, lseb), over nq rows of
+ * hq heads: lse' = max + log(exp(lse-max) + exp(lseb-max)); o' = o*exp(lse-lse')
+ * + ob*exp(lseb-lse'). -inf on either side is handled (no NaN). */
+void attn_merge(float *o, float *lse, const float *ob, const float *lseb, int nq, int hq, int d);
+
+/* Float64 reference over a whole sequence of n tokens (positions 0..n-1),
+ * causal: o, lse forward; dq, dk, dv backward (overwritten). Same layouts
+ * with nq = nk = n. O(n^2) memory-free loops; meant for test sizes. */
+void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, const double *v, int n, int hq, int hkv,
+                  int d);
+void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
+                  const double *do_, int n, int hq, int hkv, int d);
+
+#endif

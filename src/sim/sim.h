@@ -1,0 +1,81 @@
+/*
+ * sim: the SimGrid backend — replays the core's DAG on a SimGrid platform
+ * and predicts every task's start and duration (DESIGN.md, "Backends").
+ *
+ * Flow of a run: sim_platform_open() initialises SimGrid once per process
+ * (with loong's network-model defaults, then the user's --cfg=/--log=) and
+ * loads a platform XML whose GPU hosts carry loong_* properties (written by
+ * `loong topo`); sim_run() maps ranks to GPU hosts by (node, gpu), spawns one
+ * actor per (rank, stream) and runs the simulation; sim_summary_write()
+ * prints the #-headed report. The trace is written by the core's
+ * trace_write() from sim_result's start/dur arrays.
+ *
+ * SimGrid can be initialised only once per process, so one process runs at
+ * most one simulation.
+ */
+#ifndef LOONG_SIM_H
+#define LOONG_SIM_H
+
+#include <stdio.h>
+
+#include "../core/calib.h"
+#include "../core/dag.h"
+
+/* The SimGrid settings loong applies before the user's --cfg= options:
+ * CM02 (no TCP-tuned factors), no cross-traffic, no TCP window bound. */
+extern const char *const sim_default_cfg[];
+
+typedef struct sim_platform sim_platform;
+
+/* Initialise SimGrid with the --cfg=/--log= strings in args (nargs of them;
+ * loong's defaults come first so the user's win), check the platform in a
+ * child process (SimGrid aborts on a malformed file) and load it. Returns a
+ * platform, or NULL with a one-line message: missing or unreadable file,
+ * malformed XML, no GPU hosts, GPUs of several kinds, or nodes with
+ * different GPU counts. */
+sim_platform *sim_platform_open(const char *path, int nargs, char **args, char err[LOONG_ERRLEN]);
+
+/* Release pf (SimGrid's own objects live until the process exits). */
+void sim_platform_free(sim_platform *pf);
+
+/* GPU hosts, their kind (the loong_gpu property) and GPUs per node. */
+int sim_platform_gpus(const sim_platform *pf);
+const char *sim_platform_kind(const sim_platform *pf);
+int sim_platform_gpus_per_node(const sim_platform *pf);
+
+/* Default calibration file of the platform: <platform dir>/<kind>.calib.
+ * Returns a malloc'd path. */
+char *sim_platform_calib_path(const sim_platform *pf);
+
+typedef struct sim_link {
+    const char *name; /* SimGrid link name (owned by SimGrid) */
+    double bytes;     /* bytes that crossed it */
+    double bw;        /* bytes/s */
+} sim_link;
+
+typedef struct sim_result {
+    double *start, *dur; /* per task id, seconds from the step's start */
+    double makespan;     /* seconds */
+    sim_link *links;     /* every link that carried traffic, busiest first */
+    int nlinks;
+    double wall_s; /* wall-clock seconds of the simulation itself */
+} sim_result;
+
+/* Simulate g on pf with compute durations from cb. Checks that the
+ * platform has enough GPU hosts and the same GPUs per node as the config.
+ * `progress` prints a line to stderr every few seconds of wall time on long
+ * runs. Returns 0, or -1 with a message (mapping errors, or a deadlock,
+ * which would be a core bug). res is filled on success; free it with
+ * sim_result_free(). Call at most once per process. */
+int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, sim_result *res, char err[LOONG_ERRLEN]);
+void sim_result_free(sim_result *res);
+
+/* Write the #-headed summary with units: step time; per-rank busy, idle and
+ * exposed-communication time; tokens/s/GPU; MFU; the `top` busiest links
+ * with utilisation. Checks every figure against the hardware (MFU <= 1,
+ * per-rank FLOP/s <= peak, link utilisation <= 1) and prints a "# BUG:" line
+ * for each violation; *bugs gets their count. Returns 0, or -1 on a write
+ * error. */
+int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *res, int top, int *bugs);
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * sim_actor: one SimGrid actor per (rank, stream) with tasks, walking
+ * dag_stream_tasks() in order like a CUDA stream. Before a task it waits
+ * for the task's cross-stream events (sim_event.c); a compute task then
+ * sleeps for its calibrated duration (the GPU runs one kernel stream, so a
+ * sleep is exact and cheaper than a SimGrid exec). Compute durations are
+ * fixed, so the compute stream schedules a whole run of kernels whose
+ * events are already satisfied and sleeps through it in one call: the same
+ * timings with a fraction of the SimGrid activities. Communication goes
+ * through sim_flow.c. A task flagged DAG_F_GROUPED joins the task before it
+ * in one NCCL group.
+ */
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim_internal.h"
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_actor, loong, "loong sim: stream actors");
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A line on stderr every 2 s of wall time, so long runs show life. */
+static void progress(sim_state *S, uint32_t k)
+{
+    uint64_t before = S->completed;
+    S->completed += k;
+    if (!S->progress || (before >> 15) == (S->completed >> 15)) return;
+    double now = wall_now();
+    if (now - S->last_report < 2.0) return;
+    S->last_report = now;
+    uint32_t n = dag_ntasks(S->g);
+    fprintf(stderr, "loong sim: %llu of %u tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
+            (unsigned long long)S->completed, n, 100.0 * (double)S->completed / n, simgrid_get_clock(), now - S->wall0);
+}
+
+/* Run the compute task at position i and every following compute task
+ * that is ready when its predecessor ends; returns how many ran. */
+static uint32_t run_compute(sim_stream *me, uint32_t i)
+{
+    sim_state *S = me->S;
+    double t = simgrid_get_clock();
+    uint32_t k = i;
+    do {
+        const dag_task *x = dag_task_get(S->g, me->ids[k]);
+        double d = calib_task_seconds(S->cb, S->c, x);
+        S->start[x->id] = t;
+        S->dur[x->id] = d;
+        t += d;
+        k++;
+    } while (k < me->n && task_is_compute(dag_task_get(S->g, me->ids[k])) &&
+             sim_event_ready_by(S, dag_task_get(S->g, me->ids[k]), t));
+    sim_event_scheduled(me, k);
+    if (t - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t);
+    return k - i;
+}
+
+static void stream_main(int argc, char **argv)
+{
+    xbt_assert(argc <= 1, "stream actors take no arguments (their stream is in the actor data)");
+    (void)argv;
+    sim_stream *me = sg_actor_self_get_data();
+    sim_state *S = me->S;
+    for (uint32_t i = 0; i < me->n;) {
+        const dag_task *t = dag_task_get(S->g, me->ids[i]);
+        uint32_t k = 1;
+        while (i + k < me->n && (dag_task_get(S->g, me->ids[i + k])->flags & DAG_F_GROUPED))
+            k++;
+        for (uint32_t j = 0; j < k; j++)
+            sim_event_wait_deps(me, dag_task_get(S->g, me->ids[i + j]));
+        if (task_is_compute(t))
+            k = run_compute(me, i);
+        else if (task_is_p2p(t))
+            sim_flow_p2p_group(me, &me->ids[i], (int)k);
+        else
+            sim_flow_collective(me, t);
+        sim_event_done(me, k);
+        progress(S, k);
+        i += k;
+    }
+}
+
+static int check_mapping(sim_platform *pf, const config *c, char err[LOONG_ERRLEN])
+{
+    int P = config_ranks(c), have = sim_platform_gpus(pf), gpn = sim_platform_gpus_per_node(pf);
+    if (have < P) {
+        snprintf(err, LOONG_ERRLEN,
+                 "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
+                 "(loong topo --nodes %d) or a smaller --mesh",
+                 have, P, (P + gpn - 1) / gpn);
+        return -1;
+    }
+    if (gpn != c->gpus_per_node) {
+        snprintf(err, LOONG_ERRLEN,
+                 "the platform has %d GPUs per node but --gpus-per-node is %d: they must agree for rank placement", gpn,
+                 c->gpus_per_node);
+        return -1;
+    }
+    return 0;
+}
+
+static void spawn(sim_state *S)
+{
+    int P = config_ranks(S->c);
+    for (int r = 0; r < P; r++)
+        for (int s = 0; s < STREAM_COUNT; s++) {
+            sim_stream *st = sim_stream_of(S, r, s);
+            st->S = S;
+            st->rank = r;
+            st->stream = s;
+            st->ids = dag_stream_tasks(S->g, r, s, &st->n);
+            for (uint32_t i = 0; i < st->n; i++)
+                S->pos[st->ids[i]] = i;
+            if (!st->n) continue;
+            st->sem = sg_sem_init(0);
+            char name[48];
+            snprintf(name, sizeof name, "r%d.%s", r, stream_name(s));
+            sg_actor_t a = sg_actor_init(name, S->hosts[r]);
+            sg_actor_set_data(a, st);
+            sg_actor_start(a, stream_main, 0, NULL);
+        }
+}
+
+/* After the run: every stream must have finished, else the DAG deadlocked. */
+static int check_finished(sim_state *S, char err[LOONG_ERRLEN])
+{
+    int P = config_ranks(S->c);
+    for (int i = 0; i < P * STREAM_COUNT; i++) {
+        sim_stream *st = &S->streams[i];
+        if (st->done < st->n) {
+            snprintf(err, LOONG_ERRLEN,
+                     "simulation deadlocked: rank %d stream %s stopped before task %u (%u of %u done); this is a "
+                     "bug in the DAG or the backend",
+                     st->rank, stream_name(st->stream), st->ids[st->done], st->done, st->n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release(sim_state *S)
+{
+    int P = config_ranks(S->c);
+    for (int i = 0; S->streams && i < P * STREAM_COUNT; i++) {
+        if (S->streams[i].sem) sg_sem_destroy(S->streams[i].sem);
+        sim_flow_release(&S->streams[i]);
+    }
+    free(S->streams);
+    free(S->pos);
+    sim_links_free(S->links);
+}
+
+int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
+{
+    memset(res, 0, sizeof *res);
+    const config *c = dag_config(g);
+    if (check_mapping(pf, c, err) < 0) return -1;
+    uint32_t n = dag_ntasks(g);
+    int P = config_ranks(c);
+    sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on};
+    S.streams = calloc((size_t)P * STREAM_COUNT, sizeof *S.streams);
+    S.pos = malloc((size_t)(n ? n : 1) * sizeof *S.pos);
+    S.start = calloc(n ? n : 1, sizeof *S.start);
+    S.dur = calloc(n ? n : 1, sizeof *S.dur);
+    S.links = sim_links_new(P);
+    if (!S.streams || !S.pos || !S.start || !S.dur || !S.links) xbt_die("loong sim: out of memory");
+    S.wall0 = S.last_report = wall_now();
+    spawn(&S);
+    simgrid_run();
+    res->wall_s = wall_now() - S.wall0;
+    int rc = check_finished(&S, err);
+    res->start = S.start;
+    res->dur = S.dur;
+    for (uint32_t i = 0; i < n; i++)
+        if (S.start[i] + S.dur[i] > res->makespan) res->makespan = S.start[i] + S.dur[i];
+    if (rc == 0) sim_links_collect(S.links, res);
+    release(&S);
+    if (rc < 0) sim_result_free(res);
+    return rc;
+}
+
+void sim_result_free(sim_result *res)
+{
+    free(res->start);
+    free(res->dur);
+    free(res->links);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,126 @@
+/*
+ * sim_flow: communication as SimGrid flows. One flow per NCCL transfer
+ * (never per channel), over a mailbox per (stream, sender, receiver): each
+ * stream is its own communicator and issues its transfers in stream order,
+ * so FIFO matching on such a channel pairs every send with its recv exactly
+ * as the DAG's `match` does.
+ *
+ * - p2p: a send puts its bytes, a recv gets; a send and the grouped recv
+ *   after it are issued together and waited together (NCCL group).
+ * - all-to-all: each member sends bytes/(n-1) to every other member and
+ *   receives as much, all flows concurrent, issued in NCCL's rotating order
+ *   (send to me+k while receiving from me-k, k = 1..n-1).
+ * - all-reduce / reduce-scatter / all-gather: NCCL's ring, one pipelined
+ *   flow per member to its successor in ring order carrying everything the
+ *   member sends (the task's bytes: 2(n-1) or n-1 chunks). One ring, so the
+ *   inter-node hops use one NIC per node (see README, "Limits").
+ */
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/mailbox.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <xbt/log.h>
+
+#include "sim_internal.h"
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_flow, loong, "loong sim: point-to-point and collective flows");
+
+/* Only the byte count is simulated, but SimGrid refuses a NULL payload. */
+static char payload;
+
+static sg_mailbox_t channel(sim_chan **cache, int *n, int *cap, int stream, int from, int to, int peer)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*cache)[i].peer == peer) return (*cache)[i].mb;
+    char name[48];
+    snprintf(name, sizeof name, "%d.%d>%d", stream, from, to);
+    sg_mailbox_t mb = sg_mailbox_by_name(name);
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 4;
+        sim_chan *c = realloc(*cache, (size_t)*cap * sizeof **cache);
+        if (!c) xbt_die("loong sim: out of memory");
+        *cache = c;
+    }
+    (*cache)[(*n)++] = (sim_chan){peer, mb};
+    return mb;
+}
+
+static sg_comm_t put(sim_stream *me, int peer, uint64_t bytes)
+{
+    sg_mailbox_t mb = channel(&me->out, &me->nout, &me->capout, me->stream, me->rank, peer, peer);
+    sim_links_add(me->S->links, me->S->hosts, me->rank, peer, (double)bytes);
+    return sg_mailbox_put_async(mb, &payload, (long)bytes);
+}
+
+static sg_comm_t get(sim_stream *me, int peer)
+{
+    static void *sink;
+    sg_mailbox_t mb = channel(&me->in, &me->nin, &me->capin, me->stream, peer, me->rank, peer);
+    return sg_mailbox_get_async(mb, &sink);
+}
+
+void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
+{
+    sim_state *S = me->S;
+    sg_comm_t comms[8];
+    uint32_t who[8];
+    double now = simgrid_get_clock();
+    xbt_assert(n <= 8, "loong sim: NCCL group of %d p2p tasks (at most 8 supported)", n);
+    for (int i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(S->g, ids[i]);
+        comms[i] = t->kind == TASK_SEND ? put(me, t->peer, t->bytes) : get(me, t->peer);
+        who[i] = ids[i];
+        S->start[ids[i]] = now;
+    }
+    /* wait_any so each task ends when its own transfer does */
+    for (int left = n; left > 0; left--) {
+        ssize_t k = sg_comm_wait_any(comms, (size_t)left);
+        xbt_assert(k >= 0, "loong sim: wait_any failed");
+        S->dur[who[k]] = simgrid_get_clock() - S->start[who[k]];
+        comms[k] = comms[left - 1];
+        who[k] = who[left - 1];
+    }
+}
+
+static int member_index(const int32_t *mem, int n, int rank)
+{
+    for (int i = 0; i < n; i++)
+        if (mem[i] == rank) return i;
+    return -1;
+}
+
+void sim_flow_collective(sim_stream *me, const dag_task *t)
+{
+    sim_state *S = me->S;
+    int n;
+    const int32_t *mem = dag_group(S->g, t->group, &n);
+    int me_i = member_index(mem, n, me->rank);
+    xbt_assert(me_i >= 0, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
+    S->start[t->id] = simgrid_get_clock();
+    if (n < 2) {
+        S->dur[t->id] = 0;
+        return;
+    }
+    bool a2a = t->kind == TASK_ALLTOALL;
+    int nflows = a2a ? n - 1 : 1;
+    sg_comm_t *comms = malloc((size_t)(2 * nflows) * sizeof *comms);
+    if (!comms) xbt_die("loong sim: out of memory");
+    uint64_t bytes = a2a ? t->bytes / (uint64_t)(n - 1) : t->bytes;
+    for (int k = 1; k <= nflows; k++) {
+        comms[2 * (k - 1)] = put(me, mem[(me_i + k) % n], bytes);
+        comms[2 * (k - 1) + 1] = get(me, mem[(me_i - k + n) % n]);
+    }
+    sg_comm_wait_all(comms, (size_t)(2 * nflows));
+    free(comms);
+    S->dur[t->id] = simgrid_get_clock() - S->start[t->id];
+}
+
+void sim_flow_release(sim_stream *st)
+{
+    free(st->out);
+    free(st->in);
+    st->out = st->in = NULL;
+    st->nout = st->nin = st->capout = st->capin = 0;
+}

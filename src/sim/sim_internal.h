@@ -1,0 +1,108 @@
+/*
+ * sim_internal: state shared by the backend's files during one run. The
+ * simulation is single-threaded (SimGrid runs actors one at a time, and
+ * loong never enables parallel contexts), so actors share this state
+ * without locks.
+ */
+#ifndef LOONG_SIM_INTERNAL_H
+#define LOONG_SIM_INTERNAL_H
+
+#include <simgrid/forward.h>
+#include <xbt/asserts.h>
+#include <xbt/log.h>
+
+#include "sim.h"
+
+/* The root of loong's log categories (sim_platform.c); `--log=loong.thres:debug`. */
+XBT_LOG_EXTERNAL_CATEGORY(loong);
+
+/* A waiter parked on a stream until that stream has completed `need` tasks. */
+typedef struct sim_waiter {
+    uint32_t need;
+    sg_sem_t sem;
+} sim_waiter;
+
+/* Mailbox cache entry: the channel to or from one peer. */
+typedef struct sim_chan {
+    int peer;
+    sg_mailbox_t mb;
+} sim_chan;
+
+/* One (rank, stream): an actor walking the stream's tasks in order. */
+typedef struct sim_stream {
+    struct sim_state *S;
+    int rank, stream;
+    const uint32_t *ids;
+    uint32_t n;
+    uint32_t done;  /* tasks completed, in order (an event = a prefix count) */
+    uint32_t sched; /* tasks whose end time is already fixed (>= done): a batch of compute in flight */
+    sg_sem_t sem;   /* this actor parks here while it waits on another stream */
+    sim_waiter waiters[STREAM_COUNT];
+    int nwaiters;
+    sim_chan *out, *in; /* mailbox caches */
+    int nout, nin, capout, capin;
+} sim_stream;
+
+typedef struct sim_links sim_links;
+
+typedef struct sim_state {
+    const dag *g;
+    const config *c;
+    const calib *cb;
+    sg_host_t *hosts;    /* per rank */
+    sim_stream *streams; /* P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
+    uint32_t *pos;       /* per task: position in its stream */
+    double *start, *dur;
+    sim_links *links;
+    uint64_t completed; /* tasks done, for progress */
+    bool progress;
+    double wall0, last_report;
+} sim_state;
+
+/* SimGrid ignores durations under its precision (surf/precision, 1e-9 s)
+ * and complains; sleeps shorter than this are skipped (the trace keeps the
+ * exact times, rounded to the nanosecond anyway). */
+#define SIM_MIN_SLEEP 1e-9
+
+static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
+{
+    return &S->streams[rank * STREAM_COUNT + stream];
+}
+
+/* sim_platform.c: the GPU host of each rank (index = rank). */
+sg_host_t *sim_platform_hosts(sim_platform *pf);
+
+/* ---- sim_event.c: cross-stream events ---- */
+/* Block the calling actor (stream me) until every cross-stream dependency
+ * of t has completed. */
+void sim_event_wait_deps(sim_stream *me, const dag_task *t);
+/* True if every cross-stream dependency of t will have completed by time
+ * `at` as far as is known now (completed, or scheduled to end by then). */
+bool sim_event_ready_by(sim_state *S, const dag_task *t, double at);
+/* Stream st fixed the end times of its tasks up to sched (exclusive): wake
+ * the waiters now covered, which then sleep until their task's end. */
+void sim_event_scheduled(sim_stream *st, uint32_t sched);
+/* Record that `count` more tasks of st completed; wake waiters now due. */
+void sim_event_done(sim_stream *st, uint32_t count);
+
+/* ---- sim_flow.c: point-to-point and collective flows ---- */
+/* Run the p2p tasks ids[0..n-1] of stream me as one NCCL group: issue every
+ * send and recv, then wait for all, recording each task's end. */
+void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n);
+/* Run one collective task as concurrent point-to-point flows the way NCCL
+ * does (all-to-all: pairwise, rotating; ring collectives: to the next
+ * member). Records the task's end when all its flows are done. */
+void sim_flow_collective(sim_stream *me, const dag_task *t);
+/* Free the mailbox caches of st. */
+void sim_flow_release(sim_stream *st);
+
+/* ---- sim_links.c: per-link byte accounting ---- */
+sim_links *sim_links_new(int nranks);
+/* Add `bytes` sent from rank `from` to rank `to` to every link of the
+ * route (resolved once per pair; call from an actor, after sealing). */
+void sim_links_add(sim_links *L, sg_host_t *hosts, int from, int to, double bytes);
+/* Move the per-link totals into res (busiest first by utilisation). */
+void sim_links_collect(sim_links *L, sim_result *res);
+void sim_links_free(sim_links *L);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * sim_summary: the #-headed report of a simulated run, every figure with
+ * its unit: step time, per-rank busy / idle / exposed-communication time,
+ * tokens/s/GPU, MFU (the core's formula), and the busiest links. A figure
+ * above what the hardware can do is a modelling bug and says so.
+ *
+ * Per rank: busy = time its compute stream runs kernels; exposed
+ * communication = time some communication task of the rank is in flight
+ * while its compute stream is not busy; idle = step time - busy - exposed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/stats.h"
+#include "../core/timeline.h"
+#include "sim_internal.h"
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_summary, loong, "loong sim: summary report");
+
+typedef struct rank_time {
+    double busy, exposed, idle;
+    double flops;
+} rank_time;
+
+static rank_time time_of_rank(const dag *g, const sim_result *res, int r)
+{
+    rank_timeline tl;
+    timeline_rank(g, res->start, res->dur, r, res->makespan, &tl);
+    return (rank_time){tl.busy, tl.exposed, tl.idle, 0};
+}
+
+static void rank_flops(const dag *g, rank_time *rt)
+{
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        rt[t->rank].flops += (double)t->flops;
+    }
+}
+
+static int print_ranks(FILE *f, const dag *g, const calib *cb, const sim_result *res, rank_time *rt)
+{
+    const config *c = dag_config(g);
+    int P = config_ranks(c), bugs = 0;
+    double T = res->makespan, peak = calib_peak(cb);
+    fprintf(f, "#%5s %5s %4s %12s %12s %18s %7s %10s\n", "rank", "node", "gpu", "busy_s", "idle_s", "exposed_comm_s",
+            "busy_%", "TFLOP/s");
+    double sum[3] = {0, 0, 0}, mx[3] = {0, 0, 0};
+    for (int r = 0; r < P; r++) {
+        double rate = T > 0 ? rt[r].flops / T : 0;
+        fprintf(f, " %5d %5d %4d %12.6f %12.6f %18.6f %7.2f %10.2f\n", r, config_node(c, r), config_gpu(c, r),
+                rt[r].busy, rt[r].idle, rt[r].exposed, T > 0 ? 100 * rt[r].busy / T : 0, rate / 1e12);
+        double v[3] = {rt[r].busy, rt[r].idle, rt[r].exposed};
+        for (int k = 0; k < 3; k++) {
+            sum[k] += v[k];
+            if (v[k] > mx[k]) mx[k] = v[k];
+        }
+        if (rate > peak * (1 + 1e-9)) {
+            fprintf(f, "# BUG: rank %d computes %.2f TFLOP/s, above the GPU peak %.2f TFLOP/s\n", r, rate / 1e12,
+                    peak / 1e12);
+            bugs++;
+        }
+    }
+    fprintf(f, "# per rank, mean (max): busy %.6f s (%.6f), idle %.6f s (%.6f), exposed communication %.6f s (%.6f)\n",
+            sum[0] / P, mx[0], sum[1] / P, mx[1], sum[2] / P, mx[2]);
+    return bugs;
+}
+
+static int print_links(FILE *f, const sim_result *res, int top)
+{
+    int bugs = 0;
+    fprintf(f, "# busiest links (of %d that carried traffic):\n", res->nlinks);
+    fprintf(f, "#%-30s %14s %14s %13s\n", "link", "bandwidth_GBps", "traffic_GB", "utilisation_%");
+    for (int i = 0; i < res->nlinks; i++) {
+        const sim_link *l = &res->links[i];
+        double u = res->makespan > 0 ? l->bytes / (l->bw * res->makespan) : 0;
+        if (i < top) fprintf(f, " %-30s %14.3f %14.6f %13.2f\n", l->name, l->bw / 1e9, l->bytes / 1e9, 100 * u);
+        if (u > 1 + 1e-9) {
+            fprintf(f, "# BUG: link %s carried %.3f GB in %.6f s, above its bandwidth\n", l->name, l->bytes / 1e9,
+                    res->makespan);
+            bugs++;
+        }
+    }
+    return bugs;
+}
+
+int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *res, int top, int *bugs)
+{
+    const config *c = dag_config(g);
+    int P = config_ranks(c);
+    double T = res->makespan;
+    rank_time *rt = calloc((size_t)P, sizeof *rt);
+    if (!rt) xbt_die("loong sim: out of memory");
+    for (int r = 0; r < P; r++)
+        rt[r] = time_of_rank(g, res, r);
+    rank_flops(g, rt);
+    double tokens = (double)c->batch * (double)c->seq;
+    double mfu = stats_mfu(c, T, calib_peak(cb));
+    const char *what = c->scope == SCOPE_STEP ? "training step" : "one attention layer";
+    fprintf(f, "# step time: %.6f s (%s, %s)\n", T, what, scope_name(c->scope));
+    fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per %s on %d GPUs)\n", T > 0 ? tokens / (T * P) : 0,
+            tokens, what, P);
+    fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n", 100 * mfu,
+            (double)stats_model_flops(c) / 1e12, P, calib_peak(cb) / 1e12);
+    *bugs = 0;
+    if (mfu > 1 + 1e-9) {
+        fprintf(f, "# BUG: MFU %.2f %% is above 100 %%: the prediction beats the hardware peak\n", 100 * mfu);
+        (*bugs)++;
+    }
+    *bugs += print_ranks(f, g, cb, res, rt);
+    *bugs += print_links(f, res, top);
+    free(rt);
+    return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,54 @@
+/*
+ * sim_topo: the platform generator behind `loong topo`. Writes SimGrid
+ * platform XML for a GPU cluster; platforms live in XML, never in code, and
+ * this is the only place that writes them. Needs no SimGrid at build time.
+ *
+ * Model (one graph-routed zone): each GPU is a host with properties
+ * loong_gpu/loong_node/loong_slot. NVSwitch is a star: every GPU has its own
+ * SPLITDUPLEX NVLink link to its node's switch router. Each GPU reaches the
+ * fabric through its rail NIC (GPUs share a NIC when a node has fewer NICs
+ * than GPUs), a SPLITDUPLEX link to the leaf switch of its rail (one leaf per
+ * rail per group of nodes_per_leaf nodes: rail-optimised). Leaves reach one
+ * spine through an aggregated SPLITDUPLEX uplink of (ports x NIC bandwidth)
+ * / oversubscription. Latencies follow NCCL's model (README, "loong topo").
+ */
+#ifndef LOONG_SIM_TOPO_H
+#define LOONG_SIM_TOPO_H
+
+#include <stdio.h>
+
+#include "../core/units.h"
+
+typedef struct sim_topo_spec {
+    char gpu[16];      /* GPU kind: h100, h200, a100 */
+    int nodes;         /* nodes in the cluster */
+    int gpus_per_node; /* GPUs on one NVSwitch */
+    int nics_per_node; /* rail NICs per node; divides gpus_per_node */
+    int nodes_per_leaf;
+    double peak;       /* dense bf16 FLOP/s per GPU (host speed) */
+    double nvlink_bw;  /* bytes/s per direction per GPU */
+    double nic_bw;     /* bytes/s per direction per NIC */
+    double oversub;    /* fabric oversubscription (>= 1) */
+    double nvlink_lat; /* seconds per NVLink link (two per GPU-to-GPU path) */
+    double nic_lat;    /* seconds per NIC link (two per node-to-node path) */
+    double uplink_lat; /* seconds per leaf-spine link */
+} sim_topo_spec;
+
+/* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README
+ * lists the sources) for one node. Returns 0, or -1 with a message listing
+ * the known kinds. */
+int sim_topo_defaults(const char *gpu, sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+
+/* Comma-separated known GPU kinds, for --help. */
+const char *sim_topo_kinds(void);
+
+/* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1).
+ * Returns 0 or -1 with a message naming the option. */
+int sim_topo_validate(const sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+
+/* Write the platform XML of a validated spec; `origin` (may be NULL) is
+ * recorded in a comment, e.g. the generating command line. Returns 0, or -1
+ * on a write error. */
+int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin);
+
+#endif

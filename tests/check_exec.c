@@ -1,0 +1,275 @@
+/* loong exec under mpirun: numerical equality with the float64 reference
+ * for every strategy, mesh and scope; random configurations; the measured
+ * trace's invariants; --dump; faults and bad input. Each run uses a small
+ * sequence so that compute stays cheap on two cores. */
+#include <check.h>
+#include <gsl/gsl_rng.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "core/trace.h"
+#include "dag_util.h"
+#include "check_run.h"
+
+/* Open MPI's plugins leak at exit and are unloaded before LeakSanitizer
+ * can name them, so leak checking is off under mpirun (ASan's memory-error
+ * checks and UBSan stay on); the single-process suites keep it on. */
+#define MPIRUN "ASAN_OPTIONS=detect_leaks=0 " MPIRUN_BIN " --oversubscribe -np %d " LOONG_BIN " exec"
+#define FAST   "--iters 1 --warmup 0"
+
+static void expect_ok(const run_result *r, const char *what)
+{
+    ck_assert_msg(r->status == 0, "%s: exit %d\nstdout:\n%s\nstderr:\n%s", what, r->status, r->out, r->err);
+    ck_assert_msg(strstr(r->out, "FAILED") == NULL, "%s: %s", what, r->out);
+    ck_assert_msg(strstr(r->out, "  O ") != NULL || strstr(r->out, "dW_qkv") != NULL, "%s: no check table\n%s", what,
+                  r->out);
+}
+
+typedef struct layout {
+    const char *mesh, *strategy, *extra;
+    int np;
+} layout;
+
+static const layout meshes[] = {
+    {"8", "ulysses", "", 8},
+    {"8", "ring", "", 8},
+    {"8", "zigzag", "", 8},
+    {"2x4", "usp", "", 8},
+    {"4x2", "usp", "", 8},
+    {"2x4", "loongtrain", "--window 1", 8},
+    {"2x4", "loongtrain", "--window 2", 8},
+    {"2x4", "loongtrain", "--window 4", 8},
+    {"4x2", "loongtrain", "--window 2 --placement context-first", 8},
+    {"2x4", "dualring", "", 8},
+};
+#define NMESH ((int)(sizeof meshes / sizeof meshes[0]))
+
+/* MHA (H_kv = H) and GQA with replication (tiny: H_kv = 2 < P_h for 4x2 and 8x1). */
+START_TEST(attn_matches_reference)
+{
+    const layout *m = &meshes[_i / 2];
+    const char *model = _i % 2 ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model";
+    run_result r = run_cmd(MPIRUN " --model %s --seq 1K --mesh %s --strategy %s %s --scope attn --check " FAST, m->np,
+                           model, m->mesh, m->strategy, m->extra);
+    expect_ok(&r, m->strategy);
+    ck_assert_ptr_nonnull(strstr(r.out, "  dK "));
+}
+END_TEST
+
+START_TEST(attn_fwd_matches_reference)
+{
+    const layout *m = &meshes[_i * 3 % NMESH];
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 2K --mesh %s --strategy %s %s --scope attn-fwd --check " FAST,
+                           m->np, m->mesh, m->strategy, m->extra);
+    expect_ok(&r, m->strategy);
+}
+END_TEST
+
+START_TEST(step_matches_reference)
+{
+    static const char *cases[] = {
+        "--mesh 2x2 --strategy loongtrain --zero 0",
+        "--mesh 4 --strategy zigzag --zero 2 --recompute selective",
+        "--mesh 2x2 --strategy dualring --zero 3 --recompute full",
+        "--mesh 4x1 --strategy ulysses --zero 1",
+    };
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 512 %s --scope step --check " FAST, 4, cases[_i]);
+    expect_ok(&r, cases[_i]);
+    ck_assert_ptr_nonnull(strstr(r.out, "dW_lm_head"));
+}
+END_TEST
+
+/* Random valid configurations: mesh, strategy, window, placement, seed. */
+START_TEST(random_configs)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(g, 20261129 + (unsigned long)_i);
+    static const char *meshes2d[] = {"1x4", "2x2", "4x1", "2x4", "4x2", "1x8"};
+    static const char *strat[] = {"usp", "loongtrain", "dualring"};
+    const char *mesh = meshes2d[gsl_rng_uniform_int(g, 6)], *st = strat[gsl_rng_uniform_int(g, 3)];
+    int ph = mesh[0] - '0', ps = mesh[2] - '0', w = 1 << gsl_rng_uniform_int(g, 3);
+    while (ps % w)
+        w /= 2;
+    char extra[128];
+    snprintf(extra, sizeof extra, "%s --placement %s --seed %lu", strcmp(st, "loongtrain") ? "" : "",
+             gsl_rng_uniform_int(g, 2) ? "head-first" : "context-first", gsl_rng_uniform_int(g, 1000) + 1);
+    if (!strcmp(st, "loongtrain")) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --window %d", w);
+    gsl_rng_free(g);
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh %s --strategy %s %s --scope attn --check " FAST,
+                           ph * ps, mesh, st, extra);
+    expect_ok(&r, extra);
+}
+END_TEST
+
+START_TEST(odd_but_valid_sequence)
+{
+    /* 504 = 8 * 63: a multiple of 2*P_s = 8 with odd chunks of 63 tokens */
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 504 --mesh 4 --strategy zigzag --scope attn --check " FAST, 4);
+    expect_ok(&r, "seq 504");
+    r = run_cmd(MPIRUN " --model tiny --seq 1004 --mesh 4 --strategy zigzag --scope attn " FAST, 4);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "2*P_s"));
+}
+END_TEST
+
+/* ---- the measured trace ---- */
+
+START_TEST(trace_invariants)
+{
+    char path[] = "/tmp/loong-exec-trace-XXXXXX";
+    close(mkstemp(path));
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 2K --mesh 2x2 --strategy loongtrain --window 2 --scope attn "
+                                  "--iters 3 --warmup 1 --trace %s",
+                           4, path);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    trace t;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(trace_read(path, &t, err) == 0, "%s", err);
+    ck_assert_str_eq(t.backend, "exec-cpu");
+    dag *g = tbuild(&t.cfg);
+    ck_assert_uint_eq(t.n, dag_ntasks(g));
+    const double eps = 1.0; /* µs: stamps are taken around the ops, the events set after */
+    for (size_t i = 0; i < t.n; i++) {
+        const trace_ev *e = &t.ev[i];
+        const dag_task *k = dag_task_get(g, e->id);
+        ck_assert(e->ts >= -eps && e->dur >= 0);
+        ck_assert_int_eq(e->rank, k->rank);
+        const uint32_t *d = dag_deps(g, k);
+        for (uint16_t j = 0; j < k->ndeps; j++) {
+            const trace_ev *p = &t.ev[d[j]];
+            ck_assert_msg(e->ts + eps >= p->ts + p->dur, "task %u starts at %.3f before its dep %u ends at %.3f", e->id,
+                          e->ts, d[j], p->ts + p->dur);
+        }
+        /* stream order: a task starts after its stream predecessor ends,
+         * except the recv issued in one group with its send */
+        if (i > 0 && !(k->flags & DAG_F_GROUPED)) {
+            uint32_t n;
+            const uint32_t *ids = dag_stream_tasks(g, k->rank, k->stream, &n);
+            for (uint32_t j = 1; j < n; j++)
+                if (ids[j] == k->id) {
+                    const trace_ev *p = &t.ev[ids[j - 1]];
+                    ck_assert(e->ts + eps >= p->ts + p->dur);
+                }
+        }
+    }
+    dag_free(g);
+    trace_free(&t);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(dump_npy)
+{
+    char dir[] = "/tmp/loong-dump-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r =
+        run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2x2 --strategy usp --scope attn --dump %s " FAST, 4, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    static const char *names[] = {"q", "k", "v", "o", "do", "dq", "dk", "dv"};
+    for (int i = 0; i < 8; i++) {
+        char p[256], hdr[128];
+        snprintf(p, sizeof p, "%s/%s.npy", dir, names[i]);
+        FILE *f = fopen(p, "rb");
+        ck_assert_msg(f != NULL, "missing %s", p);
+        size_t n = fread(hdr, 1, sizeof hdr - 1, f);
+        hdr[n] = '\0';
+        ck_assert(!memcmp(hdr, "\x93NUMPY\x01\x00", 8));
+        unsigned hlen = (unsigned char)hdr[8] | (unsigned char)hdr[9] << 8;
+        ck_assert_uint_eq((10 + hlen) % 64, 0);
+        int heads = names[i][strlen(names[i]) - 1] == 'k' || names[i][strlen(names[i]) - 1] == 'v' ? 2 : 8;
+        char shape[64];
+        snprintf(shape, sizeof shape, "'shape': (1024, %d, 32,)", heads);
+        ck_assert_msg(strstr(hdr + 10, shape) != NULL, "%s header: %s", p, hdr + 10);
+        fseek(f, 0, SEEK_END);
+        ck_assert_int_eq(ftell(f), (long)(10 + hlen + 1024 * heads * 32 * 4));
+        fclose(f);
+    }
+    run_cmd("rm -rf %s", dir);
+}
+END_TEST
+
+/* ---- faults and bad input ---- */
+
+START_TEST(rank_dies)
+{
+    config c = tcfg("tiny", 2048, "loongtrain", 2, 2, 2, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint32_t n;
+    const uint32_t *ids = dag_stream_tasks(g, 1, STREAM_COMP, &n);
+    uint32_t victim = ids[n / 2];
+    dag_free(g);
+    time_t t0 = time(NULL);
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 2K --mesh 2x2 --strategy loongtrain --window 2 --scope attn "
+                                  "--fail-rank 1 --fail-at-task %u --timeout 20",
+                           4, victim);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_int_le(time(NULL) - t0, 30);
+    ck_assert_msg(strstr(r.err, "rank 1") != NULL, "%s", r.err);
+}
+END_TEST
+
+START_TEST(wrong_rank_count)
+{
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2x2 --strategy usp --scope attn " FAST, 2);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "use mpirun -np 4"));
+}
+END_TEST
+
+START_TEST(config_mismatch)
+{
+    run_result r = run_cmd("ASAN_OPTIONS=detect_leaks=0 " MPIRUN_BIN " --oversubscribe -np 1 " LOONG_BIN
+                           " exec --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn : -np 1 " LOONG_BIN
+                           " exec --model tiny --seq 2K --mesh 2 --strategy zigzag --scope attn");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "rank 1 has a different configuration") != NULL, "%s", r.err);
+}
+END_TEST
+
+START_TEST(bad_flags)
+{
+    static const char *bad[] = {"--seq 0",      "--strategy magic", "--batch 2",    "--device cuda",
+                                "--dtype bf16", "--iters 0",        "--fail-rank 1"};
+    char dir[] = "/tmp/loong-exec-bad-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s --trace %s/t.json",
+                           2, bad[_i], dir);
+    ck_assert_msg(r.status == 2, "%s: exit %d", bad[_i], r.status);
+    ck_assert_msg(strstr(r.err, "loong exec: error:") != NULL, "%s: %s", bad[_i], r.err);
+    char p[128];
+    snprintf(p, sizeof p, "%s/t.json", dir);
+    ck_assert(access(p, F_OK) != 0);
+    run_cmd("rm -rf %s", dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("numerics");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, attn_matches_reference, 0, 2 * NMESH);
+    tcase_add_loop_test(tc, attn_fwd_matches_reference, 0, 4);
+    tcase_add_loop_test(tc, step_matches_reference, 0, 4);
+    tcase_add_loop_test(tc, random_configs, 0, 3);
+    tcase_add_test(tc, odd_but_valid_sequence);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("outputs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, trace_invariants);
+    tcase_add_test(tc, dump_npy);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("faults");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, rank_dies);
+    tcase_add_test(tc, wrong_rank_count);
+    tcase_add_test(tc, config_mismatch);
+    tcase_add_loop_test(tc, bad_flags, 0, 7);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}

@@ -1,0 +1,359 @@
+/* loong sim (SimGrid backend): predictions against closed forms computed
+ * here from link latencies/bandwidths and task sizes, determinism, and
+ * one-line errors on bad input. Each Check test runs in its own process
+ * (SimGrid starts once per process); tests that compare two simulations run
+ * the `loong` binary twice. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "dag_util.h"
+#include "sim/sim.h"
+#include "sim/sim_topo.h"
+#include "check_run.h"
+
+#define K 1024ull
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/loong-sim-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Write spec as DIR/name and return the path (static buffer per call site). */
+static const char *write_platform(const sim_topo_spec *sp, const char *name, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(sim_topo_write(f, sp, NULL), 0);
+    fclose(f);
+    return path;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Compute that takes no time (rates far above anything simulated), so
+ * communication alone sets the timings; attention at attn_rate if > 0. */
+static void free_compute(char *buf, size_t len, const char *attn_rate)
+{
+    snprintf(buf, len,
+             "gpu h100\npeak 1e30\nmem_bw 1e30Bps\ngemm line 0s 1e30\nattn_fwd line 0s %s\n"
+             "attn_bwd line 0s %s\nmerge line 0s 1e30Bps\nacc line 0s 1e30Bps\n",
+             attn_rate, attn_rate);
+}
+
+static sim_topo_spec spec(int nodes, int gpn, int nics)
+{
+    sim_topo_spec sp;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(sim_topo_defaults("h100", &sp, err), 0);
+    sp.nodes = nodes;
+    sp.gpus_per_node = gpn;
+    sp.nics_per_node = nics;
+    return sp;
+}
+
+/* Simulate c on the platform at path with free compute. */
+static dag *simulate(const char *path, config *c, sim_result *res)
+{
+    char err[LOONG_ERRLEN] = "", text[512];
+    free_compute(text, sizeof text, "1e30");
+    calib *cb = calib_parse(text, "free", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    sim_platform *pf = sim_platform_open(path, 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    dag *g = tbuild(c);
+    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    calib_free(cb);
+    sim_platform_free(pf);
+    return g;
+}
+
+static void assert_within(double got, double want, double tol, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= tol * want, "%s: simulated %.9g s, closed form %.9g s (off by %.3f %%)", what,
+                  got, want, 100 * fabs(got - want) / want);
+}
+
+/* One transfer of B bytes over one link class takes alpha + B / beta: alpha
+ * the latencies of the route's two links, beta the link bandwidth. */
+static void p2p_case(int nodes, int gpn, double lat, double bw)
+{
+    config c = tcfg("tiny", 64 * K, "ring", 1, 2, 0, SCOPE_ATTN_FWD);
+    c.gpus_per_node = gpn;
+    sim_result res;
+    char path[128];
+    sim_topo_spec sp = spec(nodes, gpn, gpn);
+    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    int sends = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_SEND) continue;
+        assert_within(res.dur[i], 2 * lat + (double)t->bytes / bw, 0.01, "p2p");
+        sends++;
+    }
+    ck_assert_int_eq(sends, 2);
+    sim_result_free(&res);
+    dag_free(g);
+}
+
+START_TEST(p2p_nvlink)
+{
+    sim_topo_spec sp = spec(1, 2, 2);
+    p2p_case(1, 2, sp.nvlink_lat, sp.nvlink_bw);
+}
+END_TEST
+
+START_TEST(p2p_nic)
+{
+    sim_topo_spec sp = spec(2, 1, 1);
+    p2p_case(2, 1, sp.nic_lat, sp.nic_bw);
+}
+END_TEST
+
+/* 8-GPU all-to-all on NVSwitch: each rank sends B/7 to each of 7 peers; its
+ * uplink (and every downlink) carries 7 equal flows, each at beta/7, so
+ * every flow ends at alpha + (B/7)/(beta/7) = alpha + B/beta. */
+START_TEST(alltoall_nvswitch)
+{
+    config c = tcfg("tiny", 64 * K, "ulysses", 8, 1, 0, SCOPE_ATTN_FWD);
+    sim_result res;
+    char path[128];
+    sim_topo_spec sp = spec(1, 8, 8);
+    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    int n = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_ALLTOALL) continue;
+        assert_within(res.dur[i], 2 * sp.nvlink_lat + (double)t->bytes / sp.nvlink_bw, 0.02, "all-to-all");
+        n++;
+    }
+    ck_assert_int_eq(n, 16);
+    sim_result_free(&res);
+    dag_free(g);
+}
+END_TEST
+
+/* Two flows leaving a node through its one NIC each get half of it: mesh
+ * 2x2 head-first on 2 nodes x 2 GPUs with one NIC per node, the ring sends
+ * 0->2 and 1->3 share node 0's NIC (and node 1's on arrival). */
+START_TEST(nic_shared)
+{
+    config c = tcfg("tiny", 64 * K, "usp", 2, 2, 0, SCOPE_ATTN_FWD);
+    c.gpus_per_node = 2;
+    sim_result res;
+    char path[128];
+    sim_topo_spec sp = spec(2, 2, 1);
+    sp.nvlink_lat = 0; /* the all-to-all before the ring is then instantaneous... */
+    sp.nvlink_bw = 1e18;
+    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    int n = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_SEND) continue;
+        assert_within(res.dur[i], 2 * sp.nic_lat + (double)t->bytes / (sp.nic_bw / 2), 0.01, "shared NIC");
+        n++;
+    }
+    ck_assert_int_eq(n, 4);
+    sim_result_free(&res);
+    dag_free(g);
+}
+END_TEST
+
+/* ---- through the CLI: two simulations to compare ---- */
+
+static double step_time(const char *platform, const char *calib, const char *args)
+{
+    run_result r = run_cmd("%s sim --quiet --platform %s --calib %s %s", LOONG_BIN, platform, calib, args);
+    ck_assert_msg(r.status == 0, "loong sim %s: exit %d: %s", args, r.status, r.err);
+    const char *p = strstr(r.out, "# step time: ");
+    ck_assert_msg(p != NULL, "no step time in: %s", r.out);
+    return atof(p + 13);
+}
+
+/* Compute-bound (links ~infinite): ring's critical rank does (2P-1) of the
+ * P half-blocks an average rank does; zigzag runs the average. */
+START_TEST(compute_bound_imbalance)
+{
+    const int P = 8;
+    const double rate = 1e13;
+    char path[128], cal[160], text[512];
+    sim_topo_spec sp = spec(1, P, P);
+    sp.nvlink_bw = 1e18;
+    sp.nvlink_lat = 0;
+    write_platform(&sp, "p.xml", path, sizeof path);
+    snprintf(cal, sizeof cal, "%s/c.calib", dir);
+    free_compute(text, sizeof text, "1e13");
+    write_text(cal, text);
+    const char *cfg = "--model tiny --seq 64K --mesh 1x8 --scope attn-fwd";
+    char a[256];
+    snprintf(a, sizeof a, "%s --strategy ring", cfg);
+    double ring = step_time(path, cal, a);
+    snprintf(a, sizeof a, "%s --strategy zigzag", cfg);
+    double zz = step_time(path, cal, a);
+    config c = tcfg("tiny", 64 * K, "zigzag", 1, P, 0, SCOPE_ATTN_FWD);
+    dag *g = tbuild(&c);
+    double avg = (double)sum_flops(g, -1, TASK_ATTN_FWD) / P / rate;
+    assert_within(zz, avg, 0.02, "zigzag = average rank");
+    assert_within(ring / zz, (2.0 * P - 1) / P, 0.02, "ring / zigzag = (2P-1)/P");
+    dag_free(g);
+}
+END_TEST
+
+/* Communication-bound (compute free, 200 Gb/s NICs): mesh 2x4 head-first on
+ * 2 nodes x 4 GPUs. The single ring (usp) puts an inter-node hop in each of
+ * its 3 steps: T >= A + 3X. LoongTrain w=2 keeps inner steps on NVLink and
+ * overlaps its one outer (inter-node) hop with the first inner step:
+ * T <= A + X + 2Y. X, Y: one KV transfer across nodes / within a node; A: the
+ * two head all-to-alls inside a node. */
+START_TEST(comm_bound_double_ring)
+{
+    char path[128], cal[160], text[512];
+    sim_topo_spec sp = spec(2, 4, 4);
+    sp.nic_bw = 25e9;
+    write_platform(&sp, "p.xml", path, sizeof path);
+    snprintf(cal, sizeof cal, "%s/c.calib", dir);
+    free_compute(text, sizeof text, "1e30");
+    write_text(cal, text);
+    const char *cfg = "--model tiny --seq 256K --mesh 2x4 --placement head-first --gpus-per-node 4 --scope attn-fwd";
+    char a[256];
+    snprintf(a, sizeof a, "%s --strategy usp", cfg);
+    double single = step_time(path, cal, a);
+    snprintf(a, sizeof a, "%s --strategy loongtrain --window 2", cfg);
+    double dbl = step_time(path, cal, a);
+
+    config c = tcfg("tiny", 256 * K, "loongtrain", 2, 4, 2, SCOPE_ATTN_FWD);
+    dag *g = tbuild(&c);
+    double B = 0, A = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->rank != 0) continue;
+        if (t->kind == TASK_SEND) B = (double)t->bytes;
+        if (t->kind == TASK_ALLTOALL) A += 2 * sp.nvlink_lat + (double)t->bytes / sp.nvlink_bw;
+    }
+    double X = 2 * sp.nic_lat + B / sp.nic_bw, Y = 2 * sp.nvlink_lat + B / sp.nvlink_bw;
+    double lower_single = A + 3 * X, upper_double = A + X + 2 * Y;
+    ck_assert_msg(dbl < single, "double ring %.9g s does not beat the single ring %.9g s", dbl, single);
+    ck_assert_msg(single >= 0.99 * lower_single, "single ring %.9g s < bound %.9g s", single, lower_single);
+    ck_assert_msg(dbl <= 1.01 * upper_double, "double ring %.9g s > bound %.9g s", dbl, upper_double);
+    ck_assert_msg(dbl / single <= 1.01 * upper_double / lower_single, "ratio %.4f above the bound %.4f", dbl / single,
+                  upper_double / lower_single);
+    dag_free(g);
+}
+END_TEST
+
+/* The same input gives a byte-identical trace. */
+START_TEST(deterministic_trace)
+{
+    char path[128];
+    sim_topo_spec sp = spec(2, 4, 4);
+    write_platform(&sp, "h100x2.xml", path, sizeof path);
+    char cal[1024];
+    snprintf(cal, sizeof cal, "%s/topologies/h100.calib", LOONG_SRCDIR);
+    for (int i = 0; i < 2; i++) {
+        run_result r = run_cmd("%s sim --quiet --platform %s --calib %s --model tiny --seq 32K --mesh 2x4 "
+                               "--strategy loongtrain --window 2 --gpus-per-node 4 --scope step --trace %s/t%d.json "
+                               "-o %s/s%d.txt",
+                               LOONG_BIN, path, cal, dir, i, dir, i);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+    }
+    run_result r = run_cmd("cmp %s/t0.json %s/t1.json && cmp %s/s0.txt %s/s1.txt", dir, dir, dir, dir);
+    ck_assert_msg(r.status == 0, "traces differ: %s%s", r.out, r.err);
+    r = run_cmd("grep -c '\"ph\":\"X\"' %s/t0.json", dir);
+    config c = tcfg("tiny", 32 * K, "loongtrain", 2, 4, 2, SCOPE_STEP);
+    dag *g = tbuild(&c);
+    ck_assert_int_eq(atoi(r.out), (int)dag_ntasks(g));
+    dag_free(g);
+}
+END_TEST
+
+/* Bad input: one line on stderr, exit 2, no output file. */
+static void assert_rejected(const char *platform, const char *extra, const char *needle)
+{
+    run_result r = run_cmd("%s sim --quiet --platform %s --model tiny --seq 32K --mesh 2x4 --scope attn %s "
+                           "--trace %s/bad.json -o %s/bad.txt",
+                           LOONG_BIN, platform, extra, dir, dir);
+    ck_assert_msg(r.status == 2, "exit %d for %s %s: %s", r.status, platform, extra, r.err);
+    ck_assert_msg(count_lines(r.err) == 1, "not one line: %s", r.err);
+    ck_assert_msg(strstr(r.err, needle) != NULL, "'%s' lacks '%s'", r.err, needle);
+    ck_assert_int_eq(r.out_len, 0);
+    char f[128];
+    snprintf(f, sizeof f, "%s/bad.json", dir);
+    ck_assert_msg(access(f, F_OK) != 0, "a trace was written");
+    snprintf(f, sizeof f, "%s/bad.txt", dir);
+    ck_assert_msg(access(f, F_OK) != 0, "a summary was written");
+    run_result ls = run_cmd("ls %s | grep -c tmp", dir);
+    ck_assert_msg(atoi(ls.out) == 0, "temporary files left behind");
+}
+
+START_TEST(bad_inputs)
+{
+    char good[128], small[128], path[160], text[512];
+    sim_topo_spec sp = spec(1, 8, 8);
+    write_platform(&sp, "good.xml", good, sizeof good);
+    assert_rejected("/nonexistent/p.xml", "", "cannot read platform");
+    snprintf(path, sizeof path, "%s/broken.xml", dir);
+    write_text(path, "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n");
+    assert_rejected(path, "", "not a valid SimGrid platform");
+    sp.gpus_per_node = 4;
+    sp.nics_per_node = 4;
+    write_platform(&sp, "small.xml", small, sizeof small);
+    assert_rejected(small, "--gpus-per-node 4 --calib " LOONG_SRCDIR "/topologies/h100.calib", "4 GPU hosts");
+    sim_topo_spec odd = spec(1, 8, 8);
+    strcpy(odd.gpu, "b200");
+    write_platform(&odd, "b200.xml", path, sizeof path);
+    assert_rejected(path, "", "unknown GPU kind 'b200'");
+    free_compute(text, sizeof text, "1e30");
+    strcat(text, "gemm curve flops 4us 1G:1.5\n");
+    snprintf(path, sizeof path, "%s/bad.calib", dir);
+    write_text(path, text);
+    char extra[200];
+    snprintf(extra, sizeof extra, "--calib %s", path);
+    assert_rejected(good, extra, "bad.calib:9:");
+    run_result r = run_cmd("%s sim --help", LOONG_BIN);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--platform"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("closed forms");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, p2p_nvlink);
+    tcase_add_test(tc, p2p_nic);
+    tcase_add_test(tc, alltoall_nvswitch);
+    tcase_add_test(tc, nic_shared);
+    tcase_add_test(tc, compute_bound_imbalance);
+    tcase_add_test(tc, comm_bound_double_ring);
+    suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("cli");
+    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_set_timeout(cli, 120);
+    tcase_add_test(cli, deterministic_trace);
+    tcase_add_test(cli, bad_inputs);
+    suite_add_tcase(s, cli);
+    return check_run(s);
+}

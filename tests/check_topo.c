@@ -1,0 +1,135 @@
+/* loong topo: the generated platform against the spec (closed forms for
+ * bandwidths and latencies), the shipped topologies, and bad input. Needs no
+ * SimGrid: it reads the XML as text. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "check_run.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int count(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* The value of attribute `attr` of the element whose id is `id`. */
+static double attr_of(const char *xml, const char *id, const char *attr)
+{
+    char key[128];
+    snprintf(key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr(xml, key);
+    ck_assert_msg(p != NULL, "no element %s", id);
+    snprintf(key, sizeof key, "%s=\"", attr);
+    p = strstr(p, key);
+    ck_assert_ptr_nonnull(p);
+    return atof(p + strlen(key));
+}
+
+START_TEST(generated_matches_spec)
+{
+    char path[] = "/tmp/loong-topo-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* 40 nodes, 4 NICs for 8 GPUs, 24 nodes per leaf, 2:1 oversubscribed */
+    run_result r = run_cmd("%s topo --nodes 40 --gpu a100 --nics-per-node 4 --nic 200Gbps --nvlink 300GBps "
+                           "--nodes-per-leaf 24 --oversubscription 2 -o %s",
+                           LOONG_BIN, path);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char *xml = slurp(path);
+    ck_assert_int_eq(count(xml, "<host "), 40 * 8);
+    ck_assert_int_eq(count(xml, "<link "), 40 * 8 + 40 * 4 + 4 * 2);
+    ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
+    ck_assert_int_eq(count(xml, "value=\"a100\""), 320);
+    ck_assert(fabs(attr_of(xml, "node3-gpu5-nvlink", "bandwidth") - 300) < 1e-9);
+    ck_assert(fabs(attr_of(xml, "node3-nic1", "bandwidth") - 25) < 1e-9); /* 200 Gb/s = 25 GB/s */
+    /* leaf 0 of a rail serves 24 nodes, leaf 1 the other 16: uplinks = ports x 25 GB/s / 2 */
+    ck_assert(fabs(attr_of(xml, "leaf-r2-0-up", "bandwidth") - 24 * 25.0 / 2) < 1e-9);
+    ck_assert(fabs(attr_of(xml, "leaf-r2-1-up", "bandwidth") - 16 * 25.0 / 2) < 1e-9);
+    /* NCCL Simple: (8.4 + 3.4) / 2 us per NVLink link, (8.4 + 14) / 2 per NIC link */
+    ck_assert(fabs(attr_of(xml, "node0-gpu0-nvlink", "latency") - 5.9) < 1e-9);
+    ck_assert(fabs(attr_of(xml, "node0-nic0", "latency") - 11.2) < 1e-9);
+    /* GPUs 2 and 3 share NIC 1 */
+    ck_assert_ptr_nonnull(strstr(xml, "dst=\"leaf-r1-0\"><link_ctn id=\"node0-nic1\""));
+    ck_assert_int_eq(count(xml, "<link_ctn id=\"node0-nic1\""), 2);
+    free(xml);
+    unlink(path);
+}
+END_TEST
+
+/* The shipped DGX-H100 platforms are what loong topo generates today. */
+START_TEST(shipped_topologies)
+{
+    static const int nodes[] = {1, 4, 8, 16, 32};
+    for (int i = 0; i < 5; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn.xml", LOONG_SRCDIR, nodes[i]);
+        char *xml = slurp(path);
+        ck_assert_int_eq(count(xml, "<host "), 8 * nodes[i]);
+        ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
+        ck_assert(fabs(attr_of(xml, "node0-gpu0-nvlink", "bandwidth") - 450) < 1e-9);
+        ck_assert(fabs(attr_of(xml, "node0-nic7", "bandwidth") - 50) < 1e-9);
+        free(xml);
+    }
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+    static const struct {
+        const char *args, *needle;
+    } bad[] = {
+        {"--gpu b200", "unknown GPU kind 'b200'"},
+        {"--nics-per-node 3", "--nics-per-node"},
+        {"--nic 400Gb", "--nic"},
+        {"--nic fast", "--nic"},
+        {"--oversubscription 0.5", "--oversubscription"},
+        {"--fabric torus", "--fabric"},
+        {"--nodes 0", "--nodes"},
+        {"--bogus", "unknown"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_result r = run_cmd("%s topo %s -o /tmp/loong-topo-bad.xml", LOONG_BIN, bad[i].args);
+        ck_assert_msg(r.status == 2, "%s: exit %d", bad[i].args, r.status);
+        ck_assert_msg(count_lines(r.err) == 1, "%s: %s", bad[i].args, r.err);
+        ck_assert_msg(strstr(r.err, bad[i].needle) != NULL, "%s: '%s'", bad[i].args, r.err);
+        ck_assert_msg(access("/tmp/loong-topo-bad.xml", F_OK) != 0, "%s wrote a file", bad[i].args);
+    }
+    run_result r = run_cmd("%s topo --help", LOONG_BIN);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--oversubscription"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("topo");
+    TCase *tc = tcase_create("topo");
+    tcase_add_test(tc, generated_matches_spec);
+    tcase_add_test(tc, shipped_topologies);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
