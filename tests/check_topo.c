@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "check_run.h"
+#include "sim/sim_topo.h"
 
 static char *slurp(const char *path)
 {
@@ -123,6 +124,33 @@ START_TEST(bad_input)
 }
 END_TEST
 
+START_TEST(spec_round_trip)
+{
+    sim_topo_spec a, b;
+    char err[LOONG_ERRLEN], path[] = "/tmp/loong-topo-spec-XXXXXX";
+    ck_assert_int_eq(sim_topo_defaults("a100", &a, err), 0);
+    a.nodes = 4;
+    a.nics_per_node = 4;
+    a.oversub = 2.5;
+    a.nic_lat = 1.234567890123e-5;
+    FILE *f = fdopen(mkstemp(path), "w");
+    ck_assert_int_eq(sim_topo_write(f, &a, "test"), 0);
+    fclose(f);
+    ck_assert_msg(sim_topo_read(path, &b, err) == 0, "%s", err);
+    ck_assert_str_eq(a.gpu, b.gpu);
+    ck_assert(a.nodes == b.nodes && a.gpus_per_node == b.gpus_per_node && a.nics_per_node == b.nics_per_node &&
+              a.nodes_per_leaf == b.nodes_per_leaf);
+    ck_assert(a.peak == b.peak && a.nvlink_bw == b.nvlink_bw && a.nic_bw == b.nic_bw && a.oversub == b.oversub &&
+              a.nvlink_lat == b.nvlink_lat && a.nic_lat == b.nic_lat && a.uplink_lat == b.uplink_lat);
+    f = fopen(path, "w");
+    fputs("<platform version=\"4.1\"/>\n", f);
+    fclose(f);
+    ck_assert_int_eq(sim_topo_read(path, &b, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "loong_spec"));
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("topo");
@@ -130,6 +158,7 @@ int main(void)
     tcase_add_test(tc, generated_matches_spec);
     tcase_add_test(tc, shipped_topologies);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, spec_round_trip);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,6 +1,8 @@
 /* sim_topo: SimGrid platform XML generator. See sim_topo.h. */
 #include "sim_topo.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct gpu_kind {
@@ -179,14 +181,82 @@ static void write_origin(FILE *f, const char *origin)
     fputs("\"/>\n", f);
 }
 
+/* The spec, exactly (%.17g), so that tools without SimGrid (the planner's
+ * analytical model, `loong calibrate`) read the link parameters back. */
+static void write_spec(FILE *f, const sim_topo_spec *sp)
+{
+    fprintf(f,
+            "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
+            "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g\"/>\n",
+            sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
+            sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat);
+}
+
 int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin)
 {
     write_header(f, sp);
     /* graph routing: only the edges are written, SimGrid finds shortest paths */
     fprintf(f, "<platform version=\"4.1\">\n  <zone id=\"cluster\" routing=\"Floyd\">\n");
     if (origin) write_origin(f, origin);
+    write_spec(f, sp);
     write_elements(f, sp);
     write_routes(f, sp);
     fprintf(f, "  </zone>\n</platform>\n");
     return ferror(f) ? -1 : 0;
+}
+
+static int spec_field(sim_topo_spec *sp, const char *key, const char *val)
+{
+    char *end;
+    struct {
+        const char *k;
+        int *i;
+        double *d;
+    } f[] = {{"nodes", &sp->nodes, NULL},           {"gpus_per_node", &sp->gpus_per_node, NULL},
+             {"nics_per_node", &sp->nics_per_node, NULL}, {"nodes_per_leaf", &sp->nodes_per_leaf, NULL},
+             {"peak", NULL, &sp->peak},             {"nvlink_bw", NULL, &sp->nvlink_bw},
+             {"nic_bw", NULL, &sp->nic_bw},         {"oversub", NULL, &sp->oversub},
+             {"nvlink_lat", NULL, &sp->nvlink_lat}, {"nic_lat", NULL, &sp->nic_lat},
+             {"uplink_lat", NULL, &sp->uplink_lat}};
+    if (!strcmp(key, "gpu")) {
+        snprintf(sp->gpu, sizeof sp->gpu, "%s", val);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!strcmp(key, f[i].k)) {
+            if (f[i].i) *f[i].i = (int)strtol(val, &end, 10);
+            else *f[i].d = strtod(val, &end);
+            return *end || end == val ? -1 : 0;
+        }
+    return -1;
+}
+
+int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN])
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, LOONG_ERRLEN, "cannot read platform '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    static const char tag[] = "id=\"loong_spec\" value=\"";
+    char line[1024];
+    char *v = NULL;
+    while (!v && fgets(line, sizeof line, f)) v = strstr(line, tag);
+    fclose(f);
+    memset(sp, 0, sizeof *sp);
+    if (!v) {
+        snprintf(err, LOONG_ERRLEN, "platform '%s' has no loong_spec property: regenerate it with loong topo", path);
+        return -1;
+    }
+    v += sizeof tag - 1;
+    char *q = strchr(v, '"');
+    if (q) *q = '\0';
+    for (char *tok = strtok(v, " "); tok; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        if (!eq || (*eq = '\0', spec_field(sp, tok, eq + 1) < 0)) {
+            snprintf(err, LOONG_ERRLEN, "platform '%s': malformed loong_spec entry '%.40s'", path, tok);
+            return -1;
+        }
+    }
+    return sim_topo_validate(sp, err);
 }

@@ -51,4 +51,9 @@ int sim_topo_validate(const sim_topo_spec *sp, char err[LOONG_ERRLEN]);
  * on a write error. */
 int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin);
 
+/* Read back the spec a platform was generated from (its loong_spec
+ * property). Returns 0, or -1 with a message for unreadable files and
+ * platforms that loong topo did not write. */
+int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+
 #endif
