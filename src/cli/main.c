@@ -15,6 +15,7 @@ static const cli_command commands[] = {
 #endif
     {"topo", "generate a SimGrid platform (NVSwitch + rail NICs + fat-tree)", cmd_topo},
     {"compare", "compare a predicted trace with a measured one, task by task", cmd_compare},
+    {"calibrate", "fit compute rates and link alpha/beta from measured traces", cmd_calibrate},
 #ifdef HAVE_MPI
     {"exec", "run the DAG on MPI ranks with CPU kernels; --check proves it numerically", cmd_exec},
 #endif

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,34 @@ static int mpi_check(dev *d, int rc, const char *what)
 
 /* ---- ops ---- */
 
+/* Wait for requests without spinning: MPI's blocking waits busy-poll, and
+ * on a CPU shared by ranks and their stream threads a spinning
+ * communication thread steals the core a kernel runs on. Poll, yield for a
+ * while, then sleep 50 us between polls. slots[i] (if >= 0) gets the time
+ * request i completed. */
+static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots, const char *what)
+{
+    int left = 0;
+    for (int i = 0; i < n; i++) left += rq[i] != MPI_REQUEST_NULL;
+    for (int polls = 0; left > 0; polls++) {
+        int idx, done;
+        if (mpi_check(d, MPI_Testany(n, rq, &idx, &done, MPI_STATUS_IGNORE), what) < 0) return -1;
+        if (done && idx != MPI_UNDEFINED) {
+            if (slots && slots[idx] >= 0) d->t1[slots[idx]] = cpu_now(d);
+            left--;
+            polls = 0;
+            continue;
+        }
+        if (polls < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
 static void run_sendrecv(dev *d, const dev_op *op)
 {
     MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -101,12 +130,8 @@ static void run_sendrecv(dev *d, const dev_op *op)
         mpi_check(d, MPI_Isend(op->u.p2p.sbuf, (int)op->u.p2p.sbytes, MPI_BYTE, op->u.p2p.to, 0, c, &rq[0]),
                   "MPI_Isend") < 0)
         return;
-    for (int left = (op->u.p2p.to >= 0) + (op->u.p2p.from >= 0); left > 0; left--) {
-        int idx;
-        if (mpi_check(d, MPI_Waitany(2, rq, &idx, MPI_STATUS_IGNORE), "MPI_Waitany") < 0) return;
-        int slot = idx == 0 ? op->stamp_end : op->stamp_end2;
-        if (slot >= 0) d->t1[slot] = cpu_now(d);
-    }
+    int slots[2] = {op->stamp_end, op->stamp_end2};
+    wait_quietly(d, rq, 2, slots, "MPI_Testany");
 }
 
 /* Part i of `count` floats over n members: count / n, the first count % n
@@ -122,7 +147,9 @@ static void run_collective(dev *d, const dev_op *op)
 {
     dev_comm *dc = op->u.coll.comm;
     MPI_Comm c = dc->comm;
-    int n = dc->n, me, cnt, off;
+    int n = dc->n, me, cnt, off, rc = MPI_SUCCESS;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    float *tmp = NULL;
     MPI_Comm_rank(c, &me);
     float *r = op->u.coll.rbuf;
     int *counts = malloc((size_t)n * sizeof *counts), *displs = malloc((size_t)n * sizeof *displs);
@@ -136,29 +163,20 @@ static void run_collective(dev *d, const dev_op *op)
     off = displs[me];
     switch (op->kind) {
     case DOP_ALLTOALL:
-        mpi_check(
-            d, MPI_Alltoall(op->u.coll.sbuf, (int)op->u.coll.count, MPI_FLOAT, r, (int)op->u.coll.count, MPI_FLOAT, c),
-            "MPI_Alltoall");
+        rc = MPI_Ialltoall(op->u.coll.sbuf, (int)op->u.coll.count, MPI_FLOAT, r, (int)op->u.coll.count, MPI_FLOAT, c,
+                           &rq);
         break;
-    case DOP_ALLREDUCE:
-        mpi_check(d, MPI_Allreduce(MPI_IN_PLACE, r, (int)op->u.coll.count, MPI_FLOAT, MPI_SUM, c), "MPI_Allreduce");
+    case DOP_ALLREDUCE: rc = MPI_Iallreduce(MPI_IN_PLACE, r, (int)op->u.coll.count, MPI_FLOAT, MPI_SUM, c, &rq); break;
+    case DOP_REDUCESCATTER:
+        tmp = malloc(((size_t)cnt + 1) * sizeof *tmp);
+        rc = tmp ? MPI_Ireduce_scatter(r, tmp, counts, MPI_FLOAT, MPI_SUM, c, &rq) : MPI_ERR_NO_MEM;
         break;
-    case DOP_REDUCESCATTER: {
-        float *tmp = malloc(((size_t)cnt + 1) * sizeof *tmp);
-        if (!tmp) {
-            fail_dev(d, "out of memory in a reduce-scatter");
-            break;
-        }
-        if (mpi_check(d, MPI_Reduce_scatter(r, tmp, counts, MPI_FLOAT, MPI_SUM, c), "MPI_Reduce_scatter") == 0)
-            memcpy(r + off, tmp, (size_t)cnt * sizeof *tmp);
-        free(tmp);
-        break;
-    }
-    case DOP_ALLGATHER:
-        mpi_check(d, MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, r, counts, displs, MPI_FLOAT, c), "MPI_Allgatherv");
-        break;
+    case DOP_ALLGATHER: rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, r, counts, displs, MPI_FLOAT, c, &rq); break;
     default: break;
     }
+    if (mpi_check(d, rc, "a collective") == 0 && wait_quietly(d, &rq, 1, NULL, "a collective") == 0 && tmp)
+        memcpy(r + off, tmp, (size_t)cnt * sizeof *tmp);
+    free(tmp);
 out:
     free(counts);
     free(displs);

@@ -18,6 +18,11 @@ static const gpu_kind kinds[] = {
     {"h100", 989e12, 450e9, 50e9, "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
     {"h200", 989e12, 450e9, 50e9, "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
     {"a100", 312e12, 300e9, 25e9, "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
+    /* A CPU core standing in for a GPU, for validating against `loong exec`
+     * on this kind of machine: peak = OpenBLAS fp32 sgemm on one core
+     * (experiments/kernel-bench, about 100 GFLOP/s); links = MPI over shared
+     * memory, rough until `loong calibrate` fits them. */
+    {"cpu", 100e9, 5e9, 1e9, "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -30,7 +35,7 @@ static const gpu_kind kinds[] = {
 #define NCCL_NVLINK_US 3.4
 #define NCCL_NET_US    14.0
 
-const char *sim_topo_kinds(void) { return "h100, h200, a100"; }
+const char *sim_topo_kinds(void) { return "h100, h200, a100, cpu"; }
 
 int sim_topo_defaults(const char *gpu, sim_topo_spec *sp, char err[LOONG_ERRLEN])
 {
