@@ -125,9 +125,17 @@ static view block_view(xr *x, const dag_task *t)
     return w;
 }
 
-static attn_shape shape_of(const xr *x, const view *w, const dag_task *t)
+/* The inputs every attention op reads: this block's queries, KV, positions. */
+static dev_op attn_op(dev_op_kind kind, const xr *x, const layer_t *ly, const view *w, const dag_task *t)
 {
-    return (attn_shape){w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_CAUSAL) != 0};
+    dev_op op = op_new(kind);
+    op.u.attn.q = ly->q_h + (size_t)w->q0 * (size_t)x->hq * (size_t)x->d;
+    op.u.attn.k = w->k;
+    op.u.attn.v = w->v;
+    op.u.attn.qpos = x->qpos + w->q0;
+    op.u.attn.kpos = w->kpos;
+    op.u.attn.s = (attn_shape){w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_CAUSAL) != 0};
+    return op;
 }
 
 static void attn_fwd(emit *e, const dag_task *t)
@@ -142,15 +150,9 @@ static void attn_fwd(emit *e, const dag_task *t)
     size_t hqd = (size_t)x->hq * (size_t)x->d;
     bool first = !x->o_init[t->phase];
     x->o_init[t->phase] = true;
-    dev_op op = op_new(DOP_ATTN_FWD);
+    dev_op op = attn_op(DOP_ATTN_FWD, x, ly, &w, t);
     op.u.attn.o = (first ? ly->o_h : x->ob) + (size_t)w.q0 * hqd;
     op.u.attn.lse = (first ? ly->lse : x->lseb) + (size_t)w.q0 * (size_t)x->hq;
-    op.u.attn.q = ly->q_h + (size_t)w.q0 * hqd;
-    op.u.attn.k = w.k;
-    op.u.attn.v = w.v;
-    op.u.attn.qpos = x->qpos + w.q0;
-    op.u.attn.kpos = w.kpos;
-    op.u.attn.s = shape_of(x, &w, t);
     emit_op(e, &op);
 }
 
@@ -184,19 +186,13 @@ static void attn_bwd(emit *e, const dag_task *t)
     view w = block_view(x, t);
     float *out = dkv_ptr(x, t->buf2);
     if (w.nk != x->lane_tok) zero(e, out, slot_floats(x)); /* rows outside the block stay zero */
-    dev_op op = op_new(DOP_ATTN_BWD);
+    dev_op op = attn_op(DOP_ATTN_BWD, x, ly, &w, t);
     op.u.attn.dq = ly->dq_h + (size_t)w.q0 * hqd;
     op.u.attn.dk = out + (size_t)w.k0 * kvd;
     op.u.attn.dv = out + (size_t)x->lane_tok * kvd + (size_t)w.k0 * kvd;
-    op.u.attn.q = ly->q_h + (size_t)w.q0 * hqd;
-    op.u.attn.k = w.k;
-    op.u.attn.v = w.v;
     op.u.attn.o_in = ly->o_h + (size_t)w.q0 * hqd;
     op.u.attn.lse_in = ly->lse + (size_t)w.q0 * (size_t)x->hq;
     op.u.attn.do_ = ly->do_h + (size_t)w.q0 * hqd;
-    op.u.attn.qpos = x->qpos + w.q0;
-    op.u.attn.kpos = w.kpos;
-    op.u.attn.s = shape_of(x, &w, t);
     emit_op(e, &op);
 }
 
