@@ -62,8 +62,8 @@ install_packages
 build build
 case "${1:-main}" in
 main)
-    say "main job: loong dag --format stats (llama3-8b, S = 128K, 64 GPUs)"
-    ./build/loong dag --format stats
+    say "main job: loong plan (llama3-8b, S = 1M, 64 H100s in 8 nodes: topologies/dgx-h100-8n.xml)"
+    ./build/loong plan
     ;;
 check)
     say "test suite: normal build"

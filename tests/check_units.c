@@ -67,6 +67,26 @@ START_TEST(err_prefix)
 }
 END_TEST
 
+START_TEST(parse_mem)
+{
+    char err[LOONG_ERRLEN];
+    double v;
+    ck_assert_int_eq(units_parse_mem("80GB", "--gpu-mem", &v, err), 0);
+    ck_assert(v == 80e9);
+    ck_assert_int_eq(units_parse_mem("64GiB", "--gpu-mem", &v, err), 0);
+    ck_assert(v == 64.0 * 1024 * 1024 * 1024);
+    ck_assert_int_eq(units_parse_mem("1.5TB", "--gpu-mem", &v, err), 0);
+    ck_assert(v == 1.5e12);
+    ck_assert_int_eq(units_parse_mem("512MiB", "--gpu-mem", &v, err), 0);
+    ck_assert(v == 512.0 * 1024 * 1024);
+    const char *bad[] = {"80", "80GBs", "80gb", "80Gb", "0GB", "-1GB", "GB", "", "80 GB", "nanGB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(units_parse_mem(bad[i], "--gpu-mem", &v, err) == -1, "accepted '%s'", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, "--gpu-mem"));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("units");
@@ -75,6 +95,7 @@ int main(void)
     tcase_add_test(tc, parse_rejects);
     tcase_add_test(tc, checked_math);
     tcase_add_test(tc, err_prefix);
+    tcase_add_test(tc, parse_mem);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

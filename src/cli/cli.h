@@ -65,6 +65,7 @@ int cmd_sim(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
 /* Under mpirun only rank 0 prints cli_fail messages (set by cmd_exec). */

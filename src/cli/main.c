@@ -14,6 +14,7 @@ static const cli_command commands[] = {
     {"sim", "predict a configuration on a SimGrid cluster: step time, MFU, trace", cmd_sim},
 #endif
     {"topo", "generate a SimGrid platform (NVSwitch + rail NICs + fat-tree)", cmd_topo},
+    {"plan", "choose the layout for N GPUs: memory + analytical model, SimGrid ranking", cmd_plan},
     {"compare", "compare a predicted trace with a measured one, task by task", cmd_compare},
     {"calibrate", "fit compute rates and link alpha/beta from measured traces", cmd_calibrate},
 #ifdef HAVE_MPI

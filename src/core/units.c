@@ -201,3 +201,23 @@ int units_parse_time(const char *s, const char *what, double *out, char err[LOON
     *out = v * k;
     return 0;
 }
+
+int units_parse_mem(const char *s, const char *what, double *out, char err[LOONG_ERRLEN])
+{
+    static const struct {
+        const char *unit;
+        double scale;
+    } units[] = {{"B", 1},        {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},    {"TB", 1e12},
+                 {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40}};
+    static const char ex[] = "80GB (1 GB = 1e9 bytes) or 64GiB (1 GiB = 2^30 bytes); units B, KB, MB, GB, TB, "
+                             "KiB, MiB, GiB, TiB";
+    double v;
+    const char *e;
+    if (real_prefix(s, &v, &e) < 0 || v <= 0) return bad_real(s, what, ex, err);
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(e, units[i].unit)) {
+            *out = v * units[i].scale;
+            return 0;
+        }
+    return bad_real(s, what, ex, err);
+}

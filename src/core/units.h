@@ -48,6 +48,14 @@ int units_parse_bandwidth(const char *s, const char *what, double *out, char err
  * non-finite or malformed input is an error. */
 int units_parse_time(const char *s, const char *what, double *out, char err[LOONG_ERRLEN]);
 
+/* Parse a memory size into bytes: a number with "B", "KB", "MB", "GB", "TB"
+ * (decimal, 1 GB = 1e9) or "KiB", "MiB", "GiB", "TiB" (binary, 1 GiB =
+ * 2^30), e.g. "80GB", "141GB", "79.6GiB". The unit is required: a bare
+ * number or an unknown unit is an error, as are zero, negative, non-finite
+ * and malformed input. Returns 0 and sets *out, or -1 with a message naming
+ * `what`. */
+int units_parse_mem(const char *s, const char *what, double *out, char err[LOONG_ERRLEN]);
+
 /* Checked arithmetic: return false on overflow (out is then unspecified). */
 static inline bool units_mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool units_add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }

@@ -1,0 +1,626 @@
+/*
+ * loong plan: choose the layout for N GPUs. Enumerates and scores layouts
+ * in the core (src/core/plan.h), simulates the best ones with `loong sim`
+ * subprocesses (SimGrid initialises once per process), and, under mpirun,
+ * splits both the scoring and the simulations across MPI ranks; rank 0
+ * prints the same table as a serial run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../core/afile.h"
+#include "../core/plan.h"
+#include "../core/strategy.h"
+#include "../sim/sim_topo.h"
+#include "autoconf.h"
+#include "cli.h"
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+extern char **environ;
+
+#define DEFAULT_PLATFORM "topologies/dgx-h100-8n.xml"
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f, "usage: loong plan [--platform FILE] [--gpus N] [--model M] [--seq S] [--gpu-mem 80GB] [--zero Z]\n"
+               "                  [--recompute full|selective|none] [--top K | --exact] [--csv FILE] [-o FILE]\n"
+               "\n"
+               "Search every layout of N GPUs (P_h x P_s, placement, partition, ring mode, window,\n"
+               "KV replication; and data parallelism with --dp), remove the infeasible ones with\n"
+               "a reason (invalid mesh, predicted out of memory), score the rest with the\n"
+               "analytical model, simulate the best K with SimGrid (loong sim) and print the\n"
+               "ranked #-table with units and a recommendation. Under mpirun the layouts and\n"
+               "the simulations are split across the ranks; the output is the serial one.\n"
+               "\n"
+               "  --platform FILE       platform from loong topo (its loong_spec gives the links)\n"
+               "                                                         [" DEFAULT_PLATFORM "]\n"
+               "  --gpus N              GPUs to use                     [all of the platform's]\n"
+               "  --dp N|auto           data-parallel replicas: gpus = dp x P_h x P_s; auto\n"
+               "                        searches every divisor                              [1]\n"
+               "  --gpu-mem SIZE        memory per GPU for the model, e.g. 80GB or 74.5GiB\n"
+               "                        (GB = 1e9 bytes, GiB = 2^30)    [80GB h100/a100, 141GB h200]\n"
+               "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
+               "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
+               "  --exact               simulate every feasible layout\n"
+               "  --full-layers         simulate all L layers instead of composing 1 and 2\n"
+               "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
+               "  --rows N              table rows to print (0: all)                         [20]\n"
+               "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
+               "  -o, --output FILE     write the table there (atomically) instead of stdout\n"
+               "  --quiet               no progress bar on stderr\n"
+               "  -h, --help            this text\n"
+               "\n"
+               "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
+               "  --model, --seq [1M], --batch, --zero [1], --recompute [selective], --dtype,\n"
+               "  --gpus-per-node (must match the platform)\n"
+               "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
+               "\nExample:\n"
+               "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n");
+}
+
+typedef struct plan_args {
+    const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
+    int top, jobs, rows;
+    bool exact, full_layers, quiet;
+    cli_config cc;
+} plan_args;
+
+/* Mesh and ring knobs are what plan searches: refuse them by name. */
+static bool searched_option(int opt)
+{
+    int k = opt - CLI_OPT_BASE;
+    return k == 3 || k == 4 || k == 5 || k == 6 || k == 7 || k == 8 || k == 9 || k == 10;
+}
+
+static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
+{
+    char err[LOONG_ERRLEN];
+    if (zero_ok && !strcmp(s, "0")) {
+        *out = 0;
+        return 0;
+    }
+    if (units_parse_int(s, what, out, err) < 0) return cli_fail("plan", "%s", err);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, plan_args *a)
+{
+    static const struct option opts[] = {
+        CLI_CONFIG_OPTIONS,
+        {"platform", required_argument, 0, 'p'},
+        {"gpus", required_argument, 0, 'g'},
+        {"dp", required_argument, 0, 'D'},
+        {"gpu-mem", required_argument, 0, 'm'},
+        {"calib", required_argument, 0, 'c'},
+        {"top", required_argument, 0, 'k'},
+        {"exact", no_argument, 0, 'x'},
+        {"full-layers", no_argument, 0, 'F'},
+        {"jobs", required_argument, 0, 'j'},
+        {"rows", required_argument, 0, 'r'},
+        {"csv", required_argument, 0, 'C'},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        if (opt >= CLI_OPT_BASE && searched_option(opt))
+            return cli_fail("plan", "'%s' is a layout knob that loong plan searches: drop it (loong sim takes it)",
+                            argv[optind - 1]);
+        if (cli_config_option(&a->cc, opt, optarg)) continue;
+        int rc = 0;
+        switch (opt) {
+        case 'p': a->platform = optarg; break;
+        case 'g': a->gpus = optarg; break;
+        case 'D': a->dp = optarg; break;
+        case 'm': a->gpu_mem = optarg; break;
+        case 'c': a->calib = optarg; break;
+        case 'k': rc = parse_count(optarg, "--top", &a->top, true); break;
+        case 'x': a->exact = true; break;
+        case 'F': a->full_layers = true; break;
+        case 'j': rc = parse_count(optarg, "--jobs", &a->jobs, false); break;
+        case 'r': rc = parse_count(optarg, "--rows", &a->rows, true); break;
+        case 'C': a->csv = optarg; break;
+        case 'o': a->out = optarg; break;
+        case 'q': a->quiet = true; break;
+        case 'h': plan_usage(stdout); return -1;
+        default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    return 0;
+}
+
+/* ---- the request: platform, GPUs, memory, base configuration ---- */
+
+typedef struct plan_ctx {
+    plan_request req;
+    sim_topo_spec spec;
+    analytic_net net;
+    calib *cb;
+    char calib_path[4096];
+    int rank, size;
+} plan_ctx;
+
+static double default_gpu_mem(const char *kind) { return !strcmp(kind, "h200") ? 141e9 : 80e9; }
+
+static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
+{
+    if (sim_topo_read(a->platform, &x->spec, err) < 0) return -1;
+    const sim_topo_spec *sp = &x->spec;
+    x->net = (analytic_net){sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->nvlink_bw, sp->nic_bw,
+                            sp->nvlink_lat,    sp->nic_lat,       sp->uplink_lat,     sp->oversub};
+    int have = sp->nodes * sp->gpus_per_node;
+    x->req.gpus = have;
+    if (a->gpus && units_parse_int(a->gpus, "--gpus", &x->req.gpus, err) < 0) return -1;
+    if (x->req.gpus > have) {
+        snprintf(err, LOONG_ERRLEN, "--gpus %d exceeds the %d GPUs of platform %s: use a larger platform (loong topo)",
+                 x->req.gpus, have, a->platform);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_calib(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
+{
+    if (a->calib) {
+        snprintf(x->calib_path, sizeof x->calib_path, "%s", a->calib);
+    } else {
+        const char *slash = strrchr(a->platform, '/');
+        int dirlen = slash ? (int)(slash - a->platform) : 1;
+        snprintf(x->calib_path, sizeof x->calib_path, "%.*s/%s.calib", dirlen, slash ? a->platform : ".", x->spec.gpu);
+    }
+    x->cb = calib_load(x->calib_path, err);
+    if (!x->cb) return -1;
+    if (strcmp(calib_gpu(x->cb), x->spec.gpu)) {
+        snprintf(err, LOONG_ERRLEN, "calibration table %.120s is for GPU kind '%s' but the platform's GPUs are '%s'",
+                 x->calib_path, calib_gpu(x->cb), x->spec.gpu);
+        return -1;
+    }
+    return 0;
+}
+
+static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
+{
+    if (!a->platform) a->platform = DEFAULT_PLATFORM;
+    if (read_platform(a, x, err) < 0) return -1;
+    cli_config cc = a->cc;
+    char gpn[16];
+    snprintf(gpn, sizeof gpn, "%d", x->spec.gpus_per_node);
+    if (cc.gpus_per_node && strcmp(cc.gpus_per_node, gpn)) {
+        snprintf(err, LOONG_ERRLEN, "--gpus-per-node %s differs from the platform's %s GPUs per node", cc.gpus_per_node,
+                 gpn);
+        return -1;
+    }
+    cc.gpus_per_node = gpn;
+    if (!cc.seq) cc.seq = "1M";
+    if (!cc.recompute) cc.recompute = "selective";
+    cc.mesh = "1x1"; /* a placeholder that always validates; plan sets the mesh */
+    cc.strategy = "ulysses";
+    if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
+    x->req.dp = 1;
+    if (a->dp && !strcmp(a->dp, "auto"))
+        x->req.dp = 0;
+    else if (a->dp && units_parse_int(a->dp, "--dp", &x->req.dp, err) < 0)
+        return -1;
+    if (x->req.dp && x->req.gpus % x->req.dp) {
+        snprintf(err, LOONG_ERRLEN, "--dp %d does not divide --gpus %d", x->req.dp, x->req.gpus);
+        return -1;
+    }
+    x->req.gpu_mem = default_gpu_mem(x->spec.gpu);
+    if (a->gpu_mem && units_parse_mem(a->gpu_mem, "--gpu-mem", &x->req.gpu_mem, err) < 0) return -1;
+    return load_calib(a, x, err);
+}
+
+/* ---- MPI: the split and the gathers (one rank of one without MPI) ---- */
+
+static bool under_mpirun(void) { return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK"); }
+
+static void mpi_start(int *argc, char ***argv, plan_ctx *x)
+{
+    x->rank = 0;
+    x->size = 1;
+#ifdef HAVE_MPI
+    if (!under_mpirun()) return;
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &x->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &x->size);
+    cli_quiet = x->rank != 0;
+#else
+    (void)argc;
+    (void)argv;
+#endif
+}
+
+static int mpi_finish(const plan_ctx *x, int rc)
+{
+#ifdef HAVE_MPI
+    if (x->size > 1 || under_mpirun()) {
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+#endif
+    (void)x;
+    return rc;
+}
+
+static int range_lo(int n, int r, int size) { return (int)((long long)n * r / size); }
+
+/* After each rank scored its block [lo, hi) of ls, give every rank all. */
+static void gather_layouts(const plan_ctx *x, plan_layout *ls, int n)
+{
+#ifdef HAVE_MPI
+    if (x->size == 1) return;
+    int *counts = malloc((size_t)x->size * sizeof *counts), *displs = malloc((size_t)x->size * sizeof *displs);
+    if (!counts || !displs) exit(2);
+    for (int r = 0; r < x->size; r++) {
+        int lo = range_lo(n, r, x->size), hi = range_lo(n, r + 1, x->size);
+        displs[r] = lo * (int)sizeof *ls;
+        counts[r] = (hi - lo) * (int)sizeof *ls;
+    }
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ls, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+    free(counts);
+    free(displs);
+#else
+    (void)x;
+    (void)ls;
+    (void)n;
+#endif
+}
+
+/* Every rank simulated some runs (the others are NAN): combine them. */
+static void gather_runs(const plan_ctx *x, double *v, int n)
+{
+#ifdef HAVE_MPI
+    if (x->size == 1 || n == 0) return;
+    for (int i = 0; i < n; i++)
+        if (isnan(v[i])) v[i] = -INFINITY;
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    for (int i = 0; i < n; i++)
+        if (v[i] == -INFINITY) v[i] = NAN;
+#else
+    (void)x;
+    (void)v;
+    (void)n;
+#endif
+}
+
+static double max_over_ranks(const plan_ctx *x, double v)
+{
+#ifdef HAVE_MPI
+    if (x->size > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+#endif
+    (void)x;
+    return v;
+}
+
+/* ---- simulations: `loong sim` subprocesses ---- */
+
+typedef struct run {
+    int layout, layers; /* layers 0 = the model's */
+    pid_t pid;
+    char json[64], log[64];
+    double step, exposed; /* results, NAN until done */
+} run;
+
+static void progress(const plan_args *a, const plan_ctx *x, const char *what, int done, int total)
+{
+    if (a->quiet || x->rank != 0 || !isatty(2) || total == 0) return;
+    int width = 30, fill = done * width / total;
+    fprintf(stderr, "\r%s [%.*s%*s] %d/%d", what, fill, "==============================", width - fill, "", done,
+            total);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static void add_arg(char **argv, int *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_arg(char **argv, int *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&argv[*k], fmt, ap) < 0) exit(2);
+    va_end(ap);
+    (*k)++;
+}
+
+static const char *onoff(bool v) { return v ? "on" : "off"; }
+
+/* The loong sim command line of run u (argv is NULL-terminated, malloc'd). */
+static char **sim_argv(const plan_args *a, const plan_ctx *x, const plan_layout *l, const run *u)
+{
+    const config *c = &l->c;
+    char **v = calloc(48, sizeof *v);
+    if (!v) exit(2);
+    int k = 0;
+    add_arg(v, &k, "loong");
+    add_arg(v, &k, "sim");
+    add_arg(v, &k, "--platform=%s", a->platform);
+    add_arg(v, &k, "--calib=%s", x->calib_path);
+    add_arg(v, &k, "--model=%s", a->cc.model ? a->cc.model : c->model.name);
+    add_arg(v, &k, "--seq=%llu", (unsigned long long)c->seq);
+    add_arg(v, &k, "--batch=%d", c->batch);
+    add_arg(v, &k, "--mesh=%dx%d", c->p_head, c->p_seq);
+    add_arg(v, &k, "--strategy=%s", c->strategy);
+    add_arg(v, &k, "--placement=%s", placement_name(c->placement));
+    add_arg(v, &k, "--partition=%s", partition_name(c->partition));
+    add_arg(v, &k, "--ring=%s", ring_name(c->ring));
+    add_arg(v, &k, "--window=%d", c->window);
+    add_arg(v, &k, "--kv-replication=%s", onoff(c->kv_replication));
+    add_arg(v, &k, "--scope=step");
+    add_arg(v, &k, "--gpus-per-node=%d", c->gpus_per_node);
+    add_arg(v, &k, "--recompute=%s", recompute_name(c->recompute));
+    add_arg(v, &k, "--zero=%d", c->zero);
+    add_arg(v, &k, "--dtype=%s", c->act_bytes == 2 ? "bf16" : "fp32");
+    add_arg(v, &k, "--json=%s", u->json);
+    add_arg(v, &k, "--output=/dev/null");
+    add_arg(v, &k, "--links=0");
+    add_arg(v, &k, "--quiet");
+    if (u->layers > 0) add_arg(v, &k, "--layers=%d", u->layers);
+    return v;
+}
+
+static void free_argv(char **v)
+{
+    for (int i = 0; v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int start_run(const plan_args *a, const plan_ctx *x, const plan_layout *ls, run *u, const char *dir, int id,
+                     char err[LOONG_ERRLEN])
+{
+    snprintf(u->json, sizeof u->json, "%s/run%d.json", dir, id);
+    snprintf(u->log, sizeof u->log, "%s/run%d.log", dir, id);
+    char **v = sim_argv(a, x, &ls[u->layout], u);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, u->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int rc = posix_spawn(&u->pid, "/proc/self/exe", &fa, NULL, v, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    free_argv(v);
+    if (rc) snprintf(err, LOONG_ERRLEN, "cannot start loong sim: %s", strerror(rc));
+    return rc ? -1 : 0;
+}
+
+/* First line of a failed run's stderr, for the error message. */
+static void run_failure(const run *u, const plan_layout *l, int status, char err[LOONG_ERRLEN])
+{
+    char line[200] = "";
+    FILE *f = fopen(u->log, "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = '\0';
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    snprintf(err, LOONG_ERRLEN, "simulating %s failed (status %d): %s", l->name, status, line);
+}
+
+static int finish_run(run *u, const plan_layout *l, int status, char err[LOONG_ERRLEN])
+{
+    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 1)) {
+        run_failure(u, l, WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
+        return -1;
+    }
+    json_error_t je;
+    json_t *j = json_load_file(u->json, 0, &je);
+    double step = -1, exposed = -1;
+    if (!j || json_unpack(j, "{s:F, s:F}", "step_s", &step, "exposed_mean_s", &exposed) < 0) {
+        json_decref(j);
+        snprintf(err, LOONG_ERRLEN, "simulating %s: unreadable summary %s", l->name, u->json);
+        return -1;
+    }
+    json_decref(j);
+    u->step = step;
+    u->exposed = exposed;
+    unlink(u->json);
+    unlink(u->log);
+    return 0;
+}
+
+/* Run runs[i] for i = first, first + stride, ... at most `jobs` at once. */
+static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls, run *runs, int n, int first,
+                   int stride, int jobs, char err[LOONG_ERRLEN])
+{
+    char dir[] = "/tmp/loong-plan-XXXXXX";
+    if (!mkdtemp(dir)) {
+        snprintf(err, LOONG_ERRLEN, "cannot create a temporary directory: %s", strerror(errno));
+        return -1;
+    }
+    int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
+    while (done < mine) {
+        while (rc == 0 && running < jobs && next < n) {
+            if (start_run(a, x, ls, &runs[next], dir, next, err) < 0) {
+                rc = -1;
+                break;
+            }
+            running++;
+            next += stride;
+        }
+        if (running == 0) break;
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) break;
+        for (int i = first; i < n; i += stride)
+            if (runs[i].pid == pid) {
+                runs[i].pid = 0;
+                running--;
+                done++;
+                if (rc == 0 && finish_run(&runs[i], &ls[runs[i].layout], status, err) < 0) rc = -1;
+            }
+        progress(a, x, "simulating", done, mine);
+    }
+    rmdir(dir);
+    return rc;
+}
+
+/* ---- which runs: the top K (or all), plus the two baselines ---- */
+
+static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
+{
+    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!idx) exit(2);
+    int m = plan_rank(ls, n, idx), k = a->exact ? m : (a->top < m ? a->top : m), np = 0;
+    for (int i = 0; i < k; i++)
+        pick[np++] = idx[i];
+    int base[2] = {plan_best_ring(ls, n), plan_best_ulysses(ls, n)};
+    for (int b = 0; b < 2 && k > 0; b++) {
+        bool have = base[b] < 0;
+        for (int i = 0; i < np; i++)
+            have |= pick[i] == base[b];
+        if (!have) pick[np++] = base[b];
+    }
+    free(idx);
+    return np;
+}
+
+/* L = 1 and L = 2 runs per layout, composed as T(L) = T(1) + (L-1)(T(2) -
+ * T(1)) (README: layers are identical; the LM head and ZeRO's step-level
+ * collectives are not per layer), or one full run with --full-layers. */
+static int simulate(const plan_args *a, const plan_ctx *x, plan_layout *ls, int n, bool *composed,
+                    char err[LOONG_ERRLEN])
+{
+    int *pick = malloc((size_t)(n + 2) * sizeof *pick);
+    if (!pick) exit(2);
+    int np = pick_layouts(a, ls, n, pick), L = x->req.base.model.layers;
+    *composed = !a->full_layers && L > 2 && x->req.base.zero == 1;
+    int per = *composed ? 2 : 1, nr = np * per;
+    run *runs = calloc((size_t)(nr ? nr : 1), sizeof *runs);
+    if (!runs) exit(2);
+    for (int i = 0; i < nr; i++)
+        runs[i] = (run){pick[i / per], *composed ? 1 + i % per : 0, 0, "", "", NAN, NAN};
+    int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
+    int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
+    rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
+    if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "a simulation failed on another MPI rank");
+    double *v = malloc((size_t)(2 * nr + 1) * sizeof *v);
+    if (!v) exit(2);
+    for (int i = 0; i < nr; i++) {
+        v[2 * i] = runs[i].step;
+        v[2 * i + 1] = runs[i].exposed;
+    }
+    gather_runs(x, v, 2 * nr);
+    for (int i = 0; rc == 0 && i < np; i++) {
+        plan_layout *l = &ls[pick[i]];
+        double *r = &v[2 * i * per];
+        l->sim_step = per == 2 ? r[0] + (L - 1) * (r[2] - r[0]) : r[0];
+        l->sim_exposed = per == 2 ? r[1] + (L - 1) * (r[3] - r[1]) : r[1];
+    }
+    free(v);
+    free(runs);
+    free(pick);
+    return rc < 0 ? -1 : np * per;
+}
+
+/* ---- the command ---- */
+
+static int write_outputs(const plan_args *a, const plan_ctx *x, const plan_layout *ls, int n, const plan_report *rp,
+                         char err[LOONG_ERRLEN])
+{
+    afile t = {0}, c = {0};
+    if (a->csv && afile_open(&c, a->csv, err) < 0) return -1;
+    if (a->csv && plan_write_csv(c.f, ls, n, rp) < 0) {
+        afile_abort(&c);
+        snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
+        return -1;
+    }
+    if (afile_open(&t, a->out, err) < 0 || plan_write_table(t.f, ls, n, &x->req, rp) < 0) {
+        afile_abort(&t);
+        afile_abort(&c);
+        if (!err[0]) snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
+        return -1;
+    }
+    if (a->csv && afile_commit(&c, err) < 0) {
+        afile_abort(&t);
+        return -1;
+    }
+    return afile_commit(&t, err);
+}
+
+/* The most common removal reason, for "nothing fits". */
+static const char *common_reason(const plan_layout *ls, int n)
+{
+    int best = -1, bestc = 0;
+    for (int i = 0; i < n; i++) {
+        int cnt = 0;
+        for (int j = 0; j < n; j++)
+            cnt += !strcmp(ls[i].reason, ls[j].reason);
+        if (cnt > bestc) {
+            bestc = cnt;
+            best = i;
+        }
+    }
+    return best >= 0 ? ls[best].reason : "no layout";
+}
+
+static int plan_run(plan_args *a, plan_ctx *x)
+{
+    char err[LOONG_ERRLEN] = "";
+    double t0 = cli_now();
+    int n;
+    plan_layout *ls = plan_enumerate(&x->req, &n);
+    plan_score(ls, range_lo(n, x->rank, x->size), range_lo(n, x->rank + 1, x->size), &x->req, x->cb, &x->net);
+    gather_layouts(x, ls, n);
+    double t1 = max_over_ranks(x, cli_now());
+    int feasible = 0;
+    for (int i = 0; i < n; i++)
+        feasible += !ls[i].removed;
+    if (!feasible) {
+        int rc = cli_fail("plan", "no feasible layout for %d GPUs: %s", x->req.gpus, common_reason(ls, n));
+        free(ls);
+        return rc;
+    }
+    bool composed = false;
+    int nruns = a->top > 0 || a->exact ? simulate(a, x, ls, n, &composed, err) : 0, nsim = 0;
+    if (nruns < 0) {
+        free(ls);
+        return cli_fail("plan", "%s", err);
+    }
+    double t2 = cli_now();
+    for (int i = 0; i < n; i++)
+        nsim += ls[i].sim_step >= 0;
+    plan_report rp = {a->platform, calib_peak(x->cb), a->rows, t1 - t0, t2 - t1, t2 - t0, nsim,
+                      nruns,       x->size,           composed};
+    int rc = 0;
+    if (x->rank == 0 && write_outputs(a, x, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
+    free(ls);
+    return rc;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20};
+    plan_ctx x = {0};
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? 0 : rc;
+#ifndef HAVE_SIMGRID
+    a.top = 0; /* no loong sim in this build: the analytical ranking only */
+    a.exact = false;
+#endif
+    mpi_start(&argc, &argv, &x);
+    char err[LOONG_ERRLEN];
+    if (make_request(&a, &x, err) < 0)
+        rc = cli_fail("plan", "%s", err);
+    else
+        rc = plan_run(&a, &x);
+    calib_free(x.cb);
+    return mpi_finish(&x, rc);
+}

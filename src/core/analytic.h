@@ -1,0 +1,64 @@
+/*
+ * analytic: the planner's fast step-time model. It predicts what `loong sim`
+ * predicts for a training step (scope step) from the config alone — no DAG
+ * — using the same calibration table (calib.h) for every compute task and
+ * the same α-β links as the platform (analytic_net, filled from a
+ * platform's loong_spec). Cost: O(P_s^2) block evaluations at worst, well
+ * under 10 ms per layout at 256 GPUs.
+ *
+ * What it models (README, "loong plan"), per layer, for each ring index s
+ * (ranks of one head group are identical; ring ranks differ under the
+ * contiguous partition):
+ *   - compute stream: the GEMMs (QKV, output, SwiGLU x3; backward 2x FLOPs;
+ *     recompute), each attention block, merge and dK/dV accumulation with
+ *     the exact shapes ring.c emits, timed by calib_seconds();
+ *   - head all-to-alls: exposed (the compute stream waits for them); every
+ *     member sends bytes/(P_h-1) to each other member at once, NVLink and
+ *     NIC traffic in parallel, a NIC shared by the GPUs of its rail;
+ *   - the ring, as a critical-path recurrence over its steps with prefetch:
+ *     step i's block and transfer start when block i-1 and transfer i-1 are
+ *     done (the double buffer's hazard); each double-ring window's outer
+ *     transfer overlaps its inner loop and shares the link with it when both
+ *     use the same kind of link; in the backward the dK/dV accumulators
+ *     travel on their own streams (fp32), sharing the link with the KV, and
+ *     the compute stream waits for an arriving accumulator before adding to
+ *     it; a transfer costs α + bytes/β of the slowest hop of its ring;
+ *   - the data-parallel stream (ZeRO 0-3 as build.c emits it), one
+ *     pipelined ring over all dp*P ranks, overlapping the compute stream
+ *     where the DAG lets it.
+ * The step is the slowest ring index's critical path; exposed communication
+ * is step time minus that rank's busy compute time.
+ * Not modelled: contention between different head groups' flows beyond
+ * NIC sharing, compute/communication interference, the imbalanced ranks'
+ * coupling through the ring (the slowest rank sets the pace).
+ */
+#ifndef LOONG_ANALYTIC_H
+#define LOONG_ANALYTIC_H
+
+#include "calib.h"
+#include "config.h"
+
+/* The α-β network of a platform (the fields of a loong_spec). */
+typedef struct analytic_net {
+    int gpus_per_node, nics_per_node, nodes_per_leaf;
+    double nvlink_bw, nic_bw;               /* bytes/s per direction, per GPU link / per NIC */
+    double nvlink_lat, nic_lat, uplink_lat; /* seconds per link */
+    double oversub;                         /* leaf-spine oversubscription */
+} analytic_net;
+
+typedef struct analytic_result {
+    double step;      /* predicted step time, seconds */
+    double busy;      /* compute-stream time of the critical rank */
+    double exposed;   /* step - busy */
+    double a2a;       /* all-to-all time per step (exposed) */
+    double ring_wait; /* compute-stream wait on ring transfers per step */
+    double dp_tail;   /* data-parallel communication not hidden */
+    int worst_s;      /* ring index of the critical rank */
+} analytic_result;
+
+/* Predict the training step of validated config c (any scope is treated as
+ * step) on net with compute times from cb, data parallelism dp >= 1 (the
+ * ZeRO collectives span dp*P ranks). Never fails. */
+void analytic_step(const config *c, const calib *cb, const analytic_net *net, int dp, analytic_result *out);
+
+#endif

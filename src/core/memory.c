@@ -1,0 +1,77 @@
+/* memory: per-rank peak memory model. See memory.h for every formula. */
+#include "memory.h"
+
+#include "dag.h"
+
+typedef struct dims {
+    double T, Ns, hid, H, Hkv, d, ffn, hq, kvh, a;
+} dims;
+
+static dims dims_of(const config *c)
+{
+    const model *m = &c->model;
+    double BS = (double)c->batch * (double)c->seq;
+    return (dims){BS / config_ranks(c), BS / c->p_seq, m->hidden,         m->heads,           m->kv_heads,
+                  m->head_dim,          m->ffn,        config_q_heads(c), config_kv_heads(c), c->act_bytes};
+}
+
+double memory_layer_activations(const config *c, recompute_kind policy)
+{
+    dims k = dims_of(c);
+    double x = k.T * k.hid * k.a;
+    double o_lse = k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
+    if (policy == RECOMPUTE_FULL) return x;
+    if (policy == RECOMPUTE_SELECTIVE) return x + o_lse;
+    double qkv = k.T * (k.H + 2 * k.Hkv) * k.d * k.a;
+    double os = k.T * k.H * k.d * k.a;
+    double head = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a + os : 0; /* P_h = 1 aliases them */
+    return x + qkv + head + o_lse + x /* h */ + 3 * k.T * k.ffn * k.a;
+}
+
+/* Ring slots, block output and all-to-all staging (see memory.h). */
+static double attention_buffers(const config *c)
+{
+    dims k = dims_of(c);
+    int lanes = c->ring == RING_DUAL ? 2 : 1;
+    bool outer = c->p_seq / c->window > 1;
+    double t = k.Ns / lanes;
+    double kv_slot = 2 * t * k.kvh * k.d * k.a, dkv_slot = 2 * t * k.kvh * k.d * 4;
+    double bytes = 0;
+    if (c->p_seq > 1) {
+        bytes += lanes * kv_slot * (2 + (outer ? 2 : 0));
+        bytes += lanes * dkv_slot * (5 + (outer ? 4 : 0));
+    } else {
+        bytes += lanes * dkv_slot; /* DKV_FINAL only: no ring traffic */
+    }
+    bytes += k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
+    if (c->p_head > 1) {
+        double kv_tot = k.Hkv > c->p_head ? k.Hkv : c->p_head;
+        bytes += 2 * k.T * (k.H + 2 * kv_tot) * k.d * k.a;
+    }
+    return bytes;
+}
+
+static void model_states(const config *c, int dp, memory_estimate *out)
+{
+    double psi = (double)model_params(&c->model), n = (double)dp * config_ranks(c);
+    out->weights = 2 * psi;
+    out->grads = 2 * psi;
+    out->optimizer = 12 * psi;
+    if (c->zero >= 1) out->optimizer /= n;
+    if (c->zero >= 2) out->grads /= n;
+    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * 2 * (double)model_layer_params(&c->model);
+}
+
+void memory_estimate_config(const config *c, int dp, memory_estimate *out)
+{
+    model_states(c, dp, out);
+    out->act_per_layer = memory_layer_activations(c, c->recompute);
+    out->activations = c->model.layers * out->act_per_layer;
+    double full = memory_layer_activations(c, RECOMPUTE_NONE);
+    out->working = full + (c->recompute != RECOMPUTE_NONE ? full : 0);
+    out->attn_buffers = attention_buffers(c);
+    out->lm_head = 2 * dims_of(c).T * c->model.vocab * c->act_bytes;
+    double transient = out->working + out->attn_buffers;
+    if (out->lm_head > transient) transient = out->lm_head;
+    out->peak = out->weights + out->grads + out->optimizer + out->activations + transient;
+}

@@ -1,0 +1,74 @@
+/*
+ * memory: the planner's per-rank peak memory model (OOM prediction). It
+ * counts what a training step of a validated config keeps resident on one
+ * GPU, in bytes, from closed forms — it never builds a DAG. It is an
+ * estimate of tensors, not of allocator fragmentation, CUDA context or NCCL
+ * buffers (those are a fixed reserve the caller may subtract from the GPU).
+ *
+ * Notation: Ψ = model_params(), N = dp * P ranks over which ZeRO shards
+ * (the DAG reduces gradients over all P context-parallel ranks; with data
+ * parallelism over dp replicas of them too), a = act_bytes, T = B*S/P
+ * tokens per rank (sequence-sharded), N_s = B*S/P_s tokens per ring rank
+ * (head-sharded), hq = H/P_h query heads and kvh = config_kv_heads() KV
+ * heads (replicas included) per rank.
+ *
+ *   model states (mixed precision, Adam: ZeRO paper's 2 + 2 + 12 bytes per
+ *   parameter): weights 2Ψ, gradients 2Ψ, fp32 master + momentum + variance
+ *   12Ψ; stage 1 shards the optimizer (12Ψ/N), stage 2 also the gradients
+ *   (2Ψ/N), stage 3 also the weights (2Ψ/N plus two gathered blocks, the
+ *   current one and the prefetched next: 2 * 2 * W_layer).
+ *
+ *   activations kept per layer for the backward, by recompute policy:
+ *     none:      x (T*hidden), qkv (T*(H+2H_kv)*d), the head-sharded q|kv
+ *                (N_s*(hq+2kvh)*d), O (N_s*hq*d) and its fp32 LSE (N_s*hq*4),
+ *                O sequence-sharded (T*H*d), h (T*hidden), SwiGLU gate, up
+ *                and product (3*T*ffn); with P_h = 1 the head-sharded
+ *                buffers are the sequence-sharded ones (counted once);
+ *     selective: x, O and LSE (Selective Checkpoint++ keeps the ring's
+ *                output so the recompute pass never re-runs the ring);
+ *     full:      x only.
+ *   working set of the layer being differentiated: its gradient tensors
+ *   (as large as the "none" set) plus, under recompute, its recomputed
+ *   activations (the "none" set again).
+ *
+ *   attention working buffers (the DAG's slots, dag.h; the executor
+ *   allocates exactly these): per ring lane, KV slots of 2*t*kvh*d*a bytes
+ *   with t the lane's tokens (N_s, or N_s/2 per lane of the dual ring): the
+ *   prefetch double buffer KV_IN0/1, and KV_OUT0/1 for the double ring's
+ *   outer transfer when P_s/w > 1; fp32 dK/dV slots of 2*t*kvh*d*4 bytes:
+ *   the block double buffer DKV_BLK0/1, the travelling DKV_IN0/1 and the
+ *   result DKV_FINAL, plus DKV_WIN0/1 and DKV_OIN0/1 when P_s/w > 1; one
+ *   block output (N_s*hq*d*a + fp32 LSE); and, when P_h > 1, the all-to-all
+ *   send and receive staging buffers, each T*(H + 2*max(H_kv, P_h))*d*a. The
+ *   dual ring's lanes carry half the tokens each, so its extra is slot
+ *   count, not bytes.
+ *
+ *   LM head: logits and their gradient, 2 * T*vocab*a.
+ *
+ *   peak = model states + L * kept per layer
+ *          + max(LM head, working set + attention buffers).
+ */
+#ifndef LOONG_MEMORY_H
+#define LOONG_MEMORY_H
+
+#include "config.h"
+
+typedef struct memory_estimate {
+    double weights, grads, optimizer; /* model states, bytes per rank */
+    double act_per_layer;             /* kept for the backward, one layer */
+    double activations;               /* L * act_per_layer */
+    double working;                   /* gradients (+ recompute) of one layer */
+    double attn_buffers;              /* ring slots, block output, all-to-all staging */
+    double lm_head;                   /* logits and their gradient */
+    double peak;                      /* the model's per-rank peak */
+} memory_estimate;
+
+/* Per-rank peak memory of a validated config under data parallelism dp
+ * (>= 1; ZeRO shards over dp * P ranks). Never fails. */
+void memory_estimate_config(const config *c, int dp, memory_estimate *out);
+
+/* Bytes of the activations one layer keeps under c->recompute (the table
+ * above), exposed for tests. */
+double memory_layer_activations(const config *c, recompute_kind policy);
+
+#endif

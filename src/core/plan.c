@@ -1,0 +1,323 @@
+/* plan: enumerate, filter, score and rank layouts. See plan.h. */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+
+/* ---- enumeration ---- */
+
+typedef struct vec {
+    plan_layout *v;
+    int n, cap;
+} vec;
+
+static plan_layout *vec_push(vec *a)
+{
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->v = realloc(a->v, (size_t)a->cap * sizeof *a->v);
+        if (!a->v) exit(2);
+    }
+    plan_layout *l = &a->v[a->n++];
+    memset(l, 0, sizeof *l);
+    l->sim_step = -1;
+    return l;
+}
+
+/* The preset a layout's knobs correspond to (names only; the knobs rule). */
+static const char *strategy_of(const config *c)
+{
+    if (c->p_seq == 1) return "ulysses";
+    if (c->p_head == 1 && c->ring == RING_SINGLE) return c->partition == PART_ZIGZAG ? "zigzag" : "ring";
+    if (c->ring == RING_DOUBLE) return "loongtrain";
+    return c->ring == RING_DUAL ? "dualring" : "usp";
+}
+
+static void name_layout(plan_layout *l)
+{
+    const config *c = &l->c;
+    char dp[16] = "", ring[24];
+    if (l->dp > 1) snprintf(dp, sizeof dp, "dp%d*", l->dp);
+    if (c->p_seq == 1)
+        snprintf(ring, sizeof ring, "no ring");
+    else if (c->ring == RING_DOUBLE)
+        snprintf(ring, sizeof ring, "%s double w=%d", c->partition == PART_ZIGZAG ? "zz" : "ct", c->window);
+    else
+        snprintf(ring, sizeof ring, "%s %s", c->partition == PART_ZIGZAG ? "zz" : "ct", ring_name(c->ring));
+    const char *place = c->p_head > 1 && c->p_seq > 1 ? (c->placement == PLACE_HEAD_FIRST ? " hf" : " cf") : "";
+    const char *repl = c->p_head > c->model.kv_heads ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
+    snprintf(l->name, sizeof l->name, "%s%dx%d%s %s%s", dp, c->p_head, c->p_seq, place, ring, repl);
+}
+
+static void add_layout(vec *a, const plan_request *req, int dp, const config *c)
+{
+    plan_layout *l = vec_push(a);
+    l->c = *c;
+    l->dp = dp;
+    snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_of(c));
+    name_layout(l);
+    if (config_validate(&l->c, l->reason) < 0) l->removed = true;
+    (void)req;
+}
+
+/* Partition x ring mode x window for one (placement, replication) mesh. */
+static void add_rings(vec *a, const plan_request *req, int dp, config c)
+{
+    if (c.p_seq == 1) {
+        c.partition = PART_ZIGZAG;
+        c.ring = RING_SINGLE;
+        c.window = 1;
+        add_layout(a, req, dp, &c);
+        return;
+    }
+    for (int part = 0; part < 2; part++) {
+        c.partition = part ? PART_ZIGZAG : PART_CONTIGUOUS;
+        c.ring = RING_SINGLE;
+        c.window = c.p_seq;
+        add_layout(a, req, dp, &c);
+        if (part) {
+            c.ring = RING_DUAL;
+            add_layout(a, req, dp, &c);
+        }
+        c.ring = RING_DOUBLE;
+        for (int w = 1; w < c.p_seq; w++)
+            if (c.p_seq % w == 0) {
+                c.window = w;
+                add_layout(a, req, dp, &c);
+            }
+    }
+}
+
+static void add_mesh(vec *a, const plan_request *req, int dp, int ph, int ps)
+{
+    config c = req->base;
+    c.p_head = ph;
+    c.p_seq = ps;
+    c.scope = SCOPE_STEP;
+    int nplace = ph > 1 && ps > 1 ? 2 : 1;
+    int nrepl = ph > c.model.kv_heads ? 2 : 1;
+    for (int pl = 0; pl < nplace; pl++)
+        for (int rp = 0; rp < nrepl; rp++) {
+            c.placement = pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST;
+            c.kv_replication = rp == 0;
+            add_rings(a, req, dp, c);
+        }
+}
+
+plan_layout *plan_enumerate(const plan_request *req, int *n)
+{
+    vec a = {0};
+    for (int dp = 1; dp <= req->gpus; dp++) {
+        if (req->gpus % dp || (req->dp && dp != req->dp)) continue;
+        int P = req->gpus / dp;
+        for (int ph = 1; ph <= P; ph++)
+            if (P % ph == 0) add_mesh(&a, req, dp, ph, P / ph);
+    }
+    *n = a.n;
+    return a.v;
+}
+
+/* ---- scoring ---- */
+
+void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const analytic_net *net)
+{
+    for (int i = from; i < to; i++) {
+        plan_layout *l = &ls[i];
+        if (l->removed) continue;
+        memory_estimate_config(&l->c, l->dp, &l->mem);
+        if (l->mem.peak > req->gpu_mem) {
+            l->removed = true;
+            snprintf(l->reason, sizeof l->reason, "predicted OOM at %.1f GB of %.1f GB per GPU", l->mem.peak / 1e9,
+                     req->gpu_mem / 1e9);
+            continue;
+        }
+        analytic_step(&l->c, cb, net, l->dp, &l->an);
+    }
+}
+
+double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step : l->an.step; }
+
+/* GPU-seconds per sample: what ranking compares, so that layouts with
+ * different data-parallel degrees compare by throughput per GPU. */
+static double gpu_seconds(const plan_layout *l) { return plan_step(l) * config_ranks(&l->c); }
+
+static const plan_layout *sort_base;
+
+static int by_rank(const void *x, const void *y)
+{
+    int i = *(const int *)x, j = *(const int *)y;
+    const plan_layout *a = &sort_base[i], *b = &sort_base[j];
+    bool sa = a->sim_step >= 0, sb = b->sim_step >= 0;
+    if (sa != sb) return sa ? -1 : 1;
+    double ta = gpu_seconds(a), tb = gpu_seconds(b);
+    if (ta != tb) return ta < tb ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+int plan_rank(const plan_layout *ls, int n, int *idx)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!ls[i].removed) idx[m++] = i;
+    sort_base = ls;
+    qsort(idx, (size_t)m, sizeof *idx, by_rank);
+    return m;
+}
+
+static int best_where(const plan_layout *ls, int n, bool ring)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        const config *c = &ls[i].c;
+        if (ls[i].removed) continue;
+        bool pure = ring ? c->p_head == 1 && c->p_seq > 1 && c->partition == PART_ZIGZAG && c->ring == RING_SINGLE
+                         : c->p_seq == 1;
+        if (pure && (best < 0 || gpu_seconds(&ls[i]) < gpu_seconds(&ls[best]))) best = i;
+    }
+    return best;
+}
+
+int plan_best_ring(const plan_layout *ls, int n) { return best_where(ls, n, true); }
+int plan_best_ulysses(const plan_layout *ls, int n) { return best_where(ls, n, false); }
+
+/* ---- output ---- */
+
+typedef struct row {
+    double step, tps, mfu, mem_gb, exposed, vs_ring, vs_uly;
+} row;
+
+static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
+{
+    const plan_layout *l = &ls[i];
+    const config *c = &l->c;
+    row r;
+    r.step = plan_step(l);
+    r.tps = (double)c->batch * (double)c->seq / (r.step * config_ranks(c));
+    r.mfu = 100 * stats_mfu(c, r.step, peak);
+    r.mem_gb = l->mem.peak / 1e9;
+    r.exposed = l->sim_step >= 0 ? l->sim_exposed : l->an.exposed;
+    r.vs_ring = ring >= 0 ? gpu_seconds(&ls[ring]) / gpu_seconds(l) : NAN; /* throughput ratios */
+    r.vs_uly = uly >= 0 ? gpu_seconds(&ls[uly]) / gpu_seconds(l) : NAN;
+    return r;
+}
+
+static void fmt_speedup(char *buf, size_t len, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, "%.3fx", v);
+}
+
+static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp)
+{
+    const config *b = &req->base;
+    char seq[32];
+    units_fmt_count(b->seq, seq, sizeof seq);
+    fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), ZeRO-%d, recompute %s, %s, GPU memory %.1f GB\n",
+            b->model.name, seq, b->batch, req->gpus, rp->platform, b->zero, recompute_name(b->recompute),
+            b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
+    fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
+            n, n - feasible, feasible, rp->simulated,
+            rp->composed ? " (1- and 2-layer runs composed to L layers)" : "");
+    fprintf(f, "#%4s  %-34s %5s %11s %11s %12s %7s %10s %12s %8s %8s\n", "rank", "layout", "by", "analytic_s", "step_s",
+            "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
+}
+
+static void write_row(FILE *f, int rank, const plan_layout *l, const row *r)
+{
+    char a[16], b[16];
+    fmt_speedup(a, sizeof a, r->vs_ring);
+    fmt_speedup(b, sizeof b, r->vs_uly);
+    fprintf(f, " %4d  %-34s %5s %11.3f %11.3f %12.1f %7.2f %10.1f %12.3f %8s %8s\n", rank, l->name,
+            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
+}
+
+static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, double peak)
+{
+    const plan_layout *best = &ls[idx[0]];
+    row r = row_of(ls, idx[0], ring, uly, peak);
+    fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
+            best->name, best->c.p_head, best->c.p_seq, best->c.strategy, placement_name(best->c.placement),
+            partition_name(best->c.partition), ring_name(best->c.ring));
+    if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
+    fprintf(f, ")\n");
+    double share = 100 * r.exposed / r.step;
+    fprintf(f,
+            "# why: highest predicted throughput, %.1f tokens/s/GPU (step %.3f s, %.2f %% MFU, %.1f %% of the step "
+            "exposed communication)",
+            r.tps, r.step, r.mfu, share);
+    if (m > 1)
+        fprintf(f, ", %.2f %% ahead of the runner-up %s", 100 * (gpu_seconds(&ls[idx[1]]) / gpu_seconds(best) - 1),
+                ls[idx[1]].name);
+    if (ring >= 0 && ring != idx[0]) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
+    fprintf(f, "; peak memory %.1f GB\n", r.mem_gb);
+}
+
+static void write_removed(FILE *f, const plan_layout *ls, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ls[i].removed) fprintf(f, "# removed: %-34s %s\n", ls[i].name, ls[i].reason);
+}
+
+int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp)
+{
+    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!idx) exit(2);
+    int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
+    write_header(f, n, m, req, rp);
+    int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
+    for (int k = 0; k < rows; k++) {
+        row r = row_of(ls, idx[k], ring, uly, rp->peak);
+        write_row(f, k + 1, &ls[idx[k]], &r);
+    }
+    if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
+    fprintf(f, "# baselines: best pure ring (Megatron-CP, zigzag P_s = P): %s; best pure Ulysses (P_s = 1): %s\n",
+            ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible");
+    if (m) write_why(f, ls, idx, m, ring, uly, rp->peak);
+    write_removed(f, ls, n);
+    fprintf(f, "# time: analytical %.3f s (%d layouts), SimGrid %.3f s (%d runs), wall %.3f s on %d MPI rank(s)\n",
+            rp->analytic_s, m, rp->sim_s, rp->runs, rp->wall_s, rp->ranks);
+    free(idx);
+    return ferror(f) ? -1 : 0;
+}
+
+static void csv_layout(FILE *f, const plan_layout *l)
+{
+    const config *c = &l->c;
+    fprintf(f, "\"%s\",%d,%d,%d,%s,%s,%s,%d,%s", l->name, l->dp, c->p_head, c->p_seq, placement_name(c->placement),
+            partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off");
+}
+
+int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
+{
+    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!idx) exit(2);
+    int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
+    fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
+               "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
+               "speedup_vs_ulysses\n");
+    for (int k = 0; k < m; k++) {
+        const plan_layout *l = &ls[idx[k]];
+        row r = row_of(ls, idx[k], ring, uly, rp->peak);
+        fprintf(f, "%d,", k + 1);
+        csv_layout(f, l);
+        fprintf(f, ",feasible,,%s,%.6f,%.6f,%.3f,%.4f,%.3f,%.6f,%.4f,%.4f\n", l->sim_step >= 0 ? "sim" : "model",
+                l->an.step, r.step, r.tps, r.mfu, r.mem_gb, r.exposed, r.vs_ring, r.vs_uly);
+    }
+    for (int i = 0; i < n; i++) {
+        if (!ls[i].removed) continue;
+        fprintf(f, ",");
+        csv_layout(f, &ls[i]);
+        char reason[LOONG_ERRLEN];
+        snprintf(reason, sizeof reason, "%s", ls[i].reason);
+        for (char *p = reason; *p; p++)
+            if (*p == '"') *p = '\'';
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,\n", reason);
+    }
+    free(idx);
+    return ferror(f) ? -1 : 0;
+}

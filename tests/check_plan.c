@@ -1,0 +1,278 @@
+/* loong plan: the memory model against hand-computed values, enumeration
+ * completeness against a closed-form count, the analytical model's cost,
+ * the one-line errors of bad input, and the serial vs MPI sweep. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "cli_util.h"
+#include "core/calib.h"
+#include "core/memory.h"
+#include "core/plan.h"
+#include "core/strategy.h"
+#include "sim/sim_topo.h"
+
+#define PLAN LOONG_BIN " plan --platform " LOONG_SRCDIR "/topologies/dgx-h100-8n.xml --quiet"
+
+static config base(const char *model, uint64_t seq, int ph, int ps, int zero, recompute_kind rc)
+{
+    config c;
+    char err[LOONG_ERRLEN];
+    config_defaults(&c);
+    ck_assert_int_eq(model_preset(model, &c.model, err), 0);
+    c.seq = seq;
+    ck_assert_int_eq(strategy_apply("usp", ph, ps, 0, &c, err), 0);
+    c.zero = zero;
+    c.recompute = rc;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    return c;
+}
+
+static void near(double got, double want, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= 1e-9 * want + 1e-6, "%s: %.17g, hand-computed %.17g", what, got, want);
+}
+
+/* llama3-8b (L 32, hidden 4096, H 32, H_kv 8, d 128, ffn 14336, vocab
+ * 128256) at S = 1M on a 4x16 mesh: T = 16384 tokens per rank, N_s = 65536
+ * per ring rank, 8 query and 2 KV heads per rank. */
+START_TEST(memory_llama3_8b)
+{
+    const double L = 32, hid = 4096, d = 128, ffn = 14336, V = 128256;
+    const double layer_w = hid * (32 + 16) * d + 32 * d * hid + 3 * hid * ffn + 2 * hid; /* 218,112,000 */
+    const double psi = L * layer_w + 2 * V * hid + hid;                                  /* 8,030,261,248 */
+    const double T = 16384, Ns = 65536, P = 64;
+    const double x = T * hid * 2, olse = Ns * 8 * d * 2 + Ns * 8 * 4;
+    const double none = x + T * 48 * d * 2 + (Ns * (8 + 4) * d * 2 + T * 32 * d * 2) + olse + x + 3 * T * ffn * 2;
+    /* ZeRO-1, selective: weights and grads whole, optimizer sharded */
+    config c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SELECTIVE);
+    memory_estimate m;
+    memory_estimate_config(&c, 1, &m);
+    near(m.weights, 2 * psi, "weights");
+    near(m.grads, 2 * psi, "grads");
+    near(m.optimizer, 12 * psi / P, "optimizer");
+    near(m.act_per_layer, x + olse, "selective layer");
+    near(m.working, 2 * none, "working (grads + recompute)");
+    near(m.lm_head, 2 * T * V * 2, "logits");
+    /* a single ring: KV_IN0/1, DKV_BLK0/1, DKV_IN0/1, DKV_FINAL */
+    double kv = 2 * Ns * 2 * d * 2, dkv = 2 * Ns * 2 * d * 4, a2a = 2 * T * (32 + 16) * d * 2;
+    double bufs = 2 * kv + 5 * dkv + olse + a2a;
+    near(m.attn_buffers, bufs, "attention buffers");
+    near(m.peak, 16 * psi - 12 * psi + 12 * psi / P + L * (x + olse) + fmax(2 * T * V * 2, 2 * none + bufs), "peak");
+    /* ZeRO-3, full: everything sharded, two gathered blocks */
+    c = base("llama3-8b", 1 << 20, 4, 16, 3, RECOMPUTE_FULL);
+    memory_estimate_config(&c, 1, &m);
+    near(m.weights, 2 * psi / P + 4 * layer_w, "zero-3 weights");
+    near(m.grads, 2 * psi / P, "zero-3 grads");
+    near(m.act_per_layer, x, "full layer");
+    /* ZeRO-0, none, with dp = 2: nothing sharded, every activation kept */
+    c = base("llama3-8b", 1 << 20, 4, 16, 0, RECOMPUTE_NONE);
+    memory_estimate_config(&c, 2, &m);
+    near(m.optimizer, 12 * psi, "zero-0 optimizer");
+    near(m.act_per_layer, none, "none layer");
+    near(m.working, none, "working without recompute");
+}
+END_TEST
+
+/* 7b-mha (L 32, hidden 4096, H = H_kv = 32, d 128, ffn 11008, vocab 32000)
+ * at S = 128K on 8x8 with the outer ring (w = 2): T = 2048, N_s = 16384,
+ * 4 query and 4 KV heads per rank. */
+START_TEST(memory_7b_mha)
+{
+    const double L = 32, hid = 4096, d = 128, ffn = 11008, V = 32000;
+    const double layer_w = hid * 96 * d + 32 * d * hid + 3 * hid * ffn + 2 * hid;
+    const double psi = L * layer_w + 2 * V * hid + hid;
+    const double T = 2048, Ns = 16384, P = 64;
+    config c = base("7b-mha", 128 * 1024, 8, 8, 2, RECOMPUTE_SELECTIVE);
+    c.ring = RING_DOUBLE;
+    c.window = 2;
+    memory_estimate m;
+    memory_estimate_config(&c, 1, &m);
+    near(m.weights, 2 * psi, "weights");
+    near(m.grads, 2 * psi / P, "zero-2 grads");
+    near(m.optimizer, 12 * psi / P, "zero-2 optimizer");
+    double olse = Ns * 4 * d * 2 + Ns * 4 * 4;
+    near(m.act_per_layer, T * hid * 2 + olse, "selective layer");
+    /* outer ring: KV_OUT0/1 and DKV_WIN0/1, DKV_OIN0/1 too */
+    double kv = 2 * Ns * 4 * d * 2, dkv = 2 * Ns * 4 * d * 4, a2a = 2 * T * 96 * d * 2;
+    near(m.attn_buffers, 4 * kv + 9 * dkv + olse + a2a, "double-ring buffers");
+    /* dual ring: two lanes of half the tokens, the same bytes as one */
+    c.ring = RING_DUAL;
+    c.window = 8;
+    memory_estimate_config(&c, 1, &m);
+    near(m.attn_buffers, 2 * kv + 5 * dkv + olse + a2a, "dual-ring buffers");
+    c = base("7b-mha", 128 * 1024, 8, 8, 1, RECOMPUTE_NONE);
+    memory_estimate_config(&c, 1, &m);
+    double none =
+        T * hid * 2 + T * 96 * d * 2 + Ns * (4 + 8) * d * 2 + T * 32 * d * 2 + olse + T * hid * 2 + 3 * T * ffn * 2;
+    near(m.act_per_layer, none, "none layer");
+}
+END_TEST
+
+static int divisors(int n)
+{
+    int k = 0;
+    for (int i = 1; i <= n; i++)
+        k += n % i == 0;
+    return k;
+}
+
+/* 16 GPUs, llama3-8b: every P_h | 16 is valid (P_h = 16 > H_kv = 8 needs
+ * replication). Per mesh: 2 placements when P_h, P_s > 1; ring layouts
+ * 1 when P_s = 1, else 2 d(P_s) + 1 (contiguous: single + d(P_s) - 1
+ * windows; zigzag: single + dual + d(P_s) - 1 windows). */
+START_TEST(enumeration_count)
+{
+    int closed = 0;
+    for (int ph = 1; ph <= 16; ph++) {
+        if (16 % ph) continue;
+        int ps = 16 / ph, places = ph > 1 && ps > 1 ? 2 : 1;
+        closed += places * (ps == 1 ? 1 : 2 * divisors(ps) + 1);
+    }
+    ck_assert_int_eq(closed, 11 + 18 + 14 + 10 + 1);
+    plan_request req = {0};
+    req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+    req.gpus = 16;
+    req.dp = 1;
+    req.gpu_mem = 1e15;
+    int n, valid = 0, removed = 0;
+    plan_layout *ls = plan_enumerate(&req, &n);
+    for (int i = 0; i < n; i++) {
+        if (!ls[i].removed) {
+            valid++;
+            continue;
+        }
+        removed++;
+        ck_assert_msg(ls[i].reason[0], "%s removed without a reason", ls[i].name);
+        ck_assert_ptr_nonnull(strstr(ls[i].reason, "KV replication is off"));
+    }
+    ck_assert_int_eq(valid, closed);
+    ck_assert_int_eq(removed, 1); /* 16x1 without replication */
+    free(ls);
+}
+END_TEST
+
+static calib *h100(void)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    return cb;
+}
+
+static analytic_net net_of(const char *platform)
+{
+    sim_topo_spec sp;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(sim_topo_read(platform, &sp, err) == 0, "%s", err);
+    return (analytic_net){sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
+                          sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
+}
+
+/* A too small GPU removes layouts as "predicted OOM at X GB of Y GB", and
+ * the analytical model stays under 10 ms per layout at 256 GPUs. */
+START_TEST(oom_reason_and_cost)
+{
+    plan_request req = {0};
+    req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_NONE);
+    req.gpus = 256;
+    req.gpu_mem = 40e9;
+    int n, oom = 0, scored = 0;
+    plan_layout *ls = plan_enumerate(&req, &n);
+    calib *cb = h100();
+    analytic_net net = net_of(LOONG_SRCDIR "/topologies/dgx-h100-32n.xml");
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    plan_score(ls, 0, n, &req, cb, &net);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    for (int i = 0; i < n; i++) {
+        oom += ls[i].removed && strstr(ls[i].reason, "predicted OOM at ") && strstr(ls[i].reason, "of 40.0 GB");
+        scored += !ls[i].removed;
+    }
+    ck_assert_int_gt(oom, 0);
+    req.gpu_mem = 1e15;
+    for (int i = 0; i < n; i++)
+        if (strstr(ls[i].reason, "OOM")) ls[i].removed = false;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    plan_score(ls, 0, n, &req, cb, &net);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double per = ((double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec)) / n;
+    printf("# analytical model: %.3f ms per layout over %d layouts at 256 GPUs\n", 1e3 * per, n);
+    ck_assert_double_lt(per, 10e-3);
+    for (int i = 0; i < n; i++)
+        if (!ls[i].removed) ck_assert(ls[i].an.step > 0 && isfinite(ls[i].an.step));
+    (void)scored;
+    calib_free(cb);
+    free(ls);
+}
+END_TEST
+
+static void one_line_exit2(const char *args)
+{
+    run_result r = run_cmd(PLAN " %s", args);
+    ck_assert_msg(r.status == 2, "'%s' exited %d: %s", args, r.status, r.err);
+    ck_assert_msg(count_lines(r.err) == 1, "'%s' stderr: %s", args, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "loong plan: error: "));
+}
+
+START_TEST(bad_input)
+{
+    one_line_exit2("--gpus 0");
+    one_line_exit2("--gpus 3 --top 0");   /* S = 1M has no factor 3; H = 32 neither */
+    one_line_exit2("--gpus 128 --top 0"); /* the platform has 64 */
+    one_line_exit2("--gpu-mem 80XB --top 0");
+    one_line_exit2("--gpu-mem 80 --top 0");
+    one_line_exit2("--mesh 8x8");
+    run_result r = run_cmd(PLAN " --gpus 3 --top 0");
+    ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 3 GPUs"));
+}
+END_TEST
+
+#ifdef MPIRUN_BIN
+/* The same ranking (and every figure) from one process and from two MPI
+ * ranks; only the timing footer differs. */
+START_TEST(serial_vs_mpi)
+{
+    const char *args = "--gpus 16 --seq 256K --top 2 --rows 0";
+    ck_assert_int_eq(run_cmd(PLAN " %s --csv /tmp/loong-plan-s.csv -o /tmp/loong-plan-s.txt", args).status, 0);
+    run_result r = run_cmd("ASAN_OPTIONS=detect_leaks=0 " MPIRUN_BIN " --oversubscribe -np 2 " PLAN
+                           " %s --csv /tmp/loong-plan-m.csv -o /tmp/loong-plan-m.txt",
+                           args);
+    ck_assert_msg(r.status == 0, "mpirun: %s", r.err);
+    ck_assert_int_eq(run_cmd("cmp /tmp/loong-plan-s.csv /tmp/loong-plan-m.csv").status, 0);
+    ck_assert_int_eq(
+        run_cmd(
+            "bash -c \"diff <(grep -v '^# time' /tmp/loong-plan-s.txt) <(grep -v '^# time' /tmp/loong-plan-m.txt)\"")
+            .status,
+        0);
+    r = run_cmd("tail -n 1 /tmp/loong-plan-m.txt");
+    ck_assert_ptr_nonnull(strstr(r.out, "on 2 MPI rank(s)"));
+    unlink("/tmp/loong-plan-s.csv");
+    unlink("/tmp/loong-plan-m.csv");
+    unlink("/tmp/loong-plan-s.txt");
+    unlink("/tmp/loong-plan-m.txt");
+}
+END_TEST
+#endif
+
+int main(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, memory_llama3_8b);
+    tcase_add_test(tc, memory_7b_mha);
+    tcase_add_test(tc, enumeration_count);
+    tcase_add_test(tc, oom_reason_and_cost);
+    tcase_add_test(tc, bad_input);
+#ifdef MPIRUN_BIN
+    tcase_add_test(tc, serial_vs_mpi);
+#endif
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}

@@ -1,0 +1,181 @@
+/* loong plan against SimGrid: the analytical model within 10 % of `loong
+ * sim` on a stated set of small configurations (with a report of where
+ * they disagree most), and the composition of 1- and 2-layer simulations
+ * T(L) = T(1) + (L-1)(T(2) - T(1)) within 1 % of the full L-layer one. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "cli_util.h"
+#include "core/analytic.h"
+#include "core/strategy.h"
+#include "sim/sim_topo.h"
+
+#define TOPO LOONG_SRCDIR "/topologies/"
+
+/* llama3-8b's block shapes with few layers, so that each simulation takes
+ * a fraction of a second. */
+static const char *model_file(int layers)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/loong-plan-sim-%d-%d.model", (int)getpid(), layers);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "name = l3-%d\nlayers = %d\nhidden = 4096\nheads = 32\nkv_heads = 8\nhead_dim = 128\nffn = 14336\n"
+            "vocab = 128256\n",
+            layers, layers);
+    fclose(f);
+    return path;
+}
+
+typedef struct scase {
+    const char *platform, *gpu; /* topologies/<platform>.xml, <gpu>.calib */
+    const char *seq;
+    int ph, ps;
+    const char *placement, *partition, *ring;
+    int window, zero;
+    const char *recompute;
+} scase;
+
+/* The stated set: compute-bound and communication-bound, every ring mode
+ * and partition, both placements, KV replication, ZeRO 0/1/3, recompute. */
+static const scase cases[] = {
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none"},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none"},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none"},
+    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective"},
+    {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none"},
+    {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none"},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none"},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 3, "full"},
+    {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none"},
+    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective"},
+    {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none"},
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+static void describe(const scase *k, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s", k->platform, k->seq, k->ph, k->ps, k->placement,
+             k->partition, k->ring, k->window, k->zero, k->recompute);
+}
+
+/* `loong sim` of case k with `layers` layers (0: the model file's);
+ * returns the step time in seconds. */
+static double simulate(const scase *k, const char *model, int layers)
+{
+    char json[64];
+    snprintf(json, sizeof json, "/tmp/loong-plan-sim-%d.json", (int)getpid());
+    char lay[32] = "";
+    if (layers) snprintf(lay, sizeof lay, "--layers %d", layers);
+    run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "%s.xml --model %s --seq %s --mesh %dx%d --strategy usp "
+                                     "--placement %s --partition %s --ring %s --window %d --zero %d --recompute %s "
+                                     "--scope step --quiet -o /dev/null --json %s %s",
+                           k->platform, model, k->seq, k->ph, k->ps, k->placement, k->partition, k->ring, k->window,
+                           k->zero, k->recompute, json, lay);
+    ck_assert_msg(r.status == 0, "loong sim: %s", r.err);
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    ck_assert_ptr_nonnull(j);
+    double step = json_real_value(json_object_get(j, "step_s"));
+    json_decref(j);
+    unlink(json);
+    return step;
+}
+
+static double analytic(const scase *k, const char *model)
+{
+    char err[LOONG_ERRLEN], path[256];
+    config c;
+    config_defaults(&c);
+    ck_assert_int_eq(model_load_file(model, &c.model, err), 0);
+    uint64_t seq;
+    ck_assert_int_eq(units_parse_count(k->seq, "seq", &seq, err), 0);
+    c.seq = seq;
+    ck_assert_int_eq(strategy_apply("usp", k->ph, k->ps, 0, &c, err), 0);
+    ck_assert_int_eq(placement_parse(k->placement, &c.placement), 0);
+    ck_assert_int_eq(partition_parse(k->partition, &c.partition), 0);
+    ck_assert_int_eq(ring_parse(k->ring, &c.ring), 0);
+    ck_assert_int_eq(recompute_parse(k->recompute, &c.recompute), 0);
+    c.window = k->window;
+    c.zero = k->zero;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    sim_topo_spec sp;
+    snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
+    ck_assert_msg(sim_topo_read(path, &sp, err) == 0, "%s", err);
+    analytic_net net = {sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
+                        sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
+    snprintf(path, sizeof path, TOPO "%s.calib", k->gpu);
+    calib *cb = calib_load(path, err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    analytic_result res;
+    analytic_step(&c, cb, &net, 1, &res);
+    calib_free(cb);
+    return res.step;
+}
+
+START_TEST(analytic_vs_simgrid)
+{
+    const char *model = model_file(2);
+    int worst = 0;
+    double werr = 0, sum = 0;
+    printf("# analytical vs SimGrid step time, llama3-8b blocks x 2 layers, 16 GPUs\n");
+    printf("#%-72s %12s %12s %8s\n", "configuration", "analytic_s", "simgrid_s", "err_%");
+    for (int i = 0; i < NCASES; i++) {
+        char d[160];
+        describe(&cases[i], d, sizeof d);
+        double a = analytic(&cases[i], model), s = simulate(&cases[i], model, 0);
+        double e = (a - s) / s;
+        printf(" %-72s %12.6f %12.6f %8.2f\n", d, a, s, 100 * e);
+        sum += fabs(e);
+        if (fabs(e) > werr) {
+            werr = fabs(e);
+            worst = i;
+        }
+    }
+    char d[160];
+    describe(&cases[worst], d, sizeof d);
+    printf("# mean |error| %.2f %%; largest disagreement %.2f %% on %s\n", 100 * sum / NCASES, 100 * werr, d);
+    fflush(stdout);
+    unlink(model);
+    ck_assert_msg(werr <= 0.10, "analytical model off by %.2f %% on %s", 100 * werr, d);
+}
+END_TEST
+
+/* T(L) = T(1) + (L-1)(T(2) - T(1)) against the full L-layer simulation. */
+START_TEST(composition)
+{
+    const int L = 6;
+    const char *model = model_file(L);
+    for (int i = 0; i < NCASES; i++) {
+        if (cases[i].zero != 1 || i > 3) continue; /* plan composes under ZeRO-1 only */
+        double t1 = simulate(&cases[i], model, 1), t2 = simulate(&cases[i], model, 2);
+        double full = simulate(&cases[i], model, 0), comp = t1 + (L - 1) * (t2 - t1);
+        char d[160];
+        describe(&cases[i], d, sizeof d);
+        printf("# composed %d layers: %.6f s, full %.6f s, error %.3f %% (%s)\n", L, comp, full,
+               100 * (comp - full) / full, d);
+        fflush(stdout);
+        ck_assert_msg(fabs(comp - full) <= 0.01 * full, "composition off on %s", d);
+    }
+    fflush(stdout);
+    unlink(model);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan_sim");
+    TCase *tc = tcase_create("plan_sim");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, analytic_vs_simgrid);
+    tcase_add_test(tc, composition);
+    suite_add_tcase(s, tc);
+    return check_run(s);
+}
