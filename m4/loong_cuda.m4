@@ -1,5 +1,6 @@
 # LOONG_WITH_CUDA: --with-cuda=DIR|yes|no|auto (default auto, DIR=/usr/local/cuda).
-# Needs nvcc, the CUDA runtime, cuBLAS and NCCL under DIR.
+# Needs nvcc, the CUDA runtime, cuBLAS and NCCL under DIR, and the MPI
+# executor (LOONG_WITH_MPI first): the CUDA device is one of its devices.
 # Sets have_cuda, cuda_summary, NVCC, CUDA_CFLAGS/LIBS, HAVE_CUDA.
 AC_DEFUN([LOONG_WITH_CUDA], [
   AC_ARG_WITH([cuda],
@@ -13,6 +14,7 @@ AC_DEFUN([LOONG_WITH_CUDA], [
     cuda_missing=""
     AS_IF([test -x "$cuda_dir/bin/nvcc"], [], [cuda_missing="nvcc"])
     AS_IF([test -f "$cuda_dir/include/nccl.h" || test -f /usr/include/nccl.h], [], [cuda_missing="$cuda_missing nccl.h"])
+    AS_IF([test "x$have_mpi" = xyes], [], [cuda_missing="$cuda_missing the-MPI-executor(Open-MPI+OpenBLAS)"])
     AS_IF([test -z "$cuda_missing"], [
       have_cuda=yes
       NVCC="$cuda_dir/bin/nvcc"

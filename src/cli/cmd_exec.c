@@ -1,18 +1,25 @@
 /* loong exec: run the DAG for real on MPI ranks (see src/exec). */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/strategy.h"
+#include "autoconf.h"
 #include "../exec/exec.h"
 #include "cli.h"
+#ifdef HAVE_CUDA
+#include "../cuda/device_cuda.h"
+#endif
 
 static void exec_usage(FILE *f)
 {
     fprintf(f,
             "usage: mpirun -np P loong exec [configuration] [--check] [--trace FILE] [--dump DIR]\n"
-            "                               [--seed N] [--iters N] [--warmup N] [--device cpu]\n"
+            "                               [--seed N] [--iters N] [--warmup N] [--device cpu|cuda]\n"
+            "       loong exec --device cuda --transport local [configuration] [...]\n"
             "\n"
             "Run the DAG of one configuration on P = P_h x P_s MPI ranks: every rank builds\n"
             "the same DAG and executes its own tasks, each stream a worker thread, with\n"
@@ -26,7 +33,10 @@ static void exec_usage(FILE *f)
             "  --seed N              input seed                                    [1]\n"
             "  --iters N             timed iterations                              [3]\n"
             "  --warmup N            untimed iterations first                      [1]\n"
-            "  --device D            cpu (cuda comes with the CUDA device)       [cpu]\n"
+            "  --device D            cpu, or cuda (GPUs: NCCL, one rank per GPU) [cpu]\n"
+            "  --transport T         nccl (mpirun, one GPU per rank) or local: all\n"
+            "                        P ranks in one process on one GPU, no mpirun\n"
+            "                        (--device cuda only)                        [nccl]\n"
             "  --timeout S           abort all ranks when an iteration exceeds S s [30]\n"
             "  --fail-rank R --fail-at-task T\n"
             "                        fault injection: rank R exits when it reaches task T\n"
@@ -42,6 +52,7 @@ typedef struct exec_cli {
     exec_opts o;
     const char *device;
     cli_config cc;
+    const char *transport;
 } exec_cli;
 
 static int parse_uint(const char *s, const char *what, uint64_t *out)
@@ -66,6 +77,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         {"iters", required_argument, 0, 'i'},
         {"warmup", required_argument, 0, 'w'},
         {"device", required_argument, 0, 'd'},
+        {"transport", required_argument, 0, 'X'},
         {"timeout", required_argument, 0, 'T'},
         {"fail-rank", required_argument, 0, 'r'},
         {"fail-at-task", required_argument, 0, 'a'},
@@ -82,6 +94,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         case 't': e->o.trace_path = optarg; break;
         case 'D': e->o.dump_dir = optarg; break;
         case 'd': e->device = optarg; break;
+        case 'X': e->transport = optarg; break;
         case 's':
         case 'i':
         case 'w':
@@ -113,9 +126,15 @@ static int configure(exec_cli *e, config *c)
     char err[LOONG_ERRLEN];
     if (!e->cc.dtype) e->cc.dtype = "fp32"; /* the CPU device computes in fp32 */
     if (cli_config_finish(&e->cc, c, err) < 0) return cli_fail("exec", "%s", err);
-    if (strcmp(e->device, "cpu"))
-        return cli_fail("exec", "--device %s is not built in: this build has --device cpu only", e->device);
-    if (c->act_bytes != 4) return cli_fail("exec", "the CPU device computes in fp32: use --dtype fp32");
+    if (strcmp(e->device, "cpu") && strcmp(e->device, "cuda"))
+        return cli_fail("exec", "unknown --device %s: use cpu or cuda", e->device);
+    if (e->transport && strcmp(e->transport, "nccl") && strcmp(e->transport, "local"))
+        return cli_fail("exec", "unknown --transport %s: use nccl or local", e->transport);
+    if (e->transport && !strcmp(e->device, "cpu"))
+        return cli_fail("exec", "--transport is for --device cuda (the CPU device always uses MPI)");
+    if (c->act_bytes != 4)
+        return cli_fail("exec", "the %s device stores activations in fp32: use --dtype fp32", e->device);
+    if (!strcmp(e->device, "cuda")) e->o.tol = 1e-2; /* bf16 tensor-core attention */
     if (c->batch != 1) return cli_fail("exec", "loong exec runs one sample per micro-batch: use --batch 1");
     return 0;
 }
@@ -130,24 +149,141 @@ static bool wants_help(int argc, char **argv)
 /* Every rank parses the same flags; rank 0 alone reports bad input, and
  * the others wait for it at a barrier so that mpirun, which stops the job
  * at the first exit, never cuts the message short. */
+/* The value of --NAME in argv (either "--NAME V" or "--NAME=V"), or NULL. */
+static const char *arg_value(int argc, char **argv, const char *name)
+{
+    size_t n = strlen(name);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], name, n)) {
+            if (argv[i][n] == '=') return argv[i] + n + 1;
+            if (!argv[i][n] && i + 1 < argc) return argv[i + 1];
+        }
+    return NULL;
+}
+
+/* --device cuda on a build or a machine without it: one line, exit 2,
+ * before MPI starts (under mpirun only rank 0 speaks). */
+static int check_cuda_available(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (r && atoi(r) != 0) cli_quiet = true;
+#ifdef HAVE_CUDA
+    char err[LOONG_ERRLEN];
+    if (cuda_gpu_count(err) == 0) return cli_fail("exec", "--device cuda: %s", err);
+    return 0;
+#else
+    return cli_fail("exec", "--device cuda: this build has no CUDA device (configure found no nvcc + NCCL); use "
+                            "--device cpu or rebuild with --with-cuda");
+#endif
+}
+
+#ifdef HAVE_CUDA
+typedef struct local_rank {
+    pthread_t th;
+    const config *c;
+    const exec_opts *o;
+    world w;
+    int rc;
+} local_rank;
+
+static void *local_main(void *arg)
+{
+    local_rank *lr = arg;
+    lr->rc = exec_run_world(lr->c, &dev_cuda_local, lr->o, &lr->w);
+    return NULL;
+}
+
+/* --transport local: the P ranks of the mesh as threads of this process,
+ * one GPU, no MPI. */
+static int exec_local(int argc, char **argv)
+{
+    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {0}, NULL};
+    config c;
+    int rc = parse_args(argc, argv, &e);
+    if (rc == 0) rc = configure(&e, &c);
+    if (rc) return rc;
+    if (strcmp(e.device, "cuda")) return cli_fail("exec", "--transport local needs --device cuda");
+    int P = config_ranks(&c);
+    world_local_shared *sh = world_local_new(P);
+    local_rank *lr = calloc((size_t)P, sizeof *lr);
+    if (!sh || !lr) {
+        world_local_free(sh);
+        free(lr);
+        return cli_fail("exec", "out of memory starting %d local ranks", P);
+    }
+    int started = 0;
+    for (int r = 0; r < P; r++) {
+        lr[r] = (local_rank){.c = &c, .o = &e.o, .w = world_local_rank(sh, r)};
+        if (pthread_create(&lr[r].th, NULL, local_main, &lr[r]) != 0) break;
+        started++;
+    }
+    if (started < P) { /* the started ranks would wait for the others forever */
+        fprintf(stderr, "loong exec: error: cannot start %d rank threads (started %d)\n", P, started);
+        fflush(stderr);
+        _exit(2);
+    }
+    for (int r = 0; r < P; r++) {
+        pthread_join(lr[r].th, NULL);
+        if (lr[r].rc > rc) rc = lr[r].rc;
+    }
+    world_local_free(sh);
+    free(lr);
+    fflush(stdout);
+    return rc;
+}
+
+/* NCCL transport: this rank's GPU is its node-local rank's. */
+static int select_gpu(int rank)
+{
+    MPI_Comm node;
+    int lrank = 0, lsize = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &lrank);
+        MPI_Comm_size(node, &lsize);
+        MPI_Comm_free(&node);
+    }
+    char err[LOONG_ERRLEN];
+    int bad = cuda_select_gpu(lrank, lsize, err) ? 1 : 0, any;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) return 0;
+    if (bad) cli_quiet = lrank != 0; /* one line per node that fails */
+    return bad ? cli_fail("exec", "--device cuda: %s", err) : 2;
+}
+#endif
+
 int cmd_exec(int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
         exec_usage(stdout);
         return 0;
     }
+    const char *dv = arg_value(argc, argv, "--device"), *tp = arg_value(argc, argv, "--transport");
+    if (dv && !strcmp(dv, "cuda") && check_cuda_available()) return 2;
+#ifdef HAVE_CUDA
+    if (tp && !strcmp(tp, "local")) return exec_local(argc, argv);
+#else
+    if (tp && !strcmp(tp, "local"))
+        return cli_fail("exec", "--transport local needs the CUDA device, which this build lacks");
+#endif
     int provided, rank;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cli_quiet = rank != 0;
-    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30}, "cpu", {0}};
+    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {0}, NULL};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);
     if (rc == 0 && provided < MPI_THREAD_MULTIPLE)
         rc = cli_fail("exec", "this MPI library lacks MPI_THREAD_MULTIPLE, which the CPU device needs");
+    bool cuda = rc == 0 && !strcmp(e.device, "cuda");
+#ifdef HAVE_CUDA
+    if (cuda) rc = select_gpu(rank);
+    if (rc == 0) rc = exec_run(&c, cuda ? &dev_cuda : &dev_cpu, &e.o);
+#else
+    (void)cuda; /* configure() accepted cuda only if check_cuda_available() did */
     if (rc == 0) rc = exec_run(&c, &dev_cpu, &e.o);
+#endif
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();

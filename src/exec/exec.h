@@ -12,6 +12,7 @@
 
 #include "core/dag.h"
 #include "device.h"
+#include "world.h"
 
 typedef struct exec_opts {
     uint64_t seed;
@@ -21,6 +22,7 @@ typedef struct exec_opts {
     const char *dump_dir;     /* NULL: none */
     int fail_rank, fail_task; /* fault injection, -1: none */
     double timeout_s;         /* a rank with no progress for this long aborts all */
+    double tol;               /* --check tolerance; 0: the fp32 default */
 } exec_opts;
 
 typedef struct exec_result {
@@ -36,5 +38,10 @@ typedef struct exec_result {
  * or a device/communication error (message already printed by rank 0 or by
  * the failing rank). */
 int exec_run(const config *c, const dev_ops *ops, const exec_opts *o);
+
+/* The same over any world (world.h): exec_run is exec_run_world over
+ * world_mpi(); the CUDA device's --transport local calls it from P threads
+ * of one process over world_local_rank(). */
+int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, const world *w);
 
 #endif

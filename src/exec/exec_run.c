@@ -10,7 +10,6 @@
  * rank 0's start of the iteration.
  */
 #include <math.h>
-#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +24,9 @@
 
 /* ---- start-up ---- */
 
-static int agree(int rc)
-{
-    int all;
-    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return all;
-}
+static int agree(const world *w, int rc) { return w->max_int(w, rc); }
 
-static int check_world(const config *c, int rank, int size)
+static int check_world(const world *w, const config *c, int rank, int size)
 {
     if (size != config_ranks(c)) {
         if (rank == 0)
@@ -43,7 +37,7 @@ static int check_world(const config *c, int rank, int size)
         return 2;
     }
     unsigned long long h = config_hash(c), *all = malloc((size_t)size * sizeof *all);
-    MPI_Allgather(&h, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    w->allgather(w, &h, sizeof h, all);
     int bad = -1;
     for (int r = 0; r < size && bad < 0; r++)
         if (all[r] != all[0]) bad = r;
@@ -57,35 +51,13 @@ static int check_world(const config *c, int rank, int size)
 }
 
 /* Offset of this rank's clock from rank 0's (seconds to subtract). */
-static double clock_offset(xr *x)
+static double now_of(void *arg)
 {
-    double off = 0, msg[2];
-    for (int r = 1; r < x->P; r++) {
-        if (x->rank == 0) {
-            double best_rtt = INFINITY, best = 0;
-            for (int k = 0; k < 16; k++) {
-                double t0 = x->ops->now(x->dev), tr;
-                MPI_Send(&t0, 1, MPI_DOUBLE, r, 7, MPI_COMM_WORLD);
-                MPI_Recv(&tr, 1, MPI_DOUBLE, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                double t1 = x->ops->now(x->dev);
-                if (t1 - t0 < best_rtt) best_rtt = t1 - t0, best = tr - (t0 + t1) / 2;
-            }
-            msg[0] = best;
-            msg[1] = best_rtt;
-            MPI_Send(msg, 2, MPI_DOUBLE, r, 8, MPI_COMM_WORLD);
-        } else if (x->rank == r) {
-            for (int k = 0; k < 16; k++) {
-                double t;
-                MPI_Recv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                t = x->ops->now(x->dev);
-                MPI_Send(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD);
-            }
-            MPI_Recv(msg, 2, MPI_DOUBLE, 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            off = msg[0];
-        }
-    }
-    return off;
+    const xr *x = arg;
+    return x->ops->now(x->dev);
 }
+
+static double clock_offset(xr *x) { return x->w->clock_offset(x->w, now_of, x); }
 
 static int make_comms(xr *x, char err[LOONG_ERRLEN])
 {
@@ -116,6 +88,7 @@ typedef struct watchdog {
     bool stop;
     int rank;
     double timeout;
+    const world *w;
 } watchdog;
 
 static double wall_now(void)
@@ -141,7 +114,7 @@ static void *watch(void *arg)
                     "all ranks (raise --timeout for long runs)\n",
                     w->rank, w->timeout);
             fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 3);
+            w->w->abort(w->w, 3);
         }
     }
     pthread_mutex_unlock(&w->mu);
@@ -199,15 +172,15 @@ static double iteration(xr *x, double offset, double *start, double *end, watchd
     memset(x->o_init, 0, sizeof x->o_init);
     x->cur_layer_o[0] = x->cur_layer_o[1] = x->cur_layer_o[2] = -1;
     x->cur_layer_dq = -1;
-    MPI_Barrier(MPI_COMM_WORLD);
+    x->w->barrier(x->w);
     double epoch = x->ops->now(x->dev) - offset;
-    MPI_Bcast(&epoch, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    x->w->bcast(x->w, &epoch, sizeof epoch);
     watch_arm(w, true);
     int rc = launch_all(x);
     if (rc) snprintf(err, LOONG_ERRLEN, "rank %d: could not launch the schedule", x->rank);
     if (x->ops->sync(x->dev, err)) rc = -1;
     watch_arm(w, false);
-    if (agree(rc ? 1 : 0)) return -1;
+    if (agree(x->w, rc ? 1 : 0)) return -1;
     double last = 0;
     for (uint32_t i = 0; i < x->ntasks; i++) {
         double s, e;
@@ -216,8 +189,8 @@ static double iteration(xr *x, double offset, double *start, double *end, watchd
         end[i] = e - offset - epoch;
         if (end[i] > last) last = end[i];
     }
-    double step;
-    MPI_Allreduce(&last, &step, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double step = last;
+    x->w->max_double(x->w, &step, 1);
     return step;
 }
 
@@ -238,8 +211,8 @@ static int gather_stamps(xr *x, const double *start, const double *end, double *
         s[x->base + i] = start[i];
         d[x->base + i] = end[i] - start[i];
     }
-    MPI_Reduce(s, *gs, (int)n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(d, *gd, (int)n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    x->w->sum_double(x->w, s, *gs, (int)n);
+    x->w->sum_double(x->w, d, *gd, (int)n);
     free(s);
     free(d);
     return 0;
@@ -249,7 +222,9 @@ static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG
 {
     afile a;
     if (afile_open(&a, x->o->trace_path, err) < 0) return -1;
-    if (trace_write(a.f, x->g, "exec-cpu", gs, gd, NULL) < 0) {
+    char backend[64];
+    snprintf(backend, sizeof backend, "exec-%s", x->ops->name);
+    if (trace_write(a.f, x->g, backend, gs, gd, NULL) < 0) {
         afile_abort(&a);
         snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
         return -1;
@@ -317,10 +292,11 @@ static int run_iterations(xr *x, watchdog *w, double offset, char err[LOONG_ERRL
             mi++;
         report(x, steps, total, mi);
         double *gs, *gd;
-        rc = agree(gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &gs, &gd) ? 1 : 0) ? -1
-                                                                                                                 : 0;
+        rc = agree(x->w, gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &gs, &gd) ? 1 : 0)
+                 ? -1
+                 : 0;
         if (rc == 0 && x->rank == 0) report_overlap(x, gs, gd, steps[mi]);
-        if (rc == 0 && x->o->trace_path) rc = agree(x->rank == 0 && write_trace(x, gs, gd, err) ? 1 : 0) ? -1 : 0;
+        if (rc == 0 && x->o->trace_path) rc = agree(x->w, x->rank == 0 && write_trace(x, gs, gd, err) ? 1 : 0) ? -1 : 0;
         if (rc == 0 && x->o->trace_path && x->rank == 0) printf("# trace: iteration %d -> %s\n", mi, x->o->trace_path);
         free(gs);
         free(gd);
@@ -355,10 +331,14 @@ static int prepare_inputs(xr *x, char err[LOONG_ERRLEN])
 
 int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
 {
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int rc = agree(check_world(c, rank, size));
+    world w = world_mpi();
+    return exec_run_world(c, ops, o, &w);
+}
+
+int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, const world *wd)
+{
+    int rank = wd->rank, size = wd->size;
+    int rc = agree(wd, check_world(wd, c, rank, size));
     if (rc) return rc;
     char err[LOONG_ERRLEN] = "";
     xr x;
@@ -366,10 +346,11 @@ int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
     x.c = c;
     x.ops = ops;
     x.o = o;
+    x.w = wd;
     x.rank = rank;
     dag *g = dag_build(c, err);
     x.g = g;
-    if (agree(g ? 0 : 2)) {
+    if (agree(wd, g ? 0 : 2)) {
         if (rank == 0) fprintf(stderr, "loong exec: error: %s\n", err);
         dag_free(g);
         return 2;
@@ -386,22 +367,22 @@ int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
     x.dev = ops->open(rank, STREAM_COUNT, (int)x.ntasks, err);
     rc = x.dev ? 0 : 2;
     if (rc == 0 && (xr_alloc(&x, err) || make_comms(&x, err) || xr_inputs(&x) || prepare_inputs(&x, err))) rc = 2;
-    if (agree(rc)) {
+    if (agree(wd, rc)) {
         if (rc) fprintf(stderr, "loong exec: error: %s\n", err[0] ? err : "start-up failed");
         rc = 2;
     } else {
         double offset = clock_offset(&x);
-        watchdog w = {.rank = rank, .timeout = o->timeout_s};
+        watchdog w = {.rank = rank, .timeout = o->timeout_s, .w = wd};
         pthread_mutex_init(&w.mu, NULL);
         pthread_cond_init(&w.cv, NULL);
         pthread_create(&w.th, NULL, watch, &w);
         rc = run_iterations(&x, &w, offset, err) ? 2 : 0;
-        if (rc == 0 && (o->check || o->dump_dir)) rc = agree(finish_layouts(&x, err) ? 2 : 0);
+        if (rc == 0 && (o->check || o->dump_dir)) rc = agree(wd, finish_layouts(&x, err) ? 2 : 0);
         if (rc == 0 && o->check) {
             exec_result res;
-            rc = agree(xr_check(&x, &res));
+            rc = agree(wd, xr_check(&x, &res));
         }
-        if (rc == 0 && o->dump_dir) rc = agree(xr_dump(&x, o->dump_dir, err) ? 2 : 0);
+        if (rc == 0 && o->dump_dir) rc = agree(wd, xr_dump(&x, o->dump_dir, err) ? 2 : 0);
         if (rc == 2 && err[0]) fprintf(stderr, "loong exec: error: %s\n", err);
         pthread_mutex_lock(&w.mu);
         w.stop = true;

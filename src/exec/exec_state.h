@@ -37,6 +37,7 @@ typedef struct xr {
     const dev_ops *ops;
     dev *dev;
     const exec_opts *o;
+    const world *w;
     int rank, P, h, s;
     int T, N, ctok; /* tokens: per rank, per ring rank, per chunk */
     int H, Hkv, Hkv_eff, hq, kvh, d, R;

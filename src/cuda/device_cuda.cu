@@ -1,0 +1,992 @@
+/*
+ * device_cuda: the executor's device on NVIDIA GPUs (see device_cuda.h).
+ *
+ * Per rank: one CUDA stream, one cuBLAS handle and one host worker thread
+ * per DAG stream. The worker drains a FIFO of ops, records and waits, like
+ * the CPU device's workers, but only ISSUES work: kernels, cuBLAS, NCCL or
+ * device-to-device copies go onto its CUDA stream asynchronously. dev_record
+ * records a cudaEvent on the stream and raises a host flag; dev_wait waits
+ * for the flag (the record has been issued) and then cudaStreamWaitEvent.
+ *
+ * Not verified on a GPU yet: everything in this file compiles here (CI has
+ * nvcc but no GPU); tests/check_cuda.c and tests/device/run.sh exercise it
+ * on a GPU machine.
+ */
+#define OMPI_SKIP_MPICXX 1
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device_cuda.h"
+#include "kernels_cuda.h"
+
+/* ---- state ---- */
+
+typedef enum { ITEM_OP, ITEM_RECORD, ITEM_WAIT } item_kind;
+
+typedef struct item {
+    item_kind kind;
+    int event;
+    dev_op op;
+} item;
+
+typedef struct stream {
+    struct dev *d;
+    int id;
+    pthread_t th;
+    bool started;
+    item *q;
+    size_t head, tail, cap;
+    bool stop;
+    cudaStream_t cs;
+    cublasHandle_t blas;
+    float *scratch; /* attention backward's D = rowsum(dO * O) */
+    size_t scratch_n;
+} stream;
+
+struct lcomm;
+
+struct dev_comm {
+    int n, me;
+    int *ranks;
+    ncclComm_t nccl;    /* dev_cuda */
+    MPI_Comm mpi;       /* dev_cuda: the members, for the bootstrap */
+    struct lcomm *lc;   /* dev_cuda_local */
+};
+
+typedef struct pos_entry {
+    const int64_t *host;
+    int n;
+    int64_t *dev;
+} pos_entry;
+
+struct dev {
+    int rank, nstreams, nslots, gpu;
+    bool local;
+    stream *s;
+    pthread_mutex_t mu; /* guards queues, flags, pending, error */
+    pthread_cond_t cv;
+    uint8_t *ev;                  /* host flag: event i's record was issued */
+    cudaEvent_t *sync_ev;         /* per event id (no timing) */
+    cudaEvent_t *t0, *t1;         /* per timestamp slot */
+    uint8_t *has0, *has1;         /* slot recorded this iteration */
+    cudaEvent_t ref;              /* recorded at a known host time per iteration */
+    double ref_host;
+    size_t pending;
+    int error;
+    char errmsg[LOONG_ERRLEN];
+    dev_comm **comms;
+    int ncomms;
+    pthread_mutex_t pos_mu;
+    pos_entry *pos;
+    int npos, poscap;
+    void **mem;
+    size_t nmem, memcap;
+};
+
+static double host_now(dev *d)
+{
+    (void)d;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void fail_dev(dev *d, const char *msg)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!d->error) {
+        d->error = DEV_ERR_FAULT;
+        snprintf(d->errmsg, sizeof d->errmsg, "%s", msg);
+    }
+    memset(d->ev, 1, (size_t)d->nslots); /* release every waiter */
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* ---- checks: file:line at the call site, the rank in the message ---- */
+
+static int cuda_check(dev *d, cudaError_t e, const char *what, const char *file, int line)
+{
+    if (e == cudaSuccess) return 0;
+    char msg[LOONG_ERRLEN];
+    snprintf(msg, sizeof msg, "rank %d: CUDA error at %s:%d: %s: %s", d->rank, file, line, what, cudaGetErrorString(e));
+    fail_dev(d, msg);
+    return -1;
+}
+#define CU(d, call) cuda_check((d), (call), #call, __FILE__, __LINE__)
+
+static int nccl_check(dev *d, ncclResult_t r, const char *what, const char *file, int line)
+{
+    if (r == ncclSuccess) return 0;
+    char msg[LOONG_ERRLEN];
+    snprintf(msg, sizeof msg, "rank %d: NCCL error at %s:%d: %s: %s", d->rank, file, line, what, ncclGetErrorString(r));
+    fail_dev(d, msg);
+    return -1;
+}
+#define NC(d, call) nccl_check((d), (call), #call, __FILE__, __LINE__)
+
+static int blas_check(dev *d, cublasStatus_t r, const char *what, const char *file, int line)
+{
+    if (r == CUBLAS_STATUS_SUCCESS) return 0;
+    char msg[LOONG_ERRLEN];
+    snprintf(msg, sizeof msg, "rank %d: cuBLAS error at %s:%d: %s: status %d", d->rank, file, line, what, (int)r);
+    fail_dev(d, msg);
+    return -1;
+}
+#define CB(d, call) blas_check((d), (call), #call, __FILE__, __LINE__)
+
+/* ---- GPU discovery ---- */
+
+extern "C" int cuda_gpu_count(char err[LOONG_ERRLEN])
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(err, LOONG_ERRLEN, "no CUDA GPU is usable here (%s)", cudaGetErrorString(e));
+        return 0;
+    }
+    if (n == 0) snprintf(err, LOONG_ERRLEN, "no CUDA GPU is visible on this machine");
+    return n;
+}
+
+extern "C" int cuda_select_gpu(int local_rank, int local_size, char err[LOONG_ERRLEN])
+{
+    int n = cuda_gpu_count(err);
+    if (n == 0) return -1;
+    if (local_size > n) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%d ranks on this node but only %d GPU%s: the NCCL transport needs one GPU per rank; use "
+                 "--transport local to run all ranks of the mesh in one process on one GPU",
+                 local_size, n, n == 1 ? "" : "s");
+        return -1;
+    }
+    cudaError_t e = cudaSetDevice(local_rank % n);
+    if (e != cudaSuccess) {
+        snprintf(err, LOONG_ERRLEN, "cannot use GPU %d: %s", local_rank % n, cudaGetErrorString(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- positions: the executor's qpos/kpos are host arrays filled once at
+ * start-up; each (pointer, length) is copied to the device on first use
+ * and reused (they never change during a run) ---- */
+
+static const int64_t *pos_dev(dev *d, const int64_t *host, int n)
+{
+    if (!host || n <= 0) return NULL;
+    pthread_mutex_lock(&d->pos_mu);
+    const int64_t *r = NULL;
+    for (int i = 0; i < d->npos && !r; i++)
+        if (d->pos[i].host == host && d->pos[i].n == n) r = d->pos[i].dev;
+    if (!r && d->npos == d->poscap) {
+        int nc = d->poscap ? 2 * d->poscap : 32;
+        pos_entry *p = (pos_entry *)realloc(d->pos, (size_t)nc * sizeof *p);
+        if (p) {
+            d->pos = p;
+            d->poscap = nc;
+        }
+    }
+    if (!r && d->npos < d->poscap) {
+        int64_t *p = NULL;
+        if (CU(d, cudaMalloc((void **)&p, (size_t)n * sizeof *p)) == 0 &&
+            CU(d, cudaMemcpy(p, host, (size_t)n * sizeof *p, cudaMemcpyHostToDevice)) == 0) {
+            d->pos[d->npos++] = (pos_entry){host, n, p};
+            r = p;
+        } else if (p) {
+            cudaFree(p);
+        }
+    }
+    pthread_mutex_unlock(&d->pos_mu);
+    return r;
+}
+
+/* ---- local transport: all ranks in one process, rendezvous on the host ---- */
+
+typedef struct lmsg {
+    const void *sbuf;
+    size_t bytes;
+    cudaEvent_t ready, done;
+    bool done_set;
+    struct lmsg *next;
+} lmsg;
+
+typedef struct xslot {
+    const void *s;
+    void *r;
+    cudaEvent_t ev;
+} xslot;
+
+typedef struct lcomm {
+    int stream, n, refs;
+    int *ranks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    lmsg **head, **tail; /* FIFO per ordered pair (src * n + dst) */
+    unsigned long gen;
+    int arrived;
+    xslot *slot[2]; /* double-buffered by generation parity */
+} lcomm;
+
+static pthread_mutex_t g_lmu = PTHREAD_MUTEX_INITIALIZER;
+static lcomm **g_lc;
+static int g_nlc;
+
+static lcomm *lcomm_get(int stream, const int *ranks, int n)
+{
+    pthread_mutex_lock(&g_lmu);
+    lcomm *lc = NULL;
+    for (int i = 0; i < g_nlc && !lc; i++)
+        if (g_lc[i]->stream == stream && g_lc[i]->n == n && !memcmp(g_lc[i]->ranks, ranks, (size_t)n * sizeof *ranks))
+            lc = g_lc[i];
+    if (!lc) {
+        lcomm **a = (lcomm **)realloc(g_lc, (size_t)(g_nlc + 1) * sizeof *a);
+        lc = (lcomm *)calloc(1, sizeof *lc);
+        if (a) g_lc = a;
+        if (lc) {
+            lc->ranks = (int *)malloc((size_t)n * sizeof *ranks);
+            lc->head = (lmsg **)calloc((size_t)n * (size_t)n, sizeof *lc->head);
+            lc->tail = (lmsg **)calloc((size_t)n * (size_t)n, sizeof *lc->tail);
+            lc->slot[0] = (xslot *)calloc((size_t)n, sizeof(xslot));
+            lc->slot[1] = (xslot *)calloc((size_t)n, sizeof(xslot));
+        }
+        if (!a || !lc || !lc->ranks || !lc->head || !lc->tail || !lc->slot[0] || !lc->slot[1]) {
+            if (lc) {
+                free(lc->ranks);
+                free(lc->head);
+                free(lc->tail);
+                free(lc->slot[0]);
+                free(lc->slot[1]);
+                free(lc);
+            }
+            pthread_mutex_unlock(&g_lmu);
+            return NULL;
+        }
+        memcpy(lc->ranks, ranks, (size_t)n * sizeof *ranks);
+        lc->stream = stream;
+        lc->n = n;
+        pthread_mutex_init(&lc->mu, NULL);
+        pthread_cond_init(&lc->cv, NULL);
+        g_lc[g_nlc++] = lc;
+    }
+    lc->refs++;
+    pthread_mutex_unlock(&g_lmu);
+    return lc;
+}
+
+static void lcomm_put(lcomm *lc)
+{
+    pthread_mutex_lock(&g_lmu);
+    if (--lc->refs == 0) {
+        for (int i = 0; i < g_nlc; i++)
+            if (g_lc[i] == lc) g_lc[i] = g_lc[--g_nlc];
+        free(lc->ranks);
+        free(lc->head);
+        free(lc->tail);
+        free(lc->slot[0]);
+        free(lc->slot[1]);
+        pthread_mutex_destroy(&lc->mu);
+        pthread_cond_destroy(&lc->cv);
+        free(lc);
+    }
+    pthread_mutex_unlock(&g_lmu);
+}
+
+/* Every member posts (s, r, ev) and gets all members' posts in out[n]. */
+static void lcomm_xchg(lcomm *lc, int me, const void *s, void *r, cudaEvent_t ev, xslot *out)
+{
+    pthread_mutex_lock(&lc->mu);
+    unsigned long g = lc->gen;
+    xslot *buf = lc->slot[g & 1];
+    buf[me] = (xslot){s, r, ev};
+    if (++lc->arrived == lc->n) {
+        lc->arrived = 0;
+        lc->gen++;
+        pthread_cond_broadcast(&lc->cv);
+    } else {
+        while (lc->gen == g)
+            pthread_cond_wait(&lc->cv, &lc->mu);
+    }
+    memcpy(out, buf, (size_t)lc->n * sizeof *out);
+    pthread_mutex_unlock(&lc->mu);
+}
+
+static int new_event(dev *d, cudaEvent_t *e) { return CU(d, cudaEventCreateWithFlags(e, cudaEventDisableTiming)); }
+
+/* Record an event on this stream, exchange it with every member, and make
+ * this stream wait for all members' events: a device-side barrier. With
+ * bufs, also returns every member's (s, r) pointers. */
+static int local_barrier(stream *st, dev_comm *c, const void *s, void *r, xslot *all)
+{
+    dev *d = st->d;
+    cudaEvent_t e;
+    if (new_event(d, &e) || CU(d, cudaEventRecord(e, st->cs))) return -1;
+    lcomm_xchg(c->lc, c->me, s, r, e, all);
+    int rc = 0;
+    for (int j = 0; j < c->n && rc == 0; j++)
+        if (j != c->me) rc = CU(d, cudaStreamWaitEvent(st->cs, all[j].ev, 0));
+    cudaEventDestroy(e); /* released once it completes */
+    return rc;
+}
+
+static void local_sendrecv(stream *st, const dev_op *op)
+{
+    dev *d = st->d;
+    dev_comm *c = op->u.p2p.comm;
+    lcomm *lc = c->lc;
+    lmsg *m = NULL;
+    if (op->u.p2p.to >= 0) { /* post the send */
+        m = (lmsg *)calloc(1, sizeof *m);
+        if (!m) {
+            fail_dev(d, "out of host memory in a local send");
+            return;
+        }
+        m->sbuf = op->u.p2p.sbuf;
+        m->bytes = op->u.p2p.sbytes;
+        if (new_event(d, &m->ready) || CU(d, cudaEventRecord(m->ready, st->cs))) return;
+        pthread_mutex_lock(&lc->mu);
+        size_t k = (size_t)c->me * (size_t)c->n + (size_t)op->u.p2p.to;
+        if (lc->tail[k])
+            lc->tail[k]->next = m;
+        else
+            lc->head[k] = m;
+        lc->tail[k] = m;
+        pthread_cond_broadcast(&lc->cv);
+        pthread_mutex_unlock(&lc->mu);
+    }
+    if (op->u.p2p.from >= 0) { /* take the matching send and copy on this stream */
+        size_t k = (size_t)op->u.p2p.from * (size_t)c->n + (size_t)c->me;
+        pthread_mutex_lock(&lc->mu);
+        while (!lc->head[k] && !d->error)
+            pthread_cond_wait(&lc->cv, &lc->mu);
+        lmsg *in = lc->head[k];
+        if (in) {
+            lc->head[k] = in->next;
+            if (!lc->head[k]) lc->tail[k] = NULL;
+        }
+        pthread_mutex_unlock(&lc->mu);
+        if (!in) return;
+        int rc = 0;
+        if (in->bytes != op->u.p2p.rbytes) {
+            char msg[LOONG_ERRLEN];
+            snprintf(msg, sizeof msg, "rank %d: local recv of %zu bytes matched a send of %zu bytes", d->rank,
+                     op->u.p2p.rbytes, in->bytes);
+            fail_dev(d, msg);
+            rc = -1;
+        }
+        if (rc == 0) rc = CU(d, cudaStreamWaitEvent(st->cs, in->ready, 0));
+        if (rc == 0) rc = CU(d, cudaMemcpyAsync(op->u.p2p.rbuf, in->sbuf, in->bytes, cudaMemcpyDeviceToDevice, st->cs));
+        if (rc == 0) rc = new_event(d, &in->done);
+        if (rc == 0) rc = CU(d, cudaEventRecord(in->done, st->cs));
+        pthread_mutex_lock(&lc->mu);
+        in->done_set = true; /* the sender destroys in->done (or sees the error) */
+        pthread_cond_broadcast(&lc->cv);
+        pthread_mutex_unlock(&lc->mu);
+    }
+    if (m) { /* the send buffer is reusable once the receiver's copy is done */
+        pthread_mutex_lock(&lc->mu);
+        while (!m->done_set && !d->error)
+            pthread_cond_wait(&lc->cv, &lc->mu);
+        pthread_mutex_unlock(&lc->mu);
+        if (m->done_set && m->done) CU(d, cudaStreamWaitEvent(st->cs, m->done, 0));
+        if (m->done) cudaEventDestroy(m->done);
+        if (m->ready) cudaEventDestroy(m->ready);
+        if (m->done_set) free(m);
+    }
+}
+
+static void part_of(size_t count, int n, int i, size_t *cnt, size_t *off)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    *cnt = base + ((size_t)i < rem);
+    *off = base * (size_t)i + ((size_t)i < rem ? (size_t)i : rem);
+}
+
+static void local_collective(stream *st, const dev_op *op)
+{
+    dev *d = st->d;
+    dev_comm *c = op->u.coll.comm;
+    int n = c->n, me = c->me;
+    xslot *all = (xslot *)calloc((size_t)n, sizeof *all);
+    if (!all) {
+        fail_dev(d, "out of host memory in a local collective");
+        return;
+    }
+    size_t cnt, off;
+    part_of(op->u.coll.count, n, me, &cnt, &off);
+    if (local_barrier(st, c, op->u.coll.sbuf, op->u.coll.rbuf, all)) goto out;
+    if (op->kind == DOP_ALLTOALL) {
+        size_t b = op->u.coll.count;
+        for (int j = 0; j < n; j++)
+            if (CU(d, cudaMemcpyAsync(op->u.coll.rbuf + (size_t)j * b, (const float *)all[j].s + (size_t)me * b,
+                                      b * sizeof(float), cudaMemcpyDeviceToDevice, st->cs)))
+                goto out;
+    }
+    if (op->kind == DOP_ALLREDUCE || op->kind == DOP_REDUCESCATTER) {
+        /* phase 1: my part summed from every member (nobody writes it) */
+        for (int j = 0; j < n; j++)
+            if (j != me && cnt && CU(d, (cudaError_t)cuda_axpy(op->u.coll.rbuf + off, (float *)all[j].r + off, cnt, st->cs)))
+                goto out;
+    }
+    if (op->kind == DOP_ALLREDUCE && local_barrier(st, c, NULL, op->u.coll.rbuf, all)) goto out;
+    if (op->kind == DOP_ALLREDUCE || op->kind == DOP_ALLGATHER) {
+        /* phase 2: every other member's own part copied here */
+        for (int j = 0; j < n; j++) {
+            size_t cj, oj;
+            part_of(op->u.coll.count, n, j, &cj, &oj);
+            if (j != me && cj &&
+                CU(d, cudaMemcpyAsync(op->u.coll.rbuf + oj, (float *)all[j].r + oj, cj * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, st->cs)))
+                goto out;
+        }
+    }
+    local_barrier(st, c, NULL, NULL, all); /* nobody reuses a buffer others still read */
+out:
+    free(all);
+}
+
+/* ---- NCCL transport ---- */
+
+static void nccl_sendrecv(stream *st, const dev_op *op)
+{
+    dev *d = st->d;
+    ncclComm_t c = op->u.p2p.comm->nccl;
+    if (NC(d, ncclGroupStart())) return;
+    if (op->u.p2p.to >= 0) NC(d, ncclSend(op->u.p2p.sbuf, op->u.p2p.sbytes, ncclChar, op->u.p2p.to, c, st->cs));
+    if (op->u.p2p.from >= 0) NC(d, ncclRecv(op->u.p2p.rbuf, op->u.p2p.rbytes, ncclChar, op->u.p2p.from, c, st->cs));
+    NC(d, ncclGroupEnd());
+}
+
+static void nccl_collective(stream *st, const dev_op *op)
+{
+    dev *d = st->d;
+    dev_comm *dc = op->u.coll.comm;
+    ncclComm_t c = dc->nccl;
+    float *r = op->u.coll.rbuf;
+    size_t count = op->u.coll.count, n = (size_t)dc->n, me = (size_t)dc->me;
+    switch (op->kind) {
+    case DOP_ALLTOALL:
+        if (NC(d, ncclGroupStart())) return;
+        for (size_t j = 0; j < n; j++) {
+            if (j == me) {
+                CU(d, cudaMemcpyAsync(r + j * count, op->u.coll.sbuf + j * count, count * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, st->cs));
+                continue;
+            }
+            NC(d, ncclSend(op->u.coll.sbuf + j * count, count, ncclFloat, (int)j, c, st->cs));
+            NC(d, ncclRecv(r + j * count, count, ncclFloat, (int)j, c, st->cs));
+        }
+        NC(d, ncclGroupEnd());
+        break;
+    case DOP_REDUCESCATTER:
+        if (count % n == 0) { /* in place: my part is at rbuf + me * count / n */
+            NC(d, ncclReduceScatter(r, r + me * (count / n), count / n, ncclFloat, ncclSum, c, st->cs));
+            break;
+        }
+        /* uneven parts: an all-reduce fills every part, a superset of the contract */
+        NC(d, ncclAllReduce(r, r, count, ncclFloat, ncclSum, c, st->cs));
+        break;
+    case DOP_ALLREDUCE: NC(d, ncclAllReduce(r, r, count, ncclFloat, ncclSum, c, st->cs)); break;
+    case DOP_ALLGATHER:
+        if (count % n == 0) {
+            NC(d, ncclAllGather(r + me * (count / n), r, count / n, ncclFloat, c, st->cs));
+            break;
+        }
+        if (NC(d, ncclGroupStart())) return;
+        for (int j = 0; j < (int)n; j++) {
+            size_t cj, oj;
+            part_of(count, (int)n, j, &cj, &oj);
+            if (cj) NC(d, ncclBroadcast(r + oj, r + oj, cj, ncclFloat, j, c, st->cs));
+        }
+        NC(d, ncclGroupEnd());
+        break;
+    default: break;
+    }
+}
+
+/* ---- ops ---- */
+
+static float *scratch(stream *st, size_t n)
+{
+    if (st->scratch_n >= n) return st->scratch;
+    if (st->scratch) cudaFree(st->scratch);
+    st->scratch = NULL;
+    st->scratch_n = 0;
+    if (CU(st->d, cudaMalloc((void **)&st->scratch, n * sizeof(float)))) return NULL;
+    st->scratch_n = n;
+    return st->scratch;
+}
+
+static void run_gemm(stream *st, const dev_op *op)
+{
+    /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+    const __typeof__(op->u.gemm) *g = &op->u.gemm;
+    CB(st->d, cublasSgemm(st->blas, g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          g->n, g->m, g->k, &g->alpha, g->b, g->ldb, g->a, g->lda, &g->beta, g->c, g->ldc));
+}
+
+static void run_op(stream *st, const dev_op *op)
+{
+    dev *d = st->d;
+    if (op->fail) {
+        fprintf(stderr, "loong exec: rank %d: injected failure at task %d (--fail-rank/--fail-at-task): exiting\n",
+                d->rank, op->fail - 1);
+        fflush(stderr);
+        _exit(3);
+    }
+    if (op->stamp_start >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start], st->cs)) == 0) d->has0[op->stamp_start] = 1;
+    if (op->stamp_start2 >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start2], st->cs)) == 0)
+        d->has0[op->stamp_start2] = 1;
+    const __typeof__(op->u.attn) *a = &op->u.attn;
+    switch (op->kind) {
+    case DOP_ATTN_FWD:
+        CU(d, (cudaError_t)cuda_attn_fwd(a->o, a->lse, a->q, a->k, a->v, pos_dev(d, a->qpos, a->s.nq),
+                                         pos_dev(d, a->kpos, a->s.nk), &a->s, st->cs));
+        break;
+    case DOP_ATTN_BWD: {
+        float *di = scratch(st, (size_t)a->s.nq * (size_t)a->s.hq + 1);
+        if (di)
+            CU(d, (cudaError_t)cuda_attn_bwd(a->dq, a->dk, a->dv, a->q, a->k, a->v, a->o_in, a->lse_in, a->do_,
+                                             pos_dev(d, a->qpos, a->s.nq), pos_dev(d, a->kpos, a->s.nk), &a->s, di,
+                                             st->cs));
+        break;
+    }
+    case DOP_MERGE:
+        CU(d, (cudaError_t)cuda_attn_merge(op->u.merge.o, op->u.merge.lse, op->u.merge.ob, op->u.merge.lseb,
+                                           op->u.merge.nq, op->u.merge.hq, op->u.merge.d, st->cs));
+        break;
+    case DOP_AXPY: CU(d, (cudaError_t)cuda_axpy(op->u.axpy.y, op->u.axpy.x, op->u.axpy.n, st->cs)); break;
+    case DOP_ZERO: CU(d, cudaMemsetAsync(op->u.axpy.y, 0, op->u.axpy.n * sizeof(float), st->cs)); break;
+    case DOP_COPY2D:
+        if (op->u.copy.rows && op->u.copy.cols)
+            CU(d, cudaMemcpy2DAsync(op->u.copy.dst, op->u.copy.dst_ld * sizeof(float), op->u.copy.src,
+                                    op->u.copy.src_ld * sizeof(float), op->u.copy.cols * sizeof(float),
+                                    op->u.copy.rows, cudaMemcpyDeviceToDevice, st->cs));
+        break;
+    case DOP_SUM_GROUPS:
+        CU(d, (cudaError_t)cuda_sum_groups(op->u.sum.dst, op->u.sum.src, op->u.sum.rows, op->u.sum.dst_ld,
+                                           op->u.sum.src_ld, op->u.sum.groups, op->u.sum.gs, op->u.sum.d, st->cs));
+        break;
+    case DOP_GEMM: run_gemm(st, op); break;
+    case DOP_SWIGLU:
+        CU(d, (cudaError_t)cuda_swiglu(op->u.swiglu.backward, op->u.swiglu.m, op->u.swiglu.dg, op->u.swiglu.du,
+                                       op->u.swiglu.g, op->u.swiglu.u, op->u.swiglu.dm, op->u.swiglu.n, st->cs));
+        break;
+    case DOP_SENDRECV: d->local ? local_sendrecv(st, op) : nccl_sendrecv(st, op); break;
+    case DOP_ALLTOALL:
+    case DOP_ALLREDUCE:
+    case DOP_REDUCESCATTER:
+    case DOP_ALLGATHER: d->local ? local_collective(st, op) : nccl_collective(st, op); break;
+    }
+    if (op->stamp_end >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end], st->cs)) == 0) d->has1[op->stamp_end] = 1;
+    if (op->stamp_end2 >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end2], st->cs)) == 0) d->has1[op->stamp_end2] = 1;
+}
+
+/* ---- streams: one host worker per CUDA stream ---- */
+
+static void *worker(void *arg)
+{
+    stream *s = (stream *)arg;
+    dev *d = s->d;
+    cudaSetDevice(d->gpu); /* the current device is per host thread */
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (s->head == s->tail && !s->stop)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (s->head == s->tail && s->stop) {
+            pthread_mutex_unlock(&d->mu);
+            return NULL;
+        }
+        item it = s->q[s->head % s->cap];
+        if (it.kind == ITEM_WAIT)
+            while (!d->ev[it.event])
+                pthread_cond_wait(&d->cv, &d->mu);
+        bool skip = d->error != 0;
+        pthread_mutex_unlock(&d->mu);
+        if (!skip) {
+            if (it.kind == ITEM_OP) run_op(s, &it.op);
+            if (it.kind == ITEM_RECORD) CU(d, cudaEventRecord(d->sync_ev[it.event], s->cs));
+            if (it.kind == ITEM_WAIT) CU(d, cudaStreamWaitEvent(s->cs, d->sync_ev[it.event], 0));
+        }
+        pthread_mutex_lock(&d->mu);
+        if (it.kind == ITEM_RECORD) d->ev[it.event] = 1;
+        s->head++;
+        d->pending--;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+    }
+}
+
+static int enqueue(dev *d, int sid, const item *it)
+{
+    if (sid < 0 || sid >= d->nstreams) return DEV_ERR_ARG;
+    stream *s = &d->s[sid];
+    pthread_mutex_lock(&d->mu);
+    if (s->tail - s->head == s->cap) {
+        size_t nc = s->cap * 2;
+        item *q = (item *)malloc(nc * sizeof *q);
+        if (!q) {
+            pthread_mutex_unlock(&d->mu);
+            return DEV_ERR_MEM;
+        }
+        for (size_t i = s->head; i < s->tail; i++)
+            q[i % nc] = s->q[i % s->cap];
+        free(s->q);
+        s->q = q;
+        s->cap = nc;
+    }
+    s->q[s->tail % s->cap] = *it;
+    s->tail++;
+    d->pending++;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return DEV_OK;
+}
+
+static int cu_launch(dev *d, int sid, const dev_op *op)
+{
+    item it;
+    memset(&it, 0, sizeof it);
+    it.kind = ITEM_OP;
+    it.op = *op;
+    return enqueue(d, sid, &it);
+}
+
+static int cu_record(dev *d, int sid, int ev)
+{
+    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
+    item it;
+    memset(&it, 0, sizeof it);
+    it.kind = ITEM_RECORD;
+    it.event = ev;
+    return enqueue(d, sid, &it);
+}
+
+static int cu_wait(dev *d, int sid, int ev)
+{
+    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
+    item it;
+    memset(&it, 0, sizeof it);
+    it.kind = ITEM_WAIT;
+    it.event = ev;
+    return enqueue(d, sid, &it);
+}
+
+/* Between iterations (every stream idle): forget the events and put a
+ * reference event on the host clock. Its GPU time lies between the host
+ * readings around its record and completion; the midpoint is used. */
+static void cu_reset_events(dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    memset(d->ev, 0, (size_t)d->nslots);
+    pthread_mutex_unlock(&d->mu);
+    memset(d->has0, 0, (size_t)d->nslots);
+    memset(d->has1, 0, (size_t)d->nslots);
+    cudaSetDevice(d->gpu);
+    for (int i = 0; i < d->nstreams; i++)
+        CU(d, cudaStreamSynchronize(d->s[i].cs));
+    double a = host_now(d);
+    CU(d, cudaEventRecord(d->ref, d->s[0].cs));
+    CU(d, cudaEventSynchronize(d->ref));
+    d->ref_host = (a + host_now(d)) / 2;
+}
+
+/* Wait for the workers to issue everything, then for the GPU, polling
+ * NCCL's asynchronous errors: a failed or vanished peer ends this rank's
+ * wait with a message instead of a hang (the executor's watchdog bounds the
+ * rest). */
+static int cu_sync(dev *d, char err[LOONG_ERRLEN])
+{
+    pthread_mutex_lock(&d->mu);
+    while (d->pending)
+        pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+    cudaSetDevice(d->gpu);
+    for (int i = 0; i < d->nstreams && !d->error; i++) {
+        for (;;) {
+            cudaError_t e = cudaStreamQuery(d->s[i].cs);
+            if (e == cudaSuccess) break;
+            if (e != cudaErrorNotReady) {
+                CU(d, e);
+                break;
+            }
+            for (int k = 0; k < d->ncomms && !d->local; k++) {
+                ncclResult_t ar = ncclSuccess;
+                if (d->comms[k]->nccl && ncclCommGetAsyncError(d->comms[k]->nccl, &ar) == ncclSuccess &&
+                    ar != ncclSuccess) {
+                    char msg[LOONG_ERRLEN];
+                    snprintf(msg, sizeof msg, "rank %d: NCCL asynchronous error: %s (a peer failed or timed out)",
+                             d->rank, ncclGetErrorString(ar));
+                    fail_dev(d, msg);
+                    for (int j = 0; j < d->ncomms; j++)
+                        if (d->comms[j]->nccl) ncclCommAbort(d->comms[j]->nccl), d->comms[j]->nccl = NULL;
+                    break;
+                }
+            }
+            if (d->error) break;
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_lock(&d->mu);
+    int rc = d->error;
+    if (rc) snprintf(err, LOONG_ERRLEN, "%s", d->errmsg);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void cu_stamps(dev *d, int i, double *start, double *end)
+{
+    float ms0 = 0, ms1 = 0;
+    if (!d->has0[i] || cudaEventElapsedTime(&ms0, d->ref, d->t0[i]) != cudaSuccess) ms0 = 0;
+    if (!d->has1[i] || cudaEventElapsedTime(&ms1, d->ref, d->t1[i]) != cudaSuccess) ms1 = ms0;
+    *start = d->ref_host + ms0 * 1e-3;
+    *end = d->ref_host + ms1 * 1e-3;
+}
+
+/* ---- memory ---- */
+
+static void *cu_alloc(dev *d, size_t bytes)
+{
+    if (d->nmem == d->memcap) {
+        size_t nc = d->memcap ? 2 * d->memcap : 64;
+        void **m = (void **)realloc(d->mem, nc * sizeof *m);
+        if (!m) return NULL;
+        d->mem = m;
+        d->memcap = nc;
+    }
+    void *p = NULL;
+    cudaSetDevice(d->gpu);
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError(); /* clear it: out of memory is a NULL, not a sticky error */
+        return NULL;
+    }
+    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    d->mem[d->nmem++] = p;
+    return p;
+}
+
+static void cu_release(dev *d, void *p)
+{
+    for (size_t i = 0; i < d->nmem; i++)
+        if (d->mem[i] == p) {
+            d->mem[i] = d->mem[--d->nmem];
+            break;
+        }
+    cudaFree(p);
+}
+
+static int cu_put(dev *d, void *dst, const float *src, size_t n)
+{
+    cudaSetDevice(d->gpu);
+    return CU(d, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice)) ? DEV_ERR_FAULT : DEV_OK;
+}
+
+static int cu_get(dev *d, float *dst, const void *src, size_t n)
+{
+    cudaSetDevice(d->gpu);
+    return CU(d, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost)) ? DEV_ERR_FAULT : DEV_OK;
+}
+
+/* ---- communicators ---- */
+
+static dev_comm *cu_comm(dev *d, int sid, const int *ranks, int n, char err[LOONG_ERRLEN])
+{
+    int me = -1;
+    for (int i = 0; i < n; i++)
+        if (ranks[i] == d->rank) me = i;
+    dev_comm *dc = (dev_comm *)calloc(1, sizeof *dc);
+    int *rk = (int *)malloc((size_t)n * sizeof *rk);
+    dev_comm **cs = (dev_comm **)realloc(d->comms, (size_t)(d->ncomms + 1) * sizeof *cs);
+    if (cs) d->comms = cs;
+    if (!dc || !rk || !cs) {
+        snprintf(err, LOONG_ERRLEN, "rank %d: out of memory creating a communicator", d->rank);
+        free(dc);
+        free(rk);
+        return NULL;
+    }
+    memcpy(rk, ranks, (size_t)n * sizeof *rk);
+    dc->n = n;
+    dc->me = me;
+    dc->ranks = rk;
+    dc->mpi = MPI_COMM_NULL;
+    d->comms[d->ncomms++] = dc;
+    if (d->local) {
+        dc->lc = me >= 0 ? lcomm_get(sid, ranks, n) : NULL;
+        if (me >= 0 && !dc->lc) {
+            snprintf(err, LOONG_ERRLEN, "rank %d: out of memory creating a local communicator", d->rank);
+            return NULL;
+        }
+        return dc;
+    }
+    /* NCCL: MPI splits out the members, member 0's unique id is broadcast,
+     * and the members initialise one NCCL communicator for this stream. */
+    if (MPI_Comm_split(MPI_COMM_WORLD, me >= 0 ? ranks[0] : MPI_UNDEFINED, me, &dc->mpi) != MPI_SUCCESS) {
+        snprintf(err, LOONG_ERRLEN, "rank %d: MPI_Comm_split failed for a communicator of %d ranks", d->rank, n);
+        return NULL;
+    }
+    if (me < 0) return dc;
+    ncclUniqueId id;
+    ncclResult_t r = ncclSuccess;
+    if (me == 0) r = ncclGetUniqueId(&id);
+    int ok = r == ncclSuccess, all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dc->mpi);
+    if (all_ok) {
+        MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dc->mpi);
+        cudaSetDevice(d->gpu);
+        r = ncclCommInitRank(&dc->nccl, n, id, me);
+    }
+    if (!all_ok || r != ncclSuccess) {
+        snprintf(err, LOONG_ERRLEN, "rank %d: cannot create an NCCL communicator of %d ranks for stream %d: %s",
+                 d->rank, n, sid, ncclGetErrorString(r));
+        dc->nccl = NULL;
+        return NULL;
+    }
+    return dc;
+}
+
+static int cu_comm_rank(dev_comm *c, int r)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->ranks[i] == r) return i;
+    return -1;
+}
+
+/* ---- open / close ---- */
+
+static void cu_close(dev *d);
+
+static dev *open_common(int rank, int nstreams, int nslots, bool local, char err[LOONG_ERRLEN])
+{
+    char why[LOONG_ERRLEN];
+    if (cuda_gpu_count(why) == 0) {
+        snprintf(err, LOONG_ERRLEN, "rank %d: %.200s", rank, why);
+        return NULL;
+    }
+    dev *d = (dev *)calloc(1, sizeof *d);
+    if (!d) goto oom;
+    d->rank = rank;
+    d->local = local;
+    d->nstreams = nstreams;
+    d->nslots = nslots > 0 ? nslots : 1;
+    if (cudaGetDevice(&d->gpu) != cudaSuccess) d->gpu = 0;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    pthread_mutex_init(&d->pos_mu, NULL);
+    d->s = (stream *)calloc((size_t)nstreams, sizeof *d->s);
+    d->ev = (uint8_t *)calloc((size_t)d->nslots, 1);
+    d->has0 = (uint8_t *)calloc((size_t)d->nslots, 1);
+    d->has1 = (uint8_t *)calloc((size_t)d->nslots, 1);
+    d->sync_ev = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->sync_ev);
+    d->t0 = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->t0);
+    d->t1 = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->t1);
+    if (!d->s || !d->ev || !d->has0 || !d->has1 || !d->sync_ev || !d->t0 || !d->t1) goto oom;
+    if (CU(d, cudaEventCreate(&d->ref))) goto fail;
+    for (int i = 0; i < d->nslots; i++)
+        if (CU(d, cudaEventCreateWithFlags(&d->sync_ev[i], cudaEventDisableTiming)) ||
+            CU(d, cudaEventCreate(&d->t0[i])) || CU(d, cudaEventCreate(&d->t1[i])))
+            goto fail;
+    for (int i = 0; i < nstreams; i++) {
+        stream *s = &d->s[i];
+        s->d = d;
+        s->id = i;
+        s->cap = 256;
+        s->q = (item *)malloc(s->cap * sizeof *s->q);
+        if (!s->q) goto oom;
+        if (CU(d, cudaStreamCreateWithFlags(&s->cs, cudaStreamNonBlocking))) goto fail;
+        if (CB(d, cublasCreate(&s->blas)) || CB(d, cublasSetStream(s->blas, s->cs))) goto fail;
+        if (pthread_create(&s->th, NULL, worker, s) != 0) goto oom;
+        s->started = true;
+    }
+    return d;
+oom:
+    snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CUDA device (out of host memory or threads)", rank);
+    cu_close(d);
+    return NULL;
+fail:
+    snprintf(err, LOONG_ERRLEN, "%s", d->errmsg);
+    cu_close(d);
+    return NULL;
+}
+
+static dev *cu_open(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN])
+{
+    return open_common(rank, nstreams, nslots, false, err);
+}
+
+static dev *cu_open_local(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN])
+{
+    return open_common(rank, nstreams, nslots, true, err);
+}
+
+static void cu_close(dev *d)
+{
+    if (!d) return;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; d->s && i < d->nstreams; i++)
+        d->s[i].stop = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; d->s && i < d->nstreams; i++) {
+        stream *s = &d->s[i];
+        if (s->started) pthread_join(s->th, NULL);
+        if (s->cs) cudaStreamSynchronize(s->cs);
+        if (s->blas) cublasDestroy(s->blas);
+        if (s->cs) cudaStreamDestroy(s->cs);
+        if (s->scratch) cudaFree(s->scratch);
+        free(s->q);
+    }
+    for (int i = 0; i < d->ncomms; i++) {
+        dev_comm *c = d->comms[i];
+        if (c->nccl) ncclCommDestroy(c->nccl);
+        if (c->mpi != MPI_COMM_NULL) MPI_Comm_free(&c->mpi);
+        if (c->lc) lcomm_put(c->lc);
+        free(c->ranks);
+        free(c);
+    }
+    free(d->comms);
+    for (int i = 0; i < d->npos; i++)
+        cudaFree(d->pos[i].dev);
+    free(d->pos);
+    for (size_t i = 0; i < d->nmem; i++)
+        cudaFree(d->mem[i]);
+    free(d->mem);
+    for (int i = 0; i < d->nslots; i++) {
+        if (d->sync_ev && d->sync_ev[i]) cudaEventDestroy(d->sync_ev[i]);
+        if (d->t0 && d->t0[i]) cudaEventDestroy(d->t0[i]);
+        if (d->t1 && d->t1[i]) cudaEventDestroy(d->t1[i]);
+    }
+    if (d->ref) cudaEventDestroy(d->ref);
+    free(d->s);
+    free(d->ev);
+    free(d->has0);
+    free(d->has1);
+    free(d->sync_ev);
+    free(d->t0);
+    free(d->t1);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->pos_mu);
+    free(d);
+}
+
+extern "C" const dev_ops dev_cuda = {
+    "cuda",       cu_open,   cu_close,  cu_alloc,        cu_release, cu_put,     cu_get,    cu_comm,
+    cu_comm_rank, cu_launch, cu_record, cu_wait,         cu_reset_events, cu_sync, cu_stamps, host_now,
+};
+
+extern "C" const dev_ops dev_cuda_local = {
+    "cuda",       cu_open_local, cu_close,  cu_alloc,        cu_release, cu_put,     cu_get,    cu_comm,
+    cu_comm_rank, cu_launch,     cu_record, cu_wait,         cu_reset_events, cu_sync, cu_stamps, host_now,
+};
