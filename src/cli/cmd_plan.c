@@ -209,7 +209,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     cc.gpus_per_node = gpn;
     if (!cc.seq) cc.seq = "1M";
     if (!cc.recompute) cc.recompute = "selective";
-    cc.mesh = "1x1"; /* a placeholder that always validates; plan sets the mesh */
+    cc.mesh = "1x1"; /* the base config only; every enumerated layout sets its own mesh */
     cc.strategy = "ulysses";
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
     x->req.dp = 1;
