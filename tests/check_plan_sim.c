@@ -66,14 +66,15 @@ static void describe(const scase *k, char *buf, size_t len)
              k->partition, k->ring, k->window, k->zero, k->recompute);
 }
 
-/* `loong sim` of case k with `layers` layers (0: the model file's);
- * returns the step time in seconds. */
+/* `loong sim` of case k with `layers` layers (0: the model file's), or
+ * `loong sim --compose` when layers < 0; returns the step time in seconds. */
 static double simulate(const scase *k, const char *model, int layers)
 {
     char json[64];
     snprintf(json, sizeof json, "/tmp/loong-plan-sim-%d.json", (int)getpid());
     char lay[32] = "";
-    if (layers) snprintf(lay, sizeof lay, "--layers %d", layers);
+    if (layers > 0) snprintf(lay, sizeof lay, "--layers %d", layers);
+    if (layers < 0) snprintf(lay, sizeof lay, "--compose");
     run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "%s.xml --model %s --seq %s --mesh %dx%d --strategy usp "
                                      "--placement %s --partition %s --ring %s --window %d --zero %d --recompute %s "
                                      "--scope step --quiet -o /dev/null --json %s %s",
@@ -169,6 +170,25 @@ START_TEST(composition)
 }
 END_TEST
 
+/* loong sim --compose (two child simulations) against the full one. */
+START_TEST(sim_compose_flag)
+{
+    const char *model = model_file(6);
+    double comp = simulate(&cases[0], model, -1), full = simulate(&cases[0], model, 0);
+    ck_assert_int_eq(cases[0].zero, 1);
+    ck_assert_msg(fabs(comp - full) <= 0.01 * full, "loong sim --compose %.6f s vs full %.6f s", comp, full);
+    /* where composition is not exact it is refused */
+    run_result r =
+        run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 16K --mesh 2x4 --scope step "
+                          "--zero 0 --compose -o /tmp/loong-compose-bad.txt",
+                model);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert(access("/tmp/loong-compose-bad.txt", F_OK) != 0);
+    unlink(model);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_sim");
@@ -176,6 +196,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, analytic_vs_simgrid);
     tcase_add_test(tc, composition);
+    tcase_add_test(tc, sim_compose_flag);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,16 +1,22 @@
 /* loong sim: replay a configuration's DAG on a SimGrid platform. */
 #include <stdio.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../core/afile.h"
 #include "../core/calib.h"
+#include "../core/stats.h"
 #include "../core/strategy.h"
 #include "../core/timeline.h"
 #include "../core/trace.h"
 #include "../sim/sim.h"
+#include "../sim/sim_topo.h"
 #include "cli.h"
+
+extern char **environ;
 
 static void sim_usage(FILE *f)
 {
@@ -30,6 +36,8 @@ static void sim_usage(FILE *f)
             "  --links N             busiest links to list                              [10]\n"
             "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank)\n"
             "  --layers N            simulate N transformer blocks instead of the model's (loong plan composes)\n"
+            "  --compose             predict the step from simulations of 1 and 2 layers,\n"
+            "                        T(L) = T(1) + (L-1)(T(2) - T(1)); scope step, ZeRO-1, no trace\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -48,7 +56,7 @@ typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
     int links, layers;
     trace_filter flt;
-    bool quiet, timing;
+    bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
 } sim_args;
@@ -95,6 +103,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"layers", required_argument, 0, 'y'},
         {"quiet", no_argument, 0, 'q'},
         {"timing", no_argument, 0, 'T'},
+        {"compose", no_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -113,6 +122,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             if (parse_int_opt(optarg, "--layers", &a->layers)) return 2;
             break;
         case 'T': a->timing = true; break;
+        case 'C': a->compose = true; break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
@@ -273,6 +283,117 @@ static int simulate(sim_args *a, const config *c)
     return 0;
 }
 
+/* ---- --compose: two small simulations instead of one of every layer ---- */
+
+/* Run this program as `loong sim ARGS --layers=L --json=PATH`, where ARGS
+ * are the user's arguments without the options compose replaces; returns
+ * the JSON's step and mean exposed communication. SimGrid initialises once
+ * per process, hence a child per simulation. */
+static int run_layers(char **args, int nargs, char *const *sg, int nsg, int layers, const char *json, double *step,
+                      double *exposed, char err[LOONG_ERRLEN])
+{
+    char **v = calloc((size_t)(nargs + nsg + 8), sizeof *v), lay[32], js[4200];
+    int k = 0;
+    v[k++] = "loong";
+    v[k++] = "sim";
+    for (int i = 0; i < nargs; i++)
+        v[k++] = args[i];
+    for (int i = 0; i < nsg; i++)
+        v[k++] = sg[i];
+    snprintf(lay, sizeof lay, "--layers=%d", layers);
+    snprintf(js, sizeof js, "--json=%s", json);
+    v[k++] = lay;
+    v[k++] = js;
+    v[k++] = "--output=/dev/null";
+    v[k++] = "--quiet";
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, v, environ), status = 0;
+    free(v);
+    if (rc || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+        snprintf(err, LOONG_ERRLEN, "the %d-layer simulation failed", layers);
+        return -1;
+    }
+    json_error_t je;
+    json_t *j = json_load_file(json, 0, &je);
+    rc = j && json_unpack(j, "{s:F, s:F}", "step_s", step, "exposed_mean_s", exposed) == 0 ? 0 : -1;
+    json_decref(j);
+    unlink(json);
+    if (rc) snprintf(err, LOONG_ERRLEN, "the %d-layer simulation wrote no summary", layers);
+    return rc;
+}
+
+/* The user's arguments minus --compose, --json, -o/--output (which compose
+ * writes itself). */
+static int kept_args(int argc, char **argv, char **out)
+{
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool drop_val = !strcmp(s, "--json") || !strcmp(s, "-o") || !strcmp(s, "--output");
+        if (!strcmp(s, "--compose") || !strncmp(s, "--json=", 7) || !strncmp(s, "--output=", 9)) continue;
+        if (drop_val) {
+            i++;
+            continue;
+        }
+        out[n++] = argv[i];
+    }
+    return n;
+}
+
+static int compose(int argc, char **argv, const sim_args *a, const config *c)
+{
+    char err[LOONG_ERRLEN] = "", dir[] = "/tmp/loong-compose-XXXXXX", path[2][64];
+    int L = c->model.layers;
+    if (c->scope != SCOPE_STEP || c->zero != 1 || L < 3 || a->trace)
+        return cli_fail("sim", "--compose needs --scope step, --zero 1, a model of 3 or more layers and no --trace "
+                               "(the composition is exact only there: README, \"loong sim\")");
+    if (!mkdtemp(dir)) return cli_fail("sim", "cannot create a temporary directory");
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    int n = kept_args(argc, argv, args);
+    double t[2], x[2];
+    int rc = 0;
+    for (int l = 0; l < 2 && rc == 0; l++) {
+        snprintf(path[l], sizeof path[l], "%s/l%d.json", dir, l + 1);
+        rc = run_layers(args, n, a->sg_args, a->nsg, l + 1, path[l], &t[l], &x[l], err);
+    }
+    free(args);
+    rmdir(dir);
+    if (rc) return cli_fail("sim", "%s", err);
+    double step = t[0] + (L - 1) * (t[1] - t[0]), exposed = x[0] + (L - 1) * (x[1] - x[0]);
+    double tokens = (double)c->batch * (double)c->seq;
+    int P = config_ranks(c);
+    char desc[256];
+    config_describe(c, desc, sizeof desc);
+    afile f;
+    if (afile_open(&f, a->out, err) < 0) return cli_fail("sim", "%s", err);
+    fprintf(f.f,
+            "# loong sim --compose: %s\n# platform %s; composed from simulations of 1 and 2 layers (%.6f s, %.6f s):\n"
+            "#   T(L) = T(1) + (L - 1) (T(2) - T(1)) with L = %d\n",
+            desc, a->platform, t[0], t[1], L);
+    fprintf(f.f, "# step time: %.6f s (training step, step)\n", step);
+    fprintf(f.f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
+            tokens, P);
+    sim_topo_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
+    if (sim_topo_read(a->platform, &sp, err) == 0)
+        fprintf(f.f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
+                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
+    fprintf(f.f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
+    if (afile_commit(&f, err) < 0) return cli_fail("sim", "%s", err);
+    if (a->json) {
+        json_t *j = json_pack("{s:o, s:f, s:f, s:b}", "config", config_to_json(c), "step_s", step, "exposed_mean_s",
+                              exposed, "composed", 1);
+        afile jf;
+        rc = afile_open(&jf, a->json, err);
+        if (rc == 0 && json_dumpf(j, jf.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0)
+            rc = afile_commit(&jf, err);
+        else if (rc == 0)
+            afile_abort(&jf), rc = -1;
+        json_decref(j);
+        if (rc) return cli_fail("sim", "%s", err[0] ? err : "cannot write the --json summary");
+    }
+    return 0;
+}
+
 int cmd_sim(int argc, char **argv)
 {
     sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}};
@@ -296,7 +417,7 @@ int cmd_sim(int argc, char **argv)
             return cli_fail("sim", "%s", err);
         }
     }
-    rc = simulate(&a, &c);
+    rc = a.compose ? compose(argc, argv, &a, &c) : simulate(&a, &c);
     free(a.sg_args);
     return rc;
 }
