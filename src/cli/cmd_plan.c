@@ -6,9 +6,7 @@
  * prints the same table as a serial run.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +20,11 @@
 #include "../sim/sim_topo.h"
 #include "autoconf.h"
 #include "cli.h"
+#include "sim_child.h"
 
 #ifdef HAVE_MPI
 #include <mpi.h>
 #endif
-
-extern char **environ;
 
 #define DEFAULT_PLATFORM "topologies/dgx-h100-8n.xml"
 
@@ -388,16 +385,9 @@ static int start_run(const plan_args *a, const plan_ctx *x, const plan_layout *l
     snprintf(u->json, sizeof u->json, "%s/run%d.json", dir, id);
     snprintf(u->log, sizeof u->log, "%s/run%d.log", dir, id);
     char **v = sim_argv(a, x, &ls[u->layout], u);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, u->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int rc = posix_spawn(&u->pid, "/proc/self/exe", &fa, NULL, v, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    int rc = sim_child_spawn(v, u->log, &u->pid, err);
     free_argv(v);
-    if (rc) snprintf(err, LOONG_ERRLEN, "cannot start loong sim: %s", strerror(rc));
-    return rc ? -1 : 0;
+    return rc;
 }
 
 /* First line of a failed run's stderr, for the error message. */
@@ -419,18 +409,13 @@ static int finish_run(run *u, const plan_layout *l, int status, char err[LOONG_E
         run_failure(u, l, WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
         return -1;
     }
-    json_error_t je;
-    json_t *j = json_load_file(u->json, 0, &je);
     double step = -1, exposed = -1;
-    if (!j || json_unpack(j, "{s:F, s:F}", "step_s", &step, "exposed_mean_s", &exposed) < 0) {
-        json_decref(j);
+    if (sim_child_result(u->json, &step, &exposed) < 0) {
         snprintf(err, LOONG_ERRLEN, "simulating %s: unreadable summary %s", l->name, u->json);
         return -1;
     }
-    json_decref(j);
     u->step = step;
     u->exposed = exposed;
-    unlink(u->json);
     unlink(u->log);
     return 0;
 }

@@ -1,6 +1,5 @@
 /* loong sim: replay a configuration's DAG on a SimGrid platform. */
 #include <stdio.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -15,8 +14,7 @@
 #include "../sim/sim.h"
 #include "../sim/sim_topo.h"
 #include "cli.h"
-
-extern char **environ;
+#include "sim_child.h"
 
 static void sim_usage(FILE *f)
 {
@@ -307,17 +305,13 @@ static int run_layers(char **args, int nargs, char *const *sg, int nsg, int laye
     v[k++] = "--output=/dev/null";
     v[k++] = "--quiet";
     pid_t pid;
-    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, v, environ), status = 0;
+    int status = 0, rc = sim_child_spawn(v, NULL, &pid, err);
     free(v);
     if (rc || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
         snprintf(err, LOONG_ERRLEN, "the %d-layer simulation failed", layers);
         return -1;
     }
-    json_error_t je;
-    json_t *j = json_load_file(json, 0, &je);
-    rc = j && json_unpack(j, "{s:F, s:F}", "step_s", step, "exposed_mean_s", exposed) == 0 ? 0 : -1;
-    json_decref(j);
-    unlink(json);
+    rc = sim_child_result(json, step, exposed);
     if (rc) snprintf(err, LOONG_ERRLEN, "the %d-layer simulation wrote no summary", layers);
     return rc;
 }
