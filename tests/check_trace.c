@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/afile.h"
 #include "core/trace.h"
 #include "dag_util.h"
 #include "check_run.h"
@@ -108,6 +111,64 @@ START_TEST(bad_files)
 }
 END_TEST
 
+/* Outputs that are not regular files are written in place: a rename over
+ * a FIFO or over /dev/null (as root) would replace it with a file. */
+START_TEST(afile_special_targets)
+{
+    char dir[] = "/tmp/loong-afile-XXXXXX", fifo[64], err[LOONG_ERRLEN] = "";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    ck_assert_int_ge(rd, 0);
+    afile a;
+    ck_assert_int_eq(afile_open(&a, fifo, err), 0);
+    fputs("summary\n", a.f);
+    ck_assert_int_eq(afile_commit(&a, err), 0);
+    struct stat st;
+    ck_assert_int_eq(stat(fifo, &st), 0);
+    ck_assert_msg(S_ISFIFO(st.st_mode), "the FIFO was replaced by a regular file");
+    char buf[16] = "";
+    ck_assert_int_eq(read(rd, buf, sizeof buf - 1), 8);
+    ck_assert_str_eq(buf, "summary\n");
+    close(rd);
+    unlink(fifo);
+    ck_assert_int_eq(afile_open(&a, "/dev/null", err), 0);
+    fputs("discarded\n", a.f);
+    ck_assert_int_eq(afile_commit(&a, err), 0);
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert_msg(S_ISCHR(st.st_mode), "/dev/null is no longer a character device");
+    rmdir(dir);
+}
+END_TEST
+
+/* A regular target appears whole on commit and is untouched on abort. */
+START_TEST(afile_regular_target)
+{
+    char path[64], err[LOONG_ERRLEN] = "", buf[32] = "";
+    snprintf(path, sizeof path, "%s", tmp_path());
+    FILE *f = fopen(path, "w");
+    fputs("old", f);
+    fclose(f);
+    afile a;
+    ck_assert_int_eq(afile_open(&a, path, err), 0);
+    fputs("new", a.f);
+    afile_abort(&a);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+    fclose(f);
+    ck_assert_str_eq(buf, "old");
+    ck_assert_int_eq(afile_open(&a, path, err), 0);
+    fputs("new", a.f);
+    ck_assert_int_eq(afile_commit(&a, err), 0);
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(fgets(buf, sizeof buf, f));
+    fclose(f);
+    ck_assert_str_eq(buf, "new");
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("trace");
@@ -115,6 +176,8 @@ int main(void)
     tcase_add_test(tc, us_convention);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, bad_files);
+    tcase_add_test(tc, afile_special_targets);
+    tcase_add_test(tc, afile_regular_target);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -7,6 +7,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A target that exists and is not a regular file (a character device such
+ * as /dev/null, a FIFO, a terminal) is written in place: renaming a
+ * temporary over it would replace the device with a file. */
+static bool is_special(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+static int open_direct(afile *a, const char *path, char err[LOONG_ERRLEN])
+{
+    a->f = fopen(path, "w");
+    a->path = strdup(path);
+    if (a->f && a->path) return 0;
+    int e = errno;
+    afile_abort(a);
+    snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(e));
+    return -1;
+}
+
 int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
 {
     memset(a, 0, sizeof *a);
@@ -14,6 +34,7 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
         a->f = stdout;
         return 0;
     }
+    if (is_special(path)) return open_direct(a, path, err);
     size_t n = strlen(path) + 16;
     a->path = strdup(path);
     a->tmp = malloc(n);
@@ -49,12 +70,21 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
 
 int afile_commit(afile *a, char err[LOONG_ERRLEN])
 {
-    if (!a->path) {
+    if (a->f == stdout) {
         if (fflush(a->f) != 0 || ferror(a->f)) {
             snprintf(err, LOONG_ERRLEN, "error writing to standard output: %s", strerror(errno));
             return -1;
         }
         return 0;
+    }
+    if (!a->tmp) { /* written in place (a device or FIFO) */
+        int bad = ferror(a->f);
+        if (fclose(a->f) != 0) bad = 1;
+        a->f = NULL;
+        if (bad) snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s", a->path, strerror(errno ? errno : EIO));
+        free(a->path);
+        a->path = NULL;
+        return bad ? -1 : 0;
     }
     int bad = ferror(a->f);
     if (fclose(a->f) != 0) bad = 1;

@@ -2,6 +2,8 @@
  * afile: output files that appear whole or not at all. Writes go to a
  * temporary file beside the target, renamed over it on commit, so a failed
  * run never leaves a half-written trace or table. The path "-" means stdout.
+ * A target that exists and is not a regular file (/dev/null, a FIFO, a
+ * terminal) is written directly: a rename would replace the device.
  */
 #ifndef LOONG_AFILE_H
 #define LOONG_AFILE_H
@@ -13,7 +15,7 @@
 typedef struct afile {
     FILE *f;
     char *path; /* NULL for stdout */
-    char *tmp;
+    char *tmp;  /* NULL unless writing through a temporary */
 } afile;
 
 /* Open path for writing (through a temporary). Returns 0 or -1 with err. */
