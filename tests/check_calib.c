@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/calib.h"
+#include "model/calib.h"
 #include "dag_util.h"
 #include "check_run.h"
 

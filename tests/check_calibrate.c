@@ -13,9 +13,9 @@
 #include "autoconf.h"
 #include "check_run.h"
 #include "cli_util.h"
-#include "core/calibrate.h"
+#include "analysis/calibrate.h"
 #include "dag_util.h"
-#include "sim/sim_topo.h"
+#include "model/platform_spec.h"
 
 /* rates chosen so that start-up times are a visible part of each task */
 static const double T0 = 20e-6, RATE = 10e12, MEM_RATE = 80e9, ALPHA[2] = {3e-6, 9e-6}, BETA[2] = {120e9, 40e9};
@@ -148,10 +148,10 @@ START_TEST(round_trip_through_sim)
     r = run_cmd(LOONG_BIN " calibrate %s/t0.json %s/t1.json --platform %s/p.xml --calib /tmp/loong-rt.calib -o %s/out",
                 dir, dir, dir, dir);
     ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
-    sim_topo_spec sp;
+    platform_spec sp;
     char err[LOONG_ERRLEN], path[256];
     snprintf(path, sizeof path, "%s/out/p.xml", dir);
-    ck_assert_msg(sim_topo_read(path, &sp, err) == 0, "%s", err);
+    ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
     ck_assert_msg(close_to(sp.nvlink_bw, 300e9) < 0.01 && close_to(sp.nvlink_lat, 4e-6) < 0.01, "nvlink %g %g",
                   sp.nvlink_bw, sp.nvlink_lat);
     ck_assert_msg(close_to(sp.nic_bw, 25e9) < 0.01 && close_to(sp.nic_lat, 7e-6) < 0.01, "nic %g %g", sp.nic_bw,

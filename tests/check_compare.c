@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
-#include "core/compare.h"
+#include "analysis/compare.h"
 #include "dag_util.h"
 #include "check_run.h"
 

@@ -11,11 +11,11 @@
 
 #include "check_run.h"
 #include "cli_util.h"
-#include "core/calib.h"
-#include "core/memory.h"
-#include "core/plan.h"
+#include "model/calib.h"
+#include "model/memory.h"
+#include "model/plan.h"
 #include "core/strategy.h"
-#include "sim/sim_topo.h"
+#include "model/platform_spec.h"
 
 #define PLAN LOONG_BIN " plan --platform " LOONG_SRCDIR "/topologies/dgx-h100-8n.xml --quiet"
 
@@ -167,9 +167,9 @@ static calib *h100(void)
 
 static analytic_net net_of(const char *platform)
 {
-    sim_topo_spec sp;
+    platform_spec sp;
     char err[LOONG_ERRLEN];
-    ck_assert_msg(sim_topo_read(platform, &sp, err) == 0, "%s", err);
+    ck_assert_msg(platform_spec_read(platform, &sp, err) == 0, "%s", err);
     return (analytic_net){sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
                           sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
 }

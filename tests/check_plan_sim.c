@@ -12,9 +12,9 @@
 
 #include "check_run.h"
 #include "cli_util.h"
-#include "core/analytic.h"
+#include "model/analytic.h"
 #include "core/strategy.h"
-#include "sim/sim_topo.h"
+#include "model/platform_spec.h"
 
 #define TOPO LOONG_SRCDIR "/topologies/"
 
@@ -107,9 +107,9 @@ static double analytic(const scase *k, const char *model)
     c.window = k->window;
     c.zero = k->zero;
     ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
-    sim_topo_spec sp;
+    platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
-    ck_assert_msg(sim_topo_read(path, &sp, err) == 0, "%s", err);
+    ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
     analytic_net net = {sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
                         sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
     snprintf(path, sizeof path, TOPO "%s.calib", k->gpu);

@@ -13,7 +13,7 @@
 #include "cli_util.h"
 #include "dag_util.h"
 #include "sim/sim.h"
-#include "sim/sim_topo.h"
+#include "model/platform_spec.h"
 #include "check_run.h"
 
 #define K 1024ull
@@ -34,12 +34,12 @@ static void teardown(void)
 }
 
 /* Write spec as DIR/name and return the path (static buffer per call site). */
-static const char *write_platform(const sim_topo_spec *sp, const char *name, char *path, size_t len)
+static const char *write_platform(const platform_spec *sp, const char *name, char *path, size_t len)
 {
     snprintf(path, len, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(sim_topo_write(f, sp, NULL), 0);
+    ck_assert_int_eq(platform_spec_write(f, sp, NULL), 0);
     fclose(f);
     return path;
 }
@@ -62,11 +62,11 @@ static void free_compute(char *buf, size_t len, const char *attn_rate)
              attn_rate, attn_rate);
 }
 
-static sim_topo_spec spec(int nodes, int gpn, int nics)
+static platform_spec spec(int nodes, int gpn, int nics)
 {
-    sim_topo_spec sp;
+    platform_spec sp;
     char err[LOONG_ERRLEN];
-    ck_assert_int_eq(sim_topo_defaults("h100", &sp, err), 0);
+    ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
     sp.nodes = nodes;
     sp.gpus_per_node = gpn;
     sp.nics_per_node = nics;
@@ -103,7 +103,7 @@ static void p2p_case(int nodes, int gpn, double lat, double bw)
     c.gpus_per_node = gpn;
     sim_result res;
     char path[128];
-    sim_topo_spec sp = spec(nodes, gpn, gpn);
+    platform_spec sp = spec(nodes, gpn, gpn);
     dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
     int sends = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
@@ -119,14 +119,14 @@ static void p2p_case(int nodes, int gpn, double lat, double bw)
 
 START_TEST(p2p_nvlink)
 {
-    sim_topo_spec sp = spec(1, 2, 2);
+    platform_spec sp = spec(1, 2, 2);
     p2p_case(1, 2, sp.nvlink_lat, sp.nvlink_bw);
 }
 END_TEST
 
 START_TEST(p2p_nic)
 {
-    sim_topo_spec sp = spec(2, 1, 1);
+    platform_spec sp = spec(2, 1, 1);
     p2p_case(2, 1, sp.nic_lat, sp.nic_bw);
 }
 END_TEST
@@ -139,7 +139,7 @@ START_TEST(alltoall_nvswitch)
     config c = tcfg("tiny", 64 * K, "ulysses", 8, 1, 0, SCOPE_ATTN_FWD);
     sim_result res;
     char path[128];
-    sim_topo_spec sp = spec(1, 8, 8);
+    platform_spec sp = spec(1, 8, 8);
     dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
     int n = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
@@ -163,7 +163,7 @@ START_TEST(nic_shared)
     c.gpus_per_node = 2;
     sim_result res;
     char path[128];
-    sim_topo_spec sp = spec(2, 2, 1);
+    platform_spec sp = spec(2, 2, 1);
     sp.nvlink_lat = 0; /* the all-to-all before the ring is then instantaneous... */
     sp.nvlink_bw = 1e18;
     dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
@@ -198,7 +198,7 @@ START_TEST(compute_bound_imbalance)
     const int P = 8;
     const double rate = 1e13;
     char path[128], cal[160], text[512];
-    sim_topo_spec sp = spec(1, P, P);
+    platform_spec sp = spec(1, P, P);
     sp.nvlink_bw = 1e18;
     sp.nvlink_lat = 0;
     write_platform(&sp, "p.xml", path, sizeof path);
@@ -229,7 +229,7 @@ END_TEST
 START_TEST(comm_bound_double_ring)
 {
     char path[128], cal[160], text[512];
-    sim_topo_spec sp = spec(2, 4, 4);
+    platform_spec sp = spec(2, 4, 4);
     sp.nic_bw = 25e9;
     write_platform(&sp, "p.xml", path, sizeof path);
     snprintf(cal, sizeof cal, "%s/c.calib", dir);
@@ -266,7 +266,7 @@ END_TEST
 START_TEST(deterministic_trace)
 {
     char path[128];
-    sim_topo_spec sp = spec(2, 4, 4);
+    platform_spec sp = spec(2, 4, 4);
     write_platform(&sp, "h100x2.xml", path, sizeof path);
     char cal[1024];
     snprintf(cal, sizeof cal, "%s/topologies/h100.calib", LOONG_SRCDIR);
@@ -309,7 +309,7 @@ static void assert_rejected(const char *platform, const char *extra, const char 
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
-    sim_topo_spec sp = spec(1, 8, 8);
+    platform_spec sp = spec(1, 8, 8);
     write_platform(&sp, "good.xml", good, sizeof good);
     assert_rejected("/nonexistent/p.xml", "", "cannot read platform");
     snprintf(path, sizeof path, "%s/broken.xml", dir);
@@ -319,7 +319,7 @@ START_TEST(bad_inputs)
     sp.nics_per_node = 4;
     write_platform(&sp, "small.xml", small, sizeof small);
     assert_rejected(small, "--gpus-per-node 4 --calib " LOONG_SRCDIR "/topologies/h100.calib", "4 GPU hosts");
-    sim_topo_spec odd = spec(1, 8, 8);
+    platform_spec odd = spec(1, 8, 8);
     strcpy(odd.gpu, "b200");
     write_platform(&odd, "b200.xml", path, sizeof path);
     assert_rejected(path, "", "unknown GPU kind 'b200'");

@@ -10,7 +10,7 @@
 
 #include "cli_util.h"
 #include "check_run.h"
-#include "sim/sim_topo.h"
+#include "model/platform_spec.h"
 
 static char *slurp(const char *path)
 {
@@ -126,17 +126,17 @@ END_TEST
 
 START_TEST(spec_round_trip)
 {
-    sim_topo_spec a, b;
+    platform_spec a, b;
     char err[LOONG_ERRLEN], path[] = "/tmp/loong-topo-spec-XXXXXX";
-    ck_assert_int_eq(sim_topo_defaults("a100", &a, err), 0);
+    ck_assert_int_eq(platform_spec_defaults("a100", &a, err), 0);
     a.nodes = 4;
     a.nics_per_node = 4;
     a.oversub = 2.5;
     a.nic_lat = 1.234567890123e-5;
     FILE *f = fdopen(mkstemp(path), "w");
-    ck_assert_int_eq(sim_topo_write(f, &a, "test"), 0);
+    ck_assert_int_eq(platform_spec_write(f, &a, "test"), 0);
     fclose(f);
-    ck_assert_msg(sim_topo_read(path, &b, err) == 0, "%s", err);
+    ck_assert_msg(platform_spec_read(path, &b, err) == 0, "%s", err);
     ck_assert_str_eq(a.gpu, b.gpu);
     ck_assert(a.nodes == b.nodes && a.gpus_per_node == b.gpus_per_node && a.nics_per_node == b.nics_per_node &&
               a.nodes_per_leaf == b.nodes_per_leaf);
@@ -145,7 +145,7 @@ START_TEST(spec_round_trip)
     f = fopen(path, "w");
     fputs("<platform version=\"4.1\"/>\n", f);
     fclose(f);
-    ck_assert_int_eq(sim_topo_read(path, &b, err), -1);
+    ck_assert_int_eq(platform_spec_read(path, &b, err), -1);
     ck_assert_ptr_nonnull(strstr(err, "loong_spec"));
     unlink(path);
 }

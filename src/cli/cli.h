@@ -11,7 +11,7 @@
 
 #include <getopt.h>
 
-#include "../core/config.h"
+#include "core/config.h"
 
 typedef struct cli_command {
     const char *name;

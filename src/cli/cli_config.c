@@ -6,7 +6,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "../core/strategy.h"
+#include "core/strategy.h"
 #include "cli.h"
 
 const char cli_config_help[] = "Configuration (shared by dag, sim, exec and plan):\n"

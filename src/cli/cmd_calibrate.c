@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../core/afile.h"
-#include "../core/calibrate.h"
-#include "../sim/sim_topo.h"
+#include "core/afile.h"
+#include "analysis/calibrate.h"
+#include "model/platform_spec.h"
 #include "cli.h"
 
 static void calibrate_usage(FILE *f)
@@ -34,7 +34,7 @@ static void calibrate_usage(FILE *f)
 /* Map the link fits onto the platform's spec: a same-node path crosses two
  * NVLink links, another-node path two NIC links (and two leaf-spine links
  * whose latency stays as it is). */
-static void apply_links(const calibrate_result *r, sim_topo_spec *sp)
+static void apply_links(const calibrate_result *r, platform_spec *sp)
 {
     if (r->have_link[LINK_INTRA]) {
         sp->nvlink_lat = r->link[LINK_INTRA].c0 / 2;
@@ -47,7 +47,7 @@ static void apply_links(const calibrate_result *r, sim_topo_spec *sp)
     }
 }
 
-static int write_outputs(const char *dir, const char *platform, const calib *cb, const sim_topo_spec *sp,
+static int write_outputs(const char *dir, const char *platform, const calib *cb, const platform_spec *sp,
                          const char *origin, char err[LOONG_ERRLEN])
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
@@ -63,7 +63,7 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
     snprintf(path, sizeof path, "%s/%s", dir, basename(pcopy));
     free(pcopy);
     if (rc == 0 && (rc = afile_open(&a, path, err)) == 0) {
-        if (sim_topo_write(a.f, sp, origin) < 0) afile_abort(&a), rc = -1;
+        if (platform_spec_write(a.f, sp, origin) < 0) afile_abort(&a), rc = -1;
         else rc = afile_commit(&a, err);
     }
     if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "write error in '%s'", dir);
@@ -73,8 +73,8 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
 static int run(int ntr, char **paths, const char *platform, const char *base, const char *dir, const char *origin)
 {
     char err[LOONG_ERRLEN] = "", cpath[4096];
-    sim_topo_spec sp;
-    if (sim_topo_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
+    platform_spec sp;
+    if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
     if (!base) {
         char *pcopy = strdup(platform);
         snprintf(cpath, sizeof cpath, "%s/%s.calib", dirname(pcopy), sp.gpu);

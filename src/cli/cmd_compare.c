@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/compare.h"
+#include "analysis/compare.h"
 #include "cli.h"
 #include "plot.h"
 

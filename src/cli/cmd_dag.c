@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/afile.h"
-#include "../core/dag_io.h"
-#include "../core/stats.h"
-#include "../core/strategy.h"
+#include "core/afile.h"
+#include "core/dag_io.h"
+#include "core/stats.h"
+#include "core/strategy.h"
 #include "cli.h"
 
 static void dag_usage(FILE *f)

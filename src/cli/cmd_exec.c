@@ -6,12 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/strategy.h"
+#include "core/strategy.h"
 #include "autoconf.h"
-#include "../exec/exec.h"
+#include "exec/exec.h"
 #include "cli.h"
 #ifdef HAVE_CUDA
-#include "../cuda/device_cuda.h"
+#include "cuda/device_cuda.h"
 #endif
 
 static void exec_usage(FILE *f)

@@ -14,10 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../core/afile.h"
-#include "../core/plan.h"
-#include "../core/strategy.h"
-#include "../sim/sim_topo.h"
+#include "core/afile.h"
+#include "model/plan.h"
+#include "core/strategy.h"
+#include "model/platform_spec.h"
 #include "autoconf.h"
 #include "cli.h"
 #include "sim_child.h"
@@ -146,8 +146,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
 
 typedef struct plan_ctx {
     plan_request req;
-    sim_topo_spec spec;
-    analytic_net net;
+    platform_spec spec;
     calib *cb;
     char calib_path[4096];
     int rank, size;
@@ -157,10 +156,8 @@ static double default_gpu_mem(const char *kind) { return !strcmp(kind, "h200") ?
 
 static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
 {
-    if (sim_topo_read(a->platform, &x->spec, err) < 0) return -1;
-    const sim_topo_spec *sp = &x->spec;
-    x->net = (analytic_net){sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->nvlink_bw, sp->nic_bw,
-                            sp->nvlink_lat,    sp->nic_lat,       sp->uplink_lat,     sp->oversub};
+    if (platform_spec_read(a->platform, &x->spec, err) < 0) return -1;
+    const platform_spec *sp = &x->spec;
     int have = sp->nodes * sp->gpus_per_node;
     x->req.gpus = have;
     if (a->gpus && units_parse_int(a->gpus, "--gpus", &x->req.gpus, err) < 0) return -1;
@@ -562,7 +559,7 @@ static int plan_run(plan_args *a, plan_ctx *x)
     double t0 = cli_now();
     int n;
     plan_layout *ls = plan_enumerate(&x->req, &n);
-    plan_score(ls, range_lo(n, x->rank, x->size), range_lo(n, x->rank + 1, x->size), &x->req, x->cb, &x->net);
+    plan_score(ls, range_lo(n, x->rank, x->size), range_lo(n, x->rank + 1, x->size), &x->req, x->cb, &x->spec);
     gather_layouts(x, ls, n);
     double t1 = max_over_ranks(x, cli_now());
     int feasible = 0;

@@ -5,14 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../core/afile.h"
-#include "../core/calib.h"
-#include "../core/stats.h"
-#include "../core/strategy.h"
-#include "../core/timeline.h"
-#include "../core/trace.h"
-#include "../sim/sim.h"
-#include "../sim/sim_topo.h"
+#include "core/afile.h"
+#include "model/calib.h"
+#include "core/stats.h"
+#include "core/strategy.h"
+#include "core/timeline.h"
+#include "core/trace.h"
+#include "sim/sim.h"
+#include "model/platform_spec.h"
 #include "cli.h"
 #include "sim_child.h"
 
@@ -367,8 +367,8 @@ static int compose(int argc, char **argv, const sim_args *a, const config *c)
     fprintf(f.f, "# step time: %.6f s (training step, step)\n", step);
     fprintf(f.f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
             tokens, P);
-    sim_topo_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
-    if (sim_topo_read(a->platform, &sp, err) == 0)
+    platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
+    if (platform_spec_read(a->platform, &sp, err) == 0)
         fprintf(f.f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
                 100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
     fprintf(f.f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);

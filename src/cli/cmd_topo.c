@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/afile.h"
-#include "../sim/sim_topo.h"
+#include "core/afile.h"
+#include "model/platform_spec.h"
 #include "cli.h"
 
 static void topo_usage(FILE *f)
@@ -34,16 +34,16 @@ static void topo_usage(FILE *f)
             "\nExample:\n"
             "  loong topo --nodes 8 --gpus-per-node 8 --gpu h100 --nvlink 450GBps --nic 400Gbps \\\n"
             "             --nics-per-node 8 --fabric fat-tree --oversubscription 1 -o dgx-h100-8n.xml\n",
-            sim_topo_kinds());
+            platform_spec_kinds());
 }
 
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
 } topo_args;
 
-static int apply(const topo_args *a, sim_topo_spec *sp, char err[LOONG_ERRLEN])
+static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
-    if (sim_topo_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
+    if (platform_spec_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
     if (a->nodes && units_parse_int(a->nodes, "--nodes", &sp->nodes, err) < 0) return -1;
     if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &sp->gpus_per_node, err) < 0) return -1;
     sp->nics_per_node = sp->gpus_per_node;
@@ -59,7 +59,7 @@ static int apply(const topo_args *a, sim_topo_spec *sp, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "--fabric '%s' is not one of: fat-tree", a->fabric);
         return -1;
     }
-    return sim_topo_validate(sp, err);
+    return platform_spec_validate(sp, err);
 }
 
 /* The command line, for the generated file's provenance comment. */
@@ -108,12 +108,12 @@ int cmd_topo(int argc, char **argv)
     }
     if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
     char err[LOONG_ERRLEN], origin[1024];
-    sim_topo_spec sp;
+    platform_spec sp;
     if (apply(&a, &sp, err) < 0) return cli_fail("topo", "%s", err);
     origin_of(argc, argv, origin, sizeof origin);
     afile f;
     if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
-    if (sim_topo_write(f.f, &sp, origin) < 0) {
+    if (platform_spec_write(f.f, &sp, origin) < 0) {
         afile_abort(&f);
         return cli_fail("topo", "write error on '%s'", out);
     }

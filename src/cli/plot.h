@@ -5,7 +5,7 @@
 #ifndef LOONG_CLI_PLOT_H
 #define LOONG_CLI_PLOT_H
 
-#include "../core/compare.h"
+#include "analysis/compare.h"
 
 /* Gantt charts of n traces of the same DAG, stacked top to bottom: one row
  * per (rank, stream), one box per task, coloured by task kind. */

@@ -9,7 +9,7 @@
 
 #include <sys/types.h>
 
-#include "../core/units.h"
+#include "core/units.h"
 
 /* Start /proc/self/exe with argv (NULL-terminated, argv[0] = "loong"),
  * stdin and stdout on /dev/null and stderr to `log` (or /dev/null when

@@ -1,7 +1,8 @@
 /*
- * build: one rank's program for a scope — the layers around attention, the
- * head all-to-alls, the LM head and the gradient reduction (ZeRO stages).
- * The ring itself is ring.c.
+ * build: dag_build() — one program per rank, ranks 0..P-1 in turn — and
+ * the program of a scope: the layers around attention, the head
+ * all-to-alls, the LM head and the gradient reduction (ZeRO stages). The
+ * ring itself is ring.c; task storage and dependency inference are dag.c.
  *
  * Per block, forward: QKV GEMM, head all-to-all, ring attention, all-to-all
  * back, output projection, SwiGLU (gate, up, down). Backward runs the same in
@@ -22,8 +23,10 @@
  * 2(P-1) chunks per rank, reduce-scatter and all-gather P-1.
  */
 #include "dag_internal.h"
-
-#include <stdlib.h>
+#include "ring.h"
+#include "ringgeo.h"
+#include "sizes.h"
+#include "xalloc.h"
 
 typedef struct prog {
     builder *b;
@@ -54,7 +57,7 @@ static void gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, uint
     t->dim[0] = (uint32_t)m;
     t->dim[1] = (uint32_t)n;
     t->dim[2] = (uint32_t)k;
-    t->flops = (ph == PHASE_BWD ? 4 : 2) * m * n * k;
+    t->flops = size_gemm_flops(m, n, k, ph == PHASE_BWD);
     for (int i = 0; i < nreads; i++)
         bt_reads(b, reads[i]);
     for (int i = 0; i < nwrites; i++)
@@ -69,14 +72,13 @@ static void a2a(prog *p, task_op op, task_phase ph, int layer, uint64_t heads, c
 {
     if (p->c->p_head == 1) return;
     builder *b = p->b;
-    uint64_t ph_ = (uint64_t)p->c->p_head, d = (uint64_t)p->m->head_dim;
     uint32_t id = bt_begin(b, TASK_ALLTOALL, STREAM_A2A, op, ph, layer);
     dag_task *t = bt_task(b, id);
     t->group = p->head_gid;
     t->dim[0] = (uint32_t)p->T;
     t->dim[1] = (uint32_t)heads;
-    t->dim[2] = (uint32_t)d;
-    t->bytes = p->T * heads * d * (uint64_t)p->c->act_bytes / ph_ * (ph_ - 1);
+    t->dim[2] = (uint32_t)p->m->head_dim;
+    t->bytes = size_a2a_bytes(p->c, heads);
     for (int i = 0; i < nreads; i++)
         bt_reads(b, reads[i]);
     bt_writes(b, write);
@@ -91,9 +93,8 @@ static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t ele
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_DP, op, PHASE_REDUCE, layer);
     dag_task *t = bt_task(b, id);
-    uint64_t chunk = (elems * (uint64_t)p->c->act_bytes + n - 1) / n;
     t->group = p->dp_gid;
-    t->bytes = (kind == TASK_ALLREDUCE ? 2 : 1) * (n - 1) * chunk;
+    t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
     for (int l = first; l <= last; l++) {
         if (kind == TASK_ALLGATHER)
             bt_writes(b, BUF_LB(l, LB_W));
@@ -103,19 +104,16 @@ static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t ele
     bt_end(b);
 }
 
-static uint64_t head_params(const model *m)
+/* Heads the QKV all-to-all moves: H query heads, and K and V of every KV
+ * head including the replicas. */
+static uint64_t a2a_qkv_heads(const config *c)
 {
-    return 2 * (uint64_t)m->vocab * (uint64_t)m->hidden + (uint64_t)m->hidden;
-}
-
-static uint64_t kv_heads_total(const config *c)
-{
-    return (uint64_t)(c->model.kv_heads > c->p_head ? c->model.kv_heads : c->p_head);
+    return (uint64_t)c->model.heads + 2 * (uint64_t)config_kv_heads_total(c);
 }
 
 static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
 {
-    uint64_t qkv_heads = (uint64_t)p->m->heads + 2 * kv_heads_total(p->c);
+    uint64_t qkv_heads = a2a_qkv_heads(p->c);
     a2a(p, OP_A2A_QKV, ph, l, qkv_heads, READS(lbuf(p, l, LB_QKV)), lbuf(p, l, LB_QKVH));
     if (with_ring) ring_attention_fwd(p->b, l, ph);
     a2a(p, OP_A2A_O, ph, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
@@ -124,11 +122,11 @@ static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
 static void attention_bwd_part(prog *p, int l)
 {
     const config *c = p->c;
-    uint64_t qkv_heads = (uint64_t)p->m->heads + 2 * kv_heads_total(c);
+    uint64_t qkv_heads = a2a_qkv_heads(c);
     a2a(p, OP_A2A_DO, PHASE_BWD, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_DOS)), lbuf(p, l, LB_DOH));
     ring_attention_bwd(p->b, l);
     int finals[3] = {lbuf(p, l, LB_DQKVH), BUF_DKV + DKV_FINAL, BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL};
-    a2a(p, OP_A2A_DQKV, PHASE_BWD, l, qkv_heads, finals, 1 + ring_lanes(c), lbuf(p, l, LB_DQKV));
+    a2a(p, OP_A2A_DQKV, PHASE_BWD, l, qkv_heads, finals, 1 + ringgeo_lanes(c), lbuf(p, l, LB_DQKV));
     int repl = config_kv_repl(c);
     if (repl == 1) return;
     /* sum the P_h/H_kv replicas of each KV head's gradient */
@@ -136,9 +134,9 @@ static void attention_bwd_part(prog *p, int l)
     uint32_t id = bt_begin(b, TASK_ACC, STREAM_COMP, OP_KV_REP_SUM, PHASE_BWD, l);
     dag_task *t = bt_task(b, id);
     t->dim[0] = (uint32_t)p->T;
-    t->dim[1] = (uint32_t)kv_heads_total(c);
+    t->dim[1] = (uint32_t)config_kv_heads_total(c);
     t->dim[2] = 4;
-    t->flops = p->T * 2 * (uint64_t)(c->p_head - p->m->kv_heads) * (uint64_t)p->m->head_dim;
+    t->flops = size_kv_rep_sum_elems(c);
     bt_reads(b, lbuf(p, l, LB_DQKV));
     bt_writes(b, lbuf(p, l, LB_DQKV));
     bt_end(b);
@@ -151,7 +149,7 @@ static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
     int W = BUF_LB(l, LB_W);
     if (p->c->zero == 3 && ph == PHASE_FWD)
         dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params(m), l, l);
-    gemm(p, OP_QKV, ph, l, T, (uint64_t)(m->heads + 2 * m->kv_heads) * d, hid, READS(BUF_LB(l, LB_X), W),
+    gemm(p, OP_QKV, ph, l, T, (uint64_t)model_qkv_heads(m) * d, hid, READS(BUF_LB(l, LB_X), W),
          WRITES(lbuf(p, l, LB_QKV)));
     attention_fwd_part(p, l, ph, with_ring);
     gemm(p, OP_OUT_PROJ, ph, l, T, hid, (uint64_t)m->heads * d, READS(lbuf(p, l, LB_OS), BUF_LB(l, LB_X), W),
@@ -180,8 +178,8 @@ static void layer_bwd(prog *p, int l)
     attention_bwd_part(p, l);
     /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
-    int dkv_b = p->c->p_head == 1 && ring_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
-    gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)(m->heads + 2 * m->kv_heads) * d, hid,
+    int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
+    gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)model_qkv_heads(m) * d, hid,
          READS(lbuf(p, l, LB_DQKV), BUF_LB(l, LB_X), W, dkv_a, dkv_b), WRITES(BUF_LB(l, LB_DX), G));
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, model_layer_params(m), l, l);
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, model_layer_params(m), l, l);
@@ -194,12 +192,12 @@ static void lm_head(prog *p)
     const model *m = p->m;
     int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
     uint64_t T = p->T, hid = (uint64_t)m->hidden, v = (uint64_t)m->vocab;
-    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, head_params(m), L, L);
+    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, model_head_params(m), L, L);
     gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(BUF_LB(L, LB_X), W), WRITES(BUF_LB(L, LB_M)));
     gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), BUF_LB(L, LB_X), W),
          WRITES(BUF_LB(L, LB_DX), G));
-    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, head_params(m), L, L);
-    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, head_params(m), L, L);
+    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, model_head_params(m), L, L);
+    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, model_head_params(m), L, L);
 }
 
 static void training_step(prog *p)
@@ -216,14 +214,14 @@ static void training_step(prog *p)
     if (c->zero == 1 || c->zero == 2) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, all, 0, L);
 }
 
-void build_rank(builder *b)
+/* The program of this rank for the config's scope. */
+static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
     prog p = {b, c, &c->model, config_local_tokens(c), DAG_NONE, DAG_NONE};
     int h, s;
     config_coords(c, bt_rank(b), &h, &s);
-    int32_t *hg = malloc((size_t)config_ranks(c) * sizeof *hg);
-    if (!hg) exit(2);
+    int32_t *hg = xmalloc_array((size_t)config_ranks(c), sizeof *hg, "a collective group");
     for (int i = 0; i < c->p_head; i++)
         hg[i] = config_rank_of(c, i, s);
     p.head_gid = bt_group(b, STREAM_A2A, hg, c->p_head);
@@ -239,4 +237,18 @@ void build_rank(builder *b)
         break;
     case SCOPE_STEP: training_step(&p); break;
     }
+}
+
+dag *dag_build(const config *c, char err[LOONG_ERRLEN])
+{
+    if (config_validate(c, err) < 0) return NULL;
+    builder *b = bt_new(c);
+    int ranks = config_ranks(c);
+    for (int r = 0; r < ranks; r++) {
+        bt_start_rank(b, r);
+        build_rank(b);
+        /* ranks run near-identical programs: size the arrays once from rank 0 */
+        if (r == 0 && ranks > 1) bt_reserve(b, ranks);
+    }
+    return bt_finish(b, err);
 }

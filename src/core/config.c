@@ -196,11 +196,13 @@ void config_coords(const config *c, int rank, int *h, int *s)
 
 int config_q_heads(const config *c) { return c->model.heads / c->p_head; }
 
-int config_kv_heads(const config *c)
+int config_kv_heads_total(const config *c)
 {
     int kv = c->model.kv_heads;
-    return (kv > c->p_head ? kv : c->p_head) / c->p_head;
+    return kv > c->p_head ? kv : c->p_head;
 }
+
+int config_kv_heads(const config *c) { return config_kv_heads_total(c) / c->p_head; }
 
 int config_kv_repl(const config *c) { return c->p_head > c->model.kv_heads ? c->p_head / c->model.kv_heads : 1; }
 

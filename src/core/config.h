@@ -74,6 +74,8 @@ static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_
  * count replicas (max(H_kv, P_h) / P_h). */
 int config_q_heads(const config *c);
 int config_kv_heads(const config *c);
+/* KV heads of the whole head group, replicas included: max(H_kv, P_h). */
+int config_kv_heads_total(const config *c);
 /* KV replication factor: P_h / H_kv when replicating, else 1. */
 int config_kv_repl(const config *c);
 /* Token chunks of the sequence: 2*P_s under zigzag, P_s when contiguous. */

@@ -1,11 +1,14 @@
 /* dag: task storage, the builder's dependency inference, p2p matching,
- * collective instances and the per-stream index. See dag.h, dag_internal.h. */
+ * collective instances and the per-stream index. See dag.h, dag_internal.h.
+ * What the tasks are is decided by the programs in build.c and ring.c. */
 #include "dag_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "xalloc.h"
 
 /* ---- names ---- */
 
@@ -32,7 +35,6 @@ static int lookup(const char *const *names, int n, const char *s)
     return -1;
 }
 int task_kind_parse(const char *s) { return lookup(kind_names, TASK_KIND_COUNT, s); }
-int stream_parse(const char *s) { return lookup(stream_names, STREAM_COUNT, s); }
 
 /* ---- storage ---- */
 
@@ -56,23 +58,16 @@ struct dag {
     uint32_t ngroups, gcap;
     uint32_t *sidx; /* task ids grouped by (rank, stream) */
     uint32_t *soff; /* ranks*STREAM_COUNT + 1 offsets into sidx */
-    int lanes;
 };
 
-/* Grow *p (element size sz) to hold at least need elements. Aborts on OOM:
- * the builder has no partial state worth returning. */
+/* Grow *p (element size sz) to hold at least need elements. */
 static void grow(void **p, uint32_t *cap, size_t need, size_t sz)
 {
     if (need <= *cap) return;
     size_t nc = *cap ? (size_t)*cap * 2 : 64;
     if (nc < need) nc = need;
     if (nc > UINT32_MAX) nc = UINT32_MAX;
-    void *q = realloc(*p, nc * sz);
-    if (!q) {
-        fprintf(stderr, "loong: out of memory growing the DAG to %zu elements\n", nc);
-        exit(2);
-    }
-    *p = q;
+    *p = xrealloc_array(*p, nc, sz, "the DAG's task arrays");
     *cap = (uint32_t)nc;
 }
 
@@ -88,11 +83,7 @@ static void advise_huge(void *p, size_t bytes)
 void *dag_big_alloc(size_t n, size_t size, bool zero)
 {
     size_t bytes = (n ? n : 1) * size;
-    void *p = malloc(bytes);
-    if (!p) {
-        fprintf(stderr, "loong: out of memory allocating %zu MB\n", bytes >> 20);
-        exit(2);
-    }
+    void *p = xmalloc_array(n ? n : 1, size, "a per-task array of the DAG");
     advise_huge(p, bytes);
     if (zero) memset(p, 0, bytes);
     return p;
@@ -277,7 +268,22 @@ uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
     return g->ngroups++;
 }
 
-static void builder_start_rank(builder *b, int rank)
+builder *bt_new(const config *c)
+{
+    builder *b = xcalloc(1, sizeof *b, "the DAG builder");
+    dag *g = xcalloc(1, sizeof *g, "the DAG");
+    int ranks = config_ranks(c);
+    g->cfg = *c;
+    b->g = g;
+    b->nbufs = BUF_LB(c->model.layers + 1, 0);
+    b->bufs = xmalloc_array((size_t)b->nbufs, sizeof *b->bufs, "the DAG builder's buffers");
+    b->chans = xcalloc((size_t)ranks, sizeof *b->chans, "the DAG builder's channels");
+    b->pend_r = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_r, "the DAG builder's buffers");
+    b->pend_w = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_w, "the DAG builder's buffers");
+    return b;
+}
+
+void bt_start_rank(builder *b, int rank)
 {
     b->rank = rank;
     for (int i = 0; i < b->nbufs; i++) {
@@ -286,6 +292,15 @@ static void builder_start_rank(builder *b, int rank)
             b->bufs[i].reader[s] = DAG_NONE;
     }
     if (b->ccap) memset(b->coll_count, 0, b->ccap * sizeof *b->coll_count);
+}
+
+void bt_reserve(builder *b, int ranks)
+{
+    dag *g = b->g;
+    grow((void **)&g->tasks, &g->cap, (size_t)g->n * (size_t)ranks * 17 / 16, sizeof *g->tasks);
+    grow((void **)&g->deps, &g->dcap, (size_t)g->ndeps * (size_t)ranks * 17 / 16 + 1, sizeof *g->deps);
+    advise_huge(g->tasks, (size_t)g->cap * sizeof *g->tasks);
+    advise_huge(g->deps, (size_t)g->dcap * sizeof *g->deps);
 }
 
 /* Every send found its recv: anything left pending is a builder bug. */
@@ -317,61 +332,32 @@ static void builder_free(builder *b, int ranks)
     free(b->pend_r);
     free(b->pend_w);
     free(b->coll_count);
+    free(b);
 }
 
 /* Counting sort of ids by (rank, stream); ids are rank-major already. */
 static void index_streams(dag *g)
 {
     size_t ns = (size_t)config_ranks(&g->cfg) * STREAM_COUNT;
-    g->soff = calloc(ns + 1, sizeof *g->soff);
-    g->sidx = malloc((g->n ? g->n : 1) * sizeof *g->sidx);
-    if (!g->soff || !g->sidx) {
-        fprintf(stderr, "loong: out of memory indexing the DAG\n");
-        exit(2);
-    }
+    g->soff = xcalloc(ns + 1, sizeof *g->soff, "the DAG's stream index");
+    g->sidx = xmalloc_array(g->n ? g->n : 1, sizeof *g->sidx, "the DAG's stream index");
     for (uint32_t i = 0; i < g->n; i++)
         g->soff[(size_t)g->tasks[i].rank * STREAM_COUNT + g->tasks[i].stream + 1]++;
     for (size_t i = 0; i < ns; i++)
         g->soff[i + 1] += g->soff[i];
-    uint32_t *fill = malloc(ns * sizeof *fill);
-    if (!fill) exit(2);
+    uint32_t *fill = xmalloc_array(ns, sizeof *fill, "the DAG's stream index");
     memcpy(fill, g->soff, ns * sizeof *fill);
     for (uint32_t i = 0; i < g->n; i++)
         g->sidx[fill[(size_t)g->tasks[i].rank * STREAM_COUNT + g->tasks[i].stream]++] = i;
     free(fill);
 }
 
-dag *dag_build(const config *c, char err[LOONG_ERRLEN])
+dag *bt_finish(builder *b, char err[LOONG_ERRLEN])
 {
-    if (config_validate(c, err) < 0) return NULL;
-    dag *g = calloc(1, sizeof *g);
-    builder b = {0};
-    int ranks = config_ranks(c);
-    g->cfg = *c;
-    g->lanes = ring_lanes(c);
-    b.g = g;
-    b.nbufs = BUF_LB(c->model.layers + 1, 0);
-    b.bufs = malloc((size_t)b.nbufs * sizeof *b.bufs);
-    b.chans = calloc((size_t)ranks, sizeof *b.chans);
-    b.pend_r = malloc(2 * (size_t)b.nbufs * sizeof *b.pend_r);
-    b.pend_w = malloc(2 * (size_t)b.nbufs * sizeof *b.pend_w);
-    if (!g || !b.bufs || !b.chans || !b.pend_r || !b.pend_w) {
-        fprintf(stderr, "loong: out of memory starting the DAG\n");
-        exit(2);
-    }
-    for (int r = 0; r < ranks; r++) {
-        builder_start_rank(&b, r);
-        build_rank(&b);
-        /* ranks run near-identical programs: size the arrays once from rank 0 */
-        if (r == 0 && ranks > 1) {
-            grow((void **)&g->tasks, &g->cap, (size_t)g->n * (size_t)ranks * 17 / 16, sizeof *g->tasks);
-            grow((void **)&g->deps, &g->dcap, (size_t)g->ndeps * (size_t)ranks * 17 / 16 + 1, sizeof *g->deps);
-            advise_huge(g->tasks, (size_t)g->cap * sizeof *g->tasks);
-            advise_huge(g->deps, (size_t)g->dcap * sizeof *g->deps);
-        }
-    }
-    int rc = check_channels(&b, ranks, err);
-    builder_free(&b, ranks);
+    dag *g = b->g;
+    int ranks = config_ranks(&g->cfg);
+    int rc = check_channels(b, ranks, err);
+    builder_free(b, ranks);
     if (rc < 0) {
         dag_free(g);
         return NULL;
@@ -401,7 +387,6 @@ uint32_t dag_ntasks(const dag *g) { return g->n; }
 const dag_task *dag_task_get(const dag *g, uint32_t id) { return id < g->n ? &g->tasks[id] : NULL; }
 const uint32_t *dag_deps(const dag *g, const dag_task *t) { return g->deps + t->dep_off; }
 uint32_t dag_ngroups(const dag *g) { return g->ngroups; }
-int dag_lanes(const dag *g) { return g->lanes; }
 
 const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n)
 {

@@ -111,7 +111,9 @@ typedef struct dag_task {
     int32_t rank;
     int32_t peer; /* p2p partner rank, else -1 */
     /* GEMM: m, n, k. Attention/merge: q tokens, kv tokens (per sample), q heads.
-     * KV/dKV p2p and ACC: tokens, kv heads, element bytes. All-to-all: element count. */
+     * KV/dKV p2p and dK/dV ACC: tokens, kv heads, element bytes. KV-replica
+     * sum (ACC, OP_KV_REP_SUM): tokens, KV heads with replicas, 4. All-to-all:
+     * this rank's tokens (all samples), heads moved, head dim. */
     uint32_t dim[3];
     int32_t src;   /* ring tasks: ring index whose KV this is; else -1 */
     int16_t layer; /* transformer block; -1 for model-level tasks */
@@ -145,8 +147,6 @@ const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n
 /* Members of collective group gid in ring order; *n gets the size. */
 const int32_t *dag_group(const dag *g, uint32_t gid, int *n);
 uint32_t dag_ngroups(const dag *g);
-/* KV/dKV slots used per rank (lanes * DAG_SLOTS_PER_LANE). */
-int dag_lanes(const dag *g);
 
 /* Check the contract: acyclic (deadlock-free under group semantics), every
  * recv has exactly one matching send (same stream, peers, bytes), every
@@ -159,7 +159,6 @@ int dag_validate(const dag *g, char err[LOONG_ERRLEN]);
 const char *task_kind_name(int kind);
 int task_kind_parse(const char *s);
 const char *stream_name(int stream);
-int stream_parse(const char *s);
 const char *task_op_name(int op);
 const char *task_phase_name(int phase);
 static inline bool task_is_compute(const dag_task *t) { return t->kind <= TASK_ACC; }

@@ -1,11 +1,11 @@
 /*
  * dag_internal: the builder's side of dag — task creation with automatic
  * dependency inference from the buffers each task reads and writes, p2p
- * matching by FIFO channel, and collective instances. Only builders
- * (build.c, ring.c) include this.
+ * matching by FIFO channel, and collective instances (implemented in
+ * dag.c). Only the programs (build.c, ring.c, validate.c) include this.
  *
- * Builders emit one rank's program at a time, in program order, like SPMD
- * code: ranks 0..P-1 in turn. Within a rank, each task declares the buffers
+ * Programs emit one rank's tasks at a time, in program order, like SPMD
+ * code: ranks 0..P-1 in turn (dag_build() in build.c). Within a rank, each task declares the buffers
  * it reads and writes; bt_end() turns hazards (read-after-write, write-after-
  * read, write-after-write) into cross-stream deps, keeping only the latest
  * task per other stream because stream order covers the rest.
@@ -46,6 +46,16 @@ enum {
 
 typedef struct builder builder;
 
+/* A builder for the DAG of validated config c (exits 2 on out of memory). */
+builder *bt_new(const config *c);
+/* Start the program of `rank`: forget the previous rank's buffer state. */
+void bt_start_rank(builder *b, int rank);
+/* After the first rank: reserve room for `ranks` programs of its size. */
+void bt_reserve(builder *b, int ranks);
+/* Check that every send met its recv, index the streams and free b.
+ * Returns the DAG, or NULL with a message (a program bug). */
+dag *bt_finish(builder *b, char err[LOONG_ERRLEN]);
+
 /* Start a task on the current rank. Returns its id; the task is filled by
  * the caller through bt_task() and committed by bt_end(). */
 uint32_t bt_begin(builder *b, task_kind kind, stream_kind stream, task_op op, task_phase phase, int layer);
@@ -64,14 +74,8 @@ uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);
 
-/* malloc (zeroed if asked) with huge pages advised; exits on OOM. For
- * per-task arrays. */
+/* malloc (zeroed if asked) with huge pages advised, for per-task arrays;
+ * exits 2 naming the request when out of memory (xalloc.h). */
 void *dag_big_alloc(size_t n, size_t size, bool zero);
-
-/* Emitters implemented by the builders. */
-void ring_attention_fwd(builder *b, int layer, task_phase phase);
-void ring_attention_bwd(builder *b, int layer);
-int ring_lanes(const config *c);
-void build_rank(builder *b);
 
 #endif

@@ -147,14 +147,16 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN])
 uint64_t model_layer_params(const model *m)
 {
     uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
-    uint64_t qkv = h * (uint64_t)(m->heads + 2 * m->kv_heads) * d;
+    uint64_t qkv = h * (uint64_t)model_qkv_heads(m) * d;
     uint64_t out = (uint64_t)m->heads * d * h;
     uint64_t mlp = 3 * h * (uint64_t)m->ffn;
     return qkv + out + mlp + 2 * h;
 }
 
-uint64_t model_params(const model *m)
+uint64_t model_head_params(const model *m)
 {
     uint64_t h = (uint64_t)m->hidden;
-    return (uint64_t)m->layers * model_layer_params(m) + 2 * (uint64_t)m->vocab * h + h;
+    return 2 * (uint64_t)m->vocab * h + h;
 }
+
+uint64_t model_params(const model *m) { return (uint64_t)m->layers * model_layer_params(m) + model_head_params(m); }

@@ -39,9 +39,15 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
 /* Check internal consistency (positive sizes, H % H_kv == 0). */
 int model_validate(const model *m, char err[LOONG_ERRLEN]);
 
+/* Heads the QKV projection produces: H query heads, H_kv K and H_kv V. */
+static inline int model_qkv_heads(const model *m) { return m->heads + 2 * m->kv_heads; }
+
 /* Weights of one transformer block: QKV, output projection, three SwiGLU
  * matrices and two RMSNorm vectors. */
 uint64_t model_layer_params(const model *m);
+
+/* Weights outside the blocks: untied embedding, LM head, final norm. */
+uint64_t model_head_params(const model *m);
 
 /* All weights: L blocks + untied embedding + LM head + final norm. */
 uint64_t model_params(const model *m);

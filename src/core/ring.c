@@ -21,7 +21,10 @@
  * Buffers are double-buffered (prefetch), and the hazards declared here
  * become the DAG's cross-stream events.
  */
-#include "dag_internal.h"
+#include "ring.h"
+
+#include "ringgeo.h"
+#include "sizes.h"
 
 typedef struct lane {
     int id;
@@ -31,19 +34,16 @@ typedef struct lane {
 
 typedef struct geo {
     const config *c;
-    int h, s;     /* this rank's mesh coordinates */
-    int w, nw, p; /* window, windows, position in window */
+    int h, s;  /* this rank's mesh coordinates */
+    int w, nw; /* window, windows */
     int layer;
     task_phase phase;
     uint64_t chunk; /* tokens per chunk */
-    int parts;      /* chunks per ring rank */
     lane lanes[2];
     int nlanes;
     bool o_init;     /* forward: O already written this layer */
     int blk_turn[2]; /* backward: alternating dKV block scratch */
 } geo;
-
-int ring_lanes(const config *c) { return c->ring == RING_DUAL ? 2 : 1; }
 
 static void geo_init(geo *g, builder *b, int layer, task_phase phase)
 {
@@ -51,30 +51,25 @@ static void geo_init(geo *g, builder *b, int layer, task_phase phase)
     g->c = c;
     config_coords(c, bt_rank(b), &g->h, &g->s);
     g->w = c->window;
-    g->nw = c->p_seq / c->window;
-    g->p = g->s % g->w;
+    g->nw = ringgeo_windows(c);
     g->layer = layer;
     g->phase = phase;
     g->chunk = config_chunk_tokens(c);
-    g->parts = config_parts(c);
     g->o_init = false;
     g->blk_turn[0] = g->blk_turn[1] = 0;
-    g->nlanes = ring_lanes(c);
-    uint8_t all = g->parts == 2 ? 3 : 1;
-    g->lanes[0] = (lane){0, g->nlanes == 2 ? 1 : all, STREAM_RING, STREAM_RING_OUTER, STREAM_DKV, STREAM_DKV_OUTER};
-    g->lanes[1] = (lane){1, 2, STREAM_RING_B, STREAM_RING_OUTER, STREAM_DKV_B, STREAM_DKV_OUTER};
+    g->nlanes = ringgeo_lanes(c);
+    g->lanes[0] =
+        (lane){0, (uint8_t)ringgeo_lane_parts(c, 0), STREAM_RING, STREAM_RING_OUTER, STREAM_DKV, STREAM_DKV_OUTER};
+    g->lanes[1] =
+        (lane){1, (uint8_t)ringgeo_lane_parts(c, 1), STREAM_RING_B, STREAM_RING_OUTER, STREAM_DKV_B, STREAM_DKV_OUTER};
 }
 
-static int mod(int a, int n) { return ((a % n) + n) % n; }
-
 /* Ring index whose KV this rank holds at outer step o, inner step i. */
-static int src_at(const geo *g, int o, int i) { return mod(g->s - g->p + mod(g->p - i, g->w) - o * g->w, g->c->p_seq); }
+static int src_at(const geo *g, int o, int i) { return ringgeo_src_at(g->c, g->s, o, i); }
 
-static int ring_rank(const geo *g, int s) { return config_rank_of(g->c, g->h, mod(s, g->c->p_seq)); }
-static int inner_next(const geo *g) { return ring_rank(g, g->s - g->p + (g->p + 1) % g->w); }
-static int inner_prev(const geo *g) { return ring_rank(g, g->s - g->p + mod(g->p - 1, g->w)); }
-
-static int popcount2(unsigned v) { return (int)(v & 1) + (int)((v >> 1) & 1); }
+/* The rank this one sends to / receives from on the inner or outer ring. */
+static int next_rank(const geo *g, bool outer) { return config_rank_of(g->c, g->h, ringgeo_next(g->c, g->s, outer)); }
+static int prev_rank(const geo *g, bool outer) { return config_rank_of(g->c, g->h, ringgeo_prev(g->c, g->s, outer)); }
 
 static int kv_buf(const geo *g, const lane *ln, int slot)
 {
@@ -85,43 +80,16 @@ static uint8_t slot_id(const lane *ln, int slot) { return (uint8_t)(ln->id * DAG
 
 /* ---- blocks ---- */
 
-typedef struct block {
-    uint8_t q_sel, kv_sel;
-    bool causal;
-    uint64_t pairs2; /* work in units of half a chunk-by-chunk block */
-} block;
-
 /* Unmasked work of this rank's queries against the lane's part of src's KV. */
-static block block_of(const geo *g, const lane *ln, int src)
+static ringgeo_block block_of(const geo *g, const lane *ln, int src)
 {
-    block bl = {0, 0, false, 0};
-    for (int a = 0; a < g->parts; a++) {
-        int qc = config_chunk_of(g->c, g->s, a);
-        for (int k = 0; k < g->parts; k++) {
-            if (!(ln->kv_parts >> k & 1)) continue;
-            int kc = config_chunk_of(g->c, src, k);
-            if (kc > qc) continue;
-            bl.q_sel |= (uint8_t)(1 << a);
-            bl.kv_sel |= (uint8_t)(1 << k);
-            bl.causal |= kc == qc;
-            bl.pairs2 += kc == qc ? 1 : 2;
-        }
-    }
-    return bl;
+    return ringgeo_block_of(g->c, g->s, src, ln->kv_parts);
 }
 
-/* Forward FLOPs: a full chunk block is 4*c*c*d per head; a diagonal half. */
-static uint64_t block_fwd_flops(const geo *g, const block *bl)
+static void set_block(const geo *g, dag_task *t, const ringgeo_block *bl, int src, int step)
 {
-    const config *c = g->c;
-    return bl->pairs2 * 2 * g->chunk * g->chunk * (uint64_t)c->model.head_dim * (uint64_t)config_q_heads(c) *
-           (uint64_t)c->batch;
-}
-
-static void set_block(const geo *g, dag_task *t, const block *bl, int src, int step)
-{
-    t->dim[0] = (uint32_t)(popcount2(bl->q_sel) * g->chunk);
-    t->dim[1] = (uint32_t)(popcount2(bl->kv_sel) * g->chunk);
+    t->dim[0] = (uint32_t)(ringgeo_count(bl->q_sel) * g->chunk);
+    t->dim[1] = (uint32_t)(ringgeo_count(bl->kv_sel) * g->chunk);
     t->dim[2] = (uint32_t)config_q_heads(g->c);
     t->sel = (uint8_t)(bl->q_sel | bl->kv_sel << 2);
     t->src = src;
@@ -131,12 +99,12 @@ static void set_block(const geo *g, dag_task *t, const block *bl, int src, int s
 
 static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src, int step)
 {
-    block bl = block_of(g, ln, src);
+    ringgeo_block bl = block_of(g, ln, src);
     if (!bl.pairs2) return;
     uint32_t id = bt_begin(b, TASK_ATTN_FWD, STREAM_COMP, OP_ATTN, g->phase, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = block_fwd_flops(g, &bl);
+    t->flops = size_attn_fwd_flops(g->c, bl.pairs2);
     t->buf = slot_id(ln, slot);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));
     bt_reads(b, kv_buf(g, ln, slot));
@@ -151,8 +119,7 @@ static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src
     set_block(g, t, &bl, src, step);
     t->dim[1] = 0;
     t->flags &= (uint8_t)~DAG_F_CAUSAL;
-    /* two rescales and an add per output element, plus the row LSE */
-    t->flops = 4ull * t->dim[0] * t->dim[2] * (uint64_t)g->c->model.head_dim * (uint64_t)g->c->batch;
+    t->flops = size_merge_flops(g->c, t->dim[0]);
     bt_reads(b, BUF_OBLK);
     bt_writes(b, BUF_LB(g->layer, LB_O));
     bt_end(b);
@@ -161,14 +128,14 @@ static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src
 /* Returns the dKV slot the block wrote, or -1 when the block is empty. */
 static int attn_bwd_block(builder *b, geo *g, const lane *ln, int slot, int src, int step)
 {
-    block bl = block_of(g, ln, src);
+    ringgeo_block bl = block_of(g, ln, src);
     if (!bl.pairs2) return -1;
     int out = g->c->p_seq == 1 ? DKV_FINAL : DKV_BLK0 + g->blk_turn[ln->id];
     g->blk_turn[ln->id] ^= 1;
     uint32_t id = bt_begin(b, TASK_ATTN_BWD, STREAM_COMP, OP_ATTN, PHASE_BWD, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = block_fwd_flops(g, &bl) * 5 / 2;
+    t->flops = size_attn_bwd_flops(size_attn_fwd_flops(g->c, bl.pairs2));
     t->buf = slot_id(ln, slot);
     t->buf2 = slot_id(ln, out);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));
@@ -183,21 +150,18 @@ static int attn_bwd_block(builder *b, geo *g, const lane *ln, int slot, int src,
 
 /* ---- transfers ---- */
 
-static uint64_t lane_tokens(const geo *g, const lane *ln) { return (uint64_t)popcount2(ln->kv_parts) * g->chunk; }
+static uint64_t lane_tokens(const geo *g, const lane *ln) { return ringgeo_lane_tokens(g->c, ln->id); }
 
 static void set_xfer(const geo *g, const lane *ln, dag_task *t, int elem_bytes, int src, int step)
 {
     uint64_t tok = lane_tokens(g, ln);
-    int kvh = config_kv_heads(g->c);
     t->dim[0] = (uint32_t)tok;
-    t->dim[1] = (uint32_t)kvh;
+    t->dim[1] = (uint32_t)config_kv_heads(g->c);
     t->dim[2] = (uint32_t)elem_bytes;
     t->src = src;
     t->step = (uint16_t)step;
     t->sel = (uint8_t)(ln->kv_parts << 2);
-    if (t->kind == TASK_SEND)
-        t->bytes =
-            2 * tok * (uint64_t)kvh * (uint64_t)g->c->model.head_dim * (uint64_t)elem_bytes * (uint64_t)g->c->batch;
+    if (t->kind == TASK_SEND) t->bytes = size_kv_bytes(g->c, tok, elem_bytes);
 }
 
 typedef struct xfer {
@@ -244,8 +208,7 @@ static void dkv_acc(builder *b, const geo *g, const lane *ln, int dst, int src, 
     uint32_t id = bt_begin(b, TASK_ACC, STREAM_COMP, OP_DKV_ACC, PHASE_BWD, g->layer);
     dag_task *t = bt_task(b, id);
     set_xfer(g, ln, t, 4, kvsrc, step);
-    t->flops = 2 * lane_tokens(g, ln) * (uint64_t)config_kv_heads(g->c) * (uint64_t)g->c->model.head_dim *
-               (uint64_t)g->c->batch;
+    t->flops = size_kv_elems(g->c, lane_tokens(g, ln));
     t->buf = slot_id(ln, dst);
     t->buf2 = slot_id(ln, src);
     bt_reads(b, dkv_buf(ln, src));
@@ -257,16 +220,8 @@ static void dkv_acc(builder *b, const geo *g, const lane *ln, int dst, int src, 
 static void outer_kv(builder *b, const geo *g, const lane *ln, int o, int entering)
 {
     if (o >= g->nw - 1) return;
-    xfer x = {ln->kv_out,
-              OP_KV,
-              ring_rank(g, g->s + g->w),
-              ring_rank(g, g->s - g->w),
-              entering,
-              KV_OUT0 + o % 2,
-              src_at(g, o, 0),
-              src_at(g, o + 1, 0),
-              o * g->w,
-              false};
+    xfer x = {ln->kv_out,      OP_KV,           next_rank(g, true),  prev_rank(g, true), entering,
+              KV_OUT0 + o % 2, src_at(g, o, 0), src_at(g, o + 1, 0), o * g->w,           false};
     ring_xfer(b, g, ln, &x);
 }
 
@@ -274,8 +229,8 @@ static void outer_kv(builder *b, const geo *g, const lane *ln, int o, int enteri
 static int inner_kv(builder *b, const geo *g, const lane *ln, int o, int i, int cur)
 {
     int nxt = KV_IN0 + i % 2;
-    xfer x = {ln->kv_in, OP_KV,           inner_next(g),       inner_prev(g), cur,
-              nxt,       src_at(g, o, i), src_at(g, o, i + 1), o * g->w + i,  false};
+    xfer x = {ln->kv_in, OP_KV,           next_rank(g, false), prev_rank(g, false), cur,
+              nxt,       src_at(g, o, i), src_at(g, o, i + 1), o * g->w + i,        false};
     ring_xfer(b, g, ln, &x);
     return nxt;
 }
@@ -320,11 +275,16 @@ static void inner_dkv(builder *b, geo *g, const lane *ln, int o, int i, int blk)
         a = (acc){din, false};
     }
     int last = g->nw > 1 ? DKV_WIN0 + o % 2 : DKV_FINAL;
-    xfer x = {ln->dkv_in,      OP_DKV,
-              inner_next(g),   inner_prev(g),
-              a.slot,          i == g->w - 1 ? last : DKV_IN0 + i % 2,
-              src_at(g, o, i), src_at(g, o, i + 1),
-              o * g->w + i,    a.zero};
+    xfer x = {ln->dkv_in,
+              OP_DKV,
+              next_rank(g, false),
+              prev_rank(g, false),
+              a.slot,
+              i == g->w - 1 ? last : DKV_IN0 + i % 2,
+              src_at(g, o, i),
+              src_at(g, o, i + 1),
+              o * g->w + i,
+              a.zero};
     ring_xfer(b, g, ln, &x);
 }
 
@@ -342,8 +302,8 @@ static void outer_dkv(builder *b, geo *g, const lane *ln, int o, acc wpart)
     }
     xfer x = {ln->dkv_out,
               OP_DKV,
-              ring_rank(g, g->s + g->w),
-              ring_rank(g, g->s - g->w),
+              next_rank(g, true),
+              prev_rank(g, true),
               a.slot,
               o == g->nw - 1 ? DKV_FINAL : DKV_OIN0 + o % 2,
               src_at(g, o, 0),

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "exec/kernels.h"
+#include "kernels.h"
 
 static double dot(const double *a, const double *b, int d)
 {

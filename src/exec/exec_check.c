@@ -122,7 +122,7 @@ static double *ref_step(const xr *x)
 {
     const model *m = &x->c->model;
     int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
-    int hd = m->heads * d, w3 = (m->heads + 2 * m->kv_heads) * d, wk = m->kv_heads * d;
+    int hd = m->heads * d, w3 = model_qkv_heads(m) * d, wk = m->kv_heads * d;
     size_t Sz = (size_t)S;
     double *wts = malloc(x->wcount * sizeof *wts), *grad = calloc(x->wcount, sizeof *grad);
     float *row = malloc((size_t)hid * sizeof *row);
@@ -279,7 +279,7 @@ static int check_step(xr *x)
     double *ref = ref_step(x);
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
-    size_t w3 = (size_t)(m->heads + 2 * m->kv_heads) * (size_t)m->head_dim;
+    size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
     size_t sz[5] = {hid * w3, hd * hid, hid * ffn, hid * ffn, ffn * hid}, per = sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
     static const char *names[5] = {"dW_qkv", "dW_o", "dW_gate", "dW_up", "dW_down"};
     row r[6];

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/ringgeo.h"
 #include "exec_state.h"
 
 static float *dalloc(xr *x, size_t n, bool *ok)
@@ -26,15 +27,15 @@ static void geometry(xr *x)
     x->ctok = (int)config_chunk_tokens(c);
     x->H = m->heads;
     x->Hkv = m->kv_heads;
-    x->Hkv_eff = m->kv_heads > c->p_head ? m->kv_heads : c->p_head;
+    x->Hkv_eff = config_kv_heads_total(c);
     x->hq = config_q_heads(c);
     x->kvh = config_kv_heads(c);
     x->d = m->head_dim;
     x->R = config_kv_repl(c);
-    x->lanes = dag_lanes(x->g);
-    x->lane_tok = x->lanes == 2 ? x->ctok : x->N;
-    x->lane_parts[0] = x->lanes == 2 ? 1 : (config_parts(c) == 2 ? 3 : 1);
-    x->lane_parts[1] = 2;
+    x->lanes = ringgeo_lanes(c);
+    x->lane_tok = (int)ringgeo_lane_tokens(c, 0);
+    x->lane_parts[0] = (int)ringgeo_lane_parts(c, 0);
+    x->lane_parts[1] = (int)ringgeo_lane_parts(c, 1);
     x->L = c->scope == SCOPE_STEP ? m->layers : 1;
 }
 
@@ -64,7 +65,7 @@ static void positions(xr *x)
 static void alloc_layer(xr *x, layer_t *l, bool *ok)
 {
     size_t T = (size_t)x->T, N = (size_t)x->N, d = (size_t)x->d;
-    size_t w3 = (size_t)(x->H + 2 * x->Hkv) * d, hd = (size_t)x->H * d,
+    size_t w3 = (size_t)model_qkv_heads(&x->c->model) * d, hd = (size_t)x->H * d,
            slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * d;
     l->qkv_s = dalloc(x, T * w3, ok);
     l->o_s = dalloc(x, T * hd, ok);
@@ -100,7 +101,7 @@ static void alloc_weights(xr *x, bool *ok)
 {
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, d = (size_t)m->head_dim, ffn = (size_t)m->ffn;
-    size_t per = hid * (size_t)(m->heads + 2 * m->kv_heads) * d + (size_t)m->heads * d * hid + 3 * hid * ffn;
+    size_t per = hid * (size_t)model_qkv_heads(m) * d + (size_t)m->heads * d * hid + 3 * hid * ffn;
     size_t total = per * (size_t)x->L + hid * (size_t)m->vocab, P = (size_t)x->P;
     x->wcount = total;
     x->wpad = (total + P - 1) / P * P;
@@ -109,8 +110,8 @@ static void alloc_weights(xr *x, bool *ok)
     if (!*ok) return;
     float *w = x->wbuf, *gw = x->gbuf;
     for (int l = 0; l < x->L; l++) {
-        size_t sz[5] = {hid * (size_t)(m->heads + 2 * m->kv_heads) * d, (size_t)m->heads * d * hid, hid * ffn,
-                        hid * ffn, ffn * hid};
+        size_t sz[5] = {hid * (size_t)model_qkv_heads(m) * d, (size_t)m->heads * d * hid, hid * ffn, hid * ffn,
+                        ffn * hid};
         float **wp[5] = {&x->ly[l].w.qkv, &x->ly[l].w.o, &x->ly[l].w.g, &x->ly[l].w.u, &x->ly[l].w.dn};
         float **gp[5] = {&x->ly[l].gw.qkv, &x->ly[l].gw.o, &x->ly[l].gw.g, &x->ly[l].gw.u, &x->ly[l].gw.dn};
         for (int k = 0; k < 5; k++) {

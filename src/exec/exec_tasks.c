@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/ringgeo.h"
 #include "exec_state.h"
 
 static dev_op op_new(dev_op_kind kind)
@@ -92,16 +93,16 @@ static float *dkv_ptr(xr *x, int buf) { return x->dkv_slot[buf / DAG_SLOTS_PER_L
  * holds `parts` (bit mask) of a ring rank's chunks. */
 static void sel_rows(const xr *x, int parts, int sel, int *r0, int *n)
 {
-    if (parts != 3) {
+    if (parts != 3) { /* one chunk: all of it */
         *r0 = 0;
-        *n = parts == 1 && config_parts(x->c) == 1 ? x->N : x->ctok;
+        *n = x->ctok;
         return;
     }
     *r0 = sel == 2 ? x->ctok : 0;
     *n = sel == 3 ? 2 * x->ctok : x->ctok;
 }
 
-static int q_parts(const xr *x) { return config_parts(x->c) == 2 ? 3 : 1; }
+static int q_parts(const xr *x) { return (int)ringgeo_parts(x->c); }
 
 /* ---- attention ---- */
 
@@ -386,8 +387,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim,
-        w3 = (m->heads + 2 * m->kv_heads) * m->head_dim;
+    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim, w3 = model_qkv_heads(m) * m->head_dim;
     if (t->op == OP_LM_HEAD) {
         gemm(e, 0, 0, T, m->vocab, hid, x->ly[x->L].x, hid, x->lm_w, m->vocab, 0, x->logits, m->vocab);
         return;
@@ -424,8 +424,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim,
-        w3 = (m->heads + 2 * m->kv_heads) * m->head_dim;
+    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim, w3 = model_qkv_heads(m) * m->head_dim;
     if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
         gemm(e, 0, 1, T, hid, m->vocab, x->r_lm, m->vocab, x->lm_w, m->vocab, 0, x->ly[x->L].dx, hid);
         gemm(e, 1, 0, hid, m->vocab, T, x->ly[x->L].x, hid, x->r_lm, m->vocab, 1, x->lm_gw, m->vocab);

@@ -18,7 +18,7 @@
 
 #include <cblas.h>
 
-#include "exec/kernels.h"
+#include "kernels.h"
 
 /* Tile sizes: BR query rows x BC key rows. 128 x 128 keeps the fp32 tile
  * (64 KiB) in L2 and the GEMMs large enough for OpenBLAS to run near peak. */

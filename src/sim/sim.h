@@ -18,8 +18,8 @@
 
 #include <stdio.h>
 
-#include "../core/calib.h"
-#include "../core/dag.h"
+#include "model/calib.h"
+#include "core/dag.h"
 
 /* The SimGrid settings loong applies before the user's --cfg= options:
  * CM02 (no TCP-tuned factors), no cross-traffic, no TCP window bound. */

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/stats.h"
-#include "../core/timeline.h"
+#include "core/stats.h"
+#include "core/timeline.h"
 #include "sim_internal.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_summary, loong, "loong sim: summary report");

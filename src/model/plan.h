@@ -56,7 +56,7 @@ plan_layout *plan_enumerate(const plan_request *req, int *n);
 /* Memory-check and analytically score layouts [from, to) of ls (removed
  * ones are skipped; a predicted OOM removes the layout with "predicted OOM
  * at X GB of Y GB"). */
-void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const analytic_net *net);
+void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const platform_spec *net);
 
 /* Ranking order of the feasible layouts: fills idx with their indices, best
  * first; returns their count. */

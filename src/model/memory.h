@@ -51,7 +51,7 @@
 #ifndef LOONG_MEMORY_H
 #define LOONG_MEMORY_H
 
-#include "config.h"
+#include "core/config.h"
 
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */

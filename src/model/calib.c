@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sizes.h"
+
 #define CALIB_MAXPTS 32
 #define NKINDS       (TASK_ACC + 1) /* compute kinds: gemm .. acc */
 
@@ -237,11 +239,8 @@ double calib_mem_bw(const calib *cb) { return cb->mem_bw; }
 
 uint64_t calib_task_bytes(const config *c, const dag_task *t)
 {
-    if (t->kind == TASK_MERGE) {
-        uint64_t elems = (uint64_t)t->dim[0] * t->dim[2] * (uint64_t)c->model.head_dim * (uint64_t)c->batch;
-        return elems * (uint64_t)(8 + c->act_bytes);
-    }
-    if (t->kind == TASK_ACC) return t->flops * 12;
+    if (t->kind == TASK_MERGE) return size_merge_hbm_bytes(c, t->dim[0]);
+    if (t->kind == TASK_ACC) return size_acc_hbm_bytes(t->flops); /* an ACC's FLOPs are its elements */
     return 0;
 }
 

@@ -2,8 +2,8 @@
  * analytic: the planner's fast step-time model. It predicts what `loong sim`
  * predicts for a training step (scope step) from the config alone — no DAG
  * — using the same calibration table (calib.h) for every compute task and
- * the same α-β links as the platform (analytic_net, filled from a
- * platform's loong_spec). Cost: O(P_s^2) block evaluations at worst, well
+ * the same α-β links as the platform (its platform_spec, the loong_spec
+ * that `loong topo` records). Cost: O(P_s^2) block evaluations at worst, well
  * under 10 ms per layout at 256 GPUs.
  *
  * What it models (README, "loong plan"), per layer, for each ring index s
@@ -36,15 +36,8 @@
 #define LOONG_ANALYTIC_H
 
 #include "calib.h"
-#include "config.h"
-
-/* The α-β network of a platform (the fields of a loong_spec). */
-typedef struct analytic_net {
-    int gpus_per_node, nics_per_node, nodes_per_leaf;
-    double nvlink_bw, nic_bw;               /* bytes/s per direction, per GPU link / per NIC */
-    double nvlink_lat, nic_lat, uplink_lat; /* seconds per link */
-    double oversub;                         /* leaf-spine oversubscription */
-} analytic_net;
+#include "core/config.h"
+#include "platform_spec.h"
 
 typedef struct analytic_result {
     double step;      /* predicted step time, seconds */
@@ -59,6 +52,6 @@ typedef struct analytic_result {
 /* Predict the training step of validated config c (any scope is treated as
  * step) on net with compute times from cb, data parallelism dp >= 1 (the
  * ZeRO collectives span dp*P ranks). Never fails. */
-void analytic_step(const config *c, const calib *cb, const analytic_net *net, int dp, analytic_result *out);
+void analytic_step(const config *c, const calib *cb, const platform_spec *net, int dp, analytic_result *out);
 
 #endif

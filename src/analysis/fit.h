@@ -6,7 +6,7 @@
 #ifndef LOONG_FIT_H
 #define LOONG_FIT_H
 
-#include "units.h"
+#include "core/units.h"
 
 typedef struct fit_line {
     double c0, c1;       /* y = c0 + c1 x */

@@ -31,7 +31,7 @@
 
 #include <stdio.h>
 
-#include "dag.h"
+#include "core/dag.h"
 
 typedef struct calib calib;
 
@@ -50,11 +50,9 @@ const char *calib_gpu(const calib *cb);
 double calib_peak(const calib *cb);
 double calib_mem_bw(const calib *cb);
 
-/* Bytes a memory-bound task moves through HBM: merge reads the block's
- * (O, LSE) at activation precision and the fp32 running output and writes
- * it back (4 + 4 + act_bytes per output element, dim[0]*dim[2]*d*B
- * elements); acc reads two fp32 operands and writes one (12 bytes per
- * element, t->flops elements). 0 for compute-bound kinds. */
+/* Bytes a memory-bound task moves through HBM (core/sizes.h): a merge
+ * size_merge_hbm_bytes() of its query tokens, an acc size_acc_hbm_bytes()
+ * of its elements. 0 for compute-bound kinds. */
 uint64_t calib_task_bytes(const config *c, const dag_task *t);
 
 /* Seconds a compute task takes (0 for communication tasks). */

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "trace.h"
+#include "core/trace.h"
 
 typedef enum { CMP_BY_KIND, CMP_BY_RANK, CMP_BY_LAYER } cmp_by;
 

@@ -1,5 +1,5 @@
 /* sim_topo: SimGrid platform XML generator. See sim_topo.h. */
-#include "sim_topo.h"
+#include "platform_spec.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,9 +35,9 @@ static const gpu_kind kinds[] = {
 #define NCCL_NVLINK_US 3.4
 #define NCCL_NET_US    14.0
 
-const char *sim_topo_kinds(void) { return "h100, h200, a100, cpu"; }
+const char *platform_spec_kinds(void) { return "h100, h200, a100, cpu"; }
 
-int sim_topo_defaults(const char *gpu, sim_topo_spec *sp, char err[LOONG_ERRLEN])
+int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     for (int i = 0; i < NKINDS; i++) {
         if (strcmp(gpu, kinds[i].name)) continue;
@@ -56,11 +56,11 @@ int sim_topo_defaults(const char *gpu, sim_topo_spec *sp, char err[LOONG_ERRLEN]
         sp->uplink_lat = 0;
         return 0;
     }
-    snprintf(err, LOONG_ERRLEN, "unknown GPU kind '%s': known kinds are %s", gpu, sim_topo_kinds());
+    snprintf(err, LOONG_ERRLEN, "unknown GPU kind '%s': known kinds are %s", gpu, platform_spec_kinds());
     return -1;
 }
 
-int sim_topo_validate(const sim_topo_spec *sp, char err[LOONG_ERRLEN])
+int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
 {
     const char *bad = NULL;
     if (sp->nodes < 1)
@@ -89,7 +89,7 @@ static const char *source_of(const char *gpu)
     return "user-given figures";
 }
 
-static void write_header(FILE *f, const sim_topo_spec *sp)
+static void write_header(FILE *f, const platform_spec *sp)
 {
     int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
@@ -107,7 +107,7 @@ static void write_header(FILE *f, const sim_topo_spec *sp)
             sp->uplink_lat * 1e6);
 }
 
-static void write_elements(FILE *f, const sim_topo_spec *sp)
+static void write_elements(FILE *f, const platform_spec *sp)
 {
     int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
     for (int n = 0; n < sp->nodes; n++)
@@ -145,7 +145,7 @@ static void write_elements(FILE *f, const sim_topo_spec *sp)
         }
 }
 
-static void write_routes(FILE *f, const sim_topo_spec *sp)
+static void write_routes(FILE *f, const platform_spec *sp)
 {
     int per_nic = sp->gpus_per_node / sp->nics_per_node;
     for (int n = 0; n < sp->nodes; n++)
@@ -188,16 +188,17 @@ static void write_origin(FILE *f, const char *origin)
 
 /* The spec, exactly (%.17g), so that tools without SimGrid (the planner's
  * analytical model, `loong calibrate`) read the link parameters back. */
-static void write_spec(FILE *f, const sim_topo_spec *sp)
+static void write_spec(FILE *f, const platform_spec *sp)
 {
-    fprintf(f,
-            "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
-            "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g\"/>\n",
-            sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
-            sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat);
+    fprintf(
+        f,
+        "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
+        "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g\"/>\n",
+        sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
+        sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat);
 }
 
-int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin)
+int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin)
 {
     write_header(f, sp);
     /* graph routing: only the edges are written, SimGrid finds shortest paths */
@@ -210,18 +211,23 @@ int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin)
     return ferror(f) ? -1 : 0;
 }
 
-static int spec_field(sim_topo_spec *sp, const char *key, const char *val)
+static int spec_field(platform_spec *sp, const char *key, const char *val)
 {
     char *end;
     struct {
         const char *k;
         int *i;
         double *d;
-    } f[] = {{"nodes", &sp->nodes, NULL},           {"gpus_per_node", &sp->gpus_per_node, NULL},
-             {"nics_per_node", &sp->nics_per_node, NULL}, {"nodes_per_leaf", &sp->nodes_per_leaf, NULL},
-             {"peak", NULL, &sp->peak},             {"nvlink_bw", NULL, &sp->nvlink_bw},
-             {"nic_bw", NULL, &sp->nic_bw},         {"oversub", NULL, &sp->oversub},
-             {"nvlink_lat", NULL, &sp->nvlink_lat}, {"nic_lat", NULL, &sp->nic_lat},
+    } f[] = {{"nodes", &sp->nodes, NULL},
+             {"gpus_per_node", &sp->gpus_per_node, NULL},
+             {"nics_per_node", &sp->nics_per_node, NULL},
+             {"nodes_per_leaf", &sp->nodes_per_leaf, NULL},
+             {"peak", NULL, &sp->peak},
+             {"nvlink_bw", NULL, &sp->nvlink_bw},
+             {"nic_bw", NULL, &sp->nic_bw},
+             {"oversub", NULL, &sp->oversub},
+             {"nvlink_lat", NULL, &sp->nvlink_lat},
+             {"nic_lat", NULL, &sp->nic_lat},
              {"uplink_lat", NULL, &sp->uplink_lat}};
     if (!strcmp(key, "gpu")) {
         snprintf(sp->gpu, sizeof sp->gpu, "%s", val);
@@ -229,14 +235,16 @@ static int spec_field(sim_topo_spec *sp, const char *key, const char *val)
     }
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(key, f[i].k)) {
-            if (f[i].i) *f[i].i = (int)strtol(val, &end, 10);
-            else *f[i].d = strtod(val, &end);
+            if (f[i].i)
+                *f[i].i = (int)strtol(val, &end, 10);
+            else
+                *f[i].d = strtod(val, &end);
             return *end || end == val ? -1 : 0;
         }
     return -1;
 }
 
-int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN])
+int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -246,7 +254,8 @@ int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN])
     static const char tag[] = "id=\"loong_spec\" value=\"";
     char line[1024];
     char *v = NULL;
-    while (!v && fgets(line, sizeof line, f)) v = strstr(line, tag);
+    while (!v && fgets(line, sizeof line, f))
+        v = strstr(line, tag);
     fclose(f);
     memset(sp, 0, sizeof *sp);
     if (!v) {
@@ -263,5 +272,5 @@ int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN])
             return -1;
         }
     }
-    return sim_topo_validate(sp, err);
+    return platform_spec_validate(sp, err);
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "timeline.h"
+#include "core/timeline.h"
 
 static int config_diff(const trace *a, const char *an, const trace *b, const char *bn, char err[LOONG_ERRLEN])
 {

@@ -13,9 +13,9 @@
 
 #include <stdio.h>
 
-#include "calib.h"
+#include "model/calib.h"
 #include "fit.h"
-#include "trace.h"
+#include "core/trace.h"
 
 typedef enum { LINK_INTRA, LINK_INTER, LINK_CLASSES } link_class;
 

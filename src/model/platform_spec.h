@@ -17,9 +17,9 @@
 
 #include <stdio.h>
 
-#include "../core/units.h"
+#include "core/units.h"
 
-typedef struct sim_topo_spec {
+typedef struct platform_spec {
     char gpu[16];      /* GPU kind: h100, h200, a100 */
     int nodes;         /* nodes in the cluster */
     int gpus_per_node; /* GPUs on one NVSwitch */
@@ -32,28 +32,28 @@ typedef struct sim_topo_spec {
     double nvlink_lat; /* seconds per NVLink link (two per GPU-to-GPU path) */
     double nic_lat;    /* seconds per NIC link (two per node-to-node path) */
     double uplink_lat; /* seconds per leaf-spine link */
-} sim_topo_spec;
+} platform_spec;
 
 /* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README
  * lists the sources) for one node. Returns 0, or -1 with a message listing
  * the known kinds. */
-int sim_topo_defaults(const char *gpu, sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ERRLEN]);
 
 /* Comma-separated known GPU kinds, for --help. */
-const char *sim_topo_kinds(void);
+const char *platform_spec_kinds(void);
 
 /* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1).
  * Returns 0 or -1 with a message naming the option. */
-int sim_topo_validate(const sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
 
 /* Write the platform XML of a validated spec; `origin` (may be NULL) is
  * recorded in a comment, e.g. the generating command line. Returns 0, or -1
  * on a write error. */
-int sim_topo_write(FILE *f, const sim_topo_spec *sp, const char *origin);
+int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin);
 
 /* Read back the spec a platform was generated from (its loong_spec
  * property). Returns 0, or -1 with a message for unreadable files and
  * platforms that loong topo did not write. */
-int sim_topo_read(const char *path, sim_topo_spec *sp, char err[LOONG_ERRLEN]);
+int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLEN]);
 
 #endif

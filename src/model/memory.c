@@ -1,18 +1,20 @@
 /* memory: per-rank peak memory model. See memory.h for every formula. */
 #include "memory.h"
 
-#include "dag.h"
+#include "core/dag.h"
+#include "core/ringgeo.h"
+#include "core/sizes.h"
 
 typedef struct dims {
-    double T, Ns, hid, H, Hkv, d, ffn, hq, kvh, a;
+    double T, Ns, hid, H, d, ffn, hq, kvh, a;
 } dims;
 
 static dims dims_of(const config *c)
 {
     const model *m = &c->model;
     double BS = (double)c->batch * (double)c->seq;
-    return (dims){BS / config_ranks(c), BS / c->p_seq, m->hidden,         m->heads,           m->kv_heads,
-                  m->head_dim,          m->ffn,        config_q_heads(c), config_kv_heads(c), c->act_bytes};
+    return (dims){BS / config_ranks(c), BS / c->p_seq,      m->hidden,   m->heads, m->head_dim, m->ffn,
+                  config_q_heads(c),    config_kv_heads(c), c->act_bytes};
 }
 
 double memory_layer_activations(const config *c, recompute_kind policy)
@@ -22,7 +24,7 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     double o_lse = k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SELECTIVE) return x + o_lse;
-    double qkv = k.T * (k.H + 2 * k.Hkv) * k.d * k.a;
+    double qkv = k.T * model_qkv_heads(&c->model) * k.d * k.a;
     double os = k.T * k.H * k.d * k.a;
     double head = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a + os : 0; /* P_h = 1 aliases them */
     return x + qkv + head + o_lse + x /* h */ + 3 * k.T * k.ffn * k.a;
@@ -32,10 +34,10 @@ double memory_layer_activations(const config *c, recompute_kind policy)
 static double attention_buffers(const config *c)
 {
     dims k = dims_of(c);
-    int lanes = c->ring == RING_DUAL ? 2 : 1;
-    bool outer = c->p_seq / c->window > 1;
-    double t = k.Ns / lanes;
-    double kv_slot = 2 * t * k.kvh * k.d * k.a, dkv_slot = 2 * t * k.kvh * k.d * 4;
+    int lanes = ringgeo_lanes(c);
+    bool outer = ringgeo_windows(c) > 1;
+    uint64_t t = ringgeo_lane_tokens(c, 0);
+    double kv_slot = (double)size_kv_bytes(c, t, c->act_bytes), dkv_slot = (double)size_kv_bytes(c, t, 4);
     double bytes = 0;
     if (c->p_seq > 1) {
         bytes += lanes * kv_slot * (2 + (outer ? 2 : 0));
@@ -44,10 +46,7 @@ static double attention_buffers(const config *c)
         bytes += lanes * dkv_slot; /* DKV_FINAL only: no ring traffic */
     }
     bytes += k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
-    if (c->p_head > 1) {
-        double kv_tot = k.Hkv > c->p_head ? k.Hkv : c->p_head;
-        bytes += 2 * k.T * (k.H + 2 * kv_tot) * k.d * k.a;
-    }
+    if (c->p_head > 1) bytes += 2 * k.T * (k.H + 2.0 * config_kv_heads_total(c)) * k.d * k.a;
     return bytes;
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stats.h"
+#include "core/stats.h"
 
 /* ---- enumeration ---- */
 
@@ -52,7 +52,7 @@ static void name_layout(plan_layout *l)
     snprintf(l->name, sizeof l->name, "%s%dx%d%s %s%s", dp, c->p_head, c->p_seq, place, ring, repl);
 }
 
-static void add_layout(vec *a, const plan_request *req, int dp, const config *c)
+static void add_layout(vec *a, int dp, const config *c)
 {
     plan_layout *l = vec_push(a);
     l->c = *c;
@@ -60,33 +60,32 @@ static void add_layout(vec *a, const plan_request *req, int dp, const config *c)
     snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_of(c));
     name_layout(l);
     if (config_validate(&l->c, l->reason) < 0) l->removed = true;
-    (void)req;
 }
 
 /* Partition x ring mode x window for one (placement, replication) mesh. */
-static void add_rings(vec *a, const plan_request *req, int dp, config c)
+static void add_rings(vec *a, int dp, config c)
 {
     if (c.p_seq == 1) {
         c.partition = PART_ZIGZAG;
         c.ring = RING_SINGLE;
         c.window = 1;
-        add_layout(a, req, dp, &c);
+        add_layout(a, dp, &c);
         return;
     }
     for (int part = 0; part < 2; part++) {
         c.partition = part ? PART_ZIGZAG : PART_CONTIGUOUS;
         c.ring = RING_SINGLE;
         c.window = c.p_seq;
-        add_layout(a, req, dp, &c);
+        add_layout(a, dp, &c);
         if (part) {
             c.ring = RING_DUAL;
-            add_layout(a, req, dp, &c);
+            add_layout(a, dp, &c);
         }
         c.ring = RING_DOUBLE;
         for (int w = 1; w < c.p_seq; w++)
             if (c.p_seq % w == 0) {
                 c.window = w;
-                add_layout(a, req, dp, &c);
+                add_layout(a, dp, &c);
             }
     }
 }
@@ -103,7 +102,7 @@ static void add_mesh(vec *a, const plan_request *req, int dp, int ph, int ps)
         for (int rp = 0; rp < nrepl; rp++) {
             c.placement = pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST;
             c.kv_replication = rp == 0;
-            add_rings(a, req, dp, c);
+            add_rings(a, dp, c);
         }
 }
 
@@ -122,7 +121,7 @@ plan_layout *plan_enumerate(const plan_request *req, int *n)
 
 /* ---- scoring ---- */
 
-void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const analytic_net *net)
+void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const platform_spec *net)
 {
     for (int i = from; i < to; i++) {
         plan_layout *l = &ls[i];

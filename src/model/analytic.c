@@ -3,10 +3,11 @@
 
 #include <math.h>
 
-#include "model.h"
+#include "core/model.h"
+#include "core/ringgeo.h"
+#include "core/sizes.h"
 
 static double maxd(double a, double b) { return a > b ? a : b; }
-static int mod(int a, int n) { return ((a % n) + n) % n; }
 
 /* ---- links ---- */
 
@@ -15,11 +16,11 @@ typedef struct link {
     bool nic; /* crosses nodes */
 } link;
 
-static int rail_of(const analytic_net *n, int gpu) { return gpu / (n->gpus_per_node / n->nics_per_node); }
+static int rail_of(const platform_spec *n, int gpu) { return gpu / (n->gpus_per_node / n->nics_per_node); }
 
 /* The path between GPUs a and b (platform GPU indices) for one flow that
  * has the NIC to itself. */
-static link link_between(const analytic_net *n, int a, int b)
+static link link_between(const platform_spec *n, int a, int b)
 {
     int gpn = n->gpus_per_node, na = a / gpn, nb = b / gpn;
     if (na == nb) return (link){2 * n->nvlink_lat, n->nvlink_bw, false};
@@ -36,7 +37,7 @@ static link shared(link l, int share)
 }
 
 /* GPUs (ranks < P) on the NIC of rank r, r included. */
-static int nic_mates(const analytic_net *n, int r, int P, int *mates)
+static int nic_mates(const platform_spec *n, int r, int P, int *mates)
 {
     int gpn = n->gpus_per_node, per = gpn / n->nics_per_node, first = r - r % gpn + rail_of(n, r % gpn) * per, k = 0;
     for (int q = first; q < first + per && q < P; q++)
@@ -54,20 +55,17 @@ typedef struct ring_links {
     bool shared;  /* inner and outer use the same kind of link */
 } ring_links;
 
-/* The slowest inner and outer hop of head group 0's ring for a transfer of
- * `bytes` (every head group's ring has the same shape). */
 /* Successor of rank r on the inner (outer = false) or outer ring. */
 static int ring_next(const config *c, int r, bool outer)
 {
-    int h, s, w = c->window;
+    int h, s;
     config_coords(c, r, &h, &s);
-    int p = s % w;
-    return config_rank_of(c, h, outer ? mod(s + w, c->p_seq) : s - p + (p + 1) % w);
+    return config_rank_of(c, h, ringgeo_next(c, s, outer));
 }
 
 /* Rank r's hop on one ring, its NIC shared with the NIC mates whose hop on
  * that ring leaves the node too (all rings step at once). */
-static link ring_hop(const config *c, const analytic_net *n, int r, bool outer)
+static link ring_hop(const config *c, const platform_spec *n, int r, bool outer)
 {
     link l = link_between(n, r, ring_next(c, r, outer));
     if (!l.nic) return l;
@@ -77,7 +75,9 @@ static link ring_hop(const config *c, const analytic_net *n, int r, bool outer)
     return shared(l, share);
 }
 
-static ring_links ring_links_of(const config *c, const analytic_net *n, double bytes)
+/* The slowest inner and outer hop of head group 0's ring for a transfer of
+ * `bytes` (every head group's ring has the same shape). */
+static ring_links ring_links_of(const config *c, const platform_spec *n, double bytes)
 {
     int P_s = c->p_seq, r0 = config_rank_of(c, 0, 0);
     ring_links rl = {link_between(n, r0, r0), link_between(n, r0, r0), false};
@@ -98,42 +98,15 @@ static ring_links ring_links_of(const config *c, const analytic_net *n, double b
     return rl;
 }
 
-typedef struct lane_blocks {
-    double pairs2; /* work in half chunk-by-chunk blocks */
-    int q_chunks;
-} lane_blocks;
-
-/* ring.c's block_of: this ring index's queries against part set kv_parts
- * of src's KV. */
-static lane_blocks block_of(const config *c, int s, int src, unsigned kv_parts)
-{
-    lane_blocks bl = {0, 0};
-    int parts = config_parts(c);
-    unsigned qsel = 0;
-    for (int a = 0; a < parts; a++) {
-        int qc = config_chunk_of(c, s, a);
-        for (int k = 0; k < parts; k++) {
-            if (!(kv_parts >> k & 1)) continue;
-            int kc = config_chunk_of(c, src, k);
-            if (kc > qc) continue;
-            qsel |= 1u << a;
-            bl.pairs2 += kc == qc ? 1 : 2;
-        }
-    }
-    bl.q_chunks = (int)(qsel & 1) + (int)(qsel >> 1 & 1);
-    return bl;
-}
-
 typedef struct ringctx {
     const config *c;
     const calib *cb;
     int lanes;
     unsigned lane_parts[2];
-    double chunk, blk_unit; /* tokens per chunk; FLOPs of one half block */
-    double merge_per_tok;   /* merge bytes per query token */
-    double acc_s;           /* one dK/dV accumulation */
-    double x_in, x_out;     /* forward KV hop times */
-    double xb_in, xb_out;   /* backward KV + dKV hop times (shared link) */
+    double chunk;         /* tokens per chunk */
+    double acc_s;         /* one dK/dV accumulation */
+    double x_in, x_out;   /* forward KV hop times */
+    double xb_in, xb_out; /* backward KV + dKV hop times (shared link) */
 } ringctx;
 
 /* Compute seconds of step (s, src) forward (merges after the layer's first
@@ -143,25 +116,21 @@ static double step_compute(const ringctx *r, int s, int src, bool bwd, bool *fir
     double t = 0;
     *nonempty = false;
     for (int k = 0; k < r->lanes; k++) {
-        lane_blocks bl = block_of(r->c, s, src, r->lane_parts[k]);
+        ringgeo_block bl = ringgeo_block_of(r->c, s, src, r->lane_parts[k]);
         if (!bl.pairs2) continue;
         *nonempty = true;
-        double tok = bl.q_chunks * r->chunk, fl = bl.pairs2 * r->blk_unit;
+        uint64_t q_tok = (uint64_t)ringgeo_count(bl.q_sel) * config_chunk_tokens(r->c);
+        uint64_t fl = size_attn_fwd_flops(r->c, bl.pairs2);
+        double tok = (double)q_tok;
         if (bwd) {
-            t += calib_seconds(r->cb, TASK_ATTN_BWD, fl * 5 / 2, 0, tok);
+            t += calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl), 0, tok);
             continue;
         }
-        t += calib_seconds(r->cb, TASK_ATTN_FWD, fl, 0, tok);
-        if (!*first) t += calib_seconds(r->cb, TASK_MERGE, 0, tok * r->merge_per_tok, tok);
+        t += calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl, 0, tok);
+        if (!*first) t += calib_seconds(r->cb, TASK_MERGE, 0, (double)size_merge_hbm_bytes(r->c, q_tok), tok);
         *first = false;
     }
     return t;
-}
-
-static int src_at(const config *c, int s, int o, int i)
-{
-    int w = c->window, p = s % w;
-    return mod(s - p + mod(p - i, w) - o * w, c->p_seq);
 }
 
 /* Forward ring of ring index s: seconds from its start to its last block,
@@ -169,7 +138,7 @@ static int src_at(const config *c, int s, int o, int i)
 static double ring_fwd(const ringctx *r, int s, double *busy)
 {
     const config *c = r->c;
-    int w = c->window, nw = c->p_seq / w;
+    int w = c->window, nw = ringgeo_windows(c);
     double comp = 0, enter = 0, outer_free = 0;
     bool first = true, ne;
     *busy = 0;
@@ -180,7 +149,7 @@ static double ring_fwd(const ringctx *r, int s, double *busy)
         for (int i = 0; i < w; i++) {
             double start = maxd(comp, cur);
             if (i < w - 1) cur = xfree = maxd(start, xfree) + r->x_in;
-            double b = step_compute(r, s, src_at(c, s, o, i), false, &first, &ne);
+            double b = step_compute(r, s, ringgeo_src_at(c, s, o, i), false, &first, &ne);
             comp = start + b;
             *busy += b;
         }
@@ -194,7 +163,7 @@ static double ring_fwd(const ringctx *r, int s, double *busy)
 static double ring_bwd(const ringctx *r, int s, double *busy)
 {
     const config *c = r->c;
-    int w = c->window, nw = c->p_seq / w;
+    int w = c->window, nw = ringgeo_windows(c);
     double comp = 0, enter = 0, outer_free = 0, od_free = 0, final = 0;
     bool first = false, ne;
     *busy = 0;
@@ -205,7 +174,7 @@ static double ring_bwd(const ringctx *r, int s, double *busy)
         for (int i = 0; i < w; i++) {
             double start = maxd(comp, cur);
             if (i < w - 1) cur = xfree = maxd(start, xfree) + r->xb_in;
-            double b = step_compute(r, s, src_at(c, s, o, i), true, &first, &ne);
+            double b = step_compute(r, s, ringgeo_src_at(c, s, o, i), true, &first, &ne);
             comp = start + b;
             *busy += b;
             if (w == 1) continue;
@@ -232,23 +201,21 @@ static double ring_bwd(const ringctx *r, int s, double *busy)
     return maxd(comp, final);
 }
 
-static void ring_setup(ringctx *r, const config *c, const calib *cb, const analytic_net *n)
+static void ring_setup(ringctx *r, const config *c, const calib *cb, const platform_spec *n)
 {
-    const model *m = &c->model;
-    double B = c->batch, d = m->head_dim, kvh = config_kv_heads(c), a = c->act_bytes;
     r->c = c;
     r->cb = cb;
-    r->lanes = c->ring == RING_DUAL ? 2 : 1;
-    r->lane_parts[0] = r->lanes == 2 ? 1 : (config_parts(c) == 2 ? 3 : 1);
-    r->lane_parts[1] = 2;
+    r->lanes = ringgeo_lanes(c);
+    r->lane_parts[0] = ringgeo_lane_parts(c, 0);
+    r->lane_parts[1] = ringgeo_lane_parts(c, 1);
     r->chunk = (double)config_chunk_tokens(c);
-    r->blk_unit = 2 * r->chunk * r->chunk * d * config_q_heads(c) * B;
-    r->merge_per_tok = config_q_heads(c) * d * B * (8 + a);
-    double lane_tok = config_parts(c) * r->chunk / r->lanes;
-    r->acc_s = r->lanes * calib_seconds(cb, TASK_ACC, 0, 12 * 2 * lane_tok * kvh * d * B, lane_tok);
-    double kv = 2 * (double)c->seq / c->p_seq * kvh * d * a * B, dkv = kv / a * 4;
+    uint64_t lane_tok = ringgeo_lane_tokens(c, 0), rank_tok = c->seq / (uint64_t)c->p_seq;
+    r->acc_s = r->lanes *
+               calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes(size_kv_elems(c, lane_tok)), (double)lane_tok);
+    /* the dual ring's two lanes move together: one transfer of the rank's KV */
+    double kv = (double)size_kv_bytes(c, rank_tok, c->act_bytes), dkv = (double)size_kv_bytes(c, rank_tok, 4);
     ring_links rl = ring_links_of(c, n, kv);
-    int w = c->window, nw = c->p_seq / w;
+    int w = c->window, nw = ringgeo_windows(c);
     /* fluid sharing: when the outer transfer shares the inner hops' kind of
      * link, its bytes are spread over the window's w-1 inner transfers */
     double spread = rl.shared && w > 1 && nw > 1 ? 1.0 / (w - 1) : 0;
@@ -261,7 +228,7 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const analy
 /* ---- collectives ---- */
 
 /* Head all-to-all of `bytes` sent per rank (spread over the other P_h-1). */
-static double alltoall(const config *c, const analytic_net *n, double bytes)
+static double alltoall(const config *c, const platform_spec *n, double bytes)
 {
     int ph = c->p_head;
     if (ph == 1 || bytes <= 0) return 0;
@@ -283,7 +250,7 @@ static double alltoall(const config *c, const analytic_net *n, double bytes)
 
 /* One pipelined ring collective over ranks 0..N-1 in order: every member
  * sends `bytes` to its successor at once; the slowest hop decides. */
-static double dp_ring(const analytic_net *n, int N, double bytes)
+static double dp_ring(const platform_spec *n, int N, double bytes)
 {
     if (N <= 1) return 0;
     link worst = link_between(n, 0, 1 % N);
@@ -299,17 +266,19 @@ typedef struct dpcost {
     double ar_layer, rs_layer, ag_layer, ar_head, rs_head, ag_head, rs_all, ag_all;
 } dpcost;
 
-static dpcost dp_costs(const config *c, const analytic_net *n, int dp)
+/* One ring collective over the N ranks of `elems` elements (DAG sizes). */
+static double dp_coll(const config *c, const platform_spec *n, int N, uint64_t elems, bool allreduce)
+{
+    return dp_ring(n, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
+}
+
+static dpcost dp_costs(const config *c, const platform_spec *n, int dp)
 {
     int N = dp * config_ranks(c);
-    double a = c->act_bytes, f = (double)(N - 1);
-    double lp = (double)model_layer_params(&c->model), all = (double)model_params(&c->model);
-    double hp = 2.0 * c->model.vocab * c->model.hidden + c->model.hidden;
-#define CH(x) (ceil((x)*a / N))
-    dpcost k = {dp_ring(n, N, 2 * f * CH(lp)), dp_ring(n, N, f * CH(lp)), dp_ring(n, N, f * CH(lp)),
-                dp_ring(n, N, 2 * f * CH(hp)), dp_ring(n, N, f * CH(hp)), dp_ring(n, N, f * CH(hp)),
-                dp_ring(n, N, f * CH(all)),    dp_ring(n, N, f * CH(all))};
-#undef CH
+    uint64_t lp = model_layer_params(&c->model), all = model_params(&c->model), hp = model_head_params(&c->model);
+    dpcost k = {dp_coll(c, n, N, lp, true),   dp_coll(c, n, N, lp, false), dp_coll(c, n, N, lp, false),
+                dp_coll(c, n, N, hp, true),   dp_coll(c, n, N, hp, false), dp_coll(c, n, N, hp, false),
+                dp_coll(c, n, N, all, false), dp_coll(c, n, N, all, false)};
     return k;
 }
 
@@ -330,22 +299,23 @@ static double gemms(const config *c, const calib *cb, bool bwd)
 {
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = m->ffn;
-    return gemm(cb, T, (m->heads + 2.0 * m->kv_heads) * d, hid, bwd) + gemm(cb, T, hid, (double)m->heads * d, bwd) +
+    return gemm(cb, T, (double)model_qkv_heads(m) * d, hid, bwd) + gemm(cb, T, hid, (double)m->heads * d, bwd) +
            2 * gemm(cb, T, ffn, hid, bwd) + gemm(cb, T, hid, ffn, bwd);
 }
 
-static layer_cost layer_cost_of(const config *c, const calib *cb, const analytic_net *n, const ringctx *r, int s)
+static layer_cost layer_cost_of(const config *c, const calib *cb, const platform_spec *n, const ringctx *r, int s)
 {
     const model *m = &c->model;
-    double T = (double)config_local_tokens(c), d = m->head_dim, ph = c->p_head, a = c->act_bytes;
-    double kvt = m->kv_heads > c->p_head ? m->kv_heads : c->p_head;
-    double per_head = T * d * a / ph * (ph - 1);
-    double a_qkv = alltoall(c, n, per_head * (m->heads + 2 * kvt)), a_o = alltoall(c, n, per_head * m->heads);
+    double T = (double)config_local_tokens(c);
+    uint64_t qkv_heads = (uint64_t)m->heads + 2 * (uint64_t)config_kv_heads_total(c);
+    double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
+    double a_o = alltoall(c, n, (double)size_a2a_bytes(c, (uint64_t)m->heads));
     double gf = gemms(c, cb, false), gb = gemms(c, cb, true);
     double fb, bb;
     double rf = ring_fwd(r, s, &fb), rb = ring_bwd(r, s, &bb);
     double rep = 0;
-    if (config_kv_repl(c) > 1) rep = calib_seconds(cb, TASK_ACC, 0, 12 * T * 2 * (c->p_head - m->kv_heads) * d, T);
+    if (config_kv_repl(c) > 1)
+        rep = calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes(size_kv_rep_sum_elems(c)), T);
     layer_cost lc;
     lc.fwd = gf + a_qkv + rf + a_o; /* QKV all-to-all, ring, O all-to-all */
     lc.fwd_busy = gf + fb;
@@ -407,7 +377,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     out->dp_tail = out->step - t;
 }
 
-void analytic_step(const config *c, const calib *cb, const analytic_net *n, int dp, analytic_result *out)
+void analytic_step(const config *c, const calib *cb, const platform_spec *n, int dp, analytic_result *out)
 {
     ringctx r;
     ring_setup(&r, c, cb, n);

@@ -1,0 +1,55 @@
+/*
+ * ringgeo: the geometry of the KV ring, defined once for the DAG builder
+ * (ring.c), the analytical and memory models and the executor. Pure
+ * functions of a validated config; they work on ring indices s in [0, P_s)
+ * (config_rank_of() turns one into a rank).
+ *
+ * Windows: the P_s ring indices form P_s/w windows of w consecutive
+ * indices (DESIGN.md, LoongTrain's double ring). Inside a window KV moves
+ * to the next index (the inner ring); on entering window o a rank also
+ * sends the KV it holds w indices on (the outer ring). A single ring is
+ * w = P_s, the all-outer ring w = 1.
+ *
+ * Parts and lanes: ring index s owns chunk config_chunk_of(c, s, 0) (part
+ * A, bit 0) and, under zigzag, config_chunk_of(c, s, 1) (part B, bit 1).
+ * The dual ring carries part A on lane 0 and part B on lane 1, each on its
+ * own streams; every other ring has one lane with all parts.
+ *
+ * Layer: core (config only).
+ */
+#ifndef LOONG_RINGGEO_H
+#define LOONG_RINGGEO_H
+
+#include "config.h"
+
+/* Lanes of the ring: 2 for the dual ring, else 1. */
+int ringgeo_lanes(const config *c);
+/* The parts a ring index owns: 1 (contiguous) or 3 (zigzag, A and B). */
+unsigned ringgeo_parts(const config *c);
+/* The parts lane `lane` carries. */
+unsigned ringgeo_lane_parts(const config *c, int lane);
+/* Chunks in a part mask (0, 1 or 2). */
+static inline int ringgeo_count(unsigned parts) { return (int)(parts & 1) + (int)((parts >> 1) & 1); }
+/* Tokens per sample that lane `lane` carries: its parts x the chunk. */
+uint64_t ringgeo_lane_tokens(const config *c, int lane);
+
+/* Windows of the double ring: P_s / w (1 for a single ring). */
+static inline int ringgeo_windows(const config *c) { return c->p_seq / c->window; }
+/* Ring index whose KV ring index s holds at outer step o, inner step i. */
+int ringgeo_src_at(const config *c, int s, int o, int i);
+/* The ring index s sends to (next) and receives from (prev), on the inner
+ * ring (within s's window) or the outer ring (w indices on). */
+int ringgeo_next(const config *c, int s, bool outer);
+int ringgeo_prev(const config *c, int s, bool outer);
+
+/* One attention block: ring index s's queries against the parts kv_parts
+ * of ring index src's KV. Chunk pairs with the key chunk after the query
+ * chunk are masked (causal); a block with pairs2 == 0 is not emitted. */
+typedef struct ringgeo_block {
+    uint8_t q_sel, kv_sel; /* parts of the queries and of the KV that take part */
+    bool causal;           /* some pair is a diagonal chunk */
+    uint64_t pairs2;       /* work in half chunk-by-chunk blocks: 2 per full pair, 1 per diagonal */
+} ringgeo_block;
+ringgeo_block ringgeo_block_of(const config *c, int s, int src, unsigned kv_parts);
+
+#endif
