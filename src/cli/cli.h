@@ -26,30 +26,27 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 double cli_now(void);
 double cli_peak_rss_mb(void);
 
-/* Raw strings of the configuration options, parsed by cli_config_finish. */
+/* The configuration options as given, by knob (config.h); NULL when not
+ * given. Parsed by cli_config_finish. */
 typedef struct cli_config {
-    const char *model, *seq, *batch, *mesh, *strategy, *window, *placement, *partition, *ring, *kv_replication, *scope,
-        *gpus_per_node, *recompute, *zero, *dtype;
+    const char *val[KNOB_COUNT];
 } cli_config;
 
-/* getopt_long entries for the configuration options; their `val`s are
- * CLI_OPT_BASE and up. */
+/* getopt_long values of the configuration options: CLI_OPT_BASE + knob. */
 #define CLI_OPT_BASE 1000
-#define CLI_CONFIG_OPTIONS                                                                                             \
-    {"model", required_argument, 0, CLI_OPT_BASE + 0}, {"seq", required_argument, 0, CLI_OPT_BASE + 1},                \
-        {"batch", required_argument, 0, CLI_OPT_BASE + 2}, {"mesh", required_argument, 0, CLI_OPT_BASE + 3},           \
-        {"strategy", required_argument, 0, CLI_OPT_BASE + 4}, {"window", required_argument, 0, CLI_OPT_BASE + 5},      \
-        {"placement", required_argument, 0, CLI_OPT_BASE + 6}, {"partition", required_argument, 0, CLI_OPT_BASE + 7},  \
-        {"ring", required_argument, 0, CLI_OPT_BASE + 8}, {"kv-replication", required_argument, 0, CLI_OPT_BASE + 9},  \
-        {"scope", required_argument, 0, CLI_OPT_BASE + 10},                                                            \
-        {"gpus-per-node", required_argument, 0, CLI_OPT_BASE + 11},                                                    \
-        {"recompute", required_argument, 0, CLI_OPT_BASE + 12}, {"zero", required_argument, 0, CLI_OPT_BASE + 13},     \
-    {                                                                                                                  \
-        "dtype", required_argument, 0, CLI_OPT_BASE + 14                                                               \
-    }
 
-/* Record option `opt` (a CLI_CONFIG_OPTIONS val); returns false if opt is
- * not a configuration option. */
+/* The getopt_long table of a command: one option per configuration knob
+ * (named by the knob table), then the command's own options `own`
+ * (terminated by a zero entry, at most 48). Returns a static array: each
+ * process parses one command line. */
+const struct option *cli_options(const struct option *own);
+
+/* The knob of option value `opt`, or -1 when opt is not a configuration
+ * option. */
+int cli_config_knob(int opt);
+
+/* Record option `opt` (a cli_options value); returns false if opt is not
+ * a configuration option. */
 bool cli_config_option(cli_config *cc, int opt, const char *arg);
 
 /* Turn the recorded strings into a validated config: defaults, then the
@@ -57,8 +54,9 @@ bool cli_config_option(cli_config *cc, int opt, const char *arg);
  * -1 with a message naming the option. */
 int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN]);
 
-/* Help text of the configuration options. */
-extern const char cli_config_help[];
+/* Help text of the configuration options, the models and the strategies,
+ * from the knob, model and strategy tables. */
+const char *cli_config_help(void);
 
 int cmd_dag(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

@@ -58,13 +58,17 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
     snprintf(path, sizeof path, "%s/%s.calib", dir, sp->gpu);
     afile a;
     int rc = afile_open(&a, path, err);
-    if (rc == 0 && calib_write(a.f, cb) < 0) afile_abort(&a), rc = -1;
-    else if (rc == 0) rc = afile_commit(&a, err);
+    if (rc == 0 && calib_write(a.f, cb) < 0)
+        afile_abort(&a), rc = -1;
+    else if (rc == 0)
+        rc = afile_commit(&a, err);
     snprintf(path, sizeof path, "%s/%s", dir, basename(pcopy));
     free(pcopy);
     if (rc == 0 && (rc = afile_open(&a, path, err)) == 0) {
-        if (platform_spec_write(a.f, sp, origin) < 0) afile_abort(&a), rc = -1;
-        else rc = afile_commit(&a, err);
+        if (platform_spec_write(a.f, sp, origin) < 0)
+            afile_abort(&a), rc = -1;
+        else
+            rc = afile_commit(&a, err);
     }
     if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "write error in '%s'", dir);
     return rc;
@@ -72,16 +76,10 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
 
 static int run(int ntr, char **paths, const char *platform, const char *base, const char *dir, const char *origin)
 {
-    char err[LOONG_ERRLEN] = "", cpath[4096];
+    char err[LOONG_ERRLEN] = "";
     platform_spec sp;
     if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
-    if (!base) {
-        char *pcopy = strdup(platform);
-        snprintf(cpath, sizeof cpath, "%s/%s.calib", dirname(pcopy), sp.gpu);
-        free(pcopy);
-        base = cpath;
-    }
-    calib *cb = calib_load(base, err);
+    calib *cb = calib_for_platform(platform, sp.gpu, base, err);
     if (!cb) return cli_fail("calibrate", "%s", err);
     trace *tr = calloc((size_t)ntr, sizeof *tr);
     const trace **tp = calloc((size_t)ntr, sizeof *tp);
@@ -96,10 +94,13 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
     if (rc == 0) {
         apply_links(&r, &sp);
         calibrate_print(stdout, &r);
-        if (write_outputs(dir, platform, cb, &sp, origin, err) < 0) rc = cli_fail("calibrate", "%s", err);
-        else printf("# wrote %s/%s.calib and %s/ with the fitted platform\n", dir, sp.gpu, dir);
+        if (write_outputs(dir, platform, cb, &sp, origin, err) < 0)
+            rc = cli_fail("calibrate", "%s", err);
+        else
+            printf("# wrote %s/%s.calib and %s/ with the fitted platform\n", dir, sp.gpu, dir);
     }
-    for (int i = 0; i < loaded; i++) trace_free(&tr[i]);
+    for (int i = 0; i < loaded; i++)
+        trace_free(&tr[i]);
     free(tr);
     free(tp);
     calib_free(cb);
@@ -109,8 +110,10 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
 int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"platform", required_argument, 0, 'p'}, {"calib", required_argument, 0, 'c'},
-        {"output", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
+        {"platform", required_argument, 0, 'p'},
+        {"calib", required_argument, 0, 'c'},
+        {"output", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *platform = NULL, *base = NULL, *dir = NULL;
@@ -123,7 +126,8 @@ int cmd_calibrate(int argc, char **argv)
         case 'o': dir = optarg; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
-            return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help", argv[optind - 1]);
+            return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
+                            argv[optind - 1]);
         }
     }
     if (optind >= argc) return cli_fail("calibrate", "give at least one measured trace: see loong calibrate --help");
@@ -131,6 +135,7 @@ int cmd_calibrate(int argc, char **argv)
     if (!dir) return cli_fail("calibrate", "-o OUTDIR is required");
     char origin[2048];
     size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
-    for (int i = 0; i < argc && n < sizeof origin; i++) n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
+    for (int i = 0; i < argc && n < sizeof origin; i++)
+        n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
     return run(argc - optind, argv + optind, platform, base, dir, origin);
 }

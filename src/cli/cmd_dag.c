@@ -23,11 +23,11 @@ static void dag_usage(FILE *f)
             "  -o, --output FILE     write there (atomically) instead of stdout\n"
             "  --timing              print build/validate/write times and peak memory to stderr\n"
             "  -h, --help            this text\n"
-            "\n%s%s"
+            "\n%s"
             "\nExample:\n"
             "  loong dag --model llama3-8b --seq 128K --mesh 4x16 --strategy loongtrain \\\n"
             "            --window 4 --placement head-first --scope attn --gpus-per-node 8\n",
-            cli_config_help, strategy_help());
+            cli_config_help());
 }
 
 static int write_dag(const dag *g, const char *format, const char *out, char err[LOONG_ERRLEN])
@@ -58,14 +58,14 @@ static int write_dag(const dag *g, const char *format, const char *out, char err
 
 int cmd_dag(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        CLI_CONFIG_OPTIONS,
+    static const struct option own[] = {
         {"format", required_argument, 0, 'f'},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {"timing", no_argument, 0, 't'},
         {0, 0, 0, 0},
     };
+    const struct option *opts = cli_options(own);
     cli_config cc = {0};
     const char *format = "stats", *out = "-";
     bool timing = false;

@@ -41,11 +41,11 @@ static void exec_usage(FILE *f)
             "  --fail-rank R --fail-at-task T\n"
             "                        fault injection: rank R exits when it reaches task T\n"
             "  -h, --help            this text\n"
-            "\n%s%s"
+            "\n%s"
             "\nExample:\n"
             "  mpirun -np 8 loong exec --model tiny --seq 4K --mesh 2x4 --strategy loongtrain \\\n"
             "        --window 2 --scope attn --check --trace measured.json\n",
-            cli_config_help, strategy_help());
+            cli_config_help());
 }
 
 typedef struct exec_cli {
@@ -68,8 +68,7 @@ static int parse_uint(const char *s, const char *what, uint64_t *out)
 
 static int parse_args(int argc, char **argv, exec_cli *e)
 {
-    static const struct option opts[] = {
-        CLI_CONFIG_OPTIONS,
+    static const struct option own[] = {
         {"check", no_argument, 0, 'c'},
         {"trace", required_argument, 0, 't'},
         {"dump", required_argument, 0, 'D'},
@@ -84,6 +83,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    const struct option *opts = cli_options(own);
     int opt;
     uint64_t v;
     opterr = 0;
@@ -124,7 +124,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
 static int configure(exec_cli *e, config *c)
 {
     char err[LOONG_ERRLEN];
-    if (!e->cc.dtype) e->cc.dtype = "fp32"; /* the CPU device computes in fp32 */
+    if (!e->cc.val[KNOB_DTYPE]) e->cc.val[KNOB_DTYPE] = "fp32"; /* the CPU device computes in fp32 */
     if (cli_config_finish(&e->cc, c, err) < 0) return cli_fail("exec", "%s", err);
     if (strcmp(e->device, "cpu") && strcmp(e->device, "cuda"))
         return cli_fail("exec", "unknown --device %s: use cpu or cuda", e->device);
@@ -197,7 +197,7 @@ static void *local_main(void *arg)
  * one GPU, no MPI. */
 static int exec_local(int argc, char **argv)
 {
-    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {0}, NULL};
+    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {{0}}, NULL};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);
@@ -270,7 +270,7 @@ int cmd_exec(int argc, char **argv)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cli_quiet = rank != 0;
-    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {0}, NULL};
+    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {{0}}, NULL};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/afile.h"
+#include "core/xalloc.h"
 #include "model/plan.h"
 #include "core/strategy.h"
 #include "model/platform_spec.h"
@@ -76,8 +76,8 @@ typedef struct plan_args {
 /* Mesh and ring knobs are what plan searches: refuse them by name. */
 static bool searched_option(int opt)
 {
-    int k = opt - CLI_OPT_BASE;
-    return k == 3 || k == 4 || k == 5 || k == 6 || k == 7 || k == 8 || k == 9 || k == 10;
+    int k = cli_config_knob(opt);
+    return k >= 0 && config_knob_get((config_knob)k)->searched;
 }
 
 static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
@@ -93,8 +93,7 @@ static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
 
 static int parse_args(int argc, char **argv, plan_args *a)
 {
-    static const struct option opts[] = {
-        CLI_CONFIG_OPTIONS,
+    static const struct option own[] = {
         {"platform", required_argument, 0, 'p'},
         {"gpus", required_argument, 0, 'g'},
         {"dp", required_argument, 0, 'D'},
@@ -111,10 +110,11 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    const struct option *opts = cli_options(own);
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        if (opt >= CLI_OPT_BASE && searched_option(opt))
+        if (searched_option(opt))
             return cli_fail("plan", "'%s' is a layout knob that loong plan searches: drop it (loong sim takes it)",
                             argv[optind - 1]);
         if (cli_config_option(&a->cc, opt, optarg)) continue;
@@ -148,7 +148,6 @@ typedef struct plan_ctx {
     plan_request req;
     platform_spec spec;
     calib *cb;
-    char calib_path[4096];
     int rank, size;
 } plan_ctx;
 
@@ -169,25 +168,6 @@ static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN]
     return 0;
 }
 
-static int load_calib(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
-{
-    if (a->calib) {
-        snprintf(x->calib_path, sizeof x->calib_path, "%s", a->calib);
-    } else {
-        const char *slash = strrchr(a->platform, '/');
-        int dirlen = slash ? (int)(slash - a->platform) : 1;
-        snprintf(x->calib_path, sizeof x->calib_path, "%.*s/%s.calib", dirlen, slash ? a->platform : ".", x->spec.gpu);
-    }
-    x->cb = calib_load(x->calib_path, err);
-    if (!x->cb) return -1;
-    if (strcmp(calib_gpu(x->cb), x->spec.gpu)) {
-        snprintf(err, LOONG_ERRLEN, "calibration table %.120s is for GPU kind '%s' but the platform's GPUs are '%s'",
-                 x->calib_path, calib_gpu(x->cb), x->spec.gpu);
-        return -1;
-    }
-    return 0;
-}
-
 static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
 {
     if (!a->platform) a->platform = DEFAULT_PLATFORM;
@@ -195,16 +175,17 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     cli_config cc = a->cc;
     char gpn[16];
     snprintf(gpn, sizeof gpn, "%d", x->spec.gpus_per_node);
-    if (cc.gpus_per_node && strcmp(cc.gpus_per_node, gpn)) {
-        snprintf(err, LOONG_ERRLEN, "--gpus-per-node %s differs from the platform's %s GPUs per node", cc.gpus_per_node,
-                 gpn);
+    const char **v = cc.val;
+    if (v[KNOB_GPUS_PER_NODE] && strcmp(v[KNOB_GPUS_PER_NODE], gpn)) {
+        snprintf(err, LOONG_ERRLEN, "--gpus-per-node %s differs from the platform's %s GPUs per node",
+                 v[KNOB_GPUS_PER_NODE], gpn);
         return -1;
     }
-    cc.gpus_per_node = gpn;
-    if (!cc.seq) cc.seq = "1M";
-    if (!cc.recompute) cc.recompute = "selective";
-    cc.mesh = "1x1"; /* the base config only; every enumerated layout sets its own mesh */
-    cc.strategy = "ulysses";
+    v[KNOB_GPUS_PER_NODE] = gpn;
+    if (!v[KNOB_SEQ]) v[KNOB_SEQ] = "1M";
+    if (!v[KNOB_RECOMPUTE]) v[KNOB_RECOMPUTE] = "selective";
+    v[KNOB_MESH] = "1x1"; /* the base config only; every enumerated layout sets its own mesh */
+    v[KNOB_STRATEGY] = "ulysses";
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
     x->req.dp = 1;
     if (a->dp && !strcmp(a->dp, "auto"))
@@ -217,7 +198,8 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     }
     x->req.gpu_mem = default_gpu_mem(x->spec.gpu);
     if (a->gpu_mem && units_parse_mem(a->gpu_mem, "--gpu-mem", &x->req.gpu_mem, err) < 0) return -1;
-    return load_calib(a, x, err);
+    x->cb = calib_for_platform(a->platform, x->spec.gpu, a->calib, err);
+    return x->cb ? 0 : -1;
 }
 
 /* ---- MPI: the split and the gathers (one rank of one without MPI) ---- */
@@ -261,8 +243,8 @@ static void gather_layouts(const plan_ctx *x, plan_layout *ls, int n)
 {
 #ifdef HAVE_MPI
     if (x->size == 1) return;
-    int *counts = malloc((size_t)x->size * sizeof *counts), *displs = malloc((size_t)x->size * sizeof *displs);
-    if (!counts || !displs) exit(2);
+    int *counts = xmalloc_array((size_t)x->size, sizeof *counts, "the MPI gather");
+    int *displs = xmalloc_array((size_t)x->size, sizeof *displs, "the MPI gather");
     for (int r = 0; r < x->size; r++) {
         int lo = range_lo(n, r, x->size), hi = range_lo(n, r + 1, x->size);
         displs[r] = lo * (int)sizeof *ls;
@@ -308,8 +290,7 @@ static double max_over_ranks(const plan_ctx *x, double v)
 
 typedef struct run {
     int layout, layers; /* layers 0 = the model's */
-    pid_t pid;
-    char json[64], log[64];
+    sim_child ch;
     double step, exposed; /* results, NAN until done */
 } run;
 
@@ -323,113 +304,39 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
     fflush(stderr);
 }
 
-static void add_arg(char **argv, int *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_arg(char **argv, int *k, const char *fmt, ...)
+/* Start the loong sim child of run u. */
+static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
 {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&argv[*k], fmt, ap) < 0) exit(2);
-    va_end(ap);
-    (*k)++;
-}
-
-static const char *onoff(bool v) { return v ? "on" : "off"; }
-
-/* The loong sim command line of run u (argv is NULL-terminated, malloc'd). */
-static char **sim_argv(const plan_args *a, const plan_ctx *x, const plan_layout *l, const run *u)
-{
-    const config *c = &l->c;
-    char **v = calloc(48, sizeof *v);
-    if (!v) exit(2);
-    int k = 0;
-    add_arg(v, &k, "loong");
-    add_arg(v, &k, "sim");
-    add_arg(v, &k, "--platform=%s", a->platform);
-    add_arg(v, &k, "--calib=%s", x->calib_path);
-    add_arg(v, &k, "--model=%s", a->cc.model ? a->cc.model : c->model.name);
-    add_arg(v, &k, "--seq=%llu", (unsigned long long)c->seq);
-    add_arg(v, &k, "--batch=%d", c->batch);
-    add_arg(v, &k, "--mesh=%dx%d", c->p_head, c->p_seq);
-    add_arg(v, &k, "--strategy=%s", c->strategy);
-    add_arg(v, &k, "--placement=%s", placement_name(c->placement));
-    add_arg(v, &k, "--partition=%s", partition_name(c->partition));
-    add_arg(v, &k, "--ring=%s", ring_name(c->ring));
-    add_arg(v, &k, "--window=%d", c->window);
-    add_arg(v, &k, "--kv-replication=%s", onoff(c->kv_replication));
-    add_arg(v, &k, "--scope=step");
-    add_arg(v, &k, "--gpus-per-node=%d", c->gpus_per_node);
-    add_arg(v, &k, "--recompute=%s", recompute_name(c->recompute));
-    add_arg(v, &k, "--zero=%d", c->zero);
-    add_arg(v, &k, "--dtype=%s", c->act_bytes == 2 ? "bf16" : "fp32");
-    add_arg(v, &k, "--json=%s", u->json);
-    add_arg(v, &k, "--output=/dev/null");
-    add_arg(v, &k, "--links=0");
-    add_arg(v, &k, "--quiet");
-    if (u->layers > 0) add_arg(v, &k, "--layers=%d", u->layers);
-    return v;
-}
-
-static void free_argv(char **v)
-{
-    for (int i = 0; v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-static int start_run(const plan_args *a, const plan_ctx *x, const plan_layout *ls, run *u, const char *dir, int id,
-                     char err[LOONG_ERRLEN])
-{
-    snprintf(u->json, sizeof u->json, "%s/run%d.json", dir, id);
-    snprintf(u->log, sizeof u->log, "%s/run%d.log", dir, id);
-    char **v = sim_argv(a, x, &ls[u->layout], u);
-    int rc = sim_child_spawn(v, u->log, &u->pid, err);
-    free_argv(v);
+    char platform[4200], calib[4200], layers[32];
+    const char *extra[4];
+    int n = 0;
+    snprintf(platform, sizeof platform, "--platform=%s", a->platform);
+    extra[n++] = platform;
+    if (a->calib) {
+        snprintf(calib, sizeof calib, "--calib=%s", a->calib);
+        extra[n++] = calib;
+    }
+    extra[n++] = "--links=0";
+    if (u->layers > 0) {
+        snprintf(layers, sizeof layers, "--layers=%d", u->layers);
+        extra[n++] = layers;
+    }
+    char **v = sim_child_argv(&ls[u->layout].c, a->cc.val[KNOB_MODEL], extra, n);
+    int rc = sim_child_start(&u->ch, v, err);
+    sim_child_argv_free(v);
     return rc;
 }
 
-/* First line of a failed run's stderr, for the error message. */
-static void run_failure(const run *u, const plan_layout *l, int status, char err[LOONG_ERRLEN])
-{
-    char line[200] = "";
-    FILE *f = fopen(u->log, "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f)) line[0] = '\0';
-        fclose(f);
-    }
-    line[strcspn(line, "\n")] = '\0';
-    snprintf(err, LOONG_ERRLEN, "simulating %s failed (status %d): %s", l->name, status, line);
-}
-
-static int finish_run(run *u, const plan_layout *l, int status, char err[LOONG_ERRLEN])
-{
-    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 1)) {
-        run_failure(u, l, WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
-        return -1;
-    }
-    double step = -1, exposed = -1;
-    if (sim_child_result(u->json, &step, &exposed) < 0) {
-        snprintf(err, LOONG_ERRLEN, "simulating %s: unreadable summary %s", l->name, u->json);
-        return -1;
-    }
-    u->step = step;
-    u->exposed = exposed;
-    unlink(u->log);
-    return 0;
-}
-
-/* Run runs[i] for i = first, first + stride, ... at most `jobs` at once. */
+/* Run runs[i] for i = first, first + stride, ... at most `jobs` at once.
+ * A child's summary is a few hundred bytes, far below a pipe's buffer, so
+ * it is read after the child exits. */
 static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls, run *runs, int n, int first,
                    int stride, int jobs, char err[LOONG_ERRLEN])
 {
-    char dir[] = "/tmp/loong-plan-XXXXXX";
-    if (!mkdtemp(dir)) {
-        snprintf(err, LOONG_ERRLEN, "cannot create a temporary directory: %s", strerror(errno));
-        return -1;
-    }
     int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
     while (done < mine) {
         while (rc == 0 && running < jobs && next < n) {
-            if (start_run(a, x, ls, &runs[next], dir, next, err) < 0) {
+            if (start_run(a, ls, &runs[next], err) < 0) {
                 rc = -1;
                 break;
             }
@@ -441,16 +348,24 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
         pid_t pid = waitpid(-1, &status, 0);
         if (pid < 0 && errno == EINTR) continue;
         if (pid < 0) break;
-        for (int i = first; i < n; i += stride)
-            if (runs[i].pid == pid) {
-                runs[i].pid = 0;
-                running--;
-                done++;
-                if (rc == 0 && finish_run(&runs[i], &ls[runs[i].layout], status, err) < 0) rc = -1;
+        for (int i = first; i < n; i += stride) {
+            run *u = &runs[i];
+            if (u->ch.pid != pid) continue;
+            u->ch.pid = 0;
+            running--;
+            done++;
+            sim_child_result res;
+            char why[LOONG_ERRLEN];
+            if (sim_child_finish(&u->ch, status, ls[u->layout].name, &res, why) < 0) {
+                if (rc == 0) snprintf(err, LOONG_ERRLEN, "%s", why);
+                rc = -1;
+                continue;
             }
+            u->step = res.step;
+            u->exposed = res.exposed;
+        }
         progress(a, x, "simulating", done, mine);
     }
-    rmdir(dir);
     return rc;
 }
 
@@ -458,8 +373,7 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
 
 static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
 {
-    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-    if (!idx) exit(2);
+    int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), k = a->exact ? m : (a->top < m ? a->top : m), np = 0;
     for (int i = 0; i < k; i++)
         pick[np++] = idx[i];
@@ -480,21 +394,18 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
 static int simulate(const plan_args *a, const plan_ctx *x, plan_layout *ls, int n, bool *composed,
                     char err[LOONG_ERRLEN])
 {
-    int *pick = malloc((size_t)(n + 2) * sizeof *pick);
-    if (!pick) exit(2);
+    int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
     int np = pick_layouts(a, ls, n, pick), L = x->req.base.model.layers;
-    *composed = !a->full_layers && L > 2 && x->req.base.zero == 1;
+    *composed = !a->full_layers && sim_compose_exact(&x->req.base);
     int per = *composed ? 2 : 1, nr = np * per;
-    run *runs = calloc((size_t)(nr ? nr : 1), sizeof *runs);
-    if (!runs) exit(2);
+    run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
     for (int i = 0; i < nr; i++)
-        runs[i] = (run){pick[i / per], *composed ? 1 + i % per : 0, 0, "", "", NAN, NAN};
+        runs[i] = (run){pick[i / per], *composed ? 1 + i % per : 0, {0, -1, -1}, NAN, NAN};
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
     if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "a simulation failed on another MPI rank");
-    double *v = malloc((size_t)(2 * nr + 1) * sizeof *v);
-    if (!v) exit(2);
+    double *v = xmalloc_array((size_t)(2 * nr + 1), sizeof *v, "the plan's simulations");
     for (int i = 0; i < nr; i++) {
         v[2 * i] = runs[i].step;
         v[2 * i + 1] = runs[i].exposed;
@@ -503,8 +414,8 @@ static int simulate(const plan_args *a, const plan_ctx *x, plan_layout *ls, int 
     for (int i = 0; rc == 0 && i < np; i++) {
         plan_layout *l = &ls[pick[i]];
         double *r = &v[2 * i * per];
-        l->sim_step = per == 2 ? r[0] + (L - 1) * (r[2] - r[0]) : r[0];
-        l->sim_exposed = per == 2 ? r[1] + (L - 1) * (r[3] - r[1]) : r[1];
+        l->sim_step = per == 2 ? sim_compose(r[0], r[2], L) : r[0];
+        l->sim_exposed = per == 2 ? sim_compose(r[1], r[3], L) : r[1];
     }
     free(v);
     free(runs);

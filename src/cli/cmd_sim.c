@@ -2,10 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/afile.h"
+#include "core/xalloc.h"
 #include "model/calib.h"
 #include "core/stats.h"
 #include "core/strategy.h"
@@ -32,7 +31,8 @@ static void sim_usage(FILE *f)
             "  --trace-layer L       only layer L (and model-level tasks) in the trace   [all]\n"
             "  -o, --output FILE     write the summary there (atomically) instead of stdout\n"
             "  --links N             busiest links to list                              [10]\n"
-            "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank)\n"
+            "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank);\n"
+            "                        '-' prints it on stdout, and the table then only goes to -o FILE\n"
             "  --layers N            simulate N transformer blocks instead of the model's (loong plan composes)\n"
             "  --compose             predict the step from simulations of 1 and 2 layers,\n"
             "                        T(L) = T(1) + (L-1)(T(2) - T(1)); scope step, ZeRO-1, no trace\n"
@@ -41,17 +41,18 @@ static void sim_usage(FILE *f)
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
             "  --log=SPEC            SimGrid logging, e.g. --log=loong.thres:verbose\n"
             "  -h, --help            this text\n"
-            "\n%s%s"
+            "\n%s"
             "\nExit status: 0; 1 when a prediction exceeds the hardware peak (a # BUG line);\n"
             "2 on bad input.\n"
             "\nExample:\n"
             "  loong sim --platform topologies/dgx-h100-8n.xml --model llama3-8b --seq 1M --mesh 8x8 \\\n"
             "            --strategy loongtrain --window 4 --scope step --trace predicted.json\n",
-            cli_config_help, strategy_help());
+            cli_config_help());
 }
 
 typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
+    bool out_given; /* -o was given: with --json -, the table goes only there */
     int links, layers;
     trace_filter flt;
     bool quiet, timing, compose;
@@ -62,8 +63,7 @@ typedef struct sim_args {
 /* Move SimGrid's own --cfg=/--log= out of argv (getopt would reject them). */
 static int split_simgrid_args(int argc, char **argv, sim_args *a)
 {
-    a->sg_args = calloc((size_t)argc + 1, sizeof *a->sg_args);
-    if (!a->sg_args) exit(2);
+    a->sg_args = xcalloc((size_t)argc + 1, sizeof *a->sg_args, "the SimGrid options");
     int k = 0;
     for (int i = 0; i < argc; i++) {
         if (i > 0 && (!strncmp(argv[i], "--cfg=", 6) || !strncmp(argv[i], "--log=", 6)))
@@ -88,8 +88,7 @@ static int parse_int_opt(const char *s, const char *what, int *out)
 
 static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
 {
-    static const struct option opts[] = {
-        CLI_CONFIG_OPTIONS,
+    static const struct option own[] = {
         {"platform", required_argument, 0, 'p'},
         {"calib", required_argument, 0, 'c'},
         {"trace", required_argument, 0, 't'},
@@ -105,6 +104,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    const struct option *opts = cli_options(own);
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -113,7 +113,10 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'p': a->platform = optarg; break;
         case 'c': a->calib = optarg; break;
         case 't': a->trace = optarg; break;
-        case 'o': a->out = optarg; break;
+        case 'o':
+            a->out = optarg;
+            a->out_given = true;
+            break;
         case 'q': a->quiet = true; break;
         case 'j': a->json = optarg; break;
         case 'y':
@@ -137,31 +140,9 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     if (optind < argc) return cli_fail("sim", "unexpected argument '%s': see loong sim --help", argv[optind]);
     if (!a->platform)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");
+    if (a->json && !strcmp(a->json, "-") && !strcmp(a->out, "-") && a->out_given)
+        return cli_fail("sim", "-o - and --json - both name standard output: give one of them a file");
     return 0;
-}
-
-/* The calibration table: --calib, or the platform's default for its GPU. */
-static calib *load_calib(const sim_args *a, sim_platform *pf, char err[LOONG_ERRLEN])
-{
-    const char *kind = sim_platform_kind(pf);
-    char *path = a->calib ? strdup(a->calib) : sim_platform_calib_path(pf);
-    if (!path) exit(2);
-    if (!a->calib && access(path, R_OK) != 0) {
-        snprintf(err, LOONG_ERRLEN, "unknown GPU kind '%s': no calibration table %s (give one with --calib FILE)", kind,
-                 path);
-        free(path);
-        return NULL;
-    }
-    calib *cb = calib_load(path, err);
-    free(path);
-    if (cb && strcmp(calib_gpu(cb), kind)) {
-        snprintf(err, LOONG_ERRLEN,
-                 "calibration table is for GPU kind '%s' but the platform's GPUs are '%s': use a table for %s",
-                 calib_gpu(cb), kind, kind);
-        calib_free(cb);
-        return NULL;
-    }
-    return cb;
 }
 
 static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf)
@@ -179,7 +160,7 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
 
 /* The --json summary: step time and per-rank busy / exposed means and
  * maxima, for scripts and `loong plan`. */
-static int write_json(const dag *g, const sim_result *res, const char *path, char err[LOONG_ERRLEN])
+static json_t *json_summary(const dag *g, const sim_result *res)
 {
     const config *c = dag_config(g);
     int P = config_ranks(c);
@@ -197,48 +178,54 @@ static int write_json(const dag *g, const sim_result *res, const char *path, cha
         json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:I, s:i, s:f}", "config", config_to_json(c), "step_s", res->makespan,
                   "busy_mean_s", sum[0] / P, "busy_max_s", mx[0], "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1],
                   "tasks", (json_int_t)dag_ntasks(g), "layers", c->model.layers, "sim_wall_s", res->wall_s);
-    afile f = {0};
-    if (!j) exit(2);
-    int rc = afile_open(&f, path, err);
-    if (rc == 0 && json_dumpf(j, f.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0) {
-        fputc('\n', f.f);
-        rc = afile_commit(&f, err);
-    } else if (rc == 0) {
-        afile_abort(&f);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", path);
-        rc = -1;
-    }
+    if (!j) xalloc_die(0, "the JSON summary");
+    return j;
+}
+
+/* A JSON summary as loong writes them: compact, 17 digits, one line. */
+static int dump_json(FILE *f, json_t *j)
+{
+    int rc = json_dumpf(j, f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF ? 0 : -1;
     json_decref(j);
     return rc;
 }
 
-/* Write trace then summary to temporaries; commit both only if both succeed. */
+/* Open every output, write them all, and commit them only when all were
+ * written: a failure leaves no new file and an existing one untouched.
+ * With --json - and no -o the table is still formatted, in memory, for
+ * the # BUG checks it makes. */
 static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf, int *bugs,
                          char err[LOONG_ERRLEN])
 {
-    afile tr = {0}, sm = {0};
-    if (a->trace && afile_open(&tr, a->trace, err) < 0) return -1;
-    if (a->trace && trace_write(tr.f, g, "sim", res->start, res->dur, &a->flt) < 0) {
-        afile_abort(&tr);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
-        return -1;
+    bool table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
+    afile tr = {0}, sm = {0}, js = {0};
+    char *mem = NULL;
+    size_t memlen = 0;
+    int rc = a->trace ? afile_open(&tr, a->trace, err) : 0;
+    if (rc == 0 && table) rc = afile_open(&sm, a->out, err);
+    if (rc == 0 && a->json) rc = afile_open(&js, a->json, err);
+    if (rc == 0 && a->trace && trace_write(tr.f, g, "sim", res->start, res->dur, &a->flt) < 0)
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
+    FILE *f = table ? sm.f : open_memstream(&mem, &memlen);
+    if (rc == 0 && !f) xalloc_die(0, "the summary");
+    if (rc == 0) {
+        write_header(f, g, a, pf);
+        if (sim_summary_write(f, g, cb, res, a->links, bugs) < 0)
+            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
     }
-    if (afile_open(&sm, a->out, err) < 0) {
-        afile_abort(&tr);
-        return -1;
-    }
-    write_header(sm.f, g, a, pf);
-    if (sim_summary_write(sm.f, g, cb, res, a->links, bugs) < 0) {
+    if (!table && f) fclose(f);
+    free(mem);
+    if (rc == 0 && a->json && dump_json(js.f, json_summary(g, res)) < 0)
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
+    if (rc == 0 && a->trace) rc = afile_commit(&tr, err);
+    if (rc == 0 && table) rc = afile_commit(&sm, err);
+    if (rc == 0 && a->json) rc = afile_commit(&js, err);
+    if (rc < 0) {
         afile_abort(&tr);
         afile_abort(&sm);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
-        return -1;
+        afile_abort(&js);
     }
-    if (a->trace && afile_commit(&tr, err) < 0) {
-        afile_abort(&sm);
-        return -1;
-    }
-    return afile_commit(&sm, err);
+    return rc;
 }
 
 static int simulate(sim_args *a, const config *c)
@@ -247,7 +234,7 @@ static int simulate(sim_args *a, const config *c)
     double t0 = cli_now();
     sim_platform *pf = sim_platform_open(a->platform, a->nsg, a->sg_args, err);
     if (!pf) return cli_fail("sim", "%s", err);
-    calib *cb = load_calib(a, pf, err);
+    calib *cb = calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err);
     if (!cb) {
         sim_platform_free(pf);
         return cli_fail("sim", "%s", err);
@@ -264,7 +251,6 @@ static int simulate(sim_args *a, const config *c)
     double t2 = cli_now();
     if (rc == 0) {
         rc = write_outputs(g, cb, &res, a, pf, &bugs, err);
-        if (rc == 0 && a->json) rc = write_json(g, &res, a->json, err);
         sim_result_free(&res);
     }
     if (a->timing && rc == 0)
@@ -283,107 +269,79 @@ static int simulate(sim_args *a, const config *c)
 
 /* ---- --compose: two small simulations instead of one of every layer ---- */
 
-/* Run this program as `loong sim ARGS --layers=L --json=PATH`, where ARGS
- * are the user's arguments without the options compose replaces; returns
- * the JSON's step and mean exposed communication. SimGrid initialises once
- * per process, hence a child per simulation. */
-static int run_layers(char **args, int nargs, char *const *sg, int nsg, int layers, const char *json, double *step,
-                      double *exposed, char err[LOONG_ERRLEN])
+/* Simulate c with `layers` layers in a child (sim_child.h). The child gets
+ * the configuration from the knob table, and the platform, calibration and
+ * SimGrid settings the user gave. */
+static int run_layers(const sim_args *a, const cli_config *cc, const config *c, int layers, sim_child_result *res,
+                      char err[LOONG_ERRLEN])
 {
-    char **v = calloc((size_t)(nargs + nsg + 8), sizeof *v), lay[32], js[4200];
-    int k = 0;
-    v[k++] = "loong";
-    v[k++] = "sim";
-    for (int i = 0; i < nargs; i++)
-        v[k++] = args[i];
-    for (int i = 0; i < nsg; i++)
-        v[k++] = sg[i];
-    snprintf(lay, sizeof lay, "--layers=%d", layers);
-    snprintf(js, sizeof js, "--json=%s", json);
-    v[k++] = lay;
-    v[k++] = js;
-    v[k++] = "--output=/dev/null";
-    v[k++] = "--quiet";
-    pid_t pid;
-    int status = 0, rc = sim_child_spawn(v, NULL, &pid, err);
-    free(v);
-    if (rc || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) > 1) {
-        snprintf(err, LOONG_ERRLEN, "the %d-layer simulation failed", layers);
-        return -1;
+    const char **extra = xcalloc((size_t)a->nsg + 3, sizeof *extra, "a loong sim command line");
+    char platform[4200], calib[4200], lay[32], what[48];
+    int n = 0;
+    snprintf(platform, sizeof platform, "--platform=%s", a->platform);
+    extra[n++] = platform;
+    if (a->calib) {
+        snprintf(calib, sizeof calib, "--calib=%s", a->calib);
+        extra[n++] = calib;
     }
-    rc = sim_child_result(json, step, exposed);
-    if (rc) snprintf(err, LOONG_ERRLEN, "the %d-layer simulation wrote no summary", layers);
+    snprintf(lay, sizeof lay, "--layers=%d", layers);
+    extra[n++] = lay;
+    for (int i = 0; i < a->nsg; i++)
+        extra[n++] = a->sg_args[i];
+    char **v = sim_child_argv(c, cc->val[KNOB_MODEL], extra, n);
+    snprintf(what, sizeof what, "the %d-layer step", layers);
+    int rc = sim_child_run(v, what, res, err);
+    sim_child_argv_free(v);
+    free(extra);
     return rc;
 }
 
-/* The user's arguments minus --compose, --json, -o/--output (which compose
- * writes itself). */
-static int kept_args(int argc, char **argv, char **out)
+static int compose(const sim_args *a, const cli_config *cc, const config *c)
 {
-    int n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        bool drop_val = !strcmp(s, "--json") || !strcmp(s, "-o") || !strcmp(s, "--output");
-        if (!strcmp(s, "--compose") || !strncmp(s, "--json=", 7) || !strncmp(s, "--output=", 9)) continue;
-        if (drop_val) {
-            i++;
-            continue;
-        }
-        out[n++] = argv[i];
-    }
-    return n;
-}
-
-static int compose(int argc, char **argv, const sim_args *a, const config *c)
-{
-    char err[LOONG_ERRLEN] = "", dir[] = "/tmp/loong-compose-XXXXXX", path[2][64];
+    char err[LOONG_ERRLEN] = "";
     int L = c->model.layers;
-    if (c->scope != SCOPE_STEP || c->zero != 1 || L < 3 || a->trace)
+    if (!sim_compose_exact(c) || a->trace)
         return cli_fail("sim", "--compose needs --scope step, --zero 1, a model of 3 or more layers and no --trace "
                                "(the composition is exact only there: README, \"loong sim\")");
-    if (!mkdtemp(dir)) return cli_fail("sim", "cannot create a temporary directory");
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    int n = kept_args(argc, argv, args);
-    double t[2], x[2];
-    int rc = 0;
-    for (int l = 0; l < 2 && rc == 0; l++) {
-        snprintf(path[l], sizeof path[l], "%s/l%d.json", dir, l + 1);
-        rc = run_layers(args, n, a->sg_args, a->nsg, l + 1, path[l], &t[l], &x[l], err);
-    }
-    free(args);
-    rmdir(dir);
-    if (rc) return cli_fail("sim", "%s", err);
-    double step = t[0] + (L - 1) * (t[1] - t[0]), exposed = x[0] + (L - 1) * (x[1] - x[0]);
+    sim_child_result r[2];
+    for (int l = 0; l < 2; l++)
+        if (run_layers(a, cc, c, l + 1, &r[l], err) < 0) return cli_fail("sim", "%s", err);
+    double step = sim_compose(r[0].step, r[1].step, L), exposed = sim_compose(r[0].exposed, r[1].exposed, L);
     double tokens = (double)c->batch * (double)c->seq;
     int P = config_ranks(c);
     char desc[256];
     config_describe(c, desc, sizeof desc);
-    afile f;
-    if (afile_open(&f, a->out, err) < 0) return cli_fail("sim", "%s", err);
-    fprintf(f.f,
-            "# loong sim --compose: %s\n# platform %s; composed from simulations of 1 and 2 layers (%.6f s, %.6f s):\n"
-            "#   T(L) = T(1) + (L - 1) (T(2) - T(1)) with L = %d\n",
-            desc, a->platform, t[0], t[1], L);
-    fprintf(f.f, "# step time: %.6f s (training step, step)\n", step);
-    fprintf(f.f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
-            tokens, P);
-    platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
-    if (platform_spec_read(a->platform, &sp, err) == 0)
-        fprintf(f.f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
-                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
-    fprintf(f.f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
-    if (afile_commit(&f, err) < 0) return cli_fail("sim", "%s", err);
-    if (a->json) {
+    bool table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
+    afile f = {0}, jf = {0};
+    int rc = table ? afile_open(&f, a->out, err) : 0;
+    if (rc == 0 && a->json) rc = afile_open(&jf, a->json, err);
+    if (rc == 0 && table) {
+        fprintf(f.f,
+                "# loong sim --compose: %s\n# platform %s; composed from simulations of 1 and 2 layers (%.6f s, %.6f "
+                "s):\n#   T(L) = T(1) + (L - 1) (T(2) - T(1)) with L = %d\n",
+                desc, a->platform, r[0].step, r[1].step, L);
+        fprintf(f.f, "# step time: %.6f s (training step, step)\n", step);
+        fprintf(f.f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n",
+                tokens / (step * P), tokens, P);
+        platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
+        if (platform_spec_read(a->platform, &sp, err) == 0)
+            fprintf(f.f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
+                    100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
+        fprintf(f.f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
+    }
+    if (rc == 0 && a->json) {
         json_t *j = json_pack("{s:o, s:f, s:f, s:b}", "config", config_to_json(c), "step_s", step, "exposed_mean_s",
                               exposed, "composed", 1);
-        afile jf;
-        rc = afile_open(&jf, a->json, err);
-        if (rc == 0 && json_dumpf(j, jf.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0)
-            rc = afile_commit(&jf, err);
-        else if (rc == 0)
-            afile_abort(&jf), rc = -1;
+        if (!j || json_dumpf(j, jf.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
+            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
-        if (rc) return cli_fail("sim", "%s", err[0] ? err : "cannot write the --json summary");
+    }
+    if (rc == 0 && table) rc = afile_commit(&f, err);
+    if (rc == 0 && a->json) rc = afile_commit(&jf, err);
+    if (rc < 0) {
+        afile_abort(&f);
+        afile_abort(&jf);
+        return cli_fail("sim", "%s", err);
     }
     return 0;
 }
@@ -411,7 +369,7 @@ int cmd_sim(int argc, char **argv)
             return cli_fail("sim", "%s", err);
         }
     }
-    rc = a.compose ? compose(argc, argv, &a, &c) : simulate(&a, &c);
+    rc = a.compose ? compose(&a, &cc, &c) : simulate(&a, &c);
     free(a.sg_args);
     return rc;
 }

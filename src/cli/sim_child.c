@@ -1,34 +1,141 @@
-/* sim_child: loong sim subprocesses. See sim_child.h. */
+/* sim_child: loong sim subprocesses and layer composition. See sim_child.h. */
 #include "sim_child.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "core/xalloc.h"
 
 extern char **environ;
 
-int sim_child_spawn(char *const argv[], const char *log, pid_t *pid, char err[LOONG_ERRLEN])
+char **sim_child_argv(const config *c, const char *model_spec, const char *const *extra, int nextra)
 {
+    char **v = xcalloc((size_t)(KNOB_COUNT + nextra + 6), sizeof *v, "a loong sim command line");
+    int k = 0;
+    v[k++] = xstrdup("loong", "a loong sim command line");
+    v[k++] = xstrdup("sim", "a loong sim command line");
+    for (int i = 0; i < KNOB_COUNT; i++) {
+        char val[256];
+        if (i == KNOB_MODEL && model_spec)
+            snprintf(val, sizeof val, "%s", model_spec);
+        else
+            config_knob_format(c, (config_knob)i, val, sizeof val);
+        if (asprintf(&v[k++], "--%s=%s", config_knob_get((config_knob)i)->option, val) < 0)
+            xalloc_die(sizeof val, "a loong sim command line");
+    }
+    for (int i = 0; i < nextra; i++)
+        v[k++] = xstrdup(extra[i], "a loong sim command line");
+    v[k++] = xstrdup("--json=-", "a loong sim command line");
+    v[k++] = xstrdup("--quiet", "a loong sim command line");
+    return v;
+}
+
+void sim_child_argv_free(char **argv)
+{
+    for (int i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+int sim_child_start(sim_child *ch, char *const argv[], char err[LOONG_ERRLEN])
+{
+    int fd[2];
+    char log[] = "/tmp/loong-sim-child-XXXXXX";
+    ch->out = ch->log = -1;
+    if (pipe(fd) < 0) {
+        snprintf(err, LOONG_ERRLEN, "cannot start loong sim: pipe: %s", strerror(errno));
+        return -1;
+    }
+    ch->log = mkstemp(log);
+    if (ch->log >= 0) unlink(log); /* nothing to clean up, whatever happens */
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, log ? log : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int rc = posix_spawn(pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    if (ch->log >= 0) posix_spawn_file_actions_adddup2(&fa, ch->log, 2);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    int rc = posix_spawn(&ch->pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc) snprintf(err, LOONG_ERRLEN, "cannot start loong sim: %s", strerror(rc));
-    return rc ? -1 : 0;
+    close(fd[1]);
+    ch->out = fd[0];
+    if (rc) {
+        snprintf(err, LOONG_ERRLEN, "cannot start loong sim: %s", strerror(rc));
+        close(ch->out);
+        if (ch->log >= 0) close(ch->log);
+        ch->out = ch->log = -1;
+        return -1;
+    }
+    return 0;
 }
 
-int sim_child_result(const char *json, double *step, double *exposed)
+/* All of fd into a NUL-terminated malloc'd string. */
+static char *slurp(int fd)
 {
-    json_error_t je;
-    json_t *j = json_load_file(json, 0, &je);
-    int rc = j && json_unpack(j, "{s:F, s:F}", "step_s", step, "exposed_mean_s", exposed) == 0 ? 0 : -1;
-    json_decref(j);
-    unlink(json);
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap, "a loong sim summary");
+    ssize_t got;
+    while ((got = read(fd, buf + n, cap - n - 1)) > 0 || (got < 0 && errno == EINTR)) {
+        if (got < 0) continue;
+        n += (size_t)got;
+        if (n + 1 == cap) buf = xrealloc_array(buf, cap *= 2, 1, "a loong sim summary");
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The child's first line of stderr, for a failure message. */
+static void first_line(int fd, char *line, size_t len)
+{
+    line[0] = '\0';
+    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0) return;
+    ssize_t n = read(fd, line, len - 1);
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+}
+
+int sim_child_finish(sim_child *ch, int status, const char *what, sim_child_result *res, char err[LOONG_ERRLEN])
+{
+    char *out = slurp(ch->out);
+    int rc = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+        char line[200];
+        first_line(ch->log, line, sizeof line);
+        snprintf(err, LOONG_ERRLEN, "simulating %s failed (status %d): %s", what,
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, line[0] ? line : "no message");
+        rc = -1;
+    } else {
+        json_error_t je;
+        json_t *j = json_loads(out, 0, &je);
+        if (!j || json_unpack(j, "{s:F, s:F}", "step_s", &res->step, "exposed_mean_s", &res->exposed) < 0) {
+            snprintf(err, LOONG_ERRLEN, "simulating %s: the child printed no readable summary", what);
+            rc = -1;
+        }
+        json_decref(j);
+    }
+    free(out);
+    close(ch->out);
+    if (ch->log >= 0) close(ch->log);
+    ch->out = ch->log = -1;
     return rc;
 }
+
+int sim_child_run(char *const argv[], const char *what, sim_child_result *res, char err[LOONG_ERRLEN])
+{
+    sim_child ch;
+    if (sim_child_start(&ch, argv, err) < 0) return -1;
+    int status = 0;
+    while (waitpid(ch.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return sim_child_finish(&ch, status, what, res, err);
+}
+
+bool sim_compose_exact(const config *c) { return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3; }
+
+double sim_compose(double one, double two, int layers) { return one + (layers - 1) * (two - one); }

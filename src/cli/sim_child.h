@@ -1,23 +1,64 @@
 /*
- * sim_child: `loong sim` as a child process. SimGrid initialises once per
- * process, so every command that needs several simulations (plan, sim
- * --compose) runs each one as this program again and reads its --json
- * summary.
+ * sim_child: `loong sim` as a child process, and the composition of a
+ * training step from simulations of 1 and 2 layers. SimGrid initialises
+ * once per process, so every command that needs several simulations
+ * (`loong plan`, `loong sim --compose`) runs each one as this program
+ * again. A child prints its JSON summary on its standard output (`--json
+ * -`), which the parent reads from a pipe: no file is written, and no
+ * output path (least of all /dev/null) is handed to the child.
  */
 #ifndef LOONG_CLI_SIM_CHILD_H
 #define LOONG_CLI_SIM_CHILD_H
 
 #include <sys/types.h>
 
-#include "core/units.h"
+#include "core/config.h"
 
-/* Start /proc/self/exe with argv (NULL-terminated, argv[0] = "loong"),
- * stdin and stdout on /dev/null and stderr to `log` (or /dev/null when
- * NULL). Returns 0 and sets *pid, or -1 with a message. */
-int sim_child_spawn(char *const argv[], const char *log, pid_t *pid, char err[LOONG_ERRLEN]);
+/* The command line of a child simulating c: "loong sim", every knob of c
+ * from the knob table (--model=model_spec when given, so that a model file
+ * is read again, else the model's preset name), then the `nextra` strings
+ * of `extra`, then --json=- --quiet. NULL-terminated, malloc'd: free it
+ * with sim_child_argv_free(). */
+char **sim_child_argv(const config *c, const char *model_spec, const char *const *extra, int nextra);
+void sim_child_argv_free(char **argv);
 
-/* Read step_s and exposed_mean_s from a child's --json summary and remove
- * the file. Returns 0, or -1 when it is missing or unreadable. */
-int sim_child_result(const char *json, double *step, double *exposed);
+/* A running child: its pid, the read end of its standard output and its
+ * standard error (an unlinked temporary file, read back on failure). */
+typedef struct sim_child {
+    pid_t pid;
+    int out, log;
+} sim_child;
+
+/* What a child's summary says. */
+typedef struct sim_child_result {
+    double step;    /* predicted step time, seconds */
+    double exposed; /* mean exposed communication per rank, seconds */
+} sim_child_result;
+
+/* Start /proc/self/exe with argv. Returns 0, or -1 with a message. */
+int sim_child_start(sim_child *ch, char *const argv[], char err[LOONG_ERRLEN]);
+
+/* After waitpid() reported `status` for ch->pid: read the summary, close
+ * ch's descriptors. Exit status 1 (a # BUG line) still carries a summary.
+ * Returns 0, or -1 with a message that quotes the child's first line of
+ * stderr. `what` names the run in the message. */
+int sim_child_finish(sim_child *ch, int status, const char *what, sim_child_result *res, char err[LOONG_ERRLEN]);
+
+/* Start, wait for and finish one child. */
+int sim_child_run(char *const argv[], const char *what, sim_child_result *res, char err[LOONG_ERRLEN]);
+
+/* ---- composition ----
+ * Transformer blocks are identical, and under ZeRO-1 the LM head and the
+ * closing reduce-scatter / all-gather are not per layer, so the difference
+ * of a 2-layer and a 1-layer simulation is exactly one layer's critical
+ * path: T(L) = T(1) + (L - 1)(T(2) - T(1)). Under ZeRO 0, 2 and 3 the
+ * per-layer gradient collectives overlap a number of layers that depends
+ * on L, and composition is refused. */
+
+/* Whether c's step composes exactly: scope step, ZeRO-1, L >= 3. */
+bool sim_compose_exact(const config *c);
+
+/* T(L) from T(1) = one and T(2) = two. */
+double sim_compose(double one, double two, int layers);
 
 #endif

@@ -1,6 +1,7 @@
 /* config: validation, geometry and serialisation of a run. See config.h. */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,23 +34,41 @@ void config_defaults(config *c)
 
 /* ---- names ---- */
 
-#define NAMES(fn, type, ...)                                                                                           \
-    static const char *const fn##_names[] = {__VA_ARGS__};                                                             \
-    const char *fn##_name(type v) { return fn##_names[v]; }                                                            \
+/* How a value is spelled on the command line and in JSON, and in the short
+ * layout names of `loong plan`. */
+typedef struct spelling {
+    const char *name, *abbrev;
+} spelling;
+
+static const spelling placement_sp[] = {{"head-first", "hf"}, {"context-first", "cf"}};
+static const spelling partition_sp[] = {{"contiguous", "ct"}, {"zigzag", "zz"}};
+static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"double", "double"}};
+static const spelling scope_sp[] = {{"attn-fwd", "attn-fwd"}, {"attn", "attn"}, {"step", "step"}};
+static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"full", "full"}};
+static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
+static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
+#define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
+
+static int spelling_find(const spelling *sp, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, sp[i].name)) return i;
+    return -1;
+}
+
+#define NAMES(fn, type)                                                                                                \
+    const char *fn##_name(type v) { return fn##_sp[v].name; }                                                          \
     int fn##_parse(const char *s, type *out)                                                                           \
     {                                                                                                                  \
-        for (size_t i = 0; i < sizeof fn##_names / sizeof fn##_names[0]; i++)                                          \
-            if (!strcmp(s, fn##_names[i])) {                                                                           \
-                *out = (type)i;                                                                                        \
-                return 0;                                                                                              \
-            }                                                                                                          \
-        return -1;                                                                                                     \
+        int i = spelling_find(fn##_sp, NSP(fn##_sp), s);                                                               \
+        if (i >= 0) *out = (type)i;                                                                                    \
+        return i >= 0 ? 0 : -1;                                                                                        \
     }
-NAMES(placement, placement_kind, "head-first", "context-first")
-NAMES(partition, partition_kind, "contiguous", "zigzag")
-NAMES(ring, ring_kind, "single", "dual", "double")
-NAMES(scope, scope_kind, "attn-fwd", "attn", "step")
-NAMES(recompute, recompute_kind, "none", "selective", "full")
+NAMES(placement, placement_kind)
+NAMES(partition, partition_kind)
+NAMES(ring, ring_kind)
+NAMES(scope, scope_kind)
+NAMES(recompute, recompute_kind)
 
 /* ---- validation ---- */
 
@@ -216,49 +235,264 @@ int config_chunk_of(const config *c, int s, int part) { return part == 0 ? s : 2
 
 uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_ranks(c); }
 
-/* ---- serialisation ---- */
+/* ---- the knobs ---- */
+
+typedef enum { KT_MODEL, KT_COUNT, KT_INT, KT_STAGE, KT_MESH, KT_STRING, KT_ENUM, KT_BOOL, KT_DTYPE } knob_type;
+
+typedef struct knob_row {
+    config_knob_info info;
+    knob_type type;
+    size_t off;            /* the field in config (not for MODEL, MESH, DTYPE) */
+    const spelling *names; /* ENUM and BOOL */
+    int nnames;
+} knob_row;
+
+#define KNOB_ENUM(field, sp) KT_ENUM, offsetof(config, field), sp, NSP(sp)
+
+static const knob_row knobs[KNOB_COUNT] = {
+    [KNOB_MODEL] = {{"model", "model", "NAME|FILE", "a preset (Models below) or a `key = value` file [llama3-8b]",
+                     false},
+                    KT_MODEL,
+                    0,
+                    NULL,
+                    0},
+    [KNOB_SEQ] = {{"seq", "seq", "N", "tokens per sample, K/M/G = 2^10/2^20/2^30  [128K]", false},
+                  KT_COUNT,
+                  offsetof(config, seq),
+                  NULL,
+                  0},
+    [KNOB_BATCH] = {{"batch", "batch", "N", "samples per micro-batch                     [1]", false},
+                    KT_INT,
+                    offsetof(config, batch),
+                    NULL,
+                    0},
+    [KNOB_MESH] = {{"mesh", "mesh", "PhxPs | P",
+                    "head-parallel x sequence-parallel ranks, or a total\n"
+                    "that the strategy splits                    [64]",
+                    true},
+                   KT_MESH,
+                   0,
+                   NULL,
+                   0},
+    [KNOB_STRATEGY] = {{"strategy", "strategy", "NAME", "preset over the knobs below (Strategies) [loongtrain]", true},
+                       KT_STRING,
+                       offsetof(config, strategy),
+                       NULL,
+                       0},
+    [KNOB_PLACEMENT] = {{"placement", "placement", "P", "head-first | context-first              [head-first]", true},
+                        KNOB_ENUM(placement, placement_sp)},
+    [KNOB_PARTITION] = {{"partition", "partition", "P", "contiguous | zigzag                 [from strategy]", true},
+                        KNOB_ENUM(partition, partition_sp)},
+    [KNOB_RING] = {{"ring", "ring", "MODE", "single | dual | double              [from strategy]", true},
+                   KNOB_ENUM(ring, ring_sp)},
+    [KNOB_WINDOW] = {{"window", "window", "W", "double-ring window, P_s % W == 0 [strategy's rule]", true},
+                     KT_INT,
+                     offsetof(config, window),
+                     NULL,
+                     0},
+    [KNOB_KV_REPLICATION] = {{"kv_replication", "kv-replication", "on|off",
+                              "replicate KV heads when P_h > H_kv      [on]", true},
+                             KT_BOOL,
+                             offsetof(config, kv_replication),
+                             onoff_sp,
+                             NSP(onoff_sp)},
+    [KNOB_SCOPE] = {{"scope", "scope", "S", "attn-fwd | attn | step                      [step]", true},
+                    KNOB_ENUM(scope, scope_sp)},
+    [KNOB_GPUS_PER_NODE] = {{"gpus_per_node", "gpus-per-node", "N",
+                             "for the node/GPU of each rank                  [8]", false},
+                            KT_INT,
+                            offsetof(config, gpus_per_node),
+                            NULL,
+                            0},
+    [KNOB_RECOMPUTE] = {{"recompute", "recompute", "R", "none | selective | full                     [none]", false},
+                        KNOB_ENUM(recompute, recompute_sp)},
+    [KNOB_ZERO] = {{"zero", "zero", "N", "ZeRO stage 0-3 of the gradient reduction       [1]", false},
+                   KT_STAGE,
+                   offsetof(config, zero),
+                   NULL,
+                   0},
+    [KNOB_DTYPE] = {{"dtype", "dtype", "T", "bf16 | fp32 activations                     [bf16]", false},
+                    KT_DTYPE,
+                    0,
+                    dtype_sp,
+                    NSP(dtype_sp)},
+};
+
+const config_knob_info *config_knob_get(config_knob k) { return &knobs[k].info; }
+
+static int *int_field(config *c, const knob_row *r) { return (int *)((char *)c + r->off); }
+static int int_value(const config *c, const knob_row *r) { return *(const int *)((const char *)c + r->off); }
+static int dtype_index(const config *c) { return c->act_bytes == 4; }
+
+void config_knob_format(const config *c, config_knob k, char *buf, size_t len)
+{
+    const knob_row *r = &knobs[k];
+    switch (r->type) {
+    case KT_MODEL: snprintf(buf, len, "%s", c->model.name); break;
+    case KT_COUNT: snprintf(buf, len, "%llu", (unsigned long long)c->seq); break;
+    case KT_INT:
+    case KT_STAGE: snprintf(buf, len, "%d", int_value(c, r)); break;
+    case KT_MESH: snprintf(buf, len, "%dx%d", c->p_head, c->p_seq); break;
+    case KT_STRING: snprintf(buf, len, "%s", (const char *)c + r->off); break;
+    case KT_ENUM: snprintf(buf, len, "%s", r->names[int_value(c, r)].name); break;
+    case KT_BOOL: snprintf(buf, len, "%s", r->names[*(const bool *)((const char *)c + r->off)].name); break;
+    case KT_DTYPE: snprintf(buf, len, "%s", r->names[dtype_index(c)].name); break;
+    }
+}
+
+/* "--opt 'x' is not one of: a, b, c" */
+static int not_one_of(const knob_row *r, const char *text, char err[LOONG_ERRLEN])
+{
+    char list[128] = "";
+    for (int i = 0; i < r->nnames; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", r->names[i].name);
+    snprintf(err, LOONG_ERRLEN, "--%s '%.60s' is not one of: %s", r->info.option, text, list);
+    return -1;
+}
+
+static int parse_mesh(config *c, const char *text, char err[LOONG_ERRLEN])
+{
+    const char *x = strchr(text, 'x');
+    char a[32];
+    size_t n = x ? (size_t)(x - text) : 0;
+    if (!x || n == 0 || n >= sizeof a) {
+        snprintf(err, LOONG_ERRLEN, "--mesh '%.60s' is not PhxPs (e.g. 4x16)", text);
+        return -1;
+    }
+    memcpy(a, text, n);
+    a[n] = '\0';
+    if (units_parse_int(a, "--mesh P_h", &c->p_head, err) < 0) return -1;
+    return units_parse_int(x + 1, "--mesh P_s", &c->p_seq, err);
+}
+
+int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN])
+{
+    const knob_row *r = &knobs[k];
+    char what[40];
+    snprintf(what, sizeof what, "--%s", r->info.option);
+    int i;
+    switch (r->type) {
+    case KT_MODEL: return model_resolve(text, &c->model, err);
+    case KT_COUNT: return units_parse_count(text, what, &c->seq, err);
+    case KT_INT: return units_parse_int(text, what, int_field(c, r), err);
+    case KT_STAGE:
+        if (strlen(text) != 1 || text[0] < '0' || text[0] > '3') {
+            snprintf(err, LOONG_ERRLEN, "--zero '%.60s' is not a ZeRO stage 0, 1, 2 or 3", text);
+            return -1;
+        }
+        *int_field(c, r) = text[0] - '0';
+        return 0;
+    case KT_MESH: return parse_mesh(c, text, err);
+    case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
+    case KT_ENUM:
+    case KT_BOOL:
+    case KT_DTYPE:
+        i = spelling_find(r->names, r->nnames, text);
+        if (i < 0) return not_one_of(r, text, err);
+        if (r->type == KT_ENUM) *int_field(c, r) = i;
+        if (r->type == KT_BOOL) *(bool *)((char *)c + r->off) = i == 1;
+        if (r->type == KT_DTYPE) c->act_bytes = i ? 4 : 2;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- serialisation: the knobs as JSON ---- */
+
+static json_t *model_to_json(const model *m)
+{
+    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", m->name, "layers", m->layers, "hidden", m->hidden,
+                     "heads", m->heads, "kv_heads", m->kv_heads, "head_dim", m->head_dim, "ffn", m->ffn, "vocab",
+                     m->vocab);
+}
+
+static json_t *knob_to_json(const config *c, const knob_row *r)
+{
+    switch (r->type) {
+    case KT_MODEL: return model_to_json(&c->model);
+    case KT_COUNT: return json_integer((json_int_t)c->seq);
+    case KT_INT:
+    case KT_STAGE: return json_integer(int_value(c, r));
+    case KT_MESH: return json_pack("[i,i]", c->p_head, c->p_seq);
+    case KT_STRING: return json_string((const char *)c + r->off);
+    case KT_ENUM: return json_string(r->names[int_value(c, r)].name);
+    case KT_BOOL: return json_boolean(*(const bool *)((const char *)c + r->off));
+    case KT_DTYPE: return json_string(r->names[dtype_index(c)].name);
+    }
+    return NULL;
+}
 
 json_t *config_to_json(const config *c)
 {
-    const model *m = &c->model;
-    return json_pack(
-        "{s:{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i},s:I,s:i,s:[i,i],s:s,s:s,s:s,s:s,s:i,s:b,s:s,s:i,s:s,s:i,s:s}", "model",
-        "name", m->name, "layers", m->layers, "hidden", m->hidden, "heads", m->heads, "kv_heads", m->kv_heads,
-        "head_dim", m->head_dim, "ffn", m->ffn, "vocab", m->vocab, "seq", (json_int_t)c->seq, "batch", c->batch, "mesh",
-        c->p_head, c->p_seq, "strategy", c->strategy, "placement", placement_name(c->placement), "partition",
-        partition_name(c->partition), "ring", ring_name(c->ring), "window", c->window, "kv_replication",
-        c->kv_replication, "scope", scope_name(c->scope), "gpus_per_node", c->gpus_per_node, "recompute",
-        recompute_name(c->recompute), "zero", c->zero, "dtype", c->act_bytes == 2 ? "bf16" : "fp32");
+    json_t *j = json_object();
+    for (int k = 0; j && k < KNOB_COUNT; k++)
+        if (json_object_set_new(j, knobs[k].info.key, knob_to_json(c, &knobs[k])) < 0) {
+            json_decref(j);
+            return NULL;
+        }
+    return j;
+}
+
+static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
+{
+    const char *name;
+    json_error_t je;
+    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", &name, "layers", &m->layers,
+                       "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads, "head_dim", &m->head_dim,
+                       "ffn", &m->ffn, "vocab", &m->vocab) < 0) {
+        snprintf(err, LOONG_ERRLEN, "configuration object: model: %s", je.text);
+        return -1;
+    }
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return 0;
+}
+
+static int knob_from_json(const json_t *v, config *c, const knob_row *r, char err[LOONG_ERRLEN])
+{
+    if (r->type == KT_MODEL) return model_from_json(v, &c->model, err);
+    if (r->type == KT_MESH) {
+        if (json_unpack((json_t *)v, "[ii!]", &c->p_head, &c->p_seq) == 0) return 0;
+    } else if (r->type == KT_COUNT || r->type == KT_INT || r->type == KT_STAGE) {
+        json_int_t n = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (r->type == KT_COUNT && n > 0) {
+            c->seq = (uint64_t)n;
+            return 0;
+        }
+        if (r->type != KT_COUNT && n >= 0 && n <= INT32_MAX) {
+            *int_field(c, r) = (int)n;
+            return 0;
+        }
+    } else if (r->type == KT_BOOL) {
+        if (json_is_boolean(v)) {
+            *(bool *)((char *)c + r->off) = json_is_true(v);
+            return 0;
+        }
+    } else if (json_is_string(v)) { /* a name, or a spelling checked by the parser */
+        const char *s = json_string_value(v);
+        if (r->type == KT_STRING) return config_knob_parse(c, (config_knob)(r - knobs), s, err);
+        if (config_knob_parse(c, (config_knob)(r - knobs), s, err) == 0) return 0;
+        snprintf(err, LOONG_ERRLEN, "configuration object: '%s' is '%.60s', not a known %s", r->info.key, s,
+                 r->info.key);
+        return -1;
+    }
+    snprintf(err, LOONG_ERRLEN, "configuration object: '%s' has the wrong type", r->info.key);
+    return -1;
 }
 
 int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
 {
     memset(c, 0, sizeof *c);
-    model *m = &c->model;
-    const char *name, *strategy, *place, *part, *ring, *scope, *recomp, *dtype;
-    json_int_t seq;
-    int repl;
-    json_error_t jerr;
-    if (json_unpack_ex(
-            (json_t *)j, &jerr, 0,
-            "{s:{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i},s:I,s:i,s:[i,i],s:s,s:s,s:s,s:s,s:i,s:b,s:s,s:i,s:s,s:i,s:s}",
-            "model", "name", &name, "layers", &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads",
-            &m->kv_heads, "head_dim", &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "seq", &seq, "batch", &c->batch,
-            "mesh", &c->p_head, &c->p_seq, "strategy", &strategy, "placement", &place, "partition", &part, "ring",
-            &ring, "window", &c->window, "kv_replication", &repl, "scope", &scope, "gpus_per_node", &c->gpus_per_node,
-            "recompute", &recomp, "zero", &c->zero, "dtype", &dtype) < 0) {
-        snprintf(err, LOONG_ERRLEN, "configuration object: %s", jerr.text);
+    if (!json_is_object(j)) {
+        snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");
         return -1;
     }
-    snprintf(m->name, sizeof m->name, "%s", name);
-    snprintf(c->strategy, sizeof c->strategy, "%s", strategy);
-    c->seq = seq > 0 ? (uint64_t)seq : 0;
-    c->kv_replication = repl;
-    c->act_bytes = !strcmp(dtype, "fp32") ? 4 : 2;
-    if (placement_parse(place, &c->placement) || partition_parse(part, &c->partition) || ring_parse(ring, &c->ring) ||
-        scope_parse(scope, &c->scope) || recompute_parse(recomp, &c->recompute)) {
-        snprintf(err, LOONG_ERRLEN, "configuration object: unknown placement/partition/ring/scope/recompute name");
-        return -1;
+    for (int k = 0; k < KNOB_COUNT; k++) {
+        const json_t *v = json_object_get(j, knobs[k].info.key);
+        if (!v) {
+            snprintf(err, LOONG_ERRLEN, "configuration object: '%s' is missing", knobs[k].info.key);
+            return -1;
+        }
+        if (knob_from_json(v, c, &knobs[k], err) < 0) return -1;
     }
     return config_validate(c, err);
 }
@@ -285,4 +519,21 @@ void config_describe(const config *c, char *buf, size_t len)
              c->model.name, seq, c->batch, c->p_head, c->p_seq, c->strategy, placement_name(c->placement),
              partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
              scope_name(c->scope), c->gpus_per_node);
+}
+
+void config_layout_name(const config *c, int dp, char *buf, size_t len)
+{
+    char dpx[16] = "", ring[40];
+    if (dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", dp);
+    const char *part = partition_sp[c->partition].abbrev;
+    if (c->p_seq == 1)
+        snprintf(ring, sizeof ring, "no ring");
+    else if (c->ring == RING_DOUBLE)
+        snprintf(ring, sizeof ring, "%s %s w=%d", part, ring_sp[c->ring].abbrev, c->window);
+    else
+        snprintf(ring, sizeof ring, "%s %s", part, ring_sp[c->ring].abbrev);
+    char place[8] = "";
+    if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[c->placement].abbrev);
+    const char *repl = c->p_head > c->model.kv_heads ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
+    snprintf(buf, len, "%s%dx%d%s %s%s", dpx, c->p_head, c->p_seq, place, ring, repl);
 }

@@ -89,14 +89,65 @@ int config_chunk_of(const config *c, int s, int part);
 /* Tokens per rank for the sequence-sharded GEMMs: B * S / P. */
 uint64_t config_local_tokens(const config *c);
 
+/* ---- the knobs: one description of a configuration ----
+ * Every knob of a config, in the order of the configuration JSON. A knob's
+ * name is its JSON key and, with '-' for '_', its command-line option;
+ * its value is spelled the same way in both (config_knob_format). The JSON
+ * writer and reader, the `loong sim` command lines that plan and compose
+ * build, the CLI's options and their --help, and the knobs `loong plan`
+ * searches all come from this one table (config.c). */
+typedef enum {
+    KNOB_MODEL,
+    KNOB_SEQ,
+    KNOB_BATCH,
+    KNOB_MESH,
+    KNOB_STRATEGY,
+    KNOB_PLACEMENT,
+    KNOB_PARTITION,
+    KNOB_RING,
+    KNOB_WINDOW,
+    KNOB_KV_REPLICATION,
+    KNOB_SCOPE,
+    KNOB_GPUS_PER_NODE,
+    KNOB_RECOMPUTE,
+    KNOB_ZERO,
+    KNOB_DTYPE,
+    KNOB_COUNT
+} config_knob;
+
+typedef struct config_knob_info {
+    const char *key;    /* JSON key, e.g. "kv_replication" */
+    const char *option; /* command-line option without "--", e.g. "kv-replication" */
+    const char *arg;    /* the value in --help, e.g. "on|off" */
+    const char *help;   /* one line of --help, with the default in brackets */
+    bool searched;      /* a layout knob that `loong plan` searches itself (mesh .. scope) */
+} config_knob_info;
+
+const config_knob_info *config_knob_get(config_knob k);
+
+/* Knob k of c spelled as the command line takes it ("8x8", "on", "131072",
+ * "bf16"); KNOB_MODEL gives the model's name. */
+void config_knob_format(const config *c, config_knob k, char *buf, size_t len);
+
+/* Set knob k of c from its command-line spelling. Enumerations, on|off,
+ * ZeRO stages and dtypes are checked here; sizes with units_parse_*;
+ * KNOB_MODEL resolves a preset or model file; KNOB_MESH and
+ * KNOB_STRATEGY are the CLI's (they interact). Returns 0 or -1 with a
+ * message naming the option. */
+int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN]);
+
 /* ---- serialisation ---- */
-/* New JSON object describing c (caller owns the reference). */
+/* New JSON object describing c, one member per knob (caller owns it). */
 json_t *config_to_json(const config *c);
-/* Parse what config_to_json wrote. Returns 0 or -1 with a message. */
+/* Parse what config_to_json wrote, then config_validate(). Returns 0 or -1
+ * with a message naming the knob. */
 int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN]);
 /* 64-bit FNV-1a hash of the canonical JSON; equal configs hash equal. */
 uint64_t config_hash(const config *c);
 /* One line for table headers: "llama3-8b S=128K B=1 mesh 8x8 loongtrain ...". */
 void config_describe(const config *c, char *buf, size_t len);
+/* The short layout name of `loong plan`: "[dpN*]PhxPs [hf|cf] zz|ct RING
+ * [w=W] [kv-repl|no-repl]", e.g. "8x8 hf zz double w=4". */
+void config_layout_name(const config *c, int dp, char *buf, size_t len);
 
 #endif

@@ -1,4 +1,6 @@
-/* strategy: named presets over the config knobs. See strategy.h. */
+/* strategy: named presets over the config knobs. See strategy.h.
+ * Everything about a strategy is its row in `strategies`: the CLI's help
+ * and errors, the preset, and the name `loong plan` gives a layout. */
 #include "strategy.h"
 
 #include <math.h>
@@ -47,6 +49,40 @@ static const strategy *strategy_find(const char *name)
     return NULL;
 }
 
+/* "a, b or c" of the strategies with split `only` (or all when only < 0). */
+static void names_of(int only, char *buf, size_t len)
+{
+    size_t n = 0, count = 0, k = 0;
+    for (size_t i = 0; i < NSTRATEGIES; i++)
+        count += only < 0 || strategies[i].split == (mesh_split)only;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NSTRATEGIES && n < len; i++) {
+        if (only >= 0 && strategies[i].split != (mesh_split)only) continue;
+        const char *sep = k == 0 ? "" : k + 1 == count ? " or " : ", ";
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", sep, strategies[i].name);
+        k++;
+    }
+}
+
+static bool split_fits(mesh_split split, const config *c)
+{
+    if (split == SPLIT_HEAD) return c->p_seq == 1;
+    if (split == SPLIT_SEQ) return c->p_head == 1;
+    return true;
+}
+
+const char *strategy_name_of(const config *c)
+{
+    const strategy *best = NULL;
+    for (size_t i = 0; i < NSTRATEGIES; i++) {
+        const strategy *st = &strategies[i];
+        if (!split_fits(st->split, c) || st->ring != c->ring) continue;
+        if (st->partition == c->partition || c->p_seq == 1) return st->name;
+        if (!best) best = st;
+    }
+    return best ? best->name : "custom";
+}
+
 static bool head_degree_ok(const config *c, int ph)
 {
     const model *m = &c->model;
@@ -84,9 +120,10 @@ static int split_mesh(const strategy *st, int ph, int ps, int p, config *c, char
 {
     if (ph > 0) {
         if ((st->split == SPLIT_HEAD && ps != 1) || (st->split == SPLIT_SEQ && ph != 1)) {
-            snprintf(err, LOONG_ERRLEN,
-                     "strategy %s needs %s, got mesh %dx%d: use --mesh %d or a 2D strategy (usp, loongtrain, dualring)",
-                     st->name, st->split == SPLIT_HEAD ? "P_s = 1" : "P_h = 1", ph, ps, ph * ps);
+            char two_d[128];
+            names_of(SPLIT_2D, two_d, sizeof two_d);
+            snprintf(err, LOONG_ERRLEN, "strategy %s needs %s, got mesh %dx%d: use --mesh %d or a 2D strategy (%s)",
+                     st->name, st->split == SPLIT_HEAD ? "P_s = 1" : "P_h = 1", ph, ps, ph * ps, two_d);
             return -1;
         }
         c->p_head = ph;
@@ -108,8 +145,9 @@ int strategy_apply(const char *name, int p_head, int p_seq, int p_total, config 
 {
     const strategy *st = strategy_find(name);
     if (!st) {
-        snprintf(err, LOONG_ERRLEN, "unknown strategy '%s': use ulysses, ring, zigzag, usp, loongtrain or dualring",
-                 name);
+        char all[160];
+        names_of(-1, all, sizeof all);
+        snprintf(err, LOONG_ERRLEN, "unknown strategy '%.40s': use %s", name, all);
         return -1;
     }
     if (split_mesh(st, p_head, p_seq, p_total, c, err) < 0) return -1;

@@ -1,7 +1,8 @@
 /*
  * strategy: the named strategies of DESIGN.md as presets over the config
  * knobs (mesh split, partition, ring mode, window). Adding a strategy means
- * adding one row to the table in strategy.c.
+ * adding one row to the table in strategy.c: the CLI's --help and errors,
+ * the presets and the names `loong plan` gives layouts follow from it.
  */
 #ifndef LOONG_STRATEGY_H
 #define LOONG_STRATEGY_H
@@ -23,5 +24,10 @@ int strategy_default_window(const config *c);
 
 /* Multi-line "  name  summary" list for --help. */
 const char *strategy_help(void);
+
+/* The preset a config's knobs correspond to, for naming (the knobs rule,
+ * not the name): the first row whose mesh split fits and whose ring mode
+ * is c's, preferring one whose partition is c's too. */
+const char *strategy_name_of(const config *c);
 
 #endif

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/sizes.h"
 
@@ -227,6 +228,31 @@ calib *calib_load(const char *path, char err[LOONG_ERRLEN])
     buf[n] = '\0';
     calib *cb = calib_parse(buf, path, err);
     free(buf);
+    return cb;
+}
+
+calib *calib_for_platform(const char *platform, const char *gpu, const char *path, char err[LOONG_ERRLEN])
+{
+    char def[4096];
+    if (!path) {
+        const char *slash = strrchr(platform, '/');
+        int dirlen = slash ? (int)(slash - platform) + 1 : 0;
+        snprintf(def, sizeof def, "%.*s%s.calib", dirlen, platform, gpu);
+        if (access(def, R_OK) != 0) {
+            snprintf(err, LOONG_ERRLEN,
+                     "unknown GPU kind '%s': no calibration table %.160s (give one with --calib FILE)", gpu, def);
+            return NULL;
+        }
+        path = def;
+    }
+    calib *cb = calib_load(path, err);
+    if (cb && strcmp(cb->gpu, gpu)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "calibration table %.120s is for GPU kind '%s' but the platform's GPUs are '%s': use a table for %s",
+                 path, cb->gpu, gpu, gpu);
+        calib_free(cb);
+        return NULL;
+    }
     return cb;
 }
 

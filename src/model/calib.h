@@ -43,6 +43,12 @@ calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN]);
 /* calib_parse on the contents of path. NULL with a message if unreadable. */
 calib *calib_load(const char *path, char err[LOONG_ERRLEN]);
 
+/* The table for a platform's GPUs of kind `gpu`: `path` when given (e.g.
+ * --calib), else <directory of platform>/<gpu>.calib, the shipped layout of
+ * topologies/. The table's gpu line must name `gpu`. Returns the table, or
+ * NULL with a one-line message naming the file and the fix. */
+calib *calib_for_platform(const char *platform, const char *gpu, const char *path, char err[LOONG_ERRLEN]);
+
 void calib_free(calib *cb);
 
 /* GPU kind (e.g. "h100"), peak FLOP/s and HBM bytes/s of the table. */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "core/stats.h"
+#include "core/strategy.h"
+#include "core/xalloc.h"
 
 /* ---- enumeration ---- */
 
@@ -18,8 +20,7 @@ static plan_layout *vec_push(vec *a)
 {
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 64;
-        a->v = realloc(a->v, (size_t)a->cap * sizeof *a->v);
-        if (!a->v) exit(2);
+        a->v = xrealloc_array(a->v, (size_t)a->cap, sizeof *a->v, "the plan's layouts");
     }
     plan_layout *l = &a->v[a->n++];
     memset(l, 0, sizeof *l);
@@ -27,38 +28,13 @@ static plan_layout *vec_push(vec *a)
     return l;
 }
 
-/* The preset a layout's knobs correspond to (names only; the knobs rule). */
-static const char *strategy_of(const config *c)
-{
-    if (c->p_seq == 1) return "ulysses";
-    if (c->p_head == 1 && c->ring == RING_SINGLE) return c->partition == PART_ZIGZAG ? "zigzag" : "ring";
-    if (c->ring == RING_DOUBLE) return "loongtrain";
-    return c->ring == RING_DUAL ? "dualring" : "usp";
-}
-
-static void name_layout(plan_layout *l)
-{
-    const config *c = &l->c;
-    char dp[16] = "", ring[24];
-    if (l->dp > 1) snprintf(dp, sizeof dp, "dp%d*", l->dp);
-    if (c->p_seq == 1)
-        snprintf(ring, sizeof ring, "no ring");
-    else if (c->ring == RING_DOUBLE)
-        snprintf(ring, sizeof ring, "%s double w=%d", c->partition == PART_ZIGZAG ? "zz" : "ct", c->window);
-    else
-        snprintf(ring, sizeof ring, "%s %s", c->partition == PART_ZIGZAG ? "zz" : "ct", ring_name(c->ring));
-    const char *place = c->p_head > 1 && c->p_seq > 1 ? (c->placement == PLACE_HEAD_FIRST ? " hf" : " cf") : "";
-    const char *repl = c->p_head > c->model.kv_heads ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
-    snprintf(l->name, sizeof l->name, "%s%dx%d%s %s%s", dp, c->p_head, c->p_seq, place, ring, repl);
-}
-
 static void add_layout(vec *a, int dp, const config *c)
 {
     plan_layout *l = vec_push(a);
     l->c = *c;
     l->dp = dp;
-    snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_of(c));
-    name_layout(l);
+    snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_name_of(c));
+    config_layout_name(c, dp, l->name, sizeof l->name);
     if (config_validate(&l->c, l->reason) < 0) l->removed = true;
 }
 
@@ -143,12 +119,10 @@ double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step :
  * different data-parallel degrees compare by throughput per GPU. */
 static double gpu_seconds(const plan_layout *l) { return plan_step(l) * config_ranks(&l->c); }
 
-static const plan_layout *sort_base;
-
-static int by_rank(const void *x, const void *y)
+static int by_rank(const void *x, const void *y, void *arg)
 {
     int i = *(const int *)x, j = *(const int *)y;
-    const plan_layout *a = &sort_base[i], *b = &sort_base[j];
+    const plan_layout *ls = arg, *a = &ls[i], *b = &ls[j];
     bool sa = a->sim_step >= 0, sb = b->sim_step >= 0;
     if (sa != sb) return sa ? -1 : 1;
     double ta = gpu_seconds(a), tb = gpu_seconds(b);
@@ -161,8 +135,7 @@ int plan_rank(const plan_layout *ls, int n, int *idx)
     int m = 0;
     for (int i = 0; i < n; i++)
         if (!ls[i].removed) idx[m++] = i;
-    sort_base = ls;
-    qsort(idx, (size_t)m, sizeof *idx, by_rank);
+    qsort_r(idx, (size_t)m, sizeof *idx, by_rank, (void *)ls);
     return m;
 }
 
@@ -264,8 +237,7 @@ static void write_removed(FILE *f, const plan_layout *ls, int n)
 
 int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp)
 {
-    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-    if (!idx) exit(2);
+    int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
     write_header(f, n, m, req, rp);
     int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
@@ -293,8 +265,7 @@ static void csv_layout(FILE *f, const plan_layout *l)
 
 int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
 {
-    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-    if (!idx) exit(2);
+    int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"

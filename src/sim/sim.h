@@ -43,10 +43,6 @@ int sim_platform_gpus(const sim_platform *pf);
 const char *sim_platform_kind(const sim_platform *pf);
 int sim_platform_gpus_per_node(const sim_platform *pf);
 
-/* Default calibration file of the platform: <platform dir>/<kind>.calib.
- * Returns a malloc'd path. */
-char *sim_platform_calib_path(const sim_platform *pf);
-
 typedef struct sim_link {
     const char *name; /* SimGrid link name (owned by SimGrid) */
     double bytes;     /* bytes that crossed it */

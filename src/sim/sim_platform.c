@@ -199,17 +199,6 @@ int sim_platform_gpus(const sim_platform *pf) { return pf->ngpus; }
 const char *sim_platform_kind(const sim_platform *pf) { return pf->kind; }
 int sim_platform_gpus_per_node(const sim_platform *pf) { return pf->gpn; }
 
-char *sim_platform_calib_path(const sim_platform *pf)
-{
-    const char *slash = strrchr(pf->path, '/');
-    int dirlen = slash ? (int)(slash - pf->path) + 1 : 0;
-    size_t n = (size_t)dirlen + strlen(pf->kind) + 8;
-    char *p = malloc(n);
-    if (!p) xbt_die("loong sim: out of memory");
-    snprintf(p, n, "%.*s%s.calib", dirlen, pf->path, pf->kind);
-    return p;
-}
-
 /* For sim_actor.c: the host of each rank. */
 sg_host_t *sim_platform_hosts(sim_platform *pf) { return pf->gpus; }
 
