@@ -165,13 +165,12 @@ static calib *h100(void)
     return cb;
 }
 
-static analytic_net net_of(const char *platform)
+static platform_spec net_of(const char *platform)
 {
     platform_spec sp;
     char err[LOONG_ERRLEN];
     ck_assert_msg(platform_spec_read(platform, &sp, err) == 0, "%s", err);
-    return (analytic_net){sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
-                          sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
+    return sp;
 }
 
 /* A too small GPU removes layouts as "predicted OOM at X GB of Y GB", and
@@ -185,7 +184,7 @@ START_TEST(oom_reason_and_cost)
     int n, oom = 0, scored = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
     calib *cb = h100();
-    analytic_net net = net_of(LOONG_SRCDIR "/topologies/dgx-h100-32n.xml");
+    platform_spec net = net_of(LOONG_SRCDIR "/topologies/dgx-h100-32n.xml");
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     plan_score(ls, 0, n, &req, cb, &net);

@@ -110,13 +110,11 @@ static double analytic(const scase *k, const char *model)
     platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
     ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
-    analytic_net net = {sp.gpus_per_node, sp.nics_per_node, sp.nodes_per_leaf, sp.nvlink_bw, sp.nic_bw,
-                        sp.nvlink_lat,    sp.nic_lat,       sp.uplink_lat,     sp.oversub};
     snprintf(path, sizeof path, TOPO "%s.calib", k->gpu);
     calib *cb = calib_load(path, err);
     ck_assert_msg(cb != NULL, "%s", err);
     analytic_result res;
-    analytic_step(&c, cb, &net, 1, &res);
+    analytic_step(&c, cb, &sp, 1, &res);
     calib_free(cb);
     return res.step;
 }
