@@ -1,12 +1,13 @@
 /*
  * device_cuda: the executor's device on NVIDIA GPUs (see device_cuda.h).
  *
- * Per rank: one CUDA stream, one cuBLAS handle and one host worker thread
- * per DAG stream. The worker drains a FIFO of ops, records and waits, like
- * the CPU device's workers, but only ISSUES work: kernels, cuBLAS, NCCL or
- * device-to-device copies go onto its CUDA stream asynchronously. dev_record
- * records a cudaEvent on the stream and raises a host flag; dev_wait waits
- * for the flag (the record has been issued) and then cudaStreamWaitEvent.
+ * Per rank: one CUDA stream and one cuBLAS handle per DAG stream, fed by
+ * the executor's shared stream queue (exec/devq.h: one host worker thread
+ * per stream, as for the CPU device). Here a worker only ISSUES work:
+ * kernels, cuBLAS, NCCL or device-to-device copies go onto its CUDA stream
+ * asynchronously. An event record puts a cudaEvent on the stream before
+ * devq raises the host flag; an event wait makes the stream wait for that
+ * cudaEvent once the flag is up (the record has been issued).
  *
  * Not verified on a GPU yet: everything in this file compiles here (CI has
  * nvcc but no GPU); tests/check_cuda.c and tests/device/run.sh exercise it
@@ -25,26 +26,14 @@
 #include <unistd.h>
 
 #include "device_cuda.h"
+#include "exec/devq.h"
 #include "kernels_cuda.h"
 
 /* ---- state ---- */
 
-typedef enum { ITEM_OP, ITEM_RECORD, ITEM_WAIT } item_kind;
-
-typedef struct item {
-    item_kind kind;
-    int event;
-    dev_op op;
-} item;
-
 typedef struct stream {
     struct dev *d;
     int id;
-    pthread_t th;
-    bool started;
-    item *q;
-    size_t head, tail, cap;
-    bool stop;
     cudaStream_t cs;
     cublasHandle_t blas;
     float *scratch; /* attention backward's D = rowsum(dO * O) */
@@ -56,9 +45,9 @@ struct lcomm;
 struct dev_comm {
     int n, me;
     int *ranks;
-    ncclComm_t nccl;    /* dev_cuda */
-    MPI_Comm mpi;       /* dev_cuda: the members, for the bootstrap */
-    struct lcomm *lc;   /* dev_cuda_local */
+    ncclComm_t nccl;  /* dev_cuda */
+    MPI_Comm mpi;     /* dev_cuda: the members, for the bootstrap */
+    struct lcomm *lc; /* dev_cuda_local */
 };
 
 typedef struct pos_entry {
@@ -70,25 +59,18 @@ typedef struct pos_entry {
 struct dev {
     int rank, nstreams, nslots, gpu;
     bool local;
+    devq *q; /* the host side of the streams: workers, event flags, errors */
     stream *s;
-    pthread_mutex_t mu; /* guards queues, flags, pending, error */
-    pthread_cond_t cv;
-    uint8_t *ev;                  /* host flag: event i's record was issued */
-    cudaEvent_t *sync_ev;         /* per event id (no timing) */
-    cudaEvent_t *t0, *t1;         /* per timestamp slot */
-    uint8_t *has0, *has1;         /* slot recorded this iteration */
-    cudaEvent_t ref;              /* recorded at a known host time per iteration */
+    cudaEvent_t *sync_ev; /* per event id (no timing) */
+    cudaEvent_t *t0, *t1; /* per timestamp slot */
+    uint8_t *has0, *has1; /* slot recorded this iteration */
+    cudaEvent_t ref;      /* recorded at a known host time per iteration */
     double ref_host;
-    size_t pending;
-    int error;
-    char errmsg[LOONG_ERRLEN];
     dev_comm **comms;
     int ncomms;
     pthread_mutex_t pos_mu;
     pos_entry *pos;
     int npos, poscap;
-    void **mem;
-    size_t nmem, memcap;
 };
 
 static double host_now(dev *d)
@@ -99,26 +81,13 @@ static double host_now(dev *d)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void fail_dev(dev *d, const char *msg)
-{
-    pthread_mutex_lock(&d->mu);
-    if (!d->error) {
-        d->error = DEV_ERR_FAULT;
-        snprintf(d->errmsg, sizeof d->errmsg, "%s", msg);
-    }
-    memset(d->ev, 1, (size_t)d->nslots); /* release every waiter */
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-}
-
-/* ---- checks: file:line at the call site, the rank in the message ---- */
+/* ---- checks: file:line at the call site, the rank in the message (devq) ---- */
 
 static int cuda_check(dev *d, cudaError_t e, const char *what, const char *file, int line)
 {
     if (e == cudaSuccess) return 0;
-    char msg[LOONG_ERRLEN];
-    snprintf(msg, sizeof msg, "rank %d: CUDA error at %s:%d: %s: %s", d->rank, file, line, what, cudaGetErrorString(e));
-    fail_dev(d, msg);
+    dev_result code = e == cudaErrorMemoryAllocation ? DEV_ERR_MEM : DEV_ERR_FAULT;
+    devq_fail(d->q, code, file, line, "CUDA error: %s: %s", what, cudaGetErrorString(e));
     return -1;
 }
 #define CU(d, call) cuda_check((d), (call), #call, __FILE__, __LINE__)
@@ -126,9 +95,7 @@ static int cuda_check(dev *d, cudaError_t e, const char *what, const char *file,
 static int nccl_check(dev *d, ncclResult_t r, const char *what, const char *file, int line)
 {
     if (r == ncclSuccess) return 0;
-    char msg[LOONG_ERRLEN];
-    snprintf(msg, sizeof msg, "rank %d: NCCL error at %s:%d: %s: %s", d->rank, file, line, what, ncclGetErrorString(r));
-    fail_dev(d, msg);
+    devq_fail(d->q, DEV_ERR_COMM, file, line, "NCCL error: %s: %s", what, ncclGetErrorString(r));
     return -1;
 }
 #define NC(d, call) nccl_check((d), (call), #call, __FILE__, __LINE__)
@@ -136,9 +103,8 @@ static int nccl_check(dev *d, ncclResult_t r, const char *what, const char *file
 static int blas_check(dev *d, cublasStatus_t r, const char *what, const char *file, int line)
 {
     if (r == CUBLAS_STATUS_SUCCESS) return 0;
-    char msg[LOONG_ERRLEN];
-    snprintf(msg, sizeof msg, "rank %d: cuBLAS error at %s:%d: %s: status %d", d->rank, file, line, what, (int)r);
-    fail_dev(d, msg);
+    dev_result code = r == CUBLAS_STATUS_ALLOC_FAILED ? DEV_ERR_MEM : DEV_ERR_FAULT;
+    devq_fail(d->q, code, file, line, "cuBLAS error: %s: status %d", what, (int)r);
     return -1;
 }
 #define CB(d, call) blas_check((d), (call), #call, __FILE__, __LINE__)
@@ -346,7 +312,7 @@ static void local_sendrecv(stream *st, const dev_op *op)
     if (op->u.p2p.to >= 0) { /* post the send */
         m = (lmsg *)calloc(1, sizeof *m);
         if (!m) {
-            fail_dev(d, "out of host memory in a local send");
+            DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory in a local send");
             return;
         }
         m->sbuf = op->u.p2p.sbuf;
@@ -365,7 +331,7 @@ static void local_sendrecv(stream *st, const dev_op *op)
     if (op->u.p2p.from >= 0) { /* take the matching send and copy on this stream */
         size_t k = (size_t)op->u.p2p.from * (size_t)c->n + (size_t)c->me;
         pthread_mutex_lock(&lc->mu);
-        while (!lc->head[k] && !d->error)
+        while (!lc->head[k] && !devq_failed(d->q))
             pthread_cond_wait(&lc->cv, &lc->mu);
         lmsg *in = lc->head[k];
         if (in) {
@@ -376,10 +342,8 @@ static void local_sendrecv(stream *st, const dev_op *op)
         if (!in) return;
         int rc = 0;
         if (in->bytes != op->u.p2p.rbytes) {
-            char msg[LOONG_ERRLEN];
-            snprintf(msg, sizeof msg, "rank %d: local recv of %zu bytes matched a send of %zu bytes", d->rank,
-                     op->u.p2p.rbytes, in->bytes);
-            fail_dev(d, msg);
+            DEVQ_FAIL(d->q, DEV_ERR_COMM, "local recv of %zu bytes matched a send of %zu bytes", op->u.p2p.rbytes,
+                      in->bytes);
             rc = -1;
         }
         if (rc == 0) rc = CU(d, cudaStreamWaitEvent(st->cs, in->ready, 0));
@@ -393,7 +357,7 @@ static void local_sendrecv(stream *st, const dev_op *op)
     }
     if (m) { /* the send buffer is reusable once the receiver's copy is done */
         pthread_mutex_lock(&lc->mu);
-        while (!m->done_set && !d->error)
+        while (!m->done_set && !devq_failed(d->q))
             pthread_cond_wait(&lc->cv, &lc->mu);
         pthread_mutex_unlock(&lc->mu);
         if (m->done_set && m->done) CU(d, cudaStreamWaitEvent(st->cs, m->done, 0));
@@ -403,13 +367,6 @@ static void local_sendrecv(stream *st, const dev_op *op)
     }
 }
 
-static void part_of(size_t count, int n, int i, size_t *cnt, size_t *off)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    *cnt = base + ((size_t)i < rem);
-    *off = base * (size_t)i + ((size_t)i < rem ? (size_t)i : rem);
-}
-
 static void local_collective(stream *st, const dev_op *op)
 {
     dev *d = st->d;
@@ -417,11 +374,11 @@ static void local_collective(stream *st, const dev_op *op)
     int n = c->n, me = c->me;
     xslot *all = (xslot *)calloc((size_t)n, sizeof *all);
     if (!all) {
-        fail_dev(d, "out of host memory in a local collective");
+        DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory in a local collective of %d ranks", n);
         return;
     }
     size_t cnt, off;
-    part_of(op->u.coll.count, n, me, &cnt, &off);
+    dev_part_of(op->u.coll.count, n, me, &cnt, &off);
     if (local_barrier(st, c, op->u.coll.sbuf, op->u.coll.rbuf, all)) goto out;
     if (op->kind == DOP_ALLTOALL) {
         size_t b = op->u.coll.count;
@@ -433,7 +390,8 @@ static void local_collective(stream *st, const dev_op *op)
     if (op->kind == DOP_ALLREDUCE || op->kind == DOP_REDUCESCATTER) {
         /* phase 1: my part summed from every member (nobody writes it) */
         for (int j = 0; j < n; j++)
-            if (j != me && cnt && CU(d, (cudaError_t)cuda_axpy(op->u.coll.rbuf + off, (float *)all[j].r + off, cnt, st->cs)))
+            if (j != me && cnt &&
+                CU(d, (cudaError_t)cuda_axpy(op->u.coll.rbuf + off, (float *)all[j].r + off, cnt, st->cs)))
                 goto out;
     }
     if (op->kind == DOP_ALLREDUCE && local_barrier(st, c, NULL, op->u.coll.rbuf, all)) goto out;
@@ -441,7 +399,7 @@ static void local_collective(stream *st, const dev_op *op)
         /* phase 2: every other member's own part copied here */
         for (int j = 0; j < n; j++) {
             size_t cj, oj;
-            part_of(op->u.coll.count, n, j, &cj, &oj);
+            dev_part_of(op->u.coll.count, n, j, &cj, &oj);
             if (j != me && cj &&
                 CU(d, cudaMemcpyAsync(op->u.coll.rbuf + oj, (float *)all[j].r + oj, cj * sizeof(float),
                                       cudaMemcpyDeviceToDevice, st->cs)))
@@ -503,7 +461,7 @@ static void nccl_collective(stream *st, const dev_op *op)
         if (NC(d, ncclGroupStart())) return;
         for (int j = 0; j < (int)n; j++) {
             size_t cj, oj;
-            part_of(count, (int)n, j, &cj, &oj);
+            dev_part_of(count, (int)n, j, &cj, &oj);
             if (cj) NC(d, ncclBroadcast(r + oj, r + oj, cj, ncclFloat, j, c, st->cs));
         }
         NC(d, ncclGroupEnd());
@@ -533,16 +491,13 @@ static void run_gemm(stream *st, const dev_op *op)
                           g->n, g->m, g->k, &g->alpha, g->b, g->ldb, g->a, g->lda, &g->beta, g->c, g->ldc));
 }
 
-static void run_op(stream *st, const dev_op *op)
+/* devq's run hook: issue one op on the stream's CUDA stream. */
+static void cu_run(void *ctx, int sid, const dev_op *op)
 {
-    dev *d = st->d;
-    if (op->fail) {
-        fprintf(stderr, "loong exec: rank %d: injected failure at task %d (--fail-rank/--fail-at-task): exiting\n",
-                d->rank, op->fail - 1);
-        fflush(stderr);
-        _exit(3);
-    }
-    if (op->stamp_start >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start], st->cs)) == 0) d->has0[op->stamp_start] = 1;
+    dev *d = (dev *)ctx;
+    stream *st = &d->s[sid];
+    if (op->stamp_start >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start], st->cs)) == 0)
+        d->has0[op->stamp_start] = 1;
     if (op->stamp_start2 >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start2], st->cs)) == 0)
         d->has0[op->stamp_start2] = 1;
     const __typeof__(op->u.attn) *a = &op->u.attn;
@@ -568,8 +523,8 @@ static void run_op(stream *st, const dev_op *op)
     case DOP_COPY2D:
         if (op->u.copy.rows && op->u.copy.cols)
             CU(d, cudaMemcpy2DAsync(op->u.copy.dst, op->u.copy.dst_ld * sizeof(float), op->u.copy.src,
-                                    op->u.copy.src_ld * sizeof(float), op->u.copy.cols * sizeof(float),
-                                    op->u.copy.rows, cudaMemcpyDeviceToDevice, st->cs));
+                                    op->u.copy.src_ld * sizeof(float), op->u.copy.cols * sizeof(float), op->u.copy.rows,
+                                    cudaMemcpyDeviceToDevice, st->cs));
         break;
     case DOP_SUM_GROUPS:
         CU(d, (cudaError_t)cuda_sum_groups(op->u.sum.dst, op->u.sum.src, op->u.sum.rows, op->u.sum.dst_ld,
@@ -590,104 +545,41 @@ static void run_op(stream *st, const dev_op *op)
     if (op->stamp_end2 >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end2], st->cs)) == 0) d->has1[op->stamp_end2] = 1;
 }
 
-/* ---- streams: one host worker per CUDA stream ---- */
+/* ---- the stream queue's hooks ---- */
 
-static void *worker(void *arg)
+/* The current device is per host thread. */
+static void cu_thread_start(void *ctx, int sid)
 {
-    stream *s = (stream *)arg;
-    dev *d = s->d;
-    cudaSetDevice(d->gpu); /* the current device is per host thread */
-    for (;;) {
-        pthread_mutex_lock(&d->mu);
-        while (s->head == s->tail && !s->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
-        if (s->head == s->tail && s->stop) {
-            pthread_mutex_unlock(&d->mu);
-            return NULL;
-        }
-        item it = s->q[s->head % s->cap];
-        if (it.kind == ITEM_WAIT)
-            while (!d->ev[it.event])
-                pthread_cond_wait(&d->cv, &d->mu);
-        bool skip = d->error != 0;
-        pthread_mutex_unlock(&d->mu);
-        if (!skip) {
-            if (it.kind == ITEM_OP) run_op(s, &it.op);
-            if (it.kind == ITEM_RECORD) CU(d, cudaEventRecord(d->sync_ev[it.event], s->cs));
-            if (it.kind == ITEM_WAIT) CU(d, cudaStreamWaitEvent(s->cs, d->sync_ev[it.event], 0));
-        }
-        pthread_mutex_lock(&d->mu);
-        if (it.kind == ITEM_RECORD) d->ev[it.event] = 1;
-        s->head++;
-        d->pending--;
-        pthread_cond_broadcast(&d->cv);
-        pthread_mutex_unlock(&d->mu);
-    }
+    (void)sid;
+    cudaSetDevice(((dev *)ctx)->gpu);
 }
 
-static int enqueue(dev *d, int sid, const item *it)
+static void cu_record(void *ctx, int sid, int ev)
 {
-    if (sid < 0 || sid >= d->nstreams) return DEV_ERR_ARG;
-    stream *s = &d->s[sid];
-    pthread_mutex_lock(&d->mu);
-    if (s->tail - s->head == s->cap) {
-        size_t nc = s->cap * 2;
-        item *q = (item *)malloc(nc * sizeof *q);
-        if (!q) {
-            pthread_mutex_unlock(&d->mu);
-            return DEV_ERR_MEM;
-        }
-        for (size_t i = s->head; i < s->tail; i++)
-            q[i % nc] = s->q[i % s->cap];
-        free(s->q);
-        s->q = q;
-        s->cap = nc;
-    }
-    s->q[s->tail % s->cap] = *it;
-    s->tail++;
-    d->pending++;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    return DEV_OK;
+    dev *d = (dev *)ctx;
+    CU(d, cudaEventRecord(d->sync_ev[ev], d->s[sid].cs));
 }
 
-static int cu_launch(dev *d, int sid, const dev_op *op)
+static void cu_wait(void *ctx, int sid, int ev)
 {
-    item it;
-    memset(&it, 0, sizeof it);
-    it.kind = ITEM_OP;
-    it.op = *op;
-    return enqueue(d, sid, &it);
+    dev *d = (dev *)ctx;
+    CU(d, cudaStreamWaitEvent(d->s[sid].cs, d->sync_ev[ev], 0));
 }
 
-static int cu_record(dev *d, int sid, int ev)
+static void cu_free(void *ctx, void *p)
 {
-    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
-    item it;
-    memset(&it, 0, sizeof it);
-    it.kind = ITEM_RECORD;
-    it.event = ev;
-    return enqueue(d, sid, &it);
+    cudaSetDevice(((dev *)ctx)->gpu);
+    cudaFree(p);
 }
 
-static int cu_wait(dev *d, int sid, int ev)
-{
-    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
-    item it;
-    memset(&it, 0, sizeof it);
-    it.kind = ITEM_WAIT;
-    it.event = ev;
-    return enqueue(d, sid, &it);
-}
+static devq *cu_queue(dev *d) { return d->q; }
 
 /* Between iterations (every stream idle): forget the events and put a
  * reference event on the host clock. Its GPU time lies between the host
  * readings around its record and completion; the midpoint is used. */
 static void cu_reset_events(dev *d)
 {
-    pthread_mutex_lock(&d->mu);
-    memset(d->ev, 0, (size_t)d->nslots);
-    pthread_mutex_unlock(&d->mu);
+    devq_reset_events(d->q);
     memset(d->has0, 0, (size_t)d->nslots);
     memset(d->has1, 0, (size_t)d->nslots);
     cudaSetDevice(d->gpu);
@@ -703,14 +595,11 @@ static void cu_reset_events(dev *d)
  * NCCL's asynchronous errors: a failed or vanished peer ends this rank's
  * wait with a message instead of a hang (the executor's watchdog bounds the
  * rest). */
-static int cu_sync(dev *d, char err[LOONG_ERRLEN])
+static dev_result cu_sync(dev *d, char err[LOONG_ERRLEN])
 {
-    pthread_mutex_lock(&d->mu);
-    while (d->pending)
-        pthread_cond_wait(&d->cv, &d->mu);
-    pthread_mutex_unlock(&d->mu);
+    devq_drain(d->q, err);
     cudaSetDevice(d->gpu);
-    for (int i = 0; i < d->nstreams && !d->error; i++) {
+    for (int i = 0; i < d->nstreams && !devq_failed(d->q); i++) {
         for (;;) {
             cudaError_t e = cudaStreamQuery(d->s[i].cs);
             if (e == cudaSuccess) break;
@@ -722,25 +611,19 @@ static int cu_sync(dev *d, char err[LOONG_ERRLEN])
                 ncclResult_t ar = ncclSuccess;
                 if (d->comms[k]->nccl && ncclCommGetAsyncError(d->comms[k]->nccl, &ar) == ncclSuccess &&
                     ar != ncclSuccess) {
-                    char msg[LOONG_ERRLEN];
-                    snprintf(msg, sizeof msg, "rank %d: NCCL asynchronous error: %s (a peer failed or timed out)",
-                             d->rank, ncclGetErrorString(ar));
-                    fail_dev(d, msg);
+                    DEVQ_FAIL(d->q, DEV_ERR_COMM, "NCCL asynchronous error: %s (a peer failed or timed out)",
+                              ncclGetErrorString(ar));
                     for (int j = 0; j < d->ncomms; j++)
                         if (d->comms[j]->nccl) ncclCommAbort(d->comms[j]->nccl), d->comms[j]->nccl = NULL;
                     break;
                 }
             }
-            if (d->error) break;
+            if (devq_failed(d->q)) break;
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         }
     }
-    pthread_mutex_lock(&d->mu);
-    int rc = d->error;
-    if (rc) snprintf(err, LOONG_ERRLEN, "%s", d->errmsg);
-    pthread_mutex_unlock(&d->mu);
-    return rc;
+    return devq_drain(d->q, err); /* nothing is pending: the first error, if any */
 }
 
 static void cu_stamps(dev *d, int i, double *start, double *end)
@@ -756,13 +639,6 @@ static void cu_stamps(dev *d, int i, double *start, double *end)
 
 static void *cu_alloc(dev *d, size_t bytes)
 {
-    if (d->nmem == d->memcap) {
-        size_t nc = d->memcap ? 2 * d->memcap : 64;
-        void **m = (void **)realloc(d->mem, nc * sizeof *m);
-        if (!m) return NULL;
-        d->mem = m;
-        d->memcap = nc;
-    }
     void *p = NULL;
     cudaSetDevice(d->gpu);
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
@@ -773,27 +649,22 @@ static void *cu_alloc(dev *d, size_t bytes)
         cudaFree(p);
         return NULL;
     }
-    d->mem[d->nmem++] = p;
-    return p;
+    return devq_own(d->q, p);
 }
 
 static void cu_release(dev *d, void *p)
 {
-    for (size_t i = 0; i < d->nmem; i++)
-        if (d->mem[i] == p) {
-            d->mem[i] = d->mem[--d->nmem];
-            break;
-        }
-    cudaFree(p);
+    devq_disown(d->q, p);
+    cu_free(d, p);
 }
 
-static int cu_put(dev *d, void *dst, const float *src, size_t n)
+static dev_result cu_put(dev *d, void *dst, const float *src, size_t n)
 {
     cudaSetDevice(d->gpu);
     return CU(d, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice)) ? DEV_ERR_FAULT : DEV_OK;
 }
 
-static int cu_get(dev *d, float *dst, const void *src, size_t n)
+static dev_result cu_get(dev *d, float *dst, const void *src, size_t n)
 {
     cudaSetDevice(d->gpu);
     return CU(d, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost)) ? DEV_ERR_FAULT : DEV_OK;
@@ -874,6 +745,8 @@ static dev *open_common(int rank, int nstreams, int nslots, bool local, char err
         snprintf(err, LOONG_ERRLEN, "rank %d: %.200s", rank, why);
         return NULL;
     }
+    devq_hooks h;
+    memset(&h, 0, sizeof h);
     dev *d = (dev *)calloc(1, sizeof *d);
     if (!d) goto oom;
     d->rank = rank;
@@ -881,17 +754,25 @@ static dev *open_common(int rank, int nstreams, int nslots, bool local, char err
     d->nstreams = nstreams;
     d->nslots = nslots > 0 ? nslots : 1;
     if (cudaGetDevice(&d->gpu) != cudaSuccess) d->gpu = 0;
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
     pthread_mutex_init(&d->pos_mu, NULL);
     d->s = (stream *)calloc((size_t)nstreams, sizeof *d->s);
-    d->ev = (uint8_t *)calloc((size_t)d->nslots, 1);
     d->has0 = (uint8_t *)calloc((size_t)d->nslots, 1);
     d->has1 = (uint8_t *)calloc((size_t)d->nslots, 1);
     d->sync_ev = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->sync_ev);
     d->t0 = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->t0);
     d->t1 = (cudaEvent_t *)calloc((size_t)d->nslots, sizeof *d->t1);
-    if (!d->s || !d->ev || !d->has0 || !d->has1 || !d->sync_ev || !d->t0 || !d->t1) goto oom;
+    if (!d->s || !d->has0 || !d->has1 || !d->sync_ev || !d->t0 || !d->t1) goto oom;
+    h.ctx = d;
+    h.thread_start = cu_thread_start;
+    h.run = cu_run;
+    h.record = cu_record;
+    h.wait = cu_wait;
+    h.release = cu_free;
+    d->q = devq_open(rank, nstreams, d->nslots, &h, err);
+    if (!d->q) {
+        cu_close(d);
+        return NULL;
+    }
     if (CU(d, cudaEventCreate(&d->ref))) goto fail;
     for (int i = 0; i < d->nslots; i++)
         if (CU(d, cudaEventCreateWithFlags(&d->sync_ev[i], cudaEventDisableTiming)) ||
@@ -901,21 +782,16 @@ static dev *open_common(int rank, int nstreams, int nslots, bool local, char err
         stream *s = &d->s[i];
         s->d = d;
         s->id = i;
-        s->cap = 256;
-        s->q = (item *)malloc(s->cap * sizeof *s->q);
-        if (!s->q) goto oom;
         if (CU(d, cudaStreamCreateWithFlags(&s->cs, cudaStreamNonBlocking))) goto fail;
         if (CB(d, cublasCreate(&s->blas)) || CB(d, cublasSetStream(s->blas, s->cs))) goto fail;
-        if (pthread_create(&s->th, NULL, worker, s) != 0) goto oom;
-        s->started = true;
     }
     return d;
 oom:
-    snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CUDA device (out of host memory or threads)", rank);
+    snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CUDA device (out of host memory)", rank);
     cu_close(d);
     return NULL;
 fail:
-    snprintf(err, LOONG_ERRLEN, "%s", d->errmsg);
+    devq_drain(d->q, err);
     cu_close(d);
     return NULL;
 }
@@ -933,19 +809,16 @@ static dev *cu_open_local(int rank, int nstreams, int nslots, char err[LOONG_ERR
 static void cu_close(dev *d)
 {
     if (!d) return;
-    pthread_mutex_lock(&d->mu);
+    char ignored[LOONG_ERRLEN];
+    if (d->q) devq_drain(d->q, ignored); /* every op issued ... */
     for (int i = 0; d->s && i < d->nstreams; i++)
-        d->s[i].stop = true;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
+        if (d->s[i].cs) cudaStreamSynchronize(d->s[i].cs); /* ... and done */
+    devq_close(d->q);                                      /* the workers, and the device memory still owned */
     for (int i = 0; d->s && i < d->nstreams; i++) {
         stream *s = &d->s[i];
-        if (s->started) pthread_join(s->th, NULL);
-        if (s->cs) cudaStreamSynchronize(s->cs);
         if (s->blas) cublasDestroy(s->blas);
         if (s->cs) cudaStreamDestroy(s->cs);
         if (s->scratch) cudaFree(s->scratch);
-        free(s->q);
     }
     for (int i = 0; i < d->ncomms; i++) {
         dev_comm *c = d->comms[i];
@@ -959,9 +832,6 @@ static void cu_close(dev *d)
     for (int i = 0; i < d->npos; i++)
         cudaFree(d->pos[i].dev);
     free(d->pos);
-    for (size_t i = 0; i < d->nmem; i++)
-        cudaFree(d->mem[i]);
-    free(d->mem);
     for (int i = 0; i < d->nslots; i++) {
         if (d->sync_ev && d->sync_ev[i]) cudaEventDestroy(d->sync_ev[i]);
         if (d->t0 && d->t0[i]) cudaEventDestroy(d->t0[i]);
@@ -969,24 +839,21 @@ static void cu_close(dev *d)
     }
     if (d->ref) cudaEventDestroy(d->ref);
     free(d->s);
-    free(d->ev);
     free(d->has0);
     free(d->has1);
     free(d->sync_ev);
     free(d->t0);
     free(d->t1);
-    pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->pos_mu);
     free(d);
 }
 
 extern "C" const dev_ops dev_cuda = {
-    "cuda",       cu_open,   cu_close,  cu_alloc,        cu_release, cu_put,     cu_get,    cu_comm,
-    cu_comm_rank, cu_launch, cu_record, cu_wait,         cu_reset_events, cu_sync, cu_stamps, host_now,
+    "cuda",  cu_open,      cu_close, cu_alloc,        cu_release, cu_put,    cu_get,
+    cu_comm, cu_comm_rank, cu_queue, cu_reset_events, cu_sync,    cu_stamps, host_now,
 };
 
 extern "C" const dev_ops dev_cuda_local = {
-    "cuda",       cu_open_local, cu_close,  cu_alloc,        cu_release, cu_put,     cu_get,    cu_comm,
-    cu_comm_rank, cu_launch,     cu_record, cu_wait,         cu_reset_events, cu_sync, cu_stamps, host_now,
+    "cuda",  cu_open_local, cu_close, cu_alloc,        cu_release, cu_put,    cu_get,
+    cu_comm, cu_comm_rank,  cu_queue, cu_reset_events, cu_sync,    cu_stamps, host_now,
 };

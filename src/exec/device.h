@@ -1,14 +1,17 @@
 /*
  * device: what the executor needs from a device, as one plug-in struct
- * (in the manner of nccl-tests): memory, stream-ordered kernels and
- * communication, events, and per-task timestamps. The CPU device
- * (device_cpu.c: worker thread per stream, CPU kernels, MPI) fills it here;
- * the CUDA device (src/cuda: CUDA streams, NCCL) fills the same struct.
+ * (in the manner of nccl-tests): memory, communicators, a stream queue,
+ * and per-task timestamps. The CPU device (device_cpu.c: CPU kernels, MPI)
+ * fills it here; the CUDA device (src/cuda: CUDA streams, NCCL) fills the
+ * same struct. Both share the host side of their streams, devq.h.
  *
  * Everything launched on a stream runs in order, asynchronously to the
  * caller, exactly like a CUDA stream; cross-stream order is expressed with
- * dev_record/dev_wait on integer event ids. Errors are values: ops return
- * DEV_OK or an error code, and asynchronous failures surface at dev_sync.
+ * devq_record/devq_wait on integer event ids. Errors are values
+ * (dev_result): calls return DEV_OK or an error code, and asynchronous
+ * failures surface at sync, with file:line of the failing call.
+ *
+ * Layer: exec (device-independent: no MPI, no CUDA here).
  */
 #ifndef LOONG_EXEC_DEVICE_H
 #define LOONG_EXEC_DEVICE_H
@@ -19,10 +22,13 @@
 #include "core/units.h"
 #include "kernels.h"
 
+/* What went wrong: out of memory (host or device), a communication
+ * failure (MPI, NCCL, a peer), a bad argument, a device fault (CUDA). */
 typedef enum { DEV_OK = 0, DEV_ERR_MEM, DEV_ERR_COMM, DEV_ERR_ARG, DEV_ERR_FAULT } dev_result;
 
 typedef struct dev dev;
 typedef struct dev_comm dev_comm;
+typedef struct devq devq;
 
 typedef enum {
     DOP_ATTN_FWD,   /* o, lse = attn(q, k, v) */
@@ -37,8 +43,7 @@ typedef enum {
     DOP_SENDRECV,   /* an NCCL-style group of one send and/or one recv */
     DOP_ALLTOALL,   /* equal blocks of `count` floats to/from each member */
     /* In place on `count` floats of rbuf, split over the n members as NCCL
-     * would: member i owns part i (count / n floats, the first count % n
-     * members one more). ALLREDUCE: every part summed everywhere;
+     * would: member i owns part i (dev_part_of). ALLREDUCE: every part summed everywhere;
      * REDUCESCATTER: member i's own part holds the sum (the others are left
      * unspecified); ALLGATHER: every member's own part copied to all. */
     DOP_ALLREDUCE,
@@ -107,30 +112,42 @@ typedef struct dev_op {
     } u;
 } dev_op;
 
+/* Part i of `count` floats over n members: count / n floats, the first
+ * count % n members one more; *off is where it starts. */
+static inline void dev_part_of(size_t count, int n, int i, size_t *cnt, size_t *off)
+{
+    size_t base = count / (size_t)n, rem = count % (size_t)n;
+    *cnt = base + ((size_t)i < rem);
+    *off = base * (size_t)i + ((size_t)i < rem ? (size_t)i : rem);
+}
+
 typedef struct dev_ops {
     const char *name;
     /* Open the device of `rank` with `nstreams` streams and `nslots`
-     * timestamp slots. Returns NULL with a message. */
+     * timestamp slots (and as many event ids). Returns NULL with a message. */
     dev *(*open)(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN]);
+    /* Drain the streams and release everything. Safe on NULL. */
     void (*close)(dev *d);
-    /* Zeroed device memory of `bytes`; NULL when out of memory. */
+    /* Zeroed device memory of `bytes`, released at close; NULL when out of
+     * memory. */
     void *(*alloc)(dev *d, size_t bytes);
     void (*release)(dev *d, void *p);
     /* Host fp32 <-> device copies (synchronous). */
-    int (*put)(dev *d, void *dst, const float *src, size_t n);
-    int (*get)(dev *d, float *dst, const void *src, size_t n);
+    dev_result (*put)(dev *d, void *dst, const float *src, size_t n);
+    dev_result (*get)(dev *d, float *dst, const void *src, size_t n);
     /* A communicator over `ranks` (global ranks, in order) for stream;
      * every member calls it collectively in the same order. */
     dev_comm *(*comm)(dev *d, int stream, const int *ranks, int n, char err[LOONG_ERRLEN]);
-    /* The member index of global rank r in comm. */
+    /* The member index of global rank r in comm, or -1. */
     int (*comm_rank)(dev_comm *c, int r);
-    int (*launch)(dev *d, int stream, const dev_op *op);
-    int (*record)(dev *d, int stream, int event);
-    int (*wait)(dev *d, int stream, int event);
-    /* Forget all recorded events (between iterations). */
+    /* The device's stream queue: the executor launches ops and records and
+     * waits events through devq.h. */
+    devq *(*queue)(dev *d);
+    /* Between iterations, every stream idle: forget all recorded events
+     * (a GPU also re-anchors the clock of its stamps). */
     void (*reset_events)(dev *d);
     /* Wait for every stream; returns DEV_OK or the first error, with err. */
-    int (*sync)(dev *d, char err[LOONG_ERRLEN]);
+    dev_result (*sync)(dev *d, char err[LOONG_ERRLEN]);
     /* Start and end (seconds, this rank's clock) of timestamp slot i. */
     void (*stamps)(dev *d, int i, double *start, double *end);
     /* Now, on the clock of the stamps. */

@@ -1,39 +1,20 @@
 /*
- * device_cpu: the executor's device on the CPU. Each stream is a worker
- * thread draining a FIFO of ops, so streams overlap like CUDA streams;
- * events are flags under one mutex; kernels are kernels_cpu.c and CBLAS;
- * communication is MPI (MPI_THREAD_MULTIPLE), one communicator per stream
- * and group, so concurrent streams never share one.
+ * device_cpu: the executor's device on the CPU. Its streams are devq's
+ * worker threads (devq.h); it supplies the kernels (kernels_cpu.c and
+ * CBLAS), host memory, and communication over MPI (MPI_THREAD_MULTIPLE),
+ * one communicator per stream and group, so concurrent streams never
+ * share one. Every error carries the file:line of the failing call.
  */
 #include <cblas.h>
 #include <math.h>
 #include <mpi.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "device.h"
-
-typedef enum { ITEM_OP, ITEM_RECORD, ITEM_WAIT } item_kind;
-
-typedef struct item {
-    item_kind kind;
-    int event;
-    dev_op op;
-} item;
-
-typedef struct stream {
-    struct dev *d;
-    int id;
-    pthread_t th;
-    item *q;
-    size_t head, tail, cap;
-    bool stop;
-} stream;
+#include "devq.h"
 
 struct dev_comm {
     MPI_Comm comm;
@@ -42,19 +23,11 @@ struct dev_comm {
 };
 
 struct dev {
-    int rank, nstreams, nslots;
-    stream *s;
-    pthread_mutex_t mu; /* guards queues, events, pending, error */
-    pthread_cond_t cv;
-    uint8_t *ev;
-    size_t pending;
-    int error;
-    char errmsg[LOONG_ERRLEN];
-    double *t0, *t1;
+    int rank, nslots;
+    devq *q;
+    double *t0, *t1; /* timestamp slots */
     dev_comm **comms;
     int ncomms;
-    void **mem; /* every allocation, freed at close */
-    size_t nmem, memcap;
 };
 
 static double cpu_now(dev *d)
@@ -65,28 +38,20 @@ static double cpu_now(dev *d)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void fail_dev(dev *d, const char *msg)
-{
-    pthread_mutex_lock(&d->mu);
-    if (!d->error) {
-        d->error = DEV_ERR_COMM;
-        snprintf(d->errmsg, sizeof d->errmsg, "%s", msg);
-    }
-    memset(d->ev, 1, (size_t)d->nslots); /* release every waiter */
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-}
-
-static int mpi_check(dev *d, int rc, const char *what)
+/* An MPI error fails the device with what failed, where, and MPI's words;
+ * running out of memory inside MPI is DEV_ERR_MEM, not a communication
+ * error. */
+static int mpi_check(dev *d, int rc, const char *what, const char *file, int line)
 {
     if (rc == MPI_SUCCESS) return 0;
-    char s[MPI_MAX_ERROR_STRING], msg[LOONG_ERRLEN];
-    int n;
+    char s[MPI_MAX_ERROR_STRING];
+    int n, cls = MPI_ERR_OTHER;
     MPI_Error_string(rc, s, &n);
-    snprintf(msg, sizeof msg, "rank %d: %s failed: %.150s", d->rank, what, s);
-    fail_dev(d, msg);
+    MPI_Error_class(rc, &cls);
+    devq_fail(d->q, cls == MPI_ERR_NO_MEM ? DEV_ERR_MEM : DEV_ERR_COMM, file, line, "%s failed: %.150s", what, s);
     return -1;
 }
+#define MPI_CHECK(d, call) mpi_check((d), (call), #call, __FILE__, __LINE__)
 
 /* ---- ops ---- */
 
@@ -95,13 +60,14 @@ static int mpi_check(dev *d, int rc, const char *what)
  * communication thread steals the core a kernel runs on. Poll, yield for a
  * while, then sleep 50 us between polls. slots[i] (if >= 0) gets the time
  * request i completed. */
-static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots, const char *what)
+static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots)
 {
     int left = 0;
-    for (int i = 0; i < n; i++) left += rq[i] != MPI_REQUEST_NULL;
+    for (int i = 0; i < n; i++)
+        left += rq[i] != MPI_REQUEST_NULL;
     for (int polls = 0; left > 0; polls++) {
         int idx, done;
-        if (mpi_check(d, MPI_Testany(n, rq, &idx, &done, MPI_STATUS_IGNORE), what) < 0) return -1;
+        if (MPI_CHECK(d, MPI_Testany(n, rq, &idx, &done, MPI_STATUS_IGNORE)) < 0) return -1;
         if (done && idx != MPI_UNDEFINED) {
             if (slots && slots[idx] >= 0) d->t1[slots[idx]] = cpu_now(d);
             left--;
@@ -122,25 +88,11 @@ static void run_sendrecv(dev *d, const dev_op *op)
 {
     MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     MPI_Comm c = op->u.p2p.comm->comm;
-    if (op->u.p2p.from >= 0 &&
-        mpi_check(d, MPI_Irecv(op->u.p2p.rbuf, (int)op->u.p2p.rbytes, MPI_BYTE, op->u.p2p.from, 0, c, &rq[1]),
-                  "MPI_Irecv") < 0)
-        return;
-    if (op->u.p2p.to >= 0 &&
-        mpi_check(d, MPI_Isend(op->u.p2p.sbuf, (int)op->u.p2p.sbytes, MPI_BYTE, op->u.p2p.to, 0, c, &rq[0]),
-                  "MPI_Isend") < 0)
-        return;
+    const __typeof__(op->u.p2p) *p = &op->u.p2p;
+    if (p->from >= 0 && MPI_CHECK(d, MPI_Irecv(p->rbuf, (int)p->rbytes, MPI_BYTE, p->from, 0, c, &rq[1])) < 0) return;
+    if (p->to >= 0 && MPI_CHECK(d, MPI_Isend(p->sbuf, (int)p->sbytes, MPI_BYTE, p->to, 0, c, &rq[0])) < 0) return;
     int slots[2] = {op->stamp_end, op->stamp_end2};
-    wait_quietly(d, rq, 2, slots, "MPI_Testany");
-}
-
-/* Part i of `count` floats over n members: count / n, the first count % n
- * members one more. */
-static void part_of(size_t count, int n, int i, int *cnt, int *off)
-{
-    size_t base = count / (size_t)n, rem = count % (size_t)n;
-    *cnt = (int)(base + ((size_t)i < rem));
-    *off = (int)(base * (size_t)i + ((size_t)i < rem ? (size_t)i : rem));
+    wait_quietly(d, rq, 2, slots);
 }
 
 static void run_collective(dev *d, const dev_op *op)
@@ -154,30 +106,46 @@ static void run_collective(dev *d, const dev_op *op)
     float *r = op->u.coll.rbuf;
     int *counts = malloc((size_t)n * sizeof *counts), *displs = malloc((size_t)n * sizeof *displs);
     if (!counts || !displs) {
-        fail_dev(d, "out of memory in a collective");
+        DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory for a collective of %d ranks", n);
         goto out;
     }
-    for (int i = 0; i < n; i++)
-        part_of(op->u.coll.count, n, i, &counts[i], &displs[i]);
+    for (int i = 0; i < n; i++) {
+        size_t ci, oi;
+        dev_part_of(op->u.coll.count, n, i, &ci, &oi);
+        counts[i] = (int)ci;
+        displs[i] = (int)oi;
+    }
     cnt = counts[me];
     off = displs[me];
+    if (op->kind == DOP_REDUCESCATTER && !(tmp = malloc(((size_t)cnt + 1) * sizeof *tmp))) {
+        DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory for a reduce-scatter of %d floats", cnt);
+        goto out;
+    }
+    const char *what = "?";
     switch (op->kind) {
     case DOP_ALLTOALL:
+        what = "MPI_Ialltoall";
         rc = MPI_Ialltoall(op->u.coll.sbuf, (int)op->u.coll.count, MPI_FLOAT, r, (int)op->u.coll.count, MPI_FLOAT, c,
                            &rq);
         break;
-    case DOP_ALLREDUCE: rc = MPI_Iallreduce(MPI_IN_PLACE, r, (int)op->u.coll.count, MPI_FLOAT, MPI_SUM, c, &rq); break;
-    case DOP_REDUCESCATTER:
-        tmp = malloc(((size_t)cnt + 1) * sizeof *tmp);
-        rc = tmp ? MPI_Ireduce_scatter(r, tmp, counts, MPI_FLOAT, MPI_SUM, c, &rq) : MPI_ERR_NO_MEM;
+    case DOP_ALLREDUCE:
+        what = "MPI_Iallreduce";
+        rc = MPI_Iallreduce(MPI_IN_PLACE, r, (int)op->u.coll.count, MPI_FLOAT, MPI_SUM, c, &rq);
         break;
-    case DOP_ALLGATHER: rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, r, counts, displs, MPI_FLOAT, c, &rq); break;
+    case DOP_REDUCESCATTER:
+        what = "MPI_Ireduce_scatter";
+        rc = MPI_Ireduce_scatter(r, tmp, counts, MPI_FLOAT, MPI_SUM, c, &rq);
+        break;
+    case DOP_ALLGATHER:
+        what = "MPI_Iallgatherv";
+        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, r, counts, displs, MPI_FLOAT, c, &rq);
+        break;
     default: break;
     }
-    if (mpi_check(d, rc, "a collective") == 0 && wait_quietly(d, &rq, 1, NULL, "a collective") == 0 && tmp)
+    if (mpi_check(d, rc, what, __FILE__, __LINE__) == 0 && wait_quietly(d, &rq, 1, NULL) == 0 && tmp)
         memcpy(r + off, tmp, (size_t)cnt * sizeof *tmp);
-    free(tmp);
 out:
+    free(tmp);
     free(counts);
     free(displs);
 }
@@ -233,14 +201,11 @@ static void run_small(const dev_op *op)
     }
 }
 
-static void run_op(dev *d, const dev_op *op)
+/* devq's run hook: one op on the calling stream thread. */
+static void cpu_run(void *ctx, int stream, const dev_op *op)
 {
-    if (op->fail) {
-        fprintf(stderr, "loong exec: rank %d: injected failure at task %d (--fail-rank/--fail-at-task): exiting\n",
-                d->rank, op->fail - 1);
-        fflush(stderr);
-        _exit(3);
-    }
+    dev *d = ctx;
+    (void)stream;
     double t = cpu_now(d);
     if (op->stamp_start >= 0) d->t0[op->stamp_start] = t;
     if (op->stamp_start2 >= 0) d->t0[op->stamp_start2] = t;
@@ -270,100 +235,11 @@ static void run_op(dev *d, const dev_op *op)
     if (op->stamp_end >= 0 && op->kind != DOP_SENDRECV) d->t1[op->stamp_end] = cpu_now(d);
 }
 
-/* ---- streams ---- */
+/* ---- the stream queue ---- */
 
-static void *worker(void *arg)
-{
-    stream *s = arg;
-    dev *d = s->d;
-    for (;;) {
-        pthread_mutex_lock(&d->mu);
-        while (s->head == s->tail && !s->stop)
-            pthread_cond_wait(&d->cv, &d->mu);
-        if (s->head == s->tail && s->stop) {
-            pthread_mutex_unlock(&d->mu);
-            return NULL;
-        }
-        item it = s->q[s->head % s->cap];
-        if (it.kind == ITEM_WAIT) {
-            while (!d->ev[it.event])
-                pthread_cond_wait(&d->cv, &d->mu);
-        }
-        bool skip = d->error != 0;
-        pthread_mutex_unlock(&d->mu);
-        if (it.kind == ITEM_OP && !skip) run_op(d, &it.op);
-        pthread_mutex_lock(&d->mu);
-        if (it.kind == ITEM_RECORD) d->ev[it.event] = 1;
-        s->head++;
-        d->pending--;
-        pthread_cond_broadcast(&d->cv);
-        pthread_mutex_unlock(&d->mu);
-    }
-}
-
-static int enqueue(dev *d, int sid, const item *it)
-{
-    if (sid < 0 || sid >= d->nstreams) return DEV_ERR_ARG;
-    stream *s = &d->s[sid];
-    pthread_mutex_lock(&d->mu);
-    if (s->tail - s->head == s->cap) {
-        size_t nc = s->cap * 2;
-        item *q = malloc(nc * sizeof *q);
-        if (!q) {
-            pthread_mutex_unlock(&d->mu);
-            return DEV_ERR_MEM;
-        }
-        for (size_t i = s->head; i < s->tail; i++)
-            q[i % nc] = s->q[i % s->cap];
-        free(s->q);
-        s->q = q;
-        s->cap = nc;
-    }
-    s->q[s->tail % s->cap] = *it;
-    s->tail++;
-    d->pending++;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    return DEV_OK;
-}
-
-static int cpu_launch(dev *d, int sid, const dev_op *op)
-{
-    item it = {ITEM_OP, 0, *op};
-    return enqueue(d, sid, &it);
-}
-
-static int cpu_record(dev *d, int sid, int ev)
-{
-    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
-    item it = {.kind = ITEM_RECORD, .event = ev};
-    return enqueue(d, sid, &it);
-}
-
-static int cpu_wait(dev *d, int sid, int ev)
-{
-    if (ev < 0 || ev >= d->nslots) return DEV_ERR_ARG;
-    item it = {.kind = ITEM_WAIT, .event = ev};
-    return enqueue(d, sid, &it);
-}
-
-static void cpu_reset_events(dev *d)
-{
-    pthread_mutex_lock(&d->mu);
-    memset(d->ev, 0, (size_t)d->nslots);
-    pthread_mutex_unlock(&d->mu);
-}
-
-static int cpu_sync(dev *d, char err[LOONG_ERRLEN])
-{
-    pthread_mutex_lock(&d->mu);
-    while (d->pending)
-        pthread_cond_wait(&d->cv, &d->mu);
-    int rc = d->error;
-    if (rc) snprintf(err, LOONG_ERRLEN, "%s", d->errmsg);
-    pthread_mutex_unlock(&d->mu);
-    return rc;
-}
+static devq *cpu_queue(dev *d) { return d->q; }
+static void cpu_reset_events(dev *d) { devq_reset_events(d->q); }
+static dev_result cpu_sync(dev *d, char err[LOONG_ERRLEN]) { return devq_drain(d->q, err); }
 
 static void cpu_stamps(dev *d, int i, double *start, double *end)
 {
@@ -373,38 +249,28 @@ static void cpu_stamps(dev *d, int i, double *start, double *end)
 
 /* ---- memory and communicators ---- */
 
-static void *cpu_alloc(dev *d, size_t bytes)
+static void free_host(void *ctx, void *p)
 {
-    if (d->nmem == d->memcap) {
-        size_t nc = d->memcap ? 2 * d->memcap : 64;
-        void **m = realloc(d->mem, nc * sizeof *m);
-        if (!m) return NULL;
-        d->mem = m;
-        d->memcap = nc;
-    }
-    void *p = calloc(1, bytes ? bytes : 1);
-    if (p) d->mem[d->nmem++] = p;
-    return p;
-}
-
-static void cpu_release(dev *d, void *p)
-{
-    for (size_t i = 0; i < d->nmem; i++)
-        if (d->mem[i] == p) {
-            d->mem[i] = d->mem[--d->nmem];
-            break;
-        }
+    (void)ctx;
     free(p);
 }
 
-static int cpu_put(dev *d, void *dst, const float *src, size_t n)
+static void *cpu_alloc(dev *d, size_t bytes) { return devq_own(d->q, calloc(1, bytes ? bytes : 1)); }
+
+static void cpu_release(dev *d, void *p)
+{
+    devq_disown(d->q, p);
+    free(p);
+}
+
+static dev_result cpu_put(dev *d, void *dst, const float *src, size_t n)
 {
     (void)d;
     memcpy(dst, src, n * sizeof(float));
     return DEV_OK;
 }
 
-static int cpu_get(dev *d, float *dst, const void *src, size_t n)
+static dev_result cpu_get(dev *d, float *dst, const void *src, size_t n)
 {
     (void)d;
     memcpy(dst, src, n * sizeof(float));
@@ -446,63 +312,41 @@ static int cpu_comm_rank(dev_comm *c, int r)
     return -1;
 }
 
-static dev *cpu_open(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN])
-{
-    dev *d = calloc(1, sizeof *d);
-    if (!d) goto oom;
-    d->rank = rank;
-    d->nstreams = nstreams;
-    d->nslots = nslots > 0 ? nslots : 1;
-    d->s = calloc((size_t)nstreams, sizeof *d->s);
-    d->ev = calloc((size_t)d->nslots, 1);
-    d->t0 = calloc((size_t)d->nslots, sizeof *d->t0);
-    d->t1 = calloc((size_t)d->nslots, sizeof *d->t1);
-    if (!d->s || !d->ev || !d->t0 || !d->t1) goto oom;
-    pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
-    openblas_set_num_threads(1); /* ranks share the host's cores */
-    for (int i = 0; i < nstreams; i++) {
-        stream *s = &d->s[i];
-        s->d = d;
-        s->id = i;
-        s->cap = 256;
-        s->q = malloc(s->cap * sizeof *s->q);
-        if (!s->q || pthread_create(&s->th, NULL, worker, s) != 0) goto oom;
-    }
-    return d;
-oom:
-    snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CPU device (out of memory or threads)", rank);
-    return NULL;
-}
-
 static void cpu_close(dev *d)
 {
     if (!d) return;
-    pthread_mutex_lock(&d->mu);
-    for (int i = 0; i < d->nstreams; i++)
-        d->s[i].stop = true;
-    pthread_cond_broadcast(&d->cv);
-    pthread_mutex_unlock(&d->mu);
-    for (int i = 0; i < d->nstreams; i++) {
-        pthread_join(d->s[i].th, NULL);
-        free(d->s[i].q);
-    }
+    devq_close(d->q); /* the streams first: nothing may still use a communicator */
     for (int i = 0; i < d->ncomms; i++) {
         if (d->comms[i]->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comms[i]->comm);
         free(d->comms[i]->ranks);
         free(d->comms[i]);
     }
     free(d->comms);
-    for (size_t i = 0; i < d->nmem; i++)
-        free(d->mem[i]);
-    free(d->mem);
-    free(d->s);
-    free(d->ev);
     free(d->t0);
     free(d->t1);
-    pthread_mutex_destroy(&d->mu);
-    pthread_cond_destroy(&d->cv);
     free(d);
+}
+
+static dev *cpu_open(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN])
+{
+    dev *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CPU device: out of memory", rank);
+        return NULL;
+    }
+    d->rank = rank;
+    d->nslots = nslots > 0 ? nslots : 1;
+    d->t0 = calloc((size_t)d->nslots, sizeof *d->t0);
+    d->t1 = calloc((size_t)d->nslots, sizeof *d->t1);
+    openblas_set_num_threads(1); /* ranks share the host's cores */
+    devq_hooks h = {.ctx = d, .run = cpu_run, .release = free_host};
+    if (d->t0 && d->t1) d->q = devq_open(rank, nstreams, d->nslots, &h, err);
+    if (!d->q) {
+        if (!d->t0 || !d->t1) snprintf(err, LOONG_ERRLEN, "rank %d: cannot start the CPU device: out of memory", rank);
+        cpu_close(d);
+        return NULL;
+    }
+    return d;
 }
 
 const dev_ops dev_cpu = {
@@ -515,9 +359,7 @@ const dev_ops dev_cpu = {
     .get = cpu_get,
     .comm = cpu_comm,
     .comm_rank = cpu_comm_rank,
-    .launch = cpu_launch,
-    .record = cpu_record,
-    .wait = cpu_wait,
+    .queue = cpu_queue,
     .reset_events = cpu_reset_events,
     .sync = cpu_sync,
     .stamps = cpu_stamps,

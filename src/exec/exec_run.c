@@ -135,7 +135,7 @@ static int wait_deps(xr *x, const dag_task *t, int stream)
 {
     const uint32_t *d = dag_deps(x->g, t);
     for (uint16_t k = 0; k < t->ndeps; k++)
-        if (x->ops->wait(x->dev, stream, (int)(d[k] - x->base))) return -1;
+        if (devq_wait(x->q, stream, (int)(d[k] - x->base))) return -1;
     return 0;
 }
 
@@ -148,8 +148,8 @@ static int launch_all(xr *x)
         if (r && (r->kind != TASK_RECV || !(r->flags & DAG_F_GROUPED) || r->stream != t->stream)) return -1;
         if (wait_deps(x, t, t->stream) || (r && wait_deps(x, r, t->stream))) return -1;
         if (xr_launch_task(x, t)) return -1;
-        if (x->ops->record(x->dev, t->stream, (int)i)) return -1;
-        if (r && x->ops->record(x->dev, t->stream, (int)(r->id - x->base))) return -1;
+        if (devq_record(x->q, t->stream, (int)i)) return -1;
+        if (r && devq_record(x->q, t->stream, (int)(r->id - x->base))) return -1;
     }
     return 0;
 }
@@ -365,6 +365,7 @@ int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, cons
         }
     }
     x.dev = ops->open(rank, STREAM_COUNT, (int)x.ntasks, err);
+    if (x.dev) x.q = ops->queue(x.dev);
     rc = x.dev ? 0 : 2;
     if (rc == 0 && (xr_alloc(&x, err) || make_comms(&x, err) || xr_inputs(&x) || prepare_inputs(&x, err))) rc = 2;
     if (agree(wd, rc)) {
@@ -390,7 +391,7 @@ int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, cons
         pthread_mutex_unlock(&w.mu);
         pthread_join(w.th, NULL);
     }
-    if (x.d) ops->close(x.dev);
+    if (x.dev) ops->close(x.dev);
     xr_free(&x);
     dag_free(g);
     return rc;

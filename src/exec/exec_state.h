@@ -16,6 +16,7 @@
 #ifndef LOONG_EXEC_STATE_H
 #define LOONG_EXEC_STATE_H
 
+#include "devq.h"
 #include "exec.h"
 
 typedef struct layer_w {
@@ -36,6 +37,7 @@ typedef struct xr {
     const dag *g;
     const dev_ops *ops;
     dev *dev;
+    devq *q; /* dev's stream queue */
     const exec_opts *o;
     const world *w;
     int rank, P, h, s;

@@ -37,7 +37,7 @@ static void emit_flush(emit *e, bool last)
         e->started = true;
     }
     if (last) e->pending.stamp_end = e->slot;
-    if (e->rc == 0) e->rc = e->x->ops->launch(e->x->dev, e->stream, &e->pending);
+    if (e->rc == 0) e->rc = devq_launch(e->x->q, e->stream, &e->pending);
     e->has_pending = false;
 }
 
