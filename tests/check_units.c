@@ -1,9 +1,14 @@
 /* units: size parsing and checked arithmetic. */
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/units.h"
+#include "core/xalloc.h"
 #include "check_run.h"
 
 START_TEST(parse_suffixes)
@@ -87,6 +92,46 @@ START_TEST(parse_mem)
 }
 END_TEST
 
+/* Run f in a child with stderr on a pipe; its exit status and stderr. */
+static int in_child(void (*f)(void), char *msg, size_t len)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    ssize_t n = read(fd[0], msg, len - 1);
+    msg[n > 0 ? n : 0] = '\0';
+    close(fd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void huge_array(void) { xmalloc_array(SIZE_MAX / 8, 16, "a huge test array"); }
+static void huge_block(void) { xmalloc(SIZE_MAX / 2, "a huge test block"); }
+
+/* Out of memory (or a size that overflows) names the request in one line
+ * and exits 2, the documented status of errors. */
+START_TEST(xalloc_names_the_request)
+{
+    char msg[256];
+    ck_assert_int_eq(in_child(huge_array, msg, sizeof msg), 2);
+    const char *line = strstr(msg, "loong: out of memory: a huge test array");
+    ck_assert_ptr_nonnull(line); /* one line (a sanitizer may print its own before it) */
+    ck_assert_ptr_eq(strchr(line, '\n'), msg + strlen(msg) - 1);
+    ck_assert_int_eq(in_child(huge_block, msg, sizeof msg), 2);
+    ck_assert_ptr_nonnull(strstr(msg, "a huge test block"));
+    char *p = xcalloc(0, 8, "nothing");
+    ck_assert_ptr_nonnull(p); /* a zero-byte request still succeeds */
+    free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("units");
@@ -96,6 +141,7 @@ int main(void)
     tcase_add_test(tc, checked_math);
     tcase_add_test(tc, err_prefix);
     tcase_add_test(tc, parse_mem);
+    tcase_add_test(tc, xalloc_names_the_request);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
+
 typedef struct points {
     double *x, *y;
     int n, cap;
@@ -15,9 +17,8 @@ static void push(points *p, double x, double y)
 {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 256;
-        p->x = realloc(p->x, (size_t)p->cap * sizeof *p->x);
-        p->y = realloc(p->y, (size_t)p->cap * sizeof *p->y);
-        if (!p->x || !p->y) abort();
+        p->x = xrealloc_array(p->x, (size_t)p->cap, sizeof *p->x, "the calibration's points");
+        p->y = xrealloc_array(p->y, (size_t)p->cap, sizeof *p->y, "the calibration's points");
     }
     p->x[p->n] = x;
     p->y[p->n++] = y;
@@ -64,9 +65,8 @@ static double sharing(const xfer *v, size_t n, size_t i)
 static void link_points(const trace *t, const dag *g, points *links)
 {
     const config *c = &t->cfg;
-    xfer *v = malloc((t->n + 1) * sizeof *v);
+    xfer *v = xmalloc_array(t->n + 1, sizeof *v, "the calibration's transfers");
     size_t n = 0;
-    if (!v) abort();
     for (size_t i = 0; i < t->n; i++) {
         const trace_ev *s = &t->ev[i];
         const dag_task *k = dag_task_get(g, s->id);
@@ -78,7 +78,8 @@ static void link_points(const trace *t, const dag *g, points *links)
         v[n++] = (xfer){a, b, (double)k->bytes, k->rank, k->peer, cls};
     }
     qsort(v, n, sizeof *v, by_start);
-    for (size_t i = 0; i < n; i++) push(&links[v[i].cls], sharing(v, n, i) * v[i].bytes, (v[i].b - v[i].a) * 1e-6);
+    for (size_t i = 0; i < n; i++)
+        push(&links[v[i].cls], sharing(v, n, i) * v[i].bytes, (v[i].b - v[i].a) * 1e-6);
     free(v);
 }
 
@@ -119,11 +120,14 @@ int calibrate_fit(const trace *const *traces, int n, calibrate_result *r, char e
         dag_free(g);
     }
     if (rc == 0) rc = fit_all(kinds, links, r, err);
-    for (int k = 0; k < TASK_KIND_COUNT; k++) free(kinds[k].x), free(kinds[k].y);
-    for (int c = 0; c < LINK_CLASSES; c++) free(links[c].x), free(links[c].y);
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        free(kinds[k].x), free(kinds[k].y);
+    for (int c = 0; c < LINK_CLASSES; c++)
+        free(links[c].x), free(links[c].y);
     if (rc == 0 && !r->have_link[LINK_INTRA] && !r->have_link[LINK_INTER]) {
         bool any = false;
-        for (int k = 0; k < TASK_KIND_COUNT; k++) any |= r->have_kind[k];
+        for (int k = 0; k < TASK_KIND_COUNT; k++)
+            any |= r->have_kind[k];
         if (!any) {
             snprintf(err, LOONG_ERRLEN, "the traces hold no compute task or transfer to fit");
             rc = -1;
@@ -153,12 +157,12 @@ void calibrate_print(FILE *f, const calibrate_result *r)
                 l->through_origin ? "  (t0 < 0 came out: fitted through 0)" : "");
     }
     fprintf(f, "# links: time = alpha + k * bytes / beta (k: transfers sharing the link)\n");
-    fprintf(f, "#%-11s %8s %11s %16s %9s %15s %15s\n", "class", "points", "alpha_us", "beta_GB/s", "R^2", "rms_resid_us",
-            "max_resid_us");
+    fprintf(f, "#%-11s %8s %11s %16s %9s %15s %15s\n", "class", "points", "alpha_us", "beta_GB/s", "R^2",
+            "rms_resid_us", "max_resid_us");
     for (int c = 0; c < LINK_CLASSES; c++) {
         if (!r->have_link[c]) {
-            fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the traces: left as is)\n", link_name(c), 0,
-                    "-", "-");
+            fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the traces: left as is)\n", link_name(c),
+                    0, "-", "-");
             continue;
         }
         const fit_line *l = &r->link[c];

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
+
 #include "core/timeline.h"
 
 static int config_diff(const trace *a, const char *an, const trace *b, const char *bn, char err[LOONG_ERRLEN])
@@ -66,8 +68,8 @@ static int group_key(const trace_ev *e, cmp_by by)
 static double exposed(const dag *g, const trace *t, double makespan)
 {
     uint32_t n = dag_ntasks(g);
-    double *st = calloc(n, sizeof *st), *du = calloc(n, sizeof *du), sum = 0;
-    if (!st || !du) abort();
+    double *st = xcalloc(n, sizeof *st, "a trace's timeline"), *du = xcalloc(n, sizeof *du, "a trace's timeline");
+    double sum = 0;
     for (size_t i = 0; i < t->n; i++) {
         st[t->ev[i].id] = t->ev[i].ts;
         du[t->ev[i].id] = t->ev[i].dur;
@@ -94,9 +96,8 @@ void compare_summarize(const dag *g, const trace *p, const trace *m, cmp_by by, 
     for (size_t i = 0; i < p->n; i++)
         if (group_key(&p->ev[i], by) > maxkey) maxkey = group_key(&p->ev[i], by);
     int ng = maxkey + 2; /* slot 0 holds key -1 (model-level layer) */
-    s->groups = calloc((size_t)ng, sizeof *s->groups);
-    double *ape = malloc((p->n + 1) * sizeof *ape);
-    if (!s->groups || !ape) abort();
+    s->groups = xcalloc((size_t)ng, sizeof *s->groups, "the comparison's groups");
+    double *ape = xmalloc_array(p->n + 1, sizeof *ape, "the comparison's errors");
     for (int k = 0; k < ng; k++) {
         size_t n = 0;
         cmp_group *gr = &s->groups[s->ngroups];
@@ -128,8 +129,8 @@ static const char *key_name(cmp_by by, int key, char *buf, size_t len)
 
 static void print_rank_makespans(FILE *f, const trace *p, const trace *m, int ranks)
 {
-    double *pe = calloc((size_t)ranks, sizeof *pe), *me = calloc((size_t)ranks, sizeof *me);
-    if (!pe || !me) abort();
+    double *pe = xcalloc((size_t)ranks, sizeof *pe, "the comparison's ranks");
+    double *me = xcalloc((size_t)ranks, sizeof *me, "the comparison's ranks");
     for (size_t i = 0; i < p->n; i++) {
         int r = p->ev[i].rank;
         if (r < 0 || r >= ranks) continue;
@@ -157,8 +158,7 @@ static int by_err(const void *a, const void *b)
 
 static void print_top(FILE *f, const dag *g, const trace *p, const trace *m, int top)
 {
-    off *o = malloc((p->n + 1) * sizeof *o);
-    if (!o) abort();
+    off *o = xmalloc_array(p->n + 1, sizeof *o, "the comparison's errors");
     for (size_t i = 0; i < p->n; i++)
         o[i] = (off){i, p->ev[i].dur - m->ev[i].dur};
     qsort(o, p->n, sizeof *o, by_err);

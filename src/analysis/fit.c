@@ -8,7 +8,8 @@
 static void residuals(const double *x, const double *y, int n, fit_line *f)
 {
     double mean = 0, ss_tot = 0, ss_res = 0;
-    for (int i = 0; i < n; i++) mean += y[i] / n;
+    for (int i = 0; i < n; i++)
+        mean += y[i] / n;
     f->max_abs = 0;
     for (int i = 0; i < n; i++) {
         double r = y[i] - (f->c0 + f->c1 * x[i]);
@@ -32,8 +33,9 @@ int fit_linear(const double *x, const double *y, int n, const char *what, fit_li
         if (x[i] > hi) hi = x[i];
     }
     if (!(hi > lo * (1 + 1e-9))) {
-        snprintf(err, LOONG_ERRLEN, "%s: all %d points have the same size, so the rate is undetermined: measure at least two sizes",
-                 what, n);
+        snprintf(err, LOONG_ERRLEN,
+                 "%s: all %d points have the same size, so the rate is undetermined: measure at least two sizes", what,
+                 n);
         return -1;
     }
     double cov00, cov01, cov11, ss;
@@ -46,7 +48,8 @@ int fit_linear(const double *x, const double *y, int n, const char *what, fit_li
         out->through_origin = true;
     }
     if (!(out->c1 > 0)) {
-        snprintf(err, LOONG_ERRLEN, "%s: time does not grow with size (slope %.3g): the fit is degenerate", what, out->c1);
+        snprintf(err, LOONG_ERRLEN, "%s: time does not grow with size (slope %.3g): the fit is degenerate", what,
+                 out->c1);
         return -1;
     }
     residuals(x, y, n, out);

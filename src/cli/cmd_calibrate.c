@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/afile.h"
+#include "core/xalloc.h"
 #include "analysis/calibrate.h"
 #include "model/platform_spec.h"
 #include "cli.h"
@@ -54,7 +55,7 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
         snprintf(err, LOONG_ERRLEN, "cannot create '%s': %s", dir, strerror(errno));
         return -1;
     }
-    char path[4096], *pcopy = strdup(platform);
+    char path[4096], *pcopy = xstrdup(platform, "the platform path");
     snprintf(path, sizeof path, "%s/%s.calib", dir, sp->gpu);
     afile a;
     int rc = afile_open(&a, path, err);
@@ -81,8 +82,8 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
     if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
     calib *cb = calib_for_platform(platform, sp.gpu, base, err);
     if (!cb) return cli_fail("calibrate", "%s", err);
-    trace *tr = calloc((size_t)ntr, sizeof *tr);
-    const trace **tp = calloc((size_t)ntr, sizeof *tp);
+    trace *tr = xcalloc((size_t)ntr, sizeof *tr, "the traces");
+    const trace **tp = xcalloc((size_t)ntr, sizeof *tp, "the traces");
     int rc = 0, loaded = 0;
     for (; loaded < ntr && rc == 0; loaded++) {
         if (trace_read(paths[loaded], &tr[loaded], err) < 0) rc = cli_fail("calibrate", "%s", err);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/afile.h"
+#include "core/xalloc.h"
 #include "core/dag_io.h"
 #include "core/stats.h"
 #include "core/strategy.h"
@@ -40,8 +41,7 @@ static int write_dag(const dag *g, const char *format, const char *out, char err
     } else if (!strcmp(format, "dot")) {
         rc = dag_write_dot(a.f, g);
     } else {
-        rank_stats *rs = calloc((size_t)config_ranks(dag_config(g)), sizeof *rs);
-        if (!rs) exit(2);
+        rank_stats *rs = xcalloc((size_t)config_ranks(dag_config(g)), sizeof *rs, "the per-rank statistics");
         stats_compute(g, rs);
         stats_print(a.f, g, rs);
         fprintf(a.f, "# validated: acyclic, every recv matched by one send, every collective complete\n");

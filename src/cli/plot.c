@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 static int have_gnuplot(char err[LOONG_ERRLEN])
 {
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) return 0;
@@ -54,10 +56,10 @@ int plot_gantt(const char *png, const dag *g, const trace *const *traces, const 
 {
     if (have_gnuplot(err) < 0) return -1;
     int ranks = config_ranks(dag_config(g)), nrows = 0;
-    int *rows = malloc((size_t)ranks * STREAM_COUNT * sizeof *rows);
+    int *rows = xmalloc_array((size_t)ranks * STREAM_COUNT, sizeof *rows, "the Gantt rows");
     char dpath[64], spath[64];
     FILE *d = temp_file(dpath, sizeof dpath, "gantt-data"), *s = temp_file(spath, sizeof spath, "gantt-gp");
-    if (!rows || !d || !s) {
+    if (!d || !s) {
         snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
         free(rows);
         return -1;

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "xalloc.h"
+
 /* A target that exists and is not a regular file (a character device such
  * as /dev/null, a FIFO, a terminal) is written in place: renaming a
  * temporary over it would replace the device with a file. */
@@ -19,8 +21,8 @@ static bool is_special(const char *path)
 static int open_direct(afile *a, const char *path, char err[LOONG_ERRLEN])
 {
     a->f = fopen(path, "w");
-    a->path = strdup(path);
-    if (a->f && a->path) return 0;
+    a->path = xstrdup(path, "an output path");
+    if (a->f) return 0;
     int e = errno;
     afile_abort(a);
     snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(e));
@@ -36,13 +38,8 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
     }
     if (is_special(path)) return open_direct(a, path, err);
     size_t n = strlen(path) + 16;
-    a->path = strdup(path);
-    a->tmp = malloc(n);
-    if (!a->path || !a->tmp) {
-        afile_abort(a);
-        snprintf(err, LOONG_ERRLEN, "out of memory opening '%s'", path);
-        return -1;
-    }
+    a->path = xstrdup(path, "an output path");
+    a->tmp = xmalloc(n, "an output path");
     snprintf(a->tmp, n, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(a->tmp);
     if (fd >= 0) {

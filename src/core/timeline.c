@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "xalloc.h"
+
 typedef struct span {
     double a, b;
 } span;
@@ -61,8 +63,7 @@ static span *collect(const dag *g, const double *start, const double *dur, int r
         dag_stream_tasks(g, r, s, &k);
         if ((s == STREAM_COMP) == comp) cap += k;
     }
-    span *v = malloc((cap ? cap : 1) * sizeof *v);
-    if (!v) abort();
+    span *v = xmalloc_array(cap, sizeof *v, "a rank's timeline");
     for (int s = 0; s < STREAM_COUNT; s++) {
         if ((s == STREAM_COMP) != comp) continue;
         uint32_t k;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 #include "autoconf.h"
 
 double trace_us(double seconds) { return round(seconds * 1e9) / 1e3; }
@@ -106,11 +108,7 @@ static int parse_event(json_t *e, trace_ev *ev, size_t idx, char err[LOONG_ERRLE
 
 static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
 {
-    t->ev = calloc(json_array_size(arr) + 1, sizeof *t->ev);
-    if (!t->ev) {
-        snprintf(err, LOONG_ERRLEN, "out of memory");
-        return -1;
-    }
+    t->ev = xcalloc(json_array_size(arr) + 1, sizeof *t->ev, "a trace's events");
     size_t i;
     json_t *e;
     json_array_foreach(arr, i, e)

@@ -48,8 +48,8 @@ int cuda_axpy(float *y, const float *x, size_t n, cudaStream_t st);
 int cuda_sum_groups(float *dst, const float *src, size_t rows, size_t dst_ld, size_t src_ld, int groups, int gs, int d,
                     cudaStream_t st);
 /* fwd: m = silu(g) * u; bwd: du = dm * silu(g), dg = dm * u * silu'(g) */
-int cuda_swiglu(int backward, float *m, float *dg, float *du, const float *g, const float *u, const float *dm,
-                size_t n, cudaStream_t st);
+int cuda_swiglu(int backward, float *m, float *dg, float *du, const float *g, const float *u, const float *dm, size_t n,
+                cudaStream_t st);
 
 /* Shared memory the attention kernels need, for the lab's report. */
 size_t cuda_attn_fwd_smem(void);

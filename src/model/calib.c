@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
+
 #include "core/sizes.h"
 
 #define CALIB_MAXPTS 32
@@ -178,14 +180,8 @@ static int check_table(const cursor *cu, calib *cb)
 
 calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN])
 {
-    calib *cb = calloc(1, sizeof *cb);
-    char *copy = strdup(text);
-    if (!cb || !copy) {
-        free(cb);
-        free(copy);
-        snprintf(err, LOONG_ERRLEN, "out of memory reading '%s'", name);
-        return NULL;
-    }
+    calib *cb = xcalloc(1, sizeof *cb, "a calibration table");
+    char *copy = xstrdup(text, "a calibration table");
     cursor cu = {name, 0, err};
     char *save = NULL;
     int rc = 0;
@@ -214,17 +210,13 @@ calib *calib_load(const char *path, char err[LOONG_ERRLEN])
         return NULL;
     }
     size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    char *buf = xmalloc(cap, "a calibration table");
     size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+        if (n + 1 == cap) buf = xrealloc_array(buf, cap *= 2, 1, "a calibration table");
     }
     fclose(f);
-    if (!buf) {
-        snprintf(err, LOONG_ERRLEN, "out of memory reading '%s'", path);
-        return NULL;
-    }
     buf[n] = '\0';
     calib *cb = calib_parse(buf, path, err);
     free(buf);

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "sim_internal.h"
+#include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_actor, loong, "loong sim: stream actors");
 
@@ -168,12 +169,11 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, s
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);
     sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on};
-    S.streams = calloc((size_t)P * STREAM_COUNT, sizeof *S.streams);
-    S.pos = malloc((size_t)(n ? n : 1) * sizeof *S.pos);
-    S.start = calloc(n ? n : 1, sizeof *S.start);
-    S.dur = calloc(n ? n : 1, sizeof *S.dur);
+    S.streams = xcalloc((size_t)P * STREAM_COUNT, sizeof *S.streams, "the simulation's streams");
+    S.pos = xmalloc_array(n, sizeof *S.pos, "the simulation's tasks");
+    S.start = xcalloc(n, sizeof *S.start, "the simulated start times");
+    S.dur = xcalloc(n, sizeof *S.dur, "the simulated durations");
     S.links = sim_links_new(P);
-    if (!S.streams || !S.pos || !S.start || !S.dur || !S.links) xbt_die("loong sim: out of memory");
     S.wall0 = S.last_report = wall_now();
     spawn(&S);
     simgrid_run();

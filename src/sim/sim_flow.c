@@ -24,6 +24,7 @@
 #include <xbt/log.h>
 
 #include "sim_internal.h"
+#include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_flow, loong, "loong sim: point-to-point and collective flows");
 
@@ -39,9 +40,7 @@ static sg_mailbox_t channel(sim_chan **cache, int *n, int *cap, int stream, int 
     sg_mailbox_t mb = sg_mailbox_by_name(name);
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 4;
-        sim_chan *c = realloc(*cache, (size_t)*cap * sizeof **cache);
-        if (!c) xbt_die("loong sim: out of memory");
-        *cache = c;
+        *cache = xrealloc_array(*cache, (size_t)*cap, sizeof **cache, "a stream's mailboxes");
     }
     (*cache)[(*n)++] = (sim_chan){peer, mb};
     return mb;
@@ -105,8 +104,7 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
     }
     bool a2a = t->kind == TASK_ALLTOALL;
     int nflows = a2a ? n - 1 : 1;
-    sg_comm_t *comms = malloc((size_t)(2 * nflows) * sizeof *comms);
-    if (!comms) xbt_die("loong sim: out of memory");
+    sg_comm_t *comms = xmalloc_array((size_t)(2 * nflows), sizeof *comms, "a collective's flows");
     uint64_t bytes = a2a ? t->bytes / (uint64_t)(n - 1) : t->bytes;
     for (int k = 1; k <= nflows; k++) {
         comms[2 * (k - 1)] = put(me, mem[(me_i + k) % n], bytes);

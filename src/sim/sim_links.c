@@ -13,6 +13,7 @@
 #include <xbt/log.h>
 
 #include "sim_internal.h"
+#include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_links, loong, "loong sim: per-link traffic accounting");
 
@@ -31,24 +32,12 @@ struct sim_links {
     int nlinks, caplinks;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) xbt_die("loong sim: out of memory");
-    return q;
-}
-
 sim_links *sim_links_new(int nranks)
 {
-    sim_links *L = calloc(1, sizeof *L);
-    if (!L) return NULL;
+    sim_links *L = xcalloc(1, sizeof *L, "the link accounting");
     L->nranks = nranks;
     L->cap = 1024;
-    L->tab = calloc(L->cap, sizeof *L->tab);
-    if (!L->tab) {
-        free(L);
-        return NULL;
-    }
+    L->tab = xcalloc(L->cap, sizeof *L->tab, "the route table");
     return L;
 }
 
@@ -59,8 +48,8 @@ static int link_index(sim_links *L, sg_link_t l)
     if (idx) return (int)idx - 1;
     if (L->nlinks == L->caplinks) {
         L->caplinks = L->caplinks ? 2 * L->caplinks : 256;
-        L->link = xrealloc(L->link, (size_t)L->caplinks * sizeof *L->link);
-        L->bytes = xrealloc(L->bytes, (size_t)L->caplinks * sizeof *L->bytes);
+        L->link = xrealloc_array(L->link, (size_t)L->caplinks, sizeof *L->link, "the link accounting");
+        L->bytes = xrealloc_array(L->bytes, (size_t)L->caplinks, sizeof *L->bytes, "the link accounting");
     }
     L->link[L->nlinks] = l;
     L->bytes[L->nlinks] = 0;
@@ -79,8 +68,7 @@ static route *slot_of(route *tab, size_t cap, uint64_t key)
 static void grow(sim_links *L)
 {
     size_t cap = L->cap * 2;
-    route *tab = calloc(cap, sizeof *tab);
-    if (!tab) xbt_die("loong sim: out of memory");
+    route *tab = xcalloc(cap, sizeof *tab, "the route table");
     for (size_t i = 0; i < L->cap; i++)
         if (L->tab[i].key) *slot_of(tab, cap, L->tab[i].key) = L->tab[i];
     free(L->tab);
@@ -101,7 +89,7 @@ static route *resolve(sim_links *L, sg_host_t *hosts, int from, int to)
     sg_host_get_route(hosts[from], hosts[to], d);
     r->key = key;
     r->n = (int)xbt_dynar_length(d);
-    r->links = xrealloc(NULL, (size_t)(r->n ? r->n : 1) * sizeof *r->links);
+    r->links = xmalloc_array((size_t)r->n, sizeof *r->links, "a route");
     for (int i = 0; i < r->n; i++)
         r->links[i] = link_index(L, xbt_dynar_get_as(d, (unsigned)i, sg_link_t));
     xbt_dynar_free(&d);
@@ -129,7 +117,7 @@ static int by_util(const void *a, const void *b)
 void sim_links_collect(sim_links *L, sim_result *res)
 {
     res->nlinks = 0;
-    res->links = xrealloc(NULL, (size_t)(L->nlinks ? L->nlinks : 1) * sizeof *res->links);
+    res->links = xmalloc_array((size_t)L->nlinks, sizeof *res->links, "the busiest links");
     for (int i = 0; i < L->nlinks; i++) {
         if (L->bytes[i] <= 0) continue;
         res->links[res->nlinks++] =

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
+#include "core/xalloc.h"
 
 XBT_LOG_NEW_CATEGORY(loong, "loong: plan, simulate and execute 2D head-context parallel attention");
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_platform, loong, "loong sim: SimGrid start-up and GPU hosts");
@@ -46,8 +47,7 @@ static char **init_argv(int nargs, char **args, int *argc)
     int nd = 0;
     while (sim_default_cfg[nd])
         nd++;
-    char **av = calloc((size_t)(nd + nargs + 2), sizeof *av);
-    if (!av) return NULL;
+    char **av = xcalloc((size_t)(nd + nargs + 2), sizeof *av, "SimGrid's arguments");
     av[0] = (char *)"loong";
     for (int i = 0; i < nd; i++)
         av[1 + i] = (char *)sim_default_cfg[i];
@@ -128,8 +128,7 @@ static int find_gpus(sim_platform *pf, char err[LOONG_ERRLEN])
 {
     size_t nh = sg_host_count();
     sg_host_t *all = sg_host_list();
-    pf->gpus = malloc((nh ? nh : 1) * sizeof *pf->gpus);
-    if (!pf->gpus) xbt_die("loong sim: out of memory");
+    pf->gpus = xmalloc_array(nh, sizeof *pf->gpus, "the platform's GPU hosts");
     for (size_t i = 0; i < nh; i++) {
         const char *kind = sg_host_get_property_value(all[i], "loong_gpu");
         if (!kind) continue;
@@ -173,8 +172,8 @@ sim_platform *sim_platform_open(const char *path, int nargs, char **args, char e
     }
     int argc;
     char **argv = init_argv(nargs, args, &argc);
-    sim_platform *pf = calloc(1, sizeof *pf);
-    if (!argv || !pf || !(pf->path = strdup(path))) xbt_die("loong sim: out of memory");
+    sim_platform *pf = xcalloc(1, sizeof *pf, "the platform");
+    pf->path = xstrdup(path, "the platform");
     int child_argc = argc;
     if (probe(path, child_argc, argv, err) < 0) {
         free(argv);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/stats.h"
+#include "core/xalloc.h"
 #include "core/timeline.h"
 #include "sim_internal.h"
 
@@ -88,8 +89,7 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
     const config *c = dag_config(g);
     int P = config_ranks(c);
     double T = res->makespan;
-    rank_time *rt = calloc((size_t)P, sizeof *rt);
-    if (!rt) xbt_die("loong sim: out of memory");
+    rank_time *rt = xcalloc((size_t)P, sizeof *rt, "the summary's ranks");
     for (int r = 0; r < P; r++)
         rt[r] = time_of_rank(g, res, r);
     rank_flops(g, rt);
