@@ -206,6 +206,83 @@ START_TEST(json_and_hash)
 }
 END_TEST
 
+/* config_from_json names the knob it rejects; an unknown dtype is an error,
+ * not bf16. */
+START_TEST(json_rejects_bad_knobs)
+{
+    static const struct {
+        const char *key, *json, *want;
+    } bad[] = {
+        {"dtype", "\"fp16\"", "'dtype'"},          {"placement", "\"sideways\"", "'placement'"},
+        {"mesh", "[4]", "'mesh'"},                  {"seq", "-5", "'seq'"},
+        {"kv_replication", "\"yes\"", "'kv_replication'"}, {"zero", NULL, "'zero' is missing"},
+    };
+    config c = tcfg("tiny", 4096, "usp", 2, 2, 2, SCOPE_ATTN), back;
+    char err[LOONG_ERRLEN];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *j = config_to_json(&c);
+        if (bad[i].json)
+            json_object_set_new(j, bad[i].key, json_loads(bad[i].json, JSON_DECODE_ANY, NULL));
+        else
+            json_object_del(j, bad[i].key);
+        err[0] = '\0';
+        ck_assert_msg(config_from_json(j, &back, err) == -1, "accepted %s = %s", bad[i].key, bad[i].json);
+        ck_assert_msg(strstr(err, bad[i].want) != NULL, "%s: %s", bad[i].key, err);
+        json_decref(j);
+    }
+}
+END_TEST
+
+/* Every knob's command-line spelling parses back to the same config: the
+ * command lines that plan and compose build for their children. */
+START_TEST(knob_text_round_trip)
+{
+    config cs[3] = {tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 2, SCOPE_STEP),
+                    tcfg("tiny", 4096, "ring", 1, 4, 4, SCOPE_ATTN_FWD), tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN)};
+    cs[0].placement = PLACE_CONTEXT_FIRST;
+    cs[0].recompute = RECOMPUTE_FULL;
+    cs[0].zero = 0;
+    cs[0].kv_replication = false;
+    cs[1].act_bytes = 4;
+    char err[LOONG_ERRLEN], text[256];
+    for (int i = 0; i < 3; i++) {
+        config back;
+        config_defaults(&back);
+        for (int k = 0; k < KNOB_COUNT; k++) {
+            config_knob_format(&cs[i], (config_knob)k, text, sizeof text);
+            ck_assert_msg(config_knob_parse(&back, (config_knob)k, text, err) == 0, "knob %s '%s': %s",
+                          config_knob_get((config_knob)k)->option, text, err);
+        }
+        ck_assert_uint_eq(config_hash(&cs[i]), config_hash(&back));
+    }
+}
+END_TEST
+
+/* A preset's knobs name the preset back (plan names its layouts so), and
+ * layout names follow README's spelling. */
+START_TEST(names_of_layouts)
+{
+    static const struct {
+        const char *strategy;
+        int ph, ps;
+    } rows[] = {{"ulysses", 8, 1}, {"ring", 1, 8}, {"zigzag", 1, 8}, {"usp", 2, 4}, {"loongtrain", 2, 4}, {"dualring", 2, 4}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        config c = tcfg("llama3-8b", 1 << 20, rows[i].strategy, rows[i].ph, rows[i].ps, 0, SCOPE_STEP);
+        ck_assert_str_eq(strategy_name_of(&c), rows[i].strategy);
+    }
+    char name[64];
+    config c = tcfg("llama3-8b", 1 << 20, "loongtrain", 8, 8, 4, SCOPE_STEP);
+    config_layout_name(&c, 1, name, sizeof name);
+    ck_assert_str_eq(name, "8x8 hf zz double w=4");
+    c = tcfg("llama3-8b", 1 << 20, "ulysses", 32, 1, 1, SCOPE_STEP);
+    config_layout_name(&c, 2, name, sizeof name);
+    ck_assert_str_eq(name, "dp2*32x1 no ring kv-repl");
+    c = tcfg("llama3-8b", 1 << 20, "ring", 1, 64, 64, SCOPE_STEP);
+    config_layout_name(&c, 1, name, sizeof name);
+    ck_assert_str_eq(name, "1x64 ct single");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -217,6 +294,9 @@ int main(void)
     tcase_add_test(tc, geometry);
     tcase_add_test(tc, strategies);
     tcase_add_test(tc, json_and_hash);
+    tcase_add_test(tc, json_rejects_bad_knobs);
+    tcase_add_test(tc, knob_text_round_trip);
+    tcase_add_test(tc, names_of_layouts);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -96,8 +96,8 @@ START_TEST(random_configs)
     while (ps % w)
         w /= 2;
     char extra[128];
-    snprintf(extra, sizeof extra, "%s --placement %s --seed %lu", strcmp(st, "loongtrain") ? "" : "",
-             gsl_rng_uniform_int(g, 2) ? "head-first" : "context-first", gsl_rng_uniform_int(g, 1000) + 1);
+    snprintf(extra, sizeof extra, "--placement %s --seed %lu", gsl_rng_uniform_int(g, 2) ? "head-first" : "context-first",
+             gsl_rng_uniform_int(g, 1000) + 1);
     if (!strcmp(st, "loongtrain")) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --window %d", w);
     gsl_rng_free(g);
     run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh %s --strategy %s %s --scope attn --check " FAST,
@@ -213,6 +213,29 @@ START_TEST(rank_dies)
 }
 END_TEST
 
+/* A fault that would never fire is refused, naming the task's owner. */
+START_TEST(fault_must_fire)
+{
+    config c = tcfg("tiny", 1024, "zigzag", 1, 2, 2, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint32_t n;
+    const uint32_t *ids = dag_stream_tasks(g, 1, STREAM_COMP, &n);
+    uint32_t of_rank1 = ids[0], total = dag_ntasks(g);
+    dag_free(g);
+    char flags[3][64], want[3][64];
+    snprintf(flags[0], 64, "--fail-rank 0 --fail-at-task %u", of_rank1);
+    snprintf(want[0], 64, "runs on rank 1, not on --fail-rank 0");
+    snprintf(flags[1], 64, "--fail-rank 7 --fail-at-task 0");
+    snprintf(want[1], 64, "--fail-rank 7 is not a rank");
+    snprintf(flags[2], 64, "--fail-rank 0 --fail-at-task %u", total);
+    snprintf(want[2], 64, "is not a task of this configuration");
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s " FAST, 2,
+                           flags[_i]);
+    ck_assert_msg(r.status == 2, "%s: exit %d", flags[_i], r.status);
+    ck_assert_msg(strstr(r.err, want[_i]) != NULL, "%s: %s", flags[_i], r.err);
+}
+END_TEST
+
 START_TEST(wrong_rank_count)
 {
     run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2x2 --strategy usp --scope attn " FAST, 2);
@@ -267,6 +290,7 @@ int main(void)
     tc = tcase_create("faults");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, rank_dies);
+    tcase_add_loop_test(tc, fault_must_fire, 0, 3);
     tcase_add_test(tc, wrong_rank_count);
     tcase_add_test(tc, config_mismatch);
     tcase_add_loop_test(tc, bad_flags, 0, 7);

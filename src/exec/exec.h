@@ -25,14 +25,6 @@ typedef struct exec_opts {
     double tol;               /* --check tolerance; 0: the fp32 default */
 } exec_opts;
 
-typedef struct exec_result {
-    double step_s[64]; /* per timed iteration, common clock */
-    int nsteps;
-    double max_rel_err[6]; /* by tensor, see exec_check_names */
-    int ntensors;
-    bool check_ok;
-} exec_result;
-
 /* Run on this MPI rank (MPI already initialised with THREAD_MULTIPLE).
  * Returns 0, 1 when --check found errors above tolerance, 2 on bad input
  * or a device/communication error (message already printed by rank 0 or by

@@ -300,9 +300,8 @@ static int check_step(xr *x)
     return bad;
 }
 
-int xr_check(xr *x, exec_result *res)
+int xr_check(xr *x)
 {
-    (void)res;
     int bad = x->c->scope == SCOPE_STEP ? check_step(x) : check_attn(x);
     x->w->bcast(x->w, &bad, sizeof bad);
     return bad ? 1 : 0;

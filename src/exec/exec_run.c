@@ -329,6 +329,35 @@ static int prepare_inputs(xr *x, char err[LOONG_ERRLEN])
     return x->ops->sync(x->dev, err) ? -1 : 0;
 }
 
+/* --fail-rank R --fail-at-task T must name a task of rank R, or the run
+ * would silently inject nothing. */
+static int check_fault(const dag *g, const exec_opts *o, char err[LOONG_ERRLEN])
+{
+    if (o->fail_rank < 0) return 0;
+    int P = config_ranks(dag_config(g));
+    uint32_t n = dag_ntasks(g);
+    if (o->fail_rank >= P) {
+        snprintf(err, LOONG_ERRLEN, "--fail-rank %d is not a rank of this mesh (ranks 0..%d): choose one below %d",
+                 o->fail_rank, P - 1, P);
+        return -1;
+    }
+    if (o->fail_task < 0 || (uint32_t)o->fail_task >= n) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--fail-at-task %d is not a task of this configuration (ids 0..%u): pick one from loong dag "
+                 "--format json",
+                 o->fail_task, n - 1);
+        return -1;
+    }
+    int owner = dag_task_get(g, (uint32_t)o->fail_task)->rank;
+    if (owner != o->fail_rank) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--fail-at-task %d runs on rank %d, not on --fail-rank %d: use --fail-rank %d or a task of rank %d",
+                 o->fail_task, owner, o->fail_rank, owner, o->fail_rank);
+        return -1;
+    }
+    return 0;
+}
+
 int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
 {
     world w = world_mpi();
@@ -350,7 +379,7 @@ int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, cons
     x.rank = rank;
     dag *g = dag_build(c, err);
     x.g = g;
-    if (agree(wd, g ? 0 : 2)) {
+    if (agree(wd, g && check_fault(g, o, err) == 0 ? 0 : 2)) {
         if (rank == 0) fprintf(stderr, "loong exec: error: %s\n", err);
         dag_free(g);
         return 2;
@@ -379,10 +408,7 @@ int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, cons
         pthread_create(&w.th, NULL, watch, &w);
         rc = run_iterations(&x, &w, offset, err) ? 2 : 0;
         if (rc == 0 && (o->check || o->dump_dir)) rc = agree(wd, finish_layouts(&x, err) ? 2 : 0);
-        if (rc == 0 && o->check) {
-            exec_result res;
-            rc = agree(wd, xr_check(&x, &res));
-        }
+        if (rc == 0 && o->check) rc = agree(wd, xr_check(&x));
         if (rc == 0 && o->dump_dir) rc = agree(wd, xr_dump(&x, o->dump_dir, err) ? 2 : 0);
         if (rc == 2 && err[0]) fprintf(stderr, "loong exec: error: %s\n", err);
         pthread_mutex_lock(&w.mu);

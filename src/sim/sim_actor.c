@@ -89,6 +89,7 @@ static void stream_main(int argc, char **argv)
         progress(S, k);
         i += k;
     }
+    XBT_VERB("rank %d %s: %u tasks done at %.9f s", me->rank, stream_name(me->stream), me->n, simgrid_get_clock());
 }
 
 static int check_mapping(sim_platform *pf, const config *c, char err[LOONG_ERRLEN])

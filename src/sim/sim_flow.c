@@ -78,6 +78,8 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
         ssize_t k = sg_comm_wait_any(comms, (size_t)left);
         xbt_assert(k >= 0, "loong sim: wait_any failed");
         S->dur[who[k]] = simgrid_get_clock() - S->start[who[k]];
+        XBT_DEBUG("rank %d %s: task %u done after %.9f s", me->rank, stream_name(me->stream), who[k],
+                  S->dur[who[k]]);
         comms[k] = comms[left - 1];
         who[k] = who[left - 1];
     }
@@ -113,6 +115,8 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
     sg_comm_wait_all(comms, (size_t)(2 * nflows));
     free(comms);
     S->dur[t->id] = simgrid_get_clock() - S->start[t->id];
+    XBT_DEBUG("rank %d %s: %s task %u, %d flows of %llu B over %d ranks, %.9f s", me->rank, stream_name(me->stream),
+              task_kind_name(t->kind), t->id, nflows, (unsigned long long)bytes, n, S->dur[t->id]);
 }
 
 void sim_flow_release(sim_stream *st)

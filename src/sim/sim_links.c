@@ -94,6 +94,7 @@ static route *resolve(sim_links *L, sg_host_t *hosts, int from, int to)
         r->links[i] = link_index(L, xbt_dynar_get_as(d, (unsigned)i, sg_link_t));
     xbt_dynar_free(&d);
     L->used++;
+    XBT_DEBUG("route rank %d -> rank %d: %d links", from, to, r->n);
     return r;
 }
 
@@ -105,11 +106,12 @@ void sim_links_add(sim_links *L, sg_host_t *hosts, int from, int to, double byte
 }
 
 static double util_of(const sim_link *l, double span) { return span > 0 ? l->bytes / (l->bw * span) : 0; }
-static double g_span;
-static int by_util(const void *a, const void *b)
+
+/* Busiest first; arg points to the makespan. */
+static int by_util(const void *a, const void *b, void *arg)
 {
     const sim_link *x = a, *y = b;
-    double ux = util_of(x, g_span), uy = util_of(y, g_span);
+    double span = *(const double *)arg, ux = util_of(x, span), uy = util_of(y, span);
     if (ux != uy) return ux < uy ? 1 : -1;
     return strcmp(x->name, y->name); /* deterministic order on ties */
 }
@@ -123,8 +125,8 @@ void sim_links_collect(sim_links *L, sim_result *res)
         res->links[res->nlinks++] =
             (sim_link){sg_link_get_name(L->link[i]), L->bytes[i], sg_link_get_bandwidth(L->link[i])};
     }
-    g_span = res->makespan;
-    qsort(res->links, (size_t)res->nlinks, sizeof *res->links, by_util);
+    qsort_r(res->links, (size_t)res->nlinks, sizeof *res->links, by_util, &res->makespan);
+    XBT_VERB("%d of %d links carried traffic over %zu routes", res->nlinks, L->nlinks, L->used);
 }
 
 void sim_links_free(sim_links *L)

@@ -108,6 +108,7 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
     }
     *bugs += print_ranks(f, g, cb, res, rt);
     *bugs += print_links(f, res, top);
+    XBT_VERB("checked the MFU, %d ranks' FLOP/s and %d links against the hardware: %d above it", P, res->nlinks, *bugs);
     free(rt);
     return ferror(f) ? -1 : 0;
 }
