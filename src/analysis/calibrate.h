@@ -7,6 +7,8 @@
  * recv's end, and k counts the transfers that shared the sender's or the
  * receiver's link meanwhile (overlap-weighted). `loong calibrate` turns the
  * result into a calibration table and a platform that `loong sim` reads.
+ *
+ * Layer: analysis (uses core, model and GSL).
  */
 #ifndef LOONG_CALIBRATE_H
 #define LOONG_CALIBRATE_H

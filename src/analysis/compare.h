@@ -5,6 +5,8 @@
  * layer), each rank's makespan and the exposed communication are apart, and
  * which tasks are off the most. Used by `loong compare` and the validation
  * experiments.
+ *
+ * Layer: analysis (uses core, model and GSL).
  */
 #ifndef LOONG_COMPARE_H
 #define LOONG_COMPARE_H

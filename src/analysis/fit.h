@@ -2,6 +2,8 @@
  * fit: straight-line least squares through GSL (gsl_fit_linear), with the
  * checks a calibration needs: enough points, more than one abscissa, and a
  * positive slope. Reports R^2 and residuals.
+ *
+ * Layer: analysis (uses core, model and GSL).
  */
 #ifndef LOONG_FIT_H
 #define LOONG_FIT_H

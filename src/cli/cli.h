@@ -5,6 +5,8 @@
  *
  * Exit status: 0 success, 1 a check failed (e.g. exec --check), 2 bad input
  * or an error, with a one-line message on stderr.
+ *
+ * Layer: cli (may use every library).
  */
 #ifndef LOONG_CLI_H
 #define LOONG_CLI_H

@@ -1,6 +1,8 @@
 /*
  * plot: PNG charts through gnuplot (Debian's gnuplot-nox), written
  * atomically. A missing gnuplot is a one-line error, never a crash.
+ *
+ * Layer: cli (may use every library).
  */
 #ifndef LOONG_CLI_PLOT_H
 #define LOONG_CLI_PLOT_H

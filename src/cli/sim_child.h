@@ -6,6 +6,8 @@
  * again. A child prints its JSON summary on its standard output (`--json
  * -`), which the parent reads from a pipe: no file is written, and no
  * output path (least of all /dev/null) is handed to the child.
+ *
+ * Layer: cli (may use every library).
  */
 #ifndef LOONG_CLI_SIM_CHILD_H
 #define LOONG_CLI_SIM_CHILD_H

@@ -4,6 +4,8 @@
  * run never leaves a half-written trace or table. The path "-" means stdout.
  * A target that exists and is not a regular file (/dev/null, a FIFO, a
  * terminal) is written directly: a rename would replace the device.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_AFILE_H
 #define LOONG_AFILE_H

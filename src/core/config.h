@@ -8,6 +8,8 @@
  * rejects invalid combinations; every other module may assume a validated
  * config. Serialisation (JSON, hash) lives here too so that all backends
  * describe a run identically.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_CONFIG_H
 #define LOONG_CONFIG_H

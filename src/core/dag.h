@@ -19,6 +19,8 @@
  *
  * Building is deterministic: the same config gives the same ids.
  * The dag owns all memory; task pointers stay valid until dag_free().
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_DAG_H
 #define LOONG_DAG_H

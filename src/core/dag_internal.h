@@ -9,6 +9,8 @@
  * it reads and writes; bt_end() turns hazards (read-after-write, write-after-
  * read, write-after-write) into cross-stream deps, keeping only the latest
  * task per other stream because stream order covers the rest.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_DAG_INTERNAL_H
 #define LOONG_DAG_INTERNAL_H

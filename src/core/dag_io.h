@@ -1,6 +1,8 @@
 /*
  * dag_io: the machine-readable DAG (`loong dag --format json`, the schema of
  * DESIGN.md, stable for users' scripts) and a Graphviz view (--format dot).
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_DAG_IO_H
 #define LOONG_DAG_IO_H

@@ -3,6 +3,8 @@
  * per-model quantities every backend shares (parameter count).
  *
  * Low-level: depends only on units.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_MODEL_H
 #define LOONG_MODEL_H

@@ -2,6 +2,8 @@
  * ring: the ring attention programs of one rank (ring.c), forward and
  * backward, for every ring mode; build.c calls them around the head
  * all-to-alls. Internal to the DAG builder.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_RING_H
 #define LOONG_RING_H

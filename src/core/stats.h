@@ -11,6 +11,8 @@
  *   step:     L*(6*B*S*W_layer + 6*B*S^2*H*d) + 6*B*S*hidden*vocab
  * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU).
  * Norms, activations, RoPE and the embedding lookup are not counted.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_STATS_H
 #define LOONG_STATS_H

@@ -3,6 +3,8 @@
  * knobs (mesh split, partition, ring mode, window). Adding a strategy means
  * adding one row to the table in strategy.c: the CLI's --help and errors,
  * the presets and the names `loong plan` gives layouts follow from it.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_STRATEGY_H
 #define LOONG_STRATEGY_H

@@ -3,6 +3,8 @@
  * how long its compute stream was busy, how long communication was in
  * flight, and how much of that was exposed (not hidden behind compute).
  * Shared by `loong sim`, `loong exec` and `loong compare`.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_TIMELINE_H
 #define LOONG_TIMELINE_H

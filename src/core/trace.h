@@ -8,6 +8,8 @@
  * moves (a recv: what it receives). Metadata events name each rank
  * ("rank 9 · node 1 gpu 1") and stream. The top-level "loong" object holds
  * {format, version, backend, config}. Opens in Perfetto and chrome://tracing.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_TRACE_H
 #define LOONG_TRACE_H

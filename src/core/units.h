@@ -5,6 +5,8 @@
  * derives from user input (tokens, FLOPs, bytes) goes through the checked
  * helpers, so an overflow is an error with a message rather than a wrapped
  * number.
+ *
+ * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
 #ifndef LOONG_UNITS_H
 #define LOONG_UNITS_H

@@ -16,6 +16,8 @@
  * the host clock through a reference event recorded per iteration.
  * Storage is fp32 on the device; see kernels_cuda.h for the bf16 tensor-core
  * attention.
+ *
+ * Layer: cuda (fills exec's device interface; uses exec and core).
  */
 #ifndef LOONG_CUDA_DEVICE_CUDA_H
 #define LOONG_CUDA_DEVICE_CUDA_H

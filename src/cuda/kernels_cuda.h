@@ -13,6 +13,8 @@
  *
  * Every launcher returns 0 (cudaSuccess) or the CUDA error of the launch;
  * errors during execution surface at the next synchronisation.
+ *
+ * Layer: cuda (fills exec's device interface; uses exec and core).
  */
 #ifndef LOONG_CUDA_KERNELS_CUDA_H
 #define LOONG_CUDA_KERNELS_CUDA_H

@@ -6,6 +6,8 @@
  *
  * Layering: exec depends on the core and on device.h; devices know nothing
  * of the DAG.
+ *
+ * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
 #ifndef LOONG_EXEC_EXEC_H
 #define LOONG_EXEC_EXEC_H

@@ -12,6 +12,8 @@
  *     kv_own[l][lane] is the layer's own KV; dkv[lane][DKV_FINAL] the result.
  *   step scope: x[l] (T, hidden) for l = 0..L, h, g, u, m per layer, and
  *     weights/grads per layer in one contiguous buffer each.
+ *
+ * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
 #ifndef LOONG_EXEC_STATE_H
 #define LOONG_EXEC_STATE_H

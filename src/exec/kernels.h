@@ -13,6 +13,8 @@
  * GQA: query head h reads KV head h / (hq / hkv). The causal mask keeps
  * kpos <= qpos, by absolute position, so zigzag chunks and double rings mask
  * correctly. scale = 1/sqrt(d). A fully masked row has o = 0, lse = -inf.
+ *
+ * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
 #ifndef LOONG_EXEC_KERNELS_H
 #define LOONG_EXEC_KERNELS_H

@@ -1,5 +1,8 @@
 /* npy: write float32 arrays in NumPy's .npy format (v1.0, little-endian),
- * through afile so a failure leaves no partial file. */
+ * through afile so a failure leaves no partial file.
+ *
+ * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
+ */
 #ifndef LOONG_EXEC_NPY_H
 #define LOONG_EXEC_NPY_H
 

@@ -7,6 +7,8 @@
  *
  * Every rank calls every function collectively, in the same order.
  * Root-only outputs may be NULL on other ranks.
+ *
+ * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
 #ifndef LOONG_EXEC_WORLD_H
 #define LOONG_EXEC_WORLD_H

@@ -31,6 +31,8 @@
  * Not modelled: contention between different head groups' flows beyond
  * NIC sharing, compute/communication interference, the imbalanced ranks'
  * coupling through the ring (the slowest rank sets the pace).
+ *
+ * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_ANALYTIC_H
 #define LOONG_ANALYTIC_H

@@ -25,6 +25,8 @@
  * a table can never predict faster than the hardware peak.
  *
  * Low-level: depends on units and dag (for task kinds and shapes).
+ *
+ * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_CALIB_H
 #define LOONG_CALIB_H

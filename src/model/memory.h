@@ -47,6 +47,8 @@
  *
  *   peak = model states + L * kept per layer
  *          + max(LM head, working set + attention buffers).
+ *
+ * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_MEMORY_H
 #define LOONG_MEMORY_H

@@ -21,6 +21,8 @@
  * time order when dp = 1); ties by enumeration order. Speedups are the
  * same throughput ratios. Deterministic, so the
  * serial and MPI sweeps print the same table.
+ *
+ * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_PLAN_H
 #define LOONG_PLAN_H

@@ -11,6 +11,8 @@
  * rail per group of nodes_per_leaf nodes: rail-optimised). Leaves reach one
  * spine through an aggregated SPLITDUPLEX uplink of (ports x NIC bandwidth)
  * / oversubscription. Latencies follow NCCL's model (README, "loong topo").
+ *
+ * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_SIM_TOPO_H
 #define LOONG_SIM_TOPO_H

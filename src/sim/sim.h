@@ -12,6 +12,8 @@
  *
  * SimGrid can be initialised only once per process, so one process runs at
  * most one simulation.
+ *
+ * Layer: sim (uses core, model and SimGrid).
  */
 #ifndef LOONG_SIM_H
 #define LOONG_SIM_H

@@ -3,6 +3,8 @@
  * simulation is single-threaded (SimGrid runs actors one at a time, and
  * loong never enables parallel contexts), so actors share this state
  * without locks.
+ *
+ * Layer: sim (uses core, model and SimGrid).
  */
 #ifndef LOONG_SIM_INTERNAL_H
 #define LOONG_SIM_INTERNAL_H
