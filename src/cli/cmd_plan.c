@@ -307,21 +307,9 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
 /* Start the loong sim child of run u. */
 static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
 {
-    char platform[4200], calib[4200], layers[32];
-    const char *extra[4];
-    int n = 0;
-    snprintf(platform, sizeof platform, "--platform=%s", a->platform);
-    extra[n++] = platform;
-    if (a->calib) {
-        snprintf(calib, sizeof calib, "--calib=%s", a->calib);
-        extra[n++] = calib;
-    }
-    extra[n++] = "--links=0";
-    if (u->layers > 0) {
-        snprintf(layers, sizeof layers, "--layers=%d", u->layers);
-        extra[n++] = layers;
-    }
-    char **v = sim_child_argv(&ls[u->layout].c, a->cc.val[KNOB_MODEL], extra, n);
+    const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
+    const char *links = "--links=0";
+    char **v = sim_child_argv(&ls[u->layout].c, &sp, &links, 1);
     int rc = sim_child_start(&u->ch, v, err);
     sim_child_argv_free(v);
     return rc;

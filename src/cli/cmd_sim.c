@@ -275,24 +275,11 @@ static int simulate(sim_args *a, const config *c)
 static int run_layers(const sim_args *a, const cli_config *cc, const config *c, int layers, sim_child_result *res,
                       char err[LOONG_ERRLEN])
 {
-    const char **extra = xcalloc((size_t)a->nsg + 3, sizeof *extra, "a loong sim command line");
-    char platform[4200], calib[4200], lay[32], what[48];
-    int n = 0;
-    snprintf(platform, sizeof platform, "--platform=%s", a->platform);
-    extra[n++] = platform;
-    if (a->calib) {
-        snprintf(calib, sizeof calib, "--calib=%s", a->calib);
-        extra[n++] = calib;
-    }
-    snprintf(lay, sizeof lay, "--layers=%d", layers);
-    extra[n++] = lay;
-    for (int i = 0; i < a->nsg; i++)
-        extra[n++] = a->sg_args[i];
-    char **v = sim_child_argv(c, cc->val[KNOB_MODEL], extra, n);
+    const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
+    char **v = sim_child_argv(c, &sp, (const char *const *)a->sg_args, a->nsg), what[48];
     snprintf(what, sizeof what, "the %d-layer step", layers);
     int rc = sim_child_run(v, what, res, err);
     sim_child_argv_free(v);
-    free(extra);
     return rc;
 }
 

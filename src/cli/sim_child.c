@@ -15,20 +15,32 @@
 
 extern char **environ;
 
-char **sim_child_argv(const config *c, const char *model_spec, const char *const *extra, int nextra)
+/* "--name=value" into v[*k]. */
+static void add_option(char **v, int *k, const char *name, const char *value)
 {
-    char **v = xcalloc((size_t)(KNOB_COUNT + nextra + 6), sizeof *v, "a loong sim command line");
+    if (asprintf(&v[(*k)++], "--%s=%s", name, value) < 0) xalloc_die(strlen(value), "a loong sim command line");
+}
+
+char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *const *extra, int nextra)
+{
+    char **v = xcalloc((size_t)(KNOB_COUNT + nextra + 9), sizeof *v, "a loong sim command line");
     int k = 0;
     v[k++] = xstrdup("loong", "a loong sim command line");
     v[k++] = xstrdup("sim", "a loong sim command line");
     for (int i = 0; i < KNOB_COUNT; i++) {
         char val[256];
-        if (i == KNOB_MODEL && model_spec)
-            snprintf(val, sizeof val, "%s", model_spec);
+        if (i == KNOB_MODEL && sp->model_spec)
+            snprintf(val, sizeof val, "%s", sp->model_spec);
         else
             config_knob_format(c, (config_knob)i, val, sizeof val);
-        if (asprintf(&v[k++], "--%s=%s", config_knob_get((config_knob)i)->option, val) < 0)
-            xalloc_die(sizeof val, "a loong sim command line");
+        add_option(v, &k, config_knob_get((config_knob)i)->option, val);
+    }
+    add_option(v, &k, "platform", sp->platform);
+    if (sp->calib) add_option(v, &k, "calib", sp->calib);
+    if (sp->layers > 0) {
+        char lay[16];
+        snprintf(lay, sizeof lay, "%d", sp->layers);
+        add_option(v, &k, "layers", lay);
     }
     for (int i = 0; i < nextra; i++)
         v[k++] = xstrdup(extra[i], "a loong sim command line");

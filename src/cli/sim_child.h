@@ -16,12 +16,19 @@
 
 #include "core/config.h"
 
+/* Where and how a child simulates. */
+typedef struct sim_child_spec {
+    const char *platform;   /* --platform */
+    const char *calib;      /* --calib, or NULL for the platform's table */
+    const char *model_spec; /* --model as the user gave it (a model file is read again), or NULL: c's name */
+    int layers;             /* --layers, or 0 for the model's */
+} sim_child_spec;
+
 /* The command line of a child simulating c: "loong sim", every knob of c
- * from the knob table (--model=model_spec when given, so that a model file
- * is read again, else the model's preset name), then the `nextra` strings
- * of `extra`, then --json=- --quiet. NULL-terminated, malloc'd: free it
- * with sim_child_argv_free(). */
-char **sim_child_argv(const config *c, const char *model_spec, const char *const *extra, int nextra);
+ * from the knob table, the spec's options, the `nextra` strings of `extra`,
+ * then --json=- --quiet. NULL-terminated, malloc'd: free it with
+ * sim_child_argv_free(). */
+char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *const *extra, int nextra);
 void sim_child_argv_free(char **argv);
 
 /* A running child: its pid, the read end of its standard output and its
