@@ -26,7 +26,7 @@
 int ringgeo_lanes(const config *c);
 /* The parts a ring index owns: 1 (contiguous) or 3 (zigzag, A and B). */
 unsigned ringgeo_parts(const config *c);
-/* The parts lane `lane` carries. */
+/* The parts lane `lane` (< ringgeo_lanes(c)) carries. */
 unsigned ringgeo_lane_parts(const config *c, int lane);
 /* Chunks in a part mask (0, 1 or 2). */
 static inline int ringgeo_count(unsigned parts) { return (int)(parts & 1) + (int)((parts >> 1) & 1); }
