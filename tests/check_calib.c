@@ -131,6 +131,8 @@ START_TEST(malformed_rows)
         {"peak 1T\nmem_bw 1TBps\n", "gpu"},
         {"gpu x\npeak fast\n", "t.calib:2:"},
         {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm curve flops 4us 1G\n", "x:efficiency"},
+        {"gpu x\npeak 1T guessed\n", "'assumed'"},
+        {"gpu x assumed\n", "'gpu' takes one value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[LOONG_ERRLEN] = "";
@@ -161,6 +163,20 @@ START_TEST(round_trip)
         for (double x = 1e6; x < 1e14; x *= 7.3)
             CLOSE(calib_seconds(back, k, x, x / 3, x / 1e6), calib_seconds(cb, k, x, x / 3, x / 1e6));
     CLOSE(calib_seconds(back, TASK_GEMM, 1e12, 0, 0), 6e-6 + 1e12 / 7.7e14);
+    free(buf);
+    calib_free(cb);
+    calib_free(back);
+    /* an assumed reference stays assumed */
+    cb = calib_parse("gpu x\npeak 1T assumed\nmem_bw 1TBps\ngemm line 1us 1T\nattn_fwd line 1us 1T\n"
+                     "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\n",
+                     "a.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert(calib_assumed(cb, TASK_GEMM) && !calib_assumed(cb, TASK_MERGE));
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(f, cb), 0);
+    fclose(f);
+    back = calib_parse(buf, "written", err);
+    ck_assert_msg(back != NULL && calib_assumed(back, TASK_ATTN_FWD), "%s\n%s", err, buf);
     free(buf);
     calib_free(cb);
     calib_free(back);

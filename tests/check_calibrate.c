@@ -1,6 +1,8 @@
 /* calibrate: recovers known rates and link alpha/beta from synthetic traces
- * with noise; refuses degenerate input; and the round trip sim -> trace ->
- * calibrate -> platform reproduces the platform's own parameters. */
+ * with noise and with outliers; keeps degenerate kinds from the base table
+ * (refuses them under --strict); raises an assumed reference and refuses to
+ * beat one that is not; and the round trip sim -> trace -> calibrate ->
+ * platform reproduces the platform's own parameters. */
 #include <check.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -22,8 +24,10 @@ static const double T0 = 20e-6, RATE = 10e12, MEM_RATE = 80e9, ALPHA[2] = {3e-6,
 
 static double close_to(double a, double b) { return fabs(a - b) / fabs(b); }
 
-/* Every task in its own second: no two transfers overlap. */
-static void synthetic(const config *c, gsl_rng *r, double noise, const char *path)
+/* Every task in its own second: no two transfers overlap. Each duration
+ * has Gaussian relative noise; a share `outliers` of the tasks (drawn from
+ * r) runs 3x slower, as a machine shared with other work does. */
+static void synthetic_with(const config *c, gsl_rng *r, double noise, double outliers, const char *path)
 {
     dag *g = tbuild(c);
     uint32_t n = dag_ntasks(g);
@@ -31,6 +35,7 @@ static void synthetic(const config *c, gsl_rng *r, double noise, const char *pat
     for (uint32_t i = 0; i < n; i++) {
         const dag_task *t = dag_task_get(g, i);
         double e = 1 + (noise > 0 ? gsl_ran_gaussian(r, noise) : 0);
+        if (outliers > 0 && gsl_rng_uniform(r) < outliers) e *= 3;
         st[i] = i;
         if (task_is_compute(t)) {
             uint64_t b = calib_task_bytes(c, t);
@@ -38,7 +43,7 @@ static void synthetic(const config *c, gsl_rng *r, double noise, const char *pat
         } else if (task_is_p2p(t)) {
             const dag_task *s = t->kind == TASK_SEND ? t : dag_task_get(g, t->match);
             int cls = config_node(c, s->rank) == config_node(c, s->peer) ? 1 : 0;
-            cls = !cls; /* LINK_INTRA = 0 */
+            cls = !cls;    /* LINK_INTRA = 0 */
             st[i] = s->id; /* send and recv share the interval */
             du[i] = ALPHA[cls] + (double)s->bytes / BETA[cls] * e;
         } else {
@@ -58,10 +63,74 @@ static void synthetic(const config *c, gsl_rng *r, double noise, const char *pat
     dag_free(g);
 }
 
+static void synthetic(const config *c, gsl_rng *r, double noise, const char *path)
+{
+    synthetic_with(c, r, noise, 0, path);
+}
+
 static void load(const char *path, trace *t)
 {
     char err[LOONG_ERRLEN];
     ck_assert_msg(trace_read(path, t, err) == 0, "%s", err);
+}
+
+static calib *table(const char *text)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_parse(text, "test.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    return cb;
+}
+
+/* A base table whose references are far above the synthetic rates. */
+#define ROOMY                                                                                                          \
+    "gpu h100\npeak 989T\nmem_bw 3.35TBps\nattn_fwd line 5us 400T\nattn_bwd line 5us 300T\ngemm line 4us 600T\n"       \
+    "merge line 3us 2TBps\nacc line 3us 2TBps\n"
+
+/* Fit the traces at paths against base. */
+static int fit_paths(const char *const *paths, int n, const calib *base, bool strict, calibrate_result *res,
+                     char err[LOONG_ERRLEN])
+{
+    trace t[4];
+    const trace *tp[4];
+    for (int i = 0; i < n; i++) {
+        load(paths[i], &t[i]);
+        tp[i] = &t[i];
+    }
+    calibrate_points *p = calibrate_points_new();
+    int rc = calibrate_points_from_traces(p, tp, n, err);
+    if (rc == 0) rc = calibrate_fit(p, base, strict, res, err);
+    calibrate_points_free(p);
+    for (int i = 0; i < n; i++)
+        trace_free(&t[i]);
+    return rc;
+}
+
+/* Two synthetic traces (4K and 8K tokens, zigzag over 4 ranks, 2 per node). */
+static void two_traces(gsl_rng *r, double noise, double outliers, char *p1, char *p2)
+{
+    close(mkstemp(p1));
+    close(mkstemp(p2));
+    config a = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN), b = tcfg("tiny", 8192, "zigzag", 1, 4, 0, SCOPE_ATTN);
+    a.gpus_per_node = b.gpus_per_node = 2; /* ring hops alternate between same and other node */
+    synthetic_with(&a, r, noise, outliers, p1);
+    synthetic_with(&b, r, noise, outliers, p2);
+}
+
+static void expect_recovered(const calibrate_result *res, double tol)
+{
+    const fit_line *fw = &res->kind[TASK_ATTN_FWD].line, *mg = &res->kind[TASK_MERGE].line;
+    ck_assert(res->kind[TASK_ATTN_FWD].status == CAL_FITTED && res->kind[TASK_ATTN_BWD].status == CAL_FITTED);
+    ck_assert(res->kind[TASK_MERGE].status == CAL_FITTED);
+    ck_assert_msg(close_to(1 / fw->c1, RATE) < tol, "rate %g", 1 / fw->c1);
+    ck_assert_msg(close_to(fw->c0, T0) < tol, "t0 %g", fw->c0);
+    ck_assert_msg(close_to(1 / mg->c1, MEM_RATE) < tol, "merge rate %g", 1 / mg->c1);
+    for (int c = 0; c < LINK_CLASSES; c++) {
+        const fit_line *l = &res->link[c].line;
+        ck_assert(res->link[c].status == CAL_FITTED);
+        ck_assert_msg(close_to(l->c0, ALPHA[c]) < tol, "alpha[%d] %g", c, l->c0);
+        ck_assert_msg(close_to(1 / l->c1, BETA[c]) < tol, "beta[%d] %g", c, 1 / l->c1);
+    }
 }
 
 START_TEST(recovers_known_parameters)
@@ -69,31 +138,90 @@ START_TEST(recovers_known_parameters)
     gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
     gsl_rng_set(r, 7);
     char p1[] = "/tmp/loong-cal1-XXXXXX", p2[] = "/tmp/loong-cal2-XXXXXX";
-    close(mkstemp(p1));
-    close(mkstemp(p2));
-    config a = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN), b = tcfg("tiny", 8192, "zigzag", 1, 4, 0, SCOPE_ATTN);
-    a.gpus_per_node = b.gpus_per_node = 2; /* ring hops alternate between same and other node */
-    synthetic(&a, r, 0.01, p1);
-    synthetic(&b, r, 0.01, p2);
-    trace t[2];
-    load(p1, &t[0]);
-    load(p2, &t[1]);
-    const trace *tp[2] = {&t[0], &t[1]};
+    two_traces(r, 0.01, 0, p1, p2);
+    const char *paths[2] = {p1, p2};
     calibrate_result res;
     char err[LOONG_ERRLEN];
-    ck_assert_msg(calibrate_fit(tp, 2, &res, err) == 0, "%s", err);
-    ck_assert(res.have_kind[TASK_ATTN_FWD] && res.have_kind[TASK_ATTN_BWD] && res.have_kind[TASK_MERGE]);
-    ck_assert_msg(close_to(1 / res.kind[TASK_ATTN_FWD].c1, RATE) < 0.02, "rate %g", 1 / res.kind[TASK_ATTN_FWD].c1);
-    ck_assert_msg(close_to(res.kind[TASK_ATTN_FWD].c0, T0) < 0.02, "t0 %g", res.kind[TASK_ATTN_FWD].c0);
-    ck_assert(close_to(1 / res.kind[TASK_MERGE].c1, MEM_RATE) < 0.02);
-    for (int c = 0; c < LINK_CLASSES; c++) {
-        ck_assert(res.have_link[c]);
-        ck_assert_msg(close_to(res.link[c].c0, ALPHA[c]) < 0.02, "alpha[%d] %g", c, res.link[c].c0);
-        ck_assert_msg(close_to(1 / res.link[c].c1, BETA[c]) < 0.02, "beta[%d] %g", c, 1 / res.link[c].c1);
-        ck_assert(res.link[c].r2 > 0.9);
-    }
-    trace_free(&t[0]);
-    trace_free(&t[1]);
+    calib *base = table(ROOMY);
+    ck_assert_msg(fit_paths(paths, 2, base, true, &res, err) == 0, "%s", err);
+    expect_recovered(&res, 0.02);
+    for (int c = 0; c < LINK_CLASSES; c++)
+        ck_assert(res.link[c].line.r2 > 0.9);
+    ck_assert_int_eq(calibrate_kept(&res), 0);
+    calib_free(base);
+    unlink(p1);
+    unlink(p2);
+    gsl_rng_free(r);
+}
+END_TEST
+
+/* 5 % of the tasks 3x slower (a shared machine): the robust fit still
+ * recovers every rate within 2 % and sets the slow points aside. */
+START_TEST(recovers_despite_outliers)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(r, 11);
+    char p1[] = "/tmp/loong-cal4-XXXXXX", p2[] = "/tmp/loong-cal5-XXXXXX";
+    two_traces(r, 0.01, 0.05, p1, p2);
+    const char *paths[2] = {p1, p2};
+    calibrate_result res;
+    char err[LOONG_ERRLEN];
+    calib *base = table(ROOMY);
+    ck_assert_msg(fit_paths(paths, 2, base, true, &res, err) == 0, "%s", err);
+    expect_recovered(&res, 0.02);
+    ck_assert_int_gt(res.kind[TASK_ATTN_FWD].line.outliers, 0);
+    calib_free(base);
+    unlink(p1);
+    unlink(p2);
+    gsl_rng_free(r);
+}
+END_TEST
+
+/* A fit faster than an assumed reference raises it, and the rows measured
+ * against it keep their predictions; faster than one that is not assumed,
+ * the kind is kept from base (an error under --strict). */
+START_TEST(references)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_taus2);
+    gsl_rng_set(r, 13);
+    char p1[] = "/tmp/loong-cal6-XXXXXX", p2[] = "/tmp/loong-cal7-XXXXXX";
+    two_traces(r, 0.005, 0, p1, p2);
+    const char *paths[2] = {p1, p2};
+    calibrate_result res;
+    char err[LOONG_ERRLEN];
+    /* MEM_RATE is 80 GB/s: above both tables' mem_bw */
+    calib *assumed = table("gpu h100\npeak 989T\nmem_bw 50GBps assumed\nattn_fwd line 5us 400T\n"
+                           "attn_bwd line 5us 300T\ngemm line 4us 600T\nmerge line 3us 40GBps\n"
+                           "acc curve bytes 3us 1M:0.5 1G:0.8\n");
+    double acc_before = calib_seconds(assumed, TASK_ACC, 0, 1e8, 0);
+    ck_assert_msg(fit_paths(paths, 2, assumed, true, &res, err) == 0, "%s", err);
+    ck_assert(res.raise_mem_bw > 50e9 && res.raise_peak == 0);
+    ck_assert(res.kind[TASK_MERGE].status == CAL_FITTED);
+    ck_assert_int_eq(calibrate_apply(&res, assumed, err), 0);
+    ck_assert(close_to(calib_mem_bw(assumed), res.raise_mem_bw) < 1e-12);
+    ck_assert(calib_assumed(assumed, TASK_MERGE));
+    double acc_rate = 1 / res.kind[TASK_ACC].line.c1, merge_rate = 1 / res.kind[TASK_MERGE].line.c1;
+    ck_assert(close_to(merge_rate, MEM_RATE) < 0.02);
+    /* acc was fitted too; a curve left untouched would keep its speed */
+    ck_assert(res.kind[TASK_ACC].status == CAL_FITTED && acc_rate <= calib_mem_bw(assumed) * (1 + 1e-12));
+    calib *curve = table("gpu h100\npeak 989T\nmem_bw 50GBps assumed\nattn_fwd line 5us 400T\n"
+                         "attn_bwd line 5us 300T\ngemm line 4us 600T\nmerge line 3us 40GBps\n"
+                         "acc curve bytes 3us 1M:0.5 1G:0.8\n");
+    calib_raise_reference(curve, TASK_MERGE, 80e9);
+    ck_assert(close_to(calib_seconds(curve, TASK_ACC, 0, 1e8, 0), acc_before) < 1e-12);
+    calib_free(curve);
+    calib_free(assumed);
+    calib *datasheet = table("gpu h100\npeak 989T\nmem_bw 50GBps\nattn_fwd line 5us 400T\n"
+                             "attn_bwd line 5us 300T\ngemm line 4us 600T\nmerge line 3us 40GBps\n"
+                             "acc line 3us 40GBps\n");
+    ck_assert_int_eq(fit_paths(paths, 2, datasheet, false, &res, err), 0);
+    ck_assert(res.kind[TASK_MERGE].status == CAL_KEPT);
+    ck_assert_msg(strstr(res.kind[TASK_MERGE].reason, "not marked 'assumed'") != NULL, "%s",
+                  res.kind[TASK_MERGE].reason);
+    ck_assert(res.kind[TASK_ATTN_FWD].status == CAL_FITTED);
+    ck_assert_int_eq(fit_paths(paths, 2, datasheet, true, &res, err), -1);
+    ck_assert_msg(strstr(err, "--strict") != NULL, "%s", err);
+    calib_free(datasheet);
     unlink(p1);
     unlink(p2);
     gsl_rng_free(r);
@@ -109,18 +237,39 @@ START_TEST(degenerate_input)
     ck_assert_ptr_nonnull(strstr(err, "at least 3"));
     ck_assert_int_eq(fit_linear(x2, y2, 4, "same size", &f, err), -1);
     ck_assert_ptr_nonnull(strstr(err, "same size"));
-    /* one trace whose transfers all have one size: a forward-only ring */
+    /* one trace whose transfers all have one size (a forward-only ring):
+     * the links are kept, the rest is fitted; --strict refuses */
     char p[] = "/tmp/loong-cal3-XXXXXX";
     close(mkstemp(p));
     config c = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN_FWD);
     synthetic(&c, NULL, 0, p);
-    trace t;
-    load(p, &t);
-    const trace *tp = &t;
+    const char *paths[1] = {p};
     calibrate_result res;
-    ck_assert_int_eq(calibrate_fit(&tp, 1, &res, err), -1);
+    calib *base = table(ROOMY);
+    ck_assert_int_eq(fit_paths(paths, 1, base, false, &res, err), 0);
+    ck_assert(res.link[LINK_INTRA].status == CAL_KEPT);
+    ck_assert_msg(strstr(res.link[LINK_INTRA].reason, "same size") != NULL, "%s", res.link[LINK_INTRA].reason);
+    ck_assert(calibrate_kept(&res) >= 1);
+    ck_assert_int_eq(fit_paths(paths, 1, base, true, &res, err), -1);
     ck_assert_msg(strstr(err, "same size") != NULL, "%s", err);
-    trace_free(&t);
+    calib_free(base);
+    /* the command: exit 0 with a "# kept from base:" line, exit 2 with --strict */
+    char dir[] = "/tmp/loong-cal-cli-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r = run_cmd(LOONG_BIN " topo --gpus-per-node 8 -o %s/p.xml", dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    FILE *tf = fopen("/tmp/loong-cal-cli.calib", "w");
+    fputs(ROOMY, tf);
+    fclose(tf);
+    r = run_cmd(LOONG_BIN " calibrate %s --platform %s/p.xml --calib /tmp/loong-cal-cli.calib -o %s/out", p, dir, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "# kept from base: same-node links:") != NULL, "%s", r.out);
+    ck_assert_msg(strstr(r.out, "kept from base\n") != NULL, "%s", r.out);
+    r = run_cmd(LOONG_BIN " calibrate %s --platform %s/p.xml --calib /tmp/loong-cal-cli.calib -o %s/strict --strict", p,
+                dir, dir);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    run_cmd("rm -rf %s /tmp/loong-cal-cli.calib", dir);
     unlink(p);
 }
 END_TEST
@@ -140,8 +289,9 @@ START_TEST(round_trip_through_sim)
                "gemm line 4us 600T\nmerge line 3us 2TBps\nacc line 3us 2TBps\n");
     fclose(f);
     for (int i = 0; i < 2; i++) {
-        r = run_cmd(LOONG_BIN " sim --platform %s/p.xml --calib /tmp/loong-rt.calib --model tiny --seq %dK --mesh 4 "
-                              "--strategy zigzag --scope attn-fwd --gpus-per-node 2 --quiet --trace %s/t%d.json -o /dev/null",
+        r = run_cmd(LOONG_BIN
+                    " sim --platform %s/p.xml --calib /tmp/loong-rt.calib --model tiny --seq %dK --mesh 4 "
+                    "--strategy zigzag --scope attn-fwd --gpus-per-node 2 --quiet --trace %s/t%d.json -o /dev/null",
                     dir, 4 << i, dir, i);
         ck_assert_msg(r.status == 0, "%s", r.err);
     }
@@ -171,7 +321,8 @@ START_TEST(bad_input)
 {
     run_result r = run_cmd(LOONG_BIN " calibrate");
     ck_assert_int_eq(r.status, 2);
-    r = run_cmd(LOONG_BIN " calibrate /nonexistent.json --platform %s/topologies/dgx-h100-1n.xml -o /tmp/x", LOONG_SRCDIR);
+    r = run_cmd(LOONG_BIN " calibrate /nonexistent.json --platform %s/topologies/dgx-h100-1n.xml -o /tmp/x",
+                LOONG_SRCDIR);
     ck_assert_int_eq(r.status, 2);
     ck_assert_int_eq(count_lines(r.err), 1);
     r = run_cmd(LOONG_BIN " calibrate x.json -o /tmp/x");
@@ -186,6 +337,8 @@ int main(void)
     TCase *tc = tcase_create("calibrate");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, recovers_known_parameters);
+    tcase_add_test(tc, recovers_despite_outliers);
+    tcase_add_test(tc, references);
     tcase_add_test(tc, degenerate_input);
 #ifdef HAVE_SIMGRID
     tcase_add_test(tc, round_trip_through_sim);

@@ -8,10 +8,18 @@
 
 #include "core/xalloc.h"
 
+/* Start-up times above this are not a kernel's or a link's latency. */
+#define MAX_T0 10e-3
+
 typedef struct points {
     double *x, *y;
     int n, cap;
 } points;
+
+struct calibrate_points {
+    points kind[TASK_KIND_COUNT], link[LINK_CLASSES];
+    int ninputs;
+};
 
 static void push(points *p, double x, double y)
 {
@@ -24,7 +32,34 @@ static void push(points *p, double x, double y)
     p->y[p->n++] = y;
 }
 
-static void compute_points(const trace *t, const dag *g, points *kinds)
+calibrate_points *calibrate_points_new(void)
+{
+    return xcalloc(1, sizeof(calibrate_points), "the calibration's points");
+}
+
+void calibrate_points_free(calibrate_points *p)
+{
+    if (!p) return;
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        free(p->kind[k].x), free(p->kind[k].y);
+    for (int c = 0; c < LINK_CLASSES; c++)
+        free(p->link[c].x), free(p->link[c].y);
+    free(p);
+}
+
+void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds)
+{
+    if (kind >= 0 && kind < TASK_KIND_COUNT) push(&p->kind[kind], work, seconds);
+}
+
+void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds)
+{
+    push(&p->link[c], bytes, seconds);
+}
+
+/* ---- points of measured traces ---- */
+
+static void compute_points(const trace *t, const dag *g, calibrate_points *p)
 {
     for (size_t i = 0; i < t->n; i++) {
         const trace_ev *e = &t->ev[i];
@@ -32,7 +67,7 @@ static void compute_points(const trace *t, const dag *g, points *kinds)
         if (!k || !task_is_compute(k) || e->dur <= 0) continue;
         uint64_t bytes = calib_task_bytes(&t->cfg, k);
         double work = bytes ? (double)bytes : (double)k->flops;
-        if (work > 0) push(&kinds[k->kind], work, e->dur * 1e-6);
+        if (work > 0) calibrate_add_kind(p, k->kind, work, e->dur * 1e-6);
     }
 }
 
@@ -62,7 +97,7 @@ static double sharing(const xfer *v, size_t n, size_t i)
     return 1 + fmax(out, in);
 }
 
-static void link_points(const trace *t, const dag *g, points *links)
+static void link_points(const trace *t, const dag *g, calibrate_points *p)
 {
     const config *c = &t->cfg;
     xfer *v = xmalloc_array(t->n + 1, sizeof *v, "the calibration's transfers");
@@ -79,94 +114,176 @@ static void link_points(const trace *t, const dag *g, points *links)
     }
     qsort(v, n, sizeof *v, by_start);
     for (size_t i = 0; i < n; i++)
-        push(&links[v[i].cls], sharing(v, n, i) * v[i].bytes, (v[i].b - v[i].a) * 1e-6);
+        calibrate_add_link(p, v[i].cls, sharing(v, n, i) * v[i].bytes, (v[i].b - v[i].a) * 1e-6);
     free(v);
 }
 
-static const char *link_name(int c) { return c == LINK_INTRA ? "same-node" : "other-node"; }
-
-static int fit_all(points *kinds, points *links, calibrate_result *r, char err[LOONG_ERRLEN])
+int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, char err[LOONG_ERRLEN])
 {
-    char what[64];
-    for (int k = 0; k < TASK_KIND_COUNT; k++) {
-        if (!kinds[k].n) continue;
-        snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
-        if (fit_linear(kinds[k].x, kinds[k].y, kinds[k].n, what, &r->kind[k], err) < 0) return -1;
-        r->have_kind[k] = true;
-    }
-    for (int c = 0; c < LINK_CLASSES; c++) {
-        if (!links[c].n) continue;
-        snprintf(what, sizeof what, "calibrate %s links", link_name(c));
-        if (fit_linear(links[c].x, links[c].y, links[c].n, what, &r->link[c], err) < 0) return -1;
-        r->have_link[c] = true;
+    for (int i = 0; i < n; i++) {
+        dag *g = dag_build(&traces[i]->cfg, err);
+        if (!g) return -1;
+        compute_points(traces[i], g, p);
+        link_points(traces[i], g, p);
+        dag_free(g);
+        p->ninputs++;
     }
     return 0;
 }
 
-int calibrate_fit(const trace *const *traces, int n, calibrate_result *r, char err[LOONG_ERRLEN])
+/* ---- the policy ---- */
+
+static const char *link_name(int c) { return c == LINK_INTRA ? "same-node" : "other-node"; }
+
+/* Fit one kind or class; its status and, when kept, the reason. */
+static void fit_one(const points *pt, const char *what, calibrate_fit_of *f)
+{
+    char err[LOONG_ERRLEN];
+    if (!pt->n) return;
+    if (fit_linear(pt->x, pt->y, pt->n, what, &f->line, err) < 0) {
+        f->status = CAL_KEPT;
+        snprintf(f->reason, sizeof f->reason, "%.150s", err);
+        return;
+    }
+    f->status = CAL_FITTED;
+    if (f->line.c0 > MAX_T0) {
+        f->status = CAL_KEPT;
+        snprintf(f->reason, sizeof f->reason, "%s: start-up time %.3g s is outside [0, %g ms], not a latency", what,
+                 f->line.c0, MAX_T0 * 1e3);
+    }
+}
+
+/* A fitted compute rate against the kind's reference in base: within it;
+ * above an assumed one (raised); above one that is not (kept). */
+static void bound_rate(const calib *base, int k, calibrate_fit_of *f, calibrate_result *r)
+{
+    if (f->status != CAL_FITTED) return;
+    double rate = 1 / f->line.c1, ref = calib_reference(base, k);
+    bool mem = k == TASK_MERGE || k == TASK_ACC;
+    if (rate <= ref) return;
+    if (calib_assumed(base, k)) {
+        double *raise = mem ? &r->raise_mem_bw : &r->raise_peak;
+        if (rate > *raise) *raise = rate;
+        return;
+    }
+    f->status = CAL_KEPT;
+    snprintf(f->reason, sizeof f->reason,
+             "calibrate %s: fitted rate %.4g exceeds the table's %s %.4g, which is not marked 'assumed': check the "
+             "measurement or the table",
+             task_kind_name(k), rate, mem ? "mem_bw" : "peak", ref);
+}
+
+/* The first kept kind or class, as an error for --strict. */
+static int strict_error(const calibrate_result *r, char err[LOONG_ERRLEN])
+{
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        if (r->kind[k].status == CAL_KEPT) {
+            snprintf(err, LOONG_ERRLEN, "%s (--strict)", r->kind[k].reason);
+            return -1;
+        }
+    for (int c = 0; c < LINK_CLASSES; c++)
+        if (r->link[c].status == CAL_KEPT) {
+            snprintf(err, LOONG_ERRLEN, "%s (--strict)", r->link[c].reason);
+            return -1;
+        }
+    return 0;
+}
+
+int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
+                  char err[LOONG_ERRLEN])
 {
     memset(r, 0, sizeof *r);
-    r->ntraces = n;
-    points kinds[TASK_KIND_COUNT] = {{0}}, links[LINK_CLASSES] = {{0}};
-    int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        dag *g = dag_build(&traces[i]->cfg, err);
-        if (!g) {
-            rc = -1;
-            break;
-        }
-        compute_points(traces[i], g, kinds);
-        link_points(traces[i], g, links);
-        dag_free(g);
+    r->ninputs = p->ninputs;
+    char what[64];
+    bool any = false;
+    for (int k = 0; k < TASK_KIND_COUNT; k++) {
+        snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
+        fit_one(&p->kind[k], what, &r->kind[k]);
+        bound_rate(base, k, &r->kind[k], r);
+        any |= p->kind[k].n > 0;
     }
-    if (rc == 0) rc = fit_all(kinds, links, r, err);
-    for (int k = 0; k < TASK_KIND_COUNT; k++)
-        free(kinds[k].x), free(kinds[k].y);
-    for (int c = 0; c < LINK_CLASSES; c++)
-        free(links[c].x), free(links[c].y);
-    if (rc == 0 && !r->have_link[LINK_INTRA] && !r->have_link[LINK_INTER]) {
-        bool any = false;
-        for (int k = 0; k < TASK_KIND_COUNT; k++)
-            any |= r->have_kind[k];
-        if (!any) {
-            snprintf(err, LOONG_ERRLEN, "the traces hold no compute task or transfer to fit");
-            rc = -1;
-        }
+    for (int c = 0; c < LINK_CLASSES; c++) {
+        snprintf(what, sizeof what, "calibrate %s links", link_name(c));
+        fit_one(&p->link[c], what, &r->link[c]);
+        any |= p->link[c].n > 0;
     }
-    return rc;
+    if (!any) {
+        snprintf(err, LOONG_ERRLEN, "the traces hold no compute task or transfer to fit");
+        return -1;
+    }
+    return strict ? strict_error(r, err) : 0;
 }
 
 int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN])
 {
+    if (r->raise_peak > 0) calib_raise_reference(cb, TASK_GEMM, r->raise_peak);
+    if (r->raise_mem_bw > 0) calib_raise_reference(cb, TASK_MERGE, r->raise_mem_bw);
     for (int k = 0; k < TASK_KIND_COUNT; k++)
-        if (r->have_kind[k] && calib_set_line(cb, k, r->kind[k].c0, 1 / r->kind[k].c1, err) < 0) return -1;
+        if (r->kind[k].status == CAL_FITTED &&
+            calib_set_line(cb, k, r->kind[k].line.c0, 1 / r->kind[k].line.c1, err) < 0)
+            return -1;
     return 0;
 }
 
+int calibrate_kept(const calibrate_result *r)
+{
+    int n = 0;
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        n += r->kind[k].status == CAL_KEPT;
+    for (int c = 0; c < LINK_CLASSES; c++)
+        n += r->link[c].status == CAL_KEPT;
+    return n;
+}
+
+/* ---- the report ---- */
+
+static void print_line(FILE *f, const char *name, const fit_line *l, double rate, const char *unit)
+{
+    fprintf(f, " %-11s %8d %11.3f %11.3f %-4s %9.5f %9.2f %9.2f %8d%s\n", name, l->n, l->c0 * 1e6, rate, unit, l->r2,
+            100 * l->rel_rms, 100 * l->rel_max, l->outliers,
+            l->through_origin ? "  (t0 < 0 came out: fitted through 0)" : "");
+}
+
+static const char header[] = "#%-11s %8s %11s %16s %9s %9s %9s %8s\n";
+
 void calibrate_print(FILE *f, const calibrate_result *r)
 {
-    fprintf(f, "# loong calibrate: %d trace(s); time = t0 + work / rate (least squares, GSL)\n", r->ntraces);
-    fprintf(f, "#%-11s %8s %11s %16s %9s %15s %15s\n", "kind", "points", "t0_us", "rate", "R^2", "rms_resid_us",
-            "max_resid_us");
+    fprintf(f,
+            "# loong calibrate: %d input(s); time = t0 + work / rate (robust least squares on relative error, GSL)\n",
+            r->ninputs);
+    fprintf(f, header, "kind", "points", "t0_us", "rate", "R^2", "rms_rel_%", "max_rel_%", "outliers");
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
-        if (!r->have_kind[k]) continue;
-        const fit_line *l = &r->kind[k];
+        const calibrate_fit_of *o = &r->kind[k];
         bool mem = k == TASK_MERGE || k == TASK_ACC;
-        fprintf(f, " %-11s %8d %11.3f %11.3f %-4s %9.5f %15.3f %15.3f%s\n", task_kind_name(k), l->n, l->c0 * 1e6,
-                1 / l->c1 / 1e9, mem ? "GB/s" : "GF/s", l->r2, l->rms * 1e6, l->max_abs * 1e6,
-                l->through_origin ? "  (t0 < 0 came out: fitted through 0)" : "");
+        if (o->status == CAL_FITTED)
+            print_line(f, task_kind_name(k), &o->line, 1 / o->line.c1 / 1e9, mem ? "GB/s" : "GF/s");
     }
     fprintf(f, "# links: time = alpha + k * bytes / beta (k: transfers sharing the link)\n");
-    fprintf(f, "#%-11s %8s %11s %16s %9s %15s %15s\n", "class", "points", "alpha_us", "beta_GB/s", "R^2",
-            "rms_resid_us", "max_resid_us");
+    fprintf(f, header, "class", "points", "alpha_us", "beta_GB/s", "R^2", "rms_rel_%", "max_rel_%", "outliers");
     for (int c = 0; c < LINK_CLASSES; c++) {
-        if (!r->have_link[c]) {
-            fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the traces: left as is)\n", link_name(c),
+        const calibrate_fit_of *o = &r->link[c];
+        if (o->status == CAL_FITTED)
+            print_line(f, link_name(c), &o->line, 1 / o->line.c1 / 1e9, "    ");
+        else if (o->status == CAL_ABSENT)
+            fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the inputs: left as is)\n", link_name(c),
                     0, "-", "-");
-            continue;
-        }
-        const fit_line *l = &r->link[c];
-        fprintf(f, " %-11s %8d %11.3f %16.3f %9.5f %15.3f %15.3f%s\n", link_name(c), l->n, l->c0 * 1e6, 1 / l->c1 / 1e9,
-                l->r2, l->rms * 1e6, l->max_abs * 1e6, l->through_origin ? "  (fitted through 0)" : "");
     }
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        if (r->kind[k].status == CAL_KEPT)
+            fprintf(f, "# kept from base: %s: %s\n", task_kind_name(k), r->kind[k].reason);
+    for (int c = 0; c < LINK_CLASSES; c++)
+        if (r->link[c].status == CAL_KEPT)
+            fprintf(f, "# kept from base: %s links: %s\n", link_name(c), r->link[c].reason);
+    if (r->raise_peak > 0)
+        fprintf(f, "# raised the assumed peak to %.4g FLOP/s: a fitted rate beat it (README, \"loong calibrate\")\n",
+                r->raise_peak);
+    if (r->raise_mem_bw > 0)
+        fprintf(f, "# raised the assumed mem_bw to %.4g B/s: a fitted rate beat it (README, \"loong calibrate\")\n",
+                r->raise_mem_bw);
+    int fitted = 0;
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        fitted += r->kind[k].status == CAL_FITTED;
+    for (int c = 0; c < LINK_CLASSES; c++)
+        fitted += r->link[c].status == CAL_FITTED;
+    fprintf(f, "# summary: %d fitted, %d kept from base\n", fitted, calibrate_kept(r));
 }

@@ -1,12 +1,23 @@
 /*
- * calibrate: fit the simulator's model to measured traces (GSL least
- * squares, fit.h). Per compute kind, time = t0 + work / rate (work = FLOPs,
- * or HBM bytes for merge and acc). Per link class (same node, other node),
- * time = alpha + k * bytes / beta over the point-to-point transfers, where a
- * transfer runs from the later of its send's and recv's starts to the
- * recv's end, and k counts the transfers that shared the sender's or the
- * receiver's link meanwhile (overlap-weighted). `loong calibrate` turns the
- * result into a calibration table and a platform that `loong sim` reads.
+ * calibrate: fit the simulator's model to measurements. Every input
+ * reduces to points (calibrate_points): per compute kind, time against
+ * work (FLOPs, or HBM bytes for merge and acc); per link class (same node,
+ * other node), time against bytes times the number of transfers that
+ * shared the link. Measured traces fill them today
+ * (calibrate_points_from_traces); any other source fills them the same way
+ * and shares one fitting, policy and report path:
+ *
+ *   - each kind and class is fitted with fit_linear() (robust, relative);
+ *   - a fit must be physical: a positive rate no faster than the base
+ *     table's reference for the kind (peak, or mem_bw for merge and acc),
+ *     a start-up time in [0, 10 ms];
+ *   - a rate above a reference the base table marks `assumed` raises that
+ *     reference (calib_raise_reference: the other rows keep their speed),
+ *     and the report says so;
+ *   - a kind whose fit fails (too few points, one size, a slope that is not
+ *     positive) or leaves the bounds keeps the base table's row, with one
+ *     "# kept from base:" line giving the reason. With `strict` any of
+ *     these is an error instead.
  *
  * Layer: analysis (uses core, model and GSL).
  */
@@ -15,30 +26,58 @@
 
 #include <stdio.h>
 
-#include "model/calib.h"
-#include "fit.h"
 #include "core/trace.h"
+#include "fit.h"
+#include "model/calib.h"
 
 typedef enum { LINK_INTRA, LINK_INTER, LINK_CLASSES } link_class;
 
+typedef struct calibrate_points calibrate_points;
+
+calibrate_points *calibrate_points_new(void);
+void calibrate_points_free(calibrate_points *p);
+/* One measurement of compute kind `kind`: `work` FLOPs or bytes in `seconds`. */
+void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds);
+/* One transfer of link class c: `bytes` (times its sharing) in `seconds`. */
+void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds);
+/* The points of n measured traces: every compute task, and every transfer
+ * from the later of its send's and recv's starts to the recv's end (waiting
+ * for a late peer is not transfer time), weighted by the overlap-weighted
+ * count of transfers sharing its sender's or receiver's link. Returns 0 or
+ * -1 with a message (a trace whose configuration does not build). */
+int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, char err[LOONG_ERRLEN]);
+
+typedef enum { CAL_ABSENT, CAL_FITTED, CAL_KEPT } calibrate_status;
+
+typedef struct calibrate_fit_of {
+    calibrate_status status; /* no points; fitted; kept from the base table */
+    fit_line line;           /* seconds = c0 + work * c1 (links: c0 = alpha, c1 = 1 / beta) */
+    char reason[160];        /* why it was kept */
+} calibrate_fit_of;
+
 typedef struct calibrate_result {
-    bool have_kind[TASK_KIND_COUNT];
-    fit_line kind[TASK_KIND_COUNT]; /* seconds = c0 + work * c1 */
-    bool have_link[LINK_CLASSES];
-    fit_line link[LINK_CLASSES]; /* seconds = c0 (alpha) + k * bytes * c1 (1 / beta) */
-    int ntraces;
+    calibrate_fit_of kind[TASK_KIND_COUNT];
+    calibrate_fit_of link[LINK_CLASSES];
+    double raise_peak, raise_mem_bw; /* an assumed reference raised to this rate, else 0 */
+    int ninputs;                     /* traces (or other inputs) the points came from */
 } calibrate_result;
 
-/* Fit everything the n traces measure. A kind or link class without any
- * point is left out (have_* false); one with too few points or a degenerate
- * fit is an error naming it. Returns 0 or -1 with a message. */
-int calibrate_fit(const trace *const *traces, int n, calibrate_result *r, char err[LOONG_ERRLEN]);
+/* Fit the points against the bounds of `base` under the policy above.
+ * Returns 0, or -1 with a message: under `strict` the first kind that would
+ * be kept, and always when the points hold nothing to fit. */
+int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
+                  char err[LOONG_ERRLEN]);
 
-/* Replace the fitted kinds' rows of cb by their lines. Returns 0 or -1
- * (a rate above the table's peak). */
+/* Raise the references r noted, then replace the fitted kinds' rows of cb
+ * by their lines. Returns 0, or -1 with a message. */
 int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]);
 
-/* The #-headed report: per fit the points, parameters, R^2 and residuals. */
+/* Kinds and link classes kept from the base table. */
+int calibrate_kept(const calibrate_result *r);
+
+/* The #-headed report: per fit the points, parameters, R^2, relative
+ * residuals and outliers; a "# kept from base:" line per kept kind; the
+ * raised references; a summary line. */
 void calibrate_print(FILE *f, const calibrate_result *r);
 
 #endif

@@ -1,7 +1,15 @@
 /*
- * fit: straight-line least squares through GSL (gsl_fit_linear), with the
- * checks a calibration needs: enough points, more than one abscissa, and a
- * positive slope. Reports R^2 and residuals.
+ * fit: the straight line time = c0 + c1 * size that every calibration input
+ * is fitted with (measured traces today; nccl-tests logs and micro-
+ * benchmarks tomorrow go through the same function). Times span three
+ * orders of magnitude and a shared machine adds outliers, so the fit is
+ * robust and in relative terms: iteratively reweighted least squares on
+ * the relative error (GSL's gsl_multifit_wlinear, weight = bisquare weight
+ * / y^2, the scale the MAD of the relative residuals, gsl_stats_mad). A
+ * negative c0 (noise around a tiny start-up time) is refitted through the
+ * origin. It reports R^2 of the
+ * absolute times, the rms and largest relative residual, and how many
+ * points the bisquare weights set aside as outliers.
  *
  * Layer: analysis (uses core, model and GSL).
  */
@@ -11,16 +19,18 @@
 #include "core/units.h"
 
 typedef struct fit_line {
-    double c0, c1;       /* y = c0 + c1 x */
-    double r2;           /* coefficient of determination */
-    double rms, max_abs; /* residuals */
-    int n;
-    bool through_origin; /* c0 came out negative: refitted as y = c1 x */
+    double c0, c1;           /* y = c0 + c1 x */
+    double r2;               /* coefficient of determination of the absolute times */
+    double rel_rms, rel_max; /* relative residuals (prediction - y) / y */
+    int n;                   /* points */
+    int outliers;            /* points the robust fit weighted below 1/2 */
+    bool through_origin;     /* c0 came out negative: refitted as y = c1 x */
 } fit_line;
 
 /* Fit y = c0 + c1 x. `what` names the data in messages. Returns 0, or -1
  * with a message when there are fewer than 3 points, all x are equal
- * (degenerate: the slope is undetermined), or the slope is not positive. */
+ * (degenerate: the slope is undetermined), a y is not positive, or the
+ * slope is not positive. */
 int fit_linear(const double *x, const double *y, int n, const char *what, fit_line *out, char err[LOONG_ERRLEN]);
 
 #endif

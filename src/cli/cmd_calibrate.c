@@ -16,20 +16,29 @@
 static void calibrate_usage(FILE *f)
 {
     fprintf(f, "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
+               "                       [--strict]\n"
                "\n"
-               "Fit, with GSL's least squares, per compute kind time = t0 + work / rate (work =\n"
-               "FLOPs; HBM bytes for merge and acc) and per link class (same node, other node)\n"
-               "alpha and beta from the point-to-point transfers, counting how many transfers\n"
-               "shared the link at once. Prints R^2 and residuals per fit. Writes\n"
-               "OUTDIR/<gpu>.calib (the base table with the fitted kinds replaced) and\n"
-               "OUTDIR/<platform name> (IN.xml regenerated with the fitted NVLink / NIC\n"
-               "latency and bandwidth); `loong sim --platform OUTDIR/<platform name>` uses both.\n"
-               "A fit with too few points or all sizes equal is an error, never a default.\n"
+               "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
+               "and acc) and per link class (same node, other node) alpha and beta from the\n"
+               "point-to-point transfers, counting how many transfers shared the link at once.\n"
+               "The fits are robust (GSL, bisquare) on relative error. Prints R^2, relative\n"
+               "residuals and outliers per fit. Writes OUTDIR/<gpu>.calib (the base table with\n"
+               "the fitted kinds replaced) and OUTDIR/<platform name> (IN.xml regenerated with\n"
+               "the fitted NVLink / NIC latency and bandwidth); `loong sim --platform\n"
+               "OUTDIR/<platform name>` uses both.\n"
+               "\n"
+               "A kind whose fit fails (too few points, one size, no growth with size) or is\n"
+               "not physical (faster than the table's peak or mem_bw, t0 outside [0, 10 ms])\n"
+               "keeps the base table's row and gets a '# kept from base:' line with the reason.\n"
+               "A rate above a reference that the base table marks 'assumed' raises it.\n"
                "\n"
                "  --platform FILE   platform written by loong topo (it records its spec)\n"
                "  --calib FILE      base table                 [<platform dir>/<gpu>.calib]\n"
                "  -o, --output DIR  where to write (created if missing)\n"
-               "  -h, --help        this text\n");
+               "  --strict          any kind that would be kept from base is an error (exit 2)\n"
+               "  -h, --help        this text\n"
+               "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
+               "--strict, on a kind that cannot be fitted.\n");
 }
 
 /* Map the link fits onto the platform's spec: a same-node path crosses two
@@ -37,14 +46,15 @@ static void calibrate_usage(FILE *f)
  * whose latency stays as it is). */
 static void apply_links(const calibrate_result *r, platform_spec *sp)
 {
-    if (r->have_link[LINK_INTRA]) {
-        sp->nvlink_lat = r->link[LINK_INTRA].c0 / 2;
-        sp->nvlink_bw = 1 / r->link[LINK_INTRA].c1;
+    const fit_line *in = &r->link[LINK_INTRA].line, *out = &r->link[LINK_INTER].line;
+    if (r->link[LINK_INTRA].status == CAL_FITTED) {
+        sp->nvlink_lat = in->c0 / 2;
+        sp->nvlink_bw = 1 / in->c1;
     }
-    if (r->have_link[LINK_INTER]) {
-        double lat = (r->link[LINK_INTER].c0 - 2 * sp->uplink_lat) / 2;
+    if (r->link[LINK_INTER].status == CAL_FITTED) {
+        double lat = (out->c0 - 2 * sp->uplink_lat) / 2;
         sp->nic_lat = lat > 0 ? lat : 0;
-        sp->nic_bw = 1 / r->link[LINK_INTER].c1;
+        sp->nic_bw = 1 / out->c1;
     }
 }
 
@@ -75,7 +85,8 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
     return rc;
 }
 
-static int run(int ntr, char **paths, const char *platform, const char *base, const char *dir, const char *origin)
+static int run(int ntr, char **paths, const char *platform, const char *base, const char *dir, bool strict,
+               const char *origin)
 {
     char err[LOONG_ERRLEN] = "";
     platform_spec sp;
@@ -90,8 +101,11 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
         tp[loaded] = &tr[loaded];
     }
     calibrate_result r;
-    if (rc == 0 && (calibrate_fit(tp, ntr, &r, err) < 0 || calibrate_apply(&r, cb, err) < 0))
+    calibrate_points *pts = calibrate_points_new();
+    if (rc == 0 && (calibrate_points_from_traces(pts, tp, ntr, err) < 0 ||
+                    calibrate_fit(pts, cb, strict, &r, err) < 0 || calibrate_apply(&r, cb, err) < 0))
         rc = cli_fail("calibrate", "%s", err);
+    calibrate_points_free(pts);
     if (rc == 0) {
         apply_links(&r, &sp);
         calibrate_print(stdout, &r);
@@ -111,13 +125,12 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
 int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"platform", required_argument, 0, 'p'},
-        {"calib", required_argument, 0, 'c'},
-        {"output", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"platform", required_argument, 0, 'p'}, {"calib", required_argument, 0, 'c'},
+        {"output", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
+        {"strict", no_argument, 0, 's'},         {0, 0, 0, 0},
     };
     const char *platform = NULL, *base = NULL, *dir = NULL;
+    bool strict = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -125,6 +138,7 @@ int cmd_calibrate(int argc, char **argv)
         case 'p': platform = optarg; break;
         case 'c': base = optarg; break;
         case 'o': dir = optarg; break;
+        case 's': strict = true; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
             return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
@@ -138,5 +152,5 @@ int cmd_calibrate(int argc, char **argv)
     size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
     for (int i = 0; i < argc && n < sizeof origin; i++)
         n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
-    return run(argc - optind, argv + optind, platform, base, dir, origin);
+    return run(argc - optind, argv + optind, platform, base, dir, strict, origin);
 }

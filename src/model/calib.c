@@ -30,6 +30,7 @@ typedef struct row {
 struct calib {
     char gpu[32];
     double peak, mem_bw;
+    bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
     row rows[NKINDS];
 };
 
@@ -126,7 +127,11 @@ static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok
 
 static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
 {
-    if (ntok != 2) return fail(cu, "'%s' takes one value%s", tok[0], "");
+    bool assumed = ntok == 3 && !strcmp(tok[2], "assumed") && strcmp(tok[0], "gpu");
+    if (ntok != 2 && !assumed)
+        return fail(cu, "'%s' takes one value%s", tok[0], strcmp(tok[0], "gpu") ? ", then optionally 'assumed'" : "");
+    if (!strcmp(tok[0], "peak")) cb->peak_assumed = assumed;
+    if (!strcmp(tok[0], "mem_bw")) cb->mem_bw_assumed = assumed;
     if (!strcmp(tok[0], "gpu")) {
         if (strlen(tok[1]) >= sizeof cb->gpu) return fail(cu, "gpu name '%s' is too long%s", tok[1], "");
         strcpy(cb->gpu, tok[1]);
@@ -253,6 +258,22 @@ const char *calib_gpu(const calib *cb) { return cb->gpu; }
 double calib_peak(const calib *cb) { return cb->peak; }
 double calib_mem_bw(const calib *cb) { return cb->mem_bw; }
 
+double calib_reference(const calib *cb, int kind) { return memory_bound(kind) ? cb->mem_bw : cb->peak; }
+bool calib_assumed(const calib *cb, int kind) { return memory_bound(kind) ? cb->mem_bw_assumed : cb->peak_assumed; }
+
+void calib_raise_reference(calib *cb, int kind, double rate)
+{
+    double *ref = memory_bound(kind) ? &cb->mem_bw : &cb->peak;
+    if (!(rate > *ref)) return;
+    for (int k = 0; k < NKINDS; k++) { /* curves relative to it keep their absolute speed */
+        row *r = &cb->rows[k];
+        if (!r->curve || memory_bound(k) != memory_bound(kind)) continue;
+        for (int i = 0; i < r->npts; i++)
+            r->eff[i] *= *ref / rate;
+    }
+    *ref = rate;
+}
+
 /* ---- evaluation ---- */
 
 uint64_t calib_task_bytes(const config *c, const dag_task *t)
@@ -297,7 +318,8 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
 {
     double ref = memory_bound(kind) ? cb->mem_bw : cb->peak;
     if (kind < 0 || kind >= NKINDS || !(rate > 0) || rate > ref || t0 < 0) {
-        snprintf(err, LOONG_ERRLEN, "line for kind %d: rate %.4g must be in (0, %.4g] and T0 >= 0", kind, rate, ref);
+        snprintf(err, LOONG_ERRLEN, "%s line: rate %.4g must be in (0, %.4g] and T0 >= 0", task_kind_name(kind), rate,
+                 ref);
         return -1;
     }
     row *r = &cb->rows[kind];
@@ -310,7 +332,8 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
 
 int calib_write(FILE *f, const calib *cb)
 {
-    fprintf(f, "gpu %s\npeak %.17g\nmem_bw %.17gBps\n", cb->gpu, cb->peak, cb->mem_bw);
+    fprintf(f, "gpu %s\npeak %.17g%s\nmem_bw %.17gBps%s\n", cb->gpu, cb->peak, cb->peak_assumed ? " assumed" : "",
+            cb->mem_bw, cb->mem_bw_assumed ? " assumed" : "");
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (!r->curve) {

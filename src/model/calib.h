@@ -9,6 +9,8 @@
  *   gpu     h100            GPU kind the table describes
  *   peak    989T            dense bf16 FLOP/s per GPU (decimal SI prefixes)
  *   mem_bw  3.35TBps        HBM bandwidth, bytes/s (or bits/s with "bps")
+ *   mem_bw  20GBps assumed  a reference that is a guess, not a datasheet or
+ *                           measured figure: `loong calibrate` may raise it
  *   KIND curve X T0 x:eff ...   efficiency vs block size, interpolated
  *   KIND line  T0 RATE          time = T0 + work / RATE (what calibrate fits)
  *
@@ -57,6 +59,17 @@ void calib_free(calib *cb);
 const char *calib_gpu(const calib *cb);
 double calib_peak(const calib *cb);
 double calib_mem_bw(const calib *cb);
+
+/* The reference a compute kind's rate is bounded by: mem_bw for merge and
+ * acc, peak for the others; and whether the table marks it assumed. */
+double calib_reference(const calib *cb, int kind);
+bool calib_assumed(const calib *cb, int kind);
+
+/* Raise kind's reference to `rate` when rate is above it (calibrate does
+ * so for an assumed reference that a fit beats). The efficiencies of the
+ * curve rows measured against that reference are scaled down by the same
+ * ratio, so that no row other than the one refitted predicts differently. */
+void calib_raise_reference(calib *cb, int kind, double rate);
 
 /* Bytes a memory-bound task moves through HBM (core/sizes.h): a merge
  * size_merge_hbm_bytes() of its query tokens, an acc size_acc_hbm_bytes()

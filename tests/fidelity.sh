@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The fidelity check: the validation loop, short (experiments/validate-cpu
+# --quick: measure 5 small configurations with loong exec on 2 ranks,
+# calibrate from 3, predict 2 with loong sim, compare), failing when the
+# held-out step-time MAPE exceeds FIDELITY_MAX_MAPE (10 %) or when the loop
+# cannot complete. A change that breaks prediction against measurement
+# fails `make check`. Skipped (77) without the executor or the simulator,
+# and on a sanitizer build, whose timings are not measurements.
+set -uo pipefail
+top=${srcdir:-$(dirname "$0")/..}
+loong=${LOONG:-./loong}
+max=${FIDELITY_MAX_MAPE:-10}
+if [ -n "${LOONG_SANITIZED:-}" ]; then
+    echo "fidelity: SKIP: a sanitizer build times instrumented code, not the machine"
+    exit 77
+fi
+if ! "$loong" exec --help >/dev/null 2>&1 || ! "$loong" sim --help >/dev/null 2>&1; then
+    echo "fidelity: SKIP: this build lacks loong exec (Open MPI) or loong sim (SimGrid)"
+    exit 77
+fi
+out=$(mktemp -d /tmp/loong-fidelity-XXXXXX)
+trap 'rm -rf "$out"' EXIT
+"$top/experiments/validate-cpu/run.sh" --quick --max-mape "$max" "$loong" "$out"
+rc=$?
+[ $rc -eq 0 ] && echo "fidelity: held-out MAPE within $max %"
+exit $rc
