@@ -38,7 +38,10 @@ START_TEST(stats_table)
     ck_assert_ptr_nonnull(strstr(r.out, "max/min 1.0000"));
     r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 8 --strategy ring --scope attn");
     ck_assert_int_eq(r.status, 0);
-    ck_assert_ptr_nonnull(strstr(r.out, "max/min 15.0000")); /* 2*P_s - 1 */
+    /* the last rank: 7 full 512 x 512 blocks and a diagonal; the first: the diagonal */
+    char want[64];
+    snprintf(want, sizeof want, "max/min %.4f", (7.0 * 512 * 512 + 512 * 513 / 2) / (512 * 513 / 2));
+    ck_assert_ptr_nonnull(strstr(r.out, want));
 }
 END_TEST
 
@@ -56,6 +59,7 @@ START_TEST(json_schema)
     ck_assert_msg(j != NULL, "%s", je.text);
     json_t *tasks = json_object_get(j, "tasks");
     ck_assert(json_is_object(json_object_get(j, "config")));
+    ck_assert(json_object_get(json_object_get(j, "config"), "docs") == NULL); /* one document: no key */
     ck_assert(json_array_size(tasks) > 0);
     static const char *keys[] = {"id", "rank", "stream", "kind", "flops", "bytes", "peer", "group", "layer", "deps"};
     size_t i;
@@ -93,6 +97,17 @@ static const char *bad_inputs[] = {
     "--mesh 16x4 --kv-replication off",
     "--bogus-flag",
     "extra-argument",
+    "--seq 4K --docs 0,5",
+    "--seq 4K --docs 3K,2K",
+    "--seq 4K --docs 1K,x",
+    "--seq 4K --docs 1K --docs-file " LOONG_SRCDIR "/tests/data/empty.dist",
+    "--seq 4K --docs-file /nonexistent/lengths",
+    "--seq 4K --docs-file " LOONG_SRCDIR "/tests/data/empty.dist",
+    "--seq 4K --doc-dist " LOONG_SRCDIR "/tests/data/negative.dist",
+    "--seq 4K --doc-dist " LOONG_SRCDIR "/tests/data/malformed.dist",
+    "--seq 4K --doc-dist " LOONG_SRCDIR "/tests/data/empty.dist",
+    "--partition magic",
+    "--mesh 2x4 --strategy dualring --partition doc-contiguous",
 };
 
 START_TEST(bad_input)
@@ -107,6 +122,32 @@ START_TEST(bad_input)
     snprintf(out, sizeof out, "%s/out.txt", dir);
     ck_assert_msg(access(out, F_OK) != 0, "'%s' left an output file", bad_inputs[_i]);
     run_cmd("rm -rf %s", dir);
+}
+END_TEST
+
+/* The DAG JSON's config records a layout: count, tokens, hash, lengths;
+ * and a document list reads back from it. */
+START_TEST(json_records_docs)
+{
+    char path[] = "/tmp/loong-dag-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 2x4 --strategy usp --partition balanced "
+                                 "--docs 1K,100,2K --scope attn --format json -o %s",
+                           path);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    ck_assert_msg(j != NULL, "%s", je.text);
+    json_t *cfg = json_object_get(j, "config"), *docs = json_object_get(cfg, "docs");
+    ck_assert_str_eq(json_string_value(json_object_get(cfg, "partition")), "balanced");
+    ck_assert_int_eq(json_integer_value(json_object_get(docs, "count")), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(docs, "tokens")), 3172);
+    ck_assert_int_eq(json_array_size(json_object_get(docs, "lengths")), 3);
+    ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(docs, "lengths"), 1)), 100);
+    ck_assert(json_is_string(json_object_get(docs, "hash")));
+    json_decref(j);
+    unlink(path);
 }
 END_TEST
 
@@ -126,6 +167,7 @@ int main(void)
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, stats_table);
     tcase_add_test(tc, json_schema);
+    tcase_add_test(tc, json_records_docs);
     tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
     tcase_add_test(tc, unwritable_output);
     suite_add_tcase(s, tc);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/docs.h"
+#include "core/shard.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -117,7 +119,7 @@ START_TEST(constraints)
     bad = c;
     bad.ring = RING_DUAL;
     bad.partition = PART_CONTIGUOUS;
-    expect_invalid(&bad, "--ring dual needs --partition zigzag");
+    expect_invalid(&bad, "--ring dual needs a two-part partition");
     bad = c;
     bad.seq = 3ull << 31;
     expect_invalid(&bad, "4G tokens");
@@ -159,8 +161,10 @@ START_TEST(geometry)
         ck_assert_int_eq(config_rank_of(&c, h, s), r);
     }
     /* zigzag: ring rank r owns chunks r and 2*P_s-1-r */
-    ck_assert_int_eq(config_chunk_of(&c, 3, 0), 3);
-    ck_assert_int_eq(config_chunk_of(&c, 3, 1), 28);
+    const shard_map *m = shard_map_of(&c);
+    uint64_t ct = config_chunk_tokens(&c);
+    ck_assert_uint_eq(shard_pos(m, 3, 0, 0), 3 * ct);
+    ck_assert_uint_eq(shard_pos(m, 3, 1, 5), 28 * ct + 5);
 }
 END_TEST
 
@@ -203,6 +207,18 @@ START_TEST(json_and_hash)
     ck_assert_int_eq(back.recompute, RECOMPUTE_SELECTIVE);
     back.window = 2;
     ck_assert_uint_ne(config_hash(&c), config_hash(&back));
+    /* a document layout and a packed partition round-trip, and move the hash */
+    c.docs = docs_parse_list("100K,4K,1,120K", c.seq, "test", err);
+    c.partition = PART_BALANCED;
+    ck_assert_int_eq(config_validate(&c, err), 0);
+    j = config_to_json(&c);
+    ck_assert_int_eq(config_from_json(j, &back, err), 0);
+    json_decref(j);
+    ck_assert_ptr_eq(back.docs, c.docs);
+    ck_assert_int_eq(back.partition, PART_BALANCED);
+    ck_assert_uint_eq(config_hash(&c), config_hash(&back));
+    back.docs = docs_parse_list("100K,4K,2,120K", c.seq, "test", err);
+    ck_assert_uint_ne(config_hash(&c), config_hash(&back));
 }
 END_TEST
 
@@ -213,9 +229,12 @@ START_TEST(json_rejects_bad_knobs)
     static const struct {
         const char *key, *json, *want;
     } bad[] = {
-        {"dtype", "\"fp16\"", "'dtype'"},          {"placement", "\"sideways\"", "'placement'"},
-        {"mesh", "[4]", "'mesh'"},                  {"seq", "-5", "'seq'"},
-        {"kv_replication", "\"yes\"", "'kv_replication'"}, {"zero", NULL, "'zero' is missing"},
+        {"dtype", "\"fp16\"", "'dtype'"},
+        {"placement", "\"sideways\"", "'placement'"},
+        {"mesh", "[4]", "'mesh'"},
+        {"seq", "-5", "'seq'"},
+        {"kv_replication", "\"yes\"", "'kv_replication'"},
+        {"zero", NULL, "'zero' is missing"},
     };
     config c = tcfg("tiny", 4096, "usp", 2, 2, 2, SCOPE_ATTN), back;
     char err[LOONG_ERRLEN];
@@ -238,18 +257,24 @@ END_TEST
 START_TEST(knob_text_round_trip)
 {
     config cs[3] = {tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 2, SCOPE_STEP),
-                    tcfg("tiny", 4096, "ring", 1, 4, 4, SCOPE_ATTN_FWD), tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN)};
+                    tcfg("tiny", 4096, "ring", 1, 4, 4, SCOPE_ATTN_FWD),
+                    tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN)};
     cs[0].placement = PLACE_CONTEXT_FIRST;
     cs[0].recompute = RECOMPUTE_FULL;
     cs[0].zero = 0;
     cs[0].kv_replication = false;
     cs[1].act_bytes = 4;
     char err[LOONG_ERRLEN], text[256];
+    cs[2].partition = PART_DOC_ZIGZAG;
+    cs[2].docs = docs_parse_list("1K,7,5000", 8192, "test", err);
     for (int i = 0; i < 3; i++) {
         config back;
         config_defaults(&back);
         for (int k = 0; k < KNOB_COUNT; k++) {
-            config_knob_format(&cs[i], (config_knob)k, text, sizeof text);
+            char *t = config_knob_text(&cs[i], (config_knob)k);
+            if (!t) continue; /* at its unset default */
+            snprintf(text, sizeof text, "%s", t);
+            free(t);
             ck_assert_msg(config_knob_parse(&back, (config_knob)k, text, err) == 0, "knob %s '%s': %s",
                           config_knob_get((config_knob)k)->option, text, err);
         }
@@ -265,7 +290,8 @@ START_TEST(names_of_layouts)
     static const struct {
         const char *strategy;
         int ph, ps;
-    } rows[] = {{"ulysses", 8, 1}, {"ring", 1, 8}, {"zigzag", 1, 8}, {"usp", 2, 4}, {"loongtrain", 2, 4}, {"dualring", 2, 4}};
+    } rows[] = {{"ulysses", 8, 1}, {"ring", 1, 8},       {"zigzag", 1, 8},
+                {"usp", 2, 4},     {"loongtrain", 2, 4}, {"dualring", 2, 4}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         config c = tcfg("llama3-8b", 1 << 20, rows[i].strategy, rows[i].ph, rows[i].ps, 0, SCOPE_STEP);
         ck_assert_str_eq(strategy_name_of(&c), rows[i].strategy);

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,34 +73,40 @@ static void *dmem(const void *h, size_t bytes)
 }
 
 static const attn_shape kshapes[] = {
-    {300, 300, 4, 2, 64, 1},
-    {257, 257, 8, 8, 128, 1},
-    {200, 200, 6, 2, 40, 1},
-    {65, 65, 2, 1, 16, 1},
+    {300, 300, 4, 2, 64, 1, NULL},
+    {257, 257, 8, 8, 128, 1, NULL},
+    {200, 200, 6, 2, 40, 1, NULL},
+    {65, 65, 2, 1, 16, 1, NULL},
 };
 
+/* Shapes x {causal, documents}: under documents, query i sees keys from
+ * the start of its 77-token document, and the last 9 tokens are padding. */
 START_TEST(attention_matches_float64)
 {
-    const attn_shape s = kshapes[_i];
+    attn_shape s = kshapes[_i / 2];
+    const bool docs = _i % 2;
     int n = s.nq;
     size_t nq = (size_t)n * s.hq * s.d, nk = (size_t)n * s.hkv * s.d, nl = (size_t)n * s.hq;
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *dO = malloc(nq * 4), *got = malloc(nq * 4);
     double *qd = malloc(nq * 8), *kd = malloc(nk * 8), *vd = malloc(nk * 8), *dod = malloc(nq * 8);
     double *ro = malloc(nq * 8), *rl = malloc(nl * 8), *rdq = malloc(nq * 8), *rdk = malloc(nk * 8),
            *rdv = malloc(nk * 8);
-    int64_t *pos = malloc((size_t)n * sizeof *pos);
-    for (int i = 0; i < n; i++)
+    int64_t *pos = malloc((size_t)n * sizeof *pos), *start = malloc((size_t)n * sizeof *start);
+    for (int i = 0; i < n; i++) {
         pos[i] = i;
+        start[i] = i >= n - 9 ? i + 1 : i - i % 77;
+    }
     for (size_t i = 0; i < nq; i++)
         qd[i] = q[i] = frand(), dod[i] = dO[i] = frand();
     for (size_t i = 0; i < nk; i++)
         kd[i] = k[i] = frand(), vd[i] = v[i] = frand();
-    attn_ref_fwd(ro, rl, qd, kd, vd, n, s.hq, s.hkv, s.d);
-    attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, n, s.hq, s.hkv, s.d);
+    attn_ref_fwd(ro, rl, qd, kd, vd, docs ? start : NULL, n, s.hq, s.hkv, s.d);
+    attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, docs ? start : NULL, n, s.hq, s.hkv, s.d);
     float *Q = dmem(q, nq * 4), *K = dmem(k, nk * 4), *V = dmem(v, nk * 4), *DO = dmem(dO, nq * 4);
     float *O = dmem(NULL, nq * 4), *L = dmem(NULL, nl * 4), *DQ = dmem(NULL, nq * 4), *DK = dmem(NULL, nk * 4),
           *DV = dmem(NULL, nk * 4), *DI = dmem(NULL, nl * 4);
-    int64_t *P = dmem(pos, (size_t)n * sizeof *pos);
+    int64_t *P = dmem(pos, (size_t)n * sizeof *pos), *ST = dmem(start, (size_t)n * sizeof *start);
+    if (docs) s.qstart = ST; /* a device pointer, as device_cuda passes it */
     ck_assert_int_eq(cuda_attn_fwd(O, L, Q, K, V, P, P, &s, 0), 0);
     ck_assert_int_eq(cuda_attn_bwd(DQ, DK, DV, Q, K, V, O, L, DO, P, P, &s, DI, 0), 0);
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
@@ -115,9 +122,9 @@ START_TEST(attention_matches_float64)
         ck_assert_msg(e <= 1e-2, "%s: max rel err %.3e (n=%d hq=%d hkv=%d d=%d)", t[i].name, e, n, s.hq, s.hkv, s.d);
     }
     cudaFree(Q), cudaFree(K), cudaFree(V), cudaFree(DO), cudaFree(O), cudaFree(L), cudaFree(DQ), cudaFree(DK);
-    cudaFree(DV), cudaFree(DI), cudaFree(P);
+    cudaFree(DV), cudaFree(DI), cudaFree(P), cudaFree(ST);
     free(q), free(k), free(v), free(dO), free(got), free(qd), free(kd), free(vd), free(dod), free(ro), free(rl);
-    free(rdq), free(rdk), free(rdv), free(pos);
+    free(rdq), free(rdk), free(rdv), free(pos), free(start);
 }
 END_TEST
 
@@ -131,6 +138,8 @@ static const char *meshes[] = {
     "--mesh 2x4 --strategy loongtrain --window 2",
     "--mesh 4x2 --strategy loongtrain --window 2 --placement context-first",
     "--mesh 2x4 --strategy dualring",
+    "--mesh 2x2 --strategy usp --partition doc-zigzag --docs 5,300,700",
+    "--mesh 2x4 --strategy dualring --partition balanced --docs 1,2,3,1000",
 };
 
 START_TEST(local_exec_matches_reference)
@@ -156,7 +165,7 @@ int main(void)
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create(n > 0 && e == cudaSuccess ? "gpu" : "no_gpu");
     if (n > 0 && e == cudaSuccess) {
-        tcase_add_loop_test(tc, attention_matches_float64, 0, (int)(sizeof kshapes / sizeof kshapes[0]));
+        tcase_add_loop_test(tc, attention_matches_float64, 0, 2 * (int)(sizeof kshapes / sizeof kshapes[0]));
         tcase_add_loop_test(tc, local_exec_matches_reference, 0, (int)(sizeof meshes / sizeof meshes[0]));
         tcase_add_test(tc, local_exec_step);
         tcase_add_test(tc, bad_transport);

@@ -36,12 +36,14 @@ START_TEST(contiguous_imbalance)
     int P = ps[_i];
     config c = tcfg("tiny", 64 * K, "ring", 1, P, 0, SCOPE_ATTN);
     dag *g = tbuild(&c);
-    uint64_t first = sum_flops(g, 0, TASK_ATTN_FWD), last = sum_flops(g, P - 1, TASK_ATTN_FWD);
-    ck_assert_uint_eq(last, (uint64_t)(2 * P - 1) * first);
-    /* rank r does r full blocks and one diagonal: (2r+1) half-blocks */
-    for (int r = 0; r < P; r++)
-        ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_FWD), (uint64_t)(2 * r + 1) * first);
-    ck_assert_uint_eq(sum_flops(g, P - 1, TASK_ATTN_BWD), (uint64_t)(2 * P - 1) * sum_flops(g, 0, TASK_ATTN_BWD));
+    /* rank r holds r full c x c blocks and one causal diagonal of
+     * c(c+1)/2 (query, key) pairs; 4*d FLOPs per pair and head */
+    uint64_t ch = c.seq / (uint64_t)P, per_pair = 4 * (uint64_t)c.model.head_dim * (uint64_t)c.model.heads;
+    for (int r = 0; r < P; r++) {
+        uint64_t pairs = (uint64_t)r * ch * ch + ch * (ch + 1) / 2;
+        ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_FWD), pairs * per_pair);
+        ck_assert_uint_eq(sum_flops(g, r, TASK_ATTN_BWD), pairs * per_pair * 5 / 2);
+    }
     dag_free(g);
 }
 END_TEST
@@ -70,9 +72,10 @@ START_TEST(attention_conserved)
     dag *g = tbuild(&c);
     const model *m = &c.model;
     uint64_t S = c.seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
-    /* single-device causal attention: half of 4*S^2*H*d forward; FA2 backward 2.5x */
-    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), 2 * S * S * H * d);
-    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), 5 * S * S * H * d);
+    /* single-device causal attention: S(S+1)/2 (query, key) pairs of 4*H*d
+     * FLOPs forward; FA2 backward 2.5x */
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), 2 * S * (S + 1) * H * d);
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), 5 * S * (S + 1) * H * d);
     dag_free(g);
 }
 END_TEST
@@ -231,7 +234,7 @@ START_TEST(step_scopes_validate)
         c.recompute = (recompute_kind)rc;
         dag *g = tbuild(&c);
         /* full recompute re-runs the ring forward; selective never does */
-        uint64_t fwd = sum_flops(g, -1, TASK_ATTN_FWD), once = 2 * c.seq * c.seq * 8 * 32 * 2;
+        uint64_t fwd = sum_flops(g, -1, TASK_ATTN_FWD), once = 2 * c.seq * (c.seq + 1) * 8 * 32 * 2;
         ck_assert_uint_eq(fwd, rc == RECOMPUTE_FULL ? 2 * once : once);
         dag_free(g);
     }
@@ -284,7 +287,4 @@ static Suite *dag_suite(void)
     return s;
 }
 
-int main(void)
-{
-    return check_run(dag_suite());
-}
+int main(void) { return check_run(dag_suite()); }

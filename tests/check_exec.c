@@ -96,13 +96,54 @@ START_TEST(random_configs)
     while (ps % w)
         w /= 2;
     char extra[128];
-    snprintf(extra, sizeof extra, "--placement %s --seed %lu", gsl_rng_uniform_int(g, 2) ? "head-first" : "context-first",
-             gsl_rng_uniform_int(g, 1000) + 1);
+    snprintf(extra, sizeof extra, "--placement %s --seed %lu",
+             gsl_rng_uniform_int(g, 2) ? "head-first" : "context-first", gsl_rng_uniform_int(g, 1000) + 1);
     if (!strcmp(st, "loongtrain")) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --window %d", w);
     gsl_rng_free(g);
     run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh %s --strategy %s %s --scope attn --check " FAST,
                            ph * ps, mesh, st, extra);
     expect_ok(&r, extra);
+}
+END_TEST
+
+/* Packed documents: every partition on meshes 1x4, 2x2 and 2x4 with three
+ * layouts of S = 1K; a chunk is 128 or 256 tokens and a shard 256 or 512:
+ * a 5-token document shorter than a chunk and a 700-token one longer than a
+ * shard; ten equal documents; documents of 1, 2 and 3 tokens. The
+ * two-part partitions alternate the single, double and dual rings. */
+static const char *doc_layouts[] = {"5,300,700", "100,100,100,100,100,100,100,100,100,100", "1,2,3,1000"};
+static const char *doc_partitions[] = {"contiguous", "zigzag", "doc-contiguous", "doc-zigzag", "balanced"};
+static const struct {
+    const char *mesh;
+    int np;
+} doc_meshes[] = {{"1x4", 4}, {"2x2", 4}, {"2x4", 8}};
+
+START_TEST(documents_match_reference)
+{
+    int li = _i % 3, mi = _i / 3 % 3, pi = _i / 9;
+    const char *part = doc_partitions[pi];
+    bool two = pi == 1 || pi >= 3;
+    static const char *rings[] = {"--strategy usp", "--strategy loongtrain --window 2", "--strategy dualring"};
+    const char *ring = two ? rings[(li + mi) % 3] : rings[(li + mi) % 2];
+    run_result r =
+        run_cmd(MPIRUN " --model tiny --seq 1K --mesh %s %s --partition %s --docs %s --scope attn --check " FAST,
+                doc_meshes[mi].np, doc_meshes[mi].mesh, ring, part, doc_layouts[li]);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s %s --docs %s", doc_meshes[mi].mesh, ring, part, doc_layouts[li]);
+    expect_ok(&r, what);
+}
+END_TEST
+
+/* The whole step under documents: GEMMs, all-to-alls, the dK/dV ring. */
+START_TEST(documents_step_matches_reference)
+{
+    static const char *cases[] = {
+        "--mesh 2x2 --strategy loongtrain --partition balanced --docs 5,300,200",
+        "--mesh 2x2 --strategy dualring --partition doc-zigzag --docs 1,2,3,500",
+    };
+    run_result r = run_cmd(MPIRUN " --model tiny --seq 512 %s --scope step --check " FAST, 4, cases[_i]);
+    expect_ok(&r, cases[_i]);
+    ck_assert_ptr_nonnull(strstr(r.out, "dW_lm_head"));
 }
 END_TEST
 
@@ -229,8 +270,8 @@ START_TEST(fault_must_fire)
     snprintf(want[1], 64, "--fail-rank 7 is not a rank");
     snprintf(flags[2], 64, "--fail-rank 0 --fail-at-task %u", total);
     snprintf(want[2], 64, "is not a task of this configuration");
-    run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s " FAST, 2,
-                           flags[_i]);
+    run_result r =
+        run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s " FAST, 2, flags[_i]);
     ck_assert_msg(r.status == 2, "%s: exit %d", flags[_i], r.status);
     ck_assert_msg(strstr(r.err, want[_i]) != NULL, "%s: %s", flags[_i], r.err);
 }
@@ -280,6 +321,8 @@ int main(void)
     tcase_add_loop_test(tc, attn_fwd_matches_reference, 0, 4);
     tcase_add_loop_test(tc, step_matches_reference, 0, 4);
     tcase_add_loop_test(tc, random_configs, 0, 3);
+    tcase_add_loop_test(tc, documents_match_reference, 0, 45);
+    tcase_add_loop_test(tc, documents_step_matches_reference, 0, 2);
     tcase_add_test(tc, odd_but_valid_sequence);
     suite_add_tcase(s, tc);
     tc = tcase_create("outputs");

@@ -194,8 +194,8 @@ START_TEST(blocks_vs_reference)
     double *o_ref = xcalloc((size_t)n * wq, sizeof(double)), *lse_ref = xcalloc((size_t)n * hq, sizeof(double));
     double *dq_ref = xcalloc((size_t)n * wq, sizeof(double)), *dk_ref = xcalloc((size_t)n * wk, sizeof(double));
     double *dv_ref = xcalloc((size_t)n * wk, sizeof(double));
-    attn_ref_fwd(o_ref, lse_ref, t.qd, t.kd, t.vd, n, hq, hkv, d);
-    attn_ref_bwd(dq_ref, dk_ref, dv_ref, t.qd, t.kd, t.vd, t.dod, n, hq, hkv, d);
+    attn_ref_fwd(o_ref, lse_ref, t.qd, t.kd, t.vd, NULL, n, hq, hkv, d);
+    attn_ref_bwd(dq_ref, dk_ref, dv_ref, t.qd, t.kd, t.vd, t.dod, NULL, n, hq, hkv, d);
 
     /* chunks per rank, gathered once: q, do_ (m, hq, d); k, v (m, hkv, d) */
     int64_t **pos = xcalloc((size_t)P, sizeof *pos);
@@ -223,7 +223,7 @@ START_TEST(blocks_vs_reference)
     for (int r = 0; r < P; r++) {
         for (int step = 0; step < P; step++) {
             int s = ((r - step) % P + P) % P;
-            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1};
+            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL};
             if (!c->zigzag && s > r) continue;
             if (!c->zigzag && s < r) sh.causal = 0;
             if (step == 0) {
@@ -244,7 +244,7 @@ START_TEST(blocks_vs_reference)
         float *dq = xcalloc((size_t)cnt[r] * wq, sizeof(float));
         for (int step = 0; step < P; step++) {
             int s = ((r - step) % P + P) % P;
-            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1};
+            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL};
             if (!c->zigzag && s > r) continue;
             if (!c->zigzag && s < r) sh.causal = 0;
             attn_block_bwd(dq, dkb, dvb, q[r], k[s], v[s], o[r], lse[r], dO[r], pos[r], pos[s], &sh);
@@ -291,8 +291,8 @@ START_TEST(fully_masked_rows)
     double *o_ref = xcalloc((size_t)n * wq, sizeof(double)), *lse_ref = xcalloc((size_t)n * hq, sizeof(double));
     double *dq_ref = xcalloc((size_t)n * wq, sizeof(double)), *dk_ref = xcalloc((size_t)n * wk, sizeof(double));
     double *dv_ref = xcalloc((size_t)n * wk, sizeof(double));
-    attn_ref_fwd(o_ref, lse_ref, t.qd, t.kd, t.vd, n, hq, hkv, d);
-    attn_ref_bwd(dq_ref, dk_ref, dv_ref, t.qd, t.kd, t.vd, t.dod, n, hq, hkv, d);
+    attn_ref_fwd(o_ref, lse_ref, t.qd, t.kd, t.vd, NULL, n, hq, hkv, d);
+    attn_ref_bwd(dq_ref, dk_ref, dv_ref, t.qd, t.kd, t.vd, t.dod, NULL, n, hq, hkv, d);
 
     int64_t pos[40];
     for (int i = 0; i < n; i++)
@@ -300,7 +300,7 @@ START_TEST(fully_masked_rows)
     /* block A: keys 8..39 (rows 0..7 masked); block B: keys 0..7 */
     const int na = 32, nb = 8;
     const float *ka = t.k + (size_t)8 * wk, *va = t.v + (size_t)8 * wk;
-    attn_shape sa = {nq, na, hq, hkv, d, 1}, sb = {nq, nb, hq, hkv, d, 1};
+    attn_shape sa = {nq, na, hq, hkv, d, 1, NULL}, sb = {nq, nb, hq, hkv, d, 1, NULL};
     float *oa = xcalloc((size_t)nq * wq, sizeof(float)), *la = xcalloc((size_t)nq * hq, sizeof(float));
     float *ob = xcalloc((size_t)nq * wq, sizeof(float)), *lb = xcalloc((size_t)nq * hq, sizeof(float));
     /* poison the outputs: the kernel must overwrite them */
@@ -350,14 +350,15 @@ START_TEST(fully_masked_rows)
 
     /* a block with every row masked: o = 0, lse = -inf; its backward from
      * lse = -inf (a row that saw no key at all) is zero everywhere, no NaN */
-    attn_shape sm = {8, 32, hq, hkv, d, 1};
+    attn_shape sm = {8, 32, hq, hkv, d, 1, NULL};
     attn_block_fwd(oa, la, t.q, ka, va, pos, pos + 8, &sm);
     for (int i = 0; i < 8 * hq; i++)
         ck_assert(la[i] == -INFINITY);
     for (int i = 0; i < 8 * wq; i++)
         ck_assert(oa[i] == 0.0f);
     memset(dq, 0, (size_t)nq * wq * sizeof(float));
-    attn_shape sn = {8, 32, hq, hkv, d, 0}; /* non-causal: every tile computed, P = exp(s - -inf) must not appear */
+    attn_shape sn = {8, 32, hq,  hkv,
+                     d, 0,  NULL}; /* non-causal: every tile computed, P = exp(s - -inf) must not appear */
     attn_block_bwd(dq, dka, dva, t.q, ka, va, oa, la, t.do_, pos, pos + 8, &sn);
     for (int i = 0; i < 8 * wq; i++)
         ck_assert(dq[i] == 0.0f);
@@ -406,6 +407,84 @@ START_TEST(merge_extreme)
 }
 END_TEST
 
+/* Document masks: queries and keys held in a scrambled order (as doc-zigzag
+ * and balanced shards hold them), two key blocks merged, against the
+ * float64 reference with the same document starts; the padding rows after
+ * the last document see no key (O = 0, LSE = -inf, no gradient). */
+START_TEST(document_mask)
+{
+    enum { n = 200, hq = 4, hkv = 2, d = 16, half = n / 2 };
+    static const int lengths[] = {3, 60, 1, 100, 26}; /* then 10 tokens of padding */
+    const int wq = hq * d, wk = hkv * d;
+    tensors t = tensors_new(n, hq, hkv, d, 4242, 1.0, 1.0);
+    int64_t start[n], perm[n], pstart[n];
+    int at = 0;
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; at += lengths[i++])
+        for (int j = 0; j < lengths[i]; j++)
+            start[at + j] = at;
+    for (int i = at; i < n; i++)
+        start[i] = i + 1;
+    for (int i = 0; i < n; i++) /* odd positions first, then even, descending */
+        perm[i] = i < half ? 2 * i + 1 : n - 2 - 2 * (i - half);
+    for (int i = 0; i < n; i++)
+        pstart[i] = start[perm[i]];
+    double *o_ref = xcalloc((size_t)n * wq, sizeof(double)), *lse_ref = xcalloc((size_t)n * hq, sizeof(double));
+    double *dq_ref = xcalloc((size_t)n * wq, sizeof(double)), *dk_ref = xcalloc((size_t)n * wk, sizeof(double));
+    double *dv_ref = xcalloc((size_t)n * wk, sizeof(double));
+    attn_ref_fwd(o_ref, lse_ref, t.qd, t.kd, t.vd, start, n, hq, hkv, d);
+    attn_ref_bwd(dq_ref, dk_ref, dv_ref, t.qd, t.kd, t.vd, t.dod, start, n, hq, hkv, d);
+
+    float *q = xcalloc((size_t)n * wq, sizeof(float)), *k = xcalloc((size_t)n * wk, sizeof(float));
+    float *v = xcalloc((size_t)n * wk, sizeof(float)), *dO = xcalloc((size_t)n * wq, sizeof(float));
+    gather(q, t.q, perm, n, wq), gather(k, t.k, perm, n, wk), gather(v, t.v, perm, n, wk),
+        gather(dO, t.do_, perm, n, wq);
+    float *o = xcalloc((size_t)n * wq, sizeof(float)), *lse = xcalloc((size_t)n * hq, sizeof(float));
+    float *ob = xcalloc((size_t)n * wq, sizeof(float)), *lseb = xcalloc((size_t)n * hq, sizeof(float));
+    attn_shape sh = {n, half, hq, hkv, d, 1, pstart};
+    attn_block_fwd(o, lse, q, k, v, perm, perm, &sh);
+    attn_block_fwd(ob, lseb, q, k + (size_t)half * wk, v + (size_t)half * wk, perm, perm + half, &sh);
+    attn_merge(o, lse, ob, lseb, n, hq, d);
+    float *dq = xcalloc((size_t)n * wq, sizeof(float)), *dk = xcalloc((size_t)n * wk, sizeof(float));
+    float *dv = xcalloc((size_t)n * wk, sizeof(float));
+    attn_block_bwd(dq, dk, dv, q, k, v, o, lse, dO, perm, perm, &sh);
+    attn_block_bwd(dq, dk + (size_t)half * wk, dv + (size_t)half * wk, q, k + (size_t)half * wk, v + (size_t)half * wk,
+                   o, lse, dO, perm, perm + half, &sh);
+
+    /* back to position order */
+    float *back = xcalloc((size_t)n * wq, sizeof(float)), *lback = xcalloc((size_t)n * hq, sizeof(float));
+    struct {
+        const char *name;
+        const float *got;
+        const double *ref;
+        int w;
+    } outs[] = {{"O", o, o_ref, wq},
+                {"LSE", lse, lse_ref, hq},
+                {"dQ", dq, dq_ref, wq},
+                {"dK", dk, dk_ref, wk},
+                {"dV", dv, dv_ref, wk}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        float *dst = outs[i].w == hq ? lback : back;
+        memset(dst, 0, (size_t)n * (size_t)outs[i].w * sizeof(float));
+        scatter_add(dst, outs[i].got, perm, n, outs[i].w);
+        if (outs[i].w == hq) { /* padding rows: -inf on both sides, compared apart */
+            for (int r = at; r < n; r++)
+                for (int h = 0; h < hq; h++) {
+                    ck_assert(dst[r * hq + h] == -INFINITY && outs[i].ref[r * hq + h] == -INFINITY);
+                    dst[r * hq + h] = 0.0f;
+                }
+            double e = relerr(dst, outs[i].ref, (size_t)at * hq);
+            ck_assert_msg(e <= TOL_FP32, "LSE: max rel err %.3e", e);
+            continue;
+        }
+        double e = relerr(dst, outs[i].ref, (size_t)n * (size_t)outs[i].w);
+        ck_assert_msg(e <= TOL_FP32, "%s: max rel err %.3e", outs[i].name, e);
+    }
+    free(o_ref), free(lse_ref), free(dq_ref), free(dk_ref), free(dv_ref), free(q), free(k), free(v), free(dO);
+    free(o), free(lse), free(ob), free(lseb), free(dq), free(dk), free(dv), free(back), free(lback);
+    tensors_free(&t);
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -415,11 +494,9 @@ static Suite *kernels_suite(void)
     tc = tcase_create("masking");
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, merge_extreme);
+    tcase_add_test(tc, document_mask);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    return check_run(kernels_suite());
-}
+int main(void) { return check_run(kernels_suite()); }

@@ -101,14 +101,14 @@ static int validate(int n, int hq, int hkv, int d)
         qd[i] = q[i] = frand(), dod[i] = dO[i] = frand();
     for (size_t i = 0; i < nkh; i++)
         kd[i] = k[i] = frand(), vd[i] = v[i] = frand();
-    attn_ref_fwd(ro, rl, qd, kd, vd, n, hq, hkv, d);
-    attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, n, hq, hkv, d);
+    attn_ref_fwd(ro, rl, qd, kd, vd, NULL, n, hq, hkv, d);
+    attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, NULL, n, hq, hkv, d);
 
     float *Q = dput(q, nqh), *K = dput(k, nkh), *V = dput(v, nkh), *DO = dput(dO, nqh);
     float *O = dput(NULL, nqh), *L = dput(NULL, (size_t)n * hq), *DQ = dput(NULL, nqh), *DK = dput(NULL, nkh),
           *DV = dput(NULL, nkh), *DI = dput(NULL, (size_t)n * hq);
     int64_t *pos = dpos(0, n);
-    attn_shape s = {n, n, hq, hkv, d, 1};
+    attn_shape s = {n, n, hq, hkv, d, 1, NULL};
     cudaCheck(cuda_attn_fwd(O, L, Q, K, V, pos, pos, &s, 0));
     cudaCheck(cuda_attn_bwd(DQ, DK, DV, Q, K, V, O, L, DO, pos, pos, &s, DI, 0));
     cudaCheck(cudaDeviceSynchronize());
@@ -134,7 +134,7 @@ static int validate(int n, int hq, int hkv, int d)
     /* keys [0, h) and [h, n) as two blocks (the second one causal by
      * absolute position), merged: must equal the whole sequence */
     int h = n / 2 + 3;
-    attn_shape s1 = {n, h, hq, hkv, d, 1}, s2 = {n, n - h, hq, hkv, d, 1};
+    attn_shape s1 = {n, h, hq, hkv, d, 1, NULL}, s2 = {n, n - h, hq, hkv, d, 1, NULL};
     float *OB = dput(NULL, nqh), *LB = dput(NULL, (size_t)n * hq);
     int64_t *pos2 = dpos(h, n - h);
     cudaCheck(cuda_attn_fwd(O, L, Q, K, V, pos, pos, &s1, 0));
@@ -163,7 +163,7 @@ static void bench_attn(int n, int hq, int hkv, int d, int iters)
           *L = dput(NULL, (size_t)n * hq), *DQ = dput(NULL, nqh), *DK = dput(NULL, nkh), *DV = dput(NULL, nkh),
           *DI = dput(NULL, (size_t)n * hq);
     int64_t *pos = dpos(0, n);
-    attn_shape s = {n, n, hq, hkv, d, 0};
+    attn_shape s = {n, n, hq, hkv, d, 0, NULL};
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));

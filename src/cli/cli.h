@@ -32,10 +32,17 @@ double cli_peak_rss_mb(void);
  * given. Parsed by cli_config_finish. */
 typedef struct cli_config {
     const char *val[KNOB_COUNT];
+    const char *docs_file, *doc_dist, *seed; /* the other two ways to give KNOB_DOCS, and the draw's seed */
 } cli_config;
 
-/* getopt_long values of the configuration options: CLI_OPT_BASE + knob. */
+/* getopt_long values of the configuration options: CLI_OPT_BASE + knob,
+ * then --docs-file, --doc-dist and --seed. */
 #define CLI_OPT_BASE 1000
+enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED };
+
+/* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
+ * exec's inputs). Returns 0 or -1 with a message. */
+int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN]);
 
 /* The getopt_long table of a command: one option per configuration knob
  * (named by the knob table), then the command's own options `own`

@@ -26,17 +26,24 @@ const char *cli_config_help(void)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "\n");
     }
     if (n < sizeof buf)
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "Models: %s\nStrategies:\n%s", model_preset_names(),
-                              strategy_help());
+        n += (size_t)snprintf(buf + n, sizeof buf - n,
+                              "  --docs-file FILE      document lengths, one per line\n"
+                              "  --doc-dist FILE       draw a packing from a histogram of 'LENGTH WEIGHT' lines\n"
+                              "  --seed N              seed of the draw (and of exec's inputs)          [1]\n"
+                              "Models: %s\nStrategies:\n%s",
+                              model_preset_names(), strategy_help());
     return buf;
 }
 
 const struct option *cli_options(const struct option *own)
 {
-    static struct option all[KNOB_COUNT + 49];
+    static struct option all[KNOB_COUNT + 3 + 49];
     int n = 0;
     for (int k = 0; k < KNOB_COUNT; k++)
         all[n++] = (struct option){config_knob_get((config_knob)k)->option, required_argument, 0, CLI_OPT_BASE + k};
+    all[n++] = (struct option){"docs-file", required_argument, 0, CLI_OPT_DOCS_FILE};
+    all[n++] = (struct option){"doc-dist", required_argument, 0, CLI_OPT_DOC_DIST};
+    all[n++] = (struct option){"seed", required_argument, 0, CLI_OPT_SEED};
     for (int i = 0; own[i].name && i < 48; i++)
         all[n++] = own[i];
     all[n] = (struct option){0, 0, 0, 0};
@@ -52,9 +59,37 @@ int cli_config_knob(int opt)
 bool cli_config_option(cli_config *cc, int opt, const char *arg)
 {
     int k = cli_config_knob(opt);
-    if (k < 0) return false;
-    cc->val[k] = arg;
-    return true;
+    if (k >= 0) cc->val[k] = arg;
+    if (opt == CLI_OPT_DOCS_FILE) cc->docs_file = arg;
+    if (opt == CLI_OPT_DOC_DIST) cc->doc_dist = arg;
+    if (opt == CLI_OPT_SEED) cc->seed = arg;
+    return k >= 0 || opt == CLI_OPT_DOCS_FILE || opt == CLI_OPT_DOC_DIST || opt == CLI_OPT_SEED;
+}
+
+int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN])
+{
+    *seed = 1;
+    if (!cc->seed || !strcmp(cc->seed, "0")) {
+        if (cc->seed) *seed = 0;
+        return 0;
+    }
+    return units_parse_count(cc->seed, "--seed", seed, err);
+}
+
+/* --docs, --docs-file or --doc-dist: one layout, after --seq. */
+static int parse_docs(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
+{
+    int given = (cc->val[KNOB_DOCS] != NULL) + (cc->docs_file != NULL) + (cc->doc_dist != NULL);
+    if (given > 1) {
+        snprintf(err, LOONG_ERRLEN, "--docs, --docs-file and --doc-dist are three ways to give one layout: give one");
+        return -1;
+    }
+    uint64_t seed;
+    if (cli_config_seed(cc, &seed, err) < 0) return -1;
+    if (cc->val[KNOB_DOCS]) return config_knob_parse(c, KNOB_DOCS, cc->val[KNOB_DOCS], err);
+    if (cc->docs_file) c->docs = docs_load_file(cc->docs_file, c->seq, err);
+    if (cc->doc_dist) c->docs = docs_draw(cc->doc_dist, c->seq, seed, err);
+    return given && !c->docs ? -1 : 0;
 }
 
 bool cli_quiet;
@@ -101,6 +136,7 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
     static const config_knob last[] = {KNOB_WINDOW, KNOB_ZERO, KNOB_DTYPE};
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
+    if (parse_docs(cc, c, err) < 0) return -1;
     int ph, ps, p;
     if (parse_mesh(cc->val[KNOB_MESH] ? cc->val[KNOB_MESH] : "64", &ph, &ps, &p, err) < 0) return -1;
     const char *strategy = cc->val[KNOB_STRATEGY] ? cc->val[KNOB_STRATEGY] : "loongtrain";

@@ -30,7 +30,6 @@ static void exec_usage(FILE *f)
             "                        whole sequence; exit 1 above tolerance\n"
             "  --trace FILE          measured Chrome trace (the median timed iteration)\n"
             "  --dump DIR            gathered inputs and outputs as .npy files\n"
-            "  --seed N              input seed                                    [1]\n"
             "  --iters N             timed iterations                              [3]\n"
             "  --warmup N            untimed iterations first                      [1]\n"
             "  --device D            cpu, or cuda (GPUs: NCCL, one rank per GPU) [cpu]\n"
@@ -72,7 +71,6 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         {"check", no_argument, 0, 'c'},
         {"trace", required_argument, 0, 't'},
         {"dump", required_argument, 0, 'D'},
-        {"seed", required_argument, 0, 's'},
         {"iters", required_argument, 0, 'i'},
         {"warmup", required_argument, 0, 'w'},
         {"device", required_argument, 0, 'd'},
@@ -95,14 +93,12 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         case 'D': e->o.dump_dir = optarg; break;
         case 'd': e->device = optarg; break;
         case 'X': e->transport = optarg; break;
-        case 's':
         case 'i':
         case 'w':
         case 'T':
         case 'r':
         case 'a':
             if (parse_uint(optarg, argv[optind - 1], &v)) return 2;
-            if (opt == 's') e->o.seed = v;
             if (opt == 'i') e->o.iters = (int)v;
             if (opt == 'w') e->o.warmup = (int)v;
             if (opt == 'T') e->o.timeout_s = (double)v;
@@ -125,7 +121,8 @@ static int configure(exec_cli *e, config *c)
 {
     char err[LOONG_ERRLEN];
     if (!e->cc.val[KNOB_DTYPE]) e->cc.val[KNOB_DTYPE] = "fp32"; /* the CPU device computes in fp32 */
-    if (cli_config_finish(&e->cc, c, err) < 0) return cli_fail("exec", "%s", err);
+    if (cli_config_finish(&e->cc, c, err) < 0 || cli_config_seed(&e->cc, &e->o.seed, err) < 0)
+        return cli_fail("exec", "%s", err);
     if (strcmp(e->device, "cpu") && strcmp(e->device, "cuda"))
         return cli_fail("exec", "unknown --device %s: use cpu or cuda", e->device);
     if (e->transport && strcmp(e->transport, "nccl") && strcmp(e->transport, "local"))
@@ -197,7 +194,7 @@ static void *local_main(void *arg)
  * one GPU, no MPI. */
 static int exec_local(int argc, char **argv)
 {
-    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {{0}}, NULL};
+    exec_cli e = {.o = {1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, .device = "cpu"};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);
@@ -270,7 +267,7 @@ int cmd_exec(int argc, char **argv)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cli_quiet = rank != 0;
-    exec_cli e = {{1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, "cpu", {{0}}, NULL};
+    exec_cli e = {.o = {1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, .device = "cpu"};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);

@@ -28,12 +28,10 @@ char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *con
     v[k++] = xstrdup("loong", "a loong sim command line");
     v[k++] = xstrdup("sim", "a loong sim command line");
     for (int i = 0; i < KNOB_COUNT; i++) {
-        char val[256];
-        if (i == KNOB_MODEL && sp->model_spec)
-            snprintf(val, sizeof val, "%s", sp->model_spec);
-        else
-            config_knob_format(c, (config_knob)i, val, sizeof val);
-        add_option(v, &k, config_knob_get((config_knob)i)->option, val);
+        char *val = i == KNOB_MODEL && sp->model_spec ? xstrdup(sp->model_spec, "a loong sim command line")
+                                                      : config_knob_text(c, (config_knob)i);
+        if (val) add_option(v, &k, config_knob_get((config_knob)i)->option, val);
+        free(val);
     }
     add_option(v, &k, "platform", sp->platform);
     if (sp->calib) add_option(v, &k, "calib", sp->calib);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xalloc.h"
+
 /* Upper bounds that keep every task field in range. */
 #define MAX_RANKS 65536
 #define MAX_TASKS 2000000000ull
@@ -41,7 +43,8 @@ typedef struct spelling {
 } spelling;
 
 static const spelling placement_sp[] = {{"head-first", "hf"}, {"context-first", "cf"}};
-static const spelling partition_sp[] = {{"contiguous", "ct"}, {"zigzag", "zz"}};
+static const spelling partition_sp[] = {
+    {"contiguous", "ct"}, {"zigzag", "zz"}, {"doc-contiguous", "dct"}, {"doc-zigzag", "dzz"}, {"balanced", "bal"}};
 static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"double", "double"}};
 static const spelling scope_sp[] = {{"attn-fwd", "attn-fwd"}, {"attn", "attn"}, {"step", "step"}};
 static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"full", "full"}};
@@ -126,8 +129,9 @@ static int validate_ring(const config *c, char err[LOONG_ERRLEN])
                  ring_name(c->ring));
         return -1;
     }
-    if (c->ring == RING_DUAL && c->partition != PART_ZIGZAG)
-        return fail(err, "--ring dual needs --partition zigzag: its A and B rings carry the two zigzag chunks");
+    if (c->ring == RING_DUAL && config_parts(c) != 2)
+        return fail(err, "--ring dual needs a two-part partition (zigzag, doc-zigzag or balanced): its A and B rings "
+                         "carry the two parts");
     return 0;
 }
 
@@ -136,11 +140,11 @@ static int validate_seq(const config *c, char err[LOONG_ERRLEN])
     uint64_t p = (uint64_t)config_ranks(c), s = c->seq;
     if (s > UINT32_MAX)
         return fail(err, "--seq exceeds 4G tokens, the largest sequence loong represents: use a shorter sequence");
-    if (c->partition == PART_ZIGZAG && s % (2 * (uint64_t)c->p_seq)) {
+    if (config_parts(c) == 2 && s % (2 * (uint64_t)c->p_seq)) {
         snprintf(err, LOONG_ERRLEN,
-                 "--seq %llu is not a multiple of 2*P_s = %d (zigzag splits the sequence into 2*P_s chunks): use a "
-                 "multiple of %d or --partition contiguous",
-                 (unsigned long long)s, 2 * c->p_seq, 2 * c->p_seq);
+                 "--seq %llu is not a multiple of 2*P_s = %d (%s gives each ring index two parts of S/(2*P_s) "
+                 "tokens): use a multiple of %d or --partition contiguous",
+                 (unsigned long long)s, 2 * c->p_seq, partition_name(c->partition), 2 * c->p_seq);
         return -1;
     }
     if (s % p) {
@@ -225,19 +229,31 @@ int config_kv_heads(const config *c) { return config_kv_heads_total(c) / c->p_he
 
 int config_kv_repl(const config *c) { return c->p_head > c->model.kv_heads ? c->p_head / c->model.kv_heads : 1; }
 
-int config_parts(const config *c) { return c->partition == PART_ZIGZAG ? 2 : 1; }
+int config_parts(const config *c)
+{
+    return c->partition == PART_CONTIGUOUS || c->partition == PART_DOC_CONTIGUOUS ? 1 : 2;
+}
 
 int config_nchunks(const config *c) { return c->p_seq * config_parts(c); }
 
 uint64_t config_chunk_tokens(const config *c) { return c->seq / (uint64_t)config_nchunks(c); }
 
-int config_chunk_of(const config *c, int s, int part) { return part == 0 ? s : 2 * c->p_seq - 1 - s; }
-
 uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_ranks(c); }
 
 /* ---- the knobs ---- */
 
-typedef enum { KT_MODEL, KT_COUNT, KT_INT, KT_STAGE, KT_MESH, KT_STRING, KT_ENUM, KT_BOOL, KT_DTYPE } knob_type;
+typedef enum {
+    KT_MODEL,
+    KT_COUNT,
+    KT_INT,
+    KT_STAGE,
+    KT_MESH,
+    KT_STRING,
+    KT_ENUM,
+    KT_BOOL,
+    KT_DTYPE,
+    KT_DOCS
+} knob_type;
 
 typedef struct knob_row {
     config_knob_info info;
@@ -281,7 +297,10 @@ static const knob_row knobs[KNOB_COUNT] = {
                        0},
     [KNOB_PLACEMENT] = {{"placement", "placement", "P", "head-first | context-first              [head-first]", true},
                         KNOB_ENUM(placement, placement_sp)},
-    [KNOB_PARTITION] = {{"partition", "partition", "P", "contiguous | zigzag                 [from strategy]", true},
+    [KNOB_PARTITION] = {{"partition", "partition", "P",
+                         "contiguous | zigzag | doc-contiguous | doc-zigzag |\n"
+                         "balanced (packed documents)     [from strategy]",
+                         true},
                         KNOB_ENUM(partition, partition_sp)},
     [KNOB_RING] = {{"ring", "ring", "MODE", "single | dual | double              [from strategy]", true},
                    KNOB_ENUM(ring, ring_sp)},
@@ -316,6 +335,14 @@ static const knob_row knobs[KNOB_COUNT] = {
                     0,
                     dtype_sp,
                     NSP(dtype_sp)},
+    [KNOB_DOCS] = {{"docs", "docs", "L,L,...",
+                    "document lengths packed into each sample (K/M/G), padded\n"
+                    "to --seq; or --docs-file FILE, --doc-dist FILE --seed N  [one]",
+                    false},
+                   KT_DOCS,
+                   0,
+                   NULL,
+                   0},
 };
 
 const config_knob_info *config_knob_get(config_knob k) { return &knobs[k].info; }
@@ -324,9 +351,8 @@ static int *int_field(config *c, const knob_row *r) { return (int *)((char *)c +
 static int int_value(const config *c, const knob_row *r) { return *(const int *)((const char *)c + r->off); }
 static int dtype_index(const config *c) { return c->act_bytes == 4; }
 
-void config_knob_format(const config *c, config_knob k, char *buf, size_t len)
+static void knob_format(const config *c, const knob_row *r, char *buf, size_t len)
 {
-    const knob_row *r = &knobs[k];
     switch (r->type) {
     case KT_MODEL: snprintf(buf, len, "%s", c->model.name); break;
     case KT_COUNT: snprintf(buf, len, "%llu", (unsigned long long)c->seq); break;
@@ -337,7 +363,16 @@ void config_knob_format(const config *c, config_knob k, char *buf, size_t len)
     case KT_ENUM: snprintf(buf, len, "%s", r->names[int_value(c, r)].name); break;
     case KT_BOOL: snprintf(buf, len, "%s", r->names[*(const bool *)((const char *)c + r->off)].name); break;
     case KT_DTYPE: snprintf(buf, len, "%s", r->names[dtype_index(c)].name); break;
+    case KT_DOCS: break;
     }
+}
+
+char *config_knob_text(const config *c, config_knob k)
+{
+    if (knobs[k].type == KT_DOCS) return c->docs ? docs_format(c->docs) : NULL;
+    char buf[256];
+    knob_format(c, &knobs[k], buf, sizeof buf);
+    return xstrdup(buf, "a knob's value");
 }
 
 /* "--opt 'x' is not one of: a, b, c" */
@@ -383,6 +418,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
         *int_field(c, r) = text[0] - '0';
         return 0;
     case KT_MESH: return parse_mesh(c, text, err);
+    case KT_DOCS: return (c->docs = docs_parse_list(text, c->seq, "--docs", err)) ? 0 : -1;
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
     case KT_BOOL:
@@ -418,6 +454,7 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_ENUM: return json_string(r->names[int_value(c, r)].name);
     case KT_BOOL: return json_boolean(*(const bool *)((const char *)c + r->off));
     case KT_DTYPE: return json_string(r->names[dtype_index(c)].name);
+    case KT_DOCS: return docs_to_json(c->docs);
     }
     return NULL;
 }
@@ -426,7 +463,8 @@ json_t *config_to_json(const config *c)
 {
     json_t *j = json_object();
     for (int k = 0; j && k < KNOB_COUNT; k++)
-        if (json_object_set_new(j, knobs[k].info.key, knob_to_json(c, &knobs[k])) < 0) {
+        if ((knobs[k].type != KT_DOCS || c->docs) &&
+            json_object_set_new(j, knobs[k].info.key, knob_to_json(c, &knobs[k])) < 0) {
             json_decref(j);
             return NULL;
         }
@@ -450,6 +488,7 @@ static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
 static int knob_from_json(const json_t *v, config *c, const knob_row *r, char err[LOONG_ERRLEN])
 {
     if (r->type == KT_MODEL) return model_from_json(v, &c->model, err);
+    if (r->type == KT_DOCS) return (c->docs = docs_from_json(v, c->seq, err)) ? 0 : -1;
     if (r->type == KT_MESH) {
         if (json_unpack((json_t *)v, "[ii!]", &c->p_head, &c->p_seq) == 0) return 0;
     } else if (r->type == KT_COUNT || r->type == KT_INT || r->type == KT_STAGE) {
@@ -488,6 +527,7 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     }
     for (int k = 0; k < KNOB_COUNT; k++) {
         const json_t *v = json_object_get(j, knobs[k].info.key);
+        if (!v && knobs[k].type == KT_DOCS) continue; /* one document */
         if (!v) {
             snprintf(err, LOONG_ERRLEN, "configuration object: '%s' is missing", knobs[k].info.key);
             return -1;
@@ -519,6 +559,9 @@ void config_describe(const config *c, char *buf, size_t len)
              c->model.name, seq, c->batch, c->p_head, c->p_seq, c->strategy, placement_name(c->placement),
              partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
              scope_name(c->scope), c->gpus_per_node);
+    size_t n = strlen(buf);
+    if (c->docs && n < len)
+        snprintf(buf + n, len - n, ", %d docs (%016llx)", docs_count(c->docs), (unsigned long long)docs_hash(c->docs));
 }
 
 void config_layout_name(const config *c, int dp, char *buf, size_t len)

@@ -16,10 +16,12 @@
 
 #include <jansson.h>
 
+#include "docs.h"
 #include "model.h"
 
 typedef enum { PLACE_HEAD_FIRST, PLACE_CONTEXT_FIRST } placement_kind;
-typedef enum { PART_CONTIGUOUS, PART_ZIGZAG } partition_kind;
+/* How the ring indices share the tokens (shard.h says which positions). */
+typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZAG, PART_BALANCED } partition_kind;
 typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE } ring_kind;
 typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
@@ -39,8 +41,9 @@ typedef struct config {
     scope_kind scope;
     int gpus_per_node;
     recompute_kind recompute;
-    int zero;      /* ZeRO stage 0..3 for the gradient reduction */
-    int act_bytes; /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    int zero;               /* ZeRO stage 0..3 for the gradient reduction */
+    int act_bytes;          /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    const doc_layout *docs; /* the documents packed into each sample (docs.h); NULL: one */
 } config;
 
 /* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, scope step,
@@ -80,21 +83,20 @@ int config_kv_heads(const config *c);
 int config_kv_heads_total(const config *c);
 /* KV replication factor: P_h / H_kv when replicating, else 1. */
 int config_kv_repl(const config *c);
-/* Token chunks of the sequence: 2*P_s under zigzag, P_s when contiguous. */
+/* Token chunks of the sequence: 2*P_s under a two-part partition, else P_s. */
 int config_nchunks(const config *c);
-/* Tokens per chunk (S / nchunks). */
+/* Tokens per chunk (S / nchunks): every part of every ring index holds this many. */
 uint64_t config_chunk_tokens(const config *c);
-/* Chunks a ring rank owns: 1 (contiguous) or 2 (zigzag). */
+/* Parts a ring index owns: 2 (A and B) under zigzag, doc-zigzag and
+ * balanced, else 1. Which positions a part holds: shard.h. */
 int config_parts(const config *c);
-/* Global chunk index of part (0 = A, 1 = B) of ring index s. */
-int config_chunk_of(const config *c, int s, int part);
 /* Tokens per rank for the sequence-sharded GEMMs: B * S / P. */
 uint64_t config_local_tokens(const config *c);
 
 /* ---- the knobs: one description of a configuration ----
  * Every knob of a config, in the order of the configuration JSON. A knob's
  * name is its JSON key and, with '-' for '_', its command-line option;
- * its value is spelled the same way in both (config_knob_format). The JSON
+ * its value is spelled the same way in both (config_knob_text). The JSON
  * writer and reader, the `loong sim` command lines that plan and compose
  * build, the CLI's options and their --help, and the knobs `loong plan`
  * searches all come from this one table (config.c). */
@@ -114,6 +116,7 @@ typedef enum {
     KNOB_RECOMPUTE,
     KNOB_ZERO,
     KNOB_DTYPE,
+    KNOB_DOCS,
     KNOB_COUNT
 } config_knob;
 
@@ -128,8 +131,10 @@ typedef struct config_knob_info {
 const config_knob_info *config_knob_get(config_knob k);
 
 /* Knob k of c spelled as the command line takes it ("8x8", "on", "131072",
- * "bf16"); KNOB_MODEL gives the model's name. */
-void config_knob_format(const config *c, config_knob k, char *buf, size_t len);
+ * "bf16", "4096,4096"); KNOB_MODEL gives the model's name. Malloc'd; NULL
+ * for a knob at its unset default (KNOB_DOCS of one document), which the
+ * JSON and command lines leave out. */
+char *config_knob_text(const config *c, config_knob k);
 
 /* Set knob k of c from its command-line spelling. Enumerations, on|off,
  * ZeRO stages and dtypes are checked here; sizes with units_parse_*;

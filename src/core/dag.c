@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "ringgeo.h"
 #include "xalloc.h"
 
 /* ---- names ---- */
@@ -119,10 +120,12 @@ struct builder {
     chanlist *chans;      /* per rank */
     uint32_t *coll_count; /* per group: collectives the current rank issued */
     uint32_t ccap;
+    ringgeo_blocks *blocks;
 };
 
 const config *bt_config(const builder *b) { return &b->g->cfg; }
 int bt_rank(const builder *b) { return b->rank; }
+const ringgeo_blocks *bt_blocks(const builder *b) { return b->blocks; }
 dag_task *bt_task(builder *b, uint32_t id) { return &b->g->tasks[id]; }
 
 uint32_t bt_begin(builder *b, task_kind kind, stream_kind stream, task_op op, task_phase phase, int layer)
@@ -280,6 +283,7 @@ builder *bt_new(const config *c)
     b->chans = xcalloc((size_t)ranks, sizeof *b->chans, "the DAG builder's channels");
     b->pend_r = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_r, "the DAG builder's buffers");
     b->pend_w = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_w, "the DAG builder's buffers");
+    b->blocks = ringgeo_blocks_new(c);
     return b;
 }
 
@@ -332,6 +336,7 @@ static void builder_free(builder *b, int ranks)
     free(b->pend_r);
     free(b->pend_w);
     free(b->coll_count);
+    ringgeo_blocks_free(b->blocks);
     free(b);
 }
 

@@ -85,7 +85,7 @@ typedef enum { PHASE_FWD, PHASE_BWD, PHASE_RECOMPUTE, PHASE_REDUCE } task_phase;
 
 enum {
     DAG_F_GROUPED = 1, /* issued in one group with the previous task of its stream */
-    DAG_F_CAUSAL = 2,  /* attention block contains the causal diagonal */
+    DAG_F_MASKED = 2,  /* attention block has masked (query, key) pairs: the kernel applies the mask */
     DAG_F_ZERO = 4,    /* dKV send whose accumulator has no contribution yet: send zeros */
 };
 

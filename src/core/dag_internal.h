@@ -75,6 +75,8 @@ uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
 
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);
+/* Every ring block of the config, computed once per build (ringgeo.h). */
+const struct ringgeo_blocks *bt_blocks(const builder *b);
 
 /* malloc (zeroed if asked) with huge pages advised, for per-task arrays;
  * exits 2 naming the request when out of memory (xalloc.h). */

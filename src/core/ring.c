@@ -34,6 +34,7 @@ typedef struct lane {
 
 typedef struct geo {
     const config *c;
+    const ringgeo_blocks *blocks;
     int h, s;  /* this rank's mesh coordinates */
     int w, nw; /* window, windows */
     int layer;
@@ -49,6 +50,7 @@ static void geo_init(geo *g, builder *b, int layer, task_phase phase)
 {
     const config *c = bt_config(b);
     g->c = c;
+    g->blocks = bt_blocks(b);
     config_coords(c, bt_rank(b), &g->h, &g->s);
     g->w = c->window;
     g->nw = ringgeo_windows(c);
@@ -83,7 +85,7 @@ static uint8_t slot_id(const lane *ln, int slot) { return (uint8_t)(ln->id * DAG
 /* Unmasked work of this rank's queries against the lane's part of src's KV. */
 static ringgeo_block block_of(const geo *g, const lane *ln, int src)
 {
-    return ringgeo_block_of(g->c, g->s, src, ln->kv_parts);
+    return *ringgeo_blocks_get(g->blocks, g->s, src, ln->kv_parts);
 }
 
 static void set_block(const geo *g, dag_task *t, const ringgeo_block *bl, int src, int step)
@@ -94,17 +96,17 @@ static void set_block(const geo *g, dag_task *t, const ringgeo_block *bl, int sr
     t->sel = (uint8_t)(bl->q_sel | bl->kv_sel << 2);
     t->src = src;
     t->step = (uint16_t)step;
-    if (bl->causal) t->flags |= DAG_F_CAUSAL;
+    if (bl->masked) t->flags |= DAG_F_MASKED;
 }
 
 static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src, int step)
 {
     ringgeo_block bl = block_of(g, ln, src);
-    if (!bl.pairs2) return;
+    if (!bl.pairs) return;
     uint32_t id = bt_begin(b, TASK_ATTN_FWD, STREAM_COMP, OP_ATTN, g->phase, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = size_attn_fwd_flops(g->c, bl.pairs2);
+    t->flops = size_attn_fwd_flops(g->c, bl.pairs);
     t->buf = slot_id(ln, slot);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));
     bt_reads(b, kv_buf(g, ln, slot));
@@ -118,7 +120,7 @@ static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src
     t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
     t->dim[1] = 0;
-    t->flags &= (uint8_t)~DAG_F_CAUSAL;
+    t->flags &= (uint8_t)~DAG_F_MASKED;
     t->flops = size_merge_flops(g->c, t->dim[0]);
     bt_reads(b, BUF_OBLK);
     bt_writes(b, BUF_LB(g->layer, LB_O));
@@ -129,13 +131,13 @@ static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src
 static int attn_bwd_block(builder *b, geo *g, const lane *ln, int slot, int src, int step)
 {
     ringgeo_block bl = block_of(g, ln, src);
-    if (!bl.pairs2) return -1;
+    if (!bl.pairs) return -1;
     int out = g->c->p_seq == 1 ? DKV_FINAL : DKV_BLK0 + g->blk_turn[ln->id];
     g->blk_turn[ln->id] ^= 1;
     uint32_t id = bt_begin(b, TASK_ATTN_BWD, STREAM_COMP, OP_ATTN, PHASE_BWD, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = size_attn_bwd_flops(size_attn_fwd_flops(g->c, bl.pairs2));
+    t->flops = size_attn_bwd_flops(size_attn_fwd_flops(g->c, bl.pairs));
     t->buf = slot_id(ln, slot);
     t->buf2 = slot_id(ln, out);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));

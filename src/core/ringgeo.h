@@ -10,8 +10,9 @@
  * sends the KV it holds w indices on (the outer ring). A single ring is
  * w = P_s, the all-outer ring w = 1.
  *
- * Parts and lanes: ring index s owns chunk config_chunk_of(c, s, 0) (part
- * A, bit 0) and, under zigzag, config_chunk_of(c, s, 1) (part B, bit 1).
+ * Parts and lanes: ring index s owns part A (bit 0) and, under a two-part
+ * partition, part B (bit 1), each config_chunk_tokens(c) tokens (shard.h
+ * says which).
  * The dual ring carries part A on lane 0 and part B on lane 1, each on its
  * own streams; every other ring has one lane with all parts.
  *
@@ -43,13 +44,22 @@ int ringgeo_next(const config *c, int s, bool outer);
 int ringgeo_prev(const config *c, int s, bool outer);
 
 /* One attention block: ring index s's queries against the parts kv_parts
- * of ring index src's KV. Chunk pairs with the key chunk after the query
- * chunk are masked (causal); a block with pairs2 == 0 is not emitted. */
+ * of ring index src's KV, under the document-causal mask of c->docs
+ * (docs.h). A (query part, key part) pair with no unmasked (query, key)
+ * pair takes no part; a block with pairs == 0 is not emitted. */
 typedef struct ringgeo_block {
     uint8_t q_sel, kv_sel; /* parts of the queries and of the KV that take part */
-    bool causal;           /* some pair is a diagonal chunk */
-    uint64_t pairs2;       /* work in half chunk-by-chunk blocks: 2 per full pair, 1 per diagonal */
+    bool masked;           /* fewer unmasked pairs than rows x columns: the kernel masks */
+    uint64_t pairs;        /* exact unmasked (query, key) pairs of one sample */
 } ringgeo_block;
 ringgeo_block ringgeo_block_of(const config *c, int s, int src, unsigned kv_parts);
+
+/* Every block of a config, computed once: the DAG builder asks for each
+ * (s, src, parts) once per rank, layer and phase, and with many documents
+ * a block costs O(documents in a chunk). */
+typedef struct ringgeo_blocks ringgeo_blocks;
+ringgeo_blocks *ringgeo_blocks_new(const config *c);
+const ringgeo_block *ringgeo_blocks_get(const ringgeo_blocks *b, int s, int src, unsigned kv_parts);
+void ringgeo_blocks_free(ringgeo_blocks *b);
 
 #endif

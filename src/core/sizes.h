@@ -13,13 +13,12 @@
 
 #include "config.h"
 
-/* Forward FLOPs of an attention block of `pairs2` half chunk-by-chunk
- * blocks (ringgeo_block): a full chunk pair is 4*c*c*d per head, a
- * diagonal pair half of it; all query heads of the rank, all B samples. */
-static inline uint64_t size_attn_fwd_flops(const config *c, uint64_t pairs2)
+/* Forward FLOPs of an attention block of `pairs` unmasked (query, key)
+ * pairs of one sample (ringgeo_block): 4*d per pair and head (QK^T and PV,
+ * a multiply-add each), all query heads of the rank, all B samples. */
+static inline uint64_t size_attn_fwd_flops(const config *c, uint64_t pairs)
 {
-    uint64_t ch = config_chunk_tokens(c);
-    return pairs2 * 2 * ch * ch * (uint64_t)c->model.head_dim * (uint64_t)config_q_heads(c) * (uint64_t)c->batch;
+    return pairs * 4 * (uint64_t)c->model.head_dim * (uint64_t)config_q_heads(c) * (uint64_t)c->batch;
 }
 
 /* The FlashAttention-2 backward recomputes P and runs four GEMMs: 2.5x. */

@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+#include "docs.h"
+#include "shard.h"
+
 static void add_bytes(const config *c, rank_stats *st, int from, int to, uint64_t bytes)
 {
     if (config_node(c, from) == config_node(c, to))
@@ -75,8 +78,21 @@ static void print_summary(FILE *f, const dag *g, const rank_stats *rs)
         total += rs[r].flops;
         sum_attn += rs[r].flops_attn;
     }
-    fprintf(f, "# attention per rank: min %.3f max %.3f mean %.3f GFLOP; max/min %.4f (1 = balanced)\n", amin / 1e9,
-            amax / 1e9, sum_attn / 1e9 / P, amin ? (double)amax / (double)amin : 0.0);
+    fprintf(f, "# attention per rank: min %.3f max %.3f mean %.3f GFLOP; max/min %.4f, max/mean %.4f (1 = balanced)\n",
+            amin / 1e9, amax / 1e9, sum_attn / 1e9 / P, amin ? (double)amax / (double)amin : 0.0,
+            sum_attn ? (double)amax * P / (double)sum_attn : 0.0);
+    const shard_map *m = shard_map_of(c);
+    uint64_t pmax = 0, ptotal = 0;
+    for (int s = 0; s < c->p_seq; s++) {
+        uint64_t n = shard_query_pairs(m, s);
+        pmax = n > pmax ? n : pmax;
+        ptotal += n;
+    }
+    fprintf(f,
+            "# unmasked (query, key) pairs per sample: %.6g over %d document(s), partition %s; per ring index "
+            "max/mean %.4f\n",
+            (double)ptotal, docs_count(c->docs), partition_name(c->partition),
+            ptotal ? (double)pmax * c->p_seq / (double)ptotal : 0.0);
     fprintf(f, "# model FLOPs (MFU numerator): %.3f TFLOP; task FLOPs, all ranks: %.3f TFLOP\n",
             stats_model_flops(c) / 1e12, total / 1e12);
 }
@@ -89,8 +105,10 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
     fprintf(f, "# loong dag: %s\n", desc);
     fprintf(f, "# %u tasks on %d ranks; KV heads per rank %d (replication x%d), query heads per rank %d\n",
             dag_ntasks(g), config_ranks(c), config_kv_heads(c), config_kv_repl(c), config_q_heads(c));
-    fprintf(f, "#%5s %5s %4s %5s %5s %8s %8s %8s %13s %13s %14s %14s %15s\n", "rank", "node", "gpu", "head", "ring",
-            "tasks", "p2p", "colls", "attn_GFLOP", "gemm_GFLOP", "total_GFLOP", "intra_MB", "inter_MB");
+    fprintf(f, "#%5s %5s %4s %5s %5s %8s %8s %8s %12s %13s %13s %14s %14s %15s\n", "rank", "node", "gpu", "head",
+            "ring", "tasks", "p2p", "colls", "pairs_M", "attn_GFLOP", "gemm_GFLOP", "total_GFLOP", "intra_MB",
+            "inter_MB");
+    const shard_map *m = shard_map_of(c);
     for (int r = 0; r < config_ranks(c); r++) {
         int h, s;
         config_coords(c, r, &h, &s);
@@ -99,9 +117,9 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
         uint32_t coll = st->tasks - p2p;
         for (int k = 0; k <= TASK_ACC; k++)
             coll -= st->by_kind[k];
-        fprintf(f, " %5d %5d %4d %5d %5d %8u %8u %8u %13.3f %13.3f %14.3f %14.3f %15.3f\n", r, config_node(c, r),
-                config_gpu(c, r), h, s, st->tasks, p2p, coll, st->flops_attn / 1e9, st->flops_gemm / 1e9,
-                st->flops / 1e9, st->bytes_intra / 1e6, st->bytes_inter / 1e6);
+        fprintf(f, " %5d %5d %4d %5d %5d %8u %8u %8u %12.3f %13.3f %13.3f %14.3f %14.3f %15.3f\n", r, config_node(c, r),
+                config_gpu(c, r), h, s, st->tasks, p2p, coll, shard_query_pairs(m, s) / 1e6, st->flops_attn / 1e9,
+                st->flops_gemm / 1e9, st->flops / 1e9, st->bytes_intra / 1e6, st->bytes_inter / 1e6);
     }
     print_summary(f, g, rs);
 }

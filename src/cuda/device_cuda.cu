@@ -501,17 +501,19 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
     if (op->stamp_start2 >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start2], st->cs)) == 0)
         d->has0[op->stamp_start2] = 1;
     const __typeof__(op->u.attn) *a = &op->u.attn;
+    attn_shape ds = a->s; /* the document starts, like the positions, on the device */
+    ds.qstart = pos_dev(d, a->s.qstart, a->s.nq);
     switch (op->kind) {
     case DOP_ATTN_FWD:
         CU(d, (cudaError_t)cuda_attn_fwd(a->o, a->lse, a->q, a->k, a->v, pos_dev(d, a->qpos, a->s.nq),
-                                         pos_dev(d, a->kpos, a->s.nk), &a->s, st->cs));
+                                         pos_dev(d, a->kpos, a->s.nk), &ds, st->cs));
         break;
     case DOP_ATTN_BWD: {
         float *di = scratch(st, (size_t)a->s.nq * (size_t)a->s.hq + 1);
         if (di)
-            CU(d, (cudaError_t)cuda_attn_bwd(a->dq, a->dk, a->dv, a->q, a->k, a->v, a->o_in, a->lse_in, a->do_,
-                                             pos_dev(d, a->qpos, a->s.nq), pos_dev(d, a->kpos, a->s.nk), &a->s, di,
-                                             st->cs));
+            CU(d,
+               (cudaError_t)cuda_attn_bwd(a->dq, a->dk, a->dv, a->q, a->k, a->v, a->o_in, a->lse_in, a->do_,
+                                          pos_dev(d, a->qpos, a->s.nq), pos_dev(d, a->kpos, a->s.nk), &ds, di, st->cs));
         break;
     }
     case DOP_MERGE:
@@ -519,7 +521,7 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
                                            op->u.merge.nq, op->u.merge.hq, op->u.merge.d, st->cs));
         break;
     case DOP_AXPY: CU(d, (cudaError_t)cuda_axpy(op->u.axpy.y, op->u.axpy.x, op->u.axpy.n, st->cs)); break;
-    case DOP_ZERO: CU(d, cudaMemsetAsync(op->u.axpy.y, 0, op->u.axpy.n * sizeof(float), st->cs)); break;
+    case DOP_FILL: CU(d, (cudaError_t)cuda_fill(op->u.fill.y, op->u.fill.n, op->u.fill.value, st->cs)); break;
     case DOP_COPY2D:
         if (op->u.copy.rows && op->u.copy.cols)
             CU(d, cudaMemcpy2DAsync(op->u.copy.dst, op->u.copy.dst_ld * sizeof(float), op->u.copy.src,

@@ -26,7 +26,8 @@
 using namespace nvcuda;
 typedef __nv_bfloat16 bf16;
 
-namespace {
+namespace
+{
 
 constexpr int DMAX = CUDA_ATTN_DMAX;
 constexpr int LDH = DMAX + 8; /* bf16 tile rows (elements; 16-byte multiple) */
@@ -40,14 +41,14 @@ constexpr int PLD = FBK + 8; /* bf16 probability rows */
 /* backward tiles */
 constexpr int BBQ = 32, BBK = 64;
 
-constexpr size_t FWD_SMEM = (size_t)FBQ * LDH * 2 + 2 * (size_t)FBK * LDH * 2 /* Q, K, V */
-                            + (size_t)FBQ * SLD * 4 + (size_t)FBQ * PLD * 2 /* S, P */
-                            + (size_t)FBQ * LDF * 4                         /* O */
-                            + 2 * FBQ * 4 + (FBQ + FBK) * 8;                /* m, l, qpos, kpos */
-constexpr size_t BWD_SMEM = 2 * (size_t)BBK * LDH * 2 + 2 * (size_t)BBQ * LDH * 2 /* K, V, Q, dO */
+constexpr size_t FWD_SMEM = (size_t)FBQ * LDH * 2 + 2 * (size_t)FBK * LDH * 2       /* Q, K, V */
+                            + (size_t)FBQ * SLD * 4 + (size_t)FBQ * PLD * 2         /* S, P */
+                            + (size_t)FBQ * LDF * 4                                 /* O */
+                            + 2 * FBQ * 4 + (FBQ + FBK) * 8;                        /* m, l, qpos, kpos */
+constexpr size_t BWD_SMEM = 2 * (size_t)BBK * LDH * 2 + 2 * (size_t)BBQ * LDH * 2   /* K, V, Q, dO */
                             + 2 * (size_t)BBQ * SLD * 4 + 2 * (size_t)BBQ * PLD * 2 /* S, dP, P, dS */
-                            + 2 * (size_t)BBK * LDF * 4                          /* dK, dV */
-                            + 2 * BBQ * 4 + (BBQ + BBK) * 8;                     /* lse, D, qpos, kpos */
+                            + 2 * (size_t)BBK * LDF * 4                             /* dK, dV */
+                            + 2 * BBQ * 4 + (BBQ + BBK) * 8;                        /* lse, D, qpos, kpos */
 static_assert((size_t)BBQ * LDF * 4 <= 2 * (size_t)BBQ * SLD * 4, "dQ scratch must fit in S + dP");
 
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
@@ -69,10 +70,16 @@ __device__ void load_tile(bf16 *dst, const float *src, int row0, int rows, int n
     }
 }
 
-__global__ void __launch_bounds__(THREADS) attn_fwd_kernel(float *o, float *lse, const float *q, const float *k,
-                                                           const float *v, const int64_t *qpos, const int64_t *kpos,
-                                                           int nq, int nk, int hq, int hkv, int d, int dp, int causal,
-                                                           float scale)
+/* The first key position query row i may see (its document's start). */
+__device__ long long row_start(const int64_t *qstart, int i, int n)
+{
+    return qstart && i < n ? (long long)qstart[i] : 0;
+}
+
+__global__ void __launch_bounds__(THREADS)
+    attn_fwd_kernel(float *o, float *lse, const float *q, const float *k, const float *v, const int64_t *qpos,
+                    const int64_t *qstart, const int64_t *kpos, int nq, int nk, int hq, int hkv, int d, int dp,
+                    int causal, float scale)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Qs = (bf16 *)smem, *Ks = Qs + FBQ * LDH, *Vs = Ks + FBK * LDH;
@@ -93,13 +100,17 @@ __global__ void __launch_bounds__(THREADS) attn_fwd_kernel(float *o, float *lse,
         qp[tid] = q0 + tid < nq ? (long long)qpos[q0 + tid] : LLONG_MIN;
     }
     __syncthreads();
-    long long qmax = LLONG_MIN;
-    for (int r = 0; r < FBQ; r++)
+    long long qmax = LLONG_MIN, smin = LLONG_MAX;
+    for (int r = 0; r < FBQ; r++) {
         qmax = qp[r] > qmax ? qp[r] : qmax;
+        const long long st = row_start(qstart, q0 + r, nq);
+        smin = q0 + r < nq && st < smin ? st : smin;
+    }
 
     for (int k0 = 0; k0 < nk; k0 += FBK) {
         if (causal) { /* skip a tile no query of this block can see */
-            const int live = tid < FBK && k0 + tid < nk && (long long)kpos[k0 + tid] <= qmax;
+            const long long kq = k0 + tid < nk ? (long long)kpos[k0 + tid] : LLONG_MAX;
+            const int live = tid < FBK && k0 + tid < nk && kq <= qmax && kq >= smin;
             if (!__syncthreads_or(live)) continue;
         }
         load_tile(Ks, k, k0, FBK, nk, hkv, kh, d, dp);
@@ -132,12 +143,12 @@ __global__ void __launch_bounds__(THREADS) attn_fwd_kernel(float *o, float *lse,
         /* online softmax: two lanes per row, 32 keys each */
         {
             const int r = warp * 16 + lane / 2, half = lane % 2;
-            const long long qr = qp[r];
+            const long long qr = qp[r], sr = row_start(qstart, q0 + r, nq);
             float s[32], tmax = -INFINITY;
 #pragma unroll
             for (int j = 0; j < 32; j++) {
                 const int c = half * 32 + j;
-                const bool ok = q0 + r < nq && k0 + c < nk && (!causal || kp[c] <= qr);
+                const bool ok = q0 + r < nq && k0 + c < nk && (!causal || (kp[c] <= qr && kp[c] >= sr));
                 s[j] = ok ? Ss[r * SLD + c] * scale : -INFINITY;
                 tmax = fmaxf(tmax, s[j]);
             }
@@ -207,11 +218,10 @@ __global__ void attn_bwd_dot_kernel(float *di, const float *o, const float *do_,
     if (lane == 0) di[w] = s;
 }
 
-__global__ void __launch_bounds__(THREADS) attn_bwd_kernel(float *dq, float *dk, float *dv, const float *q,
-                                                           const float *k, const float *v, const float *lse,
-                                                           const float *do_, const float *di, const int64_t *qpos,
-                                                           const int64_t *kpos, int nq, int nk, int hq, int hkv,
-                                                           int d, int dp, int causal, float scale)
+__global__ void __launch_bounds__(THREADS)
+    attn_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v, const float *lse,
+                    const float *do_, const float *di, const int64_t *qpos, const int64_t *qstart, const int64_t *kpos,
+                    int nq, int nk, int hq, int hkv, int d, int dp, int causal, float scale)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Ks = (bf16 *)smem, *Vs = Ks + BBK * LDH, *Qs = Vs + BBK * LDH, *dOs = Qs + BBQ * LDH;
@@ -232,15 +242,18 @@ __global__ void __launch_bounds__(THREADS) attn_bwd_kernel(float *dq, float *dk,
     }
     if (tid < BBK) kp[tid] = k0 + tid < nk ? (long long)kpos[k0 + tid] : LLONG_MAX;
     __syncthreads();
-    long long kmin = LLONG_MAX;
-    for (int c = 0; c < BBK; c++)
+    long long kmin = LLONG_MAX, kmax = LLONG_MIN;
+    for (int c = 0; c < BBK; c++) {
         kmin = kp[c] < kmin ? kp[c] : kmin;
+        kmax = k0 + c < nk && kp[c] > kmax ? kp[c] : kmax;
+    }
 
     for (int hh = 0; hh < g; hh++) {
         const int h = kh * g + hh;
         for (int q0 = 0; q0 < nq; q0 += BBQ) {
             if (causal) {
-                const int live = tid < BBQ && q0 + tid < nq && (long long)qpos[q0 + tid] >= kmin;
+                const int live = tid < BBQ && q0 + tid < nq && (long long)qpos[q0 + tid] >= kmin &&
+                                 row_start(qstart, q0 + tid, nq) <= kmax;
                 if (!__syncthreads_or(live)) continue;
             }
             load_tile(Qs, q, q0, BBQ, nq, hq, h, d, dp);
@@ -281,7 +294,9 @@ __global__ void __launch_bounds__(THREADS) attn_bwd_kernel(float *dq, float *dk,
             /* P = exp(scale S - LSE), dS = scale P (dP - D) */
             for (int i = tid; i < BBQ * BBK; i += THREADS) {
                 const int r = i / BBK, c = i % BBK;
-                const bool ok = q0 + r < nq && k0 + c < nk && (!causal || kp[c] <= qp[r]) && ls[r] != -INFINITY;
+                const bool ok = q0 + r < nq && k0 + c < nk &&
+                                (!causal || (kp[c] <= qp[r] && kp[c] >= row_start(qstart, q0 + r, nq))) &&
+                                ls[r] != -INFINITY;
                 const float p = ok ? __expf(Ss[r * SLD + c] * scale - ls[r]) : 0.0f;
                 Ps[r * PLD + c] = __float2bfloat16(p);
                 dSs[r * PLD + c] = __float2bfloat16(p * (dPs[r * SLD + c] - ds_[r]) * scale);
@@ -327,7 +342,8 @@ __global__ void __launch_bounds__(THREADS) attn_bwd_kernel(float *dq, float *dk,
             const size_t qstride = (size_t)hq * d;
             for (int i = tid; i < BBQ * dp; i += THREADS) {
                 const int r = i / dp, c = i % dp;
-                if (q0 + r < nq && c < d) atomicAdd(&dq[(size_t)(q0 + r) * qstride + (size_t)h * d + c], scr[r * LDF + c]);
+                if (q0 + r < nq && c < d)
+                    atomicAdd(&dq[(size_t)(q0 + r) * qstride + (size_t)h * d + c], scr[r * LDF + c]);
             }
             __syncthreads();
         }
@@ -371,6 +387,12 @@ __global__ void axpy_kernel(float *y, const float *x, size_t n)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         y[i] += x[i];
+}
+
+__global__ void fill_kernel(float *y, size_t n, float value)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = value;
 }
 
 __global__ void sum_groups_kernel(float *dst, const float *src, size_t rows, size_t dst_ld, size_t src_ld, int groups,
@@ -419,21 +441,22 @@ int check_shape(const attn_shape *s)
 extern "C" size_t cuda_attn_fwd_smem(void) { return FWD_SMEM; }
 extern "C" size_t cuda_attn_bwd_smem(void) { return BWD_SMEM; }
 
-extern "C" int cuda_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v,
-                             const int64_t *qpos, const int64_t *kpos, const attn_shape *s, cudaStream_t st)
+extern "C" int cuda_attn_fwd(float *o, float *lse, const float *q, const float *k, const float *v, const int64_t *qpos,
+                             const int64_t *kpos, const attn_shape *s, cudaStream_t st)
 {
     if (check_shape(s)) return check_shape(s);
     if (s->nq == 0) return 0;
     static bool attr_set; /* benign race: every thread sets the same value */
     if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)FWD_SMEM);
+        cudaError_t e =
+            cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)FWD_SMEM);
         if (e != cudaSuccess) return (int)e;
         attr_set = true;
     }
     const int dp = (s->d + 15) / 16 * 16;
     dim3 grid((unsigned)((s->nq + FBQ - 1) / FBQ), (unsigned)s->hq);
-    attn_fwd_kernel<<<grid, THREADS, FWD_SMEM, st>>>(o, lse, q, k, v, qpos, kpos, s->nq, s->nk, s->hq, s->hkv, s->d,
-                                                     dp, s->causal, 1.0f / sqrtf((float)s->d));
+    attn_fwd_kernel<<<grid, THREADS, FWD_SMEM, st>>>(o, lse, q, k, v, qpos, s->qstart, kpos, s->nq, s->nk, s->hq,
+                                                     s->hkv, s->d, dp, s->causal, 1.0f / sqrtf((float)s->d));
     return (int)cudaGetLastError();
 }
 
@@ -445,7 +468,8 @@ extern "C" int cuda_attn_bwd(float *dq, float *dk, float *dv, const float *q, co
     if (s->nk == 0) return 0;
     static bool attr_set;
     if (!attr_set) {
-        cudaError_t e = cudaFuncSetAttribute(attn_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BWD_SMEM);
+        cudaError_t e =
+            cudaFuncSetAttribute(attn_bwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)BWD_SMEM);
         if (e != cudaSuccess) return (int)e;
         attr_set = true;
     }
@@ -453,8 +477,9 @@ extern "C" int cuda_attn_bwd(float *dq, float *dk, float *dv, const float *q, co
     if (rows) attn_bwd_dot_kernel<<<grid_for(rows * 32, 256), 256, 0, st>>>(di, o, do_, s->nq, s->hq, s->d);
     const int dp = (s->d + 15) / 16 * 16;
     dim3 grid((unsigned)((s->nk + BBK - 1) / BBK), (unsigned)s->hkv);
-    attn_bwd_kernel<<<grid, THREADS, BWD_SMEM, st>>>(dq, dk, dv, q, k, v, lse, do_, di, qpos, kpos, s->nq, s->nk,
-                                                     s->hq, s->hkv, s->d, dp, s->causal, 1.0f / sqrtf((float)s->d));
+    attn_bwd_kernel<<<grid, THREADS, BWD_SMEM, st>>>(dq, dk, dv, q, k, v, lse, do_, di, qpos, s->qstart, kpos, s->nq,
+                                                     s->nk, s->hq, s->hkv, s->d, dp, s->causal,
+                                                     1.0f / sqrtf((float)s->d));
     return (int)cudaGetLastError();
 }
 
@@ -471,6 +496,14 @@ extern "C" int cuda_axpy(float *y, const float *x, size_t n, cudaStream_t st)
 {
     if (!n) return 0;
     axpy_kernel<<<grid_for(n, 256), 256, 0, st>>>(y, x, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cuda_fill(float *y, size_t n, float value, cudaStream_t st)
+{
+    if (!n) return 0;
+    if (value == 0.0f) return (int)cudaMemsetAsync(y, 0, n * sizeof(float), st); /* all-zero bits */
+    fill_kernel<<<grid_for(n, 256), 256, 0, st>>>(y, n, value);
     return (int)cudaGetLastError();
 }
 

@@ -2,8 +2,10 @@
  * kernels_cuda: the executor's kernels on an NVIDIA GPU, as C launchers on a
  * CUDA stream. Same semantics and layouts as the CPU kernels (exec/kernels.h):
  *   q, o, dq, do_  (nq, hq, d); k, v, dk, dv (nk, hkv, d); lse (nq, hq);
- *   qpos, kpos     absolute positions (int64), DEVICE pointers here;
- *   GQA: query head h reads KV head h / (hq / hkv); causal keeps kpos <= qpos.
+ *   qpos, kpos     absolute positions (int64), DEVICE pointers here, and so
+ *                  is attn_shape.qstart (each query row's document start);
+ *   GQA: query head h reads KV head h / (hq / hkv); the document-causal
+ *   mask keeps qstart <= kpos <= qpos.
  *
  * Storage is fp32 (the executor's buffers); the attention kernels convert
  * each tile to bf16 in shared memory and multiply on the tensor cores (WMMA
@@ -46,6 +48,8 @@ int cuda_attn_merge(float *o, float *lse, const float *ob, const float *lseb, in
 
 /* y[i] += x[i] */
 int cuda_axpy(float *y, const float *x, size_t n, cudaStream_t st);
+/* y[i] = value */
+int cuda_fill(float *y, size_t n, float value, cudaStream_t st);
 /* dst[r][g][:] = sum_j src[r][g*gs + j][:], rows of dst_ld / src_ld floats */
 int cuda_sum_groups(float *dst, const float *src, size_t rows, size_t dst_ld, size_t src_ld, int groups, int gs, int d,
                     cudaStream_t st);

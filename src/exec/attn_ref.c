@@ -2,7 +2,8 @@
  * attn_ref: the float64 whole-sequence causal attention reference (forward
  * and backward) that the CPU kernels and `loong exec --check` compare
  * against. Plain loops written for clarity, not speed: O(n^2 d) time per
- * head and no O(n^2) memory. Positions are 0..n-1; query i sees keys j <= i.
+ * head and no O(n^2) memory. Positions are 0..n-1; query i sees keys
+ * start[i] <= j <= i (its document; start NULL: 0), none when start[i] > i.
  * Layouts as in kernels.h: q, o, dq, do_ (n, hq, d); k, v, dk, dv (n, hkv, d);
  * lse (n, hq).
  */
@@ -22,22 +23,27 @@ static double dot(const double *a, const double *b, int d)
 /* Scaled logit of query row qi against key row kj (both length d). */
 static double logit(const double *qi, const double *kj, int d, double scale) { return scale * dot(qi, kj, d); }
 
-/* lse of query row i of head h over keys 0..i (of KV head g). */
-static double row_lse(const double *qi, const double *k, int i, int hkv, int g, int d, double scale)
+/* The first key query i sees. */
+static int first_key(const int64_t *start, int i) { return start ? (int)start[i] : 0; }
+
+/* lse of query row i of head h over keys j0..i (of KV head g); -inf when
+ * there is none. */
+static double row_lse(const double *qi, const double *k, int j0, int i, int hkv, int g, int d, double scale)
 {
     double mx = -INFINITY;
-    for (int j = 0; j <= i; j++) {
+    for (int j = j0; j <= i; j++) {
         double s = logit(qi, k + ((size_t)j * hkv + g) * d, d, scale);
         if (s > mx) mx = s;
     }
+    if (mx == -INFINITY) return -INFINITY;
     double sum = 0.0;
-    for (int j = 0; j <= i; j++)
+    for (int j = j0; j <= i; j++)
         sum += exp(logit(qi, k + ((size_t)j * hkv + g) * d, d, scale) - mx);
     return mx + log(sum);
 }
 
-void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, const double *v, int n, int hq, int hkv,
-                  int d)
+void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, const double *v, const int64_t *start,
+                  int n, int hq, int hkv, int d)
 {
     const double scale = 1.0 / sqrt((double)d);
     const int group = hq / hkv;
@@ -46,10 +52,11 @@ void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, cons
         for (int i = 0; i < n; i++) {
             const double *qi = q + ((size_t)i * hq + h) * d;
             double *oi = o + ((size_t)i * hq + h) * d;
-            const double li = row_lse(qi, k, i, hkv, g, d, scale);
+            const int j0 = first_key(start, i);
+            const double li = row_lse(qi, k, j0, i, hkv, g, d, scale);
             /* o_i = sum_j softmax_j * v_j */
             memset(oi, 0, (size_t)d * sizeof *oi);
-            for (int j = 0; j <= i; j++) {
+            for (int j = j0; j <= i; j++) {
                 const double p = exp(logit(qi, k + ((size_t)j * hkv + g) * d, d, scale) - li);
                 const double *vj = v + ((size_t)j * hkv + g) * d;
                 for (int c = 0; c < d; c++)
@@ -61,7 +68,7 @@ void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, cons
 }
 
 void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
-                  const double *do_, int n, int hq, int hkv, int d)
+                  const double *do_, const int64_t *start, int n, int hq, int hkv, int d)
 {
     const double scale = 1.0 / sqrt((double)d);
     const int group = hq / hkv;
@@ -74,15 +81,16 @@ void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const dou
             const double *qi = q + ((size_t)i * hq + h) * d;
             const double *doi = do_ + ((size_t)i * hq + h) * d;
             double *dqi = dq + ((size_t)i * hq + h) * d;
-            const double li = row_lse(qi, k, i, hkv, g, d, scale);
+            const int j0 = first_key(start, i);
+            const double li = row_lse(qi, k, j0, i, hkv, g, d, scale);
             /* D_i = dO_i . O_i = sum_j p_ij (dO_i . v_j) */
             double Di = 0.0;
-            for (int j = 0; j <= i; j++) {
+            for (int j = j0; j <= i; j++) {
                 const double *vj = v + ((size_t)j * hkv + g) * d;
                 const double p = exp(logit(qi, k + ((size_t)j * hkv + g) * d, d, scale) - li);
                 Di += p * dot(doi, vj, d);
             }
-            for (int j = 0; j <= i; j++) {
+            for (int j = j0; j <= i; j++) {
                 const double *kj = k + ((size_t)j * hkv + g) * d;
                 const double *vj = v + ((size_t)j * hkv + g) * d;
                 double *dkj = dk + ((size_t)j * hkv + g) * d;

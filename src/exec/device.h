@@ -35,7 +35,7 @@ typedef enum {
     DOP_ATTN_BWD,   /* dq += ..., dk, dv = ... */
     DOP_MERGE,      /* (o, lse) <- merge((o, lse), (ob, lseb)) */
     DOP_AXPY,       /* y[i] += x[i], n floats */
-    DOP_ZERO,       /* y[i] = 0, n floats */
+    DOP_FILL,       /* y[i] = value, n floats */
     DOP_COPY2D,     /* rows x cols floats, strided */
     DOP_SUM_GROUPS, /* dst[r][g][:] = sum_j src[r][g*gs + j][:] */
     DOP_GEMM,       /* C = alpha * op(A) op(B) + beta * C, row-major */
@@ -73,6 +73,11 @@ typedef struct dev_op {
             const float *x;
             size_t n;
         } axpy;
+        struct {
+            float *y;
+            size_t n;
+            float value;
+        } fill;
         struct {
             float *dst;
             const float *src;

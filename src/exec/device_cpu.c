@@ -178,7 +178,10 @@ static void run_small(const dev_op *op)
         for (size_t i = 0; i < op->u.axpy.n; i++)
             op->u.axpy.y[i] += op->u.axpy.x[i];
         break;
-    case DOP_ZERO: memset(op->u.axpy.y, 0, op->u.axpy.n * sizeof(float)); break;
+    case DOP_FILL:
+        for (size_t i = 0; i < op->u.fill.n; i++)
+            op->u.fill.y[i] = op->u.fill.value;
+        break;
     case DOP_COPY2D:
         for (size_t r = 0; r < op->u.copy.rows; r++)
             memcpy(op->u.copy.dst + r * op->u.copy.dst_ld, op->u.copy.src + r * op->u.copy.src_ld,

@@ -114,6 +114,17 @@ typedef struct ref_layer {
     double *x, *qkv, *o, *h, *g, *u, *m;
 } ref_layer;
 
+/* The document start of every position of the sequence, for the
+ * reference's mask; NULL for one document. */
+static int64_t *doc_starts(const xr *x)
+{
+    if (!x->c->docs) return NULL;
+    int64_t *st = malloc((size_t)x->c->seq * sizeof *st);
+    for (uint64_t p = 0; st && p < x->c->seq; p++)
+        st[p] = (int64_t)docs_window_start(x->c->docs, x->c->seq, p);
+    return st;
+}
+
 /* The executor's step model in float64 on the whole sequence: per layer
  * h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd; the LM head
  * z = x_L Wlm with loss sum(z * R). Returns the weight gradients laid out
@@ -138,6 +149,7 @@ static double *ref_step(const xr *x)
     double *R = gen_seq(x, GEN_R, V, 1.0f / (float)V);
     double *q = malloc(Sz * (size_t)hd * sizeof *q), *k = malloc(Sz * (size_t)wk * sizeof *k),
            *v = malloc(Sz * (size_t)wk * sizeof *v), *lse = malloc(Sz * (size_t)m->heads * sizeof *lse);
+    int64_t *starts = doc_starts(x);
     for (int l = 0; l < L; l++) {
         const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
                      *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
@@ -151,7 +163,7 @@ static double *ref_step(const xr *x)
         y->m = malloc(Sz * (size_t)ffn * sizeof(double));
         dgemm(0, 0, S, w3, hid, y->x, hid, W, w3, 0, y->qkv, w3);
         split_qkv(x, y->qkv, q, k, v, false);
-        attn_ref_fwd(y->o, lse, q, k, v, S, m->heads, m->kv_heads, d);
+        attn_ref_fwd(y->o, lse, q, k, v, starts, S, m->heads, m->kv_heads, d);
         memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
         dgemm(0, 0, S, hid, hd, y->o, hd, Wo, hid, 1, y->h, hid);
         dgemm(0, 0, S, ffn, hid, y->h, hid, Wg, ffn, 0, y->g, ffn);
@@ -193,7 +205,7 @@ static double *ref_step(const xr *x)
         dgemm(0, 1, S, hd, hid, dh, hid, Wo, hid, 0, dO, hd);
         dgemm(1, 0, hd, hid, S, y->o, hd, dh, hid, 0, Go, hid);
         split_qkv(x, y->qkv, q, k, v, false);
-        attn_ref_bwd(dq, dk, dv, q, k, v, dO, S, m->heads, m->kv_heads, d);
+        attn_ref_bwd(dq, dk, dv, q, k, v, dO, starts, S, m->heads, m->kv_heads, d);
         split_qkv(x, dqkv, dq, dk, dv, true);
         memcpy(dx, dh, Sz * (size_t)hid * sizeof *dx);
         dgemm(0, 1, S, hid, w3, dqkv, w3, W, w3, 1, dx, hid);
@@ -211,7 +223,7 @@ static double *ref_step(const xr *x)
     free(ly);
     free(R);
     free(q), free(k), free(v), free(lse), free(dx), free(dh), free(dm), free(dg), free(du), free(dO), free(dqkv);
-    free(dq), free(dk), free(dv), free(wts);
+    free(dq), free(dk), free(dv), free(wts), free(starts);
     return grad;
 }
 
@@ -246,13 +258,14 @@ static int check_attn(xr *x)
         double *qkv = malloc(S * w3 * sizeof *qkv), *q = gen_seq(x, GEN_Q, (int)hd, 1.0f),
                *k = gen_seq(x, GEN_K, (int)wk, 1.0f), *v = gen_seq(x, GEN_V, (int)wk, 1.0f);
         double *ro = malloc(S * hd * sizeof *ro), *lse = malloc(S * (size_t)x->H * sizeof *lse);
-        attn_ref_fwd(ro, lse, q, k, v, (int)S, x->H, x->Hkv, (int)d);
+        int64_t *starts = doc_starts(x);
+        attn_ref_fwd(ro, lse, q, k, v, starts, (int)S, x->H, x->Hkv, (int)d);
         row r[4] = {{"O", rel_err(o, ro, S * hd), TOL_ATTN}};
         int n = 1;
         if (dqkv) {
             double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f), *dq = malloc(S * hd * sizeof *dq),
                    *dk = malloc(S * wk * sizeof *dk), *dv = malloc(S * wk * sizeof *dv);
-            attn_ref_bwd(dq, dk, dv, q, k, v, dO, (int)S, x->H, x->Hkv, (int)d);
+            attn_ref_bwd(dq, dk, dv, q, k, v, dO, starts, (int)S, x->H, x->Hkv, (int)d);
             float *a[3] = {columns(dqkv, S, w3, 0, hd), columns(dqkv, S, w3, hd, wk),
                            columns(dqkv, S, w3, hd + wk, wk)};
             r[1] = (row){"dQ", rel_err(a[0], dq, S * hd), TOL_ATTN};
@@ -264,7 +277,7 @@ static int check_attn(xr *x)
             free(dO), free(dq), free(dk), free(dv);
         }
         bad = print_rows(r, n);
-        free(qkv), free(q), free(k), free(v), free(ro), free(lse);
+        free(qkv), free(q), free(k), free(v), free(ro), free(lse), free(starts);
     }
     free(o);
     free(dqkv);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/ringgeo.h"
+#include "core/shard.h"
 #include "exec_state.h"
 
 static float *dalloc(xr *x, size_t n, bool *ok)
@@ -39,7 +40,10 @@ static void geometry(xr *x)
     x->L = c->scope == SCOPE_STEP ? m->layers : 1;
 }
 
-int64_t xr_pos(const xr *x, int s, int part, int i) { return (int64_t)config_chunk_of(x->c, s, part) * x->ctok + i; }
+int64_t xr_pos(const xr *x, int s, int part, int i)
+{
+    return (int64_t)shard_pos(shard_map_of(x->c), s, part, (uint64_t)i);
+}
 
 int64_t xr_seq_pos(const xr *x, int i)
 {
@@ -49,8 +53,10 @@ int64_t xr_seq_pos(const xr *x, int i)
 
 static void positions(xr *x)
 {
-    for (int r = 0; r < x->N; r++)
+    for (int r = 0; r < x->N; r++) {
         x->qpos[r] = xr_pos(x, x->s, r / x->ctok, r % x->ctok);
+        if (x->qstart) x->qstart[r] = (int64_t)docs_window_start(x->c->docs, x->c->seq, (uint64_t)x->qpos[r]);
+    }
     for (int s = 0; s < x->c->p_seq; s++)
         for (int k = 0; k < x->lanes; k++) {
             int64_t *kp = x->kpos + ((size_t)s * (size_t)x->lanes + (size_t)k) * (size_t)x->lane_tok;
@@ -134,6 +140,7 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
     bool step = x->c->scope == SCOPE_STEP;
     x->ly = calloc((size_t)x->L + 1, sizeof *x->ly);
     x->qpos = malloc((size_t)x->N * sizeof *x->qpos);
+    if (x->c->docs && !(x->qstart = malloc((size_t)x->N * sizeof *x->qstart))) ok = false;
     x->kpos = malloc((size_t)x->c->p_seq * (size_t)x->lanes * (size_t)x->lane_tok * sizeof *x->kpos);
     if (!x->ly || !x->qpos || !x->kpos) ok = false;
     for (int l = 0; ok && l < x->L; l++)
@@ -176,6 +183,7 @@ void xr_free(xr *x)
      * arrays are ours */
     free(x->ly);
     free(x->qpos);
+    free(x->qstart);
     free(x->kpos);
 }
 

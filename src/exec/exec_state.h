@@ -57,8 +57,9 @@ typedef struct xr {
     size_t wcount, wpad;        /* floats in wbuf (padded to a multiple of P) */
     float *lm_w, *lm_gw, *r_lm; /* LM head weight/grad (hid, vocab), loss weights (T, vocab) */
     float *logits;
-    int64_t *qpos; /* (N) */
-    int64_t *kpos; /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
+    int64_t *qpos;   /* (N) */
+    int64_t *qstart; /* (N): each query row's document start (docs.h); NULL for one document */
+    int64_t *kpos;   /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
     dev_comm *comm[STREAM_COUNT];
     bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
     int cur_layer_o[3];

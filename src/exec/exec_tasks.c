@@ -3,6 +3,7 @@
  * on its stream, reading and writing this rank's buffers (exec_state.h).
  * The task's first op stamps its start, its last op its end.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,13 +62,16 @@ static void copy2d(emit *e, float *dst, size_t dst_ld, const float *src, size_t 
     emit_op(e, &op);
 }
 
-static void zero(emit *e, float *y, size_t n)
+static void fill(emit *e, float *y, size_t n, float value)
 {
-    dev_op op = op_new(DOP_ZERO);
-    op.u.axpy.y = y;
-    op.u.axpy.n = n;
+    dev_op op = op_new(DOP_FILL);
+    op.u.fill.y = y;
+    op.u.fill.n = n;
+    op.u.fill.value = value;
     emit_op(e, &op);
 }
+
+static void zero(emit *e, float *y, size_t n) { fill(e, y, n, 0.0f); }
 
 static void gemm(emit *e, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc)
@@ -135,7 +139,8 @@ static dev_op attn_op(dev_op_kind kind, const xr *x, const layer_t *ly, const vi
     op.u.attn.v = w->v;
     op.u.attn.qpos = x->qpos + w->q0;
     op.u.attn.kpos = w->kpos;
-    op.u.attn.s = (attn_shape){w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_CAUSAL) != 0};
+    op.u.attn.s = (attn_shape){
+        w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_MASKED) != 0, x->qstart ? x->qstart + w->q0 : NULL};
     return op;
 }
 
@@ -151,6 +156,14 @@ static void attn_fwd(emit *e, const dag_task *t)
     size_t hqd = (size_t)x->hq * (size_t)x->d;
     bool first = !x->o_init[t->phase];
     x->o_init[t->phase] = true;
+    if (first && w.nq != x->N) {
+        /* With documents, a layer's first block may hold only some queries
+         * (the others see none of its keys). It still writes its rows in
+         * place, with no merge after it; the other rows start empty, as the
+         * later merges expect: O = 0, LSE = -inf. */
+        zero(e, ly->o_h, (size_t)x->N * hqd);
+        fill(e, ly->lse, (size_t)x->N * (size_t)x->hq, -INFINITY);
+    }
     dev_op op = attn_op(DOP_ATTN_FWD, x, ly, &w, t);
     op.u.attn.o = (first ? ly->o_h : x->ob) + (size_t)w.q0 * hqd;
     op.u.attn.lse = (first ? ly->lse : x->lseb) + (size_t)w.q0 * (size_t)x->hq;

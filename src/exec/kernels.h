@@ -10,9 +10,12 @@
  *   k, v, dk, dv    (nk, hkv, d)     tokens x KV heads x head dim
  *   lse             (nq, hq)         natural-log sum-exp of the scaled logits
  *   qpos, kpos      absolute token positions of each row (int64)
- * GQA: query head h reads KV head h / (hq / hkv). The causal mask keeps
- * kpos <= qpos, by absolute position, so zigzag chunks and double rings mask
- * correctly. scale = 1/sqrt(d). A fully masked row has o = 0, lse = -inf.
+ *   qstart          per query row, the first position it may see: the start
+ *                   of its document (docs.h), or qpos + 1 for padding
+ * GQA: query head h reads KV head h / (hq / hkv). The document-causal mask
+ * keeps qstart <= kpos <= qpos, by absolute position, so zigzag chunks,
+ * double rings and packed documents mask correctly (qstart NULL: 0, one
+ * document). scale = 1/sqrt(d). A fully masked row has o = 0, lse = -inf.
  *
  * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
@@ -22,10 +25,11 @@
 #include <stdint.h>
 
 typedef struct attn_shape {
-    int nq, nk;  /* query rows, key rows */
-    int hq, hkv; /* query heads, KV heads (hq % hkv == 0) */
-    int d;       /* head dim */
-    int causal;  /* apply kpos <= qpos */
+    int nq, nk;            /* query rows, key rows */
+    int hq, hkv;           /* query heads, KV heads (hq % hkv == 0) */
+    int d;                 /* head dim */
+    int causal;            /* apply the mask qstart <= kpos <= qpos; 0: every pair counts */
+    const int64_t *qstart; /* nq document starts, or NULL: 0 */
 } attn_shape;
 
 /* o, lse = attention(q, k, v) for one block. Overwrites o and lse. */
@@ -45,11 +49,12 @@ void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float
 void attn_merge(float *o, float *lse, const float *ob, const float *lseb, int nq, int hq, int d);
 
 /* Float64 reference over a whole sequence of n tokens (positions 0..n-1),
- * causal: o, lse forward; dq, dk, dv backward (overwritten). Same layouts
- * with nq = nk = n. O(n^2) memory-free loops; meant for test sizes. */
-void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, const double *v, int n, int hq, int hkv,
-                  int d);
+ * document-causal: position i sees [start[i], i] (start NULL: [0, i]);
+ * o, lse forward; dq, dk, dv backward (overwritten). Same layouts with
+ * nq = nk = n. O(n^2) memory-free loops; meant for test sizes. */
+void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, const double *v, const int64_t *start,
+                  int n, int hq, int hkv, int d);
 void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
-                  const double *do_, int n, int hq, int hkv, int d);
+                  const double *do_, const int64_t *start, int n, int hq, int hkv, int d);
 
 #endif

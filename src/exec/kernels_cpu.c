@@ -49,29 +49,43 @@ static void pos_range(int64_t *lo, int64_t *hi, const int64_t *pos, int n)
     *hi = b;
 }
 
-/* Causal relation of a (query tile, key tile) pair. */
+/* The rows of a query tile: positions and document starts (qstart may be NULL). */
+typedef struct qrows {
+    const int64_t *pos, *start;
+} qrows;
+
+/* Relation of a (query tile, key tile) pair under the mask qstart <= kpos <= qpos. */
 enum { TILE_FULL, TILE_PARTIAL, TILE_MASKED };
-static int tile_mask(const int64_t *qpos, int br, const int64_t *kpos, int bc, int causal)
+static int tile_mask(qrows r, int br, const int64_t *kpos, int bc, int causal)
 {
     if (!causal) return TILE_FULL;
-    int64_t qlo, qhi, klo, khi;
-    pos_range(&qlo, &qhi, qpos, br);
+    int64_t qlo, qhi, klo, khi, slo = 0, shi = 0;
+    pos_range(&qlo, &qhi, r.pos, br);
     pos_range(&klo, &khi, kpos, bc);
-    if (klo > qhi) return TILE_MASKED; /* every key is after every query */
-    if (khi <= qlo) return TILE_FULL;  /* every key is at or before every query */
+    if (r.start) pos_range(&slo, &shi, r.start, br);
+    if (klo > qhi || khi < slo) return TILE_MASKED; /* every key after every query, or before every document */
+    if (khi <= qlo && klo >= shi) return TILE_FULL; /* every key in every row's window */
     return TILE_PARTIAL;
 }
 
 /* s (br, bc) <- scale * Q_tile K_tile^T, with masked entries set to -inf.
  * q points at row 0 of the tile of one head (leading dim ldq), k likewise. */
-static void tile_logits(float *s, const float *q, int ldq, const float *k, int ldk, const int64_t *qpos,
-                        const int64_t *kpos, int br, int bc, int d, float scale, int mask)
+static void tile_logits(float *s, const float *q, int ldq, const float *k, int ldk, qrows r, const int64_t *kpos,
+                        int br, int bc, int d, float scale, int mask)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, br, bc, d, scale, q, ldq, k, ldk, 0.0f, s, bc);
     if (mask != TILE_PARTIAL) return;
-    for (int i = 0; i < br; i++)
+    for (int i = 0; i < br; i++) {
+        int64_t lo = r.start ? r.start[i] : 0;
         for (int j = 0; j < bc; j++)
-            if (kpos[j] > qpos[i]) s[(size_t)i * bc + j] = -INFINITY;
+            if (kpos[j] > r.pos[i] || kpos[j] < lo) s[(size_t)i * bc + j] = -INFINITY;
+    }
+}
+
+/* The rows i0.. of a block. */
+static qrows rows_at(const int64_t *qpos, const attn_shape *sh, int i0)
+{
+    return (qrows){qpos + i0, sh->qstart ? sh->qstart + i0 : NULL};
 }
 
 /* ---- forward ---- */
@@ -101,11 +115,11 @@ void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const 
             }
             for (int j0 = 0; j0 < nk; j0 += BC) {
                 const int bc = nk - j0 < BC ? nk - j0 : BC;
-                const int mask = tile_mask(qpos + i0, br, kpos + j0, bc, sh->causal);
+                const int mask = tile_mask(rows_at(qpos, sh, i0), br, kpos + j0, bc, sh->causal);
                 if (mask == TILE_MASKED) continue;
                 const float *kt = k + ((size_t)j0 * hkv + g) * d; /* (bc, d), ld ldk */
                 const float *vt = v + ((size_t)j0 * hkv + g) * d; /* (bc, d), ld ldk */
-                tile_logits(s, qt, ldq, kt, ldk, qpos + i0, kpos + j0, br, bc, d, scale, mask);
+                tile_logits(s, qt, ldq, kt, ldk, rows_at(qpos, sh, i0), kpos + j0, br, bc, d, scale, mask);
                 /* online softmax: s <- exp(s - m_new), l and o rescaled by exp(m_old - m_new) */
                 for (int i = 0; i < br; i++) {
                     float *si = s + (size_t)i * bc;
@@ -183,12 +197,12 @@ void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float
             }
             for (int j0 = 0; j0 < nk; j0 += BC) {
                 const int bc = nk - j0 < BC ? nk - j0 : BC;
-                const int mask = tile_mask(qpos + i0, br, kpos + j0, bc, sh->causal);
+                const int mask = tile_mask(rows_at(qpos, sh, i0), br, kpos + j0, bc, sh->causal);
                 if (mask == TILE_MASKED) continue;
                 const size_t koff = ((size_t)j0 * hkv + g) * d;
                 const float *kt = k + koff, *vt = v + koff; /* (bc, d), ld ldk */
                 float *dkt = dk + koff, *dvt = dv + koff;
-                tile_logits(p, qt, ldq, kt, ldk, qpos + i0, kpos + j0, br, bc, d, scale, mask);
+                tile_logits(p, qt, ldq, kt, ldk, rows_at(qpos, sh, i0), kpos + j0, br, bc, d, scale, mask);
                 /* P = exp(S - lse); a row with lse = -inf (fully masked in the whole row) is 0 */
                 for (int i = 0; i < br; i++) {
                     float *pi = p + (size_t)i * bc;

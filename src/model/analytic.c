@@ -117,10 +117,10 @@ static double step_compute(const ringctx *r, int s, int src, bool bwd, bool *fir
     *nonempty = false;
     for (int k = 0; k < r->lanes; k++) {
         ringgeo_block bl = ringgeo_block_of(r->c, s, src, r->lane_parts[k]);
-        if (!bl.pairs2) continue;
+        if (!bl.pairs) continue;
         *nonempty = true;
         uint64_t q_tok = (uint64_t)ringgeo_count(bl.q_sel) * config_chunk_tokens(r->c);
-        uint64_t fl = size_attn_fwd_flops(r->c, bl.pairs2);
+        uint64_t fl = size_attn_fwd_flops(r->c, bl.pairs);
         double tok = (double)q_tok;
         if (bwd) {
             t += calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl), 0, tok);

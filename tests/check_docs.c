@@ -1,0 +1,351 @@
+/* Packed documents: layouts from lists, files and histograms (and their
+ * bad inputs); exact pair counts against brute force; the token maps of
+ * every partition against their definition; the DAG's masked work against
+ * closed forms. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/docs.h"
+#include "core/shard.h"
+#include "dag_util.h"
+#include "check_run.h"
+
+#define K 1024ull
+
+/* A temporary file holding text; the caller unlinks it. */
+static void temp_file(char path[64], const char *text)
+{
+    snprintf(path, 64, "/tmp/loong-docs-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq((int)write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+}
+
+/* ---- layouts ---- */
+
+START_TEST(parse_list)
+{
+    char err[LOONG_ERRLEN];
+    const doc_layout *d = docs_parse_list("1K,2K,512", 4 * K, "--docs", err);
+    ck_assert_msg(d != NULL, "%s", err);
+    ck_assert_int_eq(docs_count(d), 3);
+    ck_assert_uint_eq(docs_tokens(d), 3584);
+    ck_assert_uint_eq(docs_start(d, 2), 3072);
+    ck_assert_uint_eq(docs_length(d, 1), 2048);
+    /* interned: the same lengths are the same layout */
+    ck_assert_ptr_eq(docs_parse_list("1024,2048,512", 4 * K, "--docs", err), d);
+    char *s = docs_format(d);
+    ck_assert_str_eq(s, "1024,2048,512");
+    free(s);
+    /* padding attends to nothing: its window starts after it */
+    ck_assert_uint_eq(docs_window_start(d, 4 * K, 3000), 1024);
+    ck_assert_uint_eq(docs_window_start(d, 4 * K, 4000), 4001);
+}
+END_TEST
+
+START_TEST(bad_lists)
+{
+    static const struct {
+        const char *list, *says;
+    } bad[] = {
+        {"0,5", "must be positive"}, {"3K,2K", "more than --seq"}, {"-5", "document 1"},        {"", "no document"},
+        {"a,b", "document 1"},       {"1K,2x", "document 2"},      {"4097", "more than --seq"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[LOONG_ERRLEN] = "";
+        ck_assert_msg(docs_parse_list(bad[i].list, 4 * K, "--docs", err) == NULL, "'%s' accepted", bad[i].list);
+        ck_assert_msg(strstr(err, bad[i].says) != NULL, "'%s': %s", bad[i].list, err);
+    }
+}
+END_TEST
+
+START_TEST(files)
+{
+    char path[64], err[LOONG_ERRLEN];
+    temp_file(path, "# lengths\n100\n\n  200  # a comment\n1K\n");
+    const doc_layout *d = docs_load_file(path, 2 * K, err);
+    ck_assert_msg(d != NULL, "%s", err);
+    ck_assert_int_eq(docs_count(d), 3);
+    ck_assert_uint_eq(docs_tokens(d), 1324);
+    unlink(path);
+    static const struct {
+        const char *text, *says;
+    } bad[] = {{"", "no document"}, {"# nothing\n", "no document"}, {"100\nabc\n", ":2:"}, {"0\n", "must be positive"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        temp_file(path, bad[i].text);
+        ck_assert(docs_load_file(path, 2 * K, err) == NULL);
+        ck_assert_msg(strstr(err, bad[i].says) != NULL, "'%s': %s", bad[i].text, err);
+        unlink(path);
+    }
+    ck_assert(docs_load_file("/nonexistent/lengths", 2 * K, err) == NULL);
+    ck_assert_ptr_nonnull(strstr(err, "cannot read"));
+}
+END_TEST
+
+START_TEST(histograms)
+{
+    char path[64], err[LOONG_ERRLEN];
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"", "no 'LENGTH WEIGHT' line"},       {"# only a comment\n", "no 'LENGTH WEIGHT' line"},
+        {"4K\n", "not 'LENGTH WEIGHT'"},       {"4K 1\n8K -2\n", "weight '-2'"},
+        {"4K 0\n8K 0\n", "every weight is 0"}, {"4K one\n", "weight 'one'"},
+        {"0 1\n", "must be positive"},         {"4K 1 2\n", "weight '1 2'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        temp_file(path, bad[i].text);
+        err[0] = '\0';
+        ck_assert_msg(docs_draw(path, 64 * K, 1, err) == NULL, "'%s' accepted", bad[i].text);
+        ck_assert_msg(strstr(err, bad[i].says) != NULL, "'%s': %s", bad[i].text, err);
+        unlink(path);
+    }
+    /* a draw fills the sequence exactly, is reproducible, and moves with the seed */
+    const doc_layout *a = docs_draw(LOONG_SRCDIR "/experiments/varlen/heavy.dist", 64 * K, 7, err);
+    ck_assert_msg(a != NULL, "%s", err);
+    ck_assert_uint_eq(docs_tokens(a), 64 * K);
+    ck_assert_ptr_eq(docs_draw(LOONG_SRCDIR "/experiments/varlen/heavy.dist", 64 * K, 7, err), a);
+    ck_assert_ptr_ne(docs_draw(LOONG_SRCDIR "/experiments/varlen/heavy.dist", 64 * K, 8, err), a);
+    /* only lengths of the histogram, except the last one, cut at S */
+    for (int i = 0; i + 1 < docs_count(a); i++) {
+        uint64_t L = docs_length(a, i);
+        ck_assert_msg(L >= 128 && (L & (L - 1)) == 0, "length %llu is not in the histogram", (unsigned long long)L);
+    }
+}
+END_TEST
+
+/* ---- exact pairs ---- */
+
+/* A deterministic layout of n random documents within seq (LCG). */
+static const doc_layout *random_layout(uint64_t seq, unsigned seed, int maxlen)
+{
+    char list[4096] = "", err[LOONG_ERRLEN];
+    size_t off = 0;
+    uint64_t used = 0, x = seed * 2654435761u + 1;
+    for (;;) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t len = 1 + (x >> 33) % (uint64_t)maxlen;
+        if (used + len > seq) break;
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%llu", off ? "," : "", (unsigned long long)len);
+        used += len;
+    }
+    const doc_layout *d = docs_parse_list(off ? list : "1", seq, "test", err);
+    ck_assert_msg(d != NULL, "%s", err);
+    return d;
+}
+
+/* Pairs by enumeration: key <= query, same document, neither padding. */
+static uint64_t brute_pairs(const doc_layout *d, uint64_t seq, uint64_t q0, uint64_t q1, uint64_t k0, uint64_t k1)
+{
+    uint64_t n = 0;
+    for (uint64_t q = q0; q < q1; q++)
+        for (uint64_t k = k0; k < k1; k++) {
+            uint64_t st = docs_window_start(d, seq, q);
+            n += k <= q && k >= st;
+        }
+    return n;
+}
+
+START_TEST(pairs_match_enumeration)
+{
+    const uint64_t S = 240;
+    const doc_layout *d = random_layout(S, (unsigned)_i + 1, 1 + 37 * _i);
+    for (uint64_t q0 = 0; q0 < S; q0 += 13)
+        for (uint64_t q1 = q0; q1 <= S; q1 += 29)
+            for (uint64_t k0 = 0; k0 < S; k0 += 17)
+                for (uint64_t k1 = k0; k1 <= S; k1 += 31)
+                    ck_assert_uint_eq(docs_pairs(d, S, q0, q1, k0, k1), brute_pairs(d, S, q0, q1, k0, k1));
+    /* no layout: one causal document */
+    ck_assert_uint_eq(docs_pairs(NULL, S, 0, S, 0, S), S * (S + 1) / 2);
+}
+END_TEST
+
+/* ---- token maps ---- */
+
+static const partition_kind partitions[] = {PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZAG,
+                                            PART_BALANCED};
+#define NPART 5
+
+static config map_config(partition_kind p, int ps, uint64_t seq, const doc_layout *d)
+{
+    config c = tcfg("tiny", seq, "ring", 1, ps, 0, SCOPE_ATTN);
+    c.partition = p;
+    c.docs = d;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    return c;
+}
+
+/* Every position held once, ascending within a part, S/(parts P_s) per
+ * part; every pair count equal to enumeration; the total equal to the
+ * layout's. */
+START_TEST(maps_tile_the_sequence)
+{
+    static const int pss[] = {1, 2, 3, 4};
+    const uint64_t S = 240;
+    for (int v = 0; v < 3; v++) {
+        const doc_layout *d = v == 0 ? NULL : random_layout(S - 7 * (uint64_t)v, (unsigned)(v + 10 * _i), 9 + 40 * v);
+        for (int pi = 0; pi < NPART; pi++) {
+            config c = map_config(partitions[pi], pss[_i], S, d);
+            const shard_map *m = shard_map_of(&c);
+            int parts = config_parts(&c);
+            uint64_t ct = config_chunk_tokens(&c), total = 0;
+            int seen[240] = {0};
+            for (int s = 0; s < c.p_seq; s++)
+                for (int a = 0; a < parts; a++) {
+                    uint64_t held = 0, last = 0;
+                    int n;
+                    const shard_seg *sg = shard_segs(m, s, a, &n);
+                    for (int k = 0; k < n; k++) {
+                        ck_assert(k == 0 || sg[k].start > last);
+                        held += sg[k].len;
+                        last = sg[k].start + sg[k].len - 1;
+                    }
+                    ck_assert_uint_eq(held, ct);
+                    for (uint64_t i = 0; i < ct; i++)
+                        seen[shard_pos(m, s, a, i)]++;
+                    for (int src = 0; src < c.p_seq; src++)
+                        for (int b = 0; b < parts; b++) {
+                            uint64_t want = 0;
+                            for (uint64_t i = 0; i < ct; i++)
+                                for (uint64_t j = 0; j < ct; j++) {
+                                    uint64_t q = shard_pos(m, s, a, i), kp = shard_pos(m, src, b, j);
+                                    want += kp <= q && kp >= docs_window_start(d, S, q);
+                                }
+                            ck_assert_uint_eq(shard_pairs(m, s, a, src, b), want);
+                        }
+                }
+            for (uint64_t p = 0; p < S; p++)
+                ck_assert_int_eq(seen[p], 1);
+            for (int s = 0; s < c.p_seq; s++)
+                total += shard_query_pairs(m, s);
+            ck_assert_uint_eq(total, docs_pairs(d, S, 0, S, 0, S));
+        }
+    }
+}
+END_TEST
+
+/* doc-zigzag gives each ring index pieces j and 2P_s-1-j of every document:
+ * with lengths that are multiples of 2P_s the work is exactly equal. */
+START_TEST(doc_zigzag_balances_equal_documents)
+{
+    static const int pss[] = {2, 4, 8};
+    int ps = pss[_i];
+    char err[LOONG_ERRLEN], list[256] = "";
+    uint64_t L = 2 * (uint64_t)ps * 37;
+    for (int i = 0; i < 6; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%llu", i ? "," : "", (unsigned long long)L);
+    const doc_layout *d = docs_parse_list(list, 6 * L, "test", err);
+    config c = map_config(PART_DOC_ZIGZAG, ps, 6 * L, d);
+    const shard_map *m = shard_map_of(&c);
+    for (int s = 1; s < ps; s++)
+        ck_assert_uint_eq(shard_query_pairs(m, s), shard_query_pairs(m, 0));
+    ck_assert_uint_eq(shard_query_pairs(m, 0) * (uint64_t)ps, 6 * L * (L + 1) / 2);
+}
+END_TEST
+
+/* The README's bound on the experiment's distribution: max/mean <= 1.05. */
+START_TEST(balanced_on_heavy_tail)
+{
+    static const int pss[] = {8, 32};
+    char err[LOONG_ERRLEN];
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        const doc_layout *d = docs_draw(LOONG_SRCDIR "/experiments/varlen/heavy.dist", 1024 * K, seed, err);
+        ck_assert_msg(d != NULL, "%s", err);
+        config c = map_config(PART_BALANCED, pss[_i], 1024 * K, d);
+        const shard_map *m = shard_map_of(&c);
+        uint64_t max = 0, total = 0;
+        for (int s = 0; s < c.p_seq; s++) {
+            uint64_t n = shard_query_pairs(m, s);
+            max = n > max ? n : max;
+            total += n;
+        }
+        double ratio = (double)max * c.p_seq / (double)total;
+        ck_assert_msg(ratio <= 1.05, "P_s %d seed %u: max/mean %.4f", c.p_seq, seed, ratio);
+    }
+}
+END_TEST
+
+/* ---- the DAG's masked work ---- */
+
+typedef struct layout {
+    const char *strategy;
+    int ph, ps, w;
+} layout;
+
+static const layout matrix[] = {
+    {"ulysses", 8, 1, 0}, {"ring", 1, 8, 0},       {"zigzag", 1, 8, 0},   {"usp", 2, 4, 0},
+    {"usp", 4, 2, 0},     {"loongtrain", 2, 4, 2}, {"dualring", 2, 4, 0},
+};
+#define NMATRIX ((int)(sizeof matrix / sizeof matrix[0]))
+
+/* n documents of length L: n L (L + 1) / 2 pairs of 4 d H FLOPs, under every
+ * strategy and every partition it accepts. */
+START_TEST(equal_documents_closed_form)
+{
+    const layout *l = &matrix[_i];
+    char err[LOONG_ERRLEN];
+    const uint64_t S = 16 * K, L = 1000, n = 16; /* 16000 tokens + 384 padding */
+    const doc_layout *d = docs_parse_list("1000,1000,1000,1000,1000,1000,1000,1000,"
+                                          "1000,1000,1000,1000,1000,1000,1000,1000",
+                                          S, "test", err);
+    for (int pi = 0; pi < NPART; pi++) {
+        config c = tcfg("tiny", S, l->strategy, l->ph, l->ps, l->w, SCOPE_ATTN);
+        c.docs = d;
+        c.partition = partitions[pi];
+        if (config_validate(&c, err) < 0) continue; /* the dual ring takes two-part partitions only */
+        dag *g = tbuild(&c);
+        uint64_t per_pair = 4 * (uint64_t)c.model.head_dim * (uint64_t)c.model.heads;
+        ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), n * L * (L + 1) / 2 * per_pair);
+        ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), n * L * (L + 1) / 2 * per_pair * 5 / 2);
+        dag_free(g);
+    }
+}
+END_TEST
+
+/* A block with no unmasked pair is not emitted: documents of one chunk each
+ * under the contiguous ring leave only the diagonal blocks. */
+START_TEST(masked_blocks_not_emitted)
+{
+    char err[LOONG_ERRLEN];
+    config c = tcfg("tiny", 8 * K, "ring", 1, 8, 0, SCOPE_ATTN_FWD);
+    c.docs = docs_parse_list("1K,1K,1K,1K,1K,1K,1K,1K", 8 * K, "test", err);
+    dag *g = tbuild(&c);
+    ck_assert_uint_eq(count_tasks(g, -1, TASK_ATTN_FWD, -1), 8);
+    dag_free(g);
+    c.docs = NULL;
+    g = tbuild(&c);
+    ck_assert_uint_eq(count_tasks(g, -1, TASK_ATTN_FWD, -1), 8 * 9 / 2);
+    dag_free(g);
+}
+END_TEST
+
+static Suite *docs_suite(void)
+{
+    Suite *s = suite_create("docs");
+    TCase *tc = tcase_create("layouts");
+    tcase_add_test(tc, parse_list);
+    tcase_add_test(tc, bad_lists);
+    tcase_add_test(tc, files);
+    tcase_add_test(tc, histograms);
+    tcase_add_loop_test(tc, pairs_match_enumeration, 0, 4);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("partitions");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, maps_tile_the_sequence, 0, 4);
+    tcase_add_loop_test(tc, doc_zigzag_balances_equal_documents, 0, 3);
+    tcase_add_loop_test(tc, balanced_on_heavy_tail, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dag");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, equal_documents_closed_form, 0, NMATRIX);
+    tcase_add_test(tc, masked_blocks_not_emitted);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return check_run(docs_suite()); }
