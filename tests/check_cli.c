@@ -108,6 +108,9 @@ static const char *bad_inputs[] = {
     "--seq 4K --doc-dist " LOONG_SRCDIR "/tests/data/empty.dist",
     "--partition magic",
     "--mesh 2x4 --strategy dualring --partition doc-contiguous",
+    "--model llama3-8b --mesh 2x4 --strategy allgather --kv-stride 3",
+    "--mesh 2x4 --strategy usp --kv-stride 1",
+    "--ring allgather --kv-stride 0x",
 };
 
 START_TEST(bad_input)

@@ -61,7 +61,7 @@ static const layout matrix[] = {
     {"tiny", "loongtrain", 2, 4, 2},   {"tiny", "loongtrain", 2, 4, 4}, {"tiny", "loongtrain", 4, 2, 2},
     {"tiny", "dualring", 2, 4, 0},     {"tiny", "dualring", 4, 2, 0},   {"tiny", "loongtrain", 8, 2, 1},
     {"7b-mha", "loongtrain", 4, 8, 2}, {"llama3-8b", "usp", 16, 2, 0},  {"llama3-8b", "loongtrain", 8, 8, 4},
-    {"llama3-8b", "ring", 1, 16, 0},
+    {"llama3-8b", "ring", 1, 16, 0},   {"tiny", "allgather", 2, 4, 0},  {"llama3-8b", "allgather", 8, 4, 0},
 };
 #define NMATRIX ((int)(sizeof matrix / sizeof matrix[0]))
 
@@ -146,23 +146,58 @@ START_TEST(ring_kv_bytes)
         uint64_t fwd = 0, bwd_kv = 0, dkv = 0;
         for (uint32_t i = 0; i < dag_ntasks(g); i++) {
             const dag_task *t = dag_task_get(g, i);
-            if (t->rank != r || t->kind != TASK_SEND) continue;
-            if (t->op == OP_KV && t->phase == PHASE_FWD) fwd += t->bytes;
-            if (t->op == OP_KV && t->phase == PHASE_BWD) bwd_kv += t->bytes;
-            if (t->op == OP_DKV) dkv += t->bytes;
+            bool kv = t->op == OP_KV || t->op == OP_KV_GATHER;
+            if (t->rank != r || (t->kind != TASK_SEND && !task_is_collective(t))) continue;
+            if (kv && t->phase == PHASE_FWD) fwd += t->bytes;
+            if (kv && t->phase == PHASE_BWD) bwd_kv += t->bytes;
+            if (t->op == OP_DKV || t->op == OP_DKV_REDUCE) dkv += t->bytes;
         }
         /* P_s - 1 chunks forward and again backward; the dual ring splits
-         * each chunk over two rings, which sums to the same bytes */
+         * each chunk over two rings, which sums to the same bytes; a ring
+         * all-gather sends the P_s - 1 other chunks too */
         ck_assert_uint_eq(fwd, (P_s - 1) * chunk);
         ck_assert_uint_eq(bwd_kv, (P_s - 1) * chunk);
         /* dK/dV travel in fp32: twice the bf16 bytes, one extra hop per
          * window to return partial sums (P_s single ring, P_s + P_s/w double) */
         uint64_t hops = P_s == 1                                                      ? 0
                         : c.ring == RING_DOUBLE && c.window < c.p_seq && c.window > 1 ? P_s + P_s / (uint64_t)c.window
+                        : c.ring == RING_ALLGATHER                                    ? P_s - 1 /* a reduce-scatter */
                                                                                       : P_s;
         ck_assert_uint_eq(dkv, hops * 2 * chunk);
     }
     dag_free(g);
+}
+END_TEST
+
+/* --kv-stride N: kvh/N gathers and reduce-scatters per pass, the same bytes
+ * and FLOPs in all; a stride that does not divide kvh is refused. */
+START_TEST(allgather_kv_stride)
+{
+    static const int strides[] = {1, 2, 4};
+    config base = tcfg("llama3-8b", 16 * K, "allgather", 2, 4, 0, SCOPE_ATTN); /* 4 KV heads per rank */
+    dag *g0 = tbuild(&base);
+    uint64_t bytes0 = sum_bytes(g0, 0, TASK_ALLGATHER, OP_KV_GATHER), flops0 = sum_flops(g0, -1, TASK_ATTN_FWD);
+    for (int i = 0; i < 3; i++) {
+        config c = base;
+        c.kv_stride = strides[i];
+        dag *g = tbuild(&c);
+        uint64_t groups = 4 / (uint64_t)strides[i];
+        ck_assert_uint_eq(count_tasks(g, 0, TASK_ALLGATHER, OP_KV_GATHER), 2 * groups); /* forward and backward */
+        ck_assert_uint_eq(count_tasks(g, 0, TASK_REDUCESCATTER, OP_DKV_REDUCE), groups);
+        ck_assert_uint_eq(count_tasks(g, 0, TASK_ATTN_FWD, -1), groups);
+        ck_assert_uint_eq(sum_bytes(g, 0, TASK_ALLGATHER, OP_KV_GATHER), bytes0);
+        ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), flops0);
+        dag_free(g);
+    }
+    dag_free(g0);
+    char err[LOONG_ERRLEN];
+    base.kv_stride = 3;
+    ck_assert_int_eq(config_validate(&base, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "--kv-stride 3 does not divide the 4 KV heads"));
+    config u = tcfg("llama3-8b", 16 * K, "usp", 2, 4, 0, SCOPE_ATTN);
+    u.kv_stride = 2;
+    ck_assert_int_eq(config_validate(&u, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "--ring allgather"));
 }
 END_TEST
 
@@ -277,6 +312,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);
     tcase_add_loop_test(tc, ring_kv_bytes, 0, NMATRIX);
     tcase_add_loop_test(tc, double_ring_transfers, 0, 4);
+    tcase_add_test(tc, allgather_kv_stride);
     tcase_add_test(tc, kv_replication);
     suite_add_tcase(s, tc);
     tc = tcase_create("structure");

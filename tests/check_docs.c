@@ -279,7 +279,7 @@ typedef struct layout {
 
 static const layout matrix[] = {
     {"ulysses", 8, 1, 0}, {"ring", 1, 8, 0},       {"zigzag", 1, 8, 0},   {"usp", 2, 4, 0},
-    {"usp", 4, 2, 0},     {"loongtrain", 2, 4, 2}, {"dualring", 2, 4, 0},
+    {"usp", 4, 2, 0},     {"loongtrain", 2, 4, 2}, {"dualring", 2, 4, 0}, {"allgather", 2, 4, 0},
 };
 #define NMATRIX ((int)(sizeof matrix / sizeof matrix[0]))
 

@@ -46,6 +46,8 @@ static const layout meshes[] = {
     {"2x4", "loongtrain", "--window 4", 8},
     {"4x2", "loongtrain", "--window 2 --placement context-first", 8},
     {"2x4", "dualring", "", 8},
+    {"2x4", "allgather", "", 8},
+    {"1x8", "allgather", "", 8},
 };
 #define NMESH ((int)(sizeof meshes / sizeof meshes[0]))
 
@@ -110,7 +112,8 @@ END_TEST
  * layouts of S = 1K; a chunk is 128 or 256 tokens and a shard 256 or 512:
  * a 5-token document shorter than a chunk and a 700-token one longer than a
  * shard; ten equal documents; documents of 1, 2 and 3 tokens. The
- * two-part partitions alternate the single, double and dual rings. */
+ * partitions alternate the single ring, the all-gather, the double ring and
+ * (two-part partitions) the dual ring. */
 static const char *doc_layouts[] = {"5,300,700", "100,100,100,100,100,100,100,100,100,100", "1,2,3,1000"};
 static const char *doc_partitions[] = {"contiguous", "zigzag", "doc-contiguous", "doc-zigzag", "balanced"};
 static const struct {
@@ -123,8 +126,9 @@ START_TEST(documents_match_reference)
     int li = _i % 3, mi = _i / 3 % 3, pi = _i / 9;
     const char *part = doc_partitions[pi];
     bool two = pi == 1 || pi >= 3;
-    static const char *rings[] = {"--strategy usp", "--strategy loongtrain --window 2", "--strategy dualring"};
-    const char *ring = two ? rings[(li + mi) % 3] : rings[(li + mi) % 2];
+    static const char *rings[] = {"--strategy usp", "--strategy allgather", "--strategy loongtrain --window 2",
+                                  "--strategy dualring"};
+    const char *ring = two ? rings[(li + mi) % 4] : rings[(li + mi) % 3];
     run_result r =
         run_cmd(MPIRUN " --model tiny --seq 1K --mesh %s %s --partition %s --docs %s --scope attn --check " FAST,
                 doc_meshes[mi].np, doc_meshes[mi].mesh, ring, part, doc_layouts[li]);
@@ -140,6 +144,7 @@ START_TEST(documents_step_matches_reference)
     static const char *cases[] = {
         "--mesh 2x2 --strategy loongtrain --partition balanced --docs 5,300,200",
         "--mesh 2x2 --strategy dualring --partition doc-zigzag --docs 1,2,3,500",
+        "--mesh 2x2 --strategy allgather --zero 3 --recompute full --docs 5,300,200",
     };
     run_result r = run_cmd(MPIRUN " --model tiny --seq 512 %s --scope step --check " FAST, 4, cases[_i]);
     expect_ok(&r, cases[_i]);
@@ -297,8 +302,9 @@ END_TEST
 
 START_TEST(bad_flags)
 {
-    static const char *bad[] = {"--seq 0",      "--strategy magic", "--batch 2",    "--device cuda",
-                                "--dtype bf16", "--iters 0",        "--fail-rank 1"};
+    static const char *bad[] = {
+        "--seq 0",      "--strategy magic", "--batch 2",     "--device cuda",
+        "--dtype bf16", "--iters 0",        "--fail-rank 1", "--mesh 1x2 --strategy allgather --kv-stride 1"};
     char dir[] = "/tmp/loong-exec-bad-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     run_result r = run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s --trace %s/t.json",
@@ -322,7 +328,7 @@ int main(void)
     tcase_add_loop_test(tc, step_matches_reference, 0, 4);
     tcase_add_loop_test(tc, random_configs, 0, 3);
     tcase_add_loop_test(tc, documents_match_reference, 0, 45);
-    tcase_add_loop_test(tc, documents_step_matches_reference, 0, 2);
+    tcase_add_loop_test(tc, documents_step_matches_reference, 0, 3);
     tcase_add_test(tc, odd_but_valid_sequence);
     suite_add_tcase(s, tc);
     tc = tcase_create("outputs");
@@ -336,7 +342,7 @@ int main(void)
     tcase_add_loop_test(tc, fault_must_fire, 0, 3);
     tcase_add_test(tc, wrong_rank_count);
     tcase_add_test(tc, config_mismatch);
-    tcase_add_loop_test(tc, bad_flags, 0, 7);
+    tcase_add_loop_test(tc, bad_flags, 0, 8);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

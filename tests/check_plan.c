@@ -11,6 +11,7 @@
 
 #include "check_run.h"
 #include "cli_util.h"
+#include "core/docs.h"
 #include "model/calib.h"
 #include "model/memory.h"
 #include "model/plan.h"
@@ -124,19 +125,22 @@ static int divisors(int n)
 
 /* 16 GPUs, llama3-8b: every P_h | 16 is valid (P_h = 16 > H_kv = 8 needs
  * replication). Per mesh: 2 placements when P_h, P_s > 1; ring layouts
- * 1 when P_s = 1, else 2 d(P_s) + 1 (contiguous: single + d(P_s) - 1
- * windows; zigzag: single + dual + d(P_s) - 1 windows). */
+ * 1 when P_s = 1, else 2 d(P_s) + 3 (contiguous: single + all-gather +
+ * d(P_s) - 1 windows; zigzag: those and dual); with documents 5 d(P_s) + 8
+ * (doc-contiguous like contiguous; doc-zigzag and balanced like zigzag). */
 START_TEST(enumeration_count)
 {
     int closed = 0;
     for (int ph = 1; ph <= 16; ph++) {
         if (16 % ph) continue;
         int ps = 16 / ph, places = ph > 1 && ps > 1 ? 2 : 1;
-        closed += places * (ps == 1 ? 1 : 2 * divisors(ps) + 1);
+        closed += places * (ps == 1 ? 1 : _i ? 5 * divisors(ps) + 8 : 2 * divisors(ps) + 3);
     }
-    ck_assert_int_eq(closed, 11 + 18 + 14 + 10 + 1);
+    ck_assert_int_eq(closed, _i ? 33 + 2 * 28 + 2 * 23 + 2 * 18 + 1 : 13 + 22 + 18 + 14 + 1);
     plan_request req = {0};
     req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+    char err[LOONG_ERRLEN];
+    if (_i) req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
     req.gpus = 16;
     req.dp = 1;
     req.gpu_mem = 1e15;
@@ -227,6 +231,9 @@ START_TEST(bad_input)
     one_line_exit2("--gpu-mem 80XB --top 0");
     one_line_exit2("--gpu-mem 80 --top 0");
     one_line_exit2("--mesh 8x8");
+    one_line_exit2("--draws 2 --top 0"); /* draws need a histogram */
+    one_line_exit2("--doc-dist " LOONG_SRCDIR "/tests/data/negative.dist --top 0");
+    one_line_exit2("--docs 2M --top 0"); /* longer than --seq 1M */
     run_result r = run_cmd(PLAN " --gpus 3 --top 0");
     ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 3 GPUs"));
 }
@@ -257,6 +264,34 @@ START_TEST(serial_vs_mpi)
     unlink("/tmp/loong-plan-m.txt");
 }
 END_TEST
+
+/* Packings drawn from a histogram: the same table from one process and two
+ * MPI ranks (every rank redraws the layouts it scored), a documents line,
+ * the spread of the draws, and MFU from the documents' own model FLOPs. */
+START_TEST(doc_draws)
+{
+    const char *args = "--gpus 16 --seq 256K --top 1 --rows 0 --doc-dist " LOONG_SRCDIR
+                       "/experiments/varlen/heavy.dist --draws 2 --seed 5";
+    ck_assert_int_eq(run_cmd(PLAN " %s --csv /tmp/loong-plan-ds.csv -o /tmp/loong-plan-ds.txt", args).status, 0);
+    run_result r = run_cmd("ASAN_OPTIONS=detect_leaks=0 " MPIRUN_BIN " --oversubscribe -np 2 " PLAN
+                           " %s --csv /tmp/loong-plan-dm.csv -o /tmp/loong-plan-dm.txt",
+                           args);
+    ck_assert_msg(r.status == 0, "mpirun: %s", r.err);
+    ck_assert_int_eq(run_cmd("cmp /tmp/loong-plan-ds.csv /tmp/loong-plan-dm.csv").status, 0);
+    r = run_cmd("cat /tmp/loong-plan-ds.txt");
+    ck_assert_ptr_nonnull(strstr(r.out, "# documents: --doc-dist "));
+    ck_assert_ptr_nonnull(strstr(r.out, "2 packings drawn"));
+    ck_assert_ptr_nonnull(strstr(r.out, " dzz ")); /* the packed partitions were searched */
+    /* every feasible row: step_min <= step <= step_max, MFU in (0, 100] */
+    r = run_cmd("awk -F, 'NR > 1 && $11 == \"feasible\" && !($15 > 0 && $17 > 0 && $17 <= 100 && $22 <= $15 + 1e-9 "
+                "&& $15 <= $23 + 1e-9) {print}' /tmp/loong-plan-ds.csv");
+    ck_assert_msg(r.out[0] == '\0', "rows out of range:\n%s", r.out);
+    unlink("/tmp/loong-plan-ds.csv");
+    unlink("/tmp/loong-plan-dm.csv");
+    unlink("/tmp/loong-plan-ds.txt");
+    unlink("/tmp/loong-plan-dm.txt");
+}
+END_TEST
 #endif
 
 int main(void)
@@ -266,11 +301,12 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
     tcase_add_test(tc, memory_7b_mha);
-    tcase_add_test(tc, enumeration_count);
+    tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, bad_input);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);
+    tcase_add_test(tc, doc_draws);
 #endif
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -4,7 +4,10 @@
 # calibrate from 3, predict 2 with loong sim, compare), failing when the
 # held-out step-time MAPE exceeds FIDELITY_MAX_MAPE (10 %) or when the loop
 # cannot complete. A change that breaks prediction against measurement
-# fails `make check`. Skipped (77) without the executor or the simulator,
+# fails `make check`. The machine is shared: a slow spell during the
+# measurements (one run in eight here went to 10.6 %, its rerun to 1.4 %)
+# is not a regression, so a failed loop runs once more and the check fails
+# only when both do. Skipped (77) without the executor or the simulator,
 # and on a sanitizer build, whose timings are not measurements.
 set -uo pipefail
 top=${srcdir:-$(dirname "$0")/..}
@@ -20,7 +23,13 @@ if ! "$loong" exec --help >/dev/null 2>&1 || ! "$loong" sim --help >/dev/null 2>
 fi
 out=$(mktemp -d /tmp/loong-fidelity-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-"$top/experiments/validate-cpu/run.sh" --quick --max-mape "$max" "$loong" "$out"
-rc=$?
-[ $rc -eq 0 ] && echo "fidelity: held-out MAPE within $max %"
+for attempt in 1 2; do
+    "$top/experiments/validate-cpu/run.sh" --quick --max-mape "$max" "$loong" "$out/$attempt"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "fidelity: held-out MAPE within $max % (attempt $attempt of 2)"
+        exit 0
+    fi
+    [ $attempt -eq 1 ] && echo "fidelity: attempt 1 failed (exit $rc); measuring again"
+done
 exit $rc

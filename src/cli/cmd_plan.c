@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/afile.h"
+#include "core/docs.h"
+#include "core/stats.h"
 #include "core/xalloc.h"
 #include "model/plan.h"
 #include "core/strategy.h"
@@ -55,12 +57,17 @@ static void plan_usage(FILE *f)
                "  --rows N              table rows to print (0: all)                         [20]\n"
                "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
                "  -o, --output FILE     write the table there (atomically) instead of stdout\n"
+               "  --draws N             with --doc-dist: packings drawn (seeds --seed ..\n"
+               "                        --seed + N - 1); the table shows their mean step and\n"
+               "                        spread                                           [3]\n"
                "  --quiet               no progress bar on stderr\n"
                "  -h, --help            this text\n"
                "\n"
                "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
                "  --model, --seq [1M], --batch, --zero [1], --recompute [selective], --dtype,\n"
-               "  --gpus-per-node (must match the platform)\n"
+               "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
+               "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
+               "  partitions too)\n"
                "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
                "\nExample:\n"
                "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n");
@@ -68,7 +75,7 @@ static void plan_usage(FILE *f)
 
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
-    int top, jobs, rows;
+    int top, jobs, rows, draws;
     bool exact, full_layers, quiet;
     cli_config cc;
 } plan_args;
@@ -94,21 +101,14 @@ static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     static const struct option own[] = {
-        {"platform", required_argument, 0, 'p'},
-        {"gpus", required_argument, 0, 'g'},
-        {"dp", required_argument, 0, 'D'},
-        {"gpu-mem", required_argument, 0, 'm'},
-        {"calib", required_argument, 0, 'c'},
-        {"top", required_argument, 0, 'k'},
-        {"exact", no_argument, 0, 'x'},
-        {"full-layers", no_argument, 0, 'F'},
-        {"jobs", required_argument, 0, 'j'},
-        {"rows", required_argument, 0, 'r'},
-        {"csv", required_argument, 0, 'C'},
-        {"output", required_argument, 0, 'o'},
-        {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"platform", required_argument, 0, 'p'}, {"gpus", required_argument, 0, 'g'},
+        {"dp", required_argument, 0, 'D'},       {"gpu-mem", required_argument, 0, 'm'},
+        {"calib", required_argument, 0, 'c'},    {"top", required_argument, 0, 'k'},
+        {"exact", no_argument, 0, 'x'},          {"full-layers", no_argument, 0, 'F'},
+        {"jobs", required_argument, 0, 'j'},     {"rows", required_argument, 0, 'r'},
+        {"csv", required_argument, 0, 'C'},      {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},          {"draws", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     int opt;
@@ -133,12 +133,16 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'C': a->csv = optarg; break;
         case 'o': a->out = optarg; break;
         case 'q': a->quiet = true; break;
+        case 'd': rc = parse_count(optarg, "--draws", &a->draws, false); break;
         case 'h': plan_usage(stdout); return -1;
         default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
         }
         if (rc) return rc;
     }
     if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    if (a->draws && !a->cc.doc_dist)
+        return cli_fail("plan", "--draws needs --doc-dist FILE: only a length histogram can be drawn again");
+    if (!a->draws) a->draws = a->cc.doc_dist ? 3 : 1;
     return 0;
 }
 
@@ -378,17 +382,16 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
 
 /* L = 1 and L = 2 runs per layout, composed as T(L) = T(1) + (L-1)(T(2) -
  * T(1)) (README: layers are identical; the LM head and ZeRO's step-level
- * collectives are not per layer), or one full run with --full-layers. */
-static int simulate(const plan_args *a, const plan_ctx *x, plan_layout *ls, int n, bool *composed,
-                    char err[LOONG_ERRLEN])
+ * collectives are not per layer), or one full run with --full-layers.
+ * Simulates layouts pick[0..np) of this draw into step[] and exposed[];
+ * returns the loong sim runs, or -1. */
+static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
+                    bool composed, double *step, double *exposed, char err[LOONG_ERRLEN])
 {
-    int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
-    int np = pick_layouts(a, ls, n, pick), L = x->req.base.model.layers;
-    *composed = !a->full_layers && sim_compose_exact(&x->req.base);
-    int per = *composed ? 2 : 1, nr = np * per;
+    int L = x->req.base.model.layers, per = composed ? 2 : 1, nr = np * per;
     run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
     for (int i = 0; i < nr; i++)
-        runs[i] = (run){pick[i / per], *composed ? 1 + i % per : 0, {0, -1, -1}, NAN, NAN};
+        runs[i] = (run){pick[i / per], composed ? 1 + i % per : 0, {0, -1, -1}, NAN, NAN};
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
@@ -400,15 +403,102 @@ static int simulate(const plan_args *a, const plan_ctx *x, plan_layout *ls, int 
     }
     gather_runs(x, v, 2 * nr);
     for (int i = 0; rc == 0 && i < np; i++) {
-        plan_layout *l = &ls[pick[i]];
         double *r = &v[2 * i * per];
-        l->sim_step = per == 2 ? sim_compose(r[0], r[2], L) : r[0];
-        l->sim_exposed = per == 2 ? sim_compose(r[1], r[3], L) : r[1];
+        step[i] = per == 2 ? sim_compose(r[0], r[2], L) : r[0];
+        exposed[i] = per == 2 ? sim_compose(r[1], r[3], L) : r[1];
     }
     free(v);
     free(runs);
-    free(pick);
-    return rc < 0 ? -1 : np * per;
+    return rc < 0 ? -1 : nr;
+}
+
+/* ---- document packings: one layout, or --draws packings of --doc-dist ---- */
+
+/* Give every layout draw d's documents (after an MPI gather too: a layout
+ * scored on another rank arrives with that rank's pointer). */
+static int use_draw(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, int d, char err[LOONG_ERRLEN])
+{
+    if (a->cc.doc_dist) {
+        uint64_t seed;
+        if (cli_config_seed(&a->cc, &seed, err) < 0) return -1;
+        x->req.base.docs = docs_draw(a->cc.doc_dist, x->req.base.seq, seed + (uint64_t)d, err);
+        if (!x->req.base.docs) return -1;
+    }
+    for (int i = 0; i < n; i++)
+        ls[i].c.docs = x->req.base.docs;
+    return 0;
+}
+
+/* Running mean, fastest and slowest of a layout's step over the draws. */
+static void add_draw(double *mean, double *lo, double *hi, double v, int d)
+{
+    *mean = d == 0 ? v : *mean + (v - *mean) / (d + 1);
+    *lo = d == 0 || v < *lo ? v : *lo;
+    *hi = d == 0 || v > *hi ? v : *hi;
+}
+
+/* Score every layout under every draw: an = the mean, step_lo/hi the range. */
+static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, char err[LOONG_ERRLEN])
+{
+    analytic_result *mean = xcalloc((size_t)n, sizeof *mean, "the plan's draws");
+    double *lo = xcalloc((size_t)n, sizeof *lo, "the plan's draws"),
+           *hi = xcalloc((size_t)n, sizeof *hi, "the plan's draws");
+    int rc = 0;
+    for (int d = 0; rc == 0 && d < a->draws; d++) {
+        if ((rc = use_draw(a, x, ls, n, d, err)) < 0) break;
+        plan_score(ls, range_lo(n, x->rank, x->size), range_lo(n, x->rank + 1, x->size), &x->req, x->cb, &x->spec);
+        gather_layouts(x, ls, n);
+        use_draw(a, x, ls, n, d, err);
+        for (int i = 0; i < n; i++) {
+            if (ls[i].removed) continue;
+            analytic_result *m = &mean[i], *v = &ls[i].an;
+            add_draw(&m->step, &lo[i], &hi[i], v->step, d);
+            double *fm[] = {&m->busy, &m->exposed, &m->a2a, &m->ring_wait, &m->dp_tail};
+            const double fv[] = {v->busy, v->exposed, v->a2a, v->ring_wait, v->dp_tail};
+            for (int k = 0; k < 5; k++)
+                *fm[k] = d == 0 ? fv[k] : *fm[k] + (fv[k] - *fm[k]) / (d + 1);
+            m->worst_s = v->worst_s;
+            double mf = (double)stats_model_flops(&ls[i].c);
+            ls[i].model_flops = d == 0 ? mf : ls[i].model_flops + (mf - ls[i].model_flops) / (d + 1);
+        }
+        progress(a, x, "scoring draws", d + 1, a->draws > 1 ? a->draws : 0);
+    }
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (!ls[i].removed) ls[i].an = mean[i], ls[i].step_lo = lo[i], ls[i].step_hi = hi[i];
+    free(mean);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
+/* Simulate the picks under every draw: sim_step is the mean, step_lo/hi the
+ * range. Returns the loong sim runs, or -1. */
+static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, bool *composed,
+                          char err[LOONG_ERRLEN])
+{
+    int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
+    int np = pick_layouts(a, ls, n, pick), runs = 0;
+    *composed = !a->full_layers && sim_compose_exact(&x->req.base);
+    double *step = xcalloc((size_t)np + 1, sizeof *step, "the plan's simulations");
+    double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the plan's simulations");
+    double *mean = xcalloc((size_t)np + 1, sizeof *mean, "the plan's draws"),
+           *lo = xcalloc((size_t)np + 1, sizeof *lo, "the plan's draws");
+    double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
+    double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
+    for (int d = 0; runs >= 0 && d < a->draws; d++) {
+        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, step, exposed, err);
+        runs = r < 0 ? -1 : runs + r;
+        for (int i = 0; r >= 0 && i < np; i++) {
+            add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
+            mexp[i] = d == 0 ? exposed[i] : mexp[i] + (exposed[i] - mexp[i]) / (d + 1);
+        }
+    }
+    for (int i = 0; runs >= 0 && i < np; i++) {
+        plan_layout *l = &ls[pick[i]];
+        l->sim_step = mean[i], l->sim_exposed = mexp[i], l->step_lo = lo[i], l->step_hi = hi[i];
+    }
+    free(pick), free(step), free(exposed), free(mean), free(lo), free(hi), free(mexp);
+    return runs;
 }
 
 /* ---- the command ---- */
@@ -457,9 +547,12 @@ static int plan_run(plan_args *a, plan_ctx *x)
     char err[LOONG_ERRLEN] = "";
     double t0 = cli_now();
     int n;
+    if (use_draw(a, x, NULL, 0, 0, err) < 0) return cli_fail("plan", "%s", err);
     plan_layout *ls = plan_enumerate(&x->req, &n);
-    plan_score(ls, range_lo(n, x->rank, x->size), range_lo(n, x->rank + 1, x->size), &x->req, x->cb, &x->spec);
-    gather_layouts(x, ls, n);
+    if (score_draws(a, x, ls, n, err) < 0) {
+        free(ls);
+        return cli_fail("plan", "%s", err);
+    }
     double t1 = max_over_ranks(x, cli_now());
     int feasible = 0;
     for (int i = 0; i < n; i++)
@@ -470,7 +563,7 @@ static int plan_run(plan_args *a, plan_ctx *x)
         return rc;
     }
     bool composed = false;
-    int nruns = a->top > 0 || a->exact ? simulate(a, x, ls, n, &composed, err) : 0, nsim = 0;
+    int nruns = a->top > 0 || a->exact ? simulate_draws(a, x, ls, n, &composed, err) : 0, nsim = 0;
     if (nruns < 0) {
         free(ls);
         return cli_fail("plan", "%s", err);
@@ -478,8 +571,18 @@ static int plan_run(plan_args *a, plan_ctx *x)
     double t2 = cli_now();
     for (int i = 0; i < n; i++)
         nsim += ls[i].sim_step >= 0;
-    plan_report rp = {a->platform, calib_peak(x->cb), a->rows, t1 - t0, t2 - t1, t2 - t0, nsim,
-                      nruns,       x->size,           composed};
+    char docs[160] = "";
+    if (a->cc.doc_dist || a->cc.docs_file || a->cc.val[KNOB_DOCS])
+        snprintf(docs, sizeof docs, "%s%.120s",
+                 a->cc.doc_dist    ? "--doc-dist "
+                 : a->cc.docs_file ? "--docs-file "
+                                   : "",
+                 a->cc.doc_dist    ? a->cc.doc_dist
+                 : a->cc.docs_file ? a->cc.docs_file
+                                   : "--docs");
+    plan_report rp = {a->platform, calib_peak(x->cb), a->rows,  t1 - t0,
+                      t2 - t1,     t2 - t0,           nsim,     nruns,
+                      x->size,     composed,          a->draws, docs[0] ? docs : NULL};
     int rc = 0;
     if (x->rank == 0 && write_outputs(a, x, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
     free(ls);

@@ -115,7 +115,7 @@ static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
 {
     uint64_t qkv_heads = a2a_qkv_heads(p->c);
     a2a(p, OP_A2A_QKV, ph, l, qkv_heads, READS(lbuf(p, l, LB_QKV)), lbuf(p, l, LB_QKVH));
-    if (with_ring) ring_attention_fwd(p->b, l, ph);
+    if (with_ring) (p->c->ring == RING_ALLGATHER ? allgather_attention_fwd : ring_attention_fwd)(p->b, l, ph);
     a2a(p, OP_A2A_O, ph, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
 }
 
@@ -124,7 +124,7 @@ static void attention_bwd_part(prog *p, int l)
     const config *c = p->c;
     uint64_t qkv_heads = a2a_qkv_heads(c);
     a2a(p, OP_A2A_DO, PHASE_BWD, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_DOS)), lbuf(p, l, LB_DOH));
-    ring_attention_bwd(p->b, l);
+    (c->ring == RING_ALLGATHER ? allgather_attention_bwd : ring_attention_bwd)(p->b, l);
     int finals[3] = {lbuf(p, l, LB_DQKVH), BUF_DKV + DKV_FINAL, BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL};
     a2a(p, OP_A2A_DQKV, PHASE_BWD, l, qkv_heads, finals, 1 + ringgeo_lanes(c), lbuf(p, l, LB_DQKV));
     int repl = config_kv_repl(c);

@@ -45,7 +45,7 @@ typedef struct spelling {
 static const spelling placement_sp[] = {{"head-first", "hf"}, {"context-first", "cf"}};
 static const spelling partition_sp[] = {
     {"contiguous", "ct"}, {"zigzag", "zz"}, {"doc-contiguous", "dct"}, {"doc-zigzag", "dzz"}, {"balanced", "bal"}};
-static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"double", "double"}};
+static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"double", "double"}, {"allgather", "ag"}};
 static const spelling scope_sp[] = {{"attn-fwd", "attn-fwd"}, {"attn", "attn"}, {"step", "step"}};
 static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"full", "full"}};
 static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
@@ -132,6 +132,16 @@ static int validate_ring(const config *c, char err[LOONG_ERRLEN])
     if (c->ring == RING_DUAL && config_parts(c) != 2)
         return fail(err, "--ring dual needs a two-part partition (zigzag, doc-zigzag or balanced): its A and B rings "
                          "carry the two parts");
+    if (c->kv_stride < 0 || (c->kv_stride && c->ring != RING_ALLGATHER))
+        return fail(err, "--kv-stride applies to --ring allgather (strategy allgather) only, as a count >= 1");
+    int kvh = config_kv_heads(c);
+    if (c->kv_stride && kvh % c->kv_stride) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--kv-stride %d does not divide the %d KV heads of a rank: use a divisor of %d (or leave it out for "
+                 "all)",
+                 c->kv_stride, kvh, kvh);
+        return -1;
+    }
     return 0;
 }
 
@@ -302,13 +312,21 @@ static const knob_row knobs[KNOB_COUNT] = {
                          "balanced (packed documents)     [from strategy]",
                          true},
                         KNOB_ENUM(partition, partition_sp)},
-    [KNOB_RING] = {{"ring", "ring", "MODE", "single | dual | double              [from strategy]", true},
+    [KNOB_RING] = {{"ring", "ring", "MODE", "single | dual | double | allgather  [from strategy]", true},
                    KNOB_ENUM(ring, ring_sp)},
     [KNOB_WINDOW] = {{"window", "window", "W", "double-ring window, P_s % W == 0 [strategy's rule]", true},
                      KT_INT,
                      offsetof(config, window),
                      NULL,
                      0},
+    [KNOB_KV_STRIDE] = {{"kv_stride", "kv-stride", "N",
+                         "allgather: KV heads per all-gather, a divisor\n"
+                         "of the rank's KV heads (bounds memory)        [all]",
+                         false},
+                        KT_INT,
+                        offsetof(config, kv_stride),
+                        NULL,
+                        0},
     [KNOB_KV_REPLICATION] = {{"kv_replication", "kv-replication", "on|off",
                               "replicate KV heads when P_h > H_kv      [on]", true},
                              KT_BOOL,
@@ -367,9 +385,18 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     }
 }
 
+/* Knobs that say nothing at their default (one document; every KV head in
+ * one gather) are left out of the JSON and the command lines, so configs
+ * that do not use them read and hash as before they existed. */
+static bool knob_unset(const config *c, config_knob k)
+{
+    return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0);
+}
+
 char *config_knob_text(const config *c, config_knob k)
 {
-    if (knobs[k].type == KT_DOCS) return c->docs ? docs_format(c->docs) : NULL;
+    if (knob_unset(c, k)) return NULL;
+    if (knobs[k].type == KT_DOCS) return docs_format(c->docs);
     char buf[256];
     knob_format(c, &knobs[k], buf, sizeof buf);
     return xstrdup(buf, "a knob's value");
@@ -463,7 +490,7 @@ json_t *config_to_json(const config *c)
 {
     json_t *j = json_object();
     for (int k = 0; j && k < KNOB_COUNT; k++)
-        if ((knobs[k].type != KT_DOCS || c->docs) &&
+        if (!knob_unset(c, (config_knob)k) &&
             json_object_set_new(j, knobs[k].info.key, knob_to_json(c, &knobs[k])) < 0) {
             json_decref(j);
             return NULL;
@@ -527,7 +554,7 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     }
     for (int k = 0; k < KNOB_COUNT; k++) {
         const json_t *v = json_object_get(j, knobs[k].info.key);
-        if (!v && knobs[k].type == KT_DOCS) continue; /* one document */
+        if (!v && (k == KNOB_DOCS || k == KNOB_KV_STRIDE)) continue; /* unset: the default */
         if (!v) {
             snprintf(err, LOONG_ERRLEN, "configuration object: '%s' is missing", knobs[k].info.key);
             return -1;

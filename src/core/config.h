@@ -22,7 +22,9 @@
 typedef enum { PLACE_HEAD_FIRST, PLACE_CONTEXT_FIRST } placement_kind;
 /* How the ring indices share the tokens (shard.h says which positions). */
 typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZAG, PART_BALANCED } partition_kind;
-typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE } ring_kind;
+/* How KV moves between the P_s context ranks: rings (single, dual, double)
+ * or one all-gather per layer (allgather, Llama 3's context parallelism). */
+typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE, RING_ALLGATHER } ring_kind;
 typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 
@@ -37,6 +39,7 @@ typedef struct config {
     partition_kind partition;
     ring_kind ring;
     int window;          /* w: double-ring window; == p_seq for a single ring */
+    int kv_stride;       /* allgather: KV heads per gather (0: all of the rank's) */
     bool kv_replication; /* replicate KV heads when P_h > H_kv */
     scope_kind scope;
     int gpus_per_node;
@@ -110,6 +113,7 @@ typedef enum {
     KNOB_PARTITION,
     KNOB_RING,
     KNOB_WINDOW,
+    KNOB_KV_STRIDE,
     KNOB_KV_REPLICATION,
     KNOB_SCOPE,
     KNOB_GPUS_PER_NODE,

@@ -78,6 +78,8 @@ typedef enum {
     OP_GRAD_ALLREDUCE,
     OP_GRAD_REDUCESCATTER,
     OP_PARAM_ALLGATHER,
+    OP_KV_GATHER,  /* allgather: K and V of the P_s context ranks */
+    OP_DKV_REDUCE, /* allgather: dK/dV reduce-scattered back to their owners (fp32) */
     OP_COUNT
 } task_op;
 

@@ -71,6 +71,8 @@ ringgeo_block ringgeo_block_of(const config *c, int s, int src, unsigned kv_part
     return block_from(c, n, kv_parts);
 }
 
+uint64_t ringgeo_query_pairs(const config *c, int s) { return shard_query_pairs(shard_map_of(c), s); }
+
 struct ringgeo_blocks {
     int p_seq;
     ringgeo_block *v; /* [s][src][kv_parts 1..3] */

@@ -43,6 +43,10 @@ int ringgeo_src_at(const config *c, int s, int o, int i);
 int ringgeo_next(const config *c, int s, bool outer);
 int ringgeo_prev(const config *c, int s, bool outer);
 
+/* Unmasked pairs of one sample of ring index s's queries against every
+ * key: the work of the all-gather's one block (shard_query_pairs). */
+uint64_t ringgeo_query_pairs(const config *c, int s);
+
 /* One attention block: ring index s's queries against the parts kv_parts
  * of ring index src's KV, under the document-causal mask of c->docs
  * (docs.h). A (query part, key part) pair with no unmasked (query, key)

@@ -53,7 +53,13 @@ uint64_t stats_model_flops(const config *c)
 {
     const model *m = &c->model;
     uint64_t B = (uint64_t)c->batch, S = c->seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
-    uint64_t attn_fwd = 2 * B * S * S * H * d;
+    uint64_t sq = S * S; /* with documents, the same half-square per document */
+    if (c->docs) {
+        sq = 0;
+        for (int i = 0; i < docs_count(c->docs); i++)
+            sq += docs_length(c->docs, i) * docs_length(c->docs, i);
+    }
+    uint64_t attn_fwd = 2 * B * sq * H * d;
     if (c->scope == SCOPE_ATTN_FWD) return attn_fwd;
     if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
     uint64_t hid = (uint64_t)m->hidden;

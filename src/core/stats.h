@@ -9,6 +9,8 @@
  *   attn-fwd: 2*B*S^2*H*d            (one layer)
  *   attn:     6*B*S^2*H*d            (one layer, forward + backward)
  *   step:     L*(6*B*S*W_layer + 6*B*S^2*H*d) + 6*B*S*hidden*vocab
+ * With packed documents S^2 becomes the sum of L_i^2 over the documents:
+ * the same convention per document (the DAG's tasks count exact pairs).
  * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU).
  * Norms, activations, RoPE and the embedding lookup are not counted.
  *

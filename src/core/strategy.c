@@ -27,6 +27,8 @@ static const strategy strategies[] = {
      RING_DOUBLE},
     {"dualring", "2D head x ring, zigzag, chunk A and chunk B on two rings (the seed's A/B rings)", SPLIT_2D,
      PART_ZIGZAG, RING_DUAL},
+    {"allgather", "2D head x context, zigzag, KV all-gathered per layer (Llama 3 CP; --kv-stride)", SPLIT_2D,
+     PART_ZIGZAG, RING_ALLGATHER},
 };
 #define NSTRATEGIES (sizeof strategies / sizeof strategies[0])
 

@@ -152,6 +152,10 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
         for (int i = 0; i < DKV_SLOTS; i++)
             x->dkv_slot[k][i] = dalloc(x, slot, &ok);
     }
+    for (int k = 0; ok && x->c->ring == RING_ALLGATHER && k < 2; k++) {
+        x->ag_kv[k] = dalloc(x, slot * (size_t)x->c->p_seq, &ok);
+        x->ag_dkv[k] = dalloc(x, slot * (size_t)x->c->p_seq, &ok);
+    }
     size_t hqd = (size_t)x->N * (size_t)x->hq * (size_t)x->d;
     x->ob = dalloc(x, hqd, &ok);
     x->lseb = dalloc(x, (size_t)x->N * (size_t)x->hq, &ok);

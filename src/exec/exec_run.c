@@ -59,22 +59,31 @@ static double now_of(void *arg)
 
 static double clock_offset(xr *x) { return x->w->clock_offset(x->w, now_of, x); }
 
+/* One communicator per stream: the head group for the all-to-all, the P_s
+ * context ranks (in ring-index order) for --ring allgather's gathers and
+ * reduce-scatters, all ranks otherwise. */
 static int make_comms(xr *x, char err[LOONG_ERRLEN])
 {
-    int *all = malloc((size_t)x->P * sizeof *all), *grp = malloc((size_t)x->c->p_head * sizeof *grp);
-    if (!all || !grp) return -1;
-    for (int r = 0; r < x->P; r++)
+    const config *c = x->c;
+    int *all = malloc((size_t)x->P * sizeof *all), *grp = malloc((size_t)c->p_head * sizeof *grp),
+        *ctx = malloc((size_t)c->p_seq * sizeof *ctx);
+    int rc = all && grp && ctx ? 0 : -1;
+    for (int r = 0; rc == 0 && r < x->P; r++)
         all[r] = r;
-    for (int i = 0; i < x->c->p_head; i++)
-        grp[i] = config_rank_of(x->c, i, x->s);
-    int rc = 0;
+    for (int i = 0; rc == 0 && i < c->p_head; i++)
+        grp[i] = config_rank_of(c, i, x->s);
+    for (int j = 0; rc == 0 && j < c->p_seq; j++)
+        ctx[j] = config_rank_of(c, x->h, j);
     for (int s = 0; s < STREAM_COUNT && rc == 0; s++) {
-        x->comm[s] =
-            s == STREAM_A2A ? x->ops->comm(x->dev, s, grp, x->c->p_head, err) : x->ops->comm(x->dev, s, all, x->P, err);
+        bool context = c->ring == RING_ALLGATHER && (s == STREAM_RING || s == STREAM_DKV);
+        x->comm[s] = s == STREAM_A2A ? x->ops->comm(x->dev, s, grp, c->p_head, err)
+                     : context       ? x->ops->comm(x->dev, s, ctx, c->p_seq, err)
+                                     : x->ops->comm(x->dev, s, all, x->P, err);
         if (!x->comm[s]) rc = -1;
     }
     free(all);
     free(grp);
+    free(ctx);
     return rc;
 }
 

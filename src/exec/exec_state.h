@@ -10,6 +10,9 @@
  *   KV and dK/dV slots, one set per ring lane, "slot layout"
  *     [K (nt, kvh, d) | V (nt, kvh, d)], nt = the lane's tokens
  *     kv_own[l][lane] is the layer's own KV; dkv[lane][DKV_FINAL] the result.
+ *   --ring allgather: gathered KV per slot KV_IN0/1, [K (P_s lane_tok, kvh,
+ *     d) | V (likewise)], ring index j's rows at j * lane_tok (the kpos
+ *     order); the whole sequence's dK/dV per slot DKV_BLK0/1, same layout.
  *   step scope: x[l] (T, hidden) for l = 0..L, h, g, u, m per layer, and
  *     weights/grads per layer in one contiguous buffer each.
  *
@@ -52,6 +55,7 @@ typedef struct xr {
     float *kv_slot[2][KV_SLOTS];
     float *dkv_slot[2][DKV_SLOTS];
     float *ob, *lseb, *zeros;
+    float *ag_kv[2], *ag_dkv[2]; /* --ring allgather, by slot parity (see above) */
     float *a2a_send, *a2a_recv;
     float *wbuf, *gbuf;         /* all weights / all grads, contiguous */
     size_t wcount, wpad;        /* floats in wbuf (padded to a multiple of P) */

@@ -130,6 +130,64 @@ static view block_view(xr *x, const dag_task *t)
     return w;
 }
 
+/* ---- --ring allgather: gathered K and V (exec_state.h's layout) ---- */
+
+static bool gathering(const xr *x) { return x->c->ring == RING_ALLGATHER; }
+/* Floats of one rank's K (or V) part, and of the gathered K (or V). */
+static size_t ag_part(const xr *x) { return (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d; }
+static size_t ag_all(const xr *x) { return ag_part(x) * (size_t)x->c->p_seq; }
+
+/* The KV a block reads: the gathered copy in slot buf, or (P_s = 1) the own
+ * KV, which has the same layout. */
+static float *ag_kv(xr *x, const dag_task *t)
+{
+    return t->buf == KV_OWN ? x->ly[t->layer].kv_own[0] : x->ag_kv[t->buf == KV_IN1];
+}
+
+/* Where a block writes dK/dV: the whole sequence's, or (P_s = 1) the final slot. */
+static float *ag_dkv(xr *x, int slot)
+{
+    return slot == DKV_FINAL ? dkv_ptr(x, DKV_FINAL) : x->ag_dkv[slot == DKV_BLK1];
+}
+
+/* All of this rank's queries against every gathered key. */
+static view gathered_view(xr *x, const dag_task *t)
+{
+    const float *kv = ag_kv(x, t);
+    return (view){0, x->N, 0, x->c->p_seq * x->lane_tok, 0, kv, kv + ag_all(x), x->kpos};
+}
+
+static void ag_collective(emit *e, dev_op_kind kind, int stream, float *buf, size_t count)
+{
+    dev_op op = op_new(kind);
+    op.u.coll = (__typeof__(op.u.coll)){e->x->comm[stream], buf, buf, count};
+    emit_op(e, &op);
+}
+
+/* Own K and V into this rank's parts, then two in-place all-gathers. */
+static void kv_gather(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    size_t part = ag_part(x), all = ag_all(x);
+    float *dst = ag_kv(x, t), *own = x->ly[t->layer].kv_own[0];
+    for (int kv = 0; kv < 2; kv++) {
+        copy2d(e, dst + (size_t)kv * all + (size_t)x->s * part, part, own + (size_t)kv * part, part, 1, part);
+        ag_collective(e, DOP_ALLGATHER, STREAM_RING, dst + (size_t)kv * all, all);
+    }
+}
+
+/* Sum dK and dV over the context ranks; this rank's part becomes its final dK/dV. */
+static void dkv_reduce(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    size_t part = ag_part(x), all = ag_all(x);
+    float *src = ag_dkv(x, t->buf2), *fin = dkv_ptr(x, DKV_FINAL);
+    for (int kv = 0; kv < 2; kv++) {
+        ag_collective(e, DOP_REDUCESCATTER, STREAM_DKV, src + (size_t)kv * all, all);
+        copy2d(e, fin + (size_t)kv * part, part, src + (size_t)kv * all + (size_t)x->s * part, part, 1, part);
+    }
+}
+
 /* The inputs every attention op reads: this block's queries, KV, positions. */
 static dev_op attn_op(dev_op_kind kind, const xr *x, const layer_t *ly, const view *w, const dag_task *t)
 {
@@ -152,7 +210,7 @@ static void attn_fwd(emit *e, const dag_task *t)
         x->cur_layer_o[t->phase] = t->layer;
         x->o_init[t->phase] = false;
     }
-    view w = block_view(x, t);
+    view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
     size_t hqd = (size_t)x->hq * (size_t)x->d;
     bool first = !x->o_init[t->phase];
     x->o_init[t->phase] = true;
@@ -197,13 +255,14 @@ static void attn_bwd(emit *e, const dag_task *t)
         x->cur_layer_dq = t->layer;
         zero(e, ly->dq_h, (size_t)x->N * hqd);
     }
-    view w = block_view(x, t);
-    float *out = dkv_ptr(x, t->buf2);
-    if (w.nk != x->lane_tok) zero(e, out, slot_floats(x)); /* rows outside the block stay zero */
+    view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
+    float *out = gathering(x) ? ag_dkv(x, t->buf2) : dkv_ptr(x, t->buf2);
+    size_t v_at = gathering(x) ? ag_all(x) : (size_t)x->lane_tok * kvd;     /* where V starts */
+    if (!gathering(x) && w.nk != x->lane_tok) zero(e, out, slot_floats(x)); /* rows outside the block stay zero */
     dev_op op = attn_op(DOP_ATTN_BWD, x, ly, &w, t);
     op.u.attn.dq = ly->dq_h + (size_t)w.q0 * hqd;
     op.u.attn.dk = out + (size_t)w.k0 * kvd;
-    op.u.attn.dv = out + (size_t)x->lane_tok * kvd + (size_t)w.k0 * kvd;
+    op.u.attn.dv = out + v_at + (size_t)w.k0 * kvd;
     op.u.attn.o_in = ly->o_h + (size_t)w.q0 * hqd;
     op.u.attn.lse_in = ly->lse + (size_t)w.q0 * (size_t)x->hq;
     op.u.attn.do_ = ly->do_h + (size_t)w.q0 * hqd;
@@ -497,6 +556,10 @@ static bool lm_head_only(const xr *x, const dag_task *t)
 static void collective(emit *e, const dag_task *t)
 {
     xr *x = e->x;
+    if (t->op == OP_KV_GATHER || t->op == OP_DKV_REDUCE) {
+        (t->op == OP_KV_GATHER ? kv_gather : dkv_reduce)(e, t);
+        return;
+    }
     dev_op op = op_new(t->kind == TASK_ALLREDUCE       ? DOP_ALLREDUCE
                        : t->kind == TASK_REDUCESCATTER ? DOP_REDUCESCATTER
                                                        : DOP_ALLGATHER);
@@ -523,7 +586,7 @@ int xr_gather_grads(xr *x)
 {
     for (uint32_t i = 0; i < x->ntasks; i++) {
         dag_task t = *dag_task_get(x->g, x->base + i);
-        if (t.kind != TASK_REDUCESCATTER) continue;
+        if (t.kind != TASK_REDUCESCATTER || t.op == OP_DKV_REDUCE) continue;
         t.kind = TASK_ALLGATHER;
         emit e = {x, STREAM_DP, -1, 0, true, {0}, false, 0};
         collective(&e, &t);

@@ -107,6 +107,8 @@ typedef struct ringctx {
     double acc_s;         /* one dK/dV accumulation */
     double x_in, x_out;   /* forward KV hop times */
     double xb_in, xb_out; /* backward KV + dKV hop times (shared link) */
+    int groups;           /* --ring allgather: KV-head groups, gathered one after another */
+    double ag_s, rs_s;    /* one group's KV all-gather and fp32 dK/dV reduce-scatter */
 } ringctx;
 
 /* Compute seconds of step (s, src) forward (merges after the layer's first
@@ -201,6 +203,47 @@ static double ring_bwd(const ringctx *r, int s, double *busy)
     return maxd(comp, final);
 }
 
+/* ---- the all-gather (--ring allgather, core/allgather.c) ---- */
+
+/* One group's attention on ring index s (all its queries, every key). */
+static double gather_block(const ringctx *r, int s, bool bwd)
+{
+    uint64_t fl = size_attn_fwd_flops(r->c, ringgeo_query_pairs(r->c, s)) / (uint64_t)r->groups;
+    double tok = (double)(r->c->seq / (uint64_t)r->c->p_seq);
+    if (!fl) return 0;
+    return bwd ? calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl), 0, tok)
+               : calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl, 0, tok);
+}
+
+/* Gathers run back to back on their stream, group g's into the slot that
+ * group g-2's block has finished with; each block waits for its gather. In
+ * the backward each block's dK/dV is reduce-scattered on a third stream
+ * before block g+2 reuses its buffer. */
+static double gather_pass(const ringctx *r, int s, bool bwd, double *busy)
+{
+    double a = gather_block(r, s, bwd), comp = 0, gfree = 0, rfree = 0;
+    double done[2] = {0, 0}, reduced[2] = {0, 0};
+    for (int g = 0; g < r->groups; g++) {
+        gfree = maxd(gfree, done[g % 2]) + r->ag_s;
+        comp = maxd(maxd(comp, gfree), bwd ? reduced[g % 2] : 0) + a;
+        done[g % 2] = comp;
+        if (bwd) reduced[g % 2] = rfree = maxd(rfree, comp) + r->rs_s;
+    }
+    *busy = r->groups * a;
+    return maxd(comp, rfree);
+}
+
+static void gather_setup(ringctx *r, const config *c, const platform_spec *n)
+{
+    int P_s = c->p_seq, kvh = config_kv_heads(c);
+    r->groups = c->kv_stride ? kvh / c->kv_stride : 1;
+    /* a ring collective: P_s - 1 steps of one member's part over the slowest hop */
+    double elems = (double)size_kv_elems(c, c->seq) / r->groups, part = elems / P_s;
+    ring_links rl = ring_links_of(c, n, part * c->act_bytes);
+    r->ag_s = P_s > 1 ? (P_s - 1) * flow(&rl.in, part * c->act_bytes) : 0;
+    r->rs_s = P_s > 1 ? (P_s - 1) * flow(&rl.in, part * 4) : 0;
+}
+
 static void ring_setup(ringctx *r, const config *c, const calib *cb, const platform_spec *n)
 {
     r->c = c;
@@ -223,6 +266,7 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const platf
     r->xb_in = flow(&rl.in, (kv + dkv) * (1 + spread));
     r->x_out = w > 1 && spread > 0 ? (w - 1) * r->x_in : flow(&rl.out, kv);
     r->xb_out = w > 1 && spread > 0 ? (w - 1) * r->xb_in : flow(&rl.out, kv + dkv);
+    if (c->ring == RING_ALLGATHER) gather_setup(r, c, n);
 }
 
 /* ---- collectives ---- */
@@ -312,7 +356,9 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     double a_o = alltoall(c, n, (double)size_a2a_bytes(c, (uint64_t)m->heads));
     double gf = gemms(c, cb, false), gb = gemms(c, cb, true);
     double fb, bb;
-    double rf = ring_fwd(r, s, &fb), rb = ring_bwd(r, s, &bb);
+    bool ag = c->ring == RING_ALLGATHER;
+    double rf = ag ? gather_pass(r, s, false, &fb) : ring_fwd(r, s, &fb);
+    double rb = ag ? gather_pass(r, s, true, &bb) : ring_bwd(r, s, &bb);
     double rep = 0;
     if (config_kv_repl(c) > 1)
         rep = calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes(size_kv_rep_sum_elems(c)), T);

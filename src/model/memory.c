@@ -39,7 +39,13 @@ static double attention_buffers(const config *c)
     uint64_t t = ringgeo_lane_tokens(c, 0);
     double kv_slot = (double)size_kv_bytes(c, t, c->act_bytes), dkv_slot = (double)size_kv_bytes(c, t, 4);
     double bytes = 0;
-    if (c->p_seq > 1) {
+    if (c->ring == RING_ALLGATHER && c->p_seq > 1) {
+        /* two slots of gathered K/V and of the whole sequence's fp32 dK/dV,
+         * for one group of --kv-stride heads, and the final dK/dV */
+        double groups = c->kv_stride ? (double)config_kv_heads(c) / c->kv_stride : 1;
+        bytes += 2 * (double)size_kv_bytes(c, c->seq, c->act_bytes) / groups;
+        bytes += 2 * (double)size_kv_bytes(c, c->seq, 4) / groups + dkv_slot;
+    } else if (c->p_seq > 1) {
         bytes += lanes * kv_slot * (2 + (outer ? 2 : 0));
         bytes += lanes * dkv_slot * (5 + (outer ? 4 : 0));
     } else {

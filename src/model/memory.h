@@ -41,7 +41,10 @@
  *   block output (N_s*hq*d*a + fp32 LSE); and, when P_h > 1, the all-to-all
  *   send and receive staging buffers, each T*(H + 2*max(H_kv, P_h))*d*a. The
  *   dual ring's lanes carry half the tokens each, so its extra is slot
- *   count, not bytes.
+ *   count, not bytes. --ring allgather replaces the ring slots with two
+ *   gathered K/V buffers of 2*B*S*(kvh/G)*d*a and two whole-sequence fp32
+ *   dK/dV buffers of 2*B*S*(kvh/G)*d*4, G = kvh / --kv-stride groups, plus
+ *   the final dK/dV slot.
  *
  *   LM head: logits and their gradient, 2 * T*vocab*a.
  *

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/docs.h"
 #include "core/stats.h"
 #include "core/strategy.h"
 #include "core/xalloc.h"
@@ -48,15 +49,21 @@ static void add_rings(vec *a, int dp, config c)
         add_layout(a, dp, &c);
         return;
     }
-    for (int part = 0; part < 2; part++) {
-        c.partition = part ? PART_ZIGZAG : PART_CONTIGUOUS;
+    /* the packed-document partitions only differ from these with documents */
+    static const partition_kind parts[] = {PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZAG,
+                                           PART_BALANCED};
+    int nparts = c.docs ? 5 : 2;
+    for (int part = 0; part < nparts; part++) {
+        c.partition = parts[part];
         c.ring = RING_SINGLE;
         c.window = c.p_seq;
         add_layout(a, dp, &c);
-        if (part) {
+        if (config_parts(&c) == 2) {
             c.ring = RING_DUAL;
             add_layout(a, dp, &c);
         }
+        c.ring = RING_ALLGATHER;
+        add_layout(a, dp, &c);
         c.ring = RING_DOUBLE;
         for (int w = 1; w < c.p_seq; w++)
             if (c.p_seq % w == 0) {
@@ -110,6 +117,7 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
             continue;
         }
         analytic_step(&l->c, cb, net, l->dp, &l->an);
+        l->step_lo = l->step_hi = l->an.step;
     }
 }
 
@@ -168,7 +176,8 @@ static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
     row r;
     r.step = plan_step(l);
     r.tps = (double)c->batch * (double)c->seq / (r.step * config_ranks(c));
-    r.mfu = 100 * stats_mfu(c, r.step, peak);
+    r.mfu = l->model_flops > 0 ? 100 * l->model_flops / (r.step * config_ranks(c) * peak)
+                               : 100 * stats_mfu(c, r.step, peak);
     r.mem_gb = l->mem.peak / 1e9;
     r.exposed = l->sim_step >= 0 ? l->sim_exposed : l->an.exposed;
     r.vs_ring = ring >= 0 ? gpu_seconds(&ls[ring]) / gpu_seconds(l) : NAN; /* throughput ratios */
@@ -195,8 +204,13 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
             n, n - feasible, feasible, rp->simulated,
             rp->composed ? " (1- and 2-layer runs composed to L layers)" : "");
-    fprintf(f, "#%4s  %-34s %5s %11s %11s %12s %7s %10s %12s %8s %8s\n", "rank", "layout", "by", "analytic_s", "step_s",
-            "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
+    if (rp->docs && rp->draws > 1)
+        fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
+                rp->docs, rp->draws);
+    else if (rp->docs)
+        fprintf(f, "# documents: %s (%d in the sample)\n", rp->docs, docs_count(b->docs));
+    fprintf(f, "#%4s  %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s\n", "rank", "layout", "by", "analytic_s",
+            "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
 }
 
 static void write_row(FILE *f, int rank, const plan_layout *l, const row *r)
@@ -204,8 +218,9 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r)
     char a[16], b[16];
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
-    fprintf(f, " %4d  %-34s %5s %11.3f %11.3f %12.1f %7.2f %10.1f %12.3f %8s %8s\n", rank, l->name,
-            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
+    fprintf(f, " %4d  %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f %8s %8s\n", rank, l->name,
+            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps,
+            r->mfu, r->mem_gb, r->exposed, a, b);
 }
 
 static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, double peak)
@@ -269,14 +284,15 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
-               "speedup_vs_ulysses\n");
+               "speedup_vs_ulysses,step_min_s,step_max_s\n");
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
         fprintf(f, "%d,", k + 1);
         csv_layout(f, l);
-        fprintf(f, ",feasible,,%s,%.6f,%.6f,%.3f,%.4f,%.3f,%.6f,%.4f,%.4f\n", l->sim_step >= 0 ? "sim" : "model",
-                l->an.step, r.step, r.tps, r.mfu, r.mem_gb, r.exposed, r.vs_ring, r.vs_uly);
+        fprintf(f, ",feasible,,%s,%.6f,%.6f,%.3f,%.4f,%.3f,%.6f,%.4f,%.4f,%.6f,%.6f\n",
+                l->sim_step >= 0 ? "sim" : "model", l->an.step, r.step, r.tps, r.mfu, r.mem_gb, r.exposed, r.vs_ring,
+                r.vs_uly, l->step_lo, l->step_hi);
     }
     for (int i = 0; i < n; i++) {
         if (!ls[i].removed) continue;
@@ -286,7 +302,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
         snprintf(reason, sizeof reason, "%s", ls[i].reason);
         for (char *p = reason; *p; p++)
             if (*p == '"') *p = '\'';
-        fprintf(f, ",removed,\"%s\",,,,,,,,,,\n", reason);
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,\n", reason);
     }
     free(idx);
     return ferror(f) ? -1 : 0;

@@ -9,9 +9,10 @@
  * GPUs are dp replicas of a P = P_h x P_s context-parallel mesh. The knobs
  * enumerated for each (dp, P_h, P_s): placement (head-first, and
  * context-first when both P_h and P_s exceed 1), partition and ring mode
- * (P_s = 1: one layout; else contiguous with the single ring or the double
- * ring at every window w < P_s dividing P_s, and zigzag with the single,
- * dual or double ring at every such w), KV replication (on, and off too
+ * (P_s = 1: one layout; else contiguous with the single ring, the
+ * all-gather or the double ring at every window w < P_s dividing P_s, and
+ * zigzag with those and the dual ring; with packed documents the same for
+ * doc-contiguous, doc-zigzag and balanced), KV replication (on, and off too
  * when P_h > H_kv, where it is infeasible). Layouts that differ only in
  * knobs that change nothing (placement when P_h or P_s is 1, replication
  * when P_h <= H_kv) are one layout.
@@ -42,6 +43,10 @@ typedef struct plan_layout {
     analytic_result an;
     double sim_step;    /* seconds, or < 0 when not simulated */
     double sim_exposed; /* mean exposed communication per rank, seconds */
+    /* over --doc-dist draws (plan_step is their mean): the fastest and the
+     * slowest draw's step; both plan_step with one layout */
+    double step_lo, step_hi;
+    double model_flops; /* the MFU numerator, averaged like the step (0: stats_model_flops) */
 } plan_layout;
 
 typedef struct plan_request {
@@ -80,6 +85,8 @@ typedef struct plan_report {
     double analytic_s, sim_s, wall_s; /* time spent, for the footer */
     int simulated, runs, ranks;       /* layouts simulated, loong sim runs, MPI ranks */
     bool composed;                    /* simulations composed from 1 and 2 layers */
+    int draws;                        /* document packings averaged (1: the given layout) */
+    const char *docs;                 /* where the documents came from, or NULL for one */
 } plan_report;
 
 /* The #-headed ranked table, the removed layouts with their reasons and the
