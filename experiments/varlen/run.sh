@@ -96,11 +96,11 @@ END {
         printf "%s GPUs, %s: best %s %.4f s; usp zigzag %.4f s (best/zigzag %.3f); best ring %s %.4f s, best allgather %s %.4f s (allgather/ring %.3f)\n",
             substr(k, 1, index(k, ",") - 1), substr(k, index(k, ",") + 1), bw[k], best[k], t[k ",usp,zigzag"],
             best[k] / t[k ",usp,zigzag"], rw[k], ring[k], aw[k], ag[k], ag[k] / ring[k]
-        printf "  balance (max/mean):"
+        printf "%s GPUs, %s: balance (max/mean):", substr(k, 1, index(k, ",") - 1), substr(k, index(k, ",") + 1)
         n = split("contiguous zigzag doc-contiguous doc-zigzag balanced", P, " ")
         for (i = 1; i <= n; i++) printf " %s %s", P[i], b[k "," P[i]]
         printf "\n"
-    } }' "$HERE/results.csv" | sort -n | tee "$HERE/summary.txt"
+    } }' "$HERE/results.csv" | sort -n -s -k1,1 | tee "$HERE/summary.txt"
 
 # one table per size: rows partitions, columns strategies (NaN: not a layout)
 for g in $SIZES; do

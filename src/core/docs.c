@@ -260,16 +260,7 @@ uint64_t docs_hash(const doc_layout *d) { return d ? d->hash : 0; }
 /* The document holding pos, or -1 (padding). */
 static int doc_of(const doc_layout *d, uint64_t pos)
 {
-    if (pos >= d->start[d->n]) return -1;
-    int lo = 0, hi = d->n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (d->start[mid] <= pos)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return pos >= d->start[d->n] ? -1 : units_last_at_most(d->start, d->n, pos);
 }
 
 uint64_t docs_window_start(const doc_layout *d, uint64_t seq, uint64_t pos)

@@ -202,24 +202,10 @@ const shard_map *shard_map_of(const config *c)
     return m;
 }
 
-/* The run holding offset i of a list (binary search on off). */
-static int run_at(const seglist *l, uint64_t i)
-{
-    int lo = 0, hi = l->n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (l->off[mid] <= i)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
 uint64_t shard_pos(const shard_map *m, int s, int part, uint64_t i)
 {
     const seglist *l = list_of(m, s, part);
-    int k = run_at(l, i);
+    int k = units_last_at_most(l->off, l->n, i);
     return l->v[k].start + (i - l->off[k]);
 }
 

@@ -61,6 +61,21 @@ int units_parse_mem(const char *s, const char *what, double *out, char err[LOONG
 /* Checked arithmetic: return false on overflow (out is then unspecified). */
 static inline bool units_mul(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool units_add(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* The last i in [0, n) with v[i] <= x, for ascending v with v[0] <= x (run
+ * and document offsets): binary search. */
+static inline int units_last_at_most(const uint64_t *v, int n, uint64_t x)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (v[mid] <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
 /* Product of n factors; false on overflow. */
 bool units_mul_n(uint64_t *out, int n, const uint64_t *factors);
 
