@@ -10,6 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <simgrid/actor.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/link.h>
+#include <xbt/dynar.h>
+
 #include "cli_util.h"
 #include "dag_util.h"
 #include "sim/sim.h"
@@ -180,6 +186,49 @@ START_TEST(nic_shared)
 }
 END_TEST
 
+/* The links of the route between two GPU hosts, space-separated. */
+static void route_of(const char *from, const char *to, char *buf, size_t len)
+{
+    xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
+    sg_host_get_route(sg_host_by_name(from), sg_host_by_name(to), d);
+    buf[0] = '\0';
+    for (unsigned i = 0; i < xbt_dynar_length(d); i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "%s%s", i ? " " : "", sg_link_get_name(xbt_dynar_get_as(d, i, sg_link_t)));
+    }
+    xbt_dynar_free(&d);
+}
+
+static char routes[3][256];
+
+/* Graph-routed zones resolve routes once sealed: ask from an actor. */
+static void route_actor(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    route_of("node0-gpu3", "node1-gpu5", routes[0], sizeof routes[0]);
+    route_of("node0-gpu3", "node1-gpu3", routes[1], sizeof routes[1]);
+    route_of("node0-gpu3", "node0-gpu5", routes[2], sizeof routes[2]);
+}
+
+/* PXN: a send to another rail crosses the sender's NVLink to the GPU on
+ * that rail, then that GPU's NIC; same rail goes straight out; inside the
+ * node through the switch. */
+START_TEST(pxn_routes)
+{
+    char path[128], err[LOONG_ERRLEN];
+    platform_spec sp = spec(2, 8, 8);
+    sim_platform *pf = sim_platform_open(write_platform(&sp, "pxn.xml", path, sizeof path), 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    sg_actor_create("routes", sg_host_by_name("node0-gpu0"), route_actor, 0, NULL);
+    simgrid_run();
+    ck_assert_str_eq(routes[0], "node0-gpu3-nvlink_UP node0-nic5_UP node1-nic5_DOWN");
+    ck_assert_str_eq(routes[1], "node0-nic3_UP node1-nic3_DOWN");
+    ck_assert_str_eq(routes[2], "node0-gpu3-nvlink_UP node0-gpu5-nvlink_DOWN");
+    sim_platform_free(pf);
+}
+END_TEST
+
 /* ---- through the CLI: two simulations to compare ---- */
 
 static double step_time(const char *platform, const char *calib, const char *args)
@@ -346,6 +395,7 @@ int main(void)
     tcase_add_test(tc, p2p_nic);
     tcase_add_test(tc, alltoall_nvswitch);
     tcase_add_test(tc, nic_shared);
+    tcase_add_test(tc, pxn_routes);
     tcase_add_test(tc, compute_bound_imbalance);
     tcase_add_test(tc, comm_bound_double_ring);
     suite_add_tcase(s, tc);

@@ -74,6 +74,7 @@ int cmd_exec(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_coll(int argc, char **argv);
 
 /* Under mpirun only rank 0 prints cli_fail messages (set by cmd_exec). */
 extern bool cli_quiet;

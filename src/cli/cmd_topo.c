@@ -14,7 +14,8 @@ static void topo_usage(FILE *f)
             "\n"
             "Write a SimGrid platform for `loong sim`: NVSwitch as a star of SPLITDUPLEX\n"
             "per-GPU links, one rail NIC per GPU (or shared), a rail-optimised fat-tree.\n"
-            "Defaults come from --gpu (datasheet figures) and NCCL's latency model.\n"
+            "Defaults come from --gpu (datasheet figures) and NCCL's latency model. GPU\n"
+            "kinds run NCCL's collectives (model/nccl.h); --gpu cpu runs MPI's plain rings.\n"
             "\n"
             "  --nodes N               nodes                                          [1]\n"
             "  --gpus-per-node N       GPUs per node (on one NVSwitch)                [8]\n"
@@ -28,6 +29,9 @@ static void topo_usage(FILE *f)
             "  --nvlink-latency T      per NVLink link (two per GPU-GPU path)    [5.9us]\n"
             "  --nic-latency T         per NIC link (two per node-node path)    [11.2us]\n"
             "  --uplink-latency T      per leaf-spine link                         [0us]\n"
+            "  --nvls on|off           NVLink SHARP all-reduce in the switch  [on: h100, h200]\n"
+            "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
+            "                          that rail first (NCCL's PXN)        [on: GPU kinds]\n"
             "  -o, --output FILE       write there (atomically) instead of stdout\n"
             "  -h, --help              this text\n"
             "\nBandwidths take Bps (bytes/s) or bps (bits/s) with k/M/G/T (powers of 10).\n"
@@ -39,7 +43,15 @@ static void topo_usage(FILE *f)
 
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
+    const char *nvls, *pxn;
 } topo_args;
+
+static int on_off(const char *s, const char *what, int *out, char err[LOONG_ERRLEN])
+{
+    if (!strcmp(s, "on") || !strcmp(s, "off")) return *out = !strcmp(s, "on"), 0;
+    snprintf(err, LOONG_ERRLEN, "%s '%s' is not on or off", what, s);
+    return -1;
+}
 
 static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
@@ -55,6 +67,12 @@ static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
     if (a->nvl_lat && units_parse_time(a->nvl_lat, "--nvlink-latency", &sp->nvlink_lat, err) < 0) return -1;
     if (a->nic_lat && units_parse_time(a->nic_lat, "--nic-latency", &sp->nic_lat, err) < 0) return -1;
     if (a->up_lat && units_parse_time(a->up_lat, "--uplink-latency", &sp->uplink_lat, err) < 0) return -1;
+    if (a->nvls && on_off(a->nvls, "--nvls", &sp->nvls, err) < 0) return -1;
+    if (a->pxn && on_off(a->pxn, "--pxn", &sp->pxn, err) < 0) return -1;
+    if (!sp->nccl && ((a->nvls && sp->nvls) || (a->pxn && sp->pxn))) {
+        snprintf(err, LOONG_ERRLEN, "--nvls and --pxn are NCCL's: --gpu %s ranks run plain rings", sp->gpu);
+        return -1;
+    }
     if (a->fabric && strcmp(a->fabric, "fat-tree")) {
         snprintf(err, LOONG_ERRLEN, "--fabric '%s' is not one of: fat-tree", a->fabric);
         return -1;
@@ -85,18 +103,20 @@ int cmd_topo(int argc, char **argv)
         {"nvlink-latency", required_argument, 0, 10},
         {"nic-latency", required_argument, 0, 11},
         {"uplink-latency", required_argument, 0, 12},
+        {"nvls", required_argument, 0, 13},
+        {"pxn", required_argument, 0, 14},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     topo_args a = {0};
-    const char **slot[] = {NULL,      &a.nodes,   &a.gpn, &a.gpu,     &a.nvlink,  &a.nic,   &a.nics,
-                           &a.fabric, &a.oversub, &a.npl, &a.nvl_lat, &a.nic_lat, &a.up_lat};
+    const char **slot[] = {NULL,       &a.nodes, &a.gpn,     &a.gpu,     &a.nvlink, &a.nic,  &a.nics, &a.fabric,
+                           &a.oversub, &a.npl,   &a.nvl_lat, &a.nic_lat, &a.up_lat, &a.nvls, &a.pxn};
     const char *out = "-";
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        if (opt >= 1 && opt <= 12) {
+        if (opt >= 1 && opt <= 14) {
             *slot[opt] = optarg;
             continue;
         }

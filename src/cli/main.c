@@ -13,6 +13,7 @@ static const cli_command commands[] = {
 #ifdef HAVE_SIMGRID
     {"sim", "predict a configuration on a SimGrid cluster: step time, MFU, trace", cmd_sim},
 #endif
+    {"coll", "nccl-tests on a simulated platform: time, algbw, busbw per size", cmd_coll},
     {"topo", "generate a SimGrid platform (NVSwitch + rail NICs + fat-tree)", cmd_topo},
     {"plan", "choose the layout for N GPUs: memory + analytical model, SimGrid ranking", cmd_plan},
     {"compare", "compare a predicted trace with a measured one, task by task", cmd_compare},

@@ -49,6 +49,8 @@ static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"dou
 static const spelling scope_sp[] = {{"attn-fwd", "attn-fwd"}, {"attn", "attn"}, {"step", "step"}};
 static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"full", "full"}};
 static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
+static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
+static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
 
@@ -361,6 +363,16 @@ static const knob_row knobs[KNOB_COUNT] = {
                    0,
                    NULL,
                    0},
+    [KNOB_NCCL_ALGO] = {{"nccl_algo", "nccl-algo", "A",
+                         "ring | tree | nvls: force NCCL's algorithm where it\n"
+                         "runs, as NCCL_ALGO does                        [auto]",
+                         false},
+                        KNOB_ENUM(nccl_algo, nccl_algo_sp)},
+    [KNOB_NCCL_PROTO] = {{"nccl_proto", "nccl-proto", "P",
+                          "simple | ll | ll128: force NCCL's protocol, as\n"
+                          "NCCL_PROTO does                                [auto]",
+                          false},
+                         KNOB_ENUM(nccl_proto, nccl_proto_sp)},
 };
 
 const config_knob_info *config_knob_get(config_knob k) { return &knobs[k].info; }
@@ -390,7 +402,15 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
  * that do not use them read and hash as before they existed. */
 static bool knob_unset(const config *c, config_knob k)
 {
-    return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0);
+    return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0) ||
+           (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
+           (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO);
+}
+
+/* The knobs knob_unset() may leave out, whose default is all-zero. */
+static bool optional_knob(int k)
+{
+    return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -554,7 +574,7 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     }
     for (int k = 0; k < KNOB_COUNT; k++) {
         const json_t *v = json_object_get(j, knobs[k].info.key);
-        if (!v && (k == KNOB_DOCS || k == KNOB_KV_STRIDE)) continue; /* unset: the default */
+        if (!v && optional_knob(k)) continue; /* unset: the default (0) */
         if (!v) {
             snprintf(err, LOONG_ERRLEN, "configuration object: '%s' is missing", knobs[k].info.key);
             return -1;

@@ -27,6 +27,10 @@ typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZA
 typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE, RING_ALLGATHER } ring_kind;
 typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+/* A forced NCCL algorithm and protocol for the collectives (NCCL_ALGO,
+ * NCCL_PROTO; model/nccl.h numbers them from 0 in this order, auto = -1). */
+typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_NVLS } coll_algo_kind;
+typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL128 } coll_proto_kind;
 
 typedef struct config {
     model model;
@@ -44,9 +48,11 @@ typedef struct config {
     scope_kind scope;
     int gpus_per_node;
     recompute_kind recompute;
-    int zero;               /* ZeRO stage 0..3 for the gradient reduction */
-    int act_bytes;          /* bytes per activation element: 2 (bf16) or 4 (fp32) */
-    const doc_layout *docs; /* the documents packed into each sample (docs.h); NULL: one */
+    int zero;                   /* ZeRO stage 0..3 for the gradient reduction */
+    int act_bytes;              /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
+    coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
+    const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
 } config;
 
 /* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, scope step,
@@ -121,6 +127,8 @@ typedef enum {
     KNOB_ZERO,
     KNOB_DTYPE,
     KNOB_DOCS,
+    KNOB_NCCL_ALGO,
+    KNOB_NCCL_PROTO,
     KNOB_COUNT
 } config_knob;
 

@@ -2,10 +2,13 @@
 #include "analytic.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/model.h"
 #include "core/ringgeo.h"
 #include "core/sizes.h"
+#include "core/xalloc.h"
+#include "nccl.h"
 
 static double maxd(double a, double b) { return a > b ? a : b; }
 
@@ -271,11 +274,40 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const platf
 
 /* ---- collectives ---- */
 
+/* NCCL's time for collective op of `size` (nccl-tests' size) over group g
+ * (model/nccl.h), with the config's forced algorithm and protocol. */
+static double nccl_seconds(const config *c, const platform_spec *n, const nccl_group *g, coll_op op, double size)
+{
+    nccl_plan p;
+    nccl_plan_lenient(n, g, op, size, (int)c->nccl_algo - 1, (int)c->nccl_proto - 1, &p);
+    return p.seconds;
+}
+
+/* Head group 0's all-to-all as NCCL runs it; every head group exchanges at
+ * once, so a NIC is shared by all the ranks behind it. */
+static double nccl_alltoall(const config *c, const platform_spec *n, double bytes)
+{
+    int ph = c->p_head, *ranks = xmalloc_array((size_t)ph, sizeof *ranks, "a head group");
+    for (int h = 0; h < ph; h++)
+        ranks[h] = config_rank_of(c, h, 0);
+    nccl_group g;
+    double t = 0;
+    if (nccl_group_init(&g, n, ranks, ph) == 0) {
+        int mates[64], share = nic_mates(n, ranks[0], config_ranks(c), mates);
+        if (g.nnodes > 1 && share > g.per_nic) g.per_nic = share;
+        t = nccl_seconds(c, n, &g, COLL_ALLTOALL, bytes * ph / (ph - 1));
+        nccl_group_free(&g);
+    }
+    free(ranks);
+    return t;
+}
+
 /* Head all-to-all of `bytes` sent per rank (spread over the other P_h-1). */
 static double alltoall(const config *c, const platform_spec *n, double bytes)
 {
     int ph = c->p_head;
     if (ph == 1 || bytes <= 0) return 0;
+    if (n->nccl) return nccl_alltoall(c, n, bytes);
     double chunk = bytes / (ph - 1), worst = 0;
     int r0 = config_rank_of(c, 0, 0), mates[64];
     int share = nic_mates(n, r0, config_ranks(c), mates); /* every head group exchanges at once */
@@ -310,9 +342,22 @@ typedef struct dpcost {
     double ar_layer, rs_layer, ag_layer, ar_head, rs_head, ag_head, rs_all, ag_all;
 } dpcost;
 
-/* One ring collective over the N ranks of `elems` elements (DAG sizes). */
+/* One collective over the N ranks 0..N-1 of `elems` elements (DAG sizes):
+ * NCCL's on a GPU platform (as many nodes as they need), else one ring. */
 static double dp_coll(const config *c, const platform_spec *n, int N, uint64_t elems, bool allreduce)
 {
+    if (N > 1 && n->nccl) {
+        platform_spec big = *n;
+        int gpn = n->gpus_per_node, nodes = (N + gpn - 1) / gpn;
+        if (big.nodes < nodes) big.nodes = nodes;
+        nccl_group g;
+        if (nccl_group_uniform(&g, &big, N, nodes) == 0) {
+            double t = nccl_seconds(c, &big, &g, allreduce ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
+                                    (double)elems * c->act_bytes);
+            nccl_group_free(&g);
+            return t;
+        }
+    }
     return dp_ring(n, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
 }
 

@@ -1,4 +1,4 @@
-/* sim_topo: SimGrid platform XML generator. See sim_topo.h. */
+/* platform_spec: SimGrid platform XML generator and its spec. See platform_spec.h. */
 #include "platform_spec.h"
 
 #include <errno.h>
@@ -8,6 +8,7 @@
 typedef struct gpu_kind {
     const char *name;
     double peak, nvlink_bw, nic_bw;
+    int nccl, nvls; /* NCCL's collectives; NVLink SHARP (NVSwitch 3) */
     const char *source;
 } gpu_kind;
 
@@ -15,14 +16,15 @@ typedef struct gpu_kind {
  * of the per-GPU total (H100 900 GB/s, A100 600 GB/s). NIC: ConnectX-7 400
  * Gb/s (DGX H100), HDR 200 Gb/s (A100 nodes). */
 static const gpu_kind kinds[] = {
-    {"h100", 989e12, 450e9, 50e9, "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
-    {"h200", 989e12, 450e9, 50e9, "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
-    {"a100", 312e12, 300e9, 25e9, "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
+    {"h100", 989e12, 450e9, 50e9, 1, 1,
+     "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
+    {"h200", 989e12, 450e9, 50e9, 1, 1, "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
+    {"a100", 312e12, 300e9, 25e9, 1, 0, "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
     /* A CPU core standing in for a GPU, for validating against `loong exec`
      * on this kind of machine: peak = OpenBLAS fp32 sgemm on one core
      * (experiments/kernel-bench, about 100 GFLOP/s); links = MPI over shared
      * memory, rough until `loong calibrate` fits them. */
-    {"cpu", 100e9, 5e9, 1e9, "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
+    {"cpu", 100e9, 5e9, 1e9, 0, 0, "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -36,6 +38,18 @@ static const gpu_kind kinds[] = {
 #define NCCL_NET_US    14.0
 
 const char *platform_spec_kinds(void) { return "h100, h200, a100, cpu"; }
+
+/* NCCL's protocol and algorithm efficiencies (src/graph/tuning.cc, 2.19:
+ * ring LL busBw x 1/4, LL128 x 0.92, tree x 0.92, NVLS ratio 5/6); what a
+ * platform without them in its loong_spec reads. */
+static void spec_collective_defaults(platform_spec *sp)
+{
+    sp->nccl = sp->pxn = sp->nvls = 0;
+    sp->ll_eff = 0.25;
+    sp->ll128_eff = 0.92;
+    sp->tree_eff = 0.92;
+    sp->nvls_eff = 5.0 / 6.0;
+}
 
 int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ERRLEN])
 {
@@ -54,6 +68,9 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         sp->nvlink_lat = (NCCL_BASE_US + NCCL_NVLINK_US) / 2 * 1e-6;
         sp->nic_lat = (NCCL_BASE_US + NCCL_NET_US) / 2 * 1e-6;
         sp->uplink_lat = 0;
+        spec_collective_defaults(sp);
+        sp->nccl = sp->pxn = kinds[i].nccl;
+        sp->nvls = kinds[i].nvls;
         return 0;
     }
     snprintf(err, LOONG_ERRLEN, "unknown GPU kind '%s': known kinds are %s", gpu, platform_spec_kinds());
@@ -77,6 +94,11 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "bandwidths must be positive";
     else if (sp->nvlink_lat < 0 || sp->nic_lat < 0 || sp->uplink_lat < 0)
         bad = "latencies must not be negative";
+    else if (!(sp->ll_eff > 0 && sp->ll_eff <= 1) || !(sp->ll128_eff > 0 && sp->ll128_eff <= 1) ||
+             !(sp->tree_eff > 0 && sp->tree_eff <= 1) || !(sp->nvls_eff > 0 && sp->nvls_eff <= 1))
+        bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff) must lie in (0, 1]";
+    else if ((sp->nccl | sp->pxn | sp->nvls) & ~1)
+        bad = "nccl, pxn and nvls are 0 or 1";
     if (!bad) return 0;
     snprintf(err, LOONG_ERRLEN, "%s", bad);
     return -1;
@@ -101,10 +123,12 @@ static void write_header(FILE *f, const platform_spec *sp)
             "     %d leaf switch(es) per rail (%d nodes each), one spine, oversubscription %.6g:1.\n"
             "     Latency per link: NVLink %.6g us, NIC %.6g us, leaf-spine %.6g us; NCCL's Simple\n"
             "     protocol model (src/graph/tuning.cc): base 8.4 us + 3.4 us per NVLink hop + 14 us\n"
-            "     per network hop, split over the two links of a path. -->\n",
+            "     per network hop, split over the two links of a path.\n"
+            "     Collectives: %s; NVLink SHARP %s; PXN routes %s. -->\n",
             sp->nodes, sp->gpus_per_node, sp->gpu, source_of(sp->gpu), sp->nvlink_bw / 1e9, sp->nics_per_node,
             sp->nic_bw / 1e9, leaves, sp->nodes_per_leaf, sp->oversub, sp->nvlink_lat * 1e6, sp->nic_lat * 1e6,
-            sp->uplink_lat * 1e6);
+            sp->uplink_lat * 1e6, sp->nccl ? "NCCL's algorithms and protocols" : "plain rings (MPI)",
+            sp->nvls ? "on" : "off", sp->pxn ? "on" : "off");
 }
 
 static void write_elements(FILE *f, const platform_spec *sp)
@@ -145,6 +169,28 @@ static void write_elements(FILE *f, const platform_spec *sp)
         }
 }
 
+/* PXN (NCCL 2.12+): a GPU sends to another rail through the GPU of its
+ * node on that rail, over NVLink, then that GPU's NIC. One-way edges from
+ * each GPU to the other rails' leaves, of two links: shortest paths (Floyd
+ * counts links) then take them for every cross-rail send, and nothing
+ * else, since a path through the switch and back costs more. The proxy
+ * GPU's NVLink receive is not charged: it has 9x the NIC's bandwidth. */
+static void write_pxn_routes(FILE *f, const platform_spec *sp)
+{
+    int per_nic = sp->gpus_per_node / sp->nics_per_node;
+    if (sp->nodes < 2 || sp->nics_per_node < 2) return;
+    for (int n = 0; n < sp->nodes; n++)
+        for (int g = 0; g < sp->gpus_per_node; g++)
+            for (int nic = 0; nic < sp->nics_per_node; nic++) {
+                if (nic == g / per_nic) continue;
+                fprintf(f,
+                        "    <route src=\"node%d-gpu%d\" dst=\"leaf-r%d-%d\" symmetrical=\"NO\"><link_ctn "
+                        "id=\"node%d-gpu%d-nvlink\" direction=\"UP\"/><link_ctn id=\"node%d-nic%d\" "
+                        "direction=\"UP\"/></route>\n",
+                        n, g, nic, n / sp->nodes_per_leaf, n, g, n, nic);
+            }
+}
+
 static void write_routes(FILE *f, const platform_spec *sp)
 {
     int per_nic = sp->gpus_per_node / sp->nics_per_node;
@@ -160,6 +206,7 @@ static void write_routes(FILE *f, const platform_spec *sp)
                     "direction=\"UP\"/></route>\n",
                     n, g, nic, leaf, n, nic);
         }
+    if (sp->pxn) write_pxn_routes(f, sp);
     int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
     for (int r = 0; r < sp->nics_per_node; r++)
         for (int l = 0; l < leaves; l++)
@@ -190,12 +237,13 @@ static void write_origin(FILE *f, const char *origin)
  * analytical model, `loong calibrate`) read the link parameters back. */
 static void write_spec(FILE *f, const platform_spec *sp)
 {
-    fprintf(
-        f,
-        "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
-        "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g\"/>\n",
-        sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
-        sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat);
+    fprintf(f,
+            "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
+            "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g "
+            "nccl=%d pxn=%d nvls=%d ll_eff=%.17g ll128_eff=%.17g tree_eff=%.17g nvls_eff=%.17g\"/>\n",
+            sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
+            sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat, sp->nccl, sp->pxn, sp->nvls,
+            sp->ll_eff, sp->ll128_eff, sp->tree_eff, sp->nvls_eff);
 }
 
 int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin)
@@ -228,7 +276,14 @@ static int spec_field(platform_spec *sp, const char *key, const char *val)
              {"oversub", NULL, &sp->oversub},
              {"nvlink_lat", NULL, &sp->nvlink_lat},
              {"nic_lat", NULL, &sp->nic_lat},
-             {"uplink_lat", NULL, &sp->uplink_lat}};
+             {"uplink_lat", NULL, &sp->uplink_lat},
+             {"nccl", &sp->nccl, NULL},
+             {"pxn", &sp->pxn, NULL},
+             {"nvls", &sp->nvls, NULL},
+             {"ll_eff", NULL, &sp->ll_eff},
+             {"ll128_eff", NULL, &sp->ll128_eff},
+             {"tree_eff", NULL, &sp->tree_eff},
+             {"nvls_eff", NULL, &sp->nvls_eff}};
     if (!strcmp(key, "gpu")) {
         snprintf(sp->gpu, sizeof sp->gpu, "%s", val);
         return 0;
@@ -258,6 +313,7 @@ int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLE
         v = strstr(line, tag);
     fclose(f);
     memset(sp, 0, sizeof *sp);
+    spec_collective_defaults(sp);
     if (!v) {
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no loong_spec property: regenerate it with loong topo", path);
         return -1;

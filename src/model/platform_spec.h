@@ -14,8 +14,8 @@
  *
  * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
-#ifndef LOONG_SIM_TOPO_H
-#define LOONG_SIM_TOPO_H
+#ifndef LOONG_PLATFORM_SPEC_H
+#define LOONG_PLATFORM_SPEC_H
 
 #include <stdio.h>
 
@@ -34,6 +34,15 @@ typedef struct platform_spec {
     double nvlink_lat; /* seconds per NVLink link (two per GPU-to-GPU path) */
     double nic_lat;    /* seconds per NIC link (two per node-to-node path) */
     double uplink_lat; /* seconds per leaf-spine link */
+    /* How collectives run (model/nccl.h). Platforms written before these
+     * existed read as nccl = pxn = nvls = 0 and NCCL's efficiencies. */
+    int nccl;         /* 1: NCCL's algorithms and protocols; 0: one ring of p2p flows (CPU ranks, MPI) */
+    int pxn;          /* 1: traffic to another rail crosses NVLink to the GPU on that rail first */
+    int nvls;         /* 1: NVLink SHARP in the node's switch (H100/H200 NVSwitch 3) */
+    double ll_eff;    /* LL bus bandwidth / Simple's (NCCL: 1/4) */
+    double ll128_eff; /* LL128's (NCCL: 0.92) */
+    double tree_eff;  /* a tree's bus bandwidth / the ring's (NCCL: 0.92) */
+    double nvls_eff;  /* NVLS algorithm bandwidth / NVLink bandwidth (NCCL: 5/6) */
 } platform_spec;
 
 /* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README

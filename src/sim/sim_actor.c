@@ -159,6 +159,9 @@ static void release(sim_state *S)
     }
     free(S->streams);
     free(S->pos);
+    for (uint32_t i = 0; S->groups && i < dag_ngroups(S->g); i++)
+        nccl_group_free(&S->groups[i]);
+    free(S->groups);
     sim_links_free(S->links);
 }
 
@@ -175,6 +178,8 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, s
     S.start = xcalloc(n, sizeof *S.start, "the simulated start times");
     S.dur = xcalloc(n, sizeof *S.dur, "the simulated durations");
     S.links = sim_links_new(P);
+    S.spec = sim_platform_nccl_spec(pf);
+    if (S.spec) S.groups = xcalloc(dag_ngroups(g) + 1, sizeof *S.groups, "the collective groups");
     S.wall0 = S.last_report = wall_now();
     spawn(&S);
     simgrid_run();

@@ -10,15 +10,21 @@
  * - all-to-all: each member sends bytes/(n-1) to every other member and
  *   receives as much, all flows concurrent, issued in NCCL's rotating order
  *   (send to me+k while receiving from me-k, k = 1..n-1).
- * - all-reduce / reduce-scatter / all-gather: NCCL's ring, one pipelined
- *   flow per member to its successor in ring order carrying everything the
- *   member sends (the task's bytes: 2(n-1) or n-1 chunks). One ring, so the
- *   inter-node hops use one NIC per node (see README, "Limits").
+ * - all-reduce / reduce-scatter / all-gather on a platform that runs
+ *   NCCL's collectives (its loong_spec says nccl=1): the flows of the
+ *   algorithm NCCL's tuner picks (model/nccl.h: rings over every rail,
+ *   double binary trees, NVLS), after a sleep for the latency they do not
+ *   carry themselves. All-to-all the same way, so that it pays NCCL's
+ *   latency too.
+ * - elsewhere (CPU ranks, hand-written platforms): one pipelined ring flow
+ *   per member to its successor carrying everything the member sends (the
+ *   task's bytes: 2(n-1) or n-1 chunks), as MPI's ring does.
  */
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/mailbox.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xbt/log.h>
@@ -78,8 +84,7 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
         ssize_t k = sg_comm_wait_any(comms, (size_t)left);
         xbt_assert(k >= 0, "loong sim: wait_any failed");
         S->dur[who[k]] = simgrid_get_clock() - S->start[who[k]];
-        XBT_DEBUG("rank %d %s: task %u done after %.9f s", me->rank, stream_name(me->stream), who[k],
-                  S->dur[who[k]]);
+        XBT_DEBUG("rank %d %s: task %u done after %.9f s", me->rank, stream_name(me->stream), who[k], S->dur[who[k]]);
         comms[k] = comms[left - 1];
         who[k] = who[left - 1];
     }
@@ -92,6 +97,66 @@ static int member_index(const int32_t *mem, int n, int rank)
     return -1;
 }
 
+static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto)
+{
+    const platform_spec *sp = me->S->spec;
+    nccl_plan p;
+    nccl_plan_lenient(sp, g, op, size, algo, proto, &p);
+    if (g->n < 2) return p;
+    double extra = p.alpha - nccl_flow_latency(sp, g);
+    if (extra >= SIM_MIN_SLEEP) sg_actor_sleep_for(extra);
+    int cap = nccl_max_flows(g, op), nout, nin;
+    nccl_flow *out = xmalloc_array((size_t)cap, sizeof *out, "a collective's flows");
+    nccl_flow *in = xmalloc_array((size_t)cap, sizeof *in, "a collective's flows");
+    nccl_member_flows(g, &p, op, size, me_i, out, &nout, in, &nin);
+    sg_comm_t *comms = xmalloc_array((size_t)(nout + nin), sizeof *comms, "a collective's flows");
+    for (int k = 0; k < nout; k++) {
+        double b = out[k].bytes < 1 ? 1 : out[k].bytes;
+        comms[k] = put(me, g->rank[out[k].peer], (uint64_t)llround(b));
+    }
+    for (int k = 0; k < nin; k++)
+        comms[nout + k] = get(me, g->rank[in[k].peer]);
+    sg_comm_wait_all(comms, (size_t)(nout + nin));
+    XBT_DEBUG("rank %d: %s of %.0f B over %d ranks on %d nodes: %s/%s, %d+%d flows", me->rank, coll_op_name(op), size,
+              g->n, g->nnodes, nccl_algo_name(p.algo), nccl_proto_name(p.proto), nout, nin);
+    free(comms);
+    free(out);
+    free(in);
+    return p;
+}
+
+/* The NCCL shape of the task's group, built on first use. */
+static const nccl_group *task_group(sim_state *S, const dag_task *t)
+{
+    nccl_group *g = &S->groups[t->group];
+    if (g->n) return g;
+    int n;
+    const int32_t *mem = dag_group(S->g, t->group, &n);
+    int *ranks = xmalloc_array((size_t)n, sizeof *ranks, "a collective group");
+    for (int i = 0; i < n; i++)
+        ranks[i] = mem[i];
+    xbt_assert(nccl_group_init(g, S->spec, ranks, n) == 0, "loong sim: group %u is off the platform", t->group);
+    free(ranks);
+    return g;
+}
+
+static void nccl_collective(sim_stream *me, const dag_task *t)
+{
+    sim_state *S = me->S;
+    const config *c = S->c;
+    const nccl_group *g = task_group(S, t);
+    const int *at = bsearch(&me->rank, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
+    xbt_assert(at, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
+    double size = nccl_size_of_task(t->kind, (double)t->bytes, g->n);
+    nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
+                                (int)c->nccl_proto - 1);
+    S->dur[t->id] = simgrid_get_clock() - S->start[t->id];
+    XBT_DEBUG("rank %d %s: %s task %u, %s/%s, %.9f s", me->rank, stream_name(me->stream), task_kind_name(t->kind),
+              t->id, nccl_algo_name(p.algo), nccl_proto_name(p.proto), S->dur[t->id]);
+}
+
 void sim_flow_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
@@ -102,6 +167,10 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
     S->start[t->id] = simgrid_get_clock();
     if (n < 2) {
         S->dur[t->id] = 0;
+        return;
+    }
+    if (S->spec) {
+        nccl_collective(me, t);
         return;
     }
     bool a2a = t->kind == TASK_ALLTOALL;

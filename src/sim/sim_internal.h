@@ -13,6 +13,7 @@
 #include <xbt/asserts.h>
 #include <xbt/log.h>
 
+#include "model/nccl.h"
 #include "sim.h"
 
 /* The root of loong's log categories (sim_platform.c); `--log=loong.thres:debug`. */
@@ -56,7 +57,9 @@ typedef struct sim_state {
     uint32_t *pos;       /* per task: position in its stream */
     double *start, *dur;
     sim_links *links;
-    uint64_t completed; /* tasks done, for progress */
+    const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
+    nccl_group *groups;        /* per DAG group, shaped on first use (n == 0: not yet) */
+    uint64_t completed;        /* tasks done, for progress */
     bool progress;
     double wall0, last_report;
 } sim_state;
@@ -73,6 +76,9 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
 sg_host_t *sim_platform_hosts(sim_platform *pf);
+/* The platform's loong_spec when it has one that runs NCCL's collectives;
+ * NULL for hand-written platforms and CPU ranks (plain rings). */
+const platform_spec *sim_platform_nccl_spec(const sim_platform *pf);
 
 /* ---- sim_event.c: cross-stream events ---- */
 /* Block the calling actor (stream me) until every cross-stream dependency
@@ -95,6 +101,12 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n);
  * does (all-to-all: pairwise, rotating; ring collectives: to the next
  * member). Records the task's end when all its flows are done. */
 void sim_flow_collective(sim_stream *me, const dag_task *t);
+/* Run the flows of one collective of `size` bytes (nccl-tests' size) over
+ * group g as NCCL would (model/nccl.h): the tuner's or the forced algorithm
+ * and protocol, a sleep for the latency its flows do not carry, then every
+ * flow of member `me_i` at once. Returns the plan. Used by the DAG's
+ * collectives and by `loong coll`. */
+nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto);
 /* Free the mailbox caches of st. */
 void sim_flow_release(sim_stream *st);
 

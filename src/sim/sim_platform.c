@@ -39,6 +39,8 @@ struct sim_platform {
     sg_host_t *gpus; /* sorted by (node, slot) */
     int ngpus, gpn;
     char kind[32];
+    platform_spec spec;
+    bool nccl; /* spec read and spec.nccl */
 };
 
 /* argv for simgrid_init: program name, loong's defaults, the user's args. */
@@ -190,13 +192,18 @@ sim_platform *sim_platform_open(const char *path, int nargs, char **args, char e
         free(pf);
         return NULL;
     }
-    XBT_VERB("platform %s: %d %s GPUs, %d per node", path, pf->ngpus, pf->kind, pf->gpn);
+    char serr[LOONG_ERRLEN];
+    pf->nccl = platform_spec_read(path, &pf->spec, serr) == 0 && pf->spec.nccl && pf->spec.gpus_per_node == pf->gpn;
+    XBT_VERB("platform %s: %d %s GPUs, %d per node, %s collectives", path, pf->ngpus, pf->kind, pf->gpn,
+             pf->nccl ? "NCCL's" : "plain ring");
     return pf;
 }
 
 int sim_platform_gpus(const sim_platform *pf) { return pf->ngpus; }
 const char *sim_platform_kind(const sim_platform *pf) { return pf->kind; }
 int sim_platform_gpus_per_node(const sim_platform *pf) { return pf->gpn; }
+
+const platform_spec *sim_platform_nccl_spec(const sim_platform *pf) { return pf->nccl ? &pf->spec : NULL; }
 
 /* For sim_actor.c: the host of each rank. */
 sg_host_t *sim_platform_hosts(sim_platform *pf) { return pf->gpus; }

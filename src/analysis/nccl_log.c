@@ -1,0 +1,146 @@
+/* nccl_log: nccl-tests output. See nccl_log.h. */
+#include "nccl_log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/xalloc.h"
+
+typedef struct reader {
+    nccl_log *log;
+    char hosts[64][64];
+    int nhosts;
+    bool header, footer;
+    int cap;
+} reader;
+
+/* "# Collective test starting: all_reduce_perf" or a file name that holds
+ * an op name. */
+static void op_from(nccl_log *log, const char *text)
+{
+    if (log->has_op) return;
+    static const coll_op order[] = {COLL_REDUCE_SCATTER, COLL_ALL_REDUCE, COLL_ALL_GATHER,
+                                    COLL_ALLTOALL,       COLL_SENDRECV,   COLL_BROADCAST};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (strstr(text, coll_op_name(order[i]))) {
+            log->op = order[i];
+            log->has_op = true;
+            return;
+        }
+}
+
+static void rank_line(reader *r, const char *line)
+{
+    int rank, group;
+    char host[64];
+    if (sscanf(line, "# Rank %d Group %d Pid %*d on %63s", &rank, &group, host) != 3) return;
+    r->log->gpus++;
+    for (int i = 0; i < r->nhosts; i++)
+        if (!strcmp(r->hosts[i], host)) return;
+    if (r->nhosts < 64) snprintf(r->hosts[r->nhosts++], sizeof r->hosts[0], "%s", host);
+}
+
+static void comment(reader *r, const char *line)
+{
+    const char *s = strstr(line, "Collective test starting:");
+    if (s) op_from(r->log, s);
+    if (strstr(line, " Rank ")) rank_line(r, line);
+    if (strstr(line, "out-of-place") || (strstr(line, "size") && strstr(line, "busbw"))) r->header = true;
+    if (strstr(line, "Avg bus bandwidth")) r->footer = true;
+}
+
+/* A data row: size count type redop root time algbw busbw #wrong ... */
+static int row(reader *r, char *line, int lineno, char err[LOONG_ERRLEN])
+{
+    char *tok[16];
+    int n = 0;
+    for (char *t = strtok(line, " \t\r\n"); t && n < 16; t = strtok(NULL, " \t\r\n"))
+        tok[n++] = t;
+    nccl_log *log = r->log;
+    if (n < 9) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%.100s: line %d is a row cut short (%d of 9+ columns): rerun nccl-tests to the end", log->path,
+                 lineno, n);
+        return -1;
+    }
+    char *e1, *e2, *e3;
+    double size = strtod(tok[0], &e1), t = strtod(tok[5], &e2), bus = strtod(tok[7], &e3);
+    if (*e1 || *e2 || *e3 || !(t > 0)) {
+        snprintf(err, LOONG_ERRLEN, "%.100s: line %d: size '%s', time '%s', busbw '%s' are not nccl-tests figures",
+                 log->path, lineno, tok[0], tok[5], tok[7]);
+        return -1;
+    }
+    if (log->nrows && size <= log->rows[log->nrows - 1].size) {
+        snprintf(err, LOONG_ERRLEN, "%.100s: line %d: size %s does not grow: one nccl-tests run per log", log->path,
+                 lineno, tok[0]);
+        return -1;
+    }
+    if (log->nrows == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 32;
+        log->rows = xrealloc_array(log->rows, (size_t)r->cap, sizeof *log->rows, "an nccl-tests log");
+    }
+    log->rows[log->nrows++] = (nccl_log_row){size, t * 1e-6, bus * 1e9};
+    return 0;
+}
+
+static int finish(reader *r, bool empty, char err[LOONG_ERRLEN])
+{
+    nccl_log *log = r->log;
+    const char *why = NULL;
+    if (empty)
+        why = "is empty: give the output of an nccl-tests run (all_reduce_perf -b 8 -e 8G -f 2 > LOG)";
+    else if (!r->header || !log->nrows)
+        why = "is not an nccl-tests log: no '# size count type redop root time algbw busbw' table with rows";
+    else if (!r->footer)
+        why = "is truncated: no '# Avg bus bandwidth' line after its rows; rerun the test to the end";
+    if (why) {
+        snprintf(err, LOONG_ERRLEN, "%.100s %s", log->path, why);
+        return -1;
+    }
+    log->nodes = r->nhosts;
+    return 0;
+}
+
+int nccl_log_read(const char *path, nccl_log *log, char err[LOONG_ERRLEN])
+{
+    memset(log, 0, sizeof *log);
+    snprintf(log->path, sizeof log->path, "%s", path);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, LOONG_ERRLEN, "cannot read nccl-tests log '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    reader r = {.log = log};
+    char line[4096];
+    int lineno = 0, rc = 0;
+    bool empty = true;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p) empty = false;
+        if (*p == '#')
+            comment(&r, p);
+        else if (r.header && !r.footer && isdigit((unsigned char)*p))
+            rc = row(&r, p, lineno, err);
+    }
+    fclose(f);
+    if (rc == 0) rc = finish(&r, empty, err);
+    if (rc == 0) {
+        const char *base = strrchr(path, '/');
+        op_from(log, base ? base + 1 : path);
+    }
+    if (rc < 0) nccl_log_free(log);
+    return rc;
+}
+
+void nccl_log_free(nccl_log *log)
+{
+    free(log->rows);
+    log->rows = NULL;
+    log->nrows = 0;
+}

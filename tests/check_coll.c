@@ -1,0 +1,288 @@
+/* loong coll: NCCL's collectives on simulated platforms against closed
+ * forms written here from NCCL's published model (tuning.cc latencies and
+ * protocol factors) and the platform's links: ring all-reduce over k rails,
+ * a tree's depth, NVLS in one node, all-to-all across nodes through the
+ * NIC per GPU. Each runs the SimGrid engine and the analytical one, which
+ * must agree with each other on an idle platform. Then --compare against a
+ * log written here, and bad input. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_run.h"
+#include "cli_util.h"
+#include "model/platform_spec.h"
+
+static char dir[64];
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/loong-coll-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static platform_spec spec(int nodes, int gpn, int nics)
+{
+    platform_spec sp;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
+    sp.nodes = nodes;
+    sp.gpus_per_node = gpn;
+    sp.nics_per_node = nics;
+    return sp;
+}
+
+static const char *write_platform(const platform_spec *sp, const char *name)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(platform_spec_write(f, sp, NULL), 0);
+    fclose(f);
+    return path;
+}
+
+typedef struct row {
+    double size, us, busbw;
+    char algo[16], proto[16];
+} row;
+
+/* The first data row of `loong coll ARGS`, with --model when model. */
+static row coll_row(const char *platform, const char *args, bool model)
+{
+    run_result r = run_cmd("%s coll --platform %s %s %s", LOONG_BIN, platform, args, model ? "--model" : "");
+    ck_assert_msg(r.status == 0, "loong coll %s: exit %d: %s", args, r.status, r.err);
+    row w = {0};
+    for (const char *line = r.out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (*line == '#') continue;
+        char type[16], redop[16], wrong[16], tail[256];
+        double count, root, alg;
+        int n = sscanf(line, "%lf %lf %15s %15s %lf %lf %lf %lf %15s %255[^\n]", &w.size, &count, type, redop, &root,
+                       &w.us, &alg, &w.busbw, wrong, tail);
+        ck_assert_msg(n == 10, "not an nccl-tests row: %s", line);
+        ck_assert_int_eq(sscanf(tail, "%*f %*f %*f %*s %15s %15s", w.algo, w.proto), 2);
+        return w;
+    }
+    ck_abort_msg("no data row in: %s", r.out);
+    return w;
+}
+
+static void assert_close(double got, double want, double tol, const char *what)
+{
+    ck_assert_msg(fabs(got - want) <= tol * fabs(want), "%s: got %.6g, closed form %.6g (off by %.3f %%)", what, got,
+                  want, 100 * (got - want) / want);
+}
+
+/* Both engines, one size, against the closed form time in microseconds. */
+static row both(const char *platform, const char *args, double want_us, const char *what)
+{
+    row s = coll_row(platform, args, false), m = coll_row(platform, args, true);
+    assert_close(s.us, want_us, 0.005, what);
+    assert_close(m.us, want_us, 0.005, what);
+    ck_assert_str_eq(s.algo, m.algo);
+    ck_assert_str_eq(s.proto, m.proto);
+    return s;
+}
+
+/* NCCL's ring latency (tuning.cc, microseconds): base + a hop per step,
+ * network hops apart; all-reduce on N > 1 nodes counts 2N of them. */
+static double ring_alpha_us(double base, double nvl, double net, int n, int N)
+{
+    int steps = 2 * (n - 1), inter = N > 1 ? 2 * N : 0;
+    return base + (steps - inter) * nvl + inter * net;
+}
+
+/* Ring all-reduce across 2 nodes leaves through k rails: bus bandwidth
+ * k x NIC x protocol efficiency (NVLink made fast so the NICs decide). */
+START_TEST(ring_allreduce_on_k_rails)
+{
+    const double S = 1 << 30, bf = 2.0 * 15 / 16;
+    static const int rails[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        platform_spec sp = spec(2, 8, rails[i]);
+        sp.nvlink_bw = 1e14;
+        const char *p = write_platform(&sp, "rails.xml");
+        double bw = rails[i] * sp.nic_bw;
+        char what[64];
+        snprintf(what, sizeof what, "ring Simple on %d rails", rails[i]);
+        both(p, "-b 1G -e 1G --nccl-algo ring --nccl-proto simple",
+             ring_alpha_us(8.4, 3.4, 14, 16, 2) + 1e6 * S * bf / bw, what);
+        snprintf(what, sizeof what, "ring LL128 on %d rails", rails[i]);
+        both(p, "-b 1G -e 1G --nccl-algo ring --nccl-proto ll128",
+             ring_alpha_us(14, 1.9, 4.0, 16, 2) + 1e6 * S * bf / (0.92 * bw), what);
+    }
+}
+END_TEST
+
+/* A tree's latency is its depth times the network hop: one GPU per node,
+ * 8 bytes, Simple: 2 x floor(log2 N) x 28 us (base 0). */
+START_TEST(tree_latency_is_depth)
+{
+    platform_spec sp = spec(16, 1, 1);
+    const char *p = write_platform(&sp, "tree.xml");
+    for (int N = 2, depth = 1; N <= 16; N *= 2, depth++) {
+        char args[128];
+        snprintf(args, sizeof args, "-b 8 -e 8 --gpus %d --nccl-algo tree --nccl-proto simple", N);
+        row r = both(p, args, 2 * depth * 28.0, "tree depth");
+        ck_assert_str_eq(r.algo, "Tree");
+    }
+}
+END_TEST
+
+/* NVLink SHARP in one H100 node: the switch reduces, each GPU sends and
+ * receives the buffer once: 23 us + S / (NVLink x 5/6); the tuner picks
+ * it for large buffers. */
+START_TEST(nvls_in_one_node)
+{
+    platform_spec sp = spec(1, 8, 8);
+    const char *p = write_platform(&sp, "nvls.xml");
+    row r = both(p, "-b 1G -e 1G", 23 + 1e6 * (1 << 30) / (sp.nvlink_bw * 5 / 6), "NVLS");
+    ck_assert_str_eq(r.algo, "NVLS");
+    assert_close(r.busbw, 2.0 * 7 / 8 * sp.nvlink_bw * 5 / 6 / 1e9, 0.01, "NVLS bus bandwidth");
+}
+END_TEST
+
+/* All-to-all across 2 nodes: half of each buffer leaves the node, each GPU
+ * through its rail NIC (PXN for other rails), shared when GPUs share NICs. */
+START_TEST(alltoall_limited_by_nic_per_gpu)
+{
+    const double S = 1 << 30;
+    static const int nics[] = {8, 4};
+    for (int i = 0; i < 2; i++) {
+        platform_spec sp = spec(2, 8, nics[i]);
+        const char *p = write_platform(&sp, "a2a.xml");
+        double per_gpu = sp.nic_bw * nics[i] / 8;
+        row r = both(p, "--op alltoall -b 1G -e 1G", 1e6 * (2 * sp.nic_lat + S * 8 / 16 / per_gpu), "all-to-all");
+        assert_close(r.busbw, 15.0 / 8 * per_gpu / 1e9, 0.01, "all-to-all bus bandwidth");
+    }
+}
+END_TEST
+
+/* A log written here: rows (size, time) in nccl-tests' format. */
+static const char *write_log(const char *name, const char *op, int gpus, int nodes, const double *size,
+                             const double *us, int n, bool footer)
+{
+    static char path[160];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "# nccl-tests version 2.13.9 nccl-headers=21903 nccl-library=21903\n");
+    if (op) fprintf(f, "# Collective test starting: %s_perf\n", op);
+    fprintf(f, "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg "
+               "iters: 1 validation: 1 graph: 0\n#\n# Using devices\n");
+    for (int r = 0; r < gpus; r++)
+        fprintf(f, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:18:00] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
+                nodes > 1 ? (r < gpus / nodes ? "nodeA" : "nodeB") : "nodeA", r % 8);
+    fprintf(f, "#\n#                                                              out-of-place                       "
+               "in-place          \n#       size         count      type   redop    root     time   algbw   busbw "
+               "#wrong     time   algbw   busbw #wrong\n#        (B)    (elements)                               (us) "
+               " (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%12.0f  %12.0f     float     sum      -1  %7.2f  %6.2f  %6.2f      0  %7.2f  %6.2f  %6.2f      0\n",
+                size[i], size[i] / 4, us[i], size[i] / us[i] / 1e3, size[i] / us[i] / 1e3, us[i], size[i] / us[i] / 1e3,
+                size[i] / us[i] / 1e3);
+    if (footer) fprintf(f, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.234 \n#\n");
+    fclose(f);
+    return path;
+}
+
+/* --compare takes the log's op, GPUs, nodes and sizes; its simulated column
+ * is loong coll's for the same sizes, its error (sim - meas) / meas. */
+START_TEST(compare_with_a_log)
+{
+    platform_spec sp = spec(2, 8, 8);
+    char plat[128];
+    snprintf(plat, sizeof plat, "%s", write_platform(&sp, "cmp.xml"));
+    const double size[] = {1 << 20, 1 << 26}, us[] = {100, 1000};
+    const char *log = write_log("ar.log", "all_reduce", 16, 2, size, us, 2, true);
+    run_result r = run_cmd("%s coll --platform %s --compare %s", LOONG_BIN, plat, log);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "all_reduce on 16 GPUs (2 nodes)"));
+    const char *line = strstr(r.out, "\n ");
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_nonnull(line);
+        double sz, meas, sim, mbus, sbus, err;
+        ck_assert_int_eq(sscanf(line + 1, "%lf %lf %lf %lf %lf %lf", &sz, &meas, &sim, &mbus, &sbus, &err), 6);
+        ck_assert_double_eq(sz, size[i]);
+        ck_assert_double_eq_tol(meas, us[i], 1e-9);
+        char args[96];
+        snprintf(args, sizeof args, "-b %.0f -e %.0f", size[i], size[i]);
+        assert_close(sim, coll_row(plat, args, false).us, 1e-4, "the compared simulated time");
+        ck_assert_double_eq_tol(err, 100 * (sim - meas) / meas, 0.01);
+        line = strstr(line + 1, "\n ");
+    }
+}
+END_TEST
+
+static void assert_rejected(const char *args, const char *needle)
+{
+    run_result r = run_cmd("%s coll %s", LOONG_BIN, args);
+    ck_assert_msg(r.status == 2, "%s: exit %d (%s)", args, r.status, r.err);
+    ck_assert_msg(count_lines(r.err) == 1, "%s: not one line: %s", args, r.err);
+    ck_assert_msg(strstr(r.err, needle) != NULL, "%s: '%s' does not say '%s'", args, r.err, needle);
+}
+
+START_TEST(bad_input)
+{
+    platform_spec sp = spec(2, 8, 8);
+    char plat[128], a[512];
+    snprintf(plat, sizeof plat, "%s", write_platform(&sp, "bad.xml"));
+    const double size[] = {8, 16}, us[] = {10, 11};
+    snprintf(a, sizeof a, "--platform %s --compare %s", plat,
+             write_log("trunc.log", "all_reduce", 16, 2, size, us, 2, false));
+    assert_rejected(a, "truncated");
+    snprintf(a, sizeof a, "--platform %s --compare %s", plat, write_log("noop.log", NULL, 16, 2, size, us, 2, true));
+    assert_rejected(a, "names no collective");
+    snprintf(a, sizeof a, "%s/empty.log", dir);
+    fclose(fopen(a, "w"));
+    char b[1200];
+    snprintf(b, sizeof b, "--platform %s --compare %s", plat, a);
+    assert_rejected(b, "is empty");
+    snprintf(b, sizeof b, "--platform %s --compare %s", plat, plat); /* XML is no nccl-tests log */
+    assert_rejected(b, "not an nccl-tests log");
+    snprintf(a, sizeof a, "--platform %s --op all_to_all", plat);
+    assert_rejected(a, "--op 'all_to_all'");
+    snprintf(a, sizeof a, "--platform %s -b 1M -e 1K", plat);
+    assert_rejected(a, "larger than -e");
+    snprintf(a, sizeof a, "--platform %s --op all_gather --nccl-algo tree", plat);
+    assert_rejected(a, "tree is all-reduce across nodes");
+    snprintf(a, sizeof a, "--platform %s --gpus 9", plat);
+    assert_rejected(a, "do not fit");
+    assert_rejected("--platform /nonexistent.xml", "cannot read platform");
+    assert_rejected("--op all_reduce", "--platform FILE is required");
+    run_result r = run_cmd("%s coll --help", LOONG_BIN);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--compare LOG"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("coll");
+    TCase *tc = tcase_create("closed forms");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ring_allreduce_on_k_rails);
+    tcase_add_test(tc, tree_latency_is_depth);
+    tcase_add_test(tc, nvls_in_one_node);
+    tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
+    suite_add_tcase(s, tc);
+    TCase *cli = tcase_create("cli");
+    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_set_timeout(cli, 120);
+    tcase_add_test(cli, compare_with_a_log);
+    tcase_add_test(cli, bad_input);
+    suite_add_tcase(s, cli);
+    return check_run(s);
+}
