@@ -14,6 +14,7 @@
 
 #include "check_run.h"
 #include "cli_util.h"
+#include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 
 static char dir[64];
@@ -182,14 +183,14 @@ static const char *write_log(const char *name, const char *op, int gpus, int nod
     fprintf(f, "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg "
                "iters: 1 validation: 1 graph: 0\n#\n# Using devices\n");
     for (int r = 0; r < gpus; r++)
-        fprintf(f, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [0000:18:00] NVIDIA H100 80GB HBM3\n", r, 1000 + r,
-                nodes > 1 ? (r < gpus / nodes ? "nodeA" : "nodeB") : "nodeA", r % 8);
+        fprintf(f, "#  Rank %2d Group  0 Pid %6d on    node-%02d device %2d [0000:18:00] NVIDIA H100 80GB HBM3\n", r,
+                1000 + r, r / (gpus / nodes), r % 8);
     fprintf(f, "#\n#                                                              out-of-place                       "
                "in-place          \n#       size         count      type   redop    root     time   algbw   busbw "
                "#wrong     time   algbw   busbw #wrong\n#        (B)    (elements)                               (us) "
                " (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
     for (int i = 0; i < n; i++)
-        fprintf(f, "%12.0f  %12.0f     float     sum      -1  %7.2f  %6.2f  %6.2f      0  %7.2f  %6.2f  %6.2f      0\n",
+        fprintf(f, "%12.0f  %12.0f     float     sum      -1  %7.4f  %6.2f  %6.2f      0  %7.4f  %6.2f  %6.2f      0\n",
                 size[i], size[i] / 4, us[i], size[i] / us[i] / 1e3, size[i] / us[i] / 1e3, us[i], size[i] / us[i] / 1e3,
                 size[i] / us[i] / 1e3);
     if (footer) fprintf(f, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1.234 \n#\n");
@@ -225,6 +226,61 @@ START_TEST(compare_with_a_log)
 }
 END_TEST
 
+/* Logs generated from known parameters with the model the fit inverts
+ * (one node: all-reduce with NVLS, all-gather on rings; four nodes:
+ * all-reduce on rings and trees, all-to-all through the NICs) are
+ * recovered within 2 % from the platform's defaults. */
+START_TEST(nccl_tests_round_trip)
+{
+    platform_spec truth = spec(4, 8, 8);
+    truth.nvlink_bw = 380e9;
+    truth.nic_bw = 46e9;
+    truth.nvlink_lat = 5.2e-6;
+    truth.nic_lat = 10.5e-6;
+    truth.ll128_eff = 0.88;
+    truth.tree_eff = 0.85;
+    truth.nvls_eff = 0.7;
+    static const struct {
+        const char *op;
+        coll_op cop;
+        int gpus, nodes;
+    } runs[] = {{"all_reduce", COLL_ALL_REDUCE, 8, 1},
+                {"all_gather", COLL_ALL_GATHER, 8, 1},
+                {"all_reduce", COLL_ALL_REDUCE, 32, 4},
+                {"alltoall", COLL_ALLTOALL, 32, 4}};
+    char cmd[2048], plat[128];
+    platform_spec base = spec(4, 8, 8);
+    snprintf(plat, sizeof plat, "%s", write_platform(&base, "base.xml"));
+    int n = snprintf(cmd, sizeof cmd, "%s calibrate --nccl-tests --platform %s -o %s/fit", LOONG_BIN, plat, dir);
+    for (int r = 0; r < 4; r++) {
+        double size[31], us[31];
+        nccl_log log = {.op = runs[r].cop, .has_op = true, .gpus = runs[r].gpus, .nodes = runs[r].nodes};
+        for (int i = 0; i < 31; i++) {
+            size[i] = 8.0 * (1u << i);
+            us[i] = 1e6 * nccl_fit_predict(&truth, &log, size[i]);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s-%dn.log", runs[r].op, runs[r].nodes);
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %s",
+                      write_log(name, runs[r].op, runs[r].gpus, runs[r].nodes, size, us, 31, true));
+    }
+    run_result res = run_cmd("%s", cmd);
+    ck_assert_msg(res.status == 0, "%s", res.err);
+    printf("%s", res.out);
+    platform_spec got;
+    char path[160], err[LOONG_ERRLEN];
+    snprintf(path, sizeof path, "%s/fit/base.xml", dir);
+    ck_assert_msg(platform_spec_read(path, &got, err) == 0, "%s", err);
+    const double want[] = {truth.nvlink_bw, truth.nic_bw,   truth.nvlink_lat, truth.nic_lat,
+                           truth.ll128_eff, truth.tree_eff, truth.nvls_eff};
+    const double have[] = {got.nvlink_bw, got.nic_bw,   got.nvlink_lat, got.nic_lat,
+                           got.ll128_eff, got.tree_eff, got.nvls_eff};
+    static const char *names[] = {"nvlink_bw", "nic_bw", "nvlink_lat", "nic_lat", "ll128_eff", "tree_eff", "nvls_eff"};
+    for (int k = 0; k < 7; k++)
+        assert_close(have[k], want[k], 0.02, names[k]);
+}
+END_TEST
+
 static void assert_rejected(const char *args, const char *needle)
 {
     run_result r = run_cmd("%s coll %s", LOONG_BIN, args);
@@ -244,6 +300,11 @@ START_TEST(bad_input)
     assert_rejected(a, "truncated");
     snprintf(a, sizeof a, "--platform %s --compare %s", plat, write_log("noop.log", NULL, 16, 2, size, us, 2, true));
     assert_rejected(a, "names no collective");
+    run_result c = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/out %s", LOONG_BIN, plat, dir,
+                           write_log("cut.log", "all_reduce", 16, 2, size, us, 2, false));
+    ck_assert_msg(c.status == 2 && count_lines(c.err) == 1 && strstr(c.err, "truncated"), "%d %s", c.status, c.err);
+    snprintf(a, sizeof a, "%s/out/bad.xml", dir);
+    ck_assert_msg(access(a, F_OK) != 0, "calibrate wrote a platform from a truncated log");
     snprintf(a, sizeof a, "%s/empty.log", dir);
     fclose(fopen(a, "w"));
     char b[1200];
@@ -282,6 +343,7 @@ int main(void)
     tcase_add_checked_fixture(cli, setup, teardown);
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, compare_with_a_log);
+    tcase_add_test(cli, nccl_tests_round_trip);
     tcase_add_test(cli, bad_input);
     suite_add_tcase(s, cli);
     return check_run(s);

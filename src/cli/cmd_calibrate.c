@@ -10,6 +10,7 @@
 #include "core/afile.h"
 #include "core/xalloc.h"
 #include "analysis/calibrate.h"
+#include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 #include "cli.h"
 
@@ -17,6 +18,7 @@ static void calibrate_usage(FILE *f)
 {
     fprintf(f, "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
                "                       [--strict]\n"
+               "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR\n"
                "\n"
                "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
                "and acc) and per link class (same node, other node) alpha and beta from the\n"
@@ -36,6 +38,12 @@ static void calibrate_usage(FILE *f)
                "  --calib FILE      base table                 [<platform dir>/<gpu>.calib]\n"
                "  -o, --output DIR  where to write (created if missing)\n"
                "  --strict          any kind that would be kept from base is an error (exit 2)\n"
+               "  --nccl-tests      the inputs are nccl-tests logs (all_reduce_perf ... output):\n"
+               "                    fit NVLink and NIC latency and bandwidth and NCCL's LL,\n"
+               "                    LL128, tree and NVLS efficiencies (GSL nonlinear least\n"
+               "                    squares on relative error, NCCL's tuner choosing per size);\n"
+               "                    each log's header gives its op, GPUs and nodes. Writes\n"
+               "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
                "  -h, --help        this text\n"
                "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
                "--strict, on a kind that cannot be fitted.\n");
@@ -122,15 +130,85 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
     return rc;
 }
 
+static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *rep)
+{
+    int nfit = 0;
+    for (int k = 0; k < NCCL_FIT_PARAMS; k++)
+        nfit += rep->p[k].fitted;
+    printf("# loong calibrate --nccl-tests: %d log(s), %d sizes; %d of %d parameters fitted (%d iterations)\n", n,
+           rep->all.n, nfit, NCCL_FIT_PARAMS, rep->iterations);
+    printf("#%-11s %14s %14s  %s\n", "parameter", "platform", "fitted", "status");
+    for (int k = 0; k < NCCL_FIT_PARAMS; k++)
+        printf(" %-11s %14.6g %14.6g  %s\n", rep->p[k].name, rep->p[k].base, rep->p[k].value,
+               rep->p[k].fitted ? "fitted" : "kept from the platform: no logged size depends on it");
+    printf("#%-39s %-14s %5s %5s %6s %8s %8s %8s\n", "log", "op", "gpus", "nodes", "sizes", "R^2", "rms_%", "max_%");
+    for (int l = 0; l < n; l++)
+        printf(" %-39.39s %-14s %5d %5d %6d %8.4f %8.2f %8.2f\n", logs[l].path, coll_op_name(logs[l].op), logs[l].gpus,
+               logs[l].nodes, rep->logs[l].n, rep->logs[l].r2, 100 * rep->logs[l].rel_rms, 100 * rep->logs[l].rel_max);
+    printf("# all: rms relative residual %.2f %%, largest %.2f %%\n", 100 * rep->all.rel_rms, 100 * rep->all.rel_max);
+}
+
+static int write_platform(const char *dir, const char *platform, const platform_spec *sp, const char *origin,
+                          char err[LOONG_ERRLEN])
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, LOONG_ERRLEN, "cannot create '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    char path[4096], *pcopy = xstrdup(platform, "the platform path");
+    snprintf(path, sizeof path, "%s/%s", dir, basename(pcopy));
+    free(pcopy);
+    afile a;
+    if (afile_open(&a, path, err) < 0) return -1;
+    if (platform_spec_write(a.f, sp, origin) < 0) {
+        afile_abort(&a);
+        snprintf(err, LOONG_ERRLEN, "write error on '%.200s'", path);
+        return -1;
+    }
+    return afile_commit(&a, err);
+}
+
+static int run_nccl_tests(int nlogs, char **paths, const char *platform, const char *dir, const char *origin)
+{
+    char err[LOONG_ERRLEN] = "";
+    platform_spec sp, fitted;
+    if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
+    if (!sp.nccl)
+        return cli_fail("calibrate", "%s runs no NCCL collectives (nccl=0): give a GPU platform from loong topo",
+                        platform);
+    nccl_log *logs = xcalloc((size_t)nlogs, sizeof *logs, "the nccl-tests logs");
+    nccl_fit_report rep = {0};
+    int rc = 0;
+    for (int i = 0; i < nlogs && rc == 0; i++)
+        if (nccl_log_read(paths[i], &logs[i], err) < 0) rc = cli_fail("calibrate", "%s", err);
+    if (rc == 0 && nccl_fit(&sp, logs, nlogs, &fitted, &rep, err) < 0) rc = cli_fail("calibrate", "%s", err);
+    if (rc == 0) {
+        print_nccl_fit(logs, nlogs, &rep);
+        if (write_platform(dir, platform, &fitted, origin, err) < 0)
+            rc = cli_fail("calibrate", "%s", err);
+        else
+            printf("# wrote the fitted platform to %s/\n", dir);
+    }
+    nccl_fit_report_free(&rep);
+    for (int i = 0; i < nlogs; i++)
+        nccl_log_free(&logs[i]);
+    free(logs);
+    return rc;
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"platform", required_argument, 0, 'p'}, {"calib", required_argument, 0, 'c'},
-        {"output", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
-        {"strict", no_argument, 0, 's'},         {0, 0, 0, 0},
+        {"platform", required_argument, 0, 'p'},
+        {"calib", required_argument, 0, 'c'},
+        {"output", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {"strict", no_argument, 0, 's'},
+        {"nccl-tests", no_argument, 0, 'n'},
+        {0, 0, 0, 0},
     };
     const char *platform = NULL, *base = NULL, *dir = NULL;
-    bool strict = false;
+    bool strict = false, nccl_tests = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -139,18 +217,22 @@ int cmd_calibrate(int argc, char **argv)
         case 'c': base = optarg; break;
         case 'o': dir = optarg; break;
         case 's': strict = true; break;
+        case 'n': nccl_tests = true; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
             return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
                             argv[optind - 1]);
         }
     }
-    if (optind >= argc) return cli_fail("calibrate", "give at least one measured trace: see loong calibrate --help");
+    if (optind >= argc)
+        return cli_fail("calibrate", "give at least one measured %s: see loong calibrate --help",
+                        nccl_tests ? "nccl-tests log" : "trace");
     if (!platform) return cli_fail("calibrate", "--platform is required (the platform to fit, written by loong topo)");
     if (!dir) return cli_fail("calibrate", "-o OUTDIR is required");
     char origin[2048];
     size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
     for (int i = 0; i < argc && n < sizeof origin; i++)
         n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
+    if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, dir, origin);
     return run(argc - optind, argv + optind, platform, base, dir, strict, origin);
 }
