@@ -355,6 +355,33 @@ static void assert_rejected(const char *platform, const char *extra, const char 
     ck_assert_msg(atoi(ls.out) == 0, "temporary files left behind");
 }
 
+/* Data parallelism by symmetry (one replica simulated) against every
+ * replica simulated, on up to 256 GPUs: within 1 %; and replicas matter
+ * (the gradient collectives span them all). */
+START_TEST(dp_symmetric_vs_full)
+{
+    static const char *cases[] = {
+        "--seq 16K --mesh 2x4 --zero 3 --dp 32", "--seq 16K --mesh 2x8 --zero 0 --dp 8 --nccl-algo tree",
+        "--seq 128K --mesh 4x8 --zero 1 --dp 8", "--seq 32K --mesh 1x16 --zero 2 --dp 4",
+        "--seq 16K --mesh 1x8 --zero 0 --dp 16",
+    };
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-32n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --dp-mode symmetric", cases[i]);
+        double sym = step_time(plat, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --dp-mode full", cases[i]);
+        double full = step_time(plat, cal, args);
+        printf("# dp by symmetry vs in full: %-48s %.6f s %.6f s (%+.3f %%)\n", cases[i], sym, full,
+               100 * (sym - full) / full);
+        assert_within(sym, full, 0.01, cases[i]);
+    }
+    double one = step_time(plat, cal, "--model llama3-8b --layers 2 --seq 16K --mesh 2x4 --zero 3 --dp 1");
+    double many = step_time(plat, cal, "--model llama3-8b --layers 2 --seq 16K --mesh 2x4 --zero 3 --dp 32");
+    ck_assert_msg(many > 1.05 * one, "32 replicas' gradient collectives should cost: %.6f vs %.6f s", many, one);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
@@ -403,6 +430,7 @@ int main(void)
     tcase_add_checked_fixture(cli, setup, teardown);
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, deterministic_trace);
+    tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, bad_inputs);
     suite_add_tcase(s, cli);
     return check_run(s);

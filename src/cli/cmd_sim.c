@@ -34,8 +34,14 @@ static void sim_usage(FILE *f)
             "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank);\n"
             "                        '-' prints it on stdout, and the table then only goes to -o FILE\n"
             "  --layers N            simulate N transformer blocks instead of the model's (loong plan composes)\n"
-            "  --compose             predict the step from simulations of 1 and 2 layers,\n"
-            "                        T(L) = T(1) + (L-1)(T(2) - T(1)); scope step, ZeRO-1, no trace\n"
+            "  --compose             predict the step from simulations of the first layers until one more\n"
+            "                        layer adds a constant (the period): T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
+            "                        scope step, no trace\n"
+            "  --dp N                data-parallel replicas: the gradient collectives (ZeRO) span all\n"
+            "                        N x P ranks and share the NICs with the rings                  [1]\n"
+            "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
+            "                        whole nodes; the platform needs P GPUs); full: every replica\n"
+            "                        (N x P GPUs)                                           [symmetric]\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -54,6 +60,7 @@ typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
     bool out_given; /* -o was given: with --json -, the table goes only there */
     int links, layers;
+    sim_dp dp;
     trace_filter flt;
     bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
@@ -101,6 +108,8 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"quiet", no_argument, 0, 'q'},
         {"timing", no_argument, 0, 'T'},
         {"compose", no_argument, 0, 'C'},
+        {"dp", required_argument, 0, 'D'},
+        {"dp-mode", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -124,6 +133,15 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             break;
         case 'T': a->timing = true; break;
         case 'C': a->compose = true; break;
+        case 'D':
+            if (parse_int_opt(optarg, "--dp", &a->dp.dp)) return 2;
+            if (a->dp.dp < 1) return cli_fail("sim", "--dp must be at least 1, got '%s'", optarg);
+            break;
+        case 'M':
+            if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
+                return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
+            a->dp.full = !strcmp(optarg, "full");
+            break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
@@ -152,6 +170,10 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     fprintf(f, "# loong sim: %s\n", desc);
     fprintf(f, "# platform %s: %d %s GPUs, %d per node; %u tasks\n", a->platform, sim_platform_gpus(pf),
             sim_platform_kind(pf), sim_platform_gpus_per_node(pf), dag_ntasks(g));
+    if (a->dp.dp > 1)
+        fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n",
+                a->dp.dp, a->dp.dp * config_ranks(dag_config(g)),
+                a->dp.full ? "every replica simulated" : "one replica simulated, the others by symmetry");
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
         fprintf(f, " %s", a->sg_args[i]);
@@ -247,7 +269,7 @@ static int simulate(sim_args *a, const config *c)
     }
     double t1 = cli_now();
     sim_result res;
-    int bugs = 0, rc = sim_run(pf, g, cb, !a->quiet, &res, err);
+    int bugs = 0, rc = sim_run_dp(pf, g, cb, !a->quiet, &a->dp, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
         rc = write_outputs(g, cb, &res, a, pf, &bugs, err);
@@ -335,7 +357,7 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
 
 int cmd_sim(int argc, char **argv)
 {
-    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}};
+    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}, .dp = {1, false}};
     cli_config cc = {0};
     argc = split_simgrid_args(argc, argv, &a);
     int rc = parse_args(argc, argv, &a, &cc);

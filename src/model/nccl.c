@@ -362,20 +362,28 @@ static void add(flows *fl, int peer, double bytes)
 /* Member at position `pos` (mod its size) of node a. */
 static int at(const nccl_group *g, int a, int pos) { return g->node_first[a] + pos % node_count(g, a); }
 
-/* A ring channel per rail: NVLink to the next member of the node, the
- * node's 1/cnt share over the own rail to the same position next node. */
-static void ring_flows(const nccl_group *g, double B, int i, flows *out, flows *in)
+/* A ring's network share, a channel per rail: the node's 1/cnt share over
+ * the member's own rail to the same position in the next node. */
+static void ring_flows_net(const nccl_group *g, double B, int i, flows *out, flows *in)
 {
     int a = g->node[i], cnt = node_count(g, a), N = g->nnodes, pos = g->pos[i];
-    if (cnt > 1) {
-        add(out, at(g, a, pos + 1), B);
-        add(in, at(g, a, pos + cnt - 1), B);
-    }
     if (N < 2) return;
     add(out, at(g, (a + 1) % N, pos), B / cnt);
     int prev = (a + N - 1) % N, pc = node_count(g, prev);
     for (int q = 0; q < pc; q++)
         if (q % cnt == pos) add(in, g->node_first[prev] + q, B / pc);
+}
+
+/* A ring channel per rail: NVLink to the next member of the node, and the
+ * network share. */
+static void ring_flows(const nccl_group *g, double B, int i, flows *out, flows *in)
+{
+    int a = g->node[i], cnt = node_count(g, a), pos = g->pos[i];
+    if (cnt > 1) {
+        add(out, at(g, a, pos + 1), B);
+        add(in, at(g, a, pos + cnt - 1), B);
+    }
+    ring_flows_net(g, B, i, out, in);
 }
 
 /* Chain both ways inside the node, half the buffer per tree edge spread
@@ -397,8 +405,18 @@ static void tree_flows(const nccl_group *g, double S, int i, flows *out, flows *
     }
 }
 
-void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, double bytes, int i, nccl_flow *out,
-                       int *nout, nccl_flow *in, int *nin)
+/* The tree's loads in a shift-invariant pattern: the chain, and to the
+ * next node what the busiest node of the double tree sends. */
+static void tree_flows_symmetric(const nccl_group *g, double S, int i, flows *out, flows *in)
+{
+    int a = g->node[i], cnt = node_count(g, a), pos = g->pos[i];
+    if (pos + 1 < cnt) add(out, i + 1, S), add(in, i + 1, S);
+    if (pos > 0) add(out, i - 1, S), add(in, i - 1, S);
+    ring_flows_net(g, S * tree_node_volume(g->nnodes), i, out, in);
+}
+
+void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, double bytes, int i, bool symmetric,
+                       nccl_flow *out, int *nout, nccl_flow *in, int *nin)
 {
     flows o = {out, 0}, r = {in, 0};
     int n = g->n;
@@ -415,7 +433,9 @@ void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, doub
             add(&r, (i + n - 1) % n, wire);
             break;
         default:
-            if (p->algo == NCCL_TREE)
+            if (p->algo == NCCL_TREE && symmetric)
+                tree_flows_symmetric(g, wire, i, &o, &r);
+            else if (p->algo == NCCL_TREE)
                 tree_flows(g, wire, i, &o, &r);
             else if (p->algo == NCCL_NVLS) {
                 int a = g->node[i];

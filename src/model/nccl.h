@@ -127,10 +127,13 @@ typedef struct nccl_flow {
 
 /* The flows member i sends (out) and receives (in) for plan p of `bytes`
  * on g, at most nccl_max_flows(g, op) each; returns the counts in *nout,
- * *nin. Every flow one member sends is received by its peer. */
+ * *nin. Every flow one member sends is received by its peer. symmetric:
+ * the pattern is invariant under shifting nodes (a tree's network share
+ * goes as a ring's, each node sending the most any node of the double tree
+ * sends), so that a simulator may fold identical replicas onto one. */
 int nccl_max_flows(const nccl_group *g, coll_op op);
-void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, double bytes, int i, nccl_flow *out,
-                       int *nout, nccl_flow *in, int *nin);
+void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, double bytes, int i, bool symmetric,
+                       nccl_flow *out, int *nout, nccl_flow *in, int *nin);
 
 /* The path latency a flow of the plan sees on an idle platform (the
  * network path when the group spans nodes): the simulator sleeps

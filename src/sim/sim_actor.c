@@ -40,9 +40,10 @@ static void progress(sim_state *S, uint32_t k)
     double now = wall_now();
     if (now - S->last_report < 2.0) return;
     S->last_report = now;
-    uint32_t n = dag_ntasks(S->g);
-    fprintf(stderr, "loong sim: %llu of %u tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
-            (unsigned long long)S->completed, n, 100.0 * (double)S->completed / n, simgrid_get_clock(), now - S->wall0);
+    uint64_t n = (uint64_t)dag_ntasks(S->g) * (uint64_t)S->reps;
+    fprintf(stderr, "loong sim: %llu of %llu tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
+            (unsigned long long)S->completed, (unsigned long long)n, 100.0 * (double)S->completed / (double)n,
+            simgrid_get_clock(), now - S->wall0);
 }
 
 /* Run the compute task at position i and every following compute task
@@ -55,12 +56,12 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
     do {
         const dag_task *x = dag_task_get(S->g, me->ids[k]);
         double d = calib_task_seconds(S->cb, S->c, x);
-        S->start[x->id] = t;
-        S->dur[x->id] = d;
+        S->start[me->off + x->id] = t;
+        S->dur[me->off + x->id] = d;
         t += d;
         k++;
     } while (k < me->n && task_is_compute(dag_task_get(S->g, me->ids[k])) &&
-             sim_event_ready_by(S, dag_task_get(S->g, me->ids[k]), t));
+             sim_event_ready_by(me, dag_task_get(S->g, me->ids[k]), t));
     sim_event_scheduled(me, k);
     if (t - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t);
     return k - i;
@@ -92,14 +93,28 @@ static void stream_main(int argc, char **argv)
     XBT_VERB("rank %d %s: %u tasks done at %.9f s", me->rank, stream_name(me->stream), me->n, simgrid_get_clock());
 }
 
-static int check_mapping(sim_platform *pf, const config *c, char err[LOONG_ERRLEN])
+static int check_mapping(sim_platform *pf, const config *c, const sim_dp *dp, char err[LOONG_ERRLEN])
 {
     int P = config_ranks(c), have = sim_platform_gpus(pf), gpn = sim_platform_gpus_per_node(pf);
-    if (have < P) {
+    int need = dp->full ? dp->dp * P : P;
+    if (have < need) {
         snprintf(err, LOONG_ERRLEN,
                  "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
-                 "(loong topo --nodes %d) or a smaller --mesh",
-                 have, P, (P + gpn - 1) / gpn);
+                 "(loong topo --nodes %d) or a smaller --mesh%s",
+                 have, need, (need + gpn - 1) / gpn, dp->full ? " or --dp-mode symmetric" : "");
+        return -1;
+    }
+    if (dp->dp > 1 && !sim_platform_nccl_spec(pf)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--dp needs a platform that runs NCCL's collectives (loong topo --gpu "
+                 "h100|h200|a100): its gradient collectives span every replica");
+        return -1;
+    }
+    if (dp->dp > 1 && !dp->full && P % gpn) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--dp-mode symmetric needs whole nodes per replica (%d ranks on %d-GPU nodes): use --dp-mode full "
+                 "on a platform of %d GPUs",
+                 P, gpn, dp->dp * P);
         return -1;
     }
     if (gpn != c->gpus_per_node) {
@@ -113,12 +128,14 @@ static int check_mapping(sim_platform *pf, const config *c, char err[LOONG_ERRLE
 
 static void spawn(sim_state *S)
 {
-    int P = config_ranks(S->c);
-    for (int r = 0; r < P; r++)
+    for (int g = 0; g < S->reps * S->P; g++)
         for (int s = 0; s < STREAM_COUNT; s++) {
-            sim_stream *st = sim_stream_of(S, r, s);
+            sim_stream *st = sim_stream_of(S, g, s);
+            int r = g % S->P;
             st->S = S;
-            st->rank = r;
+            st->rank = g;
+            st->rep = g / S->P;
+            st->off = (uint32_t)st->rep * dag_ntasks(S->g);
             st->stream = s;
             st->ids = dag_stream_tasks(S->g, r, s, &st->n);
             for (uint32_t i = 0; i < st->n; i++)
@@ -126,8 +143,8 @@ static void spawn(sim_state *S)
             if (!st->n) continue;
             st->sem = sg_sem_init(0);
             char name[48];
-            snprintf(name, sizeof name, "r%d.%s", r, stream_name(s));
-            sg_actor_t a = sg_actor_init(name, S->hosts[r]);
+            snprintf(name, sizeof name, "r%d.%s", g, stream_name(s));
+            sg_actor_t a = sg_actor_init(name, S->hosts[g]);
             sg_actor_set_data(a, st);
             sg_actor_start(a, stream_main, 0, NULL);
         }
@@ -136,8 +153,7 @@ static void spawn(sim_state *S)
 /* After the run: every stream must have finished, else the DAG deadlocked. */
 static int check_finished(sim_state *S, char err[LOONG_ERRLEN])
 {
-    int P = config_ranks(S->c);
-    for (int i = 0; i < P * STREAM_COUNT; i++) {
+    for (int i = 0; i < S->reps * S->P * STREAM_COUNT; i++) {
         sim_stream *st = &S->streams[i];
         if (st->done < st->n) {
             snprintf(err, LOONG_ERRLEN,
@@ -152,43 +168,76 @@ static int check_finished(sim_state *S, char err[LOONG_ERRLEN])
 
 static void release(sim_state *S)
 {
-    int P = config_ranks(S->c);
-    for (int i = 0; S->streams && i < P * STREAM_COUNT; i++) {
+    for (int i = 0; S->streams && i < S->reps * S->P * STREAM_COUNT; i++) {
         if (S->streams[i].sem) sg_sem_destroy(S->streams[i].sem);
         sim_flow_release(&S->streams[i]);
     }
     free(S->streams);
     free(S->pos);
-    for (uint32_t i = 0; S->groups && i < dag_ngroups(S->g); i++)
+    for (uint32_t i = 0; S->groups && i < (uint32_t)S->reps * dag_ngroups(S->g); i++)
         nccl_group_free(&S->groups[i]);
     free(S->groups);
+    nccl_group_free(&S->dp_group);
     sim_links_free(S->links);
+}
+
+/* The gradient collectives' group: all dp * P ranks, on the platform with
+ * as many nodes as they take (by symmetry they need not exist). */
+static void dp_setup(sim_state *S, const sim_dp *dp)
+{
+    S->dp = dp->dp;
+    S->reps = dp->full ? dp->dp : 1;
+    if (!S->spec) return;
+    S->dp_spec = *S->spec;
+    int gpn = S->dp_spec.gpus_per_node, N = S->dp * S->P, nodes = (N + gpn - 1) / gpn;
+    if (S->dp_spec.nodes < nodes) S->dp_spec.nodes = nodes;
+    int *ranks = xmalloc_array((size_t)N, sizeof *ranks, "the gradient group");
+    for (int i = 0; i < N; i++)
+        ranks[i] = i;
+    xbt_assert(nccl_group_init(&S->dp_group, &S->dp_spec, ranks, N) == 0, "loong sim: the gradient group");
+    free(ranks);
 }
 
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
 {
+    const sim_dp one = {1, false};
+    return sim_run_dp(pf, g, cb, progress_on, &one, res, err);
+}
+
+/* Keep replica 0's times (the trace's and the summary's; every replica
+ * runs the same program) and the makespan over all replicas. */
+static void collect_times(sim_state *S, uint32_t n, sim_result *res)
+{
+    for (uint64_t i = 0; i < (uint64_t)n * (uint64_t)S->reps; i++)
+        if (S->start[i] + S->dur[i] > res->makespan) res->makespan = S->start[i] + S->dur[i];
+    res->start = xrealloc_array(S->start, n ? n : 1, sizeof *res->start, "the simulated start times");
+    res->dur = xrealloc_array(S->dur, n ? n : 1, sizeof *res->dur, "the simulated durations");
+}
+
+int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, const sim_dp *dp, sim_result *res,
+               char err[LOONG_ERRLEN])
+{
     memset(res, 0, sizeof *res);
     const config *c = dag_config(g);
-    if (check_mapping(pf, c, err) < 0) return -1;
+    if (check_mapping(pf, c, dp, err) < 0) return -1;
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);
-    sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on};
-    S.streams = xcalloc((size_t)P * STREAM_COUNT, sizeof *S.streams, "the simulation's streams");
-    S.pos = xmalloc_array(n, sizeof *S.pos, "the simulation's tasks");
-    S.start = xcalloc(n, sizeof *S.start, "the simulated start times");
-    S.dur = xcalloc(n, sizeof *S.dur, "the simulated durations");
-    S.links = sim_links_new(P);
+    sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on, .P = P};
     S.spec = sim_platform_nccl_spec(pf);
-    if (S.spec) S.groups = xcalloc(dag_ngroups(g) + 1, sizeof *S.groups, "the collective groups");
+    dp_setup(&S, dp);
+    size_t reps = (size_t)S.reps;
+    S.streams = xcalloc(reps * (size_t)P * STREAM_COUNT, sizeof *S.streams, "the simulation's streams");
+    S.pos = xmalloc_array(n, sizeof *S.pos, "the simulation's tasks");
+    S.start = xcalloc(reps * n, sizeof *S.start, "the simulated start times");
+    S.dur = xcalloc(reps * n, sizeof *S.dur, "the simulated durations");
+    S.links = sim_links_new((int)reps * P);
+    if (S.spec) S.groups = xcalloc(reps * dag_ngroups(g) + 1, sizeof *S.groups, "the collective groups");
     S.wall0 = S.last_report = wall_now();
     spawn(&S);
     simgrid_run();
     res->wall_s = wall_now() - S.wall0;
     int rc = check_finished(&S, err);
-    res->start = S.start;
-    res->dur = S.dur;
-    for (uint32_t i = 0; i < n; i++)
-        if (S.start[i] + S.dur[i] > res->makespan) res->makespan = S.start[i] + S.dur[i];
+    collect_times(&S, n, res);
     if (rc == 0) sim_links_collect(S.links, res);
     release(&S);
     if (rc < 0) sim_result_free(res);

@@ -37,7 +37,7 @@ static void member_main(int argc, char **argv)
     for (int k = 0; k < B->a.nsizes; k++) {
         sg_barrier_wait(B->bar);
         double t0 = simgrid_get_clock();
-        nccl_plan p = sim_flow_nccl(me, &B->g, i, B->a.op, B->a.sizes[k], B->a.algo, B->a.proto);
+        nccl_plan p = sim_flow_nccl(me, &B->g, i, B->a.op, B->a.sizes[k], B->a.algo, B->a.proto, 0);
         sg_barrier_wait(B->bar);
         if (i) continue;
         B->seconds[k] = simgrid_get_clock() - t0;
@@ -63,6 +63,7 @@ int sim_coll_bench(sim_platform *pf, const sim_coll_args *a, double *seconds, nc
         return -1;
     }
     B.S.spec = sp;
+    B.S.P = B.S.reps = B.S.dp = 1;
     B.S.hosts = sim_platform_hosts(pf);
     B.S.links = sim_links_new(sp->nodes * sp->gpus_per_node);
     B.members = xcalloc((size_t)a->gpus, sizeof *B.members, "the collective's members");

@@ -27,11 +27,11 @@ void sim_event_wait_deps(sim_stream *me, const dag_task *t)
     const uint32_t *deps = dag_deps(S->g, t);
     for (int i = 0; i < t->ndeps; i++) {
         const dag_task *d = dag_task_get(S->g, deps[i]);
-        sim_stream *other = sim_stream_of(S, d->rank, d->stream);
+        sim_stream *other = sim_stream_mate(me, d->rank, d->stream);
         uint32_t need = S->pos[deps[i]] + 1;
         while (other->done < need) {
             if (other->sched >= need) { /* end time known: sleep until then */
-                double end = S->start[deps[i]] + S->dur[deps[i]];
+                double end = S->start[me->off + deps[i]] + S->dur[me->off + deps[i]];
                 if (end - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(end);
                 break;
             }
@@ -44,15 +44,16 @@ void sim_event_wait_deps(sim_stream *me, const dag_task *t)
     }
 }
 
-bool sim_event_ready_by(sim_state *S, const dag_task *t, double at)
+bool sim_event_ready_by(const sim_stream *me, const dag_task *t, double at)
 {
+    const sim_state *S = me->S;
     const uint32_t *deps = dag_deps(S->g, t);
     for (int i = 0; i < t->ndeps; i++) {
         const dag_task *d = dag_task_get(S->g, deps[i]);
-        const sim_stream *other = sim_stream_of(S, d->rank, d->stream);
+        const sim_stream *other = sim_stream_mate(me, d->rank, d->stream);
         uint32_t need = S->pos[deps[i]] + 1;
         if (other->done >= need) continue;
-        if (other->sched >= need && S->start[deps[i]] + S->dur[deps[i]] <= at) continue;
+        if (other->sched >= need && S->start[me->off + deps[i]] + S->dur[me->off + deps[i]] <= at) continue;
         return false;
     }
     return true;

@@ -69,22 +69,24 @@ static sg_comm_t get(sim_stream *me, int peer)
 void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
 {
     sim_state *S = me->S;
+    double *start = S->start + me->off, *dur = S->dur + me->off;
     sg_comm_t comms[8];
     uint32_t who[8];
     double now = simgrid_get_clock();
     xbt_assert(n <= 8, "loong sim: NCCL group of %d p2p tasks (at most 8 supported)", n);
     for (int i = 0; i < n; i++) {
         const dag_task *t = dag_task_get(S->g, ids[i]);
-        comms[i] = t->kind == TASK_SEND ? put(me, t->peer, t->bytes) : get(me, t->peer);
+        int peer = me->rep * S->P + t->peer;
+        comms[i] = t->kind == TASK_SEND ? put(me, peer, t->bytes) : get(me, peer);
         who[i] = ids[i];
-        S->start[ids[i]] = now;
+        start[ids[i]] = now;
     }
     /* wait_any so each task ends when its own transfer does */
     for (int left = n; left > 0; left--) {
         ssize_t k = sg_comm_wait_any(comms, (size_t)left);
         xbt_assert(k >= 0, "loong sim: wait_any failed");
-        S->dur[who[k]] = simgrid_get_clock() - S->start[who[k]];
-        XBT_DEBUG("rank %d %s: task %u done after %.9f s", me->rank, stream_name(me->stream), who[k], S->dur[who[k]]);
+        dur[who[k]] = simgrid_get_clock() - start[who[k]];
+        XBT_DEBUG("rank %d %s: task %u done after %.9f s", me->rank, stream_name(me->stream), who[k], dur[who[k]]);
         comms[k] = comms[left - 1];
         who[k] = who[left - 1];
     }
@@ -99,74 +101,104 @@ static int member_index(const int32_t *mem, int n, int rank)
 
 static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto)
+/* The rank a flow reaches: the member's, or with `fold` ranks per replica
+ * (symmetric data parallelism) the same GPU of this replica; -1 when that
+ * is the sender itself (its NIC's share is in the collective's model time). */
+static int flow_peer(const sim_stream *me, const nccl_group *g, int member, int fold)
+{
+    int r = g->rank[member];
+    if (fold) r %= fold;
+    return r == me->rank ? -1 : r;
+}
+
+/* Issue every flow of member me_i and wait for them; returns how many. */
+static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, coll_op op, double size, int me_i,
+                      int fold)
+{
+    int cap = nccl_max_flows(g, op), nout, nin, k = 0;
+    nccl_flow *out = xmalloc_array((size_t)cap, sizeof *out, "a collective's flows");
+    nccl_flow *in = xmalloc_array((size_t)cap, sizeof *in, "a collective's flows");
+    nccl_member_flows(g, p, op, size, me_i, fold > 0, out, &nout, in, &nin);
+    sg_comm_t *comms = xmalloc_array((size_t)(nout + nin) + 1, sizeof *comms, "a collective's flows");
+    for (int i = 0; i < nout; i++) {
+        int peer = flow_peer(me, g, out[i].peer, fold);
+        if (peer >= 0) comms[k++] = put(me, peer, (uint64_t)llround(out[i].bytes < 1 ? 1 : out[i].bytes));
+    }
+    for (int i = 0; i < nin; i++) {
+        int peer = flow_peer(me, g, in[i].peer, fold);
+        if (peer >= 0) comms[k++] = get(me, peer);
+    }
+    if (k) sg_comm_wait_all(comms, (size_t)k);
+    XBT_DEBUG("rank %d: %s of %.0f B over %d ranks on %d nodes: %s/%s, %d of %d+%d flows", me->rank, coll_op_name(op),
+              size, g->n, g->nnodes, nccl_algo_name(p->algo), nccl_proto_name(p->proto), k, nout, nin);
+    free(comms);
+    free(out);
+    free(in);
+}
+
+nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
+                        int fold)
 {
     const platform_spec *sp = me->S->spec;
+    double t0 = simgrid_get_clock();
     nccl_plan p;
     nccl_plan_lenient(sp, g, op, size, algo, proto, &p);
     if (g->n < 2) return p;
     double extra = p.alpha - nccl_flow_latency(sp, g);
     if (extra >= SIM_MIN_SLEEP) sg_actor_sleep_for(extra);
-    int cap = nccl_max_flows(g, op), nout, nin;
-    nccl_flow *out = xmalloc_array((size_t)cap, sizeof *out, "a collective's flows");
-    nccl_flow *in = xmalloc_array((size_t)cap, sizeof *in, "a collective's flows");
-    nccl_member_flows(g, &p, op, size, me_i, out, &nout, in, &nin);
-    sg_comm_t *comms = xmalloc_array((size_t)(nout + nin), sizeof *comms, "a collective's flows");
-    for (int k = 0; k < nout; k++) {
-        double b = out[k].bytes < 1 ? 1 : out[k].bytes;
-        comms[k] = put(me, g->rank[out[k].peer], (uint64_t)llround(b));
-    }
-    for (int k = 0; k < nin; k++)
-        comms[nout + k] = get(me, g->rank[in[k].peer]);
-    sg_comm_wait_all(comms, (size_t)(nout + nin));
-    XBT_DEBUG("rank %d: %s of %.0f B over %d ranks on %d nodes: %s/%s, %d+%d flows", me->rank, coll_op_name(op), size,
-              g->n, g->nnodes, nccl_algo_name(p.algo), nccl_proto_name(p.proto), nout, nin);
-    free(comms);
-    free(out);
-    free(in);
+    run_flows(me, g, &p, op, size, me_i, fold);
+    /* by symmetry: no faster than on an idle platform, the NIC shares of
+     * dropped self-flows included */
+    if (fold && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t0 + p.seconds);
     return p;
 }
 
-/* The NCCL shape of the task's group, built on first use. */
-static const nccl_group *task_group(sim_state *S, const dag_task *t)
+/* The NCCL shape of the task's group in me's replica, built on first use. */
+static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
 {
-    nccl_group *g = &S->groups[t->group];
+    sim_state *S = me->S;
+    nccl_group *g = &S->groups[(size_t)me->rep * dag_ngroups(S->g) + t->group];
     if (g->n) return g;
     int n;
     const int32_t *mem = dag_group(S->g, t->group, &n);
     int *ranks = xmalloc_array((size_t)n, sizeof *ranks, "a collective group");
     for (int i = 0; i < n; i++)
-        ranks[i] = mem[i];
+        ranks[i] = me->rep * S->P + mem[i];
     xbt_assert(nccl_group_init(g, S->spec, ranks, n) == 0, "loong sim: group %u is off the platform", t->group);
     free(ranks);
     return g;
 }
 
+/* The gradient collectives (the dp stream) span every replica's ranks. */
 static void nccl_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
     const config *c = S->c;
-    const nccl_group *g = task_group(S, t);
+    bool grad = t->stream == STREAM_DP;
+    const nccl_group *g = grad ? &S->dp_group : task_group(me, t);
     const int *at = bsearch(&me->rank, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
     xbt_assert(at, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
-    double size = nccl_size_of_task(t->kind, (double)t->bytes, g->n);
+    int n = grad ? S->P : g->n, fold = grad && S->reps < S->dp ? S->P : 0;
+    double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
-                                (int)c->nccl_proto - 1);
-    S->dur[t->id] = simgrid_get_clock() - S->start[t->id];
+                                (int)c->nccl_proto - 1, fold);
+    double *dur = S->dur + me->off, *start = S->start + me->off;
+    dur[t->id] = simgrid_get_clock() - start[t->id];
     XBT_DEBUG("rank %d %s: %s task %u, %s/%s, %.9f s", me->rank, stream_name(me->stream), task_kind_name(t->kind),
-              t->id, nccl_algo_name(p.algo), nccl_proto_name(p.proto), S->dur[t->id]);
+              t->id, nccl_algo_name(p.algo), nccl_proto_name(p.proto), dur[t->id]);
 }
 
 void sim_flow_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
-    int n;
+    double *dur = S->dur + me->off, *start = S->start + me->off;
+    int n, base = me->rep * S->P;
     const int32_t *mem = dag_group(S->g, t->group, &n);
-    int me_i = member_index(mem, n, me->rank);
+    int me_i = member_index(mem, n, me->rank - base);
     xbt_assert(me_i >= 0, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
-    S->start[t->id] = simgrid_get_clock();
-    if (n < 2) {
-        S->dur[t->id] = 0;
+    start[t->id] = simgrid_get_clock();
+    if (n < 2 && !(t->stream == STREAM_DP && S->dp > 1)) {
+        dur[t->id] = 0;
         return;
     }
     if (S->spec) {
@@ -178,14 +210,14 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
     sg_comm_t *comms = xmalloc_array((size_t)(2 * nflows), sizeof *comms, "a collective's flows");
     uint64_t bytes = a2a ? t->bytes / (uint64_t)(n - 1) : t->bytes;
     for (int k = 1; k <= nflows; k++) {
-        comms[2 * (k - 1)] = put(me, mem[(me_i + k) % n], bytes);
-        comms[2 * (k - 1) + 1] = get(me, mem[(me_i - k + n) % n]);
+        comms[2 * (k - 1)] = put(me, base + mem[(me_i + k) % n], bytes);
+        comms[2 * (k - 1) + 1] = get(me, base + mem[(me_i - k + n) % n]);
     }
     sg_comm_wait_all(comms, (size_t)(2 * nflows));
     free(comms);
-    S->dur[t->id] = simgrid_get_clock() - S->start[t->id];
+    dur[t->id] = simgrid_get_clock() - start[t->id];
     XBT_DEBUG("rank %d %s: %s task %u, %d flows of %llu B over %d ranks, %.9f s", me->rank, stream_name(me->stream),
-              task_kind_name(t->kind), t->id, nflows, (unsigned long long)bytes, n, S->dur[t->id]);
+              task_kind_name(t->kind), t->id, nflows, (unsigned long long)bytes, n, dur[t->id]);
 }
 
 void sim_flow_release(sim_stream *st)

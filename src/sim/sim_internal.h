@@ -31,10 +31,14 @@ typedef struct sim_chan {
     sg_mailbox_t mb;
 } sim_chan;
 
-/* One (rank, stream): an actor walking the stream's tasks in order. */
+/* One (rank, stream): an actor walking the stream's tasks in order. With
+ * data-parallel replicas simulated in full, rank is the global one
+ * (rep * P + the DAG's rank) and the stream's task times live at off. */
 typedef struct sim_stream {
     struct sim_state *S;
     int rank, stream;
+    int rep;      /* replica */
+    uint32_t off; /* rep * ntasks: this replica's entries of start/dur */
     const uint32_t *ids;
     uint32_t n;
     uint32_t done;  /* tasks completed, in order (an event = a prefix count) */
@@ -52,10 +56,15 @@ typedef struct sim_state {
     const dag *g;
     const config *c;
     const calib *cb;
-    sg_host_t *hosts;    /* per rank */
-    sim_stream *streams; /* P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
-    uint32_t *pos;       /* per task: position in its stream */
-    double *start, *dur;
+    sg_host_t *hosts;      /* per global rank */
+    sim_stream *streams;   /* reps * P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
+    uint32_t *pos;         /* per task: position in its stream */
+    double *start, *dur;   /* per (replica, task), [rep * ntasks + id] */
+    int P;                 /* ranks of one replica (the DAG's) */
+    int reps;              /* replicas simulated: dp in full, 1 by symmetry */
+    int dp;                /* replicas the gradient collectives span */
+    platform_spec dp_spec; /* the platform, with nodes for all dp * P ranks */
+    nccl_group dp_group;   /* the gradient collectives' group: dp * P ranks */
     sim_links *links;
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
     nccl_group *groups;        /* per DAG group, shaped on first use (n == 0: not yet) */
@@ -74,6 +83,12 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
     return &S->streams[rank * STREAM_COUNT + stream];
 }
 
+/* The stream of the DAG's rank `r` in me's replica. */
+static inline sim_stream *sim_stream_mate(const sim_stream *me, int r, int stream)
+{
+    return sim_stream_of(me->S, me->rep * me->S->P + r, stream);
+}
+
 /* sim_platform.c: the GPU host of each rank (index = rank). */
 sg_host_t *sim_platform_hosts(sim_platform *pf);
 /* The platform's loong_spec when it has one that runs NCCL's collectives;
@@ -86,7 +101,7 @@ const platform_spec *sim_platform_nccl_spec(const sim_platform *pf);
 void sim_event_wait_deps(sim_stream *me, const dag_task *t);
 /* True if every cross-stream dependency of t will have completed by time
  * `at` as far as is known now (completed, or scheduled to end by then). */
-bool sim_event_ready_by(sim_state *S, const dag_task *t, double at);
+bool sim_event_ready_by(const sim_stream *me, const dag_task *t, double at);
 /* Stream st fixed the end times of its tasks up to sched (exclusive): wake
  * the waiters now covered, which then sleep until their task's end. */
 void sim_event_scheduled(sim_stream *st, uint32_t sched);
@@ -105,8 +120,12 @@ void sim_flow_collective(sim_stream *me, const dag_task *t);
  * group g as NCCL would (model/nccl.h): the tuner's or the forced algorithm
  * and protocol, a sleep for the latency its flows do not carry, then every
  * flow of member `me_i` at once. Returns the plan. Used by the DAG's
- * collectives and by `loong coll`. */
-nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto);
+ * collectives and by `loong coll`. fold > 0: data-parallel replicas by
+ * symmetry, `fold` ranks each: a flow to another replica goes to the same
+ * GPU of this one (nccl_member_flows' symmetric pattern), and the
+ * collective takes at least its idle-platform time. */
+nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
+                        int fold);
 /* Free the mailbox caches of st. */
 void sim_flow_release(sim_stream *st);
 
