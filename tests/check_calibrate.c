@@ -317,6 +317,51 @@ START_TEST(round_trip_through_sim)
 END_TEST
 #endif
 
+#ifdef HAVE_SIMGRID
+/* Kernels that loong sim slowed by `interference 0.2` beside slow
+ * transfers: calibrate finds the factor again from the traces alone. */
+START_TEST(interference_round_trip)
+{
+    char dir[] = "/tmp/loong-rti-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    run_result r = run_cmd(LOONG_BIN " topo --nodes 2 --gpus-per-node 2 --nics-per-node 1 --gpu h100 --nvlink 3GBps "
+                                     "--nic 1GBps -o %s/p.xml",
+                           dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *rates = "gpu h100\npeak 989T\nmem_bw 3.35TBps\nattn_fwd line 5us 400T\nattn_bwd line 5us 300T\n"
+                        "gemm line 4us 600T\nmerge line 3us 2TBps\nacc line 3us 2TBps\n";
+    char path[128];
+    snprintf(path, sizeof path, "%s/slow.calib", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%sinterference 0.2\n", rates);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/base.calib", dir);
+    f = fopen(path, "w");
+    fputs(rates, f);
+    fclose(f);
+    for (int i = 0; i < 2; i++) {
+        r = run_cmd(LOONG_BIN
+                    " sim --platform %s/p.xml --calib %s/slow.calib --model tiny --seq %dK --mesh 4 "
+                    "--strategy zigzag --scope attn --gpus-per-node 2 --quiet --trace %s/t%d.json -o %s/s%d.txt",
+                    dir, dir, 16 << i, dir, i, dir, i);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+    }
+    r = run_cmd(LOONG_BIN " calibrate %s/t0.json %s/t1.json --platform %s/p.xml --calib %s -o %s/out", dir, dir, dir,
+                path, dir);
+    ck_assert_msg(r.status == 0, "%s\n%s", r.out, r.err);
+    ck_assert_msg(strstr(r.out, "# interference: kernels run"), "%s", r.out);
+    char err[LOONG_ERRLEN];
+    snprintf(path, sizeof path, "%s/out/h100.calib", dir);
+    calib *cb = calib_load(path, err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert_msg(close_to(calib_interference(cb, TASK_ATTN_FWD), 0.2) < 0.05, "interference %g\n%s",
+                  calib_interference(cb, TASK_ATTN_FWD), r.out);
+    calib_free(cb);
+    run_cmd("rm -rf %s", dir);
+}
+END_TEST
+#endif
+
 START_TEST(bad_input)
 {
     run_result r = run_cmd(LOONG_BIN " calibrate");
@@ -342,6 +387,7 @@ int main(void)
     tcase_add_test(tc, degenerate_input);
 #ifdef HAVE_SIMGRID
     tcase_add_test(tc, round_trip_through_sim);
+    tcase_add_test(tc, interference_round_trip);
 #endif
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);

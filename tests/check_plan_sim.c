@@ -1,5 +1,6 @@
-/* loong plan against SimGrid: the analytical model within 10 % of `loong
- * sim` on a stated set of small configurations (with a report of where
+/* loong plan against SimGrid: the analytical model within 3 % of `loong
+ * sim` on average (6 % per case) on a stated set of small configurations,
+ * data parallelism and compute-communication interference included (with a report of where
  * they disagree most), and the composition of 1- and 2-layer simulations
  * T(L) = T(1) + (L-1)(T(2) - T(1)) within 1 % of the full L-layer one. */
 #include <check.h>
@@ -42,29 +43,55 @@ typedef struct scase {
     const char *placement, *partition, *ring;
     int window, zero;
     const char *recompute;
+    int dp;        /* data-parallel replicas (0: 1) */
+    double interf; /* `interference F` added to the GPU's table */
 } scase;
 
 /* The stated set: compute-bound and communication-bound, every ring mode
  * and partition, both placements, KV replication, ZeRO 0/1/3, recompute. */
 static const scase cases[] = {
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none"},
-    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none"},
-    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none"},
-    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective"},
-    {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none"},
-    {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none"},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none"},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 3, "full"},
-    {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none"},
-    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective"},
-    {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none"},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 3, "full", 0, 0},
+    {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0},
+    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective", 0, 0},
+    {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none", 0, 0},
+    {"dgx-h100-4n", "h100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 3, "selective", 2, 0},
+    {"dgx-h100-4n", "h100", "64K", 4, 4, "head-first", "zigzag", "single", 4, 0, "none", 4, 0},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 1, "none", 1, 0.1},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 3, "none", 2, 0.1},
+    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 2, 0.2},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 static void describe(const scase *k, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s", k->platform, k->seq, k->ph, k->ps, k->placement,
-             k->partition, k->ring, k->window, k->zero, k->recompute);
+    snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s dp%d i%g", k->platform, k->seq, k->ph, k->ps,
+             k->placement, k->partition, k->ring, k->window, k->zero, k->recompute, k->dp ? k->dp : 1, k->interf);
+}
+
+/* The case's calibration table: the GPU's, plus its interference line. */
+static const char *calib_file(const scase *k)
+{
+    static char path[96];
+    snprintf(path, sizeof path, "/tmp/loong-plan-sim-%d.calib", (int)getpid());
+    char src[256];
+    snprintf(src, sizeof src, TOPO "%s.calib", k->gpu);
+    FILE *in = fopen(src, "r"), *out = fopen(path, "w");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    int ch;
+    while ((ch = fgetc(in)) != EOF)
+        fputc(ch, out);
+    fprintf(out, "interference %g\n", k->interf);
+    fclose(in);
+    fclose(out);
+    return path;
 }
 
 /* `loong sim` of case k with `layers` layers (0: the model file's), or
@@ -77,9 +104,9 @@ static double simulate(const scase *k, const char *model, int layers)
     if (layers < 0) snprintf(lay, sizeof lay, "--compose");
     run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "%s.xml --model %s --seq %s --mesh %dx%d --strategy usp "
                                      "--placement %s --partition %s --ring %s --window %d --zero %d --recompute %s "
-                                     "--scope step --quiet --json - %s",
+                                     "--scope step --quiet --json - --dp %d --calib %s %s",
                            k->platform, model, k->seq, k->ph, k->ps, k->placement, k->partition, k->ring, k->window,
-                           k->zero, k->recompute, lay);
+                           k->zero, k->recompute, k->dp ? k->dp : 1, calib_file(k), lay);
     ck_assert_msg(r.status == 0, "loong sim: %s", r.err);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
@@ -109,11 +136,10 @@ static double analytic(const scase *k, const char *model)
     platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
     ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
-    snprintf(path, sizeof path, TOPO "%s.calib", k->gpu);
-    calib *cb = calib_load(path, err);
+    calib *cb = calib_load(calib_file(k), err);
     ck_assert_msg(cb != NULL, "%s", err);
     analytic_result res;
-    analytic_step(&c, cb, &sp, 1, &res);
+    analytic_step(&c, cb, &sp, k->dp ? k->dp : 1, &res);
     calib_free(cb);
     return res.step;
 }
@@ -124,13 +150,13 @@ START_TEST(analytic_vs_simgrid)
     int worst = 0;
     double werr = 0, sum = 0;
     printf("# analytical vs SimGrid step time, llama3-8b blocks x 2 layers, 16 GPUs\n");
-    printf("#%-72s %12s %12s %8s\n", "configuration", "analytic_s", "simgrid_s", "err_%");
+    printf("#%-84s %12s %12s %8s\n", "configuration", "analytic_s", "simgrid_s", "err_%");
     for (int i = 0; i < NCASES; i++) {
         char d[160];
         describe(&cases[i], d, sizeof d);
         double a = analytic(&cases[i], model), s = simulate(&cases[i], model, 0);
         double e = (a - s) / s;
-        printf(" %-72s %12.6f %12.6f %8.2f\n", d, a, s, 100 * e);
+        printf(" %-84s %12.6f %12.6f %8.2f\n", d, a, s, 100 * e);
         sum += fabs(e);
         if (fabs(e) > werr) {
             werr = fabs(e);
@@ -142,7 +168,11 @@ START_TEST(analytic_vs_simgrid)
     printf("# mean |error| %.2f %%; largest disagreement %.2f %% on %s\n", 100 * sum / NCASES, 100 * werr, d);
     fflush(stdout);
     unlink(model);
-    ck_assert_msg(werr <= 0.10, "analytical model off by %.2f %% on %s", 100 * werr, d);
+    /* 3 % on average; per case 6 %: the analytical model approximates the
+     * NIC a gradient all-reduce shares with the context ring beside it
+     * (README, "Limits") */
+    ck_assert_msg(sum / NCASES <= 0.03, "analytical model off by %.2f %% on average", 100 * sum / NCASES);
+    ck_assert_msg(werr <= 0.06, "analytical model off by %.2f %% on %s", 100 * werr, d);
 }
 END_TEST
 

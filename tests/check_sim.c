@@ -240,6 +240,51 @@ static double step_time(const char *platform, const char *calib, const char *arg
     return atof(p + 13);
 }
 
+/* A kernel that a communication kernel overlaps from start to end runs
+ * (1 + F) x slower under `interference attn_fwd F`; one that none overlaps
+ * runs at its rate. Slow NVLink: each KV transfer outlasts its block. */
+START_TEST(interference_slows_overlapped_kernels)
+{
+    const double f = 0.25, rate = 1e13;
+    char path[128], err[LOONG_ERRLEN] = "", text[600];
+    platform_spec sp = spec(1, 2, 2);
+    sp.nvlink_bw = 1e8;
+    free_compute(text, sizeof text, "1e13");
+    strcat(text, "interference attn_fwd 0.25\n");
+    calib *cb = calib_parse(text, "interference", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    sim_platform *pf = sim_platform_open(write_platform(&sp, "p.xml", path, sizeof path), 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    config c = tcfg("tiny", 64 * K, "ring", 1, 2, 0, SCOPE_ATTN_FWD);
+    c.gpus_per_node = 2;
+    dag *g = tbuild(&c);
+    sim_result res;
+    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    int covered = 0, alone = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_ATTN_FWD) continue;
+        double s = res.start[i], e = s + res.dur[i], d = (double)t->flops / rate;
+        unsigned over = 0, touch = 0; /* communication streams (one kernel each at a time) */
+        for (uint32_t j = 0; j < dag_ntasks(g); j++) {
+            const dag_task *u = dag_task_get(g, j);
+            if (task_is_compute(u) || u->rank != t->rank || res.dur[j] <= 0) continue;
+            double us = res.start[j], ue = us + res.dur[j];
+            if (us <= s && ue >= e) over |= 1u << u->stream;
+            if (us < e && ue > s) touch |= 1u << u->stream;
+        }
+        if (__builtin_popcount(over) == 1 && over == touch)
+            assert_within(res.dur[i], d * (1 + f), 1e-6, "an overlapped kernel"), covered++;
+        if (touch == 0) assert_within(res.dur[i], d, 1e-6, "a kernel alone"), alone++;
+    }
+    ck_assert_msg(covered > 0 && alone > 0, "kernels overlapped %d, alone %d: the case tests nothing", covered, alone);
+    sim_result_free(&res);
+    dag_free(g);
+    calib_free(cb);
+    sim_platform_free(pf);
+}
+END_TEST
+
 /* Compute-bound (links ~infinite): ring's critical rank does (2P-1) of the
  * P half-blocks an average rank does; zigzag runs the average. */
 START_TEST(compute_bound_imbalance)
@@ -423,6 +468,7 @@ int main(void)
     tcase_add_test(tc, alltoall_nvswitch);
     tcase_add_test(tc, nic_shared);
     tcase_add_test(tc, pxn_routes);
+    tcase_add_test(tc, interference_slows_overlapped_kernels);
     tcase_add_test(tc, compute_bound_imbalance);
     tcase_add_test(tc, comm_bound_double_ring);
     suite_add_tcase(s, tc);

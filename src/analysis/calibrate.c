@@ -13,22 +13,30 @@
 
 typedef struct points {
     double *x, *y;
+    double *phi; /* compute points: the fraction of the kernel that communication overlapped */
     int n, cap;
 } points;
+
+/* A kernel counts as overlapped (an interference point) above this
+ * fraction, and as clean (a point of its kind's line) below the other. */
+#define PHI_OVERLAPPED 0.5
+#define PHI_CLEAN      0.05
 
 struct calibrate_points {
     points kind[TASK_KIND_COUNT], link[LINK_CLASSES];
     int ninputs;
 };
 
-static void push(points *p, double x, double y)
+static void push(points *p, double x, double y, double phi)
 {
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 256;
         p->x = xrealloc_array(p->x, (size_t)p->cap, sizeof *p->x, "the calibration's points");
         p->y = xrealloc_array(p->y, (size_t)p->cap, sizeof *p->y, "the calibration's points");
+        p->phi = xrealloc_array(p->phi, (size_t)p->cap, sizeof *p->phi, "the calibration's points");
     }
     p->x[p->n] = x;
+    p->phi[p->n] = phi;
     p->y[p->n++] = y;
 }
 
@@ -41,34 +49,90 @@ void calibrate_points_free(calibrate_points *p)
 {
     if (!p) return;
     for (int k = 0; k < TASK_KIND_COUNT; k++)
-        free(p->kind[k].x), free(p->kind[k].y);
+        free(p->kind[k].x), free(p->kind[k].y), free(p->kind[k].phi);
     for (int c = 0; c < LINK_CLASSES; c++)
-        free(p->link[c].x), free(p->link[c].y);
+        free(p->link[c].x), free(p->link[c].y), free(p->link[c].phi);
     free(p);
 }
 
-void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds)
+void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped)
 {
-    if (kind >= 0 && kind < TASK_KIND_COUNT) push(&p->kind[kind], work, seconds);
+    if (kind >= 0 && kind < TASK_KIND_COUNT) push(&p->kind[kind], work, seconds, overlapped);
 }
 
 void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds)
 {
-    push(&p->link[c], bytes, seconds);
+    push(&p->link[c], bytes, seconds, 0);
 }
 
 /* ---- points of measured traces ---- */
 
+typedef struct span {
+    int rank;
+    double a, b;
+} span;
+
+static int by_rank_start(const void *x, const void *y)
+{
+    const span *u = x, *v = y;
+    if (u->rank != v->rank) return u->rank - v->rank;
+    return (u->a > v->a) - (u->a < v->a);
+}
+
+/* Each rank's communication kernels (every non-compute task) as sorted,
+ * merged intervals: when any of them ran. */
+static span *comm_spans(const trace *t, const dag *g, size_t *n)
+{
+    span *s = xmalloc_array(t->n + 1, sizeof *s, "the communication intervals");
+    size_t k = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const dag_task *d = dag_task_get(g, t->ev[i].id);
+        if (d && !task_is_compute(d) && t->ev[i].dur > 0)
+            s[k++] = (span){d->rank, t->ev[i].ts, t->ev[i].ts + t->ev[i].dur};
+    }
+    qsort(s, k, sizeof *s, by_rank_start);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m && s[m - 1].rank == s[i].rank && s[i].a <= s[m - 1].b)
+            s[m - 1].b = fmax(s[m - 1].b, s[i].b);
+        else
+            s[m++] = s[i];
+    }
+    *n = m;
+    return s;
+}
+
+/* Fraction of [a, b) on `rank` that communication overlapped. */
+static double overlap_of(const span *s, size_t n, int rank, double a, double b)
+{
+    size_t lo = 0, hi = n; /* first span of rank ending after a */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s[mid].rank < rank || (s[mid].rank == rank && s[mid].b <= a))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double ov = 0;
+    for (size_t i = lo; i < n && s[i].rank == rank && s[i].a < b; i++)
+        ov += fmin(b, s[i].b) - fmax(a, s[i].a);
+    return b > a ? ov / (b - a) : 0;
+}
+
 static void compute_points(const trace *t, const dag *g, calibrate_points *p)
 {
+    size_t ns;
+    span *s = comm_spans(t, g, &ns);
     for (size_t i = 0; i < t->n; i++) {
         const trace_ev *e = &t->ev[i];
         const dag_task *k = dag_task_get(g, e->id);
         if (!k || !task_is_compute(k) || e->dur <= 0) continue;
         uint64_t bytes = calib_task_bytes(&t->cfg, k);
         double work = bytes ? (double)bytes : (double)k->flops;
-        if (work > 0) calibrate_add_kind(p, k->kind, work, e->dur * 1e-6);
+        if (work > 0)
+            calibrate_add_kind(p, k->kind, work, e->dur * 1e-6, overlap_of(s, ns, k->rank, e->ts, e->ts + e->dur));
     }
+    free(s);
 }
 
 typedef struct xfer {
@@ -189,18 +253,84 @@ static int strict_error(const calibrate_result *r, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* A kind's line comes from the kernels that no communication overlapped,
+ * when there are enough of them (*clean); else from every kernel, its time
+ * with the interference g = F/(1+F) divided out (g = 0: as measured). */
+static points line_points(const points *all, double g, bool *clean)
+{
+    points c = {0};
+    for (int i = 0; i < all->n; i++)
+        if (all->phi[i] < PHI_CLEAN) push(&c, all->x[i], all->y[i], 0);
+    *clean = c.n >= 3;
+    if (*clean) return c;
+    free(c.x), free(c.y), free(c.phi);
+    points every = {0};
+    for (int i = 0; i < all->n; i++)
+        push(&every, all->x[i], all->y[i] * (1 - g * all->phi[i]), 0);
+    return every;
+}
+
+static void fit_kind(const points *all, int k, double g, calibrate_fit_of *o, bool *clean)
+{
+    char what[64];
+    snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
+    points c = line_points(all, g, clean);
+    memset(o, 0, sizeof *o);
+    fit_one(&c, what, o);
+    free(c.x), free(c.y), free(c.phi);
+}
+
+/* Interference F from the overlapped kernels against the lines of the
+ * kinds fitted on clean kernels. A kernel progresses at 1/(1+F) of its
+ * rate while overlapped, so with g = F/(1+F) its time is line / (1 - g
+ * phi): g by least squares on 1 - line/time = g phi. */
+static void fit_interference(const calibrate_points *p, const bool *clean, calibrate_result *r)
+{
+    double num = 0, den = 0;
+    int n = 0;
+    for (int k = 0; k < TASK_KIND_COUNT; k++) {
+        const points *pt = &p->kind[k];
+        const fit_line *l = &r->kind[k].line;
+        if (r->kind[k].status != CAL_FITTED || !clean[k]) continue;
+        for (int i = 0; i < pt->n; i++) {
+            if (pt->phi[i] < PHI_OVERLAPPED) continue;
+            double ratio = pt->y[i] / (l->c0 + l->c1 * pt->x[i]);
+            num += pt->phi[i] * (1 - 1 / ratio);
+            den += pt->phi[i] * pt->phi[i];
+            n++;
+        }
+    }
+    r->interference_points = n;
+    if (n < 5) {
+        snprintf(r->interference_reason, sizeof r->interference_reason,
+                 "%d kernels overlapped by communication (5 needed)", n);
+        return;
+    }
+    double g = num / den;
+    r->interference = g <= 0 ? 0 : g < 1 ? g / (1 - g) : HUGE_VAL;
+    r->interference_fitted = r->interference <= 10;
+    if (!r->interference_fitted)
+        snprintf(r->interference_reason, sizeof r->interference_reason,
+                 "a slowdown of %.3g is not physical: check the traces", r->interference);
+}
+
 int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
                   char err[LOONG_ERRLEN])
 {
     memset(r, 0, sizeof *r);
     r->ninputs = p->ninputs;
     char what[64];
-    bool any = false;
+    bool any = false, clean[TASK_KIND_COUNT];
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
-        snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
-        fit_one(&p->kind[k], what, &r->kind[k]);
-        bound_rate(base, k, &r->kind[k], r);
+        fit_kind(&p->kind[k], k, 0, &r->kind[k], &clean[k]);
         any |= p->kind[k].n > 0;
+    }
+    fit_interference(p, clean, r);
+    /* kinds always overlapped: their lines with the interference divided out */
+    double g = r->interference_fitted ? r->interference / (1 + r->interference) : 0;
+    for (int k = 0; k < TASK_KIND_COUNT; k++) {
+        if (!clean[k] && g > 0) fit_kind(&p->kind[k], k, g, &r->kind[k], &clean[k]);
+        bound_rate(base, k, &r->kind[k], r);
     }
     for (int c = 0; c < LINK_CLASSES; c++) {
         snprintf(what, sizeof what, "calibrate %s links", link_name(c));
@@ -222,6 +352,7 @@ int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]
         if (r->kind[k].status == CAL_FITTED &&
             calib_set_line(cb, k, r->kind[k].line.c0, 1 / r->kind[k].line.c1, err) < 0)
             return -1;
+    if (r->interference_fitted) calib_set_interference(cb, -1, r->interference);
     return 0;
 }
 
@@ -268,6 +399,13 @@ void calibrate_print(FILE *f, const calibrate_result *r)
             fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the inputs: left as is)\n", link_name(c),
                     0, "-", "-");
     }
+    if (r->interference_fitted)
+        fprintf(f,
+                "# interference: kernels run %.2f %% slower while communication overlaps them (%d overlapped "
+                "kernels)\n",
+                100 * r->interference, r->interference_points);
+    else
+        fprintf(f, "# interference: kept from base: %s\n", r->interference_reason);
     for (int k = 0; k < TASK_KIND_COUNT; k++)
         if (r->kind[k].status == CAL_KEPT)
             fprintf(f, "# kept from base: %s: %s\n", task_kind_name(k), r->kind[k].reason);

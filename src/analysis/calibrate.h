@@ -36,8 +36,13 @@ typedef struct calibrate_points calibrate_points;
 
 calibrate_points *calibrate_points_new(void);
 void calibrate_points_free(calibrate_points *p);
-/* One measurement of compute kind `kind`: `work` FLOPs or bytes in `seconds`. */
-void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds);
+/* One measurement of compute kind `kind`: `work` FLOPs or bytes in
+ * `seconds`, `overlapped` the fraction of it that communication on the same
+ * rank overlapped (0..1). Kinds are fitted on the kernels nothing
+ * overlapped (when at least 3), and the interference factor F (calib.h)
+ * on the mostly overlapped ones against those lines: a kernel progresses
+ * at 1/(1+F) of its rate while overlapped. */
+void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped);
 /* One transfer of link class c: `bytes` (times its sharing) in `seconds`. */
 void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds);
 /* The points of n measured traces: every compute task, and every transfer
@@ -59,7 +64,11 @@ typedef struct calibrate_result {
     calibrate_fit_of kind[TASK_KIND_COUNT];
     calibrate_fit_of link[LINK_CLASSES];
     double raise_peak, raise_mem_bw; /* an assumed reference raised to this rate, else 0 */
-    int ninputs;                     /* traces (or other inputs) the points came from */
+    double interference;             /* fitted F */
+    bool interference_fitted;        /* else kept from the base table, for interference_reason */
+    int interference_points;         /* overlapped kernels it came from */
+    char interference_reason[120];
+    int ninputs; /* traces (or other inputs) the points came from */
 } calibrate_result;
 
 /* Fit the points against the bounds of `base` under the policy above.

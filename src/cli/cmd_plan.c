@@ -164,12 +164,21 @@ static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN]
     int have = sp->nodes * sp->gpus_per_node;
     x->req.gpus = have;
     if (a->gpus && units_parse_int(a->gpus, "--gpus", &x->req.gpus, err) < 0) return -1;
-    if (x->req.gpus > have) {
-        snprintf(err, LOONG_ERRLEN, "--gpus %d exceeds the %d GPUs of platform %s: use a larger platform (loong topo)",
-                 x->req.gpus, have, a->platform);
-        return -1;
-    }
     return 0;
+}
+
+/* More GPUs than the platform holds: fine when one replica of whole nodes
+ * fits it, the other replicas simulated by symmetry (loong sim --dp). */
+static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRLEN])
+{
+    const platform_spec *sp = &x->spec;
+    int have = sp->nodes * sp->gpus_per_node, dp = x->req.dp, P = dp ? x->req.gpus / dp : 0;
+    if (x->req.gpus <= have || (dp && P <= have && P % sp->gpus_per_node == 0)) return 0;
+    snprintf(err, LOONG_ERRLEN,
+             "--gpus %d exceeds the %d GPUs of platform %s: use a larger platform (loong topo), or --dp N with "
+             "replicas of whole nodes that fit it (the others by symmetry)",
+             x->req.gpus, have, a->platform);
+    return -1;
 }
 
 static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
@@ -200,6 +209,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "--dp %d does not divide --gpus %d", x->req.dp, x->req.gpus);
         return -1;
     }
+    if (check_gpus(a, x, err) < 0) return -1;
     x->req.gpu_mem = default_gpu_mem(x->spec.gpu);
     if (a->gpu_mem && units_parse_mem(a->gpu_mem, "--gpu-mem", &x->req.gpu_mem, err) < 0) return -1;
     x->cb = calib_for_platform(a->platform, x->spec.gpu, a->calib, err);
@@ -312,8 +322,10 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
 static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
-    const char *links = "--links=0";
-    char **v = sim_child_argv(&ls[u->layout].c, &sp, &links, 1);
+    char dp[32];
+    snprintf(dp, sizeof dp, "--dp=%d", ls[u->layout].dp); /* the other replicas by symmetry */
+    const char *extra[] = {"--links=0", dp};
+    char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ls[u->layout].dp > 1 ? 2 : 1);
     int rc = sim_child_start(&u->ch, v, err);
     sim_child_argv_free(v);
     return rc;

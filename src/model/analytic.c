@@ -11,6 +11,7 @@
 #include "nccl.h"
 
 static double maxd(double a, double b) { return a > b ? a : b; }
+static double mind(double a, double b) { return a < b ? a : b; }
 
 /* ---- links ---- */
 
@@ -101,15 +102,26 @@ static ring_links ring_links_of(const config *c, const platform_spec *n, double 
     return rl;
 }
 
+/* A kernel of b seconds alone, with a communication kernel of x seconds
+ * beside it from its start, slowed by interference f while they overlap
+ * (calib.h: it progresses at 1/(1+f) of its rate meanwhile). */
+static double overlapped(double b, double x, double f)
+{
+    if (f <= 0 || x <= 0) return b;
+    return x >= b * (1 + f) ? b * (1 + f) : b + x * f / (1 + f);
+}
+
 typedef struct ringctx {
     const config *c;
     const calib *cb;
+    double f_fwd, f_bwd; /* interference of attention kernels with the ring's transfers */
     int lanes;
     unsigned lane_parts[2];
     double chunk;         /* tokens per chunk */
     double acc_s;         /* one dK/dV accumulation */
     double x_in, x_out;   /* forward KV hop times */
     double xb_in, xb_out; /* backward KV + dKV hop times (shared link) */
+    double nic_bwd;       /* seconds of one layer's backward the ring keeps a NIC busy */
     int groups;           /* --ring allgather: KV-head groups, gathered one after another */
     double ag_s, rs_s;    /* one group's KV all-gather and fp32 dK/dV reduce-scatter */
 } ringctx;
@@ -155,6 +167,7 @@ static double ring_fwd(const ringctx *r, int s, double *busy)
             double start = maxd(comp, cur);
             if (i < w - 1) cur = xfree = maxd(start, xfree) + r->x_in;
             double b = step_compute(r, s, ringgeo_src_at(c, s, o, i), false, &first, &ne);
+            b = overlapped(b, i < w - 1 ? xfree - start : 0, r->f_fwd);
             comp = start + b;
             *busy += b;
         }
@@ -180,6 +193,7 @@ static double ring_bwd(const ringctx *r, int s, double *busy)
             double start = maxd(comp, cur);
             if (i < w - 1) cur = xfree = maxd(start, xfree) + r->xb_in;
             double b = step_compute(r, s, ringgeo_src_at(c, s, o, i), true, &first, &ne);
+            b = overlapped(b, i < w - 1 ? xfree - start : 0, r->f_bwd);
             comp = start + b;
             *busy += b;
             if (w == 1) continue;
@@ -251,6 +265,8 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const platf
 {
     r->c = c;
     r->cb = cb;
+    r->f_fwd = calib_interference(cb, TASK_ATTN_FWD);
+    r->f_bwd = calib_interference(cb, TASK_ATTN_BWD);
     r->lanes = ringgeo_lanes(c);
     r->lane_parts[0] = ringgeo_lane_parts(c, 0);
     r->lane_parts[1] = ringgeo_lane_parts(c, 1);
@@ -269,6 +285,7 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const platf
     r->xb_in = flow(&rl.in, (kv + dkv) * (1 + spread));
     r->x_out = w > 1 && spread > 0 ? (w - 1) * r->x_in : flow(&rl.out, kv);
     r->xb_out = w > 1 && spread > 0 ? (w - 1) * r->xb_in : flow(&rl.out, kv + dkv);
+    r->nic_bwd = (rl.in.nic ? 2.0 * (w - 1) * nw * r->xb_in : 0) + (rl.out.nic ? (nw - 1) * r->xb_out : 0);
     if (c->ring == RING_ALLGATHER) gather_setup(r, c, n);
 }
 
@@ -340,6 +357,7 @@ static double dp_ring(const platform_spec *n, int N, double bytes)
 
 typedef struct dpcost {
     double ar_layer, rs_layer, ag_layer, ar_head, rs_head, ag_head, rs_all, ag_all;
+    bool multinode; /* the gradient group crosses nodes */
 } dpcost;
 
 /* One collective over the N ranks 0..N-1 of `elems` elements (DAG sizes):
@@ -365,9 +383,9 @@ static dpcost dp_costs(const config *c, const platform_spec *n, int dp)
 {
     int N = dp * config_ranks(c);
     uint64_t lp = model_layer_params(&c->model), all = model_params(&c->model), hp = model_head_params(&c->model);
-    dpcost k = {dp_coll(c, n, N, lp, true),   dp_coll(c, n, N, lp, false), dp_coll(c, n, N, lp, false),
-                dp_coll(c, n, N, hp, true),   dp_coll(c, n, N, hp, false), dp_coll(c, n, N, hp, false),
-                dp_coll(c, n, N, all, false), dp_coll(c, n, N, all, false)};
+    dpcost k = {dp_coll(c, n, N, lp, true),   dp_coll(c, n, N, lp, false),  dp_coll(c, n, N, lp, false),
+                dp_coll(c, n, N, hp, true),   dp_coll(c, n, N, hp, false),  dp_coll(c, n, N, hp, false),
+                dp_coll(c, n, N, all, false), dp_coll(c, n, N, all, false), N > n->gpus_per_node};
     return k;
 }
 
@@ -377,6 +395,7 @@ typedef struct layer_cost {
     double fwd, bwd;           /* critical path of one layer, seconds */
     double fwd_busy, bwd_busy; /* compute-stream part */
     double a2a, ring_wait;
+    double nic_bwd; /* seconds of the backward the ring keeps a NIC busy */
 } layer_cost;
 
 static double gemm(const calib *cb, double m, double n, double k, bool bwd)
@@ -420,6 +439,7 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     lc.bwd_busy = re_busy + gb + bb + rep;
     lc.a2a = 2 * (a_qkv + a_o) + (c->recompute != RECOMPUTE_NONE ? a_qkv + a_o : 0);
     lc.ring_wait = (rf - fb) + (rb - bb) + (c->recompute == RECOMPUTE_FULL ? rf - fb : 0);
+    lc.nic_bwd = ag ? 0 : r->nic_bwd;
     return lc;
 }
 
@@ -434,16 +454,22 @@ static int next_s(int s, int P_s)
 }
 
 /* Walk the step: compute stream and dp stream in DAG program order. */
+/* Extra seconds of `busy` compute starting at t while the dp stream is
+ * busy until `until` (interference f). */
+static double beside_dp(double busy, double t, double until, double f) { return overlapped(busy, until - t, f) - busy; }
+
 static void step_walk(const config *c, const calib *cb, const dpcost *k, const layer_cost *lc, analytic_result *out)
 {
     const model *m = &c->model;
     int L = m->layers, z = c->zero;
-    double T = (double)config_local_tokens(c);
+    double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
     double lm = gemm(cb, T, m->vocab, m->hidden, false) + gemm(cb, T, m->vocab, m->hidden, true);
     double t = 0, dp = 0, busy = 0;
     for (int l = 0; l < L; l++) {
         if (z == 3) t = maxd(t, dp += k->ag_layer);
-        t += lc->fwd;
+        /* under ZeRO-3 the next all-gather runs beside this layer */
+        double until = z == 3 ? dp + (l + 1 < L ? k->ag_layer : k->ag_head) : dp;
+        t += lc->fwd + beside_dp(lc->fwd_busy, t, until, f);
         busy += lc->fwd_busy;
     }
     if (z == 3) t = maxd(t, dp += k->ag_head);
@@ -453,10 +479,14 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     if (z >= 2) dp = maxd(dp, t) + k->rs_head;
     for (int l = 0; l < L; l++) {
         if (z == 3) t = maxd(t, dp += k->ag_layer);
-        t += lc->bwd;
+        t += lc->bwd + beside_dp(lc->bwd_busy, t, dp, f);
         busy += lc->bwd_busy;
-        if (z == 0) dp = maxd(dp, t) + k->ar_layer;
-        if (z >= 2) dp = maxd(dp, t) + k->rs_layer;
+        /* a gradient collective beside the next layer's backward shares
+         * the NIC with its ring for the part of it the ring is sending:
+         * two flows, each at half the link */
+        double share = l + 1 < L && k->multinode ? 1 + mind(1, lc->nic_bwd / lc->bwd) : 1;
+        if (z == 0) dp = maxd(dp, t) + k->ar_layer * share;
+        if (z >= 2) dp = maxd(dp, t) + k->rs_layer * share;
     }
     if (z == 1) dp = maxd(dp, t) + k->rs_all;
     if (z == 1 || z == 2) dp = maxd(dp, t) + k->ag_all;

@@ -32,6 +32,7 @@ struct calib {
     double peak, mem_bw;
     bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
     row rows[NKINDS];
+    double interference[NKINDS]; /* slowdown of a kind's kernel per concurrent communication kernel */
 };
 
 static bool memory_bound(int kind) { return kind == TASK_MERGE || kind == TASK_ACC; }
@@ -142,6 +143,23 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
     return rc < 0 ? fail_units(cu) : 0;
 }
 
+/* interference F (every kind) | interference KIND F */
+static int parse_interference(const cursor *cu, calib *cb, char **tok, int ntok)
+{
+    int kind = ntok == 3 ? task_kind_parse(tok[1]) : -1;
+    if (ntok < 2 || ntok > 3 || (ntok == 3 && (kind < 0 || kind >= NKINDS)))
+        return fail(cu, "'interference' takes a factor, or a compute kind and a factor (interference attn_fwd 0.1)%s%s",
+                    "", "");
+    char *end;
+    double f = strtod(tok[ntok - 1], &end);
+    if (*end || end == tok[ntok - 1] || !(f >= 0 && f <= 10))
+        return fail(cu, "interference factor '%s' is not a slowdown in [0, 10] (0.1 = 10 %% slower)%s", tok[ntok - 1],
+                    "");
+    for (int k = 0; k < NKINDS; k++)
+        if (kind < 0 || k == kind) cb->interference[k] = f;
+    return 0;
+}
+
 static int parse_line(const cursor *cu, calib *cb, char *line)
 {
     char *hash = strchr(line, '#');
@@ -155,10 +173,12 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
     if (!ntok) return 0;
     if (!strcmp(tok[0], "gpu") || !strcmp(tok[0], "peak") || !strcmp(tok[0], "mem_bw"))
         return parse_header(cu, cb, tok, ntok);
+    if (!strcmp(tok[0], "interference")) return parse_interference(cu, cb, tok, ntok);
     int kind = task_kind_parse(tok[0]);
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
-                    "unknown key or kind '%s': expected gpu, peak, mem_bw, gemm, attn_fwd, attn_bwd, merge or acc%s",
+                    "unknown key or kind '%s': expected gpu, peak, mem_bw, interference, gemm, attn_fwd, attn_bwd, "
+                    "merge or acc%s",
                     tok[0], "");
     return parse_row(cu, cb, kind, tok, ntok);
 }
@@ -345,5 +365,22 @@ int calib_write(FILE *f, const calib *cb)
             fprintf(f, " %.17g:%.17g", r->xs[i], r->eff[i]);
         fputc('\n', f);
     }
+    for (int k = 0; k < NKINDS; k++)
+        if (cb->interference[k] > 0) fprintf(f, "interference %s %.17g\n", task_kind_name(k), cb->interference[k]);
     return ferror(f) ? -1 : 0;
+}
+
+double calib_interference(const calib *cb, int kind) { return kind >= 0 && kind < NKINDS ? cb->interference[kind] : 0; }
+
+bool calib_has_interference(const calib *cb)
+{
+    for (int k = 0; k < NKINDS; k++)
+        if (cb->interference[k] > 0) return true;
+    return false;
+}
+
+void calib_set_interference(calib *cb, int kind, double f)
+{
+    for (int k = 0; k < NKINDS; k++)
+        if (kind < 0 || k == kind) cb->interference[k] = f;
 }

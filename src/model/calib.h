@@ -13,6 +13,9 @@
  *                           measured figure: `loong calibrate` may raise it
  *   KIND curve X T0 x:eff ...   efficiency vs block size, interpolated
  *   KIND line  T0 RATE          time = T0 + work / RATE (what calibrate fits)
+ *   interference F          a compute kernel runs (1 + F) x slower while
+ *   interference KIND F     communication kernels (NCCL's SMs and HBM
+ *                           traffic) run beside it on the same GPU [0: none]
  *
  * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
  * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc
@@ -75,6 +78,13 @@ void calib_raise_reference(calib *cb, int kind, double rate);
  * size_merge_hbm_bytes() of its query tokens, an acc size_acc_hbm_bytes()
  * of its elements. 0 for compute-bound kinds. */
 uint64_t calib_task_bytes(const config *c, const dag_task *t);
+
+/* The slowdown factor F of kind's kernels while communication runs beside
+ * them (0 when the table has none), whether any kind has one, and set it
+ * (kind -1: every kind; what `loong calibrate` fits). */
+double calib_interference(const calib *cb, int kind);
+bool calib_has_interference(const calib *cb);
+void calib_set_interference(calib *cb, int kind, double f);
 
 /* Seconds a compute task takes (0 for communication tasks). */
 double calib_task_seconds(const calib *cb, const config *c, const dag_task *t);

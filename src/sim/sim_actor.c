@@ -12,6 +12,7 @@
  */
 #include <simgrid/actor.h>
 #include <simgrid/engine.h>
+#include <simgrid/exec.h>
 #include <simgrid/host.h>
 #include <simgrid/semaphore.h>
 #include <stdio.h>
@@ -67,6 +68,39 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
     return k - i;
 }
 
+/* With interference (calib.h) kernels are SimGrid executions on the GPU
+ * host, one at a time, weighted 1/F against one unit-weight execution that
+ * runs while any communication kernel is in flight on that GPU: a kernel
+ * runs (1 + F) slower while communication overlaps it, at full speed
+ * otherwise. */
+static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
+{
+    sim_state *S = me->S;
+    const dag_task *x = dag_task_get(S->g, me->ids[i]);
+    double d = calib_task_seconds(S->cb, S->c, x), f = calib_interference(S->cb, x->kind);
+    double t0 = simgrid_get_clock();
+    S->start[me->off + x->id] = t0;
+    if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(S->hosts[me->rank]), f > 0 ? 1 / f : 1e12);
+    S->dur[me->off + x->id] = simgrid_get_clock() - t0;
+    return 1;
+}
+
+/* Communication's share of its GPU from its first kernel in flight to its
+ * last (an execution without end, cancelled then). */
+static void comm_kernel_begin(const sim_stream *me)
+{
+    sim_state *S = me->S;
+    if (!S->interference || S->comm_active[me->rank]++) return;
+    S->comm_share[me->rank] = sg_actor_exec_init(1e300);
+    sg_exec_start(S->comm_share[me->rank]);
+}
+
+static void comm_kernel_end(const sim_stream *me)
+{
+    sim_state *S = me->S;
+    if (S->interference && --S->comm_active[me->rank] == 0) sg_exec_cancel(S->comm_share[me->rank]);
+}
+
 static void stream_main(int argc, char **argv)
 {
     xbt_assert(argc <= 1, "stream actors take no arguments (their stream is in the actor data)");
@@ -80,12 +114,16 @@ static void stream_main(int argc, char **argv)
             k++;
         for (uint32_t j = 0; j < k; j++)
             sim_event_wait_deps(me, dag_task_get(S->g, me->ids[i + j]));
-        if (task_is_compute(t))
-            k = run_compute(me, i);
-        else if (task_is_p2p(t))
-            sim_flow_p2p_group(me, &me->ids[i], (int)k);
-        else
-            sim_flow_collective(me, t);
+        if (task_is_compute(t)) {
+            k = S->interference ? run_compute_shared(me, i) : run_compute(me, i);
+        } else {
+            comm_kernel_begin(me);
+            if (task_is_p2p(t))
+                sim_flow_p2p_group(me, &me->ids[i], (int)k);
+            else
+                sim_flow_collective(me, t);
+            comm_kernel_end(me);
+        }
         sim_event_done(me, k);
         progress(S, k);
         i += k;
@@ -178,6 +216,8 @@ static void release(sim_state *S)
         nccl_group_free(&S->groups[i]);
     free(S->groups);
     nccl_group_free(&S->dp_group);
+    free(S->comm_active);
+    free(S->comm_share);
     sim_links_free(S->links);
 }
 
@@ -224,8 +264,13 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on
     int P = config_ranks(c);
     sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on, .P = P};
     S.spec = sim_platform_nccl_spec(pf);
+    S.interference = calib_has_interference(cb);
     dp_setup(&S, dp);
     size_t reps = (size_t)S.reps;
+    if (S.interference) {
+        S.comm_active = xcalloc(reps * (size_t)P, sizeof *S.comm_active, "the communication kernels");
+        S.comm_share = xcalloc(reps * (size_t)P, sizeof *S.comm_share, "the communication kernels");
+    }
     S.streams = xcalloc(reps * (size_t)P * STREAM_COUNT, sizeof *S.streams, "the simulation's streams");
     S.pos = xmalloc_array(n, sizeof *S.pos, "the simulation's tasks");
     S.start = xcalloc(reps * n, sizeof *S.start, "the simulated start times");

@@ -65,6 +65,9 @@ typedef struct sim_state {
     int dp;                /* replicas the gradient collectives span */
     platform_spec dp_spec; /* the platform, with nodes for all dp * P ranks */
     nccl_group dp_group;   /* the gradient collectives' group: dp * P ranks */
+    bool interference;     /* the table slows kernels that overlap communication (calib.h) */
+    int *comm_active;      /* per global rank: communication kernels in flight */
+    sg_exec_t *comm_share; /* per global rank: their share of the GPU while any runs */
     sim_links *links;
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
     nccl_group *groups;        /* per DAG group, shaped on first use (n == 0: not yet) */
