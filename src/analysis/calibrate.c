@@ -20,6 +20,7 @@ typedef struct points {
 /* A kernel counts as overlapped (an interference point) above this
  * fraction, and as clean (a point of its kind's line) below the other. */
 #define PHI_OVERLAPPED 0.5
+#define PHI_CLEAN      0.05 /* and as clean below this one */
 #define PHI_CLEAN      0.05
 
 struct calibrate_points {
@@ -253,65 +254,79 @@ static int strict_error(const calibrate_result *r, char err[LOONG_ERRLEN])
     return 0;
 }
 
-/* A kind's line comes from the kernels that no communication overlapped,
- * when there are enough of them (*clean); else from every kernel, its time
- * with the interference g = F/(1+F) divided out (g = 0: as measured). */
-static points line_points(const points *all, double g, bool *clean)
-{
-    points c = {0};
-    for (int i = 0; i < all->n; i++)
-        if (all->phi[i] < PHI_CLEAN) push(&c, all->x[i], all->y[i], 0);
-    *clean = c.n >= 3;
-    if (*clean) return c;
-    free(c.x), free(c.y), free(c.phi);
-    points every = {0};
-    for (int i = 0; i < all->n; i++)
-        push(&every, all->x[i], all->y[i] * (1 - g * all->phi[i]), 0);
-    return every;
-}
-
-static void fit_kind(const points *all, int k, double g, calibrate_fit_of *o, bool *clean)
+/* A kind's line, from its kernels' times with the interference g =
+ * F/(1+F) divided out (g = 0: as measured). */
+static void fit_kind(const points *all, int k, double g, calibrate_fit_of *o)
 {
     char what[64];
     snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
-    points c = line_points(all, g, clean);
+    points c = {0};
+    for (int i = 0; i < all->n; i++)
+        push(&c, all->x[i], all->y[i] * (1 - g * all->phi[i]), 0);
     memset(o, 0, sizeof *o);
     fit_one(&c, what, o);
     free(c.x), free(c.y), free(c.phi);
 }
 
-/* Interference F from the overlapped kernels against the lines of the
- * kinds fitted on clean kernels. A kernel progresses at 1/(1+F) of its
- * rate while overlapped, so with g = F/(1+F) its time is line / (1 - g
- * phi): g by least squares on 1 - line/time = g phi. */
-static void fit_interference(const calibrate_points *p, const bool *clean, calibrate_result *r)
+/* A kind's line from its kernels that nothing overlapped, if 3 or more. */
+static bool clean_line(const points *all, int k, calibrate_fit_of *o)
+{
+    points c = {0};
+    for (int i = 0; i < all->n; i++)
+        if (all->phi[i] < PHI_CLEAN) push(&c, all->x[i], all->y[i], 0);
+    bool ok = false;
+    if (c.n >= 3) {
+        char what[64];
+        snprintf(what, sizeof what, "calibrate %s", task_kind_name(k));
+        memset(o, 0, sizeof *o);
+        fit_one(&c, what, o);
+        ok = o->status == CAL_FITTED;
+    }
+    free(c.x), free(c.y), free(c.phi);
+    return ok;
+}
+
+/* g = F/(1+F) from the mostly overlapped kernels of the kinds that also
+ * have clean ones, against the clean kernels' lines: a kernel progresses
+ * at 1/(1+F) of its rate while overlapped, so its time is line / (1 - g
+ * phi), least squares on 1 - line/time = g phi. *n gets the kernels used. */
+static double estimate_g(const calibrate_points *p, int *n)
 {
     double num = 0, den = 0;
-    int n = 0;
+    *n = 0;
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
         const points *pt = &p->kind[k];
-        const fit_line *l = &r->kind[k].line;
-        if (r->kind[k].status != CAL_FITTED || !clean[k]) continue;
+        calibrate_fit_of o;
+        if (!clean_line(pt, k, &o)) continue;
         for (int i = 0; i < pt->n; i++) {
             if (pt->phi[i] < PHI_OVERLAPPED) continue;
-            double ratio = pt->y[i] / (l->c0 + l->c1 * pt->x[i]);
-            num += pt->phi[i] * (1 - 1 / ratio);
+            num += pt->phi[i] * (1 - (o.line.c0 + o.line.c1 * pt->x[i]) / pt->y[i]);
             den += pt->phi[i] * pt->phi[i];
-            n++;
+            (*n)++;
         }
     }
+    return den > 0 ? num / den : 0;
+}
+
+/* The interference, then every kind's line from all its kernels with it
+ * divided out (with none measured: the plain fit of every kernel). */
+static void fit_kinds(const calibrate_points *p, calibrate_result *r)
+{
+    int n;
+    double g = estimate_g(p, &n);
     r->interference_points = n;
-    if (n < 5) {
+    r->interference_fitted = n >= 5 && g < 0.95;
+    if (n < 5)
         snprintf(r->interference_reason, sizeof r->interference_reason,
-                 "%d kernels overlapped by communication (5 needed)", n);
-        return;
-    }
-    double g = num / den;
-    r->interference = g <= 0 ? 0 : g < 1 ? g / (1 - g) : HUGE_VAL;
-    r->interference_fitted = r->interference <= 10;
-    if (!r->interference_fitted)
+                 "%d kernels overlapped by communication beside clean ones of their kind (5 needed)", n);
+    else if (!r->interference_fitted)
         snprintf(r->interference_reason, sizeof r->interference_reason,
-                 "a slowdown of %.3g is not physical: check the traces", r->interference);
+                 "a slowdown of more than 20x is not physical: check the traces");
+    if (g < 0) g = 0;
+    if (!r->interference_fitted) g = 0;
+    r->interference = g / (1 - g);
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        fit_kind(&p->kind[k], k, g, &r->kind[k]);
 }
 
 int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
@@ -320,17 +335,11 @@ int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, cal
     memset(r, 0, sizeof *r);
     r->ninputs = p->ninputs;
     char what[64];
-    bool any = false, clean[TASK_KIND_COUNT];
+    bool any = false;
+    fit_kinds(p, r);
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
-        fit_kind(&p->kind[k], k, 0, &r->kind[k], &clean[k]);
-        any |= p->kind[k].n > 0;
-    }
-    fit_interference(p, clean, r);
-    /* kinds always overlapped: their lines with the interference divided out */
-    double g = r->interference_fitted ? r->interference / (1 + r->interference) : 0;
-    for (int k = 0; k < TASK_KIND_COUNT; k++) {
-        if (!clean[k] && g > 0) fit_kind(&p->kind[k], k, g, &r->kind[k], &clean[k]);
         bound_rate(base, k, &r->kind[k], r);
+        any |= p->kind[k].n > 0;
     }
     for (int c = 0; c < LINK_CLASSES; c++) {
         snprintf(what, sizeof what, "calibrate %s links", link_name(c));

@@ -38,10 +38,11 @@ calibrate_points *calibrate_points_new(void);
 void calibrate_points_free(calibrate_points *p);
 /* One measurement of compute kind `kind`: `work` FLOPs or bytes in
  * `seconds`, `overlapped` the fraction of it that communication on the same
- * rank overlapped (0..1). Kinds are fitted on the kernels nothing
- * overlapped (when at least 3), and the interference factor F (calib.h)
- * on the mostly overlapped ones against those lines: a kernel progresses
- * at 1/(1+F) of its rate while overlapped. */
+ * rank overlapped (0..1). The interference factor F (calib.h: a kernel
+ * progresses at 1/(1+F) of its rate while overlapped) comes from the
+ * overlapped kernels of the kinds that also have clean ones, against the
+ * clean ones' lines; every kind's line then from all its kernels with F
+ * divided out. */
 void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped);
 /* One transfer of link class c: `bytes` (times its sharing) in `seconds`. */
 void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds);
