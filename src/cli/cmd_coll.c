@@ -220,6 +220,12 @@ static int run_engine(const coll_cli *o, coll_job *j, char err[LOONG_ERRLEN])
 #endif
 }
 
+/* All-to-all and send/recv are NCCL point-to-point, not an algorithm. */
+static const char *algo_of(coll_op op, const nccl_plan *p)
+{
+    return op == COLL_ALLTOALL || op == COLL_SENDRECV ? "P2P" : nccl_algo_name(p->algo);
+}
+
 static const char *redop_of(coll_op op) { return op == COLL_ALL_REDUCE || op == COLL_REDUCE_SCATTER ? "sum" : "none"; }
 
 /* nccl-tests' count: per rank for all-gather and reduce-scatter, per peer
@@ -252,7 +258,7 @@ static void print_table(const coll_cli *o, const coll_job *j)
                        redop_of(j->a.op), j->a.op == COLL_BROADCAST ? 0 : -1);
             printf(" %8.2f %7.2f %7.2f %6s", 1e6 * t, alg, bus, "N/A");
         }
-        printf(" %6s %6s\n", nccl_algo_name(j->plans[k].algo), nccl_proto_name(j->plans[k].proto));
+        printf(" %6s %6s\n", algo_of(j->a.op, &j->plans[k]), nccl_proto_name(j->plans[k].proto));
     }
     printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g\n#\n", sum / j->a.nsizes);
 }
