@@ -14,44 +14,17 @@
 
 #include "check_run.h"
 #include "cli_util.h"
+#include "plat_util.h"
 #include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 
-static char dir[64];
+#define dir plat_dir
 
-static void setup(void)
-{
-    strcpy(dir, "/tmp/loong-coll-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static platform_spec spec(int nodes, int gpn, int nics)
-{
-    platform_spec sp;
-    char err[LOONG_ERRLEN];
-    ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
-    sp.nodes = nodes;
-    sp.gpus_per_node = gpn;
-    sp.nics_per_node = nics;
-    return sp;
-}
-
+/* Write spec as DIR/name; the path (a static buffer, one at a time). */
 static const char *write_platform(const platform_spec *sp, const char *name)
 {
     static char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(platform_spec_write(f, sp, NULL), 0);
-    fclose(f);
-    return path;
+    return plat_write(sp, name, path, sizeof path);
 }
 
 typedef struct row {
@@ -111,7 +84,7 @@ START_TEST(ring_allreduce_on_k_rails)
     const double S = 1 << 30, bf = 2.0 * 15 / 16;
     static const int rails[] = {2, 4, 8};
     for (int i = 0; i < 3; i++) {
-        platform_spec sp = spec(2, 8, rails[i]);
+        platform_spec sp = plat_spec(2, 8, rails[i]);
         sp.nvlink_bw = 1e14;
         const char *p = write_platform(&sp, "rails.xml");
         double bw = rails[i] * sp.nic_bw;
@@ -130,7 +103,7 @@ END_TEST
  * 8 bytes, Simple: 2 x floor(log2 N) x 28 us (base 0). */
 START_TEST(tree_latency_is_depth)
 {
-    platform_spec sp = spec(16, 1, 1);
+    platform_spec sp = plat_spec(16, 1, 1);
     const char *p = write_platform(&sp, "tree.xml");
     for (int N = 2, depth = 1; N <= 16; N *= 2, depth++) {
         char args[128];
@@ -146,7 +119,7 @@ END_TEST
  * it for large buffers. */
 START_TEST(nvls_in_one_node)
 {
-    platform_spec sp = spec(1, 8, 8);
+    platform_spec sp = plat_spec(1, 8, 8);
     const char *p = write_platform(&sp, "nvls.xml");
     row r = both(p, "-b 1G -e 1G", 23 + 1e6 * (1 << 30) / (sp.nvlink_bw * 5 / 6), "NVLS");
     ck_assert_str_eq(r.algo, "NVLS");
@@ -161,7 +134,7 @@ START_TEST(alltoall_limited_by_nic_per_gpu)
     const double S = 1 << 30;
     static const int nics[] = {8, 4};
     for (int i = 0; i < 2; i++) {
-        platform_spec sp = spec(2, 8, nics[i]);
+        platform_spec sp = plat_spec(2, 8, nics[i]);
         const char *p = write_platform(&sp, "a2a.xml");
         double per_gpu = sp.nic_bw * nics[i] / 8;
         row r = both(p, "--op alltoall -b 1G -e 1G", 1e6 * (2 * sp.nic_lat + S * 8 / 16 / per_gpu), "all-to-all");
@@ -202,7 +175,7 @@ static const char *write_log(const char *name, const char *op, int gpus, int nod
  * is loong coll's for the same sizes, its error (sim - meas) / meas. */
 START_TEST(compare_with_a_log)
 {
-    platform_spec sp = spec(2, 8, 8);
+    platform_spec sp = plat_spec(2, 8, 8);
     char plat[128];
     snprintf(plat, sizeof plat, "%s", write_platform(&sp, "cmp.xml"));
     const double size[] = {1 << 20, 1 << 26}, us[] = {100, 1000};
@@ -232,7 +205,7 @@ END_TEST
  * recovered within 2 % from the platform's defaults. */
 START_TEST(nccl_tests_round_trip)
 {
-    platform_spec truth = spec(4, 8, 8);
+    platform_spec truth = plat_spec(4, 8, 8);
     truth.nvlink_bw = 380e9;
     truth.nic_bw = 46e9;
     truth.nvlink_lat = 5.2e-6;
@@ -249,7 +222,7 @@ START_TEST(nccl_tests_round_trip)
                 {"all_reduce", COLL_ALL_REDUCE, 32, 4},
                 {"alltoall", COLL_ALLTOALL, 32, 4}};
     char cmd[2048], plat[128];
-    platform_spec base = spec(4, 8, 8);
+    platform_spec base = plat_spec(4, 8, 8);
     snprintf(plat, sizeof plat, "%s", write_platform(&base, "base.xml"));
     int n = snprintf(cmd, sizeof cmd, "%s calibrate --nccl-tests --platform %s -o %s/fit", LOONG_BIN, plat, dir);
     for (int r = 0; r < 4; r++) {
@@ -291,7 +264,7 @@ static void assert_rejected(const char *args, const char *needle)
 
 START_TEST(bad_input)
 {
-    platform_spec sp = spec(2, 8, 8);
+    platform_spec sp = plat_spec(2, 8, 8);
     char plat[128], a[512];
     snprintf(plat, sizeof plat, "%s", write_platform(&sp, "bad.xml"));
     const double size[] = {8, 16}, us[] = {10, 11};
@@ -332,7 +305,7 @@ int main(void)
 {
     Suite *s = suite_create("coll");
     TCase *tc = tcase_create("closed forms");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, plat_setup, plat_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, ring_allreduce_on_k_rails);
     tcase_add_test(tc, tree_latency_is_depth);
@@ -340,7 +313,7 @@ int main(void)
     tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
-    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_add_checked_fixture(cli, plat_setup, plat_teardown);
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, compare_with_a_log);
     tcase_add_test(cli, nccl_tests_round_trip);

@@ -21,34 +21,11 @@
 #include "sim/sim.h"
 #include "model/platform_spec.h"
 #include "check_run.h"
+#include "plat_util.h"
 
 #define K 1024ull
 
-static char dir[64];
-
-static void setup(void)
-{
-    strcpy(dir, "/tmp/loong-sim-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Write spec as DIR/name and return the path (static buffer per call site). */
-static const char *write_platform(const platform_spec *sp, const char *name, char *path, size_t len)
-{
-    snprintf(path, len, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(platform_spec_write(f, sp, NULL), 0);
-    fclose(f);
-    return path;
-}
+#define dir plat_dir
 
 static void write_text(const char *path, const char *text)
 {
@@ -66,17 +43,6 @@ static void free_compute(char *buf, size_t len, const char *attn_rate)
              "gpu h100\npeak 1e30\nmem_bw 1e30Bps\ngemm line 0s 1e30\nattn_fwd line 0s %s\n"
              "attn_bwd line 0s %s\nmerge line 0s 1e30Bps\nacc line 0s 1e30Bps\n",
              attn_rate, attn_rate);
-}
-
-static platform_spec spec(int nodes, int gpn, int nics)
-{
-    platform_spec sp;
-    char err[LOONG_ERRLEN];
-    ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
-    sp.nodes = nodes;
-    sp.gpus_per_node = gpn;
-    sp.nics_per_node = nics;
-    return sp;
 }
 
 /* Simulate c on the platform at path with free compute. */
@@ -109,8 +75,8 @@ static void p2p_case(int nodes, int gpn, double lat, double bw)
     c.gpus_per_node = gpn;
     sim_result res;
     char path[128];
-    platform_spec sp = spec(nodes, gpn, gpn);
-    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    platform_spec sp = plat_spec(nodes, gpn, gpn);
+    dag *g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
     int sends = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -125,14 +91,14 @@ static void p2p_case(int nodes, int gpn, double lat, double bw)
 
 START_TEST(p2p_nvlink)
 {
-    platform_spec sp = spec(1, 2, 2);
+    platform_spec sp = plat_spec(1, 2, 2);
     p2p_case(1, 2, sp.nvlink_lat, sp.nvlink_bw);
 }
 END_TEST
 
 START_TEST(p2p_nic)
 {
-    platform_spec sp = spec(2, 1, 1);
+    platform_spec sp = plat_spec(2, 1, 1);
     p2p_case(2, 1, sp.nic_lat, sp.nic_bw);
 }
 END_TEST
@@ -145,8 +111,8 @@ START_TEST(alltoall_nvswitch)
     config c = tcfg("tiny", 64 * K, "ulysses", 8, 1, 0, SCOPE_ATTN_FWD);
     sim_result res;
     char path[128];
-    platform_spec sp = spec(1, 8, 8);
-    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    platform_spec sp = plat_spec(1, 8, 8);
+    dag *g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
     int n = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -169,10 +135,10 @@ START_TEST(nic_shared)
     c.gpus_per_node = 2;
     sim_result res;
     char path[128];
-    platform_spec sp = spec(2, 2, 1);
+    platform_spec sp = plat_spec(2, 2, 1);
     sp.nvlink_lat = 0; /* the all-to-all before the ring is then instantaneous... */
     sp.nvlink_bw = 1e18;
-    dag *g = simulate(write_platform(&sp, "p.xml", path, sizeof path), &c, &res);
+    dag *g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
     int n = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -217,8 +183,8 @@ static void route_actor(int argc, char **argv)
 START_TEST(pxn_routes)
 {
     char path[128], err[LOONG_ERRLEN];
-    platform_spec sp = spec(2, 8, 8);
-    sim_platform *pf = sim_platform_open(write_platform(&sp, "pxn.xml", path, sizeof path), 0, NULL, err);
+    platform_spec sp = plat_spec(2, 8, 8);
+    sim_platform *pf = sim_platform_open(plat_write(&sp, "pxn.xml", path, sizeof path), 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     sg_actor_create("routes", sg_host_by_name("node0-gpu0"), route_actor, 0, NULL);
     simgrid_run();
@@ -247,13 +213,13 @@ START_TEST(interference_slows_overlapped_kernels)
 {
     const double f = 0.25, rate = 1e13;
     char path[128], err[LOONG_ERRLEN] = "", text[600];
-    platform_spec sp = spec(1, 2, 2);
+    platform_spec sp = plat_spec(1, 2, 2);
     sp.nvlink_bw = 1e8;
     free_compute(text, sizeof text, "1e13");
     strcat(text, "interference attn_fwd 0.25\n");
     calib *cb = calib_parse(text, "interference", err);
     ck_assert_msg(cb != NULL, "%s", err);
-    sim_platform *pf = sim_platform_open(write_platform(&sp, "p.xml", path, sizeof path), 0, NULL, err);
+    sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     config c = tcfg("tiny", 64 * K, "ring", 1, 2, 0, SCOPE_ATTN_FWD);
     c.gpus_per_node = 2;
@@ -292,10 +258,10 @@ START_TEST(compute_bound_imbalance)
     const int P = 8;
     const double rate = 1e13;
     char path[128], cal[160], text[512];
-    platform_spec sp = spec(1, P, P);
+    platform_spec sp = plat_spec(1, P, P);
     sp.nvlink_bw = 1e18;
     sp.nvlink_lat = 0;
-    write_platform(&sp, "p.xml", path, sizeof path);
+    plat_write(&sp, "p.xml", path, sizeof path);
     snprintf(cal, sizeof cal, "%s/c.calib", dir);
     free_compute(text, sizeof text, "1e13");
     write_text(cal, text);
@@ -323,9 +289,9 @@ END_TEST
 START_TEST(comm_bound_double_ring)
 {
     char path[128], cal[160], text[512];
-    platform_spec sp = spec(2, 4, 4);
+    platform_spec sp = plat_spec(2, 4, 4);
     sp.nic_bw = 25e9;
-    write_platform(&sp, "p.xml", path, sizeof path);
+    plat_write(&sp, "p.xml", path, sizeof path);
     snprintf(cal, sizeof cal, "%s/c.calib", dir);
     free_compute(text, sizeof text, "1e30");
     write_text(cal, text);
@@ -360,8 +326,8 @@ END_TEST
 START_TEST(deterministic_trace)
 {
     char path[128];
-    platform_spec sp = spec(2, 4, 4);
-    write_platform(&sp, "h100x2.xml", path, sizeof path);
+    platform_spec sp = plat_spec(2, 4, 4);
+    plat_write(&sp, "h100x2.xml", path, sizeof path);
     char cal[1024];
     snprintf(cal, sizeof cal, "%s/topologies/h100.calib", LOONG_SRCDIR);
     for (int i = 0; i < 2; i++) {
@@ -430,19 +396,19 @@ END_TEST
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
-    platform_spec sp = spec(1, 8, 8);
-    write_platform(&sp, "good.xml", good, sizeof good);
+    platform_spec sp = plat_spec(1, 8, 8);
+    plat_write(&sp, "good.xml", good, sizeof good);
     assert_rejected("/nonexistent/p.xml", "", "cannot read platform");
     snprintf(path, sizeof path, "%s/broken.xml", dir);
     write_text(path, "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n");
     assert_rejected(path, "", "not a valid SimGrid platform");
     sp.gpus_per_node = 4;
     sp.nics_per_node = 4;
-    write_platform(&sp, "small.xml", small, sizeof small);
+    plat_write(&sp, "small.xml", small, sizeof small);
     assert_rejected(small, "--gpus-per-node 4 --calib " LOONG_SRCDIR "/topologies/h100.calib", "4 GPU hosts");
-    platform_spec odd = spec(1, 8, 8);
+    platform_spec odd = plat_spec(1, 8, 8);
     strcpy(odd.gpu, "b200");
-    write_platform(&odd, "b200.xml", path, sizeof path);
+    plat_write(&odd, "b200.xml", path, sizeof path);
     assert_rejected(path, "", "unknown GPU kind 'b200'");
     free_compute(text, sizeof text, "1e30");
     strcat(text, "gemm curve flops 4us 1G:1.5\n");
@@ -461,7 +427,7 @@ int main(void)
 {
     Suite *s = suite_create("sim");
     TCase *tc = tcase_create("closed forms");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, plat_setup, plat_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, p2p_nvlink);
     tcase_add_test(tc, p2p_nic);
@@ -473,7 +439,7 @@ int main(void)
     tcase_add_test(tc, comm_bound_double_ring);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
-    tcase_add_checked_fixture(cli, setup, teardown);
+    tcase_add_checked_fixture(cli, plat_setup, plat_teardown);
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);

