@@ -79,16 +79,19 @@ static void group_shape(nccl_group *g, const platform_spec *sp)
         g->pos[i] = i - g->node_first[g->nnodes - 1];
     }
     g->node_first[g->nnodes] = g->n;
+    int *nic_cnt = xmalloc_array((size_t)sp->nics_per_node, sizeof *nic_cnt, "a collective group");
     for (int a = 0; a < g->nnodes; a++) {
-        int cnt = g->node_first[a + 1] - g->node_first[a], nic_cnt[64] = {0}, rails = 0;
+        int cnt = g->node_first[a + 1] - g->node_first[a], rails = 0;
         if (cnt > g->ppn) g->ppn = cnt;
+        memset(nic_cnt, 0, (size_t)sp->nics_per_node * sizeof *nic_cnt);
         for (int i = g->node_first[a]; i < g->node_first[a + 1]; i++) {
             int nic = (g->rank[i] % gpn) / per;
-            if (nic < 64 && nic_cnt[nic]++ == 0) rails++;
-            if (nic < 64 && nic_cnt[nic] > g->per_nic) g->per_nic = nic_cnt[nic];
+            if (nic_cnt[nic]++ == 0) rails++;
+            if (nic_cnt[nic] > g->per_nic) g->per_nic = nic_cnt[nic];
         }
         if (rails < g->rails) g->rails = rails;
     }
+    free(nic_cnt);
 }
 
 int nccl_group_init(nccl_group *g, const platform_spec *sp, const int *ranks, int n)
