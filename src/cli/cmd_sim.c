@@ -1,4 +1,5 @@
 /* loong sim: replay a configuration's DAG on a SimGrid platform. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +35,10 @@ static void sim_usage(FILE *f)
             "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank);\n"
             "                        '-' prints it on stdout, and the table then only goes to -o FILE\n"
             "  --layers N            simulate N transformer blocks instead of the model's (loong plan composes)\n"
-            "  --compose             predict the step from simulations of the first layers until one more\n"
-            "                        layer adds a constant (the period): T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
-            "                        scope step, no trace\n"
+            "  --compose             predict the step from simulations of the first layers: under ZeRO-1\n"
+            "                        of 1 and 2, else until one more layer adds a constant (three equal\n"
+            "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
+            "                        if the search would simulate more layers than L: all L. Scope step\n"
             "  --dp N                data-parallel replicas: the gradient collectives (ZeRO) span all\n"
             "                        N x P ranks and share the NICs with the rings                  [1]\n"
             "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
@@ -289,58 +291,120 @@ static int simulate(sim_args *a, const config *c)
     return 0;
 }
 
-/* ---- --compose: two small simulations instead of one of every layer ---- */
+/* ---- --compose: a few small simulations instead of one of every layer ---- */
 
 /* Simulate c with `layers` layers in a child (sim_child.h). The child gets
- * the configuration from the knob table, and the platform, calibration and
- * SimGrid settings the user gave. */
+ * the configuration from the knob table, and the platform, calibration,
+ * data parallelism and SimGrid settings the user gave. */
 static int run_layers(const sim_args *a, const cli_config *cc, const config *c, int layers, sim_child_result *res,
                       char err[LOONG_ERRLEN])
 {
     const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
-    char **v = sim_child_argv(c, &sp, (const char *const *)a->sg_args, a->nsg), what[48];
+    const char **extra = xcalloc((size_t)a->nsg + 2, sizeof *extra, "a child's options");
+    char dp[32], mode[32];
+    snprintf(dp, sizeof dp, "--dp=%d", a->dp.dp);
+    snprintf(mode, sizeof mode, "--dp-mode=%s", a->dp.full ? "full" : "symmetric");
+    for (int i = 0; i < a->nsg; i++)
+        extra[i] = a->sg_args[i];
+    extra[a->nsg] = dp;
+    extra[a->nsg + 1] = mode;
+    char **v = sim_child_argv(c, &sp, extra, a->nsg + 2), what[48];
     snprintf(what, sizeof what, "the %d-layer step", layers);
     int rc = sim_child_run(v, what, res, err);
     sim_child_argv_free(v);
+    free(extra);
     return rc;
 }
 
-static int compose(const sim_args *a, const cli_config *cc, const config *c)
+/* The step of k layers, simulated once (runs[k].step < 0: not yet). */
+typedef struct layer_runs {
+    const sim_args *a;
+    const cli_config *cc;
+    const config *c;
+    sim_child_result *r; /* [L + 1] */
+} layer_runs;
+
+static const sim_child_result *at_layers(layer_runs *lr, int k, char err[LOONG_ERRLEN])
 {
-    char err[LOONG_ERRLEN] = "";
-    int L = c->model.layers;
-    if (!sim_compose_exact(c) || a->trace)
-        return cli_fail("sim", "--compose needs --scope step, --zero 1, a model of 3 or more layers and no --trace "
-                               "(the composition is exact only there: README, \"loong sim\")");
-    sim_child_result r[2];
-    for (int l = 0; l < 2; l++)
-        if (run_layers(a, cc, c, l + 1, &r[l], err) < 0) return cli_fail("sim", "%s", err);
-    double step = sim_compose(r[0].step, r[1].step, L), exposed = sim_compose(r[0].exposed, r[1].exposed, L);
+    if (lr->r[k].step < 0 && run_layers(lr->a, lr->cc, lr->c, k, &lr->r[k], err) < 0) return NULL;
+    return &lr->r[k];
+}
+
+static bool same(double x, double y) { return fabs(x - y) <= 1e-6 * fmax(fabs(x), fabs(y)) + 1e-12; }
+
+#define COMPOSE_MAX_K 16
+
+/* Layers simulated so far (runs up to `upto` layers). */
+static int layers_spent(const layer_runs *lr, int upto)
+{
+    int n = 0;
+    for (int i = 1; i <= upto; i++)
+        n += lr->r[i].step >= 0 ? i : 0;
+    return n;
+}
+
+/* The layer count k from which one more layer adds a constant: three equal
+ * increments ending at k, confirmed by the prediction of k + 3 layers.
+ * Under ZeRO-1 k = 2 by construction (sim_child.h). The search never
+ * simulates more layers in all than the full step has. 0 when no period is
+ * found within that, below COMPOSE_MAX_K; -1 on a failed child. */
+static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
+{
+    if (lr->c->zero == 1) return at_layers(lr, 1, err) && at_layers(lr, 2, err) ? 2 : -1;
+    for (int k = 4; k <= COMPOSE_MAX_K && k + 3 < L; k++) {
+        if (layers_spent(lr, L) + k + (k + 3) > L) break;
+        double t[4];
+        for (int i = 0; i < 4; i++) {
+            const sim_child_result *r = at_layers(lr, k - 3 + i, err);
+            if (!r) return -1;
+            t[i] = r->step;
+        }
+        double d = t[3] - t[2];
+        if (!same(t[1] - t[0], t[2] - t[1]) || !same(t[2] - t[1], d)) continue;
+        const sim_child_result *v = at_layers(lr, k + 3, err);
+        if (!v) return -1;
+        if (same(v->step, t[3] + 3 * d)) return k;
+    }
+    return 0;
+}
+
+static void write_compose_table(FILE *f, const sim_args *a, const config *c, int k, int L, double step, double exposed,
+                                double tk)
+{
+    char desc[256], err[LOONG_ERRLEN];
+    config_describe(c, desc, sizeof desc);
     double tokens = (double)c->batch * (double)c->seq;
     int P = config_ranks(c);
-    char desc[256];
-    config_describe(c, desc, sizeof desc);
+    fprintf(f, "# loong sim --compose: %s\n# platform %s; ", desc, a->platform);
+    if (k > 0)
+        fprintf(f,
+                "composed from simulations of %d and %d layers (%.6f s), one layer adding a constant from there%s:\n"
+                "#   T(L) = T(%d) + (L - %d) (T(%d) - T(%d)) with L = %d\n",
+                k - 1, k, tk, c->zero == 1 ? " (ZeRO-1: by construction)" : " (found and checked at 3 more)", k, k, k,
+                k - 1, L);
+    else
+        fprintf(f, "no period found for fewer simulated layers than the step has: all %d layers simulated\n", L);
+    fprintf(f, "# step time: %.6f s (training step, step)\n", step);
+    fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
+            tokens, P);
+    platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
+    if (platform_spec_read(a->platform, &sp, err) == 0)
+        fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
+                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
+    fprintf(f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
+}
+
+static int write_compose(const sim_args *a, const config *c, int k, int L, double step, double exposed, double tk)
+{
+    char err[LOONG_ERRLEN] = "";
     bool table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
     afile f = {0}, jf = {0};
     int rc = table ? afile_open(&f, a->out, err) : 0;
     if (rc == 0 && a->json) rc = afile_open(&jf, a->json, err);
-    if (rc == 0 && table) {
-        fprintf(f.f,
-                "# loong sim --compose: %s\n# platform %s; composed from simulations of 1 and 2 layers (%.6f s, %.6f "
-                "s):\n#   T(L) = T(1) + (L - 1) (T(2) - T(1)) with L = %d\n",
-                desc, a->platform, r[0].step, r[1].step, L);
-        fprintf(f.f, "# step time: %.6f s (training step, step)\n", step);
-        fprintf(f.f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n",
-                tokens / (step * P), tokens, P);
-        platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
-        if (platform_spec_read(a->platform, &sp, err) == 0)
-            fprintf(f.f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
-                    100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
-        fprintf(f.f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
-    }
+    if (rc == 0 && table) write_compose_table(f.f, a, c, k, L, step, exposed, tk);
     if (rc == 0 && a->json) {
-        json_t *j = json_pack("{s:o, s:f, s:f, s:b}", "config", config_to_json(c), "step_s", step, "exposed_mean_s",
-                              exposed, "composed", 1);
+        json_t *j = json_pack("{s:o, s:f, s:f, s:b, s:i}", "config", config_to_json(c), "step_s", step,
+                              "exposed_mean_s", exposed, "composed", k > 0, "period_from_layers", k);
         if (!j || json_dumpf(j, jf.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
@@ -353,6 +417,32 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
         return cli_fail("sim", "%s", err);
     }
     return 0;
+}
+
+static int compose(const sim_args *a, const cli_config *cc, const config *c)
+{
+    char err[LOONG_ERRLEN] = "";
+    int L = c->model.layers;
+    if (c->scope != SCOPE_STEP || L < 3 || a->trace)
+        return cli_fail("sim", "--compose needs --scope step, a model of 3 or more layers and no --trace (a composed "
+                               "run has no full trace)");
+    layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs")};
+    for (int i = 0; i <= L; i++)
+        lr.r[i].step = -1;
+    int k = find_period(&lr, L, err);
+    const sim_child_result *full = k == 0 ? at_layers(&lr, L, err) : NULL;
+    int rc;
+    if (k < 0 || (k == 0 && !full)) {
+        rc = cli_fail("sim", "%s", err);
+    } else if (k == 0) {
+        rc = write_compose(a, c, 0, L, full->step, full->exposed, 0);
+    } else {
+        const sim_child_result *p = &lr.r[k - 1], *q = &lr.r[k];
+        rc = write_compose(a, c, k, L, q->step + (L - k) * (q->step - p->step),
+                           q->exposed + (L - k) * (q->exposed - p->exposed), q->step);
+    }
+    free(lr.r);
+    return rc;
 }
 
 int cmd_sim(int argc, char **argv)

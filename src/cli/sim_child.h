@@ -62,7 +62,8 @@ int sim_child_run(char *const argv[], const char *what, sim_child_result *res, c
  * of a 2-layer and a 1-layer simulation is exactly one layer's critical
  * path: T(L) = T(1) + (L - 1)(T(2) - T(1)). Under ZeRO 0, 2 and 3 the
  * per-layer gradient collectives overlap a number of layers that depends
- * on L, and composition is refused. */
+ * on L, and this two-run composition is not exact (`loong sim --compose`
+ * looks for the period there instead; the planner simulates every layer). */
 
 /* Whether c's step composes exactly: scope step, ZeRO-1, L >= 3. */
 bool sim_compose_exact(const config *c);
