@@ -50,7 +50,7 @@ typedef struct coll_cli {
 
 typedef struct coll_job {
     platform_spec sp;
-    sim_coll_args a;
+    nccl_sweep a;
     double *sizes, *seconds;
     nccl_plan *plans;
     nccl_log log;

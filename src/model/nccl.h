@@ -135,6 +135,17 @@ int nccl_max_flows(const nccl_group *g, coll_op op);
 void nccl_member_flows(const nccl_group *g, const nccl_plan *p, coll_op op, double bytes, int i, bool symmetric,
                        nccl_flow *out, int *nout, nccl_flow *in, int *nin);
 
+/* An nccl-tests sweep: one collective per size on `gpus` GPUs spread over
+ * `nodes` nodes, forced or tuned algorithm and protocol (NCCL_AUTO);
+ * `loong coll` runs it on the analytical model or in the simulator. */
+typedef struct nccl_sweep {
+    coll_op op;
+    int gpus, nodes;
+    const double *sizes; /* bytes, nccl-tests' size */
+    int nsizes;
+    int algo, proto;
+} nccl_sweep;
+
 /* The path latency a flow of the plan sees on an idle platform (the
  * network path when the group spans nodes): the simulator sleeps
  * alpha minus this before the flows. */

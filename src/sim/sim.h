@@ -92,21 +92,12 @@ void sim_result_free(sim_result *res);
  * error. */
 int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *res, int top, int *bugs);
 
-/* `loong coll`: one collective per size on `gpus` GPUs spread over `nodes`
- * nodes (the first GPUs of the first nodes), forced or tuned algorithm and
- * protocol (NCCL_AUTO). */
-typedef struct sim_coll_args {
-    coll_op op;
-    int gpus, nodes;
-    const double *sizes; /* bytes, nccl-tests' size */
-    int nsizes;
-    int algo, proto;
-} sim_coll_args;
-
-/* Simulate them back to back; seconds[k] and plans[k] get each size's time
+/* `loong coll`: the sweep's collectives (model/nccl.h) back to back on
+ * `gpus` GPUs over `nodes` nodes (the first GPUs of the first nodes);
+ * seconds[k] and plans[k] get each size's time
  * and the algorithm and protocol that ran. Returns 0, or -1 with a message
  * (a platform without NCCL collectives, GPUs that do not fit). Call at most
  * once per process, like sim_run. */
-int sim_coll_bench(sim_platform *pf, const sim_coll_args *a, double *seconds, nccl_plan *plans, char err[LOONG_ERRLEN]);
+int sim_coll_bench(sim_platform *pf, const nccl_sweep *a, double *seconds, nccl_plan *plans, char err[LOONG_ERRLEN]);
 
 #endif

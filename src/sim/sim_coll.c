@@ -20,7 +20,7 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_coll, loong, "loong coll: collectives 
 typedef struct coll_bench {
     sim_state S; /* first: an actor's stream points here */
     nccl_group g;
-    sim_coll_args a;
+    nccl_sweep a;
     double *seconds;
     nccl_plan *plans;
     sg_bar_t bar;
@@ -47,7 +47,7 @@ static void member_main(int argc, char **argv)
     }
 }
 
-int sim_coll_bench(sim_platform *pf, const sim_coll_args *a, double *seconds, nccl_plan *plans, char err[LOONG_ERRLEN])
+int sim_coll_bench(sim_platform *pf, const nccl_sweep *a, double *seconds, nccl_plan *plans, char err[LOONG_ERRLEN])
 {
     const platform_spec *sp = sim_platform_nccl_spec(pf);
     if (!sp) {

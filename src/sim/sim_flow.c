@@ -111,7 +111,7 @@ static int flow_peer(const sim_stream *me, const nccl_group *g, int member, int 
     return r == me->rank ? -1 : r;
 }
 
-/* Issue every flow of member me_i and wait for them; returns how many. */
+/* Issue every flow of member me_i and wait for them. */
 static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, coll_op op, double size, int me_i,
                       int fold)
 {
