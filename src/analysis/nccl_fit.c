@@ -20,17 +20,9 @@ static double *field(platform_spec *sp, int k)
 static const char *const names[NCCL_FIT_PARAMS] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat",
                                                    "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff"};
 
-/* The spec a log runs on: enough nodes for it. */
-static platform_spec spec_for(const platform_spec *sp, const nccl_log *log)
-{
-    platform_spec s = *sp;
-    if (s.nodes < log->nodes) s.nodes = log->nodes;
-    return s;
-}
-
 double nccl_fit_predict(const platform_spec *sp, const nccl_log *log, double size)
 {
-    platform_spec s = spec_for(sp, log);
+    platform_spec s = nccl_spec_holding(sp, log->gpus, log->nodes);
     nccl_group g;
     if (nccl_group_uniform(&g, &s, log->gpus, log->nodes) < 0) return NAN;
     nccl_plan p;

@@ -365,9 +365,8 @@ typedef struct dpcost {
 static double dp_coll(const config *c, const platform_spec *n, int N, uint64_t elems, bool allreduce)
 {
     if (N > 1 && n->nccl) {
-        platform_spec big = *n;
-        int gpn = n->gpus_per_node, nodes = (N + gpn - 1) / gpn;
-        if (big.nodes < nodes) big.nodes = nodes;
+        int nodes = (N + n->gpus_per_node - 1) / n->gpus_per_node;
+        platform_spec big = nccl_spec_holding(n, N, nodes);
         nccl_group g;
         if (nccl_group_uniform(&g, &big, N, nodes) == 0) {
             double t = nccl_seconds(c, &big, &g, allreduce ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,

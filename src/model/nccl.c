@@ -110,6 +110,15 @@ int nccl_group_init(nccl_group *g, const platform_spec *sp, const int *ranks, in
     return 0;
 }
 
+platform_spec nccl_spec_holding(const platform_spec *sp, int gpus, int nodes)
+{
+    platform_spec s = *sp;
+    int need = (gpus + sp->gpus_per_node - 1) / sp->gpus_per_node;
+    if (need < nodes) need = nodes;
+    if (s.nodes < need) s.nodes = need;
+    return s;
+}
+
 int nccl_group_uniform(nccl_group *g, const platform_spec *sp, int n, int nnodes)
 {
     if (nnodes < 1 || n % nnodes || n / nnodes > sp->gpus_per_node || nnodes > sp->nodes) return -1;

@@ -84,6 +84,11 @@ typedef struct nccl_group {
 int nccl_group_init(nccl_group *g, const platform_spec *sp, const int *ranks, int n);
 void nccl_group_free(nccl_group *g);
 
+/* sp with nodes enough for `nodes` nodes or `gpus` GPUs, whichever needs
+ * more: groups larger than the platform (data parallelism by symmetry, a
+ * log of a bigger cluster) are shaped on it. */
+platform_spec nccl_spec_holding(const platform_spec *sp, int gpus, int nodes);
+
 /* A uniform group: `n` ranks over `nnodes` nodes, n / nnodes on each, the
  * first GPUs of each node (what nccl-tests runs). */
 int nccl_group_uniform(nccl_group *g, const platform_spec *sp, int n, int nnodes);

@@ -228,9 +228,8 @@ static void dp_setup(sim_state *S, const sim_dp *dp)
     S->dp = dp->dp;
     S->reps = dp->full ? dp->dp : 1;
     if (!S->spec) return;
-    S->dp_spec = *S->spec;
-    int gpn = S->dp_spec.gpus_per_node, N = S->dp * S->P, nodes = (N + gpn - 1) / gpn;
-    if (S->dp_spec.nodes < nodes) S->dp_spec.nodes = nodes;
+    int N = S->dp * S->P;
+    S->dp_spec = nccl_spec_holding(S->spec, N, 0);
     int *ranks = xmalloc_array((size_t)N, sizeof *ranks, "the gradient group");
     for (int i = 0; i < N; i++)
         ranks[i] = i;
