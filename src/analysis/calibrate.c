@@ -188,6 +188,13 @@ int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces
     for (int i = 0; i < n; i++) {
         dag *g = dag_build(&traces[i]->cfg, err);
         if (!g) return -1;
+        if (trace_check_dag(traces[i], g, err) < 0) {
+            char pre[48];
+            snprintf(pre, sizeof pre, "trace %d: ", i + 1);
+            loong_err_prefix(err, pre);
+            dag_free(g);
+            return -1;
+        }
         compute_points(traces[i], g, p);
         link_points(traces[i], g, p);
         dag_free(g);

@@ -3,10 +3,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
 #include "core/xalloc.h"
 
 typedef struct reader {
@@ -68,8 +70,11 @@ static int row(reader *r, char *line, int lineno, char err[LOONG_ERRLEN])
     }
     char *e1, *e2, *e3;
     double size = strtod(tok[0], &e1), t = strtod(tok[5], &e2), bus = strtod(tok[7], &e3);
-    if (*e1 || *e2 || *e3 || !(t > 0)) {
-        snprintf(err, LOONG_ERRLEN, "%.100s: line %d: size '%s', time '%s', busbw '%s' are not nccl-tests figures",
+    /* bounds: up to 1 PiB moved, an hour per call, 1 PB/s (nccl-tests prints us and GB/s) */
+    if (*e1 || *e2 || *e3 || !(size >= 0 && size <= 0x1p50) || !(t > 0 && t <= 3.6e9) || !(bus >= 0 && bus <= 1e6)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%.60s: line %d: size '%.20s', time '%.20s', busbw '%.20s' are not nccl-tests figures (size <= 1 PiB, "
+                 "0 < time <= 1 h, busbw <= 1 PB/s)",
                  log->path, lineno, tok[0], tok[5], tok[7]);
         return -1;
     }
@@ -104,20 +109,15 @@ static int finish(reader *r, bool empty, char err[LOONG_ERRLEN])
     return 0;
 }
 
-int nccl_log_read(const char *path, nccl_log *log, char err[LOONG_ERRLEN])
+int nccl_log_parse(const char *text, const char *path, nccl_log *log, char err[LOONG_ERRLEN])
 {
     memset(log, 0, sizeof *log);
     snprintf(log->path, sizeof log->path, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, LOONG_ERRLEN, "cannot read nccl-tests log '%s': %s", path, strerror(errno));
-        return -1;
-    }
     reader r = {.log = log};
-    char line[4096];
+    char *copy = xstrdup(text, "an nccl-tests log"), *cursor = copy, *line;
     int lineno = 0, rc = 0;
     bool empty = true;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && (line = infile_next_line(&cursor))) {
         lineno++;
         char *p = line;
         while (isspace((unsigned char)*p))
@@ -128,13 +128,23 @@ int nccl_log_read(const char *path, nccl_log *log, char err[LOONG_ERRLEN])
         else if (r.header && !r.footer && isdigit((unsigned char)*p))
             rc = row(&r, p, lineno, err);
     }
-    fclose(f);
+    free(copy);
     if (rc == 0) rc = finish(&r, empty, err);
     if (rc == 0) {
         const char *base = strrchr(path, '/');
         op_from(log, base ? base + 1 : path);
     }
     if (rc < 0) nccl_log_free(log);
+    return rc;
+}
+
+int nccl_log_read(const char *path, nccl_log *log, char err[LOONG_ERRLEN])
+{
+    memset(log, 0, sizeof *log);
+    char *text = infile_read(path, "nccl-tests log", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return -1;
+    int rc = nccl_log_parse(text, path, log, err);
+    free(text);
     return rc;
 }
 

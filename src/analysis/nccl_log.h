@@ -35,6 +35,8 @@ typedef struct nccl_log {
  * truncated run), sizes out of order, a non-positive time. Free with
  * nccl_log_free. */
 int nccl_log_read(const char *path, nccl_log *log, char err[LOONG_ERRLEN]);
+/* The same from a log's text (path names it in messages). */
+int nccl_log_parse(const char *text, const char *path, nccl_log *log, char err[LOONG_ERRLEN]);
 void nccl_log_free(nccl_log *log);
 
 #endif

@@ -81,6 +81,22 @@ static int parse(int argc, char **argv, cmp_cli *o)
     return 0;
 }
 
+/* Both traces against the DAG of their (equal) configuration. */
+static int check_both(const trace *p, const char *pn, const trace *m, const char *mn, const dag *g,
+                      char err[LOONG_ERRLEN])
+{
+    const trace *t[2] = {p, m};
+    const char *name[2] = {pn, mn};
+    for (int i = 0; i < 2; i++)
+        if (trace_check_dag(t[i], g, err) < 0) {
+            char pre[300];
+            snprintf(pre, sizeof pre, "%.280s: ", name[i]);
+            loong_err_prefix(err, pre);
+            return -1;
+        }
+    return 0;
+}
+
 int cmd_compare(int argc, char **argv)
 {
     cmp_cli o = {NULL, NULL, CMP_BY_KIND, 10, -1};
@@ -95,7 +111,8 @@ int cmd_compare(int argc, char **argv)
         return cli_fail("compare", "%s", err);
     }
     dag *g = NULL;
-    if (compare_check(&p, pn, &m, mn, err) < 0 || !(g = dag_build(&p.cfg, err))) {
+    if (compare_check(&p, pn, &m, mn, err) < 0 || !(g = dag_build(&p.cfg, err)) ||
+        check_both(&p, pn, &m, mn, g, err) < 0) {
         rc = cli_fail("compare", "%s", err);
     } else {
         compare_print(stdout, g, &p, &m, o.by, o.top);

@@ -132,6 +132,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'j': a->json = optarg; break;
         case 'y':
             if (parse_int_opt(optarg, "--layers", &a->layers)) return 2;
+            if (a->layers < 1) return cli_fail("sim", "--layers must be at least 1, got '%s'", optarg);
             break;
         case 'T': a->timing = true; break;
         case 'C': a->compose = true; break;
@@ -214,41 +215,59 @@ static int dump_json(FILE *f, json_t *j)
     return rc;
 }
 
-/* Open every output, write them all, and commit them only when all were
- * written: a failure leaves no new file and an existing one untouched.
- * With --json - and no -o the table is still formatted, in memory, for
- * the # BUG checks it makes. */
-static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf, int *bugs,
-                         char err[LOONG_ERRLEN])
+/* The output files of one run: opened (as temporaries) before any work, so
+ * that an unwritable path fails at once, and committed together at the end:
+ * a failure leaves no new file and an existing one untouched. */
+typedef struct sim_outputs {
+    afile tr, sm, js;
+    bool table; /* with --json - and no -o the table is still formatted, in memory, for its # BUG checks */
+} sim_outputs;
+
+static int open_outputs(const sim_args *a, sim_outputs *o, char err[LOONG_ERRLEN])
 {
-    bool table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
-    afile tr = {0}, sm = {0}, js = {0};
+    memset(o, 0, sizeof *o);
+    o->table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
+    int rc = a->trace ? afile_open(&o->tr, a->trace, err) : 0;
+    if (rc == 0 && o->table) rc = afile_open(&o->sm, a->out, err);
+    if (rc == 0 && a->json) rc = afile_open(&o->js, a->json, err);
+    if (rc < 0) {
+        afile_abort(&o->tr);
+        afile_abort(&o->sm);
+    }
+    return rc;
+}
+
+static void abort_outputs(sim_outputs *o)
+{
+    afile_abort(&o->tr);
+    afile_abort(&o->sm);
+    afile_abort(&o->js);
+}
+
+/* Write every output, then commit them all. */
+static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf,
+                         sim_outputs *o, int *bugs, char err[LOONG_ERRLEN])
+{
     char *mem = NULL;
     size_t memlen = 0;
-    int rc = a->trace ? afile_open(&tr, a->trace, err) : 0;
-    if (rc == 0 && table) rc = afile_open(&sm, a->out, err);
-    if (rc == 0 && a->json) rc = afile_open(&js, a->json, err);
-    if (rc == 0 && a->trace && trace_write(tr.f, g, "sim", res->start, res->dur, &a->flt) < 0)
+    int rc = 0;
+    if (a->trace && trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
-    FILE *f = table ? sm.f : open_memstream(&mem, &memlen);
+    FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");
     if (rc == 0) {
         write_header(f, g, a, pf);
         if (sim_summary_write(f, g, cb, res, a->links, bugs) < 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
     }
-    if (!table && f) fclose(f);
+    if (!o->table && f) fclose(f);
     free(mem);
-    if (rc == 0 && a->json && dump_json(js.f, json_summary(g, res)) < 0)
+    if (rc == 0 && a->json && dump_json(o->js.f, json_summary(g, res)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
-    if (rc == 0 && a->trace) rc = afile_commit(&tr, err);
-    if (rc == 0 && table) rc = afile_commit(&sm, err);
-    if (rc == 0 && a->json) rc = afile_commit(&js, err);
-    if (rc < 0) {
-        afile_abort(&tr);
-        afile_abort(&sm);
-        afile_abort(&js);
-    }
+    if (rc == 0 && a->trace) rc = afile_commit(&o->tr, err);
+    if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
+    if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
+    if (rc < 0) abort_outputs(o);
     return rc;
 }
 
@@ -256,15 +275,13 @@ static int simulate(sim_args *a, const config *c)
 {
     char err[LOONG_ERRLEN];
     double t0 = cli_now();
+    sim_outputs out;
+    if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     sim_platform *pf = sim_platform_open(a->platform, a->nsg, a->sg_args, err);
-    if (!pf) return cli_fail("sim", "%s", err);
-    calib *cb = calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err);
-    if (!cb) {
-        sim_platform_free(pf);
-        return cli_fail("sim", "%s", err);
-    }
-    dag *g = dag_build(c, err);
+    calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
+    dag *g = cb ? dag_build(c, err) : NULL;
     if (!g) {
+        abort_outputs(&out);
         calib_free(cb);
         sim_platform_free(pf);
         return cli_fail("sim", "%s", err);
@@ -274,8 +291,10 @@ static int simulate(sim_args *a, const config *c)
     int bugs = 0, rc = sim_run_dp(pf, g, cb, !a->quiet, &a->dp, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
-        rc = write_outputs(g, cb, &res, a, pf, &bugs, err);
+        rc = write_outputs(g, cb, &res, a, pf, &out, &bugs, err);
         sim_result_free(&res);
+    } else {
+        abort_outputs(&out);
     }
     if (a->timing && rc == 0)
         fprintf(stderr, "# timing: load + build %.3f s (%u tasks), simulate %.3f s, write %.3f s, peak RSS %.1f MB\n",
@@ -394,26 +413,23 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
     fprintf(f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
 }
 
-static int write_compose(const sim_args *a, const config *c, int k, int L, double step, double exposed, double tk)
+static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int k, int L, double step, double exposed,
+                         double tk)
 {
     char err[LOONG_ERRLEN] = "";
-    bool table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
-    afile f = {0}, jf = {0};
-    int rc = table ? afile_open(&f, a->out, err) : 0;
-    if (rc == 0 && a->json) rc = afile_open(&jf, a->json, err);
-    if (rc == 0 && table) write_compose_table(f.f, a, c, k, L, step, exposed, tk);
-    if (rc == 0 && a->json) {
+    int rc = 0;
+    if (o->table) write_compose_table(o->sm.f, a, c, k, L, step, exposed, tk);
+    if (a->json) {
         json_t *j = json_pack("{s:o, s:f, s:f, s:b, s:i}", "config", config_to_json(c), "step_s", step,
                               "exposed_mean_s", exposed, "composed", k > 0, "period_from_layers", k);
-        if (!j || json_dumpf(j, jf.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
+        if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
     }
-    if (rc == 0 && table) rc = afile_commit(&f, err);
-    if (rc == 0 && a->json) rc = afile_commit(&jf, err);
+    if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
+    if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
     if (rc < 0) {
-        afile_abort(&f);
-        afile_abort(&jf);
+        abort_outputs(o);
         return cli_fail("sim", "%s", err);
     }
     return 0;
@@ -426,6 +442,8 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     if (c->scope != SCOPE_STEP || L < 3 || a->trace)
         return cli_fail("sim", "--compose needs --scope step, a model of 3 or more layers and no --trace (a composed "
                                "run has no full trace)");
+    sim_outputs out;
+    if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs")};
     for (int i = 0; i <= L; i++)
         lr.r[i].step = -1;
@@ -433,16 +451,31 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     const sim_child_result *full = k == 0 ? at_layers(&lr, L, err) : NULL;
     int rc;
     if (k < 0 || (k == 0 && !full)) {
+        abort_outputs(&out);
         rc = cli_fail("sim", "%s", err);
     } else if (k == 0) {
-        rc = write_compose(a, c, 0, L, full->step, full->exposed, 0);
+        rc = write_compose(a, c, &out, 0, L, full->step, full->exposed, 0);
     } else {
         const sim_child_result *p = &lr.r[k - 1], *q = &lr.r[k];
-        rc = write_compose(a, c, k, L, q->step + (L - k) * (q->step - p->step),
+        rc = write_compose(a, c, &out, k, L, q->step + (L - k) * (q->step - p->step),
                            q->exposed + (L - k) * (q->exposed - p->exposed), q->step);
     }
     free(lr.r);
     return rc;
+}
+
+/* Flags that only make sense against the configuration: checked before any work. */
+static int check_against_config(const sim_args *a, const config *c)
+{
+    if ((a->flt.rank >= 0 || a->flt.layer >= 0) && !a->trace)
+        return cli_fail("sim", "--trace-rank and --trace-layer select what --trace FILE writes: add --trace FILE");
+    if (a->flt.rank >= config_ranks(c))
+        return cli_fail("sim", "--trace-rank %d is not a rank of mesh %dx%d: use 0..%d", a->flt.rank, c->p_head,
+                        c->p_seq, config_ranks(c) - 1);
+    if (a->flt.layer >= c->model.layers)
+        return cli_fail("sim", "--trace-layer %d is not a layer of the %d simulated: use 0..%d", a->flt.layer,
+                        c->model.layers, c->model.layers - 1);
+    return 0;
 }
 
 int cmd_sim(int argc, char **argv)
@@ -468,7 +501,8 @@ int cmd_sim(int argc, char **argv)
             return cli_fail("sim", "%s", err);
         }
     }
-    rc = a.compose ? compose(&a, &cc, &c) : simulate(&a, &c);
+    rc = check_against_config(&a, &c);
+    if (rc == 0) rc = a.compose ? compose(&a, &cc, &c) : simulate(&a, &c);
     free(a.sg_args);
     return rc;
 }

@@ -200,8 +200,9 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->seq < 1) return fail(err, "--seq must be positive");
     if (c->batch < 1) return fail(err, "--batch must be positive");
     if (c->p_head < 1 || c->p_seq < 1) return fail(err, "--mesh needs positive P_h and P_s, e.g. 4x16");
-    if (config_ranks(c) > MAX_RANKS) {
-        snprintf(err, LOONG_ERRLEN, "mesh %dx%d has more than %d ranks", c->p_head, c->p_seq, MAX_RANKS);
+    if ((long long)c->p_head * c->p_seq > MAX_RANKS) {
+        snprintf(err, LOONG_ERRLEN, "mesh %dx%d has more than %d ranks: use a smaller mesh", c->p_head, c->p_seq,
+                 MAX_RANKS);
         return -1;
     }
     if (c->gpus_per_node < 1) return fail(err, "--gpus-per-node must be positive");
@@ -443,8 +444,14 @@ static int parse_mesh(config *c, const char *text, char err[LOONG_ERRLEN])
     }
     memcpy(a, text, n);
     a[n] = '\0';
-    if (units_parse_int(a, "--mesh P_h", &c->p_head, err) < 0) return -1;
-    return units_parse_int(x + 1, "--mesh P_s", &c->p_seq, err);
+    if (units_parse_int(a, "--mesh P_h", &c->p_head, err) < 0 ||
+        units_parse_int(x + 1, "--mesh P_s", &c->p_seq, err) < 0)
+        return -1;
+    if ((long long)c->p_head * c->p_seq > MAX_RANKS) {
+        snprintf(err, LOONG_ERRLEN, "--mesh %.60s has more than %d ranks: use a smaller mesh", text, MAX_RANKS);
+        return -1;
+    }
+    return 0;
 }
 
 int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN])

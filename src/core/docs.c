@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "infile.h"
 #include "xalloc.h"
 
 struct doc_layout {
@@ -18,6 +19,10 @@ struct doc_layout {
 };
 
 static doc_layout *interned;
+
+/* More documents than this in one sample is a mistake (a histogram of
+ * 1-token lengths against a 1M sequence), not a workload. */
+#define DOCS_MAX (1 << 20)
 
 static uint64_t hash_lengths(const uint64_t *len, int n)
 {
@@ -58,6 +63,11 @@ static int check_lengths(const uint64_t *len, int n, uint64_t seq, const char *w
 {
     if (n == 0) {
         snprintf(err, LOONG_ERRLEN, "%s holds no document: give at least one length", what);
+        return -1;
+    }
+    if (n > DOCS_MAX) {
+        snprintf(err, LOONG_ERRLEN, "%s holds %d documents, more than the %d loong packs into one sample", what, n,
+                 DOCS_MAX);
         return -1;
     }
     uint64_t sum = 0;
@@ -116,30 +126,14 @@ const doc_layout *docs_parse_list(const char *s, uint64_t seq, const char *what,
     return finish(&l, seq, what, err);
 }
 
-/* Lines of a text file, '#' comments and blanks dropped; calls line() with
- * each. Returns 0, or -1 with a message (unreadable, a directory). */
-static int each_line(const char *path, int (*line)(char *text, int lineno, void *arg), void *arg,
-                     char err[LOONG_ERRLEN])
+/* Lines of a text, '#' comments and blanks dropped; calls line() with
+ * each. Returns 0, or what line() returned first. */
+static int each_line(const char *text, int (*line)(char *text, int lineno, void *arg), void *arg)
 {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, LOONG_ERRLEN, "'%s' is a directory, not a file of document lengths", path);
-        return -1;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, LOONG_ERRLEN, "cannot read '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    char buf[256];
+    char *copy = xstrdup(text, "a document list"), *cursor = copy, *buf;
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(buf, sizeof buf, f)) {
+    while (rc == 0 && (buf = infile_next_line(&cursor))) {
         lineno++;
-        if (!strchr(buf, '\n') && !feof(f)) {
-            snprintf(err, LOONG_ERRLEN, "%s:%d: line longer than %zu characters", path, lineno, sizeof buf - 2);
-            rc = -1;
-            break;
-        }
         char *hash = strchr(buf, '#');
         if (hash) *hash = '\0';
         char *p = buf;
@@ -149,7 +143,7 @@ static int each_line(const char *path, int (*line)(char *text, int lineno, void 
             *--e = '\0';
         if (*p) rc = line(p, lineno, arg);
     }
-    fclose(f);
+    free(copy);
     return rc;
 }
 
@@ -174,16 +168,25 @@ static int length_line(char *text, int lineno, void *arg)
     return 0;
 }
 
-const doc_layout *docs_load_file(const char *path, uint64_t seq, char err[LOONG_ERRLEN])
+const doc_layout *docs_parse_lines(const char *text, const char *path, uint64_t seq, char err[LOONG_ERRLEN])
 {
     file_ctx x = {path, {0}, NULL, 0, err};
-    if (each_line(path, length_line, &x, err) < 0) {
+    if (each_line(text, length_line, &x) < 0) {
         free(x.l.v);
         return NULL;
     }
     char what[160];
     snprintf(what, sizeof what, "--docs-file %.120s", path);
     return finish(&x.l, seq, what, err);
+}
+
+const doc_layout *docs_load_file(const char *path, uint64_t seq, char err[LOONG_ERRLEN])
+{
+    char *text = infile_read(path, "document list", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return NULL;
+    const doc_layout *d = docs_parse_lines(text, path, seq, err);
+    free(text);
+    return d;
 }
 
 /* "LENGTH WEIGHT" */
@@ -220,11 +223,21 @@ static int histogram_line(char *text, int lineno, void *arg)
 
 const doc_layout *docs_draw(const char *path, uint64_t seq, uint64_t seed, char err[LOONG_ERRLEN])
 {
+    char *text = infile_read(path, "length histogram", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return NULL;
+    const doc_layout *d = docs_draw_text(text, path, seq, seed, err);
+    free(text);
+    return d;
+}
+
+const doc_layout *docs_draw_text(const char *text, const char *path, uint64_t seq, uint64_t seed,
+                                 char err[LOONG_ERRLEN])
+{
     file_ctx x = {path, {0}, NULL, 0, err};
     const doc_layout *d = NULL;
     lengths drawn = {0};
     double total = 0;
-    if (each_line(path, histogram_line, &x, err) < 0) goto out;
+    if (each_line(text, histogram_line, &x) < 0) goto out;
     for (int i = 0; i < x.l.n; i++)
         total += x.w[i];
     if (x.l.n == 0 || !(total > 0)) {
@@ -234,6 +247,13 @@ const doc_layout *docs_draw(const char *path, uint64_t seq, uint64_t seed, char 
     }
     unsigned short xs[3] = {(unsigned short)seed, (unsigned short)(seed >> 16), (unsigned short)(seed >> 32)};
     for (uint64_t filled = 0; filled < seq;) {
+        if (drawn.n == DOCS_MAX) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--doc-dist %.120s draws more than %d documents into --seq %llu: use longer lengths or a shorter "
+                     "--seq",
+                     path, DOCS_MAX, (unsigned long long)seq);
+            goto out;
+        }
         double u = erand48(xs) * total, acc = 0;
         int k = 0;
         while (k < x.l.n - 1 && (acc += x.w[k]) <= u)

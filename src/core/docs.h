@@ -34,6 +34,10 @@ const doc_layout *docs_load_file(const char *path, uint64_t seq, char err[LOONG_
  * at the sequence end. NULL with a message for a malformed, empty or
  * all-zero histogram. */
 const doc_layout *docs_draw(const char *path, uint64_t seq, uint64_t seed, char err[LOONG_ERRLEN]);
+/* The two above from a file's text (path names it in messages). */
+const doc_layout *docs_parse_lines(const char *text, const char *path, uint64_t seq, char err[LOONG_ERRLEN]);
+const doc_layout *docs_draw_text(const char *text, const char *path, uint64_t seq, uint64_t seed,
+                                 char err[LOONG_ERRLEN]);
 
 int docs_count(const doc_layout *d);
 uint64_t docs_length(const doc_layout *d, int i);

@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "infile.h"
+#include "xalloc.h"
+
 static const model presets[] = {
     /* name        L   hidden H   H_kv d    ffn    vocab */
     {"llama3-8b", 32, 4096, 32, 8, 128, 14336, 128256},
@@ -31,18 +36,30 @@ int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
 
 int model_validate(const model *m, char err[LOONG_ERRLEN])
 {
+    /* bounds far beyond any published model keep every product below 2^63 */
     const struct {
         const char *key;
-        int v;
+        int v, max;
     } f[] = {
-        {"layers", m->layers},     {"hidden", m->hidden}, {"heads", m->heads}, {"kv_heads", m->kv_heads},
-        {"head_dim", m->head_dim}, {"ffn", m->ffn},       {"vocab", m->vocab},
+        {"layers", m->layers, 10000},       {"hidden", m->hidden, 1 << 20},     {"heads", m->heads, 1 << 16},
+        {"kv_heads", m->kv_heads, 1 << 16}, {"head_dim", m->head_dim, 1 << 16}, {"ffn", m->ffn, 1 << 24},
+        {"vocab", m->vocab, 1 << 24},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].v <= 0) {
-            snprintf(err, LOONG_ERRLEN, "model '%s': %s must be a positive integer", m->name, f[i].key);
+        if (f[i].v <= 0 || f[i].v > f[i].max) {
+            snprintf(err, LOONG_ERRLEN, "model '%s': %s = %d is outside 1..%d", m->name, f[i].key, f[i].v, f[i].max);
             return -1;
         }
+    /* the name goes into every JSON output: it must be text */
+    json_t *name = json_string(m->name);
+    bool text = name != NULL;
+    json_decref(name);
+    for (const char *p = m->name; text && *p; p++)
+        text = !iscntrl((unsigned char)*p);
+    if (!text) {
+        snprintf(err, LOONG_ERRLEN, "the model's name is not printable UTF-8: give it one with a 'name = ...' line");
+        return -1;
+    }
     if (m->kv_heads > m->heads || m->heads % m->kv_heads) {
         snprintf(err, LOONG_ERRLEN, "model '%s': heads (%d) must be a multiple of kv_heads (%d)", m->name, m->heads,
                  m->kv_heads);
@@ -61,74 +78,88 @@ static char *trim(char *s)
     return s;
 }
 
-static int *model_field(model *m, const char *key)
+/* Keys of a model file, in the order of the bit that marks each seen. */
+static const char *const model_keys[] = {"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"};
+
+static int *model_field(model *m, int key)
 {
-    if (!strcmp(key, "layers")) return &m->layers;
-    if (!strcmp(key, "hidden")) return &m->hidden;
-    if (!strcmp(key, "heads")) return &m->heads;
-    if (!strcmp(key, "kv_heads")) return &m->kv_heads;
-    if (!strcmp(key, "head_dim")) return &m->head_dim;
-    if (!strcmp(key, "ffn")) return &m->ffn;
-    if (!strcmp(key, "vocab")) return &m->vocab;
-    return NULL;
+    int *f[] = {NULL, &m->layers, &m->hidden, &m->heads, &m->kv_heads, &m->head_dim, &m->ffn, &m->vocab};
+    return f[key];
 }
 
-/* Apply one `key = value` line. Returns 0, or -1 with the reason in err. */
-static int model_apply_line(model *m, char *line, char err[LOONG_ERRLEN])
+static int model_key(const char *key)
+{
+    for (int k = 0; k < (int)(sizeof model_keys / sizeof *model_keys); k++)
+        if (!strcmp(key, model_keys[k])) return k;
+    return -1;
+}
+
+/* Apply one `key = value` line; *seen marks the keys given so far (a key
+ * given twice is an error, not "the last one wins"). Returns 0, or -1 with
+ * the reason in err. */
+static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG_ERRLEN])
 {
     char *eq = strchr(line, '=');
     if (!eq) {
-        snprintf(err, LOONG_ERRLEN, "expected 'key = value', got '%s'", line);
+        snprintf(err, LOONG_ERRLEN, "expected 'key = value', got '%.60s'", line);
         return -1;
     }
     *eq = '\0';
     char *key = trim(line), *val = trim(eq + 1);
-    if (!strcmp(key, "name")) {
-        if (!*val || strlen(val) >= sizeof m->name) {
-            snprintf(err, LOONG_ERRLEN, "name must be 1..%zu characters", sizeof m->name - 1);
-            return -1;
-        }
-        strcpy(m->name, val);
-        return 0;
-    }
-    int *field = model_field(m, key);
-    if (!field) {
+    int k = model_key(key);
+    if (k < 0) {
         snprintf(err, LOONG_ERRLEN,
-                 "unknown key '%s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab)", key);
+                 "unknown key '%.40s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab)", key);
         return -1;
     }
-    return units_parse_int(val, key, field, err);
+    if (*seen & (1u << k)) {
+        snprintf(err, LOONG_ERRLEN, "'%s' is given twice: keep one line", key);
+        return -1;
+    }
+    *seen |= 1u << k;
+    if (k > 0) return units_parse_int(val, key, model_field(m, k), err);
+    if (!*val || strlen(val) >= sizeof m->name) {
+        snprintf(err, LOONG_ERRLEN, "name must be 1..%zu characters", sizeof m->name - 1);
+        return -1;
+    }
+    strcpy(m->name, val);
+    return 0;
 }
 
-int model_load_file(const char *path, model *m, char err[LOONG_ERRLEN])
+int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERRLEN])
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, LOONG_ERRLEN, "cannot open model file '%s': %m", path);
-        return -1;
-    }
     memset(m, 0, sizeof *m);
-    const char *base = strrchr(path, '/');
-    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
-    char buf[512], where[LOONG_ERRLEN];
+    const char *base = strrchr(file, '/');
+    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : file);
+    char *copy = xstrdup(text, "a model file"), *cursor = copy, *buf, where[LOONG_ERRLEN];
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(buf, sizeof buf, f)) {
+    unsigned seen = 0;
+    while (rc == 0 && (buf = infile_next_line(&cursor))) {
         lineno++;
         char *hash = strchr(buf, '#');
         if (hash) *hash = '\0';
         char *line = trim(buf);
-        if (*line && model_apply_line(m, line, err) < 0) {
-            snprintf(where, sizeof where, "%s:%d: ", path, lineno);
+        if (*line && model_apply_line(m, line, &seen, err) < 0) {
+            snprintf(where, sizeof where, "%s:%d: ", file, lineno);
             loong_err_prefix(err, where);
             rc = -1;
         }
     }
-    fclose(f);
+    free(copy);
     if (rc == 0 && model_validate(m, err) < 0) {
-        snprintf(where, sizeof where, "%s: ", path);
+        snprintf(where, sizeof where, "%s: ", file);
         loong_err_prefix(err, where);
         rc = -1;
     }
+    return rc;
+}
+
+int model_load_file(const char *path, model *m, char err[LOONG_ERRLEN])
+{
+    char *text = infile_read(path, "model file", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return -1;
+    int rc = model_parse(text, path, m, err);
+    free(text);
     return rc;
 }
 

@@ -31,8 +31,13 @@ const char *model_preset_names(void);
 
 /* Load a model file: one `key = value` per line (keys: name, layers, hidden,
  * heads, kv_heads, head_dim, ffn, vocab), '#' starts a comment. Every key but
- * name is required. Returns 0, or -1 with a message naming file:line. */
+ * name is required, none twice; sizes are bounded (model_validate). Returns 0, or -1 with a message naming file:line.
+ */
 int model_load_file(const char *path, model *m, char err[LOONG_ERRLEN]);
+
+/* The same from memory: text is the file's content, file names it in
+ * messages (and gives the default name). */
+int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERRLEN]);
 
 /* Resolve --model: a preset name, or a path to a model file when the value
  * contains '/' or ends in ".model"/".conf"/".txt". */

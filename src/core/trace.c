@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "infile.h"
 #include "xalloc.h"
 
 #include "autoconf.h"
@@ -79,30 +81,60 @@ static int cmp_ev(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int parse_event(json_t *e, trace_ev *ev, size_t idx, char err[LOONG_ERRLEN])
+/* An event's value outside its range: "event 12 (task 7): ts 1e308 ..." */
+static int bad_event(size_t idx, json_int_t id, const char *what, char err[LOONG_ERRLEN])
 {
-    const char *kind, *op = "?", *phase = "fwd";
-    json_int_t pid, tid, id, layer = -1, peer = -1, flops = 0, bytes = 0, step = 0;
+    if (id >= 0)
+        snprintf(err, LOONG_ERRLEN, "event %zu (task %lld): %s", idx, (long long)id, what);
+    else
+        snprintf(err, LOONG_ERRLEN, "event %zu: %s", idx, what);
+    return -1;
+}
+
+static int name_index(const char *name, const char *(*name_of)(int), int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(name_of(i), name)) return i;
+    return -1;
+}
+
+/* One "ph":"X" event, checked against the trace's configuration. */
+static int parse_event(json_t *e, const config *c, trace_ev *ev, size_t idx, char err[LOONG_ERRLEN])
+{
+    const char *kind, *op = NULL, *phase = "fwd";
+    json_int_t pid, tid, id = -1, layer = -1, peer = -1, flops = 0, bytes = 0, step = 0;
     double ts, dur;
     json_error_t je;
     if (json_unpack_ex(e, &je, 0, "{s:I,s:I,s:F,s:F,s:{s:I,s:s,s?s,s?s,s?I,s?I,s?I,s?I,s?I}}", "pid", &pid, "tid", &tid,
                        "ts", &ts, "dur", &dur, "args", "id", &id, "kind", &kind, "op", &op, "phase", &phase, "layer",
-                       &layer, "flops", &flops, "bytes", &bytes, "peer", &peer, "step", &step) < 0) {
-        snprintf(err, LOONG_ERRLEN, "event %zu: %s", idx, je.text);
-        return -1;
+                       &layer, "flops", &flops, "bytes", &bytes, "peer", &peer, "step", &step) < 0)
+        return bad_event(idx, -1, je.text, err);
+    int k = task_kind_parse(kind), o = op ? name_index(op, task_op_name, OP_COUNT) : 0,
+        ph = name_index(phase, task_phase_name, PHASE_REDUCE + 1), P = config_ranks(c);
+    char why[160];
+    if (id < 0 || id > UINT32_MAX) return bad_event(idx, -1, "args.id is not a task id (0..2^32-1)", err);
+    if (k < 0 || o < 0 || ph < 0) {
+        snprintf(why, sizeof why, "unknown kind '%.20s', op '%.20s' or phase '%.20s'", kind, op ? op : "", phase);
+        return bad_event(idx, id, why, err);
     }
-    int k = task_kind_parse(kind);
-    if (k < 0 || id < 0 || id > UINT32_MAX || tid < 0 || tid >= STREAM_COUNT || pid < 0 || dur < 0) {
-        snprintf(err, LOONG_ERRLEN, "event %zu: invalid id, kind, pid, tid or dur", idx);
-        return -1;
+    if (pid < 0 || pid >= P || peer < -1 || peer >= P) {
+        snprintf(why, sizeof why, "pid %lld or peer %lld is not a rank of the configuration's %d", (long long)pid,
+                 (long long)peer, P);
+        return bad_event(idx, id, why, err);
     }
-    *ev =
-        (trace_ev){(uint64_t)flops, (uint64_t)bytes, ts, dur, (uint32_t)id, (int32_t)pid, (int32_t)peer, (int16_t)layer,
-                   (uint8_t)tid,    (uint8_t)k,      0,  0};
-    for (int o = 0; o < OP_COUNT; o++)
-        if (!strcmp(task_op_name(o), op)) ev->op = (uint8_t)o;
-    for (int p = 0; p <= PHASE_REDUCE; p++)
-        if (!strcmp(task_phase_name(p), phase)) ev->phase = (uint8_t)p;
+    if (tid < 0 || tid >= STREAM_COUNT || layer < -1 || layer >= c->model.layers || flops < 0 || bytes < 0 ||
+        step < 0 || step > UINT32_MAX) {
+        snprintf(why, sizeof why, "tid %lld, layer %lld, flops, bytes or step out of range (layers -1..%d)",
+                 (long long)tid, (long long)layer, c->model.layers - 1);
+        return bad_event(idx, id, why, err);
+    }
+    /* 1e12 us is eleven days: beyond it a time is an edit or a broken clock */
+    if (!(ts >= 0 && ts <= TRACE_MAX_US && dur >= 0 && dur <= TRACE_MAX_US)) {
+        snprintf(why, sizeof why, "ts %g or dur %g us is outside [0, 1e12] us", ts, dur);
+        return bad_event(idx, id, why, err);
+    }
+    *ev = (trace_ev){(uint64_t)flops, (uint64_t)bytes, ts,           dur,        (uint32_t)id, (int32_t)pid,
+                     (int32_t)peer,   (int16_t)layer,  (uint8_t)tid, (uint8_t)k, (uint8_t)o,   (uint8_t)ph};
     return 0;
 }
 
@@ -113,10 +145,15 @@ static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
     json_t *e;
     json_array_foreach(arr, i, e)
     {
+        if (!json_is_object(e)) return bad_event(i, -1, "not a JSON object: every traceEvents entry is one", err);
         const char *ph = json_string_value(json_object_get(e, "ph"));
         if (!ph || strcmp(ph, "X")) continue;
-        if (parse_event(e, &t->ev[t->n], i, err) < 0) return -1;
+        if (parse_event(e, &t->cfg, &t->ev[t->n], i, err) < 0) return -1;
         t->n++;
+    }
+    if (!t->n) {
+        snprintf(err, LOONG_ERRLEN, "holds no task events (\"ph\":\"X\"): a trace of a run has one per task");
+        return -1;
     }
     qsort(t->ev, t->n, sizeof *t->ev, cmp_ev);
     for (size_t k = 1; k < t->n; k++)
@@ -127,11 +164,11 @@ static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
     return 0;
 }
 
-int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN])
+int trace_parse(const char *buf, size_t len, const char *path, trace *t, char err[LOONG_ERRLEN])
 {
     memset(t, 0, sizeof *t);
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb(buf, len, 0, &je);
     if (!root) {
         snprintf(err, LOONG_ERRLEN, "%s: not a readable JSON trace (line %d: %s)", path, je.line, je.text);
         return -1;
@@ -153,6 +190,52 @@ int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN])
     json_decref(root);
     if (rc < 0) trace_free(t);
     return rc;
+}
+
+/* Memory to parse a trace, per byte of its file: jansson's objects for the
+ * events (measured: README, "Limits"). */
+#define TRACE_MEM_PER_BYTE 12
+
+int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN])
+{
+    memset(t, 0, sizeof *t);
+    long long size = infile_size(path);
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (size > 0 && (double)size * TRACE_MEM_PER_BYTE > phys) {
+        snprintf(err, LOONG_ERRLEN,
+                 "trace '%s' is %.1f GiB: parsing it would need ~%.0f GiB, more than this machine's %.0f GiB: trace "
+                 "fewer ranks or layers (--trace-rank, --trace-layer)",
+                 path, (double)size / (1 << 30), (double)size * TRACE_MEM_PER_BYTE / (1 << 30), phys / (1 << 30));
+        return -1;
+    }
+    size_t len;
+    char *buf = infile_read(path, "trace", TRACE_MAX_BYTES, &len, err);
+    if (!buf) return -1;
+    int rc = trace_parse(buf, len, path, t, err);
+    free(buf);
+    return rc;
+}
+
+int trace_check_dag(const trace *t, const dag *g, char err[LOONG_ERRLEN])
+{
+    uint32_t n = dag_ntasks(g);
+    for (size_t i = 0; i < t->n; i++) {
+        const trace_ev *e = &t->ev[i];
+        const dag_task *d = e->id < n ? dag_task_get(g, e->id) : NULL;
+        const char *bad = !d                       ? "is not a task of the configuration"
+                          : e->kind != d->kind     ? "has another kind than the configuration's task"
+                          : e->rank != d->rank     ? "runs on another rank than the configuration's task"
+                          : e->stream != d->stream ? "runs on another stream than the configuration's task"
+                          : e->layer != d->layer   ? "has another layer than the configuration's task"
+                          : e->op != d->op         ? "has another op than the configuration's task"
+                                                   : NULL;
+        if (bad) {
+            snprintf(err, LOONG_ERRLEN, "task %u (%s on rank %d) %s (%u tasks): was the trace edited?", e->id,
+                     task_kind_name(e->kind), e->rank, bad, n);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void trace_free(trace *t)

@@ -51,8 +51,21 @@ typedef struct trace {
 } trace;
 
 /* Read a trace written by any backend. Returns 0, or -1 with a one-line
- * message for unreadable files, invalid JSON, or missing fields. */
+ * message for unreadable files, invalid JSON, missing fields, no task
+ * event, or an event whose rank, layer, kind, op or times fall outside the
+ * trace's own configuration. Files above TRACE_MAX_BYTES, or above what
+ * this machine's memory can parse, are refused before reading. */
 int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN]);
+/* The same from memory (path names it in messages). */
+int trace_parse(const char *buf, size_t len, const char *path, trace *t, char err[LOONG_ERRLEN]);
+
+/* Check each event against the task of its id in g (built from t->cfg):
+ * the id exists and kind, rank, stream, layer and op agree. Returns 0 or -1
+ * naming the task. */
+int trace_check_dag(const trace *t, const dag *g, char err[LOONG_ERRLEN]);
+
+#define TRACE_MAX_BYTES ((size_t)4 << 30)
+#define TRACE_MAX_US    1e12
 void trace_free(trace *t);
 
 /* End of the last event (microseconds): the step time of the trace. */

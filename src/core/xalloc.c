@@ -55,3 +55,12 @@ char *xstrdup(const char *s, const char *what)
     memcpy(p, s, n);
     return p;
 }
+
+char *xstrndup(const char *s, size_t n, const char *what)
+{
+    size_t len = strnlen(s, n);
+    char *p = xmalloc(len + 1, what);
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}

@@ -24,6 +24,8 @@ void *xmalloc_array(size_t n, size_t size, const char *what);
 void *xrealloc_array(void *p, size_t n, size_t size, const char *what);
 /* strdup(s). */
 char *xstrdup(const char *s, const char *what);
+/* strndup(s, n): at most n bytes of s, NUL-terminated. */
+char *xstrndup(const char *s, size_t n, const char *what);
 
 /* Print the message and exit(2): for allocators outside libc (jansson,
  * vasprintf) whose failure is the same condition. */

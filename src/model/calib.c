@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/infile.h"
 #include "core/xalloc.h"
 
 #include "core/sizes.h"
@@ -33,7 +34,16 @@ struct calib {
     bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
     row rows[NKINDS];
     double interference[NKINDS]; /* slowdown of a kind's kernel per concurrent communication kernel */
+    unsigned given;              /* while parsing: header lines seen (HDR_*), each allowed once */
 };
+
+enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kind */
+
+/* Physically meaningful ranges, far around every GPU built: a line's or a
+ * curve's fixed cost, a compute rate and a memory bandwidth. */
+#define T0_MAX    1.0  /* s */
+#define FLOPS_MAX 1e18 /* FLOP/s: 1000x an H100's dense BF16 */
+#define BW_MAX    1e15 /* B/s: 300x an H100's HBM */
 
 static bool memory_bound(int kind) { return kind == TASK_MERGE || kind == TASK_ACC; }
 
@@ -62,11 +72,29 @@ static int fail_units(const cursor *cu)
     return -1;
 }
 
+/* A parsed value outside (0, max] (or [0, max] with zero_ok). */
+static int out_of_range(const cursor *cu, const char *what, const char *tok, double v, double max, bool zero_ok,
+                        const char *unit)
+{
+    if ((zero_ok ? v >= 0 : v > 0) && v <= max) return 0;
+    char range[80];
+    snprintf(range, sizeof range, "%s '%.30s' is outside %s, %g %s]", what, tok, zero_ok ? "[0" : "(0", max, unit);
+    return fail(cu, "%s, the physically meaningful range%s", range, "");
+}
+
 static int parse_rate(const cursor *cu, int kind, const char *s, double *out)
 {
     int rc = memory_bound(kind) ? units_parse_bandwidth(s, "rate", out, cu->err)
                                 : units_parse_si(s, "rate (FLOP/s)", out, cu->err);
-    return rc < 0 ? fail_units(cu) : 0;
+    if (rc < 0) return fail_units(cu);
+    return memory_bound(kind) ? out_of_range(cu, "rate", s, *out, BW_MAX, false, "B/s")
+                              : out_of_range(cu, "rate", s, *out, FLOPS_MAX, false, "FLOP/s");
+}
+
+static int parse_t0(const cursor *cu, const char *s, double *out)
+{
+    if (units_parse_time(s, "T0", out, cu->err) < 0) return fail_units(cu);
+    return out_of_range(cu, "T0", s, *out, T0_MAX, true, "s");
 }
 
 static int parse_point(const cursor *cu, row *r, const char *tok)
@@ -106,7 +134,7 @@ static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok
     if (ntok < 2) return fail(cu, "row '%s' lacks a model: use 'curve' or 'line'%s", tok[0], "");
     if (!strcmp(tok[1], "line")) {
         if (ntok != 4) return fail(cu, "'%s line' takes T0 RATE (e.g. 5us 780T)%s", tok[0], "");
-        if (units_parse_time(tok[2], "T0", &r->t0, cu->err) < 0) return fail_units(cu);
+        if (parse_t0(cu, tok[2], &r->t0) < 0) return -1;
         if (parse_rate(cu, kind, tok[3], &r->rate) < 0) return -1;
     } else if (!strcmp(tok[1], "curve")) {
         if (ntok < 5) return fail(cu, "'%s curve' takes X T0 and at least one x:eff point%s", tok[0], "");
@@ -116,7 +144,7 @@ static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok
         if (x < 0) return fail(cu, "curve abscissa '%s' is not one of: flops, bytes, tokens%s", tok[2], "");
         r->x = (xaxis)x;
         r->curve = true;
-        if (units_parse_time(tok[3], "T0", &r->t0, cu->err) < 0) return fail_units(cu);
+        if (parse_t0(cu, tok[3], &r->t0) < 0) return -1;
         for (int i = 4; i < ntok; i++)
             if (parse_point(cu, r, tok[i]) < 0) return -1;
     } else {
@@ -131,6 +159,9 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
     bool assumed = ntok == 3 && !strcmp(tok[2], "assumed") && strcmp(tok[0], "gpu");
     if (ntok != 2 && !assumed)
         return fail(cu, "'%s' takes one value%s", tok[0], strcmp(tok[0], "gpu") ? ", then optionally 'assumed'" : "");
+    unsigned bit = !strcmp(tok[0], "gpu") ? HDR_GPU : !strcmp(tok[0], "peak") ? HDR_PEAK : HDR_MEM_BW;
+    if (cb->given & bit) return fail(cu, "a second '%s' line: give it once%s", tok[0], "");
+    cb->given |= bit;
     if (!strcmp(tok[0], "peak")) cb->peak_assumed = assumed;
     if (!strcmp(tok[0], "mem_bw")) cb->mem_bw_assumed = assumed;
     if (!strcmp(tok[0], "gpu")) {
@@ -138,9 +169,13 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
         strcpy(cb->gpu, tok[1]);
         return 0;
     }
-    int rc = !strcmp(tok[0], "peak") ? units_parse_si(tok[1], "peak (FLOP/s)", &cb->peak, cu->err)
-                                     : units_parse_bandwidth(tok[1], "mem_bw", &cb->mem_bw, cu->err);
-    return rc < 0 ? fail_units(cu) : 0;
+    if (!strcmp(tok[0], "peak"))
+        return units_parse_si(tok[1], "peak (FLOP/s)", &cb->peak, cu->err) < 0
+                   ? fail_units(cu)
+                   : out_of_range(cu, "peak", tok[1], cb->peak, FLOPS_MAX, false, "FLOP/s");
+    return units_parse_bandwidth(tok[1], "mem_bw", &cb->mem_bw, cu->err) < 0
+               ? fail_units(cu)
+               : out_of_range(cu, "mem_bw", tok[1], cb->mem_bw, BW_MAX, false, "B/s");
 }
 
 /* interference F (every kind) | interference KIND F */
@@ -155,6 +190,10 @@ static int parse_interference(const cursor *cu, calib *cb, char **tok, int ntok)
     if (*end || end == tok[ntok - 1] || !(f >= 0 && f <= 10))
         return fail(cu, "interference factor '%s' is not a slowdown in [0, 10] (0.1 = 10 %% slower)%s", tok[ntok - 1],
                     "");
+    /* one line for every kind, or one per kind: a second line for a kind is a conflict */
+    unsigned mask = kind < 0 ? (1u << NKINDS) - 1 : 1u << kind;
+    if ((cb->given >> 8) & mask) return fail(cu, "a second 'interference' line for the same kind%s%s", "", "");
+    cb->given |= mask << 8;
     for (int k = 0; k < NKINDS; k++)
         if (kind < 0 || k == kind) cb->interference[k] = f;
     return 0;
@@ -229,20 +268,8 @@ calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN])
 
 calib *calib_load(const char *path, char err[LOONG_ERRLEN])
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, LOONG_ERRLEN, "cannot read calibration file '%s': no such file or not readable", path);
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = xmalloc(cap, "a calibration table");
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = xrealloc_array(buf, cap *= 2, 1, "a calibration table");
-    }
-    fclose(f);
-    buf[n] = '\0';
+    char *buf = infile_read(path, "calibration table", INFILE_TEXT_MAX, NULL, err);
+    if (!buf) return NULL;
     calib *cb = calib_parse(buf, path, err);
     free(buf);
     return cb;

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/infile.h"
+#include "core/xalloc.h"
+
 typedef struct gpu_kind {
     const char *name;
     double peak, nvlink_bw, nic_bw;
@@ -86,14 +89,19 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "--gpus-per-node must be at least 1";
     else if (sp->nics_per_node < 1 || sp->gpus_per_node % sp->nics_per_node)
         bad = "--nics-per-node must divide --gpus-per-node (each NIC serves the same number of GPUs)";
+    else if ((long long)sp->nodes * sp->gpus_per_node > PLATFORM_MAX_GPUS)
+        bad = "--nodes x --gpus-per-node exceeds 65536 GPUs, the most loong simulates: use --dp for replicas";
     else if (sp->nodes_per_leaf < 1)
         bad = "--nodes-per-leaf must be at least 1";
-    else if (!(sp->oversub >= 1))
-        bad = "--oversubscription must be at least 1 (1 = non-blocking fat-tree)";
-    else if (!(sp->nvlink_bw > 0) || !(sp->nic_bw > 0))
-        bad = "bandwidths must be positive";
-    else if (sp->nvlink_lat < 0 || sp->nic_lat < 0 || sp->uplink_lat < 0)
-        bad = "latencies must not be negative";
+    else if (!(sp->oversub >= 1 && sp->oversub <= 1000))
+        bad = "--oversubscription must lie in [1, 1000] (1 = non-blocking fat-tree)";
+    else if (!(sp->nvlink_bw > 0 && sp->nvlink_bw <= 1e15) || !(sp->nic_bw > 0 && sp->nic_bw <= 1e15))
+        bad = "bandwidths must lie in (0, 1 PB/s]";
+    else if (!(sp->peak > 0 && sp->peak <= 1e18))
+        bad = "peak must lie in (0, 1e18 FLOP/s]";
+    else if (!(sp->nvlink_lat >= 0 && sp->nvlink_lat <= 1) || !(sp->nic_lat >= 0 && sp->nic_lat <= 1) ||
+             !(sp->uplink_lat >= 0 && sp->uplink_lat <= 1))
+        bad = "latencies must lie in [0, 1 s]";
     else if (!(sp->ll_eff > 0 && sp->ll_eff <= 1) || !(sp->ll128_eff > 0 && sp->ll128_eff <= 1) ||
              !(sp->tree_eff > 0 && sp->tree_eff <= 1) || !(sp->nvls_eff > 0 && sp->nvls_eff <= 1))
         bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff) must lie in (0, 1]";
@@ -299,34 +307,50 @@ static int spec_field(platform_spec *sp, const char *key, const char *val)
     return -1;
 }
 
-int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLEN])
+int platform_spec_parse(const char *text, const char *path, platform_spec *sp, char err[LOONG_ERRLEN])
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, LOONG_ERRLEN, "cannot read platform '%s': %s", path, strerror(errno));
-        return -1;
-    }
     static const char tag[] = "id=\"loong_spec\" value=\"";
-    char line[1024];
-    char *v = NULL;
-    while (!v && fgets(line, sizeof line, f))
-        v = strstr(line, tag);
-    fclose(f);
     memset(sp, 0, sizeof *sp);
     spec_collective_defaults(sp);
+    const char *v = strstr(text, tag);
     if (!v) {
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no loong_spec property: regenerate it with loong topo", path);
         return -1;
     }
     v += sizeof tag - 1;
-    char *q = strchr(v, '"');
-    if (q) *q = '\0';
-    for (char *tok = strtok(v, " "); tok; tok = strtok(NULL, " ")) {
+    const char *q = strchr(v, '"');
+    if (!q || q - v > 4096) {
+        snprintf(err, LOONG_ERRLEN,
+                 "platform '%s': the loong_spec property is not closed: regenerate it with loong topo", path);
+        return -1;
+    }
+    char *val = xstrndup(v, (size_t)(q - v), "a platform's loong_spec"), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(val, " ", &save); tok && rc == 0; tok = strtok_r(NULL, " ", &save)) {
         char *eq = strchr(tok, '=');
         if (!eq || (*eq = '\0', spec_field(sp, tok, eq + 1) < 0)) {
+            if (eq) *eq = '=';
             snprintf(err, LOONG_ERRLEN, "platform '%s': malformed loong_spec entry '%.40s'", path, tok);
-            return -1;
+            rc = -1;
         }
     }
-    return platform_spec_validate(sp, err);
+    free(val);
+    /* SimGrid aborts on a platform without hosts: say so first */
+    if (rc == 0 && !strstr(text, "<host ")) {
+        snprintf(err, LOONG_ERRLEN, "platform '%s' has no <host> element: regenerate it with loong topo", path);
+        rc = -1;
+    }
+    return rc < 0 ? -1 : platform_spec_validate(sp, err);
+}
+
+int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    char *text = infile_read(path, "platform", INFILE_PLATFORM_MAX, NULL, err);
+    if (!text) {
+        memset(sp, 0, sizeof *sp);
+        return -1;
+    }
+    int rc = platform_spec_parse(text, path, sp, err);
+    free(text);
+    return rc;
 }

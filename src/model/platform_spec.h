@@ -67,4 +67,10 @@ int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin);
  * platforms that loong topo did not write. */
 int platform_spec_read(const char *path, platform_spec *sp, char err[LOONG_ERRLEN]);
 
+/* The same from a platform file's text (path names it in messages). */
+int platform_spec_parse(const char *text, const char *path, platform_spec *sp, char err[LOONG_ERRLEN]);
+
+/* The largest platform loong generates or simulates (the rank limit). */
+#define PLATFORM_MAX_GPUS 65536
+
 #endif
