@@ -75,6 +75,7 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
     memset(o, 0, sizeof *o);
     int ch;
     optind = 1;
+    opterr = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", opts, NULL)) != -1) {
         switch (ch) {
         case 'p': o->platform = optarg; break;
@@ -89,7 +90,7 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
         case 'm': o->model = true; break;
         case 'c': o->compare = optarg; break;
         case 'h': coll_usage(stdout); return 1;
-        default: return cli_fail("coll", "unknown option (see loong coll --help)");
+        default: return cli_fail("coll", "unknown or incomplete option '%s': see loong coll --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("coll", "unexpected argument '%s' (see loong coll --help)", argv[optind]);

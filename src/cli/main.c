@@ -37,7 +37,10 @@ static void version(void) { printf("loong %s\n", PACKAGE_VERSION); }
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "loong: error: give a command (");
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", commands[i].name);
+        fprintf(stderr, "): see loong --help\n");
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

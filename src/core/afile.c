@@ -36,6 +36,11 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
         a->f = stdout;
         return 0;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, LOONG_ERRLEN, "cannot write '%s': it is a directory: give a file path", path);
+        return -1;
+    }
     if (is_special(path)) return open_direct(a, path, err);
     size_t n = strlen(path) + 16;
     a->path = xstrdup(path, "an output path");

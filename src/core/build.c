@@ -248,7 +248,10 @@ dag *dag_build(const config *c, char err[LOONG_ERRLEN])
         bt_start_rank(b, r);
         build_rank(b);
         /* ranks run near-identical programs: size the arrays once from rank 0 */
-        if (r == 0 && ranks > 1) bt_reserve(b, ranks);
+        if (r == 0 && ranks > 1 && bt_reserve(b, ranks, err) < 0) {
+            bt_abort(b);
+            return NULL;
+        }
     }
     return bt_finish(b, err);
 }

@@ -186,9 +186,9 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
     uint64_t est = (uint64_t)config_ranks(c) * (uint64_t)(m->layers + 1) * (24ull * (uint64_t)c->p_seq + 64);
     if (est > MAX_TASKS) {
         snprintf(err, LOONG_ERRLEN,
-                 "this configuration would need about %llu tasks, more than loong builds (%llu): use fewer ranks or "
-                 "--scope attn",
-                 (unsigned long long)est, (unsigned long long)MAX_TASKS);
+                 "this configuration would need up to %.3g tasks (~%.0f GB of task memory), more than loong builds "
+                 "(%.3g): use --compose, --layers, --scope attn or a smaller mesh",
+                 (double)est, (double)est * 112 / 1e9, (double)MAX_TASKS);
         return -1;
     }
     return 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ringgeo.h"
 #include "xalloc.h"
@@ -299,13 +300,26 @@ void bt_start_rank(builder *b, int rank)
     if (b->ccap) memset(b->coll_count, 0, b->ccap * sizeof *b->coll_count);
 }
 
-void bt_reserve(builder *b, int ranks)
+int bt_reserve(builder *b, int ranks, char err[LOONG_ERRLEN])
 {
     dag *g = b->g;
+    /* rank 0's tasks times the ranks, at the bytes a task costs while the DAG
+     * is built (README, "Limits"): refuse before allocating what this machine
+     * does not have, rather than be OOM-killed */
+    double need = (double)g->n * ranks * DAG_BYTES_PER_TASK;
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (phys > 0 && need > phys) {
+        snprintf(err, LOONG_ERRLEN,
+                 "this configuration would need ~%.0f GB of task memory (%.3g tasks), more than this machine's %.0f "
+                 "GB: use --compose, --layers, --scope attn or a smaller mesh",
+                 need / 1e9, (double)g->n * ranks, phys / 1e9);
+        return -1;
+    }
     grow((void **)&g->tasks, &g->cap, (size_t)g->n * (size_t)ranks * 17 / 16, sizeof *g->tasks);
     grow((void **)&g->deps, &g->dcap, (size_t)g->ndeps * (size_t)ranks * 17 / 16 + 1, sizeof *g->deps);
     advise_huge(g->tasks, (size_t)g->cap * sizeof *g->tasks);
     advise_huge(g->deps, (size_t)g->dcap * sizeof *g->deps);
+    return 0;
 }
 
 /* Every send found its recv: anything left pending is a builder bug. */
@@ -370,6 +384,15 @@ dag *bt_finish(builder *b, char err[LOONG_ERRLEN])
     }
     index_streams(g);
     return g;
+}
+
+void dag_free(dag *g);
+
+void bt_abort(builder *b)
+{
+    dag *g = b->g;
+    builder_free(b, config_ranks(&g->cfg));
+    dag_free(g);
 }
 
 void dag_free(dag *g)

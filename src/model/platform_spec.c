@@ -95,13 +95,17 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "--nodes-per-leaf must be at least 1";
     else if (!(sp->oversub >= 1 && sp->oversub <= 1000))
         bad = "--oversubscription must lie in [1, 1000] (1 = non-blocking fat-tree)";
-    else if (!(sp->nvlink_bw > 0 && sp->nvlink_bw <= 1e15) || !(sp->nic_bw > 0 && sp->nic_bw <= 1e15))
-        bad = "bandwidths must lie in (0, 1 PB/s]";
+    else if (!(sp->nvlink_bw >= 1e6 && sp->nvlink_bw <= 1e15))
+        bad = "--nvlink (nvlink_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 450GBps";
+    else if (!(sp->nic_bw >= 1e6 && sp->nic_bw <= 1e15))
+        bad = "--nic (nic_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 400Gbps";
     else if (!(sp->peak > 0 && sp->peak <= 1e18))
         bad = "peak must lie in (0, 1e18 FLOP/s]";
     else if (!(sp->nvlink_lat >= 0 && sp->nvlink_lat <= 1) || !(sp->nic_lat >= 0 && sp->nic_lat <= 1) ||
              !(sp->uplink_lat >= 0 && sp->uplink_lat <= 1))
-        bad = "latencies must lie in [0, 1 s]";
+        bad =
+            "--nvlink-latency, --nic-latency and --uplink-latency (nvlink_lat, nic_lat, uplink_lat) must lie in [0, 1 "
+            "s]";
     else if (!(sp->ll_eff > 0 && sp->ll_eff <= 1) || !(sp->ll128_eff > 0 && sp->ll128_eff <= 1) ||
              !(sp->tree_eff > 0 && sp->tree_eff <= 1) || !(sp->nvls_eff > 0 && sp->nvls_eff <= 1))
         bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff) must lie in (0, 1]";

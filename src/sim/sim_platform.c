@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "sim_internal.h"
+#include "core/infile.h"
 #include "core/xalloc.h"
 
 XBT_LOG_NEW_CATEGORY(loong, "loong: plan, simulate and execute 2D head-context parallel attention");
@@ -167,11 +168,15 @@ static int find_gpus(sim_platform *pf, char err[LOONG_ERRLEN])
 
 sim_platform *sim_platform_open(const char *path, int nargs, char **args, char err[LOONG_ERRLEN])
 {
-    if (access(path, R_OK) != 0) {
-        snprintf(err, LOONG_ERRLEN, "cannot read platform '%s': %s (shipped ones are in topologies/)", path,
-                 strerror(errno));
-        return NULL;
-    }
+    /* loong's own checks first (a directory, the size, a broken loong_spec),
+     * then SimGrid's; a platform without loong_spec runs plain rings */
+    char *text = infile_read(path, "platform", INFILE_PLATFORM_MAX, NULL, err);
+    if (!text) return NULL;
+    platform_spec spec;
+    bool has_spec = strstr(text, "loong_spec") != NULL;
+    int bad = has_spec && platform_spec_parse(text, path, &spec, err) < 0;
+    free(text);
+    if (bad) return NULL;
     int argc;
     char **argv = init_argv(nargs, args, &argc);
     sim_platform *pf = xcalloc(1, sizeof *pf, "the platform");
@@ -192,8 +197,8 @@ sim_platform *sim_platform_open(const char *path, int nargs, char **args, char e
         free(pf);
         return NULL;
     }
-    char serr[LOONG_ERRLEN];
-    pf->nccl = platform_spec_read(path, &pf->spec, serr) == 0 && pf->spec.nccl && pf->spec.gpus_per_node == pf->gpn;
+    if (has_spec) pf->spec = spec;
+    pf->nccl = has_spec && pf->spec.nccl && pf->spec.gpus_per_node == pf->gpn;
     XBT_VERB("platform %s: %d %s GPUs, %d per node, %s collectives", path, pf->ngpus, pf->kind, pf->gpn,
              pf->nccl ? "NCCL's" : "plain ring");
     return pf;

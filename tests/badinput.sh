@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The bad-input catalogue (tests/badinput.cat): each entry runs loong once on
+# one bad input, in a fresh directory holding the fixtures of tests/data/bad
+# and pre-existing output files (keep.*). Each must
+#   - exit with status 2,
+#   - print exactly one line on stderr, "loong CMD: error: ...", matching
+#     the entry's pattern (the option or file it names),
+#   - create no file, and leave every existing file byte-identical.
+# Under the sanitizer build any ASan/UBSan report adds lines and fails the
+# entry. Usage: tests/badinput.sh [NAME-REGEX]   (LOONG=path/to/loong)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+LOONG=${LOONG:-$here/../build/loong}
+catalogue=$here/badinput.cat
+fixtures=$here/data/bad
+topo=$(cd "$here/../topologies" && pwd)
+only=${1:-}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/loong-badinput-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+ulimit -f 1000000 # 500 MB: a broken size check must not fill the disk
+
+# Every file (path and content hash) and directory under the current one.
+snapshot() {
+    find . -mindepth 1 -type d | LC_ALL=C sort
+    find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum
+}
+
+setup() {
+    mkdir -p "$1"
+    cp -r "$fixtures"/. "$1"/
+    printf 'kept\n' >"$1/keep.txt"
+    printf '{"kept":true}\n' >"$1/keep.json"
+    printf 'kept,1\n' >"$1/keep.csv"
+    printf 'kept' >"$1/keep.png"
+    mkdir -p "$1/outdir" "$1/adir"
+    printf 'kept\n' >"$1/outdir/keep.txt"
+}
+
+pass=0 fail=0 n=0
+while IFS= read -r line; do
+    case "$line" in '' | '#'*) continue ;; esac
+    name=$(printf '%s' "$line" | cut -d'|' -f1 | xargs)
+    args=$(printf '%s' "$line" | cut -d'|' -f2)
+    pattern=$(printf '%s' "$line" | cut -d'|' -f3- | sed 's/^ *//; s/ *$//')
+    [ -n "$only" ] && ! [[ $name =~ $only ]] && continue
+    n=$((n + 1))
+    d=$work/$n
+    setup "$d"
+    before=$(cd "$d" && snapshot)
+    (cd "$d" && eval "timeout 60 \"\$LOONG\" $args" </dev/null >"$work/out" 2>"$work/err")
+    rc=$?
+    after=$(cd "$d" && snapshot)
+    lines=$(wc -l <"$work/err")
+    why=""
+    if [ "$rc" -ne 2 ]; then
+        why="exit status $rc, not 2"
+    elif [ "$lines" -ne 1 ] || [ -n "$(tail -c 1 "$work/err")" ]; then
+        why="stderr has $lines lines, not exactly one"
+    elif ! grep -Eq '^loong( [a-z]+)?: error: ' "$work/err"; then
+        why="stderr is not 'loong CMD: error: ...'"
+    elif ! grep -Eq -- "$pattern" "$work/err"; then
+        why="stderr does not match /$pattern/"
+    elif [ "$before" != "$after" ]; then
+        why="files changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -n 3 | tr '\n' ' ')"
+    fi
+    if [ -z "$why" ]; then
+        pass=$((pass + 1))
+        printf 'ok   %-28s %s\n' "$name" "$(head -c 150 "$work/err")"
+    else
+        fail=$((fail + 1))
+        printf 'FAIL %-28s %s\n     loong%s\n' "$name" "$why" "$args"
+        head -n 5 "$work/err" | sed 's/^/     | /'
+    fi
+    rm -rf "$d"
+done <"$catalogue"
+echo "# bad-input catalogue: $n entries"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$n" -gt 0 ]
