@@ -25,6 +25,19 @@ START_TEST(help_and_version)
     ck_assert_ptr_nonnull(strstr(r.out, "loong "));
     r = run_cmd(LOONG);
     ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+}
+END_TEST
+
+/* NCCL's algorithm and protocol are configuration knobs of every command
+ * (they were parsed by loong coll only, and silently ignored elsewhere). */
+START_TEST(nccl_knobs_parsed)
+{
+    run_result r =
+        run_cmd(LOONG " dag --model tiny --seq 4K --mesh 2 --nccl-algo tree --nccl-proto ll128 --format json");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"nccl_algo\":\"tree\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"nccl_proto\":\"ll128\""));
 }
 END_TEST
 
@@ -168,6 +181,7 @@ int main(void)
     TCase *tc = tcase_create("dag");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, help_and_version);
+    tcase_add_test(tc, nccl_knobs_parsed);
     tcase_add_test(tc, stats_table);
     tcase_add_test(tc, json_schema);
     tcase_add_test(tc, json_records_docs);

@@ -75,6 +75,31 @@ START_TEST(model_file)
 }
 END_TEST
 
+/* Files are parsed whole: a comment longer than any line buffer stays a
+ * comment (its tail used to be parsed as a line of its own). */
+START_TEST(model_file_long_comment)
+{
+    char text[4096], err[LOONG_ERRLEN];
+    int n = snprintf(text, sizeof text, "# ");
+    for (int i = 0; i < 1500; i++)
+        text[n++] = 'x';
+    snprintf(text + n, sizeof text - (size_t)n,
+             " layers = 999\nlayers = 4\nhidden = 512\nheads = 8\nkv_heads = 4\nhead_dim = 64\nffn = 1024\n"
+             "vocab = 500\n");
+    model m;
+    ck_assert_int_eq(model_parse(text, "long.model", &m, err), 0);
+    ck_assert_int_eq(m.layers, 4);
+    /* a key given twice, or sizes past the bounds, are errors, not "last one wins" */
+    ck_assert_int_eq(model_parse("layers = 4\nlayers = 5\n", "dup.model", &m, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "'layers' is given twice"));
+    ck_assert_int_eq(model_parse("layers=2\nhidden=8\nheads=2000000000\nkv_heads=1000000000\nhead_dim=2\nffn=8\n"
+                                 "vocab=9\n",
+                                 "big.model", &m, err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "heads = 2000000000 is outside 1..65536"));
+}
+END_TEST
+
 static void expect_invalid(config *c, const char *needle)
 {
     char err[LOONG_ERRLEN] = "";
@@ -315,6 +340,7 @@ int main(void)
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, presets_match_table);
     tcase_add_test(tc, model_file);
+    tcase_add_test(tc, model_file_long_comment);
     tcase_add_test(tc, constraints);
     tcase_add_test(tc, overflow);
     tcase_add_test(tc, geometry);

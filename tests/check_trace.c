@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/afile.h"
+#include "core/infile.h"
 #include "core/trace.h"
 #include "dag_util.h"
 #include "check_run.h"
@@ -111,6 +112,41 @@ START_TEST(bad_files)
 }
 END_TEST
 
+/* Inputs: a directory is named, a file over the reader's limit is refused
+ * before it is read, a NUL byte marks a binary file. */
+START_TEST(infile_limits)
+{
+    char err[LOONG_ERRLEN], dir[] = "/tmp/loong-infile-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_null(infile_read(dir, "model file", 100, NULL, err));
+    ck_assert_ptr_nonnull(strstr(err, "is a directory"));
+    char path[64];
+    snprintf(path, sizeof path, "%s/f", dir);
+    FILE *f = fopen(path, "w");
+    fputs("0123456789", f);
+    fclose(f);
+    size_t len = 0;
+    char *text = infile_read(path, "model file", 10, &len, err);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, 10);
+    free(text);
+    ck_assert_ptr_null(infile_read(path, "model file", 9, NULL, err));
+    ck_assert_ptr_nonnull(strstr(err, "above the"));
+    f = fopen(path, "w");
+    fputs("ab", f);
+    fputc(0, f);
+    fclose(f);
+    ck_assert_ptr_null(infile_read(path, "model file", 100, NULL, err));
+    ck_assert_ptr_nonnull(strstr(err, "NUL byte at offset 2"));
+    /* an output that is a directory is refused before anything is written */
+    afile a;
+    ck_assert_int_eq(afile_open(&a, dir, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "is a directory"));
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* Outputs that are not regular files are written in place: a rename over
  * a FIFO or over /dev/null (as root) would replace it with a file. */
 START_TEST(afile_special_targets)
@@ -175,6 +211,7 @@ int main(void)
     TCase *tc = tcase_create("trace");
     tcase_add_test(tc, us_convention);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, infile_limits);
     tcase_add_test(tc, bad_files);
     tcase_add_test(tc, afile_special_targets);
     tcase_add_test(tc, afile_regular_target);
