@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/afile.h"
 #include "core/xalloc.h"
@@ -66,6 +67,32 @@ static void apply_links(const calibrate_result *r, platform_spec *sp)
     }
 }
 
+/* OUTDIR must be a writable directory, or creatable: checked before the
+ * fit, created only when there is something to write. */
+static int check_outdir(const char *dir, char err[LOONG_ERRLEN])
+{
+    struct stat st;
+    char *copy = xstrdup(dir, "the output directory"), *parent = dirname(copy);
+    const char *bad = NULL;
+    if (stat(dir, &st) == 0)
+        bad = !S_ISDIR(st.st_mode) ? "exists and is not a directory" : access(dir, W_OK) ? "is not writable" : NULL;
+    else if (access(parent, W_OK) != 0)
+        bad = "cannot be created (its parent is missing or not writable)";
+    if (bad) snprintf(err, LOONG_ERRLEN, "-o '%s' %s: give a directory to write the fitted files into", dir, bad);
+    free(copy);
+    return bad ? -1 : 0;
+}
+
+/* Open dir/<name> through a temporary. */
+static int open_in(const char *dir, const char *name, afile *a, char err[LOONG_ERRLEN])
+{
+    char path[4096], *copy = xstrdup(name, "an output name");
+    snprintf(path, sizeof path, "%s/%s", dir, basename(copy));
+    free(copy);
+    return afile_open(a, path, err);
+}
+
+/* Both fitted files are written, then both renamed into place. */
 static int write_outputs(const char *dir, const char *platform, const calib *cb, const platform_spec *sp,
                          const char *origin, char err[LOONG_ERRLEN])
 {
@@ -73,23 +100,19 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
         snprintf(err, LOONG_ERRLEN, "cannot create '%s': %s", dir, strerror(errno));
         return -1;
     }
-    char path[4096], *pcopy = xstrdup(platform, "the platform path");
-    snprintf(path, sizeof path, "%s/%s.calib", dir, sp->gpu);
-    afile a;
-    int rc = afile_open(&a, path, err);
-    if (rc == 0 && calib_write(a.f, cb) < 0)
-        afile_abort(&a), rc = -1;
-    else if (rc == 0)
-        rc = afile_commit(&a, err);
-    snprintf(path, sizeof path, "%s/%s", dir, basename(pcopy));
-    free(pcopy);
-    if (rc == 0 && (rc = afile_open(&a, path, err)) == 0) {
-        if (platform_spec_write(a.f, sp, origin) < 0)
-            afile_abort(&a), rc = -1;
-        else
-            rc = afile_commit(&a, err);
+    char table[64];
+    snprintf(table, sizeof table, "%s.calib", sp->gpu);
+    afile c = {0}, p = {0};
+    int rc = open_in(dir, table, &c, err);
+    if (rc == 0) rc = open_in(dir, platform, &p, err);
+    if (rc == 0 && (calib_write(c.f, cb) < 0 || platform_spec_write(p.f, sp, origin) < 0))
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error in '%s'", dir);
+    if (rc == 0) rc = afile_commit(&c, err);
+    if (rc == 0) rc = afile_commit(&p, err);
+    if (rc < 0) {
+        afile_abort(&c);
+        afile_abort(&p);
     }
-    if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "write error in '%s'", dir);
     return rc;
 }
 
@@ -98,7 +121,8 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
 {
     char err[LOONG_ERRLEN] = "";
     platform_spec sp;
-    if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
+    if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
+        return cli_fail("calibrate", "%s", err);
     calib *cb = calib_for_platform(platform, sp.gpu, base, err);
     if (!cb) return cli_fail("calibrate", "%s", err);
     trace *tr = xcalloc((size_t)ntr, sizeof *tr, "the traces");
@@ -172,7 +196,8 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
 {
     char err[LOONG_ERRLEN] = "";
     platform_spec sp, fitted;
-    if (platform_spec_read(platform, &sp, err) < 0) return cli_fail("calibrate", "%s", err);
+    if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
+        return cli_fail("calibrate", "%s", err);
     if (!sp.nccl)
         return cli_fail("calibrate", "%s runs no NCCL collectives (nccl=0): give a GPU platform from loong topo",
                         platform);

@@ -515,27 +515,41 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
 
 /* ---- the command ---- */
 
-static int write_outputs(const plan_args *a, const plan_ctx *x, const plan_layout *ls, int n, const plan_report *rp,
-                         char err[LOONG_ERRLEN])
+/* The table and the CSV: opened (as temporaries) before the search, so that
+ * an unwritable path fails at once, and committed together at the end. */
+typedef struct plan_outputs {
+    afile t, c;
+} plan_outputs;
+
+static int open_outputs(const plan_args *a, plan_outputs *o, char err[LOONG_ERRLEN])
 {
-    afile t = {0}, c = {0};
-    if (a->csv && afile_open(&c, a->csv, err) < 0) return -1;
-    if (a->csv && plan_write_csv(c.f, ls, n, rp) < 0) {
-        afile_abort(&c);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
+    memset(o, 0, sizeof *o);
+    if (a->csv && afile_open(&o->c, a->csv, err) < 0) return -1;
+    if (afile_open(&o->t, a->out, err) < 0) {
+        afile_abort(&o->c);
         return -1;
     }
-    if (afile_open(&t, a->out, err) < 0 || plan_write_table(t.f, ls, n, &x->req, rp) < 0) {
-        afile_abort(&t);
-        afile_abort(&c);
-        if (!err[0]) snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
-        return -1;
-    }
-    if (a->csv && afile_commit(&c, err) < 0) {
-        afile_abort(&t);
-        return -1;
-    }
-    return afile_commit(&t, err);
+    return 0;
+}
+
+static void abort_outputs(plan_outputs *o)
+{
+    afile_abort(&o->t);
+    afile_abort(&o->c);
+}
+
+static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o, const plan_layout *ls, int n,
+                         const plan_report *rp, char err[LOONG_ERRLEN])
+{
+    int rc = 0;
+    if (a->csv && plan_write_csv(o->c.f, ls, n, rp) < 0)
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
+    if (rc == 0 && plan_write_table(o->t.f, ls, n, &x->req, rp) < 0)
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
+    if (rc == 0 && a->csv) rc = afile_commit(&o->c, err);
+    if (rc == 0) rc = afile_commit(&o->t, err);
+    if (rc < 0) abort_outputs(o);
+    return rc;
 }
 
 /* The most common removal reason, for "nothing fits". */
@@ -554,9 +568,20 @@ static const char *common_reason(const plan_layout *ls, int n)
     return best >= 0 ? ls[best].reason : "no layout";
 }
 
+static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LOONG_ERRLEN]);
+
 static int plan_run(plan_args *a, plan_ctx *x)
 {
     char err[LOONG_ERRLEN] = "";
+    plan_outputs out = {0};
+    if (x->rank == 0 && open_outputs(a, &out, err) < 0) return cli_fail("plan", "%s", err);
+    int rc = plan_search(a, x, &out, err);
+    if (rc) abort_outputs(&out);
+    return rc;
+}
+
+static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LOONG_ERRLEN])
+{
     double t0 = cli_now();
     int n;
     if (use_draw(a, x, NULL, 0, 0, err) < 0) return cli_fail("plan", "%s", err);
@@ -596,7 +621,7 @@ static int plan_run(plan_args *a, plan_ctx *x)
                       t2 - t1,     t2 - t0,           nsim,     nruns,
                       x->size,     composed,          a->draws, docs[0] ? docs : NULL};
     int rc = 0;
-    if (x->rank == 0 && write_outputs(a, x, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
+    if (x->rank == 0 && write_outputs(a, x, out, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
     free(ls);
     return rc;
 }
