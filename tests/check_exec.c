@@ -3,7 +3,10 @@
  * trace's invariants; --dump; faults and bad input. Each run uses a small
  * sequence so that compute stays cheap on two cores. */
 #include <check.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <gsl/gsl_rng.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,10 @@
  * can name them, so leak checking is off under mpirun (ASan's memory-error
  * checks and UBSan stay on); the single-process suites keep it on. */
 #define MPIRUN "ASAN_OPTIONS=detect_leaks=0 " MPIRUN_BIN " --oversubscribe -np %d " LOONG_BIN " exec"
-#define FAST   "--iters 1 --warmup 0"
+/* The same under timeout(1), which only guards the suite against a hang. */
+#define MPIRUN_GUARDED                                                                                                 \
+    "ASAN_OPTIONS=detect_leaks=0 timeout -k 10 120 " MPIRUN_BIN " --oversubscribe -np %d " LOONG_BIN " exec"
+#define FAST "--iters 1 --warmup 0"
 
 static void expect_ok(const run_result *r, const char *what)
 {
@@ -259,6 +265,191 @@ START_TEST(rank_dies)
 }
 END_TEST
 
+/* ---- the fault matrix ----
+ * One rank fails at each point of a run that waits on its peers: killed
+ * (SIGKILL, a real kill -9: it prints nothing more and cleans nothing up)
+ * or stopped (SIGSTOP: alive and silent, the watchdog's case). Every case
+ * must end every rank with a non-zero status within 30 s, name the failed
+ * rank in a line other than the injection's own (as mpirun or a surviving
+ * rank reports a kill from outside), and leave no output: no trace, no
+ * --dump directory, no temporary, and a trace that was there before
+ * unchanged. */
+
+typedef struct fault_case {
+    const char *name;
+    int rank;
+    const char *flags; /* "%u": a ring send task of the rank, mid-schedule */
+} fault_case;
+
+static const fault_case fault_cases[] = {
+    {"kill -9 at start-up", 1, "--fail-at start --fail-signal kill"},
+    {"kill -9 mid-ring", 1, "--fail-at task:%u --fail-signal kill"},
+    {"kill -9 in the --check gather", 1, "--fail-at check --fail-signal kill"},
+    {"kill -9 in the trace write", 0, "--fail-at trace --fail-signal kill"},
+    {"SIGSTOP mid-ring", 1, "--fail-at task:%u --fail-signal stop --timeout 3"},
+    {"SIGSTOP at start-up", 3, "--fail-at start --fail-signal stop --timeout 3"},
+    {"SIGSTOP in the --check gather", 0, "--fail-at check --fail-signal stop --timeout 3"},
+};
+#define NFAULT ((int)(sizeof fault_cases / sizeof fault_cases[0]))
+#define FAULT_RUN                                                                                                      \
+    "--model tiny --seq 1K --mesh 2x2 --strategy loongtrain --window 2 --scope attn --check --iters 1 --warmup 0 "
+static const char old_trace[] = "{\"an older trace\": true}\n";
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether err names rank r ("rank R", R not followed by a digit) on a line
+ * other than the injected fault's own. */
+static bool names_rank(const char *err, int r)
+{
+    char want[32];
+    int n = snprintf(want, sizeof want, "rank %d", r);
+    for (const char *line = err; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+        if (!strstr(buf, "injected failure"))
+            for (const char *p = strstr(buf, want); p; p = strstr(p + 1, want))
+                if (!isdigit((unsigned char)p[n])) return true;
+        line += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* The names in dir, space-separated ("" when empty). */
+static void dir_entries(const char *dir, char *out, size_t cap)
+{
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? " " : "", e->d_name);
+    closedir(d);
+}
+
+/* Kill (by pid) every process whose command line holds tag (this test's
+ * temporary directory: mpirun and its ranks) and say how many there were. */
+static int kill_leftovers(const char *tag, char *pids, size_t cap)
+{
+    int found = 0;
+    pids[0] = '\0';
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0 || pid == (int)getpid()) continue;
+        char path[64], cmd[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < n; i++)
+            if (!cmd[i]) cmd[i] = ' ';
+        cmd[n] = '\0';
+        if (!strstr(cmd, tag)) continue;
+        kill(pid, SIGKILL);
+        snprintf(pids + strlen(pids), cap - strlen(pids), " %d", pid);
+        found++;
+    }
+    closedir(d);
+    return found;
+}
+
+/* _i / 2: the case; _i % 2: 0 with new outputs, 1 over an existing trace. */
+START_TEST(fault_matrix)
+{
+    const fault_case *fc = &fault_cases[_i / 2];
+    bool old = _i % 2;
+    config c = tcfg("tiny", 1024, "loongtrain", 2, 2, 2, SCOPE_ATTN);
+    dag *g = tbuild(&c);
+    uint32_t n, send = UINT32_MAX;
+    const uint32_t *ids = dag_stream_tasks(g, fc->rank, STREAM_RING, &n);
+    for (uint32_t k = n / 2; k < n && send == UINT32_MAX; k++)
+        if (dag_task_get(g, ids[k])->kind == TASK_SEND) send = ids[k];
+    ck_assert_uint_ne(send, UINT32_MAX);
+    dag_free(g);
+    char dir[] = "/tmp/loong-fault-XXXXXX", trace[64], flags[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(trace, sizeof trace, "%s/t.json", dir);
+    if (old) {
+        FILE *f = fopen(trace, "w");
+        fputs(old_trace, f);
+        fclose(f);
+    }
+    snprintf(flags, sizeof flags, fc->flags, send);
+    double t0 = mono_now();
+    run_result r = run_cmd(MPIRUN_GUARDED " " FAULT_RUN "--trace %s --dump %s/dump --fail-rank %d %s", 4, trace, dir,
+                           fc->rank, flags);
+    double secs = mono_now() - t0;
+    fprintf(stderr, "# fault matrix: %-32s %-14s exit %3d  %5.1f s\n", fc->name, old ? "(older trace)" : "", r.status,
+            secs);
+    char left[256];
+    int lingering = kill_leftovers(dir, left, sizeof left);
+    ck_assert_msg(lingering == 0, "%s: processes left running (killed now):%s", fc->name, left);
+    ck_assert_msg(r.status != 0, "%s: exit 0\n%s", fc->name, r.err);
+    ck_assert_msg(secs <= 30, "%s: took %.1f s", fc->name, secs);
+    ck_assert_msg(names_rank(r.err, fc->rank), "%s: stderr does not name rank %d:\n%s", fc->name, fc->rank, r.err);
+    char entries[512];
+    dir_entries(dir, entries, sizeof entries);
+    ck_assert_msg(!strcmp(entries, old ? "t.json" : ""), "%s: left '%s' in %s", fc->name, entries, dir);
+    if (old) {
+        char buf[256] = "";
+        FILE *f = fopen(trace, "r");
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        ck_assert_msg(got == strlen(old_trace) && !memcmp(buf, old_trace, got), "%s: the older trace changed: %s",
+                      fc->name, buf);
+        unlink(trace);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+/* The flags of fault injection and of the watchdog: one line from loong
+ * (rank 0's), exit 2. */
+START_TEST(fault_flags)
+{
+    static const struct {
+        const char *flags, *want;
+    } cases[] = {
+        {"--timeout nan", "--timeout 'nan' is not a number of seconds"},
+        {"--timeout 0.5", "--timeout '0.5' is not a number of seconds"},
+        {"--fail-rank -1 --fail-at start", "--fail-rank '-1' is not a rank number (0..P-1)"},
+        {"--iters x", "--iters 'x' is not a positive count"},
+        {"--fail-rank 0 --fail-at check", "--fail-at check fires in the --check gather"},
+        {"--fail-rank 0 --fail-at trace", "add --trace FILE"},
+        {"--fail-rank 0 --fail-at never", "--fail-at 'never' is not start, task:T, check or trace"},
+        {"--fail-rank 0 --fail-at start --fail-signal term", "--fail-signal 'term' is not exit, kill or stop"},
+        {"--fail-signal kill", "--fail-signal needs --fail-rank"},
+        {"--fail-rank 0 --fail-at start --fail-at-task 1", "give one of them"},
+    };
+    run_result r =
+        run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s " FAST, 2, cases[_i].flags);
+    ck_assert_msg(r.status == 2, "%s: exit %d", cases[_i].flags, r.status);
+    ck_assert_msg(strstr(r.err, cases[_i].want) != NULL, "%s: %s", cases[_i].flags, r.err);
+    int lines = 0; /* loong's own (mpirun adds its notice of the exit) */
+    for (const char *p = strstr(r.err, "loong exec:"); p; p = strstr(p + 1, "loong exec:"))
+        lines++;
+    ck_assert_msg(lines == 1, "%s: not one line:\n%s", cases[_i].flags, r.err);
+}
+END_TEST
+
+/* A decimal --timeout is accepted. */
+START_TEST(timeout_decimal)
+{
+    run_result r =
+        run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn --timeout 2.5 " FAST, 2);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+}
+END_TEST
+
 /* A fault that would never fire is refused, naming the task's owner. */
 START_TEST(fault_must_fire)
 {
@@ -273,7 +464,7 @@ START_TEST(fault_must_fire)
     snprintf(want[0], 64, "runs on rank 1, not on --fail-rank 0");
     snprintf(flags[1], 64, "--fail-rank 7 --fail-at-task 0");
     snprintf(want[1], 64, "--fail-rank 7 is not a rank");
-    snprintf(flags[2], 64, "--fail-rank 0 --fail-at-task %u", total);
+    snprintf(flags[2], 64, "--fail-rank 0 --fail-at task:%u", total);
     snprintf(want[2], 64, "is not a task of this configuration");
     run_result r =
         run_cmd(MPIRUN " --model tiny --seq 1K --mesh 2 --strategy zigzag --scope attn %s " FAST, 2, flags[_i]);
@@ -343,6 +534,12 @@ int main(void)
     tcase_add_test(tc, wrong_rank_count);
     tcase_add_test(tc, config_mismatch);
     tcase_add_loop_test(tc, bad_flags, 0, 8);
+    tcase_add_loop_test(tc, fault_flags, 0, 10);
+    tcase_add_test(tc, timeout_decimal);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fault-matrix");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, fault_matrix, 0, 2 * NFAULT);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

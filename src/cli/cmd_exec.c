@@ -1,4 +1,5 @@
 /* loong exec: run the DAG for real on MPI ranks (see src/exec). */
+#include <math.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,9 +37,17 @@ static void exec_usage(FILE *f)
             "  --transport T         nccl (mpirun, one GPU per rank) or local: all\n"
             "                        P ranks in one process on one GPU, no mpirun\n"
             "                        (--device cuda only)                        [nccl]\n"
-            "  --timeout S           abort all ranks when an iteration exceeds S s [30]\n"
-            "  --fail-rank R --fail-at-task T\n"
-            "                        fault injection: rank R exits when it reaches task T\n"
+            "  --timeout S           abort all ranks when an iteration (or start-up, a\n"
+            "                        gather, the trace write) makes no progress for\n"
+            "                        S seconds (decimal, 1 to 86400)               [30]\n"
+            "  --fail-rank R --fail-at WHEN [--fail-signal SIG]\n"
+            "                        fault injection: rank R fails at WHEN, one of\n"
+            "                        start (before the communicators), task:T (when\n"
+            "                        task T starts; --fail-at-task T is the same),\n"
+            "                        check (in the --check gather) or trace (while\n"
+            "                        the --trace file is written); SIG is exit\n"
+            "                        (status 3), kill (SIGKILL, as kill -9) or stop\n"
+            "                        (SIGSTOP: the others abort after --timeout) [exit]\n"
             "  -h, --help            this text\n"
             "\n%s"
             "\nExample:\n"
@@ -54,14 +63,49 @@ typedef struct exec_cli {
     const char *transport;
 } exec_cli;
 
-static int parse_uint(const char *s, const char *what, uint64_t *out)
+/* The defaults of every exec_opts (mpirun and --transport local). */
+static const exec_opts exec_defaults = {
+    .seed = 1, .iters = 3, .warmup = 1, .fail_rank = -1, .fail_at = FAULT_NONE, .fail_task = -1, .timeout_s = 30};
+
+/* A count (K/M/G suffixes) for option `name`; "0" only if zero_ok. */
+static int parse_count(const char *s, const char *name, bool zero_ok, int *out)
 {
     char err[LOONG_ERRLEN];
-    if (!strcmp(s, "0")) {
-        *out = 0;
-        return 0;
-    }
-    if (units_parse_count(s, what, out, err) < 0) return cli_fail("exec", "%s", err);
+    uint64_t v = 0;
+    if (!(zero_ok && !strcmp(s, "0")) && units_parse_count(s, name, &v, err) < 0) return cli_fail("exec", "%s", err);
+    if (v > 1000000000ull) return cli_fail("exec", "%s '%s' is too large (at most 1G)", name, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || v < 1 || v > 86400)
+        return cli_fail("exec", "--timeout '%s' is not a number of seconds from 1 to 86400", s);
+    *out = v;
+    return 0;
+}
+
+static int parse_rank(const char *s, int *out)
+{
+    char *end;
+    long v = s[0] >= '0' && s[0] <= '9' ? strtol(s, &end, 10) : -1;
+    if (v < 0 || *end || v > 1000000000L) return cli_fail("exec", "--fail-rank '%s' is not a rank number (0..P-1)", s);
+    *out = (int)v;
+    return 0;
+}
+
+/* The options' own checks, once all are read. */
+static int check_args(const exec_cli *e, bool fail_at, bool fail_at_task, bool fail_signal)
+{
+    if (e->o.iters < 1) return cli_fail("exec", "--iters must be at least 1");
+    if (fail_at && fail_at_task) return cli_fail("exec", "--fail-at-task T is --fail-at task:T: give one of them");
+    if ((e->o.fail_rank >= 0) != (e->o.fail_at != FAULT_NONE))
+        return cli_fail("exec", "--fail-rank R and --fail-at WHEN go together (e.g. --fail-rank 1 --fail-at start)");
+    if (fail_signal && e->o.fail_rank < 0)
+        return cli_fail("exec", "--fail-signal needs --fail-rank R and --fail-at WHEN: it says how rank R fails");
     return 0;
 }
 
@@ -77,13 +121,15 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         {"transport", required_argument, 0, 'X'},
         {"timeout", required_argument, 0, 'T'},
         {"fail-rank", required_argument, 0, 'r'},
+        {"fail-at", required_argument, 0, 'A'},
         {"fail-at-task", required_argument, 0, 'a'},
+        {"fail-signal", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     int opt;
-    uint64_t v;
+    bool fail_at = false, fail_at_task = false, fail_signal = false;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_config_option(&e->cc, opt, optarg)) continue;
@@ -94,27 +140,37 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         case 'd': e->device = optarg; break;
         case 'X': e->transport = optarg; break;
         case 'i':
+            if (parse_count(optarg, "--iters", false, &e->o.iters)) return 2;
+            break;
         case 'w':
+            if (parse_count(optarg, "--warmup", true, &e->o.warmup)) return 2;
+            break;
         case 'T':
+            if (parse_seconds(optarg, &e->o.timeout_s)) return 2;
+            break;
         case 'r':
+            if (parse_rank(optarg, &e->o.fail_rank)) return 2;
+            break;
         case 'a':
-            if (parse_uint(optarg, argv[optind - 1], &v)) return 2;
-            if (opt == 'i') e->o.iters = (int)v;
-            if (opt == 'w') e->o.warmup = (int)v;
-            if (opt == 'T') e->o.timeout_s = (double)v;
-            if (opt == 'r') e->o.fail_rank = (int)v;
-            if (opt == 'a') e->o.fail_task = (int)v;
-            if (v > 1000000000ull) return cli_fail("exec", "%s %s is too large", argv[optind - 1], optarg);
+            if (parse_count(optarg, "--fail-at-task", true, &e->o.fail_task)) return 2;
+            e->o.fail_at = FAULT_TASK;
+            fail_at_task = true;
+            break;
+        case 'A':
+            if (fault_parse_at(optarg, &e->o.fail_at, &e->o.fail_task))
+                return cli_fail("exec", "--fail-at '%s' is not start, task:T, check or trace", optarg);
+            fail_at = true;
+            break;
+        case 'S':
+            if (fault_parse_signal(optarg, &e->o.fail_signal))
+                return cli_fail("exec", "--fail-signal '%s' is not exit, kill or stop", optarg);
+            fail_signal = true;
             break;
         default: return cli_fail("exec", "unknown or incomplete option '%s': see loong exec --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("exec", "unexpected argument '%s': see loong exec --help", argv[optind]);
-    if (e->o.iters < 1) return cli_fail("exec", "--iters must be at least 1");
-    if (e->o.timeout_s < 1) return cli_fail("exec", "--timeout must be at least 1 second");
-    if ((e->o.fail_rank >= 0) != (e->o.fail_task >= 0))
-        return cli_fail("exec", "--fail-rank and --fail-at-task go together");
-    return 0;
+    return check_args(e, fail_at, fail_at_task, fail_signal);
 }
 
 static int configure(exec_cli *e, config *c)
@@ -199,12 +255,15 @@ static void *local_main(void *arg)
  * one GPU, no MPI. */
 static int exec_local(int argc, char **argv)
 {
-    exec_cli e = {.o = {1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, .device = "cpu"};
+    exec_cli e = {.o = exec_defaults, .device = "cpu"};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);
     if (rc) return rc;
     if (strcmp(e.device, "cuda")) return cli_fail("exec", "--transport local needs --device cuda");
+    if (e.o.fail_signal == FAULT_STOP)
+        return cli_fail("exec", "--fail-signal stop would stop every rank of --transport local (one process), its "
+                                "watchdog too: use exit or kill");
     int P = config_ranks(&c);
     world_local_shared *sh = world_local_new(P);
     local_rank *lr = calloc((size_t)P, sizeof *lr);
@@ -272,7 +331,7 @@ int cmd_exec(int argc, char **argv)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cli_quiet = rank != 0;
-    exec_cli e = {.o = {1, 3, 1, false, NULL, NULL, -1, -1, 30, 0}, .device = "cpu"};
+    exec_cli e = {.o = exec_defaults, .device = "cpu"};
     config c;
     int rc = parse_args(argc, argv, &e);
     if (rc == 0) rc = configure(&e, &c);

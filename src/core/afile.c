@@ -2,6 +2,7 @@
 #include "afile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,6 +30,82 @@ static int open_direct(afile *a, const char *path, char err[LOONG_ERRLEN])
     return -1;
 }
 
+/* An unnamed temporary in directory dir, or -1 where there is none: no
+ * O_TMPFILE, a file system without it, or no /proc to link it by. Its
+ * mode is 0666 & ~umask, as open() gives. */
+static int open_anon(const char *dir)
+{
+#ifdef O_TMPFILE
+    if (access("/proc/self/fd", X_OK) != 0) return -1;
+    return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#else
+    (void)dir;
+    return -1;
+#endif
+}
+
+/* The directory part of path ("." for a bare name, "/" for "/x"). */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return xstrdup(".", "an output path");
+    char *d = xstrdup(path, "an output path");
+    d[slash == path ? 1 : slash - path] = '\0';
+    return d;
+}
+
+/* Write path through an unnamed temporary in dir; 0, or -1 (a untouched). */
+static int start_anon(afile *a, const char *path, const char *dir)
+{
+    int fd = open_anon(dir);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    a->f = f;
+    a->path = xstrdup(path, "an output path");
+    a->anon = 1;
+    return 0;
+}
+
+/* Give the unnamed temporary open as fd the name `to` (which must not
+ * exist). */
+static int link_anon(int fd, const char *to)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+}
+
+/* Link the unnamed temporary in as path: directly when path is new, else
+ * under a fresh temporary name renamed over it (the only moment a name
+ * other than path exists). */
+static int commit_anon(afile *a)
+{
+    int fd = fileno(a->f);
+    if (link_anon(fd, a->path) == 0) return 0;
+    if (errno != EEXIST) return -1;
+    size_t n = strlen(a->path) + 32;
+    char *tmp = xmalloc(n, "an output path");
+    int rc = -1;
+    for (unsigned k = 0; k < 100 && rc < 0; k++) {
+        snprintf(tmp, n, "%s.tmp.%d.%u", a->path, (int)getpid(), k);
+        if (link_anon(fd, tmp) == 0) {
+            rc = rename(tmp, a->path);
+            if (rc != 0) {
+                int e = errno;
+                unlink(tmp);
+                errno = e;
+                break;
+            }
+        } else if (errno != EEXIST)
+            break;
+    }
+    free(tmp);
+    return rc;
+}
+
 int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
 {
     memset(a, 0, sizeof *a);
@@ -42,6 +119,10 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
         return -1;
     }
     if (is_special(path)) return open_direct(a, path, err);
+    char *dir = dir_of(path);
+    int anon = start_anon(a, path, dir);
+    free(dir);
+    if (anon == 0) return 0;
     size_t n = strlen(path) + 16;
     a->path = xstrdup(path, "an output path");
     a->tmp = xmalloc(n, "an output path");
@@ -70,6 +151,14 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
     return 0;
 }
 
+int afile_open_staged(afile *a, const char *path, const char *stage, char err[LOONG_ERRLEN])
+{
+    memset(a, 0, sizeof *a);
+    if (start_anon(a, path, stage) == 0) return 0;
+    snprintf(err, LOONG_ERRLEN, "cannot stage '%s' in '%s': no unnamed temporary files there", path, stage);
+    return -1;
+}
+
 int afile_commit(afile *a, char err[LOONG_ERRLEN])
 {
     if (a->f == stdout) {
@@ -78,6 +167,13 @@ int afile_commit(afile *a, char err[LOONG_ERRLEN])
             return -1;
         }
         return 0;
+    }
+    if (a->anon) {
+        int bad = fflush(a->f) != 0 || ferror(a->f) || commit_anon(a) != 0;
+        int e = errno ? errno : EIO;
+        if (bad) snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s", a->path, strerror(e));
+        afile_abort(a); /* closes; the linked file stays */
+        return bad ? -1 : 0;
     }
     if (!a->tmp) { /* written in place (a device or FIFO) */
         int bad = ferror(a->f);

@@ -55,7 +55,8 @@ typedef struct dev_op {
     dev_op_kind kind;
     int stamp_start, stamp_end;   /* timestamp slots to fill (-1: none) */
     int stamp_start2, stamp_end2; /* SENDRECV: slots of the recv */
-    int fail;                     /* fault injection: die when this op starts */
+    int fail;                     /* fault injection: die when this op starts (task id + 1) */
+    int fail_signal;              /* ... as fault_signal (exec/fault.h) says: exit, kill or stop */
     union {
         struct {
             float *o, *lse, *dq, *dk, *dv;

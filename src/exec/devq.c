@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 typedef enum { ITEM_OP, ITEM_RECORD, ITEM_WAIT } item_kind;
 
 typedef struct item {
@@ -65,13 +67,12 @@ bool devq_failed(devq *q)
     return failed;
 }
 
-/* --fail-rank/--fail-at-task: the rank dies at the op, as a crash would. */
+/* --fail-rank/--fail-at task:T: the rank dies at the op, as a crash would. */
 static void inject_failure(const devq *q, const dev_op *op)
 {
-    fprintf(stderr, "loong exec: rank %d: injected failure at task %d (--fail-rank/--fail-at-task): exiting\n", q->rank,
-            op->fail - 1);
-    fflush(stderr);
-    _exit(3);
+    char where[32];
+    snprintf(where, sizeof where, "task %d", op->fail - 1);
+    fault_fire(q->rank, where, (fault_signal)op->fail_signal);
 }
 
 static void run_item(devq *q, wstream *s, const item *it)

@@ -14,6 +14,7 @@
 
 #include "core/dag.h"
 #include "device.h"
+#include "fault.h"
 #include "world.h"
 
 typedef struct exec_opts {
@@ -22,7 +23,10 @@ typedef struct exec_opts {
     bool check;
     const char *trace_path;   /* NULL: none */
     const char *dump_dir;     /* NULL: none */
-    int fail_rank, fail_task; /* fault injection, -1: none */
+    int fail_rank;            /* fault injection (fault.h): this rank fails; -1: none */
+    fault_at fail_at;         /* where it fails */
+    int fail_task;            /* FAULT_TASK: the task id */
+    fault_signal fail_signal; /* how: exit, kill or stop */
     double timeout_s;         /* a rank with no progress for this long aborts all */
     double tol;               /* --check tolerance; 0: the fp32 default */
 } exec_opts;

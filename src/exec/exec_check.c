@@ -247,12 +247,24 @@ static int print_rows(const row *r, int n)
     return bad;
 }
 
+/* End of the --check gather, under the watchdog: every rank is past it.
+ * From here rank 0 alone computes the float64 reference (no watchdog: it
+ * may take longer than --timeout) while the others wait for its verdict. */
+static void gathered(xr *x)
+{
+    x->w->barrier(x->w);
+    xr_watch(x, NULL);
+}
+
 static int check_attn(xr *x)
 {
     layer_t *ly = &x->ly[0];
     size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d, w3 = hd + 2 * wk;
+    xr_watch(x, "the --check gather");
     float *o = gather_seq(x, ly->o_s, (int)hd);
+    xr_fault(x, FAULT_CHECK);
     float *dqkv = x->c->scope == SCOPE_ATTN ? gather_seq(x, ly->dqkv_s, (int)w3) : NULL;
+    gathered(x);
     int bad = 0;
     if (x->rank == 0) {
         double *qkv = malloc(S * w3 * sizeof *qkv), *q = gen_seq(x, GEN_Q, (int)hd, 1.0f),
@@ -286,6 +298,9 @@ static int check_attn(xr *x)
 
 static int check_step(xr *x)
 {
+    xr_watch(x, "the --check gather"); /* the gradients were all-gathered before (finish_layouts) */
+    xr_fault(x, FAULT_CHECK);
+    gathered(x);
     if (x->rank != 0) return 0;
     float *g = malloc(x->wcount * sizeof *g);
     x->ops->get(x->dev, g, x->gbuf, x->wcount);
@@ -322,18 +337,80 @@ int xr_check(xr *x)
 
 /* ---- dump ---- */
 
-static int dump_seq(xr *x, const char *dir, const char *name, const float *dptr, int heads, int width_per_head,
-                    size_t col0, size_t ld, char err[LOONG_ERRLEN])
+/* Rank 0 stages every file as an unnamed temporary (afile_open_staged) in
+ * the --dump directory, or in its parent while the directory does not
+ * exist (it is made at commit), so that a run that fails before the commit
+ * leaves neither files nor a directory. Where the file system has no
+ * unnamed temporaries, the directory is made at once and the files go
+ * through named ones. `stage` gets the staging directory; x->dump_mkdir
+ * says whether the directory is still to be made. */
+static int dump_stage(xr *x, const char *dir, char *stage, size_t cap, char err[LOONG_ERRLEN])
+{
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(err, LOONG_ERRLEN, "--dump '%s' is not a directory: name a new or an existing directory", dir);
+            return -1;
+        }
+        snprintf(stage, cap, "%s", dir);
+        return 0;
+    }
+    int e = errno; /* ENOENT: to be made in its parent */
+    const char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(stage, cap, ".");
+    else
+        snprintf(stage, cap, "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
+    if (e == ENOENT && stat(stage, &st) != 0)
+        e = errno;
+    else if (e == ENOENT && !S_ISDIR(st.st_mode))
+        e = ENOTDIR;
+    else if (e == ENOENT) {
+        x->dump_mkdir = true;
+        return 0;
+    }
+    snprintf(err, LOONG_ERRLEN, "cannot create --dump directory '%s': %s", dir, strerror(e));
+    return -1;
+}
+
+/* Open dir/name.npy for writing, staged (see dump_stage). */
+static FILE *dump_open(xr *x, const char *dir, const char *stage, const char *name, char err[LOONG_ERRLEN])
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    afile *a = &x->dump_out[x->ndump];
+    if (afile_open_staged(a, path, stage, err) != 0) {
+        if (x->dump_mkdir && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            snprintf(err, LOONG_ERRLEN, "cannot create --dump directory '%s': %s", dir, strerror(errno));
+            return NULL;
+        }
+        x->dump_mkdir = false;
+        if (afile_open(a, path, err) < 0) return NULL;
+    }
+    x->ndump++;
+    return a->f;
+}
+
+static int dump_write(xr *x, const char *dir, const char *stage, const char *name, const float *a, const size_t *shape,
+                      int ndim, char err[LOONG_ERRLEN])
+{
+    FILE *f = dump_open(x, dir, stage, name, err);
+    if (!f) return -1;
+    if (npy_write_to(f, a, shape, ndim) == 0) return 0;
+    snprintf(err, LOONG_ERRLEN, "write error on '%s/%s.npy'", dir, name);
+    return -1;
+}
+
+static int dump_seq(xr *x, const char *dir, const char *stage, const char *name, const float *dptr, int heads,
+                    int width_per_head, size_t col0, size_t ld, char err[LOONG_ERRLEN])
 {
     float *all = gather_seq(x, dptr, (int)ld);
     int rc = 0;
     if (x->rank == 0) {
         size_t S = (size_t)x->c->seq, w = (size_t)heads * (size_t)width_per_head;
         float *a = columns(all, S, ld, col0, w);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s.npy", dir, name);
         size_t shape[3] = {S, (size_t)heads, (size_t)width_per_head};
-        rc = npy_write(path, a, shape, 3, err);
+        rc = dump_write(x, dir, stage, name, a, shape, 3, err);
         free(a);
     }
     free(all);
@@ -342,11 +419,8 @@ static int dump_seq(xr *x, const char *dir, const char *name, const float *dptr,
 
 int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
 {
-    int rc = 0;
-    if (x->rank == 0 && mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, LOONG_ERRLEN, "cannot create --dump directory '%s': %s", dir, strerror(errno));
-        rc = -1;
-    }
+    char stage[4096] = "";
+    int rc = x->rank == 0 ? dump_stage(x, dir, stage, sizeof stage, err) : 0;
     x->w->bcast(x->w, &rc, sizeof rc);
     if (rc) return -1;
     layer_t *ly = &x->ly[0];
@@ -356,10 +430,8 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
         if (x->rank != 0) return 0;
         float *g = malloc(x->wcount * sizeof *g);
         x->ops->get(x->dev, g, x->gbuf, x->wcount);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/grads.npy", dir);
         size_t shape[1] = {x->wcount};
-        rc = npy_write(path, g, shape, 1, err);
+        rc = dump_write(x, dir, stage, "grads", g, shape, 1, err);
         free(g);
         return rc;
     }
@@ -376,6 +448,18 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     };
     int n = x->c->scope == SCOPE_ATTN ? 8 : 4;
     for (int i = 0; i < n; i++)
-        if (dump_seq(x, dir, t[i].name, t[i].p, t[i].heads, d, t[i].col, t[i].ld, err)) rc = -1;
+        if (dump_seq(x, dir, stage, t[i].name, t[i].p, t[i].heads, d, t[i].col, t[i].ld, err)) rc = -1;
     return rc;
+}
+
+int xr_dump_commit(xr *x, char err[LOONG_ERRLEN])
+{
+    const char *dir = x->o->dump_dir;
+    if (x->ndump && x->dump_mkdir && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, LOONG_ERRLEN, "cannot create --dump directory '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < x->ndump; i++)
+        if (afile_commit(&x->dump_out[i], err) < 0) return -1;
+    return 0;
 }

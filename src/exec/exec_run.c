@@ -1,7 +1,19 @@
 /*
  * exec_run: one rank's run — start-up checks (rank count, configuration
  * hash), communicators, clock offsets, the timed iterations, the watchdog,
- * the measured trace and the report.
+ * the report, --check and --dump, and last the measured trace.
+ *
+ * Outputs: rank 0 stages the --dump files and the trace in temporaries and
+ * commits them together once every rank has come through, so that a run
+ * that fails anywhere leaves none of them (where afile has unnamed
+ * temporaries, not even when a rank is killed).
+ *
+ * Faults (fault.h, --fail-rank/--fail-at/--fail-signal): the points are
+ * here (start-up, the trace write), in exec_check.c (the --check gather)
+ * and in the stream queue (a task). A rank that dies is noticed by mpirun,
+ * which ends the others and names it; a rank that stops is noticed by the
+ * others' watchdogs, armed over every phase that waits on peers, which name
+ * the stopped rank when it runs on their host.
  *
  * Clocks: each rank stamps tasks with CLOCK_MONOTONIC. At start-up rank 0
  * estimates every other rank's offset with ping-pongs (Cristian's method:
@@ -9,8 +21,10 @@
  * smallest delay), and every stamp is moved onto rank 0's clock, relative to
  * rank 0's start of the iteration.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,16 +103,24 @@ static int make_comms(xr *x, char err[LOONG_ERRLEN])
 
 /* ---- watchdog ---- */
 
-typedef struct watchdog {
+/* Where a rank runs: the watchdog looks up the peers on its own host. */
+typedef struct peer {
+    int pid;
+    char host[64];
+} peer;
+
+struct watchdog {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     double deadline; /* CLOCK_REALTIME seconds; 0: idle */
+    char phase[64];  /* what is armed, for the message */
     bool stop;
     int rank;
     double timeout;
     const world *w;
-} watchdog;
+    const peer *peers; /* every rank's, by rank */
+};
 
 static double wall_now(void)
 {
@@ -107,9 +129,46 @@ static double wall_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The state letter of process pid from /proc/PID/stat (R, S, D, T stopped,
+ * t traced, Z zombie, ...), 'G' when there is no such process, '?' when
+ * unknown (no /proc). */
+static char proc_state(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return kill(pid, 0) != 0 && errno == ESRCH ? 'G' : '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+/* The peers on this host that are stopped or gone, e.g. "rank 1 (pid 4242)
+ * is stopped"; peers on other hosts cannot be seen from here. */
+static void suspects(const struct watchdog *w, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    const peer *me = &w->peers[w->rank];
+    for (int r = 0; r < w->w->size; r++) {
+        const peer *p = &w->peers[r];
+        if (r == w->rank || p->pid == me->pid || strcmp(p->host, me->host)) continue;
+        char st = proc_state(p->pid);
+        const char *what = st == 'T'                             ? "is stopped"
+                           : st == 't'                           ? "is stopped by a debugger"
+                           : st == 'Z' || st == 'X' || st == 'G' ? "is gone"
+                                                                 : NULL;
+        if (what && n + 64 < cap)
+            n += (size_t)snprintf(out + n, cap - n, "%srank %d (pid %d) %s", n ? ", " : "", r, p->pid, what);
+    }
+    if (!n) snprintf(out, cap, "a peer may have died or hung");
+}
+
 static void *watch(void *arg)
 {
-    watchdog *w = arg;
+    struct watchdog *w = arg;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
         struct timespec ts;
@@ -118,10 +177,12 @@ static void *watch(void *arg)
         ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
         pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         if (!w->stop && w->deadline > 0 && wall_now() > w->deadline) {
+            char who[256];
+            suspects(w, who, sizeof who);
             fprintf(stderr,
-                    "loong exec: rank %d: no iteration finished within %.0f s (a peer may have died or hung): aborting "
-                    "all ranks (raise --timeout for long runs)\n",
-                    w->rank, w->timeout);
+                    "loong exec: rank %d: no progress in %s within %g s (%s): aborting all ranks (raise --timeout "
+                    "for long runs)\n",
+                    w->rank, w->phase, w->timeout, who);
             fflush(stderr);
             w->w->abort(w->w, 3);
         }
@@ -130,12 +191,24 @@ static void *watch(void *arg)
     return NULL;
 }
 
-static void watch_arm(watchdog *w, bool on)
+/* Arm the watchdog for `phase` (NULL: disarm). */
+static void watch_arm(struct watchdog *w, const char *phase)
 {
     pthread_mutex_lock(&w->mu);
-    w->deadline = on ? wall_now() + w->timeout : 0;
+    w->deadline = phase ? wall_now() + w->timeout : 0;
+    if (phase) snprintf(w->phase, sizeof w->phase, "%s", phase);
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+}
+
+void xr_watch(xr *x, const char *phase)
+{
+    if (x->wd) watch_arm(x->wd, phase);
+}
+
+void xr_fault(const xr *x, fault_at at)
+{
+    if (x->o->fail_rank == x->rank && x->o->fail_at == at) fault_fire(x->rank, fault_at_name(at), x->o->fail_signal);
 }
 
 /* ---- one iteration ---- */
@@ -174,8 +247,11 @@ static void zero_grads(xr *x)
 /* Run one iteration; fills start/end (seconds from rank 0's start, on rank
  * 0's clock) of this rank's tasks and returns the step time (max over
  * ranks), or a negative value on error. */
-static double iteration(xr *x, double offset, double *start, double *end, watchdog *w, char err[LOONG_ERRLEN])
+static double iteration(xr *x, int it, double offset, double *start, double *end, char err[LOONG_ERRLEN])
 {
+    char phase[32];
+    snprintf(phase, sizeof phase, "iteration %d", it);
+    xr_watch(x, phase);
     x->ops->reset_events(x->dev);
     zero_grads(x);
     memset(x->o_init, 0, sizeof x->o_init);
@@ -184,12 +260,13 @@ static double iteration(xr *x, double offset, double *start, double *end, watchd
     x->w->barrier(x->w);
     double epoch = x->ops->now(x->dev) - offset;
     x->w->bcast(x->w, &epoch, sizeof epoch);
-    watch_arm(w, true);
     int rc = launch_all(x);
     if (rc) snprintf(err, LOONG_ERRLEN, "rank %d: could not launch the schedule", x->rank);
     if (x->ops->sync(x->dev, err)) rc = -1;
-    watch_arm(w, false);
-    if (agree(x->w, rc ? 1 : 0)) return -1;
+    if (agree(x->w, rc ? 1 : 0)) {
+        xr_watch(x, NULL);
+        return -1;
+    }
     double last = 0;
     for (uint32_t i = 0; i < x->ntasks; i++) {
         double s, e;
@@ -200,6 +277,7 @@ static double iteration(xr *x, double offset, double *start, double *end, watchd
     }
     double step = last;
     x->w->max_double(x->w, &step, 1);
+    xr_watch(x, NULL);
     return step;
 }
 
@@ -227,18 +305,45 @@ static int gather_stamps(xr *x, const double *start, const double *end, double *
     return 0;
 }
 
+/* The measured trace, written last: rank 0 writes it to a temporary (an
+ * unnamed one where afile can, which even a killed rank leaves no trace
+ * of), every rank passes the trace fault point, and all agree. The file
+ * is committed with the other outputs (commit_outputs). */
 static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG_ERRLEN])
 {
-    afile a;
-    if (afile_open(&a, x->o->trace_path, err) < 0) return -1;
-    char backend[64];
-    snprintf(backend, sizeof backend, "exec-%s", x->ops->name);
-    if (trace_write(a.f, x->g, backend, gs, gd, NULL) < 0) {
-        afile_abort(&a);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
-        return -1;
+    int bad = 0;
+    xr_watch(x, "the trace write");
+    if (x->rank == 0) {
+        char backend[64];
+        snprintf(backend, sizeof backend, "exec-%s", x->ops->name);
+        if (afile_open(&x->trace_out, x->o->trace_path, err) < 0)
+            bad = 1;
+        else if (trace_write(x->trace_out.f, x->g, backend, gs, gd, NULL) < 0 || fflush(x->trace_out.f) != 0) {
+            snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
+            bad = 1;
+        }
     }
-    return afile_commit(&a, err);
+    xr_fault(x, FAULT_TRACE);
+    bad = agree(x->w, bad);
+    xr_watch(x, NULL);
+    return bad ? -1 : 0;
+}
+
+/* Every rank got here (the step before ended in an agreement): rank 0
+ * commits the staged outputs (--dump files, then the trace), and all agree
+ * on how that went. */
+static int commit_outputs(xr *x, int iter, char err[LOONG_ERRLEN])
+{
+    xr_watch(x, "the output commit");
+    int bad = 0;
+    if (x->rank == 0) {
+        bad = xr_dump_commit(x, err) < 0;
+        if (!bad && x->o->trace_path && afile_commit(&x->trace_out, err) < 0) bad = 1;
+        if (!bad && x->o->trace_path) printf("# trace: iteration %d -> %s\n", iter, x->o->trace_path);
+    }
+    bad = agree(x->w, bad);
+    xr_watch(x, NULL);
+    return bad ? -1 : 0;
 }
 
 /* Per rank: compute busy, communication in flight, and how much of it was
@@ -280,7 +385,13 @@ static void report(const xr *x, const double *steps, int n, int median_iter)
            tok / steps[median_iter] / x->P);
 }
 
-static int run_iterations(xr *x, watchdog *w, double offset, char err[LOONG_ERRLEN])
+/* The reported iteration's stamps, on rank 0, for the trace (written last). */
+typedef struct measured {
+    double *gs, *gd; /* every task's start and duration (rank 0; NULL elsewhere) */
+    int iter;
+} measured;
+
+static int run_iterations(xr *x, double offset, measured *m, char err[LOONG_ERRLEN])
 {
     int total = x->o->warmup + x->o->iters;
     double *st = calloc((size_t)total * x->ntasks + 1, sizeof *st),
@@ -289,7 +400,7 @@ static int run_iterations(xr *x, watchdog *w, double offset, char err[LOONG_ERRL
     if (!st || !en || !steps || !sorted) return -1;
     int rc = 0;
     for (int i = 0; i < total && rc == 0; i++) {
-        steps[i] = iteration(x, offset, st + (size_t)i * x->ntasks, en + (size_t)i * x->ntasks, w, err);
+        steps[i] = iteration(x, i, offset, st + (size_t)i * x->ntasks, en + (size_t)i * x->ntasks, err);
         if (steps[i] < 0) rc = -1;
     }
     if (rc == 0) {
@@ -300,15 +411,14 @@ static int run_iterations(xr *x, watchdog *w, double offset, char err[LOONG_ERRL
         while (steps[mi] != med)
             mi++;
         report(x, steps, total, mi);
-        double *gs, *gd;
-        rc = agree(x->w, gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &gs, &gd) ? 1 : 0)
+        xr_watch(x, "the report");
+        rc = agree(x->w,
+                   gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &m->gs, &m->gd) ? 1 : 0)
                  ? -1
                  : 0;
-        if (rc == 0 && x->rank == 0) report_overlap(x, gs, gd, steps[mi]);
-        if (rc == 0 && x->o->trace_path) rc = agree(x->w, x->rank == 0 && write_trace(x, gs, gd, err) ? 1 : 0) ? -1 : 0;
-        if (rc == 0 && x->o->trace_path && x->rank == 0) printf("# trace: iteration %d -> %s\n", mi, x->o->trace_path);
-        free(gs);
-        free(gd);
+        xr_watch(x, NULL);
+        m->iter = mi;
+        if (rc == 0 && x->rank == 0) report_overlap(x, m->gs, m->gd, steps[mi]);
     }
     free(st);
     free(en);
@@ -338,8 +448,8 @@ static int prepare_inputs(xr *x, char err[LOONG_ERRLEN])
     return x->ops->sync(x->dev, err) ? -1 : 0;
 }
 
-/* --fail-rank R --fail-at-task T must name a task of rank R, or the run
- * would silently inject nothing. */
+/* A fault must fire: --fail-rank R names a rank of the mesh, task:T a task
+ * of rank R, and check and trace a phase this run has. */
 static int check_fault(const dag *g, const exec_opts *o, char err[LOONG_ERRLEN])
 {
     if (o->fail_rank < 0) return 0;
@@ -350,9 +460,22 @@ static int check_fault(const dag *g, const exec_opts *o, char err[LOONG_ERRLEN])
                  o->fail_rank, P - 1, P);
         return -1;
     }
+    if (o->fail_at == FAULT_CHECK && !o->check) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--fail-at check fires in the --check gather, and this run has no --check: add "
+                 "--check or choose another point");
+        return -1;
+    }
+    if (o->fail_at == FAULT_TRACE && !o->trace_path) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--fail-at trace fires while the trace is written, and this run has no --trace: "
+                 "add --trace FILE or choose another point");
+        return -1;
+    }
+    if (o->fail_at != FAULT_TASK) return 0;
     if (o->fail_task < 0 || (uint32_t)o->fail_task >= n) {
         snprintf(err, LOONG_ERRLEN,
-                 "--fail-at-task %d is not a task of this configuration (ids 0..%u): pick one from loong dag "
+                 "--fail-at task:%d is not a task of this configuration (ids 0..%u): pick one from loong dag "
                  "--format json",
                  o->fail_task, n - 1);
         return -1;
@@ -360,7 +483,7 @@ static int check_fault(const dag *g, const exec_opts *o, char err[LOONG_ERRLEN])
     int owner = dag_task_get(g, (uint32_t)o->fail_task)->rank;
     if (owner != o->fail_rank) {
         snprintf(err, LOONG_ERRLEN,
-                 "--fail-at-task %d runs on rank %d, not on --fail-rank %d: use --fail-rank %d or a task of rank %d",
+                 "--fail-at task:%d runs on rank %d, not on --fail-rank %d: use --fail-rank %d or a task of rank %d",
                  o->fail_task, owner, o->fail_rank, owner, o->fail_rank);
         return -1;
     }
@@ -371,6 +494,27 @@ int exec_run(const config *c, const dev_ops *ops, const exec_opts *o)
 {
     world w = world_mpi();
     return exec_run_world(c, ops, o, &w);
+}
+
+/* Start-up after the checks: the device, buffers, communicators, inputs
+ * and clock offsets, the last three under the watchdog. Returns 0, or 2
+ * on every rank (the failing ones print). */
+static int start_up(xr *x, double *offset, char err[LOONG_ERRLEN])
+{
+    x->dev = x->ops->open(x->rank, STREAM_COUNT, (int)x->ntasks, err);
+    if (x->dev) x->q = x->ops->queue(x->dev);
+    int rc = x->dev && xr_alloc(x, err) == 0 ? 0 : 2, any = agree(x->w, rc);
+    if (!any) { /* every rank makes the communicators, or none */
+        xr_watch(x, "start-up");
+        xr_fault(x, FAULT_START);
+        if (make_comms(x, err) || xr_inputs(x) || prepare_inputs(x, err)) rc = 2;
+        any = agree(x->w, rc);
+        if (!any) *offset = clock_offset(x);
+        xr_watch(x, NULL);
+    }
+    if (!any) return 0;
+    if (rc) fprintf(stderr, "loong exec: error: %s\n", err[0] ? err : "start-up failed");
+    return 2;
 }
 
 int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, const world *wd)
@@ -402,30 +546,56 @@ int exec_run_world(const config *c, const dev_ops *ops, const exec_opts *o, cons
             x.ntasks++;
         }
     }
-    x.dev = ops->open(rank, STREAM_COUNT, (int)x.ntasks, err);
-    if (x.dev) x.q = ops->queue(x.dev);
-    rc = x.dev ? 0 : 2;
-    if (rc == 0 && (xr_alloc(&x, err) || make_comms(&x, err) || xr_inputs(&x) || prepare_inputs(&x, err))) rc = 2;
-    if (agree(wd, rc)) {
-        if (rc) fprintf(stderr, "loong exec: error: %s\n", err[0] ? err : "start-up failed");
-        rc = 2;
-    } else {
-        double offset = clock_offset(&x);
-        watchdog w = {.rank = rank, .timeout = o->timeout_s, .w = wd};
-        pthread_mutex_init(&w.mu, NULL);
-        pthread_cond_init(&w.cv, NULL);
-        pthread_create(&w.th, NULL, watch, &w);
-        rc = run_iterations(&x, &w, offset, err) ? 2 : 0;
-        if (rc == 0 && (o->check || o->dump_dir)) rc = agree(wd, finish_layouts(&x, err) ? 2 : 0);
-        if (rc == 0 && o->check) rc = agree(wd, xr_check(&x));
-        if (rc == 0 && o->dump_dir) rc = agree(wd, xr_dump(&x, o->dump_dir, err) ? 2 : 0);
-        if (rc == 2 && err[0]) fprintf(stderr, "loong exec: error: %s\n", err);
-        pthread_mutex_lock(&w.mu);
-        w.stop = true;
-        pthread_cond_signal(&w.cv);
-        pthread_mutex_unlock(&w.mu);
-        pthread_join(w.th, NULL);
+    peer *peers = calloc((size_t)size, sizeof *peers), me = {.pid = (int)getpid()};
+    if (agree(wd, peers ? 0 : 2)) {
+        if (!peers)
+            fprintf(stderr, "loong exec: error: rank %d: out of memory for the table of %d ranks\n", rank, size);
+        free(peers);
+        dag_free(g);
+        return 2;
     }
+    gethostname(me.host, sizeof me.host - 1);
+    wd->allgather(wd, &me, sizeof me, peers);
+    struct watchdog w = {.rank = rank, .timeout = o->timeout_s, .w = wd, .peers = peers};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_create(&w.th, NULL, watch, &w);
+    x.wd = &w;
+    double offset = 0;
+    measured m = {NULL, NULL, 0};
+    rc = start_up(&x, &offset, err);
+    if (rc == 0) {
+        rc = run_iterations(&x, offset, &m, err) ? 2 : 0;
+        if (rc == 0 && (o->check || o->dump_dir)) {
+            xr_watch(&x, "the --check/--dump layouts");
+            rc = agree(wd, finish_layouts(&x, err) ? 2 : 0);
+            xr_watch(&x, NULL);
+        }
+        if (rc == 0 && o->check) rc = agree(wd, xr_check(&x));
+        if (rc == 0 && o->dump_dir) {
+            xr_watch(&x, "the --dump gather");
+            rc = agree(wd, xr_dump(&x, o->dump_dir, err) ? 2 : 0);
+            xr_watch(&x, NULL);
+        }
+        /* last, so that a run that fails before leaves none; a --check above
+         * tolerance (1) still gets its trace */
+        if (rc <= 1 && o->trace_path && write_trace(&x, m.gs, m.gd, err)) rc = 2;
+        if (rc <= 1 && (o->trace_path || o->dump_dir) && commit_outputs(&x, m.iter, err)) rc = 2;
+        if (rc == 2 && err[0]) fprintf(stderr, "loong exec: error: %s\n", err);
+    }
+    afile_abort(&x.trace_out); /* what was not committed */
+    for (int i = 0; i < x.ndump; i++)
+        afile_abort(&x.dump_out[i]);
+    pthread_mutex_lock(&w.mu);
+    w.stop = true;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(w.th, NULL);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    free(m.gs);
+    free(m.gd);
+    free(peers);
     if (x.dev) ops->close(x.dev);
     xr_free(&x);
     dag_free(g);

@@ -21,6 +21,7 @@
 #ifndef LOONG_EXEC_STATE_H
 #define LOONG_EXEC_STATE_H
 
+#include "core/afile.h"
 #include "devq.h"
 #include "exec.h"
 
@@ -36,6 +37,8 @@ typedef struct layer_t {
     float *x, *dx, *h, *dh, *g, *u, *m, *dg, *du, *dm;
     layer_w w, gw; /* weights and their gradients (views into one buffer) */
 } layer_t;
+
+struct watchdog; /* exec_run.c */
 
 typedef struct xr {
     const config *c;
@@ -68,7 +71,23 @@ typedef struct xr {
     bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
     int cur_layer_o[3];
     int cur_layer_dq;
+    struct watchdog *wd; /* NULL: none */
+    /* rank 0's outputs, staged, then committed together when the run has
+     * succeeded (exec_run.c), so that a failure leaves none of them */
+    afile trace_out;
+    afile dump_out[8];
+    int ndump;
+    bool dump_mkdir; /* the --dump directory is made at commit */
 } xr;
+
+/* exec_run.c */
+/* Arm this rank's watchdog for `phase`, named in its message ("the --check
+ * gather"), or disarm it with NULL: armed, a phase that makes no progress
+ * for --timeout seconds aborts every rank. */
+void xr_watch(xr *x, const char *phase);
+/* The fault point `at`: fires the injected fault when this rank is
+ * --fail-rank and `at` is --fail-at (fault.h); else returns. */
+void xr_fault(const xr *x, fault_at at);
 
 /* exec_data.c */
 int xr_alloc(xr *x, char err[LOONG_ERRLEN]);
@@ -96,6 +115,10 @@ int xr_gather_grads(xr *x);
  * prints the table; returns 1 on every rank when an error is above
  * tolerance, else 0. */
 int xr_check(xr *x);
+/* Gather the --dump arrays; rank 0 stages their files (xr.dump_out). */
 int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN]);
+/* Rank 0: make the --dump directory if needed and commit the staged files.
+ * Returns 0 or -1 with err. */
+int xr_dump_commit(xr *x, char err[LOONG_ERRLEN]);
 
 #endif

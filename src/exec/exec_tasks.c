@@ -35,6 +35,7 @@ static void emit_flush(emit *e, bool last)
     if (!e->started) {
         e->pending.stamp_start = e->slot;
         e->pending.fail = e->fail;
+        e->pending.fail_signal = (int)e->x->o->fail_signal;
         e->started = true;
     }
     if (last) e->pending.stamp_end = e->slot;
@@ -598,7 +599,10 @@ int xr_gather_grads(xr *x)
 int xr_launch_task(xr *x, const dag_task *t)
 {
     emit e = {x, t->stream, (int)(t->id - x->base), 0, false, {0}, false, 0};
-    if (x->o->fail_rank == x->rank && (int)t->id == x->o->fail_task) e.fail = (int)t->id + 1;
+    const exec_opts *o = x->o;
+    bool its_recv = t->kind == TASK_SEND && (int)t->id + 1 == o->fail_task; /* the recv issued with this send */
+    if (o->fail_rank == x->rank && o->fail_at == FAULT_TASK && ((int)t->id == o->fail_task || its_recv))
+        e.fail = o->fail_task + 1;
     switch (t->kind) {
     case TASK_ATTN_FWD: attn_fwd(&e, t); break;
     case TASK_MERGE: merge(&e, t); break;

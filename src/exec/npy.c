@@ -3,12 +3,11 @@
  * newline so that the data starts on a 64-byte boundary. */
 #include "npy.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/afile.h"
-
-int npy_write(const char *path, const float *data, const size_t *shape, int ndim, char err[LOONG_ERRLEN])
+int npy_write_to(FILE *f, const float *data, const size_t *shape, int ndim)
 {
     char dict[256];
     int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
@@ -20,20 +19,13 @@ int npy_write(const char *path, const float *data, const size_t *shape, int ndim
     n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
     size_t total = 10 + (size_t)n + 1, pad = (64 - total % 64) % 64;
     uint16_t hlen = (uint16_t)((size_t)n + pad + 1);
-    afile a;
-    if (afile_open(&a, path, err) < 0) return -1;
-    fwrite("\x93NUMPY\x01\x00", 1, 8, a.f);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
     unsigned char le[2] = {(unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8)};
-    fwrite(le, 1, 2, a.f);
-    fwrite(dict, 1, (size_t)n, a.f);
+    fwrite(le, 1, 2, f);
+    fwrite(dict, 1, (size_t)n, f);
     for (size_t i = 0; i < pad; i++)
-        fputc(' ', a.f);
-    fputc('\n', a.f);
-    fwrite(data, sizeof(float), count, a.f); /* x86-64 and aarch64: little-endian */
-    if (ferror(a.f)) {
-        afile_abort(&a);
-        snprintf(err, LOONG_ERRLEN, "write error on '%s'", path);
-        return -1;
-    }
-    return afile_commit(&a, err);
+        fputc(' ', f);
+    fputc('\n', f);
+    fwrite(data, sizeof(float), count, f); /* x86-64 and aarch64: little-endian */
+    return ferror(f) ? -1 : 0;
 }

@@ -1,5 +1,6 @@
 /* npy: write float32 arrays in NumPy's .npy format (v1.0, little-endian),
- * through afile so a failure leaves no partial file.
+ * into a file the caller opened through afile, so that a failure leaves no
+ * partial file.
  *
  * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
@@ -7,11 +8,10 @@
 #define LOONG_EXEC_NPY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
-#include "core/units.h"
-
-/* Write data (product of shape[0..ndim) floats) to path. Returns 0 or -1
- * with err. */
-int npy_write(const char *path, const float *data, const size_t *shape, int ndim, char err[LOONG_ERRLEN]);
+/* Write data (product of shape[0..ndim) floats) to f. Returns 0, or -1
+ * on a write error. */
+int npy_write_to(FILE *f, const float *data, const size_t *shape, int ndim);
 
 #endif
