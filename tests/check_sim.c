@@ -40,8 +40,8 @@ static void write_text(const char *path, const char *text)
 static void free_compute(char *buf, size_t len, const char *attn_rate)
 {
     snprintf(buf, len,
-             "gpu h100\npeak 1e30\nmem_bw 1e30Bps\ngemm line 0s 1e30\nattn_fwd line 0s %s\n"
-             "attn_bwd line 0s %s\nmerge line 0s 1e30Bps\nacc line 0s 1e30Bps\n",
+             "gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e18\nattn_fwd line 0s %s\n"
+             "attn_bwd line 0s %s\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
              attn_rate, attn_rate);
 }
 
@@ -49,7 +49,7 @@ static void free_compute(char *buf, size_t len, const char *attn_rate)
 static dag *simulate(const char *path, config *c, sim_result *res)
 {
     char err[LOONG_ERRLEN] = "", text[512];
-    free_compute(text, sizeof text, "1e30");
+    free_compute(text, sizeof text, "1e18");
     calib *cb = calib_parse(text, "free", err);
     ck_assert_msg(cb != NULL, "%s", err);
     sim_platform *pf = sim_platform_open(path, 0, NULL, err);
@@ -137,7 +137,7 @@ START_TEST(nic_shared)
     char path[128];
     platform_spec sp = plat_spec(2, 2, 1);
     sp.nvlink_lat = 0; /* the all-to-all before the ring is then instantaneous... */
-    sp.nvlink_bw = 1e18;
+    sp.nvlink_bw = 1e15;
     dag *g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
     int n = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
@@ -259,7 +259,7 @@ START_TEST(compute_bound_imbalance)
     const double rate = 1e13;
     char path[128], cal[160], text[512];
     platform_spec sp = plat_spec(1, P, P);
-    sp.nvlink_bw = 1e18;
+    sp.nvlink_bw = 1e15;
     sp.nvlink_lat = 0;
     plat_write(&sp, "p.xml", path, sizeof path);
     snprintf(cal, sizeof cal, "%s/c.calib", dir);
@@ -293,7 +293,7 @@ START_TEST(comm_bound_double_ring)
     sp.nic_bw = 25e9;
     plat_write(&sp, "p.xml", path, sizeof path);
     snprintf(cal, sizeof cal, "%s/c.calib", dir);
-    free_compute(text, sizeof text, "1e30");
+    free_compute(text, sizeof text, "1e18");
     write_text(cal, text);
     const char *cfg = "--model tiny --seq 256K --mesh 2x4 --placement head-first --gpus-per-node 4 --scope attn-fwd";
     char a[256];
@@ -410,7 +410,7 @@ START_TEST(bad_inputs)
     strcpy(odd.gpu, "b200");
     plat_write(&odd, "b200.xml", path, sizeof path);
     assert_rejected(path, "", "unknown GPU kind 'b200'");
-    free_compute(text, sizeof text, "1e30");
+    free_compute(text, sizeof text, "1e18");
     strcat(text, "gemm curve flops 4us 1G:1.5\n");
     snprintf(path, sizeof path, "%s/bad.calib", dir);
     write_text(path, text);
