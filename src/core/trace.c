@@ -85,9 +85,9 @@ static int cmp_ev(const void *a, const void *b)
 static int bad_event(size_t idx, json_int_t id, const char *what, char err[LOONG_ERRLEN])
 {
     if (id >= 0)
-        snprintf(err, LOONG_ERRLEN, "event %zu (task %lld): %s", idx, (long long)id, what);
+        snprintf(err, LOONG_ERRLEN, "event %zu (task %lld): %s: regenerate the trace", idx, (long long)id, what);
     else
-        snprintf(err, LOONG_ERRLEN, "event %zu: %s", idx, what);
+        snprintf(err, LOONG_ERRLEN, "event %zu: %s: regenerate the trace", idx, what);
     return -1;
 }
 
@@ -152,7 +152,8 @@ static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
         t->n++;
     }
     if (!t->n) {
-        snprintf(err, LOONG_ERRLEN, "holds no task events (\"ph\":\"X\"): a trace of a run has one per task");
+        snprintf(err, LOONG_ERRLEN,
+                 "holds no task events (\"ph\":\"X\"): a trace of a run has one per task: regenerate it");
         return -1;
     }
     qsort(t->ev, t->n, sizeof *t->ev, cmp_ev);
