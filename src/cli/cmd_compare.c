@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "analysis/compare.h"
+#include "core/afile.h"
 #include "cli.h"
 #include "plot.h"
 
@@ -104,6 +105,8 @@ int cmd_compare(int argc, char **argv)
     if (rc) return rc < 0 ? 0 : rc;
     const char *pn = argv[optind], *mn = argv[optind + 1];
     char err[LOONG_ERRLEN];
+    if ((o.plot && afile_check(o.plot, err) < 0) || (o.error_plot && afile_check(o.error_plot, err) < 0))
+        return cli_fail("compare", "%s", err);
     trace p, m;
     if (trace_read(pn, &p, err) < 0) return cli_fail("compare", "%s", err);
     if (trace_read(mn, &m, err) < 0) {

@@ -106,6 +106,25 @@ static int commit_anon(afile *a)
     return rc;
 }
 
+int afile_check(const char *path, char err[LOONG_ERRLEN])
+{
+    struct stat st;
+    if (!strcmp(path, "-")) return 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, LOONG_ERRLEN, "cannot write '%s': it is a directory: give a file path", path);
+        return -1;
+    }
+    if (is_special(path)) return 0;
+    char *dir = dir_of(path);
+    int rc = access(dir, W_OK);
+    int e = errno;
+    free(dir);
+    if (rc == 0) return 0;
+    snprintf(err, LOONG_ERRLEN, "cannot write '%s': %s (check that the directory exists and is writable)", path,
+             strerror(e));
+    return -1;
+}
+
 int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN])
 {
     memset(a, 0, sizeof *a);

@@ -34,6 +34,10 @@ int afile_open(afile *a, const char *path, char err[LOONG_ERRLEN]);
  * no unnamed temporaries (the caller then makes the directory and uses
  * afile_open). */
 int afile_open_staged(afile *a, const char *path, const char *stage, char err[LOONG_ERRLEN]);
+/* Whether path could be written (not a directory; its directory exists and
+ * is writable), for outputs that another program writes (gnuplot's PNGs):
+ * checked before the work. Returns 0 or -1 with err. */
+int afile_check(const char *path, char err[LOONG_ERRLEN]);
 /* Flush, close and rename into place. Returns 0 or -1 with err (the
  * temporary is removed). */
 int afile_commit(afile *a, char err[LOONG_ERRLEN]);

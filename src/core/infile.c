@@ -38,7 +38,9 @@ static FILE *open_checked(const char *path, const char *what, size_t max, char e
 {
     struct stat st;
     if (stat(path, &st) != 0) {
-        snprintf(err, LOONG_ERRLEN, "cannot read %s '%s': %s", what, path, strerror(errno));
+        int e = errno;
+        snprintf(err, LOONG_ERRLEN, "cannot read %s '%s': %s%s", what, path, strerror(e),
+                 e == ENOENT ? ": check the path" : "");
         return NULL;
     }
     if (S_ISDIR(st.st_mode)) {

@@ -146,6 +146,11 @@ int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERR
         }
     }
     free(copy);
+    for (int k = 1; rc == 0 && k < (int)(sizeof model_keys / sizeof *model_keys); k++)
+        if (!(seen & (1u << k))) {
+            snprintf(err, LOONG_ERRLEN, "%s: no '%s = ...' line: every key but name is required", file, model_keys[k]);
+            rc = -1;
+        }
     if (rc == 0 && model_validate(m, err) < 0) {
         snprintf(where, sizeof where, "%s: ", file);
         loong_err_prefix(err, where);
