@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # loong set-up, idempotent.
 #   ./setup.sh         install the Debian packages, build, run the main job
-#   ./setup.sh check   install and build the same way, then run the whole test
-#                      suite on the normal build and on an ASan+UBSan build
+#   ./setup.sh check   install and build the same way (plus clang and libFuzzer),
+#                      then run the whole test suite on the normal build and on
+#                      an ASan+UBSan build, then every fuzz target for 60 s
 set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential autoconf automake pkg-config
           libjansson-dev libgsl-dev check
           libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox)
+# check only: clang with libFuzzer for the fuzz targets (make fuzz-run)
+CHECK_PACKAGES=(clang libclang-rt-14-dev)
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 say() { printf '==> %s\n' "$*"; }
 
+# install_packages PACKAGE...: apt-get install those not installed yet
 install_packages() {
     local missing=()
-    for p in "${PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     if [ ${#missing[@]} -eq 0 ]; then
@@ -65,7 +69,11 @@ summarize() {
     echo "checks: $pass passed, $fail failed"
 }
 
-install_packages
+if [ "${1:-main}" = check ]; then
+    install_packages "${PACKAGES[@]}" "${CHECK_PACKAGES[@]}"
+else
+    install_packages "${PACKAGES[@]}"
+fi
 build build
 case "${1:-main}" in
 main)
@@ -78,6 +86,10 @@ check)
     build build-asan --enable-sanitizers
     say "test suite: ASan + UBSan build"
     make -s -C build-asan -j"$JOBS" check
+    say "fuzz targets: 60 s each (tests/fuzz/run.sh)"
+    # a build configured before clang was installed finds it now
+    grep -q '^FUZZ_CC = .' build/Makefile || (cd build && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
+    make -s -C build fuzz-run FUZZ_SECONDS=60
     summarize build build-asan
     ;;
 *)

@@ -134,9 +134,9 @@ static int real_prefix(const char *s, double *v, const char **end)
 {
     if (!s || !(isdigit((unsigned char)s[0]) || s[0] == '.')) return -1;
     char *e;
-    errno = 0;
     *v = strtod(s, &e);
-    if (e == s || errno == ERANGE || !isfinite(*v)) return -1;
+    /* not ERANGE: it also flags underflow, a subnormal that calib_write prints with %.17g and must read back */
+    if (e == s || !isfinite(*v)) return -1;
     *end = e;
     return 0;
 }
@@ -157,7 +157,8 @@ int units_parse_si(const char *s, const char *what, double *out, char err[LOONG_
         k = si_scale(*e);
         if (k == 0 || e[1]) return bad_real(s, what, "989T or 2.5e9", err);
     }
-    if (v <= 0) return bad_real(s, what, "989T or 2.5e9", err);
+    /* a finite number times its prefix can still overflow (1e308T) */
+    if (v <= 0 || !isfinite(v * k)) return bad_real(s, what, "989T or 2.5e9", err);
     *out = v * k;
     return 0;
 }
@@ -176,7 +177,7 @@ int units_parse_bandwidth(const char *s, const char *what, double *out, char err
         k /= 8;
     else
         return bad_real(s, what, ex, err);
-    if (v <= 0) return bad_real(s, what, ex, err);
+    if (v <= 0 || !isfinite(v * k)) return bad_real(s, what, ex, err); /* 1e308TBps overflows */
     *out = v * k;
     return 0;
 }
@@ -216,6 +217,7 @@ int units_parse_mem(const char *s, const char *what, double *out, char err[LOONG
     if (real_prefix(s, &v, &e) < 0 || v <= 0) return bad_real(s, what, ex, err);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (!strcmp(e, units[i].unit)) {
+            if (!isfinite(v * units[i].scale)) break; /* 1e308TB overflows */
             *out = v * units[i].scale;
             return 0;
         }

@@ -44,6 +44,10 @@ enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kin
 #define T0_MAX    1.0  /* s */
 #define FLOPS_MAX 1e18 /* FLOP/s: 1000x an H100's dense BF16 */
 #define BW_MAX    1e15 /* B/s: 300x an H100's HBM */
+/* Lower bounds keep every predicted time finite: a 2^64-FLOP task at 1e-9
+ * of 1 FLOP/s takes 1.8e28 s, where an efficiency of 1e-308 took inf. */
+#define RATE_MIN 1.0  /* FLOP/s or B/s: peak, mem_bw, a line's rate */
+#define EFF_MIN  1e-9 /* a curve point's efficiency */
 
 static bool memory_bound(int kind) { return kind == TASK_MERGE || kind == TASK_ACC; }
 
@@ -72,13 +76,13 @@ static int fail_units(const cursor *cu)
     return -1;
 }
 
-/* A parsed value outside (0, max] (or [0, max] with zero_ok). */
-static int out_of_range(const cursor *cu, const char *what, const char *tok, double v, double max, bool zero_ok,
+/* A parsed value outside [min, max]. */
+static int out_of_range(const cursor *cu, const char *what, const char *tok, double v, double min, double max,
                         const char *unit)
 {
-    if ((zero_ok ? v >= 0 : v > 0) && v <= max) return 0;
+    if (v >= min && v <= max) return 0;
     char range[80];
-    snprintf(range, sizeof range, "%s '%.30s' is outside %s, %g %s]", what, tok, zero_ok ? "[0" : "(0", max, unit);
+    snprintf(range, sizeof range, "%s '%.30s' is outside [%g, %g %s]", what, tok, min, max, unit);
     return fail(cu, "%s, the physically meaningful range%s", range, "");
 }
 
@@ -87,14 +91,14 @@ static int parse_rate(const cursor *cu, int kind, const char *s, double *out)
     int rc = memory_bound(kind) ? units_parse_bandwidth(s, "rate", out, cu->err)
                                 : units_parse_si(s, "rate (FLOP/s)", out, cu->err);
     if (rc < 0) return fail_units(cu);
-    return memory_bound(kind) ? out_of_range(cu, "rate", s, *out, BW_MAX, false, "B/s")
-                              : out_of_range(cu, "rate", s, *out, FLOPS_MAX, false, "FLOP/s");
+    return memory_bound(kind) ? out_of_range(cu, "rate", s, *out, RATE_MIN, BW_MAX, "B/s")
+                              : out_of_range(cu, "rate", s, *out, RATE_MIN, FLOPS_MAX, "FLOP/s");
 }
 
 static int parse_t0(const cursor *cu, const char *s, double *out)
 {
     if (units_parse_time(s, "T0", out, cu->err) < 0) return fail_units(cu);
-    return out_of_range(cu, "T0", s, *out, T0_MAX, true, "s");
+    return out_of_range(cu, "T0", s, *out, 0, T0_MAX, "s");
 }
 
 static int parse_point(const cursor *cu, row *r, const char *tok)
@@ -110,13 +114,15 @@ static int parse_point(const cursor *cu, row *r, const char *tok)
     uint64_t n;
     if (r->x == X_TOKENS) { /* token counts use binary K/M like --seq */
         if (units_parse_count(buf, "curve point tokens", &n, cu->err) < 0) return fail_units(cu);
+        /* above 2^53 a count is not exact as a double and calib_write's %.17g turns it into 1e+17 notation */
+        if (n > (uint64_t)1 << 53) return fail(cu, "curve point '%s': tokens above 2^53%s", tok, "");
         x = (double)n;
     } else if (units_parse_si(buf, "curve point x", &x, cu->err) < 0) {
         return fail_units(cu);
     }
     e = strtod(colon + 1, &end);
-    if (end == colon + 1 || *end || !(e > 0 && e <= 1))
-        return fail(cu, "curve point '%s': efficiency must be a number in (0, 1]%s", tok, "");
+    if (end == colon + 1 || *end || !(e >= EFF_MIN && e <= 1))
+        return fail(cu, "curve point '%s': efficiency must be a number in [1e-9, 1]%s", tok, "");
     if (r->npts == CALIB_MAXPTS) return fail(cu, "curve has more than 32 points at '%s'%s", tok, "");
     if (r->npts && log(x) <= r->lx[r->npts - 1])
         return fail(cu, "curve point '%s': x must increase along the row%s", tok, "");
@@ -172,10 +178,10 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
     if (!strcmp(tok[0], "peak"))
         return units_parse_si(tok[1], "peak (FLOP/s)", &cb->peak, cu->err) < 0
                    ? fail_units(cu)
-                   : out_of_range(cu, "peak", tok[1], cb->peak, FLOPS_MAX, false, "FLOP/s");
+                   : out_of_range(cu, "peak", tok[1], cb->peak, RATE_MIN, FLOPS_MAX, "FLOP/s");
     return units_parse_bandwidth(tok[1], "mem_bw", &cb->mem_bw, cu->err) < 0
                ? fail_units(cu)
-               : out_of_range(cu, "mem_bw", tok[1], cb->mem_bw, BW_MAX, false, "B/s");
+               : out_of_range(cu, "mem_bw", tok[1], cb->mem_bw, RATE_MIN, BW_MAX, "B/s");
 }
 
 /* interference F (every kind) | interference KIND F */
@@ -364,8 +370,8 @@ double calib_task_seconds(const calib *cb, const config *c, const dag_task *t)
 int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN])
 {
     double ref = memory_bound(kind) ? cb->mem_bw : cb->peak;
-    if (kind < 0 || kind >= NKINDS || !(rate > 0) || rate > ref || t0 < 0) {
-        snprintf(err, LOONG_ERRLEN, "%s line: rate %.4g must be in (0, %.4g] and T0 >= 0", task_kind_name(kind), rate,
+    if (kind < 0 || kind >= NKINDS || !(rate >= RATE_MIN) || rate > ref || t0 < 0) {
+        snprintf(err, LOONG_ERRLEN, "%s line: rate %.4g must be in [1, %.4g] and T0 >= 0", task_kind_name(kind), rate,
                  ref);
         return -1;
     }

@@ -26,8 +26,9 @@
  * like --seq, FLOPs and bytes decimal SI prefixes). Curves interpolate linearly in
  * log(x) between points and are flat beyond the first and last; a curve's
  * time is T0 + work / (eff(x) * reference). Every kind needs exactly one row,
- * efficiencies lie in (0, 1] and a line's RATE may not exceed the reference:
- * a table can never predict faster than the hardware peak.
+ * efficiencies lie in [1e-9, 1], rates and references are at least 1 per
+ * second and a line's RATE may not exceed the reference: a table can never
+ * predict faster than the hardware peak, nor an infinite time.
  *
  * Low-level: depends on units and dag (for task kinds and shapes).
  *
