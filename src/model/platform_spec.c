@@ -2,6 +2,7 @@
 #include "platform_spec.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,7 +272,10 @@ int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin)
     return ferror(f) ? -1 : 0;
 }
 
-static int spec_field(platform_spec *sp, const char *key, const char *val)
+/* One key=value of loong_spec; each key once (bit i of *seen; gpu is the
+ * last bit). Returns 0, or -1 for an unknown key, a repeated one, or a value
+ * that is not a number of its type (an int outside int's range included). */
+static int spec_field(platform_spec *sp, const char *key, const char *val, uint32_t *seen)
 {
     char *end;
     struct {
@@ -296,16 +300,25 @@ static int spec_field(platform_spec *sp, const char *key, const char *val)
              {"ll128_eff", NULL, &sp->ll128_eff},
              {"tree_eff", NULL, &sp->tree_eff},
              {"nvls_eff", NULL, &sp->nvls_eff}};
+    const size_t nf = sizeof f / sizeof f[0];
     if (!strcmp(key, "gpu")) {
+        if (*seen & (1u << nf)) return -1;
+        *seen |= 1u << nf;
         snprintf(sp->gpu, sizeof sp->gpu, "%s", val);
         return 0;
     }
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    for (size_t i = 0; i < nf; i++)
         if (!strcmp(key, f[i].k)) {
-            if (f[i].i)
-                *f[i].i = (int)strtol(val, &end, 10);
-            else
+            if (*seen & (1u << i)) return -1;
+            *seen |= 1u << i;
+            errno = 0;
+            if (f[i].i) {
+                long v = strtol(val, &end, 10);
+                if (errno || v < INT_MIN || v > INT_MAX) return -1;
+                *f[i].i = (int)v;
+            } else {
                 *f[i].d = strtod(val, &end);
+            }
             return *end || end == val ? -1 : 0;
         }
     return -1;
@@ -330,11 +343,14 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
     }
     char *val = xstrndup(v, (size_t)(q - v), "a platform's loong_spec"), *save = NULL;
     int rc = 0;
+    uint32_t seen = 0;
     for (char *tok = strtok_r(val, " ", &save); tok && rc == 0; tok = strtok_r(NULL, " ", &save)) {
         char *eq = strchr(tok, '=');
-        if (!eq || (*eq = '\0', spec_field(sp, tok, eq + 1) < 0)) {
+        if (!eq || (*eq = '\0', spec_field(sp, tok, eq + 1, &seen) < 0)) {
             if (eq) *eq = '=';
-            snprintf(err, LOONG_ERRLEN, "platform '%s': malformed loong_spec entry '%.40s'", path, tok);
+            snprintf(err, LOONG_ERRLEN,
+                     "platform '%s': malformed or repeated loong_spec entry '%.40s': regenerate it with loong topo",
+                     path, tok);
             rc = -1;
         }
     }
