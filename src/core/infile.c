@@ -34,7 +34,7 @@ static int refuse_size(const char *path, const char *what, size_t have, size_t m
 }
 
 /* Open for reading, refusing directories and regular files over max. */
-static FILE *open_checked(const char *path, const char *what, size_t max, char err[LOONG_ERRLEN])
+static FILE *open_checked(const char *path, const char *what, size_t max, size_t *size, char err[LOONG_ERRLEN])
 {
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -51,6 +51,7 @@ static FILE *open_checked(const char *path, const char *what, size_t max, char e
         refuse_size(path, what, (size_t)st.st_size, max, err);
         return NULL;
     }
+    *size = S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
     FILE *f = fopen(path, "rb");
     if (!f) snprintf(err, LOONG_ERRLEN, "cannot read %s '%s': %s", what, path, strerror(errno));
     return f;
@@ -58,9 +59,11 @@ static FILE *open_checked(const char *path, const char *what, size_t max, char e
 
 char *infile_read(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN])
 {
-    FILE *f = open_checked(path, what, max, err);
+    size_t size;
+    FILE *f = open_checked(path, what, max, &size, err);
     if (!f) return NULL;
-    size_t cap = 4096, n = 0, got;
+    /* a regular file's size, plus one byte to see it has not grown */
+    size_t cap = size + 2 > 4096 ? size + 2 : 4096, n = 0, got;
     char *buf = xmalloc(cap, "an input file");
     /* read in chunks: a FIFO or a file that grows has no size to trust */
     while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
