@@ -60,7 +60,8 @@ summarize() {
         fail=$((fail + f + e))
     done
     # the bad-input catalogue closes with its own "N passed, M failed"
-    for log in $(for d in "$@"; do echo "$d"/tests/badinput.log; done); do
+    for log in $(for d in "$@"; do echo "$d"/tests/badinput.sh.log; done); do
+        [ -f "$log" ] || continue
         line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1) || continue
         read -r n f <<<"$(echo "$line" | grep -Eo '[0-9]+' | paste -sd' ')"
         pass=$((pass + n))
