@@ -188,7 +188,7 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN,
                  "this configuration would need up to %.3g tasks (~%.0f GB of task memory), more than loong builds "
                  "(%.3g): use --compose, --layers, --scope attn or a smaller mesh",
-                 (double)est, (double)est * 112 / 1e9, (double)MAX_TASKS);
+                 (double)est, (double)est * DAG_BYTES_PER_TASK / 1e9, (double)MAX_TASKS);
         return -1;
     }
     return 0;

@@ -57,9 +57,6 @@ int bt_reserve(builder *b, int ranks, char err[LOONG_ERRLEN]);
 /* Free a builder and its unfinished DAG. */
 void bt_abort(builder *b);
 
-/* Peak bytes per task while a DAG is built (tasks, dependencies, stream
- * index; measured over 0.2 M and 16.8 M tasks: README, "Limits"). */
-#define DAG_BYTES_PER_TASK 112
 /* Check that every send met its recv, index the streams and free b.
  * Returns the DAG, or NULL with a message (a program bug). */
 dag *bt_finish(builder *b, char err[LOONG_ERRLEN]);
