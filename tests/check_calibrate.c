@@ -56,7 +56,7 @@ static void synthetic_with(const config *c, gsl_rng *r, double noise, double out
         if (t->kind == TASK_RECV) du[i] = du[t->match];
     }
     FILE *f = fopen(path, "w");
-    ck_assert_int_eq(trace_write(f, g, "synthetic", st, du, NULL), 0);
+    ck_assert_int_eq(trace_write(f, g, "synthetic", st, du, NULL, NULL), 0);
     fclose(f);
     free(st);
     free(du);

@@ -31,7 +31,7 @@ static void make_trace(const dag *g, double (*dur)(const dag_task *), const char
             }
         }
     FILE *f = fopen(path, "w");
-    ck_assert_int_eq(trace_write(f, g, "hand", st, du, NULL), 0);
+    ck_assert_int_eq(trace_write(f, g, "hand", st, du, NULL, NULL), 0);
     fclose(f);
     free(st);
     free(du);
@@ -120,7 +120,7 @@ START_TEST(refuses_mismatch)
     uint32_t n = dag_ntasks(ga);
     double *z = calloc(n, sizeof *z);
     trace_filter flt = {0, -1};
-    trace_write(f, ga, "hand", z, z, &flt);
+    trace_write(f, ga, "hand", z, z, &flt, NULL);
     fclose(f);
     r = run_cmd(LOONG_BIN " compare %s %s", pred_path, meas_path);
     ck_assert_int_eq(r.status, 2);

@@ -47,7 +47,7 @@ START_TEST(round_trip)
     }
     const char *p = tmp_path();
     FILE *f = fopen(p, "w");
-    ck_assert_int_eq(trace_write(f, g, "test", st, du, NULL), 0);
+    ck_assert_int_eq(trace_write(f, g, "test", st, du, NULL, NULL), 0);
     fclose(f);
     trace t;
     char err[LOONG_ERRLEN];
@@ -74,7 +74,7 @@ START_TEST(round_trip)
     /* a rank filter keeps that rank's events only */
     trace_filter flt = {1, -1};
     f = fopen(p, "w");
-    ck_assert_int_eq(trace_write(f, g, "test", st, du, &flt), 0);
+    ck_assert_int_eq(trace_write(f, g, "test", st, du, &flt, NULL), 0);
     fclose(f);
     ck_assert_int_eq(trace_read(p, &t, err), 0);
     for (size_t i = 0; i < t.n; i++)

@@ -14,6 +14,7 @@
 #include <getopt.h>
 
 #include "core/config.h"
+#include "model/whatif.h"
 
 typedef struct cli_command {
     const char *name;
@@ -43,6 +44,17 @@ enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_
 /* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
  * exec's inputs). Returns 0 or -1 with a message. */
 int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN]);
+
+/* ---- the perturbation options of sim, coll and plan (cli_whatif.c) ---- */
+enum { CLI_OPT_STRAGGLER = 2000, CLI_OPT_SLOW_LINK, CLI_OPT_FAIL_LINK, CLI_OPT_JITTER };
+#define CLI_WHATIF_OPTIONS                                                                                             \
+    {"straggler", required_argument, 0, CLI_OPT_STRAGGLER}, {"slow-link", required_argument, 0, CLI_OPT_SLOW_LINK},    \
+        {"fail-link", required_argument, 0, CLI_OPT_FAIL_LINK}, {"jitter", required_argument, 0, CLI_OPT_JITTER}
+/* Their --help lines. */
+const char *cli_whatif_help(void);
+/* Record perturbation option `opt` in w: 1; 0 when opt is not one; -1
+ * after printing "loong CMD: error: ..." (return 2 then). */
+int cli_whatif_option(const char *cmd, whatif *w, int opt, const char *arg);
 
 /* The getopt_long table of a command: one option per configuration knob
  * (named by the knob table), then the command's own options `own`

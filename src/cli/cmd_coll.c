@@ -36,6 +36,9 @@ static void coll_usage(FILE *f)
                "  --model             the analytical model only (no SimGrid): what the planner uses\n"
                "  --compare LOG       an nccl-tests log: its sizes, op, GPUs and nodes (unless\n"
                "                      given), measured and simulated side by side with the error\n"
+               "  --slow-link NAME[:F] link NAME at 1/F of its bandwidth (what-if)      [F 2]\n"
+               "  --fail-link NAME    link NAME down: traffic reroutes (PXN, another GPU)\n"
+               "                      (names: loong topo --list-links PLATFORM)\n"
                "  -h, --help          this text\n"
                "\nSizes are nccl-tests' (the buffer per rank; all_gather's the gathered one).\n"
                "In-place columns repeat out-of-place: the simulation has no separate path.\n"
@@ -46,6 +49,7 @@ static void coll_usage(FILE *f)
 typedef struct coll_cli {
     const char *platform, *op, *minb, *maxb, *factor, *gpus, *nodes, *algo, *proto, *compare;
     bool model;
+    whatif w; /* --slow-link, --fail-link */
 } coll_cli;
 
 typedef struct coll_job {
@@ -70,6 +74,7 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
                                          {"nccl-proto", required_argument, 0, 'P'},
                                          {"model", no_argument, 0, 'm'},
                                          {"compare", required_argument, 0, 'c'},
+                                         CLI_WHATIF_OPTIONS,
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -77,6 +82,9 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
     optind = 1;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "b:e:f:h", opts, NULL)) != -1) {
+        int wi = cli_whatif_option("coll", &o->w, ch, optarg);
+        if (wi < 0) return 2;
+        if (wi) continue;
         switch (ch) {
         case 'p': o->platform = optarg; break;
         case 'o': o->op = optarg; break;
@@ -95,6 +103,13 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
     }
     if (optind < argc) return cli_fail("coll", "unexpected argument '%s' (see loong coll --help)", argv[optind]);
     if (!o->platform) return cli_fail("coll", "--platform FILE is required (shipped ones are in topologies/)");
+    if (o->w.nstrag || o->w.jitter > 0)
+        return cli_fail("coll", "--%s slows kernels, and loong coll times collectives alone: use it with loong sim "
+                                "or loong plan",
+                        o->w.nstrag ? "straggler" : "jitter");
+    if (o->model && whatif_any(&o->w))
+        return cli_fail("coll", "--model is the unperturbed analytical model: drop it to simulate --slow-link or "
+                                "--fail-link");
     return 0;
 }
 
@@ -212,6 +227,10 @@ static int run_engine(const coll_cli *o, coll_job *j, char err[LOONG_ERRLEN])
 #ifdef HAVE_SIMGRID
     sim_platform *pf = sim_platform_open(o->platform, 0, NULL, err);
     if (!pf) return -1;
+    if (sim_platform_perturb(pf, &o->w, err) < 0) {
+        sim_platform_free(pf);
+        return -1;
+    }
     int rc = sim_coll_bench(pf, &j->a, j->seconds, j->plans, err);
     sim_platform_free(pf);
     return rc;
@@ -243,6 +262,11 @@ static void print_table(const coll_cli *o, const coll_job *j)
            coll_op_name(j->a.op), n, j->a.nodes, n / j->a.nodes, o->platform,
            o->model ? "analytical model" : "simulated (SimGrid)", nccl_algo_name(j->a.algo),
            nccl_proto_name(j->a.proto));
+    if (whatif_any(&o->w)) {
+        char what[1024];
+        whatif_describe(&o->w, what, sizeof what);
+        printf("# PERTURBED (what-if): %s\n", what);
+    }
     printf("#\n#%59s%-35s%s\n", "", "out-of-place", "in-place");
     printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s %6s %6s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algo", "proto");

@@ -49,13 +49,13 @@ static void sim_usage(FILE *f)
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
             "  --log=SPEC            SimGrid logging, e.g. --log=loong.thres:verbose\n"
             "  -h, --help            this text\n"
-            "\n%s"
+            "\n%s\n%s"
             "\nExit status: 0; 1 when a prediction exceeds the hardware peak (a # BUG line);\n"
             "2 on bad input.\n"
             "\nExample:\n"
             "  loong sim --platform topologies/dgx-h100-8n.xml --model llama3-8b --seq 1M --mesh 8x8 \\\n"
             "            --strategy loongtrain --window 4 --scope step --trace predicted.json\n",
-            cli_config_help());
+            cli_whatif_help(), cli_config_help());
 }
 
 typedef struct sim_args {
@@ -67,6 +67,7 @@ typedef struct sim_args {
     bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
+    whatif w; /* --straggler, --slow-link, --fail-link, --jitter */
 } sim_args;
 
 /* Move SimGrid's own --cfg=/--log= out of argv (getopt would reject them). */
@@ -112,6 +113,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"compose", no_argument, 0, 'C'},
         {"dp", required_argument, 0, 'D'},
         {"dp-mode", required_argument, 0, 'M'},
+        CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -120,6 +122,9 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         if (cli_config_option(cc, opt, optarg)) continue;
+        int wi = cli_whatif_option("sim", &a->w, opt, optarg);
+        if (wi < 0) return 2;
+        if (wi) continue;
         switch (opt) {
         case 'p': a->platform = optarg; break;
         case 'c': a->calib = optarg; break;
@@ -166,6 +171,15 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     return 0;
 }
 
+/* The header line that marks a perturbed prediction. */
+static void write_whatif_line(FILE *f, const whatif *w)
+{
+    if (!whatif_any(w)) return;
+    char what[1024];
+    whatif_describe(w, what, sizeof what);
+    fprintf(f, "# PERTURBED (what-if): %s\n", what);
+}
+
 static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf)
 {
     char desc[256];
@@ -177,6 +191,7 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n",
                 a->dp.dp, a->dp.dp * config_ranks(dag_config(g)),
                 a->dp.full ? "every replica simulated" : "one replica simulated, the others by symmetry");
+    write_whatif_line(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
         fprintf(f, " %s", a->sg_args[i]);
@@ -204,6 +219,14 @@ static json_t *json_summary(const dag *g, const sim_result *res)
                   "busy_mean_s", sum[0] / P, "busy_max_s", mx[0], "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1],
                   "tasks", (json_int_t)dag_ntasks(g), "layers", c->model.layers, "sim_wall_s", res->wall_s);
     if (!j) xalloc_die(0, "the JSON summary");
+    return j;
+}
+
+/* The summary with the perturbations it ran under, if any. */
+static json_t *json_summary_of(const dag *g, const sim_result *res, const whatif *w)
+{
+    json_t *j = json_summary(g, res);
+    if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
     return j;
 }
 
@@ -251,7 +274,8 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     char *mem = NULL;
     size_t memlen = 0;
     int rc = 0;
-    if (a->trace && trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt) < 0)
+    if (a->trace && trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt,
+                                        whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");
@@ -262,7 +286,7 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     }
     if (!o->table && f) fclose(f);
     free(mem);
-    if (rc == 0 && a->json && dump_json(o->js.f, json_summary(g, res)) < 0)
+    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, &a->w)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
     if (rc == 0 && a->trace) rc = afile_commit(&o->tr, err);
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
@@ -278,6 +302,10 @@ static int simulate(sim_args *a, const config *c)
     sim_outputs out;
     if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     sim_platform *pf = sim_platform_open(a->platform, a->nsg, a->sg_args, err);
+    if (pf && sim_platform_perturb(pf, &a->w, err) < 0) {
+        sim_platform_free(pf);
+        pf = NULL;
+    }
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
     dag *g = cb ? dag_build(c, err) : NULL;
     if (!g) {
@@ -319,18 +347,25 @@ static int run_layers(const sim_args *a, const cli_config *cc, const config *c, 
                       char err[LOONG_ERRLEN])
 {
     const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
-    const char **extra = xcalloc((size_t)a->nsg + 2, sizeof *extra, "a child's options");
-    char dp[32], mode[32];
+    int nw = whatif_argc(&a->w);
+    const char **extra = xcalloc((size_t)(a->nsg + 2 + nw), sizeof *extra, "a child's options");
+    char dp[32], mode[32], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
     snprintf(dp, sizeof dp, "--dp=%d", a->dp.dp);
     snprintf(mode, sizeof mode, "--dp-mode=%s", a->dp.full ? "full" : "symmetric");
     for (int i = 0; i < a->nsg; i++)
         extra[i] = a->sg_args[i];
     extra[a->nsg] = dp;
     extra[a->nsg + 1] = mode;
-    char **v = sim_child_argv(c, &sp, extra, a->nsg + 2), what[48];
+    nw = whatif_argv(&a->w, wv);
+    for (int i = 0; i < nw; i++)
+        extra[a->nsg + 2 + i] = wv[i];
+    char **v = sim_child_argv(c, &sp, extra, a->nsg + 2 + nw), what[48];
     snprintf(what, sizeof what, "the %d-layer step", layers);
     int rc = sim_child_run(v, what, res, err);
     sim_child_argv_free(v);
+    for (int i = 0; i < nw; i++)
+        free(wv[i]);
+    free(wv);
     free(extra);
     return rc;
 }
@@ -394,7 +429,9 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
     config_describe(c, desc, sizeof desc);
     double tokens = (double)c->batch * (double)c->seq;
     int P = config_ranks(c);
-    fprintf(f, "# loong sim --compose: %s\n# platform %s; ", desc, a->platform);
+    fprintf(f, "# loong sim --compose: %s\n", desc);
+    write_whatif_line(f, &a->w);
+    fprintf(f, "# platform %s; ", a->platform);
     if (k > 0)
         fprintf(f,
                 "composed from simulations of %d and %d layers (%.6f s), one layer adding a constant from there%s:\n"
@@ -422,6 +459,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
     if (a->json) {
         json_t *j = json_pack("{s:o, s:f, s:f, s:b, s:i}", "config", config_to_json(c), "step_s", step,
                               "exposed_mean_s", exposed, "composed", k > 0, "period_from_layers", k);
+        if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
@@ -467,6 +505,9 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
 /* Flags that only make sense against the configuration: checked before any work. */
 static int check_against_config(const sim_args *a, const config *c)
 {
+    char err[LOONG_ERRLEN];
+    if (whatif_check_ranks(&a->w, config_ranks(c) * (a->dp.full ? a->dp.dp : 1), err) < 0)
+        return cli_fail("sim", "%s", err);
     if ((a->flt.rank >= 0 || a->flt.layer >= 0) && !a->trace)
         return cli_fail("sim", "--trace-rank and --trace-layer select what --trace FILE writes: add --trace FILE");
     if (a->flt.rank >= config_ranks(c))
@@ -500,6 +541,10 @@ int cmd_sim(int argc, char **argv)
             free(a.sg_args);
             return cli_fail("sim", "%s", err);
         }
+    }
+    if (cli_config_seed(&cc, &a.w.seed, err) < 0) {
+        free(a.sg_args);
+        return cli_fail("sim", "%s", err);
     }
     rc = check_against_config(&a, &c);
     if (rc == 0) rc = a.compose ? compose(&a, &cc, &c) : simulate(&a, &c);

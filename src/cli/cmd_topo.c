@@ -5,7 +5,11 @@
 
 #include "core/afile.h"
 #include "model/platform_spec.h"
+#include "autoconf.h"
 #include "cli.h"
+#ifdef HAVE_SIMGRID
+#include "sim/sim.h"
+#endif
 
 static void topo_usage(FILE *f)
 {
@@ -33,6 +37,8 @@ static void topo_usage(FILE *f)
             "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
             "                          that rail first (NCCL's PXN)        [on: GPU kinds]\n"
             "  -o, --output FILE       write there (atomically) instead of stdout\n"
+            "  --list-links FILE       list the links of platform FILE instead (the names that\n"
+            "                          loong sim --slow-link and --fail-link take)\n"
             "  -h, --help              this text\n"
             "\nBandwidths take Bps (bytes/s) or bps (bits/s) with k/M/G/T (powers of 10).\n"
             "\nExample:\n"
@@ -45,6 +51,41 @@ typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
     const char *nvls, *pxn;
 } topo_args;
+
+/* The platform's links, as SimGrid loaded them: "# link bandwidth latency" rows. */
+static int list_links(const char *path, const char *out)
+{
+#ifdef HAVE_SIMGRID
+    char err[LOONG_ERRLEN];
+    afile f;
+    if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
+    char *args[] = {(char *)"--log=root.thres:critical"};
+    sim_platform *pf = sim_platform_open(path, 1, args, err);
+    if (!pf) {
+        afile_abort(&f);
+        return cli_fail("topo", "%s", err);
+    }
+    int n;
+    sim_link_desc *d = sim_platform_links(&n);
+    fprintf(f.f, "# links of %s: %d (names for loong sim --slow-link / --fail-link)\n", path, n);
+    fprintf(f.f, "# %-30s %16s %12s  %s\n", "link", "GB/s/direction", "latency_us", "sharing");
+    for (int i = 0; i < n; i++)
+        fprintf(f.f, "  %-30s %16.3f %12.3f  %s\n", d[i].name, d[i].bw / 1e9, d[i].lat * 1e6,
+                d[i].duplex ? "full duplex" : "shared");
+    free(d);
+    sim_platform_free(pf);
+    if (ferror(f.f)) {
+        afile_abort(&f);
+        return cli_fail("topo", "write error on '%s'", out);
+    }
+    return afile_commit(&f, err) < 0 ? cli_fail("topo", "%s", err) : 0;
+#else
+    (void)out;
+    return cli_fail("topo", "--list-links '%s' needs SimGrid: this loong was built without it (apt-get install "
+                            "libsimgrid-dev, then reconfigure)",
+                    path);
+#endif
+}
 
 static int on_off(const char *s, const char *what, int *out, char err[LOONG_ERRLEN])
 {
@@ -105,6 +146,7 @@ int cmd_topo(int argc, char **argv)
         {"uplink-latency", required_argument, 0, 12},
         {"nvls", required_argument, 0, 13},
         {"pxn", required_argument, 0, 14},
+        {"list-links", required_argument, 0, 15},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -112,7 +154,7 @@ int cmd_topo(int argc, char **argv)
     topo_args a = {0};
     const char **slot[] = {NULL,       &a.nodes, &a.gpn,     &a.gpu,     &a.nvlink, &a.nic,  &a.nics, &a.fabric,
                            &a.oversub, &a.npl,   &a.nvl_lat, &a.nic_lat, &a.up_lat, &a.nvls, &a.pxn};
-    const char *out = "-";
+    const char *out = "-", *list = NULL;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -122,12 +164,18 @@ int cmd_topo(int argc, char **argv)
         }
         switch (opt) {
         case 'o': out = optarg; break;
+        case 15: list = optarg; break;
         case 'h': topo_usage(stdout); return 0;
         default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
     char err[LOONG_ERRLEN], origin[1024];
+    if (list) {
+        for (int i = 1; i < 15; i++)
+            if (*slot[i]) return cli_fail("topo", "--list-links reads a platform: drop the generator's options");
+        return list_links(list, out);
+    }
     platform_spec sp;
     if (apply(&a, &sp, err) < 0) return cli_fail("topo", "%s", err);
     origin_of(argc, argv, origin, sizeof origin);

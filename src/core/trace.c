@@ -44,7 +44,7 @@ static void write_metadata(FILE *f, const dag *g, const trace_filter *flt)
 }
 
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
-                const trace_filter *flt)
+                const trace_filter *flt, json_t *perturbed)
 {
     fputs("{\"traceEvents\":[\n", f);
     write_metadata(f, g, flt);
@@ -65,6 +65,7 @@ int trace_write(FILE *f, const dag *g, const char *backend, const double *start_
     fputs("{\"ph\":\"M\",\"name\":\"loong_end\",\"pid\":0,\"args\":{}}\n],\n\"displayTimeUnit\":\"ms\",\n", f);
     json_t *meta = json_pack("{s:i,s:s,s:s,s:o}", "format", TRACE_FORMAT, "version", PACKAGE_VERSION, "backend",
                              backend, "config", config_to_json(dag_config(g)));
+    if (perturbed) json_object_set_new(meta, "whatif", perturbed);
     char *ms = json_dumps(meta, JSON_COMPACT);
     json_decref(meta);
     if (!ms) return -1;

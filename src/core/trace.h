@@ -14,6 +14,7 @@
 #ifndef LOONG_TRACE_H
 #define LOONG_TRACE_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "dag.h"
@@ -30,9 +31,12 @@ typedef struct trace_filter {
 } trace_filter;
 
 /* Write the trace of g. start_s[id] and dur_s[id] are seconds from the step's
- * start; flt may be NULL. Returns 0, or -1 on a write error. */
+ * start; flt may be NULL. `perturbed`, when not NULL, describes what the
+ * run was perturbed by (model/whatif.h) and becomes the "whatif" member
+ * of the trace's "loong" object, beside its config (the reference is
+ * taken). Returns 0, or -1 on a write error. */
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
-                const trace_filter *flt);
+                const trace_filter *flt, json_t *perturbed);
 
 typedef struct trace_ev {
     uint64_t flops, bytes;

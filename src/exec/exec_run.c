@@ -318,7 +318,7 @@ static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG
         snprintf(backend, sizeof backend, "exec-%s", x->ops->name);
         if (afile_open(&x->trace_out, x->o->trace_path, err) < 0)
             bad = 1;
-        else if (trace_write(x->trace_out.f, x->g, backend, gs, gd, NULL) < 0 || fflush(x->trace_out.f) != 0) {
+        else if (trace_write(x->trace_out.f, x->g, backend, gs, gd, NULL, NULL) < 0 || fflush(x->trace_out.f) != 0) {
             snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
             bad = 1;
         }

@@ -22,6 +22,7 @@
 
 #include "model/calib.h"
 #include "model/nccl.h"
+#include "model/whatif.h"
 #include "core/dag.h"
 
 /* The SimGrid settings loong applies before the user's --cfg= options:
@@ -37,6 +38,23 @@ typedef struct sim_platform sim_platform;
  * malformed XML, no GPU hosts, GPUs of several kinds, or nodes with
  * different GPU counts. */
 sim_platform *sim_platform_open(const char *path, int nargs, char **args, char err[LOONG_ERRLEN]);
+
+/* Apply the perturbations w to pf (sim_whatif.c says how): resolves the
+ * link names and the straggler ranks against the platform. Call once,
+ * before sim_run or sim_coll_bench. Returns 0, or -1 with a message that
+ * says how to list the platform's links. */
+int sim_platform_perturb(sim_platform *pf, const whatif *w, char err[LOONG_ERRLEN]);
+
+/* A link as the platform's XML declares it. */
+typedef struct sim_link_desc {
+    char name[96]; /* the XML's id: a full-duplex link's two directions are one entry */
+    double bw;     /* bytes/s, per direction */
+    double lat;    /* seconds */
+    bool duplex;
+} sim_link_desc;
+
+/* Every link of the loaded platform, sorted by name: n of them, malloc'd. */
+sim_link_desc *sim_platform_links(int *n);
 
 /* Release pf (SimGrid's own objects live until the process exits). */
 void sim_platform_free(sim_platform *pf);

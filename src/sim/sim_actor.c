@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
 
 #include "sim_internal.h"
 #include "core/xalloc.h"
@@ -47,6 +49,13 @@ static void progress(sim_state *S, uint32_t k)
             simgrid_get_clock(), now - S->wall0);
 }
 
+/* A kernel's calibrated time, times its jitter draw (sim_run_dp). */
+static double kernel_seconds(const sim_stream *me, const dag_task *x)
+{
+    double d = calib_task_seconds(me->S->cb, me->S->c, x);
+    return me->S->jitter ? d * me->S->jitter[me->off + x->id] : d;
+}
+
 /* Run the compute task at position i and every following compute task
  * that is ready when its predecessor ends; returns how many ran. */
 static uint32_t run_compute(sim_stream *me, uint32_t i)
@@ -56,7 +65,7 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
     uint32_t k = i;
     do {
         const dag_task *x = dag_task_get(S->g, me->ids[k]);
-        double d = calib_task_seconds(S->cb, S->c, x);
+        double d = kernel_seconds(me, x) * (S->faults->kscale ? S->faults->kscale[me->rank] : 1);
         S->start[me->off + x->id] = t;
         S->dur[me->off + x->id] = d;
         t += d;
@@ -77,7 +86,8 @@ static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
 {
     sim_state *S = me->S;
     const dag_task *x = dag_task_get(S->g, me->ids[i]);
-    double d = calib_task_seconds(S->cb, S->c, x), f = calib_interference(S->cb, x->kind);
+    /* a straggler's host runs slower by its speed profile (sim_whatif.c) */
+    double d = kernel_seconds(me, x), f = calib_interference(S->cb, x->kind);
     double t0 = simgrid_get_clock();
     S->start[me->off + x->id] = t0;
     if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(S->hosts[me->rank]), f > 0 ? 1 / f : 1e12);
@@ -188,6 +198,60 @@ static void spawn(sim_state *S)
         }
 }
 
+/* With failed links, the pairs' paths are checked from an actor (routes
+ * exist once the platform is sealed) before anything starts. */
+typedef struct checked_start {
+    sim_state *S;
+    int n;
+    void (*start)(void *);
+    void *arg;
+    char *err;
+} checked_start;
+
+static void check_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    checked_start *cs = sg_actor_self_get_data();
+    if (sim_links_check(cs->S->links, cs->n, cs->err) == 0) cs->start(cs->arg);
+}
+
+int sim_start_checked(sim_state *S, sg_host_t where, int n, void (*start)(void *), void *arg, char err[LOONG_ERRLEN])
+{
+    err[0] = '\0';
+    if (!S->faults || !S->faults->noff) {
+        start(arg);
+        simgrid_run();
+        return 0;
+    }
+    checked_start cs = {S, n, start, arg, err};
+    sg_actor_t a = sg_actor_init("route-check", where);
+    sg_actor_set_data(a, &cs);
+    sg_actor_start(a, check_main, 0, NULL);
+    simgrid_run();
+    return err[0] ? -1 : 0;
+}
+
+static void spawn_streams(void *S) { spawn(S); }
+
+/* Per (replica, task): lognormal factors of mean 1 (whatif.h), drawn in
+ * task order from the seed, so a run is the same whatever SimGrid's
+ * actor order. */
+static double *draw_jitter(const sim_state *S, size_t n)
+{
+    const whatif *w = &S->faults->w;
+    if (!(w->jitter > 0)) return NULL;
+    double mu, sigma, *f = xmalloc_array(n ? n : 1, sizeof *f, "the jitter draws");
+    whatif_lognormal_params(w->jitter, &mu, &sigma);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!r) xalloc_die(0, "the jitter's generator");
+    gsl_rng_set(r, (unsigned long)w->seed);
+    for (size_t i = 0; i < n; i++)
+        f[i] = gsl_ran_lognormal(r, mu, sigma);
+    gsl_rng_free(r);
+    return f;
+}
+
 /* After the run: every stream must have finished, else the DAG deadlocked. */
 static int check_finished(sim_state *S, char err[LOONG_ERRLEN])
 {
@@ -218,6 +282,7 @@ static void release(sim_state *S)
     nccl_group_free(&S->dp_group);
     free(S->comm_active);
     free(S->comm_share);
+    free(S->jitter);
     sim_links_free(S->links);
 }
 
@@ -274,13 +339,14 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on
     S.pos = xmalloc_array(n, sizeof *S.pos, "the simulation's tasks");
     S.start = xcalloc(reps * n, sizeof *S.start, "the simulated start times");
     S.dur = xcalloc(reps * n, sizeof *S.dur, "the simulated durations");
-    S.links = sim_links_new((int)reps * P);
+    S.links = sim_links_new(pf);
+    S.faults = sim_platform_faults(pf);
+    S.jitter = draw_jitter(&S, reps * n);
     if (S.spec) S.groups = xcalloc(reps * dag_ngroups(g) + 1, sizeof *S.groups, "the collective groups");
     S.wall0 = S.last_report = wall_now();
-    spawn(&S);
-    simgrid_run();
+    int rc = sim_start_checked(&S, S.hosts[0], (int)reps * P, spawn_streams, &S, err);
     res->wall_s = wall_now() - S.wall0;
-    int rc = check_finished(&S, err);
+    if (rc == 0) rc = check_finished(&S, err);
     collect_times(&S, n, res);
     if (rc == 0) sim_links_collect(S.links, res);
     release(&S);

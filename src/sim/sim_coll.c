@@ -47,6 +47,21 @@ static void member_main(int argc, char **argv)
     }
 }
 
+static void start_members(void *arg)
+{
+    coll_bench *B = arg;
+    for (int i = 0; i < B->a.gpus; i++) {
+        sim_stream *st = &B->members[i];
+        st->S = &B->S;
+        st->rank = B->g.rank[i];
+        char name[32];
+        snprintf(name, sizeof name, "gpu%d", st->rank);
+        sg_actor_t act = sg_actor_init(name, B->S.hosts[st->rank]);
+        sg_actor_set_data(act, st);
+        sg_actor_start(act, member_main, 0, NULL);
+    }
+}
+
 int sim_coll_bench(sim_platform *pf, const nccl_sweep *a, double *seconds, nccl_plan *plans, char err[LOONG_ERRLEN])
 {
     const platform_spec *sp = sim_platform_nccl_spec(pf);
@@ -65,25 +80,19 @@ int sim_coll_bench(sim_platform *pf, const nccl_sweep *a, double *seconds, nccl_
     B.S.spec = sp;
     B.S.P = B.S.reps = B.S.dp = 1;
     B.S.hosts = sim_platform_hosts(pf);
-    B.S.links = sim_links_new(sp->nodes * sp->gpus_per_node);
+    B.S.links = sim_links_new(pf);
+    B.S.faults = sim_platform_faults(pf);
     B.members = xcalloc((size_t)a->gpus, sizeof *B.members, "the collective's members");
     B.bar = sg_barrier_init((unsigned)a->gpus);
-    for (int i = 0; i < a->gpus; i++) {
-        sim_stream *st = &B.members[i];
-        st->S = &B.S;
-        st->rank = B.g.rank[i];
-        char name[32];
-        snprintf(name, sizeof name, "gpu%d", st->rank);
-        sg_actor_t act = sg_actor_init(name, B.S.hosts[st->rank]);
-        sg_actor_set_data(act, st);
-        sg_actor_start(act, member_main, 0, NULL);
-    }
-    simgrid_run();
+    int last = 0;
+    for (int i = 0; i < a->gpus; i++)
+        last = B.g.rank[i] > last ? B.g.rank[i] : last;
+    int rc = sim_start_checked(&B.S, B.S.hosts[0], last + 1, start_members, &B, err);
     for (int i = 0; i < a->gpus; i++)
         sim_flow_release(&B.members[i]);
     sg_barrier_destroy(B.bar);
     free(B.members);
     sim_links_free(B.S.links);
     nccl_group_free(&B.g);
-    return 0;
+    return rc;
 }

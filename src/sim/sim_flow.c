@@ -21,6 +21,7 @@
  *   task's bytes: 2(n-1) or n-1 chunks), as MPI's ring does.
  */
 #include <simgrid/actor.h>
+#include <simgrid/host.h>
 #include <simgrid/comm.h>
 #include <simgrid/engine.h>
 #include <simgrid/mailbox.h>
@@ -30,6 +31,7 @@
 #include <xbt/log.h>
 
 #include "sim_internal.h"
+#include "sim_s4u.h"
 #include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_flow, loong, "loong sim: point-to-point and collective flows");
@@ -52,10 +54,63 @@ static sg_mailbox_t channel(sim_chan **cache, int *n, int *cap, int stream, int 
     return mb;
 }
 
+/* A transfer rerouted around a failed link (sim_links.c) through GPU `via`:
+ * a relay actor runs both legs at once, each a SimGrid flow over its own
+ * route, and holds the transfer's end until max over legs k of (end_k +
+ * the other leg's latency): cut-through, so on idle links it ends at
+ * lat1 + lat2 + bytes / (the slower leg's bandwidth), the whole path's
+ * alpha-beta. It then takes the sender's zero-byte put (on the sender's
+ * host) and, moved to the receiver's host, makes the zero-byte put the
+ * receiver's get matches: both ends see the transfer end when it does. */
+typedef struct relay_job {
+    sg_host_t src, via, dst;
+    uint64_t bytes;
+    double lat[2];
+    sg_mailbox_t ack, chan;
+} relay_job;
+
+static void relay_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    relay_job *j = sg_actor_self_get_data();
+    sg_comm_t legs[2] = {sim_s4u_sendto_async(j->src, j->via, j->bytes), sim_s4u_sendto_async(j->via, j->dst, j->bytes)};
+    int who[2] = {0, 1};
+    double until = 0;
+    for (int left = 2; left > 0; left--) {
+        ssize_t k = sg_comm_wait_any(legs, (size_t)left);
+        xbt_assert(k >= 0, "loong sim: a rerouted transfer failed");
+        double end = simgrid_get_clock() + j->lat[1 - who[k]];
+        if (end > until) until = end;
+        legs[k] = legs[left - 1];
+        who[k] = who[left - 1];
+    }
+    if (until - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(until);
+    sg_mailbox_get(j->ack);
+    sg_actor_set_host(sg_actor_self(), j->dst);
+    sg_mailbox_put(j->chan, &payload, 0);
+    free(j);
+}
+
+static sg_comm_t put_relayed(sim_stream *me, sg_mailbox_t chan, int peer, uint64_t bytes, const sim_path *p)
+{
+    sim_state *S = me->S;
+    char name[64];
+    snprintf(name, sizeof name, "%s/ack", sg_mailbox_get_name(chan));
+    relay_job *j = xmalloc_array(1, sizeof *j, "a rerouted transfer");
+    *j = (relay_job){S->hosts[me->rank], S->hosts[p->via], S->hosts[peer], bytes, {p->lat1, p->lat2},
+                     sg_mailbox_by_name(name), chan};
+    sg_actor_t a = sg_actor_init("relay", j->src);
+    sg_actor_set_data(a, j);
+    sg_actor_start(a, relay_main, 0, NULL);
+    return sg_mailbox_put_async(j->ack, &payload, 0);
+}
+
 static sg_comm_t put(sim_stream *me, int peer, uint64_t bytes)
 {
     sg_mailbox_t mb = channel(&me->out, &me->nout, &me->capout, me->stream, me->rank, peer, peer);
-    sim_links_add(me->S->links, me->S->hosts, me->rank, peer, (double)bytes);
+    sim_path p = sim_links_add(me->S->links, me->rank, peer, (double)bytes);
+    if (p.via >= 0) return put_relayed(me, mb, peer, bytes, &p);
     return sg_mailbox_put_async(mb, &payload, (long)bytes);
 }
 

@@ -14,6 +14,7 @@
 #include <xbt/log.h>
 
 #include "model/nccl.h"
+#include "model/whatif.h"
 #include "sim.h"
 
 /* The root of loong's log categories (sim_platform.c); `--log=loong.thres:debug`. */
@@ -52,6 +53,14 @@ typedef struct sim_stream {
 
 typedef struct sim_links sim_links;
 
+/* The perturbations applied to a platform (sim_whatif.c). */
+typedef struct sim_faults {
+    whatif w;          /* as given: the jitter and its seed are drawn per run */
+    double *kscale;    /* per GPU host: its kernels' time factor (stragglers); NULL: none */
+    sg_link_t *off;    /* the failed links, each direction */
+    int noff;
+} sim_faults;
+
 typedef struct sim_state {
     const dag *g;
     const config *c;
@@ -69,6 +78,8 @@ typedef struct sim_state {
     int *comm_active;      /* per global rank: communication kernels in flight */
     sg_exec_t *comm_share; /* per global rank: their share of the GPU while any runs */
     sim_links *links;
+    const sim_faults *faults;  /* the platform's perturbations */
+    double *jitter;            /* per (replica, task): the kernel's jitter factor; NULL: none */
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
     nccl_group *groups;        /* per DAG group, shaped on first use (n == 0: not yet) */
     uint64_t completed;        /* tasks done, for progress */
@@ -94,9 +105,22 @@ static inline sim_stream *sim_stream_mate(const sim_stream *me, int r, int strea
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
 sg_host_t *sim_platform_hosts(sim_platform *pf);
+const char *sim_platform_path(const sim_platform *pf);
+sim_faults *sim_platform_faults(sim_platform *pf);
+
+/* ---- sim_whatif.c ---- */
+/* True when l is one of the failed links. */
+bool sim_faults_link_off(const sim_faults *F, sg_link_t l);
+void sim_faults_free(sim_faults *F);
 /* The platform's loong_spec when it has one that runs NCCL's collectives;
  * NULL for hand-written platforms and CPU ranks (plain rings). */
 const platform_spec *sim_platform_nccl_spec(const sim_platform *pf);
+
+/* ---- sim_actor.c ---- */
+/* Run the simulation: start(arg) spawns its actors at time 0, after a
+ * check of every pair of the first n GPU hosts when links failed (an
+ * actor on `where` runs it). Returns 0, or -1 with the check's message. */
+int sim_start_checked(sim_state *S, sg_host_t where, int n, void (*start)(void *), void *arg, char err[LOONG_ERRLEN]);
 
 /* ---- sim_event.c: cross-stream events ---- */
 /* Block the calling actor (stream me) until every cross-stream dependency
@@ -132,11 +156,23 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
 /* Free the mailbox caches of st. */
 void sim_flow_release(sim_stream *st);
 
-/* ---- sim_links.c: per-link byte accounting ---- */
-sim_links *sim_links_new(int nranks);
-/* Add `bytes` sent from rank `from` to rank `to` to every link of the
- * route (resolved once per pair; call from an actor, after sealing). */
-void sim_links_add(sim_links *L, sg_host_t *hosts, int from, int to, double bytes);
+/* ---- sim_links.c: routes (around failed links) and per-link byte accounting ---- */
+/* Routes between the GPU hosts of pf, around its failed links. */
+sim_links *sim_links_new(sim_platform *pf);
+/* A pair's path: direct (via < 0), or through GPU host `via` when the
+ * direct route crosses a failed link (lat1, lat2: each leg's latency). */
+typedef struct sim_path {
+    int via;
+    double lat1, lat2;
+} sim_path;
+/* Add `bytes` sent from rank `from` to rank `to` to every link of its
+ * path, and return the path (resolved once per pair; call from an actor,
+ * after sealing). */
+sim_path sim_links_add(sim_links *L, int from, int to, double bytes);
+/* With failed links: 0 when every pair of the first n GPU hosts still has
+ * a path, else -1 with a message naming a pair left without one (call from
+ * an actor). */
+int sim_links_check(sim_links *L, int n, char err[LOONG_ERRLEN]);
 /* Move the per-link totals into res (busiest first by utilisation). */
 void sim_links_collect(sim_links *L, sim_result *res);
 void sim_links_free(sim_links *L);

@@ -42,6 +42,7 @@ struct sim_platform {
     char kind[32];
     platform_spec spec;
     bool nccl; /* spec read and spec.nccl */
+    sim_faults faults;
 };
 
 /* argv for simgrid_init: program name, loong's defaults, the user's args. */
@@ -212,10 +213,13 @@ const platform_spec *sim_platform_nccl_spec(const sim_platform *pf) { return pf-
 
 /* For sim_actor.c: the host of each rank. */
 sg_host_t *sim_platform_hosts(sim_platform *pf) { return pf->gpus; }
+const char *sim_platform_path(const sim_platform *pf) { return pf->path; }
+sim_faults *sim_platform_faults(sim_platform *pf) { return &pf->faults; }
 
 void sim_platform_free(sim_platform *pf)
 {
     if (!pf) return;
+    sim_faults_free(&pf->faults);
     free(pf->gpus);
     free(pf->path);
     free(pf);
