@@ -223,6 +223,51 @@ static void one_line_exit2(const char *args)
     ck_assert_ptr_nonnull(strstr(r.err, "loong plan: error: "));
 }
 
+/* Ties and robustness decide the recommendation: layouts within the tie
+ * width of the fastest are one choice, made by robustness (worst step under
+ * --robust) unless those tie too, then by simplicity (fewer streams). */
+static plan_layout layout_of(ring_kind ring, double step, double worst)
+{
+    plan_layout l;
+    memset(&l, 0, sizeof l);
+    l.c = base("llama3-8b", 128 << 10, 8, 4, 1, RECOMPUTE_SELECTIVE);
+    l.c.ring = ring;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&l.c, err) == 0, "%s", err);
+    l.dp = 1;
+    config_layout_name(&l.c, 1, l.name, sizeof l.name);
+    l.sim_step = step;
+    for (int k = 0; k < PLAN_PERT_COUNT; k++)
+        l.robust[k] = worst < 0 ? -1 : step + (worst - step) * (k == PLAN_PERT_NIC ? 1 : 0.5);
+    return l;
+}
+
+static int pick_of(plan_layout *ls, int n, double tie)
+{
+    int idx[8];
+    int m = plan_rank(ls, n, idx);
+    return plan_recommend(ls, idx, m, tie);
+}
+
+START_TEST(tie_and_robust_pick)
+{
+    /* the dual ring uses two more streams (its second ring and KV-gradient ring) than the single */
+    plan_layout d = layout_of(RING_DUAL, 1.0, -1), s1 = layout_of(RING_SINGLE, 1.02, -1);
+    ck_assert_int_gt(plan_streams(&d), plan_streams(&s1));
+    plan_layout ls[3] = {d, s1, layout_of(RING_SINGLE, 1.5, -1)};
+    ck_assert_int_eq(pick_of(ls, 3, 0.0459), 1); /* 2 % apart: a tie, the simpler wins */
+    ck_assert_int_eq(pick_of(ls, 3, 0.01), 0);   /* a 1 % tie width: the fastest */
+    ls[1].sim_step = 1.06;
+    ck_assert_int_eq(pick_of(ls, 3, 0.0459), 0); /* 6 % apart: no tie */
+    /* with --robust: the more robust of a tie wins, unless their worst cases tie too */
+    plan_layout r[2] = {layout_of(RING_DUAL, 1.0, 1.10), layout_of(RING_SINGLE, 1.02, 1.40)};
+    ck_assert_int_eq(pick_of(r, 2, 0.0459), 0);
+    ck_assert(fabs(plan_worst_step(&r[1]) - 1.40) < 1e-12);
+    r[1] = layout_of(RING_SINGLE, 1.02, 1.12);
+    ck_assert_int_eq(pick_of(r, 2, 0.0459), 1);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -303,6 +348,7 @@ int main(void)
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, oom_reason_and_cost);
+    tcase_add_test(tc, tie_and_robust_pick);
     tcase_add_test(tc, bad_input);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);

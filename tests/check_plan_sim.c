@@ -245,6 +245,60 @@ START_TEST(sim_compose_flag)
 }
 END_TEST
 
+/* `loong plan --robust`: a layout's straggler step is the composed step of
+ * `loong sim --straggler` on the rank the plan names; a one-node platform
+ * with one replica sends nothing over a NIC, so the half-speed NIC changes
+ * nothing; the worst step is the largest of the three. */
+static void csv_field(const char *line, int k, char *out, size_t len)
+{
+    const char *p = line;
+    for (int i = 0; i < k; i++) {
+        if (*p == '"') p = strchr(p + 1, '"') + 1;
+        p = strchr(p, ',') + 1;
+    }
+    size_t n = p[0] == '"' ? strcspn(p + 1, "\"") : strcspn(p, ",\n");
+    snprintf(out, len, "%.*s", (int)n, p[0] == '"' ? p + 1 : p);
+}
+
+START_TEST(robust_columns)
+{
+    const char *model = model_file(4), *csv = "/tmp/loong-plan-robust.csv";
+    run_result r = run_cmd(LOONG_BIN " plan --platform " TOPO "dgx-h100-1n.xml --model %s --seq 64K --top 1 --robust "
+                                     "--quiet --csv %s",
+                           model, csv);
+    ck_assert_msg(r.status == 0, "plan --robust: %s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "straggler_%"));
+    ck_assert_ptr_nonnull(strstr(r.out, "# robust: best in the worst case: "));
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096], v[32][96];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    for (int k = 0; k < 30; k++)
+        csv_field(line, k, v[k], sizeof v[k]);
+    double step = atof(v[14]), strag = atof(v[24]), nic = atof(v[26]), jit = atof(v[28]), worst = atof(v[29]);
+    /* step_s is printed to the microsecond, the robust steps to 9 digits */
+    ck_assert_msg(fabs(nic - step) <= 1e-6, "a NIC at half speed moved a one-node, one-replica step: %g vs %g", nic,
+                  step);
+    ck_assert(worst == fmax(fmax(strag, nic), jit) || fabs(worst - step) <= 1e-6);
+    ck_assert_msg(!strncmp(v[25], "rank ", 5), "straggler_on '%s'", v[25]);
+    run_result s = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 64K --mesh %sx%s "
+                                     "--placement %s --partition %s --ring %s --window %s --kv-replication %s "
+                                     "--recompute selective --compose --straggler %s:1.25 --quiet",
+                           model, v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[25] + 5);
+    ck_assert_msg(s.status == 0, "loong sim --straggler: %s", s.err);
+    const char *t = strstr(s.out, "# step time: ");
+    ck_assert_ptr_nonnull(t);
+    double want = atof(t + 13);
+    ck_assert_msg(fabs(strag - want) <= 1e-6 * want + 1e-6, "plan's straggler step %.9g, loong sim's %.9g", strag,
+                  want);
+    ck_assert_msg(strag > step, "a straggler sped the step up: %g vs %g", strag, step);
+    unlink(csv);
+    unlink(model);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_sim");
@@ -254,6 +308,7 @@ int main(void)
     tcase_add_test(tc, composition);
     tcase_add_test(tc, sim_compose_flag);
     tcase_add_test(tc, compose_every_zero_stage);
+    tcase_add_test(tc, robust_columns);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

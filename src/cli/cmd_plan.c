@@ -60,6 +60,13 @@ static void plan_usage(FILE *f)
                "  --draws N             with --doc-dist: packings drawn (seeds --seed ..\n"
                "                        --seed + N - 1); the table shows their mean step and\n"
                "                        spread                                           [3]\n"
+               "  --robust              also simulate every simulated layout under the worst of two\n"
+               "                        stragglers (ranks 0 and P-1, kernels x1.25), the worst of\n"
+               "                        two NICs at half speed (node0-nic0 and the last GPU's), and\n"
+               "                        5 %% jitter; report the slowdowns, the layout best in the\n"
+               "                        worst case, and prefer the more robust among ties\n"
+               "  --tie PCT             layouts within PCT %% of the best tie        [4.59: the\n"
+               "                        CPU validation MAPE, README \"Fidelity\"]\n"
                "  --quiet               no progress bar on stderr\n"
                "  -h, --help            this text\n"
                "\n"
@@ -68,16 +75,20 @@ static void plan_usage(FILE *f)
                "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
                "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
                "  partitions too)\n"
+               "\n%s"
                "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
                "\nExample:\n"
-               "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n");
+               "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
+            cli_whatif_help());
 }
 
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
     int top, jobs, rows, draws;
-    bool exact, full_layers, quiet;
+    bool exact, full_layers, quiet, robust;
+    double tie;
     cli_config cc;
+    whatif w; /* perturbations every simulation runs under */
 } plan_args;
 
 /* Mesh and ring knobs are what plan searches: refuse them by name. */
@@ -98,6 +109,16 @@ static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
     return 0;
 }
 
+static int parse_tie(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || (*end && strcmp(end, "%")) || !isfinite(v) || v < 0 || v >= 100)
+        return cli_fail("plan", "--tie '%s' is not a percentage in [0, 100) (e.g. --tie 3)", s);
+    *out = v / 100;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     static const struct option own[] = {
@@ -108,7 +129,9 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"jobs", required_argument, 0, 'j'},     {"rows", required_argument, 0, 'r'},
         {"csv", required_argument, 0, 'C'},      {"output", required_argument, 0, 'o'},
         {"quiet", no_argument, 0, 'q'},          {"draws", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"robust", no_argument, 0, 'R'},         {"tie", required_argument, 0, 'T'},
+        CLI_WHATIF_OPTIONS,                      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     int opt;
@@ -118,6 +141,9 @@ static int parse_args(int argc, char **argv, plan_args *a)
             return cli_fail("plan", "'%s' is a layout knob that loong plan searches: drop it (loong sim takes it)",
                             argv[optind - 1]);
         if (cli_config_option(&a->cc, opt, optarg)) continue;
+        int wi = cli_whatif_option("plan", &a->w, opt, optarg);
+        if (wi < 0) return 2;
+        if (wi) continue;
         int rc = 0;
         switch (opt) {
         case 'p': a->platform = optarg; break;
@@ -134,6 +160,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'o': a->out = optarg; break;
         case 'q': a->quiet = true; break;
         case 'd': rc = parse_count(optarg, "--draws", &a->draws, false); break;
+        case 'R': a->robust = true; break;
+        case 'T': rc = parse_tie(optarg, &a->tie); break;
         case 'h': plan_usage(stdout); return -1;
         default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
         }
@@ -143,6 +171,12 @@ static int parse_args(int argc, char **argv, plan_args *a)
     if (a->draws && !a->cc.doc_dist)
         return cli_fail("plan", "--draws needs --doc-dist FILE: only a length histogram can be drawn again");
     if (!a->draws) a->draws = a->cc.doc_dist ? 3 : 1;
+    char err[LOONG_ERRLEN];
+    if (cli_config_seed(&a->cc, &a->w.seed, err) < 0) return cli_fail("plan", "%s", err);
+    if (a->robust && a->draws > 1)
+        return cli_fail("plan", "--robust compares each layout with itself under one packing: give --draws 1");
+    if (a->robust && a->top == 0 && !a->exact)
+        return cli_fail("plan", "--robust perturbs the simulated layouts: drop --top 0 (or give --exact)");
     return 0;
 }
 
@@ -304,6 +338,7 @@ static double max_over_ranks(const plan_ctx *x, double v)
 
 typedef struct run {
     int layout, layers; /* layers 0 = the model's */
+    const whatif *w;    /* the perturbations it runs under */
     sim_child ch;
     double step, exposed; /* results, NAN until done */
 } run;
@@ -322,12 +357,17 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
 static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
-    char dp[32];
+    char dp[32], *wv[WHATIF_MAX * 3 + 2];
     snprintf(dp, sizeof dp, "--dp=%d", ls[u->layout].dp); /* the other replicas by symmetry */
-    const char *extra[] = {"--links=0", dp};
-    char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ls[u->layout].dp > 1 ? 2 : 1);
+    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", dp};
+    int ne = ls[u->layout].dp > 1 ? 2 : 1, nw = whatif_argv(u->w, wv);
+    for (int i = 0; i < nw; i++)
+        extra[ne++] = wv[i];
+    char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ne);
     int rc = sim_child_start(&u->ch, v, err);
     sim_child_argv_free(v);
+    for (int i = 0; i < nw; i++)
+        free(wv[i]);
     return rc;
 }
 
@@ -398,12 +438,12 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
  * Simulates layouts pick[0..np) of this draw into step[] and exposed[];
  * returns the loong sim runs, or -1. */
 static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
-                    bool composed, double *step, double *exposed, char err[LOONG_ERRLEN])
+                    bool composed, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
 {
     int L = x->req.base.model.layers, per = composed ? 2 : 1, nr = np * per;
     run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
     for (int i = 0; i < nr; i++)
-        runs[i] = (run){pick[i / per], composed ? 1 + i % per : 0, {0, -1, -1}, NAN, NAN};
+        runs[i] = (run){pick[i / per], composed ? 1 + i % per : 0, ws ? &ws[i / per] : &a->w, {0, -1, -1}, NAN, NAN};
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
@@ -498,7 +538,7 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, step, exposed, err);
+        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, NULL, step, exposed, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
@@ -510,6 +550,67 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
         l->sim_step = mean[i], l->sim_exposed = mexp[i], l->step_lo = lo[i], l->step_hi = hi[i];
     }
     free(pick), free(step), free(exposed), free(mean), free(lo), free(hi), free(mexp);
+    return runs;
+}
+
+/* ---- --robust: the simulated layouts under the named perturbations ---- */
+
+#define ROBUST_CANDIDATES 5
+
+/* Candidate c (0..4) for layout l, added to w: stragglers on ranks 0 and
+ * P - 1, NICs at half speed (node0-nic0, and the NIC of the last GPU of
+ * the simulated ranks), jitter. Returns its kind; `what` names it. */
+static plan_pert robust_candidate(const plan_ctx *x, const plan_layout *l, int c, whatif *w, char *what, size_t len)
+{
+    int P = config_ranks(&l->c), gpn = x->spec.gpus_per_node, nics = x->spec.nics_per_node;
+    char arg[64], err[LOONG_ERRLEN];
+    if (c < 2) {
+        int r = c ? P - 1 : 0;
+        snprintf(arg, sizeof arg, "%d:%.17g", r, WHATIF_STRAGGLER_DEFAULT);
+        snprintf(what, len, "rank %d", r);
+        whatif_add_straggler(w, arg, err);
+        return PLAN_PERT_STRAGGLER;
+    }
+    if (c < 4) {
+        int node = c == 2 ? 0 : (P - 1) / gpn, nic = c == 2 ? 0 : (((P - 1) % gpn) * nics) / gpn;
+        snprintf(what, len, "node%d-nic%d", node, nic);
+        snprintf(arg, sizeof arg, "%s:2", what);
+        whatif_add_slow_link(w, arg, err);
+        return PLAN_PERT_NIC;
+    }
+    w->jitter = PLAN_ROBUST_JITTER;
+    snprintf(what, len, "seed %llu", (unsigned long long)w->seed);
+    return PLAN_PERT_JITTER;
+}
+
+/* Simulate every simulated layout under each candidate; keep the worst of
+ * each kind. Returns the loong sim runs, or -1. */
+static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, bool composed,
+                           char err[LOONG_ERRLEN])
+{
+    int *pick = xmalloc_array((size_t)n + 1, sizeof *pick, "the robust runs"), np = 0, runs = 0;
+    for (int i = 0; i < n; i++)
+        if (ls[i].sim_step >= 0) pick[np++] = i;
+    whatif *ws = xcalloc((size_t)np + 1, sizeof *ws, "the robust runs");
+    char(*what)[WHATIF_NAME] = xcalloc((size_t)np + 1, sizeof *what, "the robust runs");
+    double *step = xcalloc((size_t)np + 1, sizeof *step, "the robust runs");
+    double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the robust runs");
+    for (int c = 0; runs >= 0 && c < ROBUST_CANDIDATES; c++) {
+        plan_pert kind = PLAN_PERT_STRAGGLER;
+        for (int i = 0; i < np; i++) {
+            ws[i] = a->w;
+            kind = robust_candidate(x, &ls[pick[i]], c, &ws[i], what[i], sizeof what[i]);
+        }
+        int r = simulate(a, x, ls, pick, np, composed, ws, step, exposed, err);
+        runs = r < 0 ? -1 : runs + r;
+        for (int i = 0; r >= 0 && i < np; i++) {
+            plan_layout *l = &ls[pick[i]];
+            if (step[i] <= l->robust[kind]) continue;
+            l->robust[kind] = step[i];
+            snprintf(l->robust_what[kind], sizeof l->robust_what[kind], "%s", what[i]);
+        }
+    }
+    free(pick), free(ws), free(what), free(step), free(exposed);
     return runs;
 }
 
@@ -601,6 +702,14 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
     }
     bool composed = false;
     int nruns = a->top > 0 || a->exact ? simulate_draws(a, x, ls, n, &composed, err) : 0, nsim = 0;
+    double tr = cli_now();
+    if (nruns >= 0 && a->robust) {
+        int r = simulate_robust(a, x, ls, n, composed, err);
+        nruns = r < 0 ? -1 : nruns + r;
+    }
+    if (a->robust && !a->quiet && x->rank == 0)
+        fprintf(stderr, "loong plan: clean simulations %.1f s, --robust's %.1f s (%.2fx)\n", tr - t1, cli_now() - tr,
+                (cli_now() - tr) / (tr - t1 > 0 ? tr - t1 : 1e-9));
     if (nruns < 0) {
         free(ls);
         return cli_fail("plan", "%s", err);
@@ -619,7 +728,14 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                                    : "--docs");
     plan_report rp = {a->platform, calib_peak(x->cb), a->rows,  t1 - t0,
                       t2 - t1,     t2 - t0,           nsim,     nruns,
-                      x->size,     composed,          a->draws, docs[0] ? docs : NULL};
+                      x->size,     composed,          a->draws, docs[0] ? docs : NULL,
+                      a->tie,      a->robust,
+                      "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 and the last "
+                      "GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
+                      NULL};
+    char what[1024];
+    whatif_describe(&a->w, what, sizeof what);
+    if (whatif_any(&a->w)) rp.perturbed = what;
     int rc = 0;
     if (x->rank == 0 && write_outputs(a, x, out, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
     free(ls);
@@ -628,7 +744,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
 
 int cmd_plan(int argc, char **argv)
 {
-    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20};
+    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = PLAN_TIE_DEFAULT};
     plan_ctx x = {0};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;

@@ -26,6 +26,8 @@ static plan_layout *vec_push(vec *a)
     plan_layout *l = &a->v[a->n++];
     memset(l, 0, sizeof *l);
     l->sim_step = -1;
+    for (int k = 0; k < PLAN_PERT_COUNT; k++)
+        l->robust[k] = -1;
     return l;
 }
 
@@ -125,7 +127,7 @@ double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step :
 
 /* GPU-seconds per sample: what ranking compares, so that layouts with
  * different data-parallel degrees compare by throughput per GPU. */
-static double gpu_seconds(const plan_layout *l) { return plan_step(l) * config_ranks(&l->c); }
+double plan_gpu_seconds(const plan_layout *l) { return plan_step(l) * config_ranks(&l->c); }
 
 static int by_rank(const void *x, const void *y, void *arg)
 {
@@ -133,7 +135,7 @@ static int by_rank(const void *x, const void *y, void *arg)
     const plan_layout *ls = arg, *a = &ls[i], *b = &ls[j];
     bool sa = a->sim_step >= 0, sb = b->sim_step >= 0;
     if (sa != sb) return sa ? -1 : 1;
-    double ta = gpu_seconds(a), tb = gpu_seconds(b);
+    double ta = plan_gpu_seconds(a), tb = plan_gpu_seconds(b);
     if (ta != tb) return ta < tb ? -1 : 1;
     return (i > j) - (i < j);
 }
@@ -155,7 +157,7 @@ static int best_where(const plan_layout *ls, int n, bool ring)
         if (ls[i].removed) continue;
         bool pure = ring ? c->p_head == 1 && c->p_seq > 1 && c->partition == PART_ZIGZAG && c->ring == RING_SINGLE
                          : c->p_seq == 1;
-        if (pure && (best < 0 || gpu_seconds(&ls[i]) < gpu_seconds(&ls[best]))) best = i;
+        if (pure && (best < 0 || plan_gpu_seconds(&ls[i]) < plan_gpu_seconds(&ls[best]))) best = i;
     }
     return best;
 }
@@ -180,8 +182,8 @@ static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
                                : 100 * stats_mfu(c, r.step, peak);
     r.mem_gb = l->mem.peak / 1e9;
     r.exposed = l->sim_step >= 0 ? l->sim_exposed : l->an.exposed;
-    r.vs_ring = ring >= 0 ? gpu_seconds(&ls[ring]) / gpu_seconds(l) : NAN; /* throughput ratios */
-    r.vs_uly = uly >= 0 ? gpu_seconds(&ls[uly]) / gpu_seconds(l) : NAN;
+    r.vs_ring = ring >= 0 ? plan_gpu_seconds(&ls[ring]) / plan_gpu_seconds(l) : NAN; /* throughput ratios */
+    r.vs_uly = uly >= 0 ? plan_gpu_seconds(&ls[uly]) / plan_gpu_seconds(l) : NAN;
     return r;
 }
 
@@ -209,39 +211,70 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
                 rp->docs, rp->draws);
     else if (rp->docs)
         fprintf(f, "# documents: %s (%d in the sample)\n", rp->docs, docs_count(b->docs));
-    fprintf(f, "#%4s  %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s\n", "rank", "layout", "by", "analytic_s",
-            "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
+    if (rp->perturbed) fprintf(f, "# PERTURBED (what-if): every simulation under %s\n", rp->perturbed);
+    fprintf(f, "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
+               "own error (README, Fidelity), so not a ranking\n",
+            100 * rp->tie);
+    if (rp->robust)
+        fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
+    fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s", "rank", "tie", "layout", "by",
+            "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
+    if (rp->robust) fprintf(f, " %11s %10s %10s %9s", "straggler_%", "slowNIC_%", "jitter_%", "worst_%");
+    fputc('\n', f);
 }
 
-static void write_row(FILE *f, int rank, const plan_layout *l, const row *r)
+/* "=" when l ties with the best (same prediction kind, within tie). */
+static bool ties_best(const plan_layout *l, const plan_layout *best, double tie)
+{
+    return l != best && (l->sim_step >= 0) == (best->sim_step >= 0) && plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
+}
+
+static void write_robust(FILE *f, const plan_layout *l)
+{
+    double clean = plan_step(l);
+    for (int k = 0; k < PLAN_PERT_COUNT; k++)
+        if (l->robust[k] >= 0)
+            fprintf(f, " %*.2f", k == 0 ? 11 : k == 1 ? 10 : 10, 100 * (l->robust[k] / clean - 1));
+        else
+            fprintf(f, " %*s", k == 0 ? 11 : 10, "-");
+    if (l->robust[0] >= 0)
+        fprintf(f, " %9.2f", 100 * (plan_worst_step(l) / clean - 1));
+    else
+        fprintf(f, " %9s", "-");
+}
+
+static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, bool tie, bool robust)
 {
     char a[16], b[16];
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
-    fprintf(f, " %4d  %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f %8s %8s\n", rank, l->name,
-            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps,
-            r->mfu, r->mem_gb, r->exposed, a, b);
+    fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f %8s %8s", rank, tie ? "=" : "",
+            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step,
+            100 * (l->step_hi - l->step_lo) / r->step, r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
+    if (robust) write_robust(f, l);
+    fputc('\n', f);
 }
 
-static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, double peak)
+static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp)
 {
-    const plan_layout *best = &ls[idx[0]];
-    row r = row_of(ls, idx[0], ring, uly, peak);
+    int pick = plan_recommend(ls, idx, m, rp->tie);
+    const plan_layout *best = &ls[pick];
+    row r = row_of(ls, pick, ring, uly, rp->peak);
     fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
             best->name, best->c.p_head, best->c.p_seq, best->c.strategy, placement_name(best->c.placement),
             partition_name(best->c.partition), ring_name(best->c.ring));
     if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
     fprintf(f, ")\n");
     double share = 100 * r.exposed / r.step;
-    fprintf(f,
-            "# why: highest predicted throughput, %.1f tokens/s/GPU (step %.3f s, %.2f %% MFU, %.1f %% of the step "
-            "exposed communication)",
-            r.tps, r.step, r.mfu, share);
-    if (m > 1)
-        fprintf(f, ", %.2f %% ahead of the runner-up %s", 100 * (gpu_seconds(&ls[idx[1]]) / gpu_seconds(best) - 1),
+    fprintf(f, "# why: %s, %.1f tokens/s/GPU (step %.3f s, %.2f %% MFU, %.1f %% of the step exposed communication)",
+            pick == idx[0] ? "highest predicted throughput" : "tied with the fastest (below)", r.tps, r.step, r.mfu,
+            share);
+    if (m > 1 && pick == idx[0])
+        fprintf(f, ", %.2f %% ahead of the runner-up %s", 100 * (plan_gpu_seconds(&ls[idx[1]]) / plan_gpu_seconds(best) - 1),
                 ls[idx[1]].name);
-    if (ring >= 0 && ring != idx[0]) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
+    if (ring >= 0 && ring != pick) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
     fprintf(f, "; peak memory %.1f GB\n", r.mem_gb);
+    plan_write_choice(f, ls, idx, m, pick, rp);
 }
 
 static void write_removed(FILE *f, const plan_layout *ls, int n)
@@ -258,12 +291,12 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
     int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
     for (int k = 0; k < rows; k++) {
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
-        write_row(f, k + 1, &ls[idx[k]], &r);
+        write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust);
     }
     if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
     fprintf(f, "# baselines: best pure ring (Megatron-CP, zigzag P_s = P): %s; best pure Ulysses (P_s = 1): %s\n",
             ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible");
-    if (m) write_why(f, ls, idx, m, ring, uly, rp->peak);
+    if (m) write_why(f, ls, idx, m, ring, uly, rp);
     write_removed(f, ls, n);
     fprintf(f, "# time: analytical %.3f s (%d layouts), SimGrid %.3f s (%d runs), wall %.3f s on %d MPI rank(s)\n",
             rp->analytic_s, m, rp->sim_s, rp->runs, rp->wall_s, rp->ranks);
@@ -284,15 +317,25 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
-               "speedup_vs_ulysses,step_min_s,step_max_s\n");
+               "speedup_vs_ulysses,step_min_s,step_max_s,tie,straggler_step_s,straggler_on,slow_nic_step_s,"
+               "slow_nic_on,jitter_step_s,worst_step_s\n");
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
         fprintf(f, "%d,", k + 1);
         csv_layout(f, l);
-        fprintf(f, ",feasible,,%s,%.6f,%.6f,%.3f,%.4f,%.3f,%.6f,%.4f,%.4f,%.6f,%.6f\n",
+        fprintf(f, ",feasible,,%s,%.6f,%.6f,%.3f,%.4f,%.3f,%.6f,%.4f,%.4f,%.6f,%.6f,%s",
                 l->sim_step >= 0 ? "sim" : "model", l->an.step, r.step, r.tps, r.mfu, r.mem_gb, r.exposed, r.vs_ring,
-                r.vs_uly, l->step_lo, l->step_hi);
+                r.vs_uly, l->step_lo, l->step_hi, ties_best(l, &ls[idx[0]], rp->tie) ? "yes" : "no");
+        for (int k = 0; k < PLAN_PERT_COUNT; k++)
+            if (l->robust[k] >= 0)
+                fprintf(f, k < PLAN_PERT_JITTER ? ",%.9g,%s" : ",%.9g", l->robust[k], l->robust_what[k]);
+            else
+                fprintf(f, k < PLAN_PERT_JITTER ? ",," : ",");
+        if (l->robust[0] >= 0)
+            fprintf(f, ",%.9g\n", plan_worst_step(l));
+        else
+            fprintf(f, ",\n");
     }
     for (int i = 0; i < n; i++) {
         if (!ls[i].removed) continue;
@@ -302,7 +345,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
         snprintf(reason, sizeof reason, "%s", ls[i].reason);
         for (char *p = reason; *p; p++)
             if (*p == '"') *p = '\'';
-        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,\n", reason);
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,\n", reason);
     }
     free(idx);
     return ferror(f) ? -1 : 0;

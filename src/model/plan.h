@@ -32,6 +32,20 @@
 
 #include "analytic.h"
 #include "memory.h"
+#include "whatif.h"
+
+/* The perturbations of `loong plan --robust`, in the order of
+ * plan_layout.robust: the worst single straggler (kernels x1.25), the
+ * worst single NIC at half speed, jitter of 5 %. */
+typedef enum { PLAN_PERT_STRAGGLER, PLAN_PERT_NIC, PLAN_PERT_JITTER, PLAN_PERT_COUNT } plan_pert;
+#define PLAN_ROBUST_JITTER 0.05
+/* "straggler", "slow NIC", "jitter": the table's column stems. */
+const char *plan_pert_name(plan_pert k);
+
+/* The model's own error, the default width of a tie: the step-time MAPE
+ * of the CPU validation loop, mean of 5 repetitions from a fresh clone
+ * (README, "Fidelity": 7.33, 3.98, 1.75, 6.01, 3.88 %, mean 4.59 %). */
+#define PLAN_TIE_DEFAULT 0.0459
 
 typedef struct plan_layout {
     config c;
@@ -47,6 +61,10 @@ typedef struct plan_layout {
      * slowest draw's step; both plan_step with one layout */
     double step_lo, step_hi;
     double model_flops; /* the MFU numerator, averaged like the step (0: stats_model_flops) */
+    /* --robust: the step under the worst of each perturbation kind (< 0:
+     * not run) and which one that was ("rank 7", "node3-nic7") */
+    double robust[PLAN_PERT_COUNT];
+    char robust_what[PLAN_PERT_COUNT][WHATIF_NAME];
 } plan_layout;
 
 typedef struct plan_request {
@@ -87,7 +105,32 @@ typedef struct plan_report {
     bool composed;                    /* simulations composed from 1 and 2 layers */
     int draws;                        /* document packings averaged (1: the given layout) */
     const char *docs;                 /* where the documents came from, or NULL for one */
+    double tie;                       /* layouts within this fraction of the best tie with it */
+    bool robust;                      /* plan_layout.robust was filled for the simulated layouts */
+    const char *robust_set;           /* how the perturbations were chosen, for the header */
+    const char *perturbed;            /* every simulation's perturbations (whatif_describe), or NULL */
 } plan_report;
+
+/* ---- the recommendation (plan_pick.c) ---- */
+/* A layout's worst step over the --robust perturbations, or its clean step
+ * when none ran. */
+double plan_worst_step(const plan_layout *l);
+/* Streams a layout's DAG uses on a rank (compute, all-to-all, rings, KV
+ * gradients, data parallelism): the "simpler" of two tied layouts uses
+ * fewer, then no KV replication. */
+int plan_streams(const plan_layout *l);
+/* The layout to recommend among the ranked idx[0..m): the fastest, unless
+ * others tie with it (within tie of its GPU-seconds, predicted the same
+ * way): then the most robust of them (lowest worst step, when --robust ran
+ * and their worst steps do not tie too), then the simplest, then the
+ * fastest. Returns an index into ls. */
+int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie);
+/* GPU-seconds per sample (step x ranks): what the ranking compares. */
+double plan_gpu_seconds(const plan_layout *l);
+/* Why `pick` (plan_recommend's) rather than the fastest idx[0] when they
+ * differ, and with --robust how the fastest and the most robust fare: "#"
+ * lines after the recommendation. */
+void plan_write_choice(FILE *f, const plan_layout *ls, const int *idx, int m, int pick, const plan_report *rp);
 
 /* The #-headed ranked table, the removed layouts with their reasons and the
  * recommendation with one line of why. Returns 0 or -1 on a write error. */
