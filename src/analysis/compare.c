@@ -181,6 +181,8 @@ void compare_print(FILE *f, const dag *g, const trace *p, const trace *m, cmp_by
     char desc[256], buf[32];
     config_describe(&p->cfg, desc, sizeof desc);
     fprintf(f, "# loong compare: %s (predicted, %s) vs (measured, %s)\n", desc, p->backend, m->backend);
+    if (p->whatif[0]) fprintf(f, "# PERTURBED prediction (what-if): %s\n", p->whatif);
+    if (m->whatif[0]) fprintf(f, "# PERTURBED \"measurement\" (a what-if simulation): %s\n", m->whatif);
     fprintf(f, "# step time: predicted %.3f ms, measured %.3f ms, error %+.2f %% ((predicted - measured) / measured)\n",
             s.pred_step_us / 1e3, s.meas_step_us / 1e3, s.step_err_pct);
     fprintf(f, "# exposed communication, summed over ranks: predicted %.3f ms, measured %.3f ms\n",

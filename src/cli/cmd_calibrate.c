@@ -129,7 +129,12 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
     const trace **tp = xcalloc((size_t)ntr, sizeof *tp, "the traces");
     int rc = 0, loaded = 0;
     for (; loaded < ntr && rc == 0; loaded++) {
-        if (trace_read(paths[loaded], &tr[loaded], err) < 0) rc = cli_fail("calibrate", "%s", err);
+        if (trace_read(paths[loaded], &tr[loaded], err) < 0)
+            rc = cli_fail("calibrate", "%s", err);
+        else if (tr[loaded].whatif[0])
+            rc = cli_fail("calibrate",
+                          "trace '%s' is a what-if simulation (perturbed: %.120s): calibrate from measured traces",
+                          paths[loaded], tr[loaded].whatif);
         tp[loaded] = &tr[loaded];
     }
     calibrate_result r;

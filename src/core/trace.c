@@ -187,6 +187,9 @@ int trace_parse(const char *buf, size_t len, const char *path, trace *t, char er
         loong_err_prefix(err, where);
     } else {
         snprintf(t->backend, sizeof t->backend, "%s", backend);
+        char *w = json_object_get(meta, "whatif") ? json_dumps(json_object_get(meta, "whatif"), JSON_COMPACT) : NULL;
+        snprintf(t->whatif, sizeof t->whatif, "%s", w ? w : "");
+        free(w);
         rc = 0;
     }
     json_decref(root);
