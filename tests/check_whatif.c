@@ -89,29 +89,17 @@ static void straggler_case(const char *strategy, int rank, double factor, bool i
     calib_free(cb);
 }
 
-START_TEST(straggler_on_the_critical_rank)
-{
-    straggler_case("ring", 7, 1.25, false);
-}
+START_TEST(straggler_on_the_critical_rank) { straggler_case("ring", 7, 1.25, false); }
 END_TEST
 
-START_TEST(straggler_on_a_light_rank)
-{
-    straggler_case("ring", 0, 1.25, false);
-}
+START_TEST(straggler_on_a_light_rank) { straggler_case("ring", 0, 1.25, false); }
 END_TEST
 
-START_TEST(straggler_balanced_ring)
-{
-    straggler_case("zigzag", 3, 1.25, false);
-}
+START_TEST(straggler_balanced_ring) { straggler_case("zigzag", 3, 1.25, false); }
 END_TEST
 
 /* The same through SimGrid's speed profile (kernels as executions). */
-START_TEST(straggler_by_speed_profile)
-{
-    straggler_case("zigzag", 3, 1.25, true);
-}
+START_TEST(straggler_by_speed_profile) { straggler_case("zigzag", 3, 1.25, true); }
 END_TEST
 
 /* ---- links: one p2p ring on 2 nodes, compute free ---- */
@@ -202,9 +190,10 @@ static char *trace_of(const char *platform, const char *extra, const char *name)
 {
     char out[160];
     snprintf(out, sizeof out, "%s/%s", plat_dir, name);
-    run_result r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 32K --mesh 2x4 "
-                           "--layers 2 --trace %s %s",
-                           LOONG_BIN, platform, LOONG_SRCDIR, out, extra);
+    run_result r =
+        run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 32K --mesh 2x4 "
+                "--layers 2 --trace %s %s",
+                LOONG_BIN, platform, LOONG_SRCDIR, out, extra);
     ck_assert_msg(r.status == 0, "loong sim %s: exit %d: %s", extra, r.status, r.err);
     return read_all(out);
 }

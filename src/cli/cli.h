@@ -49,7 +49,10 @@ int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN]
 enum { CLI_OPT_STRAGGLER = 2000, CLI_OPT_SLOW_LINK, CLI_OPT_FAIL_LINK, CLI_OPT_JITTER };
 #define CLI_WHATIF_OPTIONS                                                                                             \
     {"straggler", required_argument, 0, CLI_OPT_STRAGGLER}, {"slow-link", required_argument, 0, CLI_OPT_SLOW_LINK},    \
-        {"fail-link", required_argument, 0, CLI_OPT_FAIL_LINK}, {"jitter", required_argument, 0, CLI_OPT_JITTER}
+        {"fail-link", required_argument, 0, CLI_OPT_FAIL_LINK},                                                        \
+    {                                                                                                                  \
+        "jitter", required_argument, 0, CLI_OPT_JITTER                                                                 \
+    }
 /* Their --help lines. */
 const char *cli_whatif_help(void);
 /* Record perturbation option `opt` in w: 1; 0 when opt is not one; -1

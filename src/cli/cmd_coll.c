@@ -104,8 +104,9 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
     if (optind < argc) return cli_fail("coll", "unexpected argument '%s' (see loong coll --help)", argv[optind]);
     if (!o->platform) return cli_fail("coll", "--platform FILE is required (shipped ones are in topologies/)");
     if (o->w.nstrag || o->w.jitter > 0)
-        return cli_fail("coll", "--%s slows kernels, and loong coll times collectives alone: use it with loong sim "
-                                "or loong plan",
+        return cli_fail("coll",
+                        "--%s slows kernels, and loong coll times collectives alone: use it with loong sim "
+                        "or loong plan",
                         o->w.nstrag ? "straggler" : "jitter");
     if (o->model && whatif_any(&o->w))
         return cli_fail("coll", "--model is the unperturbed analytical model: drop it to simulate --slow-link or "

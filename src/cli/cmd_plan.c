@@ -32,53 +32,54 @@
 
 static void plan_usage(FILE *f)
 {
-    fprintf(f, "usage: loong plan [--platform FILE] [--gpus N] [--model M] [--seq S] [--gpu-mem 80GB] [--zero Z]\n"
-               "                  [--recompute full|selective|none] [--top K | --exact] [--csv FILE] [-o FILE]\n"
-               "\n"
-               "Search every layout of N GPUs (P_h x P_s, placement, partition, ring mode, window,\n"
-               "KV replication; and data parallelism with --dp), remove the infeasible ones with\n"
-               "a reason (invalid mesh, predicted out of memory), score the rest with the\n"
-               "analytical model, simulate the best K with SimGrid (loong sim) and print the\n"
-               "ranked #-table with units and a recommendation. Under mpirun the layouts and\n"
-               "the simulations are split across the ranks; the output is the serial one.\n"
-               "\n"
-               "  --platform FILE       platform from loong topo (its loong_spec gives the links)\n"
-               "                                                         [" DEFAULT_PLATFORM "]\n"
-               "  --gpus N              GPUs to use                     [all of the platform's]\n"
-               "  --dp N|auto           data-parallel replicas: gpus = dp x P_h x P_s; auto\n"
-               "                        searches every divisor                              [1]\n"
-               "  --gpu-mem SIZE        memory per GPU for the model, e.g. 80GB or 74.5GiB\n"
-               "                        (GB = 1e9 bytes, GiB = 2^30)    [80GB h100/a100, 141GB h200]\n"
-               "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
-               "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
-               "  --exact               simulate every feasible layout\n"
-               "  --full-layers         simulate all L layers instead of composing 1 and 2\n"
-               "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
-               "  --rows N              table rows to print (0: all)                         [20]\n"
-               "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
-               "  -o, --output FILE     write the table there (atomically) instead of stdout\n"
-               "  --draws N             with --doc-dist: packings drawn (seeds --seed ..\n"
-               "                        --seed + N - 1); the table shows their mean step and\n"
-               "                        spread                                           [3]\n"
-               "  --robust              also simulate every simulated layout under the worst of two\n"
-               "                        stragglers (ranks 0 and P-1, kernels x1.25), the worst of\n"
-               "                        two NICs at half speed (node0-nic0 and the last GPU's), and\n"
-               "                        5 %% jitter; report the slowdowns, the layout best in the\n"
-               "                        worst case, and prefer the more robust among ties\n"
-               "  --tie PCT             layouts within PCT %% of the best tie        [4.59: the\n"
-               "                        CPU validation MAPE, README \"Fidelity\"]\n"
-               "  --quiet               no progress bar on stderr\n"
-               "  -h, --help            this text\n"
-               "\n"
-               "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
-               "  --model, --seq [1M], --batch, --zero [1], --recompute [selective], --dtype,\n"
-               "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
-               "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
-               "  partitions too)\n"
-               "\n%s"
-               "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
-               "\nExample:\n"
-               "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
+    fprintf(f,
+            "usage: loong plan [--platform FILE] [--gpus N] [--model M] [--seq S] [--gpu-mem 80GB] [--zero Z]\n"
+            "                  [--recompute full|selective|none] [--top K | --exact] [--csv FILE] [-o FILE]\n"
+            "\n"
+            "Search every layout of N GPUs (P_h x P_s, placement, partition, ring mode, window,\n"
+            "KV replication; and data parallelism with --dp), remove the infeasible ones with\n"
+            "a reason (invalid mesh, predicted out of memory), score the rest with the\n"
+            "analytical model, simulate the best K with SimGrid (loong sim) and print the\n"
+            "ranked #-table with units and a recommendation. Under mpirun the layouts and\n"
+            "the simulations are split across the ranks; the output is the serial one.\n"
+            "\n"
+            "  --platform FILE       platform from loong topo (its loong_spec gives the links)\n"
+            "                                                         [" DEFAULT_PLATFORM "]\n"
+            "  --gpus N              GPUs to use                     [all of the platform's]\n"
+            "  --dp N|auto           data-parallel replicas: gpus = dp x P_h x P_s; auto\n"
+            "                        searches every divisor                              [1]\n"
+            "  --gpu-mem SIZE        memory per GPU for the model, e.g. 80GB or 74.5GiB\n"
+            "                        (GB = 1e9 bytes, GiB = 2^30)    [80GB h100/a100, 141GB h200]\n"
+            "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
+            "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
+            "  --exact               simulate every feasible layout\n"
+            "  --full-layers         simulate all L layers instead of composing 1 and 2\n"
+            "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
+            "  --rows N              table rows to print (0: all)                         [20]\n"
+            "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
+            "  -o, --output FILE     write the table there (atomically) instead of stdout\n"
+            "  --draws N             with --doc-dist: packings drawn (seeds --seed ..\n"
+            "                        --seed + N - 1); the table shows their mean step and\n"
+            "                        spread                                           [3]\n"
+            "  --robust              also simulate every simulated layout under the worst of two\n"
+            "                        stragglers (ranks 0 and P-1, kernels x1.25), the worst of\n"
+            "                        two NICs at half speed (node0-nic0 and the last GPU's), and\n"
+            "                        5 %% jitter; report the slowdowns, the layout best in the\n"
+            "                        worst case, and prefer the more robust among ties\n"
+            "  --tie PCT             layouts within PCT %% of the best tie        [4.59: the\n"
+            "                        CPU validation MAPE, README \"Fidelity\"]\n"
+            "  --quiet               no progress bar on stderr\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
+            "  --model, --seq [1M], --batch, --zero [1], --recompute [selective], --dtype,\n"
+            "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
+            "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
+            "  partitions too)\n"
+            "\n%s"
+            "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
+            "\nExample:\n"
+            "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
             cli_whatif_help());
 }
 
@@ -122,15 +123,24 @@ static int parse_tie(const char *s, double *out)
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     static const struct option own[] = {
-        {"platform", required_argument, 0, 'p'}, {"gpus", required_argument, 0, 'g'},
-        {"dp", required_argument, 0, 'D'},       {"gpu-mem", required_argument, 0, 'm'},
-        {"calib", required_argument, 0, 'c'},    {"top", required_argument, 0, 'k'},
-        {"exact", no_argument, 0, 'x'},          {"full-layers", no_argument, 0, 'F'},
-        {"jobs", required_argument, 0, 'j'},     {"rows", required_argument, 0, 'r'},
-        {"csv", required_argument, 0, 'C'},      {"output", required_argument, 0, 'o'},
-        {"quiet", no_argument, 0, 'q'},          {"draws", required_argument, 0, 'd'},
-        {"robust", no_argument, 0, 'R'},         {"tie", required_argument, 0, 'T'},
-        CLI_WHATIF_OPTIONS,                      {"help", no_argument, 0, 'h'},
+        {"platform", required_argument, 0, 'p'},
+        {"gpus", required_argument, 0, 'g'},
+        {"dp", required_argument, 0, 'D'},
+        {"gpu-mem", required_argument, 0, 'm'},
+        {"calib", required_argument, 0, 'c'},
+        {"top", required_argument, 0, 'k'},
+        {"exact", no_argument, 0, 'x'},
+        {"full-layers", no_argument, 0, 'F'},
+        {"jobs", required_argument, 0, 'j'},
+        {"rows", required_argument, 0, 'r'},
+        {"csv", required_argument, 0, 'C'},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"draws", required_argument, 0, 'd'},
+        {"robust", no_argument, 0, 'R'},
+        {"tie", required_argument, 0, 'T'},
+        CLI_WHATIF_OPTIONS,
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
@@ -538,7 +548,8 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, NULL, step, exposed, err);
+        int r =
+            use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, NULL, step, exposed, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
@@ -707,9 +718,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
         int r = simulate_robust(a, x, ls, n, composed, err);
         nruns = r < 0 ? -1 : nruns + r;
     }
-    if (a->robust && !a->quiet && x->rank == 0)
-        fprintf(stderr, "loong plan: clean simulations %.1f s, --robust's %.1f s (%.2fx)\n", tr - t1, cli_now() - tr,
-                (cli_now() - tr) / (tr - t1 > 0 ? tr - t1 : 1e-9));
+    double robust_s = a->robust ? cli_now() - tr : 0;
     if (nruns < 0) {
         free(ls);
         return cli_fail("plan", "%s", err);
@@ -726,13 +735,24 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                  a->cc.doc_dist    ? a->cc.doc_dist
                  : a->cc.docs_file ? a->cc.docs_file
                                    : "--docs");
-    plan_report rp = {a->platform, calib_peak(x->cb), a->rows,  t1 - t0,
-                      t2 - t1,     t2 - t0,           nsim,     nruns,
-                      x->size,     composed,          a->draws, docs[0] ? docs : NULL,
-                      a->tie,      a->robust,
+    plan_report rp = {a->platform,
+                      calib_peak(x->cb),
+                      a->rows,
+                      t1 - t0,
+                      t2 - t1,
+                      t2 - t0,
+                      nsim,
+                      nruns,
+                      x->size,
+                      composed,
+                      a->draws,
+                      docs[0] ? docs : NULL,
+                      a->tie,
+                      a->robust,
                       "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 and the last "
                       "GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
-                      NULL};
+                      NULL,
+                      robust_s};
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;

@@ -275,7 +275,7 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     size_t memlen = 0;
     int rc = 0;
     if (a->trace && trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt,
-                                        whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
+                                whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");

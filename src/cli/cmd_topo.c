@@ -81,8 +81,9 @@ static int list_links(const char *path, const char *out)
     return afile_commit(&f, err) < 0 ? cli_fail("topo", "%s", err) : 0;
 #else
     (void)out;
-    return cli_fail("topo", "--list-links '%s' needs SimGrid: this loong was built without it (apt-get install "
-                            "libsimgrid-dev, then reconfigure)",
+    return cli_fail("topo",
+                    "--list-links '%s' needs SimGrid: this loong was built without it (apt-get install "
+                    "libsimgrid-dev, then reconfigure)",
                     path);
 #endif
 }

@@ -51,7 +51,7 @@ typedef struct trace {
     config cfg;
     char backend[32];
     char whatif[256]; /* the perturbations of a what-if run, as compact JSON; "" for a clean run */
-    trace_ev *ev; /* sorted by id */
+    trace_ev *ev;     /* sorted by id */
     size_t n;
 } trace;
 

@@ -212,11 +212,11 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     else if (rp->docs)
         fprintf(f, "# documents: %s (%d in the sample)\n", rp->docs, docs_count(b->docs));
     if (rp->perturbed) fprintf(f, "# PERTURBED (what-if): every simulation under %s\n", rp->perturbed);
-    fprintf(f, "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
-               "own error (README, Fidelity), so not a ranking\n",
+    fprintf(f,
+            "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
+            "own error (README, Fidelity), so not a ranking\n",
             100 * rp->tie);
-    if (rp->robust)
-        fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
+    if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
     fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s", "rank", "tie", "layout", "by",
             "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
     if (rp->robust) fprintf(f, " %11s %10s %10s %9s", "straggler_%", "slowNIC_%", "jitter_%", "worst_%");
@@ -226,7 +226,8 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
 /* "=" when l ties with the best (same prediction kind, within tie). */
 static bool ties_best(const plan_layout *l, const plan_layout *best, double tie)
 {
-    return l != best && (l->sim_step >= 0) == (best->sim_step >= 0) && plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
+    return l != best && (l->sim_step >= 0) == (best->sim_step >= 0) &&
+           plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
 }
 
 static void write_robust(FILE *f, const plan_layout *l)
@@ -249,8 +250,8 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
     fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f %8s %8s", rank, tie ? "=" : "",
-            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step,
-            100 * (l->step_hi - l->step_lo) / r->step, r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
+            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
+            r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
     if (robust) write_robust(f, l);
     fputc('\n', f);
 }
@@ -270,8 +271,8 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
             pick == idx[0] ? "highest predicted throughput" : "tied with the fastest (below)", r.tps, r.step, r.mfu,
             share);
     if (m > 1 && pick == idx[0])
-        fprintf(f, ", %.2f %% ahead of the runner-up %s", 100 * (plan_gpu_seconds(&ls[idx[1]]) / plan_gpu_seconds(best) - 1),
-                ls[idx[1]].name);
+        fprintf(f, ", %.2f %% ahead of the runner-up %s",
+                100 * (plan_gpu_seconds(&ls[idx[1]]) / plan_gpu_seconds(best) - 1), ls[idx[1]].name);
     if (ring >= 0 && ring != pick) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
     fprintf(f, "; peak memory %.1f GB\n", r.mem_gb);
     plan_write_choice(f, ls, idx, m, pick, rp);
@@ -300,6 +301,9 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
     write_removed(f, ls, n);
     fprintf(f, "# time: analytical %.3f s (%d layouts), SimGrid %.3f s (%d runs), wall %.3f s on %d MPI rank(s)\n",
             rp->analytic_s, m, rp->sim_s, rp->runs, rp->wall_s, rp->ranks);
+    if (rp->robust)
+        fprintf(f, "# time: --robust's simulations %.3f s of the SimGrid time, %.2fx the clean ones' %.3f s\n",
+                rp->robust_s, rp->robust_s / fmax(rp->sim_s - rp->robust_s, 1e-9), rp->sim_s - rp->robust_s);
     free(idx);
     return ferror(f) ? -1 : 0;
 }

@@ -109,6 +109,7 @@ typedef struct plan_report {
     bool robust;                      /* plan_layout.robust was filled for the simulated layouts */
     const char *robust_set;           /* how the perturbations were chosen, for the header */
     const char *perturbed;            /* every simulation's perturbations (whatif_describe), or NULL */
+    double robust_s;                  /* of sim_s: the --robust simulations */
 } plan_report;
 
 /* ---- the recommendation (plan_pick.c) ---- */

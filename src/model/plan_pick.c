@@ -70,8 +70,8 @@ int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
     const plan_layout *best = &ls[idx[0]];
     int tied[64] = {idx[0]}, nt = 0;
     for (int k = 0; k < m && nt < 64; k++)
-        if (k == 0 || (same_kind(&ls[idx[k]], best) &&
-                       plan_gpu_seconds(&ls[idx[k]]) <= plan_gpu_seconds(best) * (1 + tie)))
+        if (k == 0 ||
+            (same_kind(&ls[idx[k]], best) && plan_gpu_seconds(&ls[idx[k]]) <= plan_gpu_seconds(best) * (1 + tie)))
             tied[nt++] = idx[k];
     if (nt == 1) return idx[0];
     bool robust = true;
@@ -160,9 +160,8 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
 {
     int r = -1;
     for (int k = 0; k < m; k++)
-        if (robust_ran(&ls[idx[k]]) &&
-            (r < 0 || plan_worst_step(&ls[idx[k]]) * config_ranks(&ls[idx[k]].c) <
-                          plan_worst_step(&ls[r]) * config_ranks(&ls[r].c)))
+        if (robust_ran(&ls[idx[k]]) && (r < 0 || plan_worst_step(&ls[idx[k]]) * config_ranks(&ls[idx[k]].c) <
+                                                     plan_worst_step(&ls[r]) * config_ranks(&ls[r].c)))
             r = idx[k];
     if (r < 0) return;
     const plan_layout *best = &ls[idx[0]], *rb = &ls[r];
@@ -176,8 +175,9 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
     char gb[200], gr[200];
     geometry(best, gb, sizeof gb);
     geometry(rb, gr, sizeof gr);
-    fprintf(f, "# robust: differs from the clean winner %s, which slows +%.1f %% under %s (%s) against %s's +%.1f %%: "
-               "%s; %s\n",
+    fprintf(f,
+            "# robust: differs from the clean winner %s, which slows +%.1f %% under %s (%s) against %s's +%.1f %%: "
+            "%s; %s\n",
             best->name, slowdown(best, kb), plan_pert_name(kb), best->robust_what[kb], rb->name,
             rb->robust[kb] >= 0 ? slowdown(rb, kb) : 0, gb, gr);
 }

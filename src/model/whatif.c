@@ -22,7 +22,8 @@ static int parse_factor(const char *s, const char *opt, const char *arg, double 
     char *end;
     double v = strtod(s, &end);
     if (end == s || *end || !isfinite(v) || v <= 0) {
-        snprintf(err, LOONG_ERRLEN, "%s '%s': the factor '%s' is not a number above 0 (e.g. %s %s)", opt, arg, s, opt, strcmp(opt, "--straggler") ? "node0-nic0:2" : "3:1.25");
+        snprintf(err, LOONG_ERRLEN, "%s '%s': the factor '%s' is not a number above 0 (e.g. %s %s)", opt, arg, s, opt,
+                 strcmp(opt, "--straggler") ? "node0-nic0:2" : "3:1.25");
         return -1;
     }
     *out = v;

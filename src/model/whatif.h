@@ -21,7 +21,7 @@
 #include "core/units.h"
 
 /* Perturbations of each kind one run takes. */
-#define WHATIF_MAX 64
+#define WHATIF_MAX  64
 #define WHATIF_NAME 96
 
 #define WHATIF_STRAGGLER_DEFAULT 1.25 /* the "throttled GPU" */

@@ -74,7 +74,8 @@ static void relay_main(int argc, char **argv)
     (void)argc;
     (void)argv;
     relay_job *j = sg_actor_self_get_data();
-    sg_comm_t legs[2] = {sim_s4u_sendto_async(j->src, j->via, j->bytes), sim_s4u_sendto_async(j->via, j->dst, j->bytes)};
+    sg_comm_t legs[2] = {sim_s4u_sendto_async(j->src, j->via, j->bytes),
+                         sim_s4u_sendto_async(j->via, j->dst, j->bytes)};
     int who[2] = {0, 1};
     double until = 0;
     for (int left = 2; left > 0; left--) {
@@ -98,8 +99,13 @@ static sg_comm_t put_relayed(sim_stream *me, sg_mailbox_t chan, int peer, uint64
     char name[64];
     snprintf(name, sizeof name, "%s/ack", sg_mailbox_get_name(chan));
     relay_job *j = xmalloc_array(1, sizeof *j, "a rerouted transfer");
-    *j = (relay_job){S->hosts[me->rank], S->hosts[p->via], S->hosts[peer], bytes, {p->lat1, p->lat2},
-                     sg_mailbox_by_name(name), chan};
+    *j = (relay_job){S->hosts[me->rank],
+                     S->hosts[p->via],
+                     S->hosts[peer],
+                     bytes,
+                     {p->lat1, p->lat2},
+                     sg_mailbox_by_name(name),
+                     chan};
     sg_actor_t a = sg_actor_init("relay", j->src);
     sg_actor_set_data(a, j);
     sg_actor_start(a, relay_main, 0, NULL);

@@ -55,9 +55,9 @@ typedef struct sim_links sim_links;
 
 /* The perturbations applied to a platform (sim_whatif.c). */
 typedef struct sim_faults {
-    whatif w;          /* as given: the jitter and its seed are drawn per run */
-    double *kscale;    /* per GPU host: its kernels' time factor (stragglers); NULL: none */
-    sg_link_t *off;    /* the failed links, each direction */
+    whatif w;       /* as given: the jitter and its seed are drawn per run */
+    double *kscale; /* per GPU host: its kernels' time factor (stragglers); NULL: none */
+    sg_link_t *off; /* the failed links, each direction */
     int noff;
 } sim_faults;
 

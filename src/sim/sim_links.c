@@ -108,8 +108,8 @@ static void try_relay(const sim_links *L, int from, int to, int v, xbt_dynar_t d
     int n = (int)xbt_dynar_length(d);
     if (!route_ok(L, L->hosts[v], L->hosts[to], d)) return;
     n += (int)xbt_dynar_length(d);
-    double lat = sg_host_get_route_latency(L->hosts[from], L->hosts[v]) +
-                 sg_host_get_route_latency(L->hosts[v], L->hosts[to]);
+    double lat =
+        sg_host_get_route_latency(L->hosts[from], L->hosts[v]) + sg_host_get_route_latency(L->hosts[v], L->hosts[to]);
     if (*best < 0 || n < *nbest || (n == *nbest && lat < *lbest)) *best = v, *nbest = n, *lbest = lat;
 }
 

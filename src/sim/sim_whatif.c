@@ -22,7 +22,8 @@
 #include "sim_s4u.h"
 #include "core/xalloc.h"
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_whatif, loong, "loong sim: perturbations (stragglers, slow and failed links)");
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_whatif, loong,
+                                "loong sim: perturbations (stragglers, slow and failed links)");
 
 /* The links named `name`: the link itself, or both directions of a
  * full-duplex one (SimGrid names them NAME_UP and NAME_DOWN). */
@@ -45,8 +46,8 @@ static int find_links(const char *name, sg_link_t out[2])
 static int no_link(const char *opt, const char *name, const char *path, char err[LOONG_ERRLEN])
 {
     snprintf(err, LOONG_ERRLEN,
-             "%s '%s': platform '%s' has no link of that name: list them with loong topo --list-links %s",
-             opt, name, path, path);
+             "%s '%s': platform '%s' has no link of that name: list them with loong topo --list-links %s", opt, name,
+             path, path);
     return -1;
 }
 
