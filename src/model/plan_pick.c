@@ -151,9 +151,10 @@ static void write_tie(FILE *f, const plan_layout *ls, const int *idx, int m, int
                 100 * (plan_worst_step(p) / plan_step(p) - 1), plan_pert_name(weakest(p)),
                 100 * (plan_worst_step(best) / plan_step(best) - 1), plan_pert_name(weakest(best)));
     else
-        fprintf(f, "the simpler (%d streams%s, against %d%s)\n", plan_streams(p),
+        fprintf(f, "the simpler (%d streams%s, against %d%s)%s\n", plan_streams(p),
                 config_kv_repl(&p->c) > 1 ? ", KV replication" : "", plan_streams(best),
-                config_kv_repl(&best->c) > 1 ? ", KV replication" : "");
+                config_kv_repl(&best->c) > 1 ? ", KV replication" : "",
+                robust_ran(p) ? "" : "; --robust would weigh how each copes with a straggler or a slow NIC first");
 }
 
 static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
