@@ -12,20 +12,6 @@
 #include "check_run.h"
 #include "model/platform_spec.h"
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static int count(const char *s, const char *needle)
 {
@@ -59,7 +45,7 @@ START_TEST(generated_matches_spec)
                            "--nodes-per-leaf 24 --oversubscription 2 -o %s",
                            LOONG_BIN, path);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    char *xml = slurp(path);
+    char *xml = read_text(path);
     ck_assert_int_eq(count(xml, "<host "), 40 * 8);
     ck_assert_int_eq(count(xml, "<link "), 40 * 8 + 40 * 4 + 4 * 2);
     ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
@@ -91,7 +77,7 @@ START_TEST(shipped_topologies)
     for (int i = 0; i < 5; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn.xml", LOONG_SRCDIR, nodes[i]);
-        char *xml = slurp(path);
+        char *xml = read_text(path);
         ck_assert_int_eq(count(xml, "<host "), 8 * nodes[i]);
         ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
         ck_assert(fabs(attr_of(xml, "node0-gpu0-nvlink", "bandwidth") - 450) < 1e-9);

@@ -171,19 +171,6 @@ END_TEST
 
 /* ---- through the CLI ---- */
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 /* The trace of one run with `extra` options, read back. */
 static char *trace_of(const char *platform, const char *extra, const char *name)
@@ -195,7 +182,7 @@ static char *trace_of(const char *platform, const char *extra, const char *name)
                 "--layers 2 --trace %s %s",
                 LOONG_BIN, platform, LOONG_SRCDIR, out, extra);
     ck_assert_msg(r.status == 0, "loong sim %s: exit %d: %s", extra, r.status, r.err);
-    return read_all(out);
+    return read_text(out);
 }
 
 /* --jitter 0 is no jitter, byte for byte; a seed gives one trace; another

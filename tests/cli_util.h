@@ -18,4 +18,7 @@ run_result run_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Lines in s (a final line without '\n' counts). */
 int count_lines(const char *s);
 
+/* The whole file at path, NUL-terminated (malloc'd; a failed read fails the test). */
+char *read_text(const char *path);
+
 #endif
