@@ -9,7 +9,8 @@ cd "$(dirname "$0")"
 
 PACKAGES=(build-essential autoconf automake pkg-config
           libjansson-dev libgsl-dev check
-          libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox)
+          libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox
+          help2man groff-base)
 # check only: clang with libFuzzer for the fuzz targets (make fuzz-run)
 CHECK_PACKAGES=(clang libclang-rt-14-dev)
 JOBS=$(nproc 2>/dev/null || echo 2)

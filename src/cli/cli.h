@@ -12,6 +12,7 @@
 #define LOONG_CLI_H
 
 #include <getopt.h>
+#include <stdio.h>
 
 #include "core/config.h"
 #include "model/whatif.h"
@@ -44,6 +45,15 @@ enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_
 /* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
  * exec's inputs). Returns 0 or -1 with a message. */
 int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN]);
+
+/* ---- data files (cli_data.c) ---- */
+/* The platform `given` names: a path, a file in the working directory, or a
+ * name (with or without .xml) searched on loong's data path (core/datapath.h).
+ * Returns 0 with the path in out; -1 with a message listing where it looked. */
+int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_ERRLEN]);
+/* `loong topo --list`: every directory of the data path with its platforms
+ * and calibration tables. Returns 0, or -1 on a write error. */
+int cli_list_data(FILE *f);
 
 /* ---- the perturbation options of sim, coll and plan (cli_whatif.c) ---- */
 enum { CLI_OPT_STRAGGLER = 2000, CLI_OPT_SLOW_LINK, CLI_OPT_FAIL_LINK, CLI_OPT_JITTER };

@@ -259,6 +259,9 @@ int cmd_calibrate(int argc, char **argv)
                         nccl_tests ? "nccl-tests log" : "trace");
     if (!platform) return cli_fail("calibrate", "--platform is required (the platform to fit, written by loong topo)");
     if (!dir) return cli_fail("calibrate", "-o OUTDIR is required");
+    char where[4096], err[LOONG_ERRLEN];
+    if (cli_find_platform(platform, where, sizeof where, err) < 0) return cli_fail("calibrate", "%s", err);
+    platform = where;
     char origin[2048];
     size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
     for (int i = 0; i < argc && n < sizeof origin; i++)

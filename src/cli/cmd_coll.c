@@ -49,7 +49,8 @@ static void coll_usage(FILE *f)
 typedef struct coll_cli {
     const char *platform, *op, *minb, *maxb, *factor, *gpus, *nodes, *algo, *proto, *compare;
     bool model;
-    whatif w; /* --slow-link, --fail-link */
+    whatif w;         /* --slow-link, --fail-link */
+    char where[4096]; /* the platform file (cli_find_platform) */
 } coll_cli;
 
 typedef struct coll_job {
@@ -103,6 +104,9 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
     }
     if (optind < argc) return cli_fail("coll", "unexpected argument '%s' (see loong coll --help)", argv[optind]);
     if (!o->platform) return cli_fail("coll", "--platform FILE is required (shipped ones are in topologies/)");
+    char err[LOONG_ERRLEN];
+    if (cli_find_platform(o->platform, o->where, sizeof o->where, err) < 0) return cli_fail("coll", "%s", err);
+    o->platform = o->where;
     if (o->w.nstrag || o->w.jitter > 0)
         return cli_fail("coll",
                         "--%s slows kernels, and loong coll times collectives alone: use it with loong sim "

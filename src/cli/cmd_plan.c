@@ -89,7 +89,8 @@ typedef struct plan_args {
     bool exact, full_layers, quiet, robust;
     double tie;
     cli_config cc;
-    whatif w; /* perturbations every simulation runs under */
+    whatif w;         /* perturbations every simulation runs under */
+    char where[4096]; /* the platform file (cli_find_platform) */
 } plan_args;
 
 /* Mesh and ring knobs are what plan searches: refuse them by name. */
@@ -227,7 +228,10 @@ static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRL
 
 static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
 {
-    if (!a->platform) a->platform = DEFAULT_PLATFORM;
+    /* the source tree's topologies/, else the installed one by name */
+    if (!a->platform) a->platform = access(DEFAULT_PLATFORM, F_OK) == 0 ? DEFAULT_PLATFORM : "dgx-h100-8n";
+    if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return -1;
+    a->platform = a->where;
     if (read_platform(a, x, err) < 0) return -1;
     cli_config cc = a->cc;
     char gpn[16];

@@ -67,7 +67,8 @@ typedef struct sim_args {
     bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
-    whatif w; /* --straggler, --slow-link, --fail-link, --jitter */
+    whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */
+    char where[4096]; /* the platform file --platform names (cli_find_platform) */
 } sim_args;
 
 /* Move SimGrid's own --cfg=/--log= out of argv (getopt would reject them). */
@@ -168,6 +169,9 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");
     if (a->json && !strcmp(a->json, "-") && !strcmp(a->out, "-") && a->out_given)
         return cli_fail("sim", "-o - and --json - both name standard output: give one of them a file");
+    char err[LOONG_ERRLEN];
+    if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return cli_fail("sim", "%s", err);
+    a->platform = a->where;
     return 0;
 }
 

@@ -37,6 +37,9 @@ static void topo_usage(FILE *f)
             "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
             "                          that rail first (NCCL's PXN)        [on: GPU kinds]\n"
             "  -o, --output FILE       write there (atomically) instead of stdout\n"
+            "  --list                  list the installed platforms and calibration tables\n"
+            "                          (the data path: $LOONG_DATA_PATH, then the installed\n"
+            "                          directory) instead\n"
             "  --list-links FILE       list the links of platform FILE instead (the names that\n"
             "                          loong sim --slow-link and --fail-link take)\n"
             "  -h, --help              this text\n"
@@ -53,10 +56,23 @@ typedef struct topo_args {
 } topo_args;
 
 /* The platform's links, as SimGrid loaded them: "# link bandwidth latency" rows. */
-static int list_links(const char *path, const char *out)
+static int list_installed(const char *out)
+{
+    char err[LOONG_ERRLEN];
+    afile f;
+    if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
+    if (cli_list_data(f.f) < 0) {
+        afile_abort(&f);
+        return cli_fail("topo", "write error on '%s'", out);
+    }
+    return afile_commit(&f, err) < 0 ? cli_fail("topo", "%s", err) : 0;
+}
+
+static int list_links(const char *given, const char *out)
 {
 #ifdef HAVE_SIMGRID
-    char err[LOONG_ERRLEN];
+    char err[LOONG_ERRLEN], path[4096];
+    if (cli_find_platform(given, path, sizeof path, err) < 0) return cli_fail("topo", "%s", err);
     afile f;
     if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
     char *args[] = {(char *)"--log=root.thres:critical"};
@@ -148,6 +164,7 @@ int cmd_topo(int argc, char **argv)
         {"nvls", required_argument, 0, 13},
         {"pxn", required_argument, 0, 14},
         {"list-links", required_argument, 0, 15},
+        {"list", no_argument, 0, 16},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -156,6 +173,7 @@ int cmd_topo(int argc, char **argv)
     const char **slot[] = {NULL,       &a.nodes, &a.gpn,     &a.gpu,     &a.nvlink, &a.nic,  &a.nics, &a.fabric,
                            &a.oversub, &a.npl,   &a.nvl_lat, &a.nic_lat, &a.up_lat, &a.nvls, &a.pxn};
     const char *out = "-", *list = NULL;
+    bool list_data = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -166,16 +184,20 @@ int cmd_topo(int argc, char **argv)
         switch (opt) {
         case 'o': out = optarg; break;
         case 15: list = optarg; break;
+        case 16: list_data = true; break;
         case 'h': topo_usage(stdout); return 0;
         default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
     char err[LOONG_ERRLEN], origin[1024];
-    if (list) {
+    if (list || list_data) {
         for (int i = 1; i < 15; i++)
-            if (*slot[i]) return cli_fail("topo", "--list-links reads a platform: drop the generator's options");
-        return list_links(list, out);
+            if (*slot[i])
+                return cli_fail("topo", "%s reads platforms: drop the generator's options",
+                                list ? "--list-links" : "--list");
+        if (list && list_data) return cli_fail("topo", "--list and --list-links: give one of them");
+        return list ? list_links(list, out) : list_installed(out);
     }
     platform_spec sp;
     if (apply(&a, &sp, err) < 0) return cli_fail("topo", "%s", err);

@@ -1,5 +1,6 @@
 /* calib: calibration table parser and evaluator. See calib.h. */
 #include "calib.h"
+#include "core/datapath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -283,17 +284,23 @@ calib *calib_load(const char *path, char err[LOONG_ERRLEN])
 
 calib *calib_for_platform(const char *platform, const char *gpu, const char *path, char err[LOONG_ERRLEN])
 {
-    char def[4096];
-    if (!path) {
-        const char *slash = strrchr(platform, '/');
-        int dirlen = slash ? (int)(slash - platform) + 1 : 0;
-        snprintf(def, sizeof def, "%.*s%s.calib", dirlen, platform, gpu);
-        if (access(def, R_OK) != 0) {
-            snprintf(err, LOONG_ERRLEN,
-                     "unknown GPU kind '%s': no calibration table %.160s (give one with --calib FILE)", gpu, def);
+    char dir[4096], name[64], found[4096];
+    const char *slash = strrchr(platform, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - platform) : 1, slash ? platform : ".");
+    if (slash == platform) snprintf(dir, sizeof dir, "/");
+    /* a table named on the command line is a path, or a file here, or a
+     * name searched like the platform's own (datapath.h) */
+    if (!path || (!strchr(path, '/') && access(path, R_OK) != 0)) {
+        snprintf(name, sizeof name, "%s.calib", gpu);
+        if (datapath_find("calibration table", path ? path : name, ".calib", dir, found, sizeof found, err) < 0) {
+            char pre[96];
+            snprintf(pre, sizeof pre, "unknown GPU kind '%.32s': ", gpu);
+            if (!path) loong_err_prefix(err, pre);
+            size_t n = strlen(err);
+            snprintf(err + n, LOONG_ERRLEN - n, " (give one with --calib FILE)");
             return NULL;
         }
-        path = def;
+        path = found;
     }
     calib *cb = calib_load(path, err);
     if (cb && strcmp(cb->gpu, gpu)) {

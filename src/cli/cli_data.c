@@ -1,0 +1,85 @@
+/* Platforms named without a directory, and `loong topo --list` (cli.h). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/datapath.h"
+#include "core/xalloc.h"
+#include "model/platform_spec.h"
+
+int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_ERRLEN])
+{
+    /* a path, or a file here, keeps its own errors (a directory, unreadable) */
+    if (strchr(given, '/') || access(given, F_OK) == 0) {
+        snprintf(out, len, "%s", given);
+        return 0;
+    }
+    if (datapath_find("platform", given, ".xml", ".", out, len, err) == 0) return 0;
+    size_t n = strlen(err);
+    snprintf(err + n, LOONG_ERRLEN - n, " (list the installed ones with loong topo --list)");
+    return -1;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The *.xml and *.calib files of dir, sorted: malloc'd names, n of them. */
+static char **data_files(const char *dir, int *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **v = NULL;
+    int cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t k = strlen(e->d_name);
+        bool xml = k > 4 && !strcmp(e->d_name + k - 4, ".xml"), cal = k > 6 && !strcmp(e->d_name + k - 6, ".calib");
+        if (!xml && !cal) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            v = xrealloc_array(v, (size_t)cap, sizeof *v, "the data files");
+        }
+        v[(*n)++] = xstrdup(e->d_name, "the data files");
+    }
+    closedir(d);
+    qsort(v, (size_t)*n, sizeof *v, by_name);
+    return v;
+}
+
+/* One row: a platform with its shape from loong_spec, or a table. */
+static void list_file(FILE *f, const char *dir, const char *name)
+{
+    char path[4096], err[LOONG_ERRLEN];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t k = strlen(name);
+    if (!strcmp(name + k - 6, ".calib")) {
+        fprintf(f, "  %-28s calibration table for --gpu %.*s\n", name, (int)(k - 6), name);
+        return;
+    }
+    platform_spec sp;
+    if (platform_spec_read(path, &sp, err) < 0)
+        fprintf(f, "  %-28s platform (no loong_spec: written by hand?)\n", name);
+    else
+        fprintf(f, "  %-28s platform: %d node(s) x %d %s GPUs, %d NIC(s) per node  (--platform %.*s)\n", name, sp.nodes,
+                sp.gpus_per_node, sp.gpu, sp.nics_per_node, (int)(k - 4), name);
+}
+
+int cli_list_data(FILE *f)
+{
+    const char *dirs[33];
+    int nd = datapath_dirs(dirs, 32);
+    fprintf(f, "# loong's data path: $LOONG_DATA_PATH, then the installed %s\n", datapath_installed());
+    for (int i = 0; i < nd; i++) {
+        int n;
+        char **files = data_files(dirs[i], &n);
+        fprintf(f, "# %s: %s\n", dirs[i], files ? (n ? "" : "no platforms or tables") : "not readable");
+        for (int j = 0; j < n; j++) {
+            list_file(f, dirs[i], files[j]);
+            free(files[j]);
+        }
+        free(files);
+    }
+    return ferror(f) ? -1 : 0;
+}
