@@ -372,9 +372,12 @@ static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
     char dp[32], *wv[WHATIF_MAX * 3 + 2];
-    snprintf(dp, sizeof dp, "--dp=%d", ls[u->layout].dp); /* the other replicas by symmetry */
-    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", dp};
-    int ne = ls[u->layout].dp > 1 ? 2 : 1, nw = whatif_argv(u->w, wv);
+    snprintf(dp, sizeof dp, "--dp=%d", ls[u->layout].dp);
+    /* the other replicas by symmetry, which needs replicas of whole nodes;
+     * smaller ones are all simulated (check_gpus: then they fit) */
+    bool whole = config_ranks(&ls[u->layout].c) % ls[u->layout].c.gpus_per_node == 0;
+    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", dp, whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
+    int ne = ls[u->layout].dp > 1 ? 3 : 1, nw = whatif_argv(u->w, wv);
     for (int i = 0; i < nw; i++)
         extra[ne++] = wv[i];
     char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ne);
