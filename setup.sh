@@ -11,6 +11,8 @@ PACKAGES=(build-essential autoconf automake pkg-config
           libjansson-dev libgsl-dev check
           libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox
           help2man groff-base)
+# Chakra execution traces (loong dag --format chakra; protoc for their test)
+PACKAGES+=(libprotobuf-c-dev protobuf-c-compiler protobuf-compiler)
 # check only: clang with libFuzzer for the fuzz targets (make fuzz-run)
 CHECK_PACKAGES=(clang libclang-rt-14-dev)
 JOBS=$(nproc 2>/dev/null || echo 2)

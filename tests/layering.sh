@@ -2,6 +2,7 @@
 # The layering rules of DESIGN.md ("Layout"), checked on every #include of
 # src/: which libraries each library may include, and which third-party
 # headers it may not (the core and the predictors know no backend; only the
+# cli writes protobuf (Chakra traces); only the
 # analysis fits with GSL, and the backends draw with GSL's generators;
 # backends never include each other). Exits 1 and
 # lists every broken arrow.
@@ -20,12 +21,12 @@ declare -A uses=(
 )
 # library: an extended regex of system headers it must not include
 declare -A forbids=(
-    [core]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas'
-    [model]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas'
-    [analysis]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas'
-    [sim]='^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas'
-    [exec]='^(simgrid|xbt)/|^cuda|^nccl|^cublas'
-    [cuda]='^(simgrid|xbt)/|^gsl/'
+    [core]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas|^protobuf-c/'
+    [model]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas|^protobuf-c/'
+    [analysis]='^(simgrid|xbt)/|^mpi\.h|^cuda|^nccl|^cublas|^protobuf-c/'
+    [sim]='^mpi\.h|^cuda|^nccl|^cublas|^gsl/|^cblas|^protobuf-c/'
+    [exec]='^(simgrid|xbt)/|^cuda|^nccl|^cublas|^protobuf-c/'
+    [cuda]='^(simgrid|xbt)/|^gsl/|^protobuf-c/'
     [cli]='^$'
 )
 # library: an extended regex of forbidden headers it may include after all

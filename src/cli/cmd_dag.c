@@ -9,19 +9,24 @@
 #include "core/stats.h"
 #include "core/strategy.h"
 #include "cli.h"
+#include "chakra.h"
 
 static void dag_usage(FILE *f)
 {
     fprintf(f,
             "usage: loong dag [configuration] [--format stats|json|dot] [-o FILE]\n"
+            "       loong dag [configuration] --format chakra -o DIR [--calib FILE]\n"
             "\n"
             "Build the deterministic task DAG of one configuration, validate it (acyclic,\n"
             "every recv matched by one send, every collective complete) and print it.\n"
             "\n"
             "  --format F            stats: per-rank #-table of tasks, FLOPs and bytes;\n"
             "                        json: the machine-readable DAG (README, \"DAG JSON\");\n"
-            "                        dot: Graphviz, for small DAGs             [stats]\n"
-            "  -o, --output FILE     write there (atomically) instead of stdout\n"
+            "                        dot: Graphviz, for small DAGs;\n"
+            "                        chakra: Chakra execution traces for ASTRA-sim, DIR/workload.<rank>.et\n"
+            "                        and DIR/workload.json (README, \"Chakra execution traces\")  [stats]\n"
+            "  -o, --output FILE     write there (atomically) instead of stdout; chakra: a new directory\n"
+            "  --calib FILE          chakra: compute nodes carry their duration under this calibration\n"
             "  --timing              print build/validate/write times and peak memory to stderr\n"
             "  -h, --help            this text\n"
             "\n%s"
@@ -63,11 +68,12 @@ int cmd_dag(int argc, char **argv)
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {"timing", no_argument, 0, 't'},
+        {"calib", required_argument, 0, 'c'}, /* --format chakra */
         {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     cli_config cc = {0};
-    const char *format = "stats", *out = "-";
+    const char *format = "stats", *out = "-", *calib_path = NULL;
     bool timing = false;
     int opt;
     opterr = 0;
@@ -78,26 +84,43 @@ int cmd_dag(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'h': dag_usage(stdout); return 0;
         case 't': timing = true; break;
+        case 'c': calib_path = optarg; break;
         default: return cli_fail("dag", "unknown or incomplete option '%s': see loong dag --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("dag", "unexpected argument '%s': see loong dag --help", argv[optind]);
-    if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot"))
-        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot", format);
+    bool chakra = !strcmp(format, "chakra");
+    if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot") && !chakra)
+        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot, chakra", format);
     char err[LOONG_ERRLEN];
+    /* ---- Chakra execution traces: their own checks and writer (chakra.h) ---- */
+    const char *why;
+    if (chakra && !chakra_available(&why)) return cli_fail("dag", "--format chakra: %s", why);
+    if (chakra && !strcmp(out, "-")) return cli_fail("dag", "--format chakra writes a directory: give -o DIR");
+    if (calib_path && !chakra) return cli_fail("dag", "--calib applies to --format chakra only");
+    calib *cb = NULL;
+    if (calib_path && !(cb = calib_load(calib_path, err))) return cli_fail("dag", "%s", err);
+    /* ---- */
     config c;
-    if (cli_config_finish(&cc, &c, err) < 0) return cli_fail("dag", "%s", err);
+    if (cli_config_finish(&cc, &c, err) < 0) {
+        calib_free(cb);
+        return cli_fail("dag", "%s", err);
+    }
     double t0 = cli_now();
     dag *g = dag_build(&c, err);
-    if (!g) return cli_fail("dag", "%s", err);
+    if (!g) {
+        calib_free(cb);
+        return cli_fail("dag", "%s", err);
+    }
     double t1 = cli_now();
     int rc = dag_validate(g, err) < 0;
     double t2 = cli_now();
-    rc = rc || write_dag(g, format, out, err) < 0;
+    rc = rc || (chakra ? chakra_write_dir(g, cb, out, err) : write_dag(g, format, out, err)) < 0;
     double t3 = cli_now();
     if (timing)
         fprintf(stderr, "# timing: build %.3f s (%u tasks), validate %.3f s, %s %.3f s, peak RSS %.1f MB\n", t1 - t0,
                 dag_ntasks(g), t2 - t1, format, t3 - t2, cli_peak_rss_mb());
     dag_free(g);
+    calib_free(cb);
     return rc ? cli_fail("dag", "%s", err) : 0;
 }
