@@ -275,7 +275,8 @@ START_TEST(degenerate_input)
 END_TEST
 
 #ifdef HAVE_SIMGRID
-/* loong sim's own transfers and kernels, fitted back. */
+/* loong sim's own transfers and kernels, fitted back; the same without the
+ * traces' flow events. */
 START_TEST(round_trip_through_sim)
 {
     char dir[] = "/tmp/loong-rt-XXXXXX";
@@ -312,6 +313,14 @@ START_TEST(round_trip_through_sim)
     ck_assert(close_to(calib_seconds(cb, TASK_ATTN_FWD, 1e12, 0, 4096), 5e-6 + 1e12 / 400e12) < 0.01);
     ck_assert(close_to(calib_seconds(cb, TASK_MERGE, 0, 1e9, 4096), 3e-6 + 1e9 / 2e12) < 0.01);
     calib_free(cb);
+    /* the same fit from the same traces without their flow events */
+    r = run_cmd("grep -c '\"ph\":\"[sf]\"' %s/t0.json", dir);
+    ck_assert_msg(atoi(r.out) > 0, "sim wrote no flow events");
+    r = run_cmd("sed -i '/^{\"ph\":\"[sf]\"/d' %s/t0.json %s/t1.json && " LOONG_BIN
+                " calibrate %s/t0.json %s/t1.json --platform %s/p.xml --calib /tmp/loong-rt.calib -o %s/out2 && "
+                "diff -r -I loong_origin %s/out %s/out2",
+                dir, dir, dir, dir, dir, dir, dir, dir);
+    ck_assert_msg(r.status == 0, "calibrate differs without flows: %s\n%s", r.out, r.err);
     run_cmd("rm -rf %s /tmp/loong-rt.calib", dir);
 }
 END_TEST

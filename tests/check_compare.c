@@ -166,6 +166,37 @@ START_TEST(bad_traces)
 }
 END_TEST
 
+/* Flow events (Perfetto's arrows) change no figure: the same report from
+ * traces with them and from the same traces without (the format before). */
+START_TEST(flows_change_nothing)
+{
+    config c = tcfg("tiny", 4096, "loongtrain", 2, 4, 2, SCOPE_STEP);
+    dag *g = tbuild(&c);
+    paths();
+    make_trace(g, base_dur, pred_path);
+    make_trace(g, slow_attn, meas_path);
+    run_result r = run_cmd("grep -c '\"ph\":\"[sf]\"' %s", meas_path);
+    ck_assert_msg(atoi(r.out) > 0, "no flow events in %s", meas_path);
+    static const char *opts[] = {"", "--by rank --top 3", "--by layer", "--max-error 0.5"};
+    run_result with[4];
+    for (int i = 0; i < 4; i++)
+        with[i] = run_cmd(LOONG_BIN " compare %s %s %s", pred_path, meas_path, opts[i]);
+    r = run_cmd("sed -i '/^{\"ph\":\"[sf]\"/d' %s %s && grep -c '\"ph\":\"[sf]\"' %s", pred_path, meas_path, meas_path);
+    ck_assert_int_eq(atoi(r.out), 0);
+    for (int i = 0; i < 4; i++) {
+        run_result w = run_cmd(LOONG_BIN " compare %s %s %s", pred_path, meas_path, opts[i]);
+        ck_assert_int_eq(w.status, with[i].status);
+        ck_assert_uint_eq(w.out_len, with[i].out_len);
+        ck_assert_msg(!strcmp(w.out, with[i].out), "compare %s differs without flows:\n%s\n---\n%s", opts[i],
+                      with[i].out, w.out);
+    }
+    ck_assert_int_eq(with[3].status, 1);
+    unlink(pred_path);
+    unlink(meas_path);
+    dag_free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("compare");
@@ -173,6 +204,7 @@ int main(void)
     tcase_add_test(tc, known_differences);
     tcase_add_test(tc, refuses_mismatch);
     tcase_add_test(tc, cli_report);
+    tcase_add_test(tc, flows_change_nothing);
     tcase_add_test(tc, bad_traces);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -43,6 +43,81 @@ static void write_metadata(FILE *f, const dag *g, const trace_filter *flt)
     }
 }
 
+/* ---- flows ----
+ *
+ * Arrows between slices, in the legacy flow events of the Trace Event Format
+ * ("Flow events": "ph":"s" starts a flow, "ph":"f" ends it; they match by
+ * id, cat and name), as Perfetto's JSON importer reads them
+ * (google/perfetto src/trace_processor/importers/json/json_trace_parser_impl.cc,
+ * cases 's' and 'f'; importers/common/flow_tracker.cc): an "s" binds to the
+ * slice open on its pid/tid at its ts, an "f" with "bp":"e" to the enclosing
+ * slice likewise (without it, to the next slice that begins). The
+ * bind_id/flow_in/flow_out form would add keys to the task events
+ * themselves; these separate events leave them byte-identical.
+ *
+ * Perfetto reads events in ts order and drops an "f" met before its "s"
+ * (stat flow_end_without_start), so an arrow never points back in time: a
+ * recv posted before its send started gets its "f" at the send's start,
+ * still inside the recv's slice. The flow's id is the task id of its start
+ * slice (a send, or a collective member): unique in the trace, the same on
+ * every run. Events follow the task events, in the order below. */
+
+static bool written(const trace_filter *flt, const dag *g, uint32_t id)
+{
+    return id != DAG_NONE && keep(flt, dag_task_get(g, id));
+}
+
+typedef struct member {
+    double ts; /* microseconds, as written */
+    uint32_t inst, id;
+} member;
+
+static int cmp_member(const void *a, const void *b)
+{
+    const member *x = a, *y = b;
+    if (x->inst != y->inst) return (x->inst > y->inst) - (x->inst < y->inst);
+    if (x->ts != y->ts) return (x->ts > y->ts) - (x->ts < y->ts);
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void write_flow(FILE *f, const char *cat, const dag_task *from, double from_us, const dag_task *to, double to_us)
+{
+    const char *name = task_op_name(from->op);
+    fprintf(f,
+            "{\"ph\":\"s\",\"id\":%u,\"cat\":\"%s\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f},\n"
+            "{\"ph\":\"f\",\"bp\":\"e\",\"id\":%u,\"cat\":\"%s\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,"
+            "\"ts\":%.3f},\n",
+            from->id, cat, name, from->rank, from->stream, from_us, from->id, cat, name, to->rank, to->stream, to_us);
+}
+
+/* Each send to its recv ("cat":"p2p"), in send id order; then the written
+ * members of each collective instance in a chain ("cat":"coll"), from the
+ * first to start to the last (ties by id), instances in the order of their
+ * first task: a user hops from member to member. A flow is written only when
+ * both its slices are. */
+static void write_flows(FILE *f, const dag *g, const double *start_s, const double *dur_s, const trace_filter *flt)
+{
+    uint32_t n = dag_ntasks(g), nm = 0;
+    member *m = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (!keep(flt, t)) continue;
+        if (t->kind == TASK_SEND && written(flt, g, t->match)) {
+            const dag_task *r = dag_task_get(g, t->match);
+            double s_us = trace_us(start_s[i]), r_us = trace_us(start_s[r->id]), r_end = r_us + trace_us(dur_s[r->id]);
+            write_flow(f, "p2p", t, s_us, r, fmin(fmax(r_us, s_us), r_end));
+        } else if (task_is_collective(t) && t->match != DAG_NONE) {
+            if (!m) m = xcalloc(n, sizeof *m, "a trace's collective members");
+            m[nm++] = (member){trace_us(start_s[i]), t->match, i};
+        }
+    }
+    if (nm > 1) qsort(m, nm, sizeof *m, cmp_member);
+    for (uint32_t k = 1; k < nm; k++)
+        if (m[k].inst == m[k - 1].inst)
+            write_flow(f, "coll", dag_task_get(g, m[k - 1].id), m[k - 1].ts, dag_task_get(g, m[k].id), m[k].ts);
+    free(m);
+}
+
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
                 const trace_filter *flt, json_t *perturbed)
 {
@@ -61,6 +136,7 @@ int trace_write(FILE *f, const dag *g, const char *backend, const double *start_
                 task_kind_name(t->kind), task_op_name(t->op), task_phase_name(t->phase), t->layer,
                 (unsigned long long)t->flops, (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step);
     }
+    write_flows(f, g, start_s, dur_s, flt);
     /* a closing metadata event keeps the array free of a trailing comma */
     fputs("{\"ph\":\"M\",\"name\":\"loong_end\",\"pid\":0,\"args\":{}}\n],\n\"displayTimeUnit\":\"ms\",\n", f);
     json_t *meta = json_pack("{s:i,s:s,s:s,s:o}", "format", TRACE_FORMAT, "version", PACKAGE_VERSION, "backend",
@@ -139,6 +215,33 @@ static int parse_event(json_t *e, const config *c, trace_ev *ev, size_t idx, cha
     return 0;
 }
 
+/* One flow event ("ph" s, t or f): skipped, but only when it could bind to
+ * a slice of this trace (a rank, a stream, a time in range, an id). */
+static int check_flow(json_t *e, const config *c, size_t idx, char err[LOONG_ERRLEN])
+{
+    json_int_t pid, tid;
+    double ts;
+    json_t *id;
+    json_error_t je;
+    char why[200];
+    if (json_unpack_ex(e, &je, 0, "{s:I,s:I,s:F,s:o}", "pid", &pid, "tid", &tid, "ts", &ts, "id", &id) < 0) {
+        snprintf(why, sizeof why, "flow event: needs pid, tid, ts and id: %s", je.text);
+        return bad_event(idx, -1, why, err);
+    }
+    if (!json_is_integer(id) && !json_is_string(id))
+        return bad_event(idx, -1, "flow event: id is neither an integer nor a string", err);
+    if (pid < 0 || pid >= config_ranks(c) || tid < 0 || tid >= STREAM_COUNT) {
+        snprintf(why, sizeof why, "flow event: pid %lld or tid %lld is not a rank or stream of the configuration",
+                 (long long)pid, (long long)tid);
+        return bad_event(idx, -1, why, err);
+    }
+    if (!(ts >= 0 && ts <= TRACE_MAX_US)) {
+        snprintf(why, sizeof why, "flow event: ts %g us is outside [0, 1e12] us", ts);
+        return bad_event(idx, -1, why, err);
+    }
+    return 0;
+}
+
 static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
 {
     t->ev = xcalloc(json_array_size(arr) + 1, sizeof *t->ev, "a trace's events");
@@ -148,6 +251,11 @@ static int read_events(json_t *arr, trace *t, char err[LOONG_ERRLEN])
     {
         if (!json_is_object(e)) return bad_event(i, -1, "not a JSON object: every traceEvents entry is one", err);
         const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (ph && (!strcmp(ph, "s") || !strcmp(ph, "t") || !strcmp(ph, "f"))) {
+            if (check_flow(e, &t->cfg, i, err) < 0) return -1;
+            t->nflow++;
+            continue;
+        }
         if (!ph || strcmp(ph, "X")) continue;
         if (parse_event(e, &t->cfg, &t->ev[t->n], i, err) < 0) return -1;
         t->n++;

@@ -8,6 +8,9 @@
  * moves (a recv: what it receives). Metadata events name each rank
  * ("rank 9 · node 1 gpu 1") and stream. The top-level "loong" object holds
  * {format, version, backend, config}. Opens in Perfetto and chrome://tracing.
+ * After the task events, flow events ("ph":"s" on a send, "ph":"f" on its
+ * recv; a chain through each collective's members) draw arrows between
+ * ranks in Perfetto; readers skip them (trace.c, "flows").
  *
  * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
@@ -34,7 +37,8 @@ typedef struct trace_filter {
  * start; flt may be NULL. `perturbed`, when not NULL, describes what the
  * run was perturbed by (model/whatif.h) and becomes the "whatif" member
  * of the trace's "loong" object, beside its config (the reference is
- * taken). Returns 0, or -1 on a write error. */
+ * taken). The flow events link only slices both written under flt.
+ * Returns 0, or -1 on a write error. */
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
                 const trace_filter *flt, json_t *perturbed);
 
@@ -53,12 +57,14 @@ typedef struct trace {
     char whatif[256]; /* the perturbations of a what-if run, as compact JSON; "" for a clean run */
     trace_ev *ev;     /* sorted by id */
     size_t n;
+    size_t nflow; /* flow events ("ph" s, t, f): checked, counted, otherwise skipped */
 } trace;
 
-/* Read a trace written by any backend. Returns 0, or -1 with a one-line
- * message for unreadable files, invalid JSON, missing fields, no task
- * event, or an event whose rank, layer, kind, op or times fall outside the
- * trace's own configuration. Files above TRACE_MAX_BYTES, or above what
+/* Read a trace written by any backend, with or without flow events.
+ * Returns 0, or -1 with a one-line message for unreadable files, invalid
+ * JSON, missing fields, no task event, an event whose rank, layer, kind, op
+ * or times fall outside the trace's own configuration, or a flow event
+ * without an id or with a pid, tid or ts out of range. Files above TRACE_MAX_BYTES, or above what
  * this machine's memory can parse, are refused before reading. */
 int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN]);
 /* The same from memory (path names it in messages). */
