@@ -70,6 +70,12 @@ summarize() {
         pass=$((pass + n))
         fail=$((fail + f))
     done
+    # the installation test: an "ok" or "FAIL" line per check
+    for log in $(for d in "$@"; do echo "$d"/tests/install.sh.log; done); do
+        [ -f "$log" ] || continue
+        pass=$((pass + $(grep -c '^ok ' "$log")))
+        fail=$((fail + $(grep -c '^FAIL ' "$log")))
+    done
     echo "checks: $pass passed, $fail failed"
 }
 
@@ -87,6 +93,9 @@ main)
 check)
     say "test suite: normal build"
     make -s -C build -j"$JOBS" check
+    say "make distcheck: the tarball builds out of tree, passes the suite, installs to a staging prefix"
+    # the fidelity loop times this machine: once, on the normal build, is enough
+    LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
     build build-asan --enable-sanitizers
     say "test suite: ASan + UBSan build"
     make -s -C build-asan -j"$JOBS" check

@@ -19,6 +19,10 @@ if [ -n "${LOONG_SANITIZED:-}" ]; then
     echo "fidelity: SKIP: a sanitizer build times instrumented code, not the machine"
     exit 77
 fi
+if [ -n "${LOONG_SKIP_FIDELITY:-}" ]; then
+    echo "fidelity: SKIP: LOONG_SKIP_FIDELITY is set (setup.sh check ran the loop on the normal build before make distcheck)"
+    exit 77
+fi
 if ! "$loong" exec --help >/dev/null 2>&1 || ! "$loong" sim --help >/dev/null 2>&1; then
     echo "fidelity: SKIP: this build lacks loong exec (Open MPI) or loong sim (SimGrid)"
     exit 77
