@@ -1,6 +1,5 @@
 /* whatif: parse, check and describe a run's perturbations (whatif.h). */
 #include <ctype.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,7 +58,6 @@ int whatif_add_straggler(whatif *w, const char *arg, char err[LOONG_ERRLEN])
     const char *f;
     if (room(w->nstrag, "--straggler", err) < 0 || split(arg, "--straggler", rank, &f, err) < 0) return -1;
     char *end;
-    errno = 0;
     long r = strtol(rank, &end, 10);
     if (end == rank || *end || r < 0 || r > 1L << 30 || !isdigit((unsigned char)rank[0])) {
         snprintf(err, LOONG_ERRLEN, "--straggler '%s': '%s' is not a rank number (RANK[:FACTOR], e.g. 3:1.25)", arg,
