@@ -7,7 +7,10 @@
 #     the entry's pattern (the option or file it names),
 #   - create no file, and leave every existing file byte-identical.
 # Under the sanitizer build any ASan/UBSan report adds lines and fails the
-# entry. Usage: tests/badinput.sh [NAME-REGEX]   (LOONG=path/to/loong)
+# entry; one notice is not a report and is dropped: SimGrid ends an actor by
+# unwinding its stack with an exception, and ASan, seeing a throw on a stack
+# that is not its thread's, says once per simulating process that it
+# "is ignoring requested __asan_handle_no_return" (google/sanitizers#189). Usage: tests/badinput.sh [NAME-REGEX]   (LOONG=path/to/loong)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 LOONG=${LOONG:-$here/../build/loong}
@@ -55,6 +58,10 @@ while IFS= read -r line; do
     (cd "$d" && eval "ASAN_OPTIONS=\"\$asan\" timeout 60 \"\$LOONG\" $args" </dev/null >"$work/out" 2>"$work/err")
     rc=$?
     after=$(cd "$d" && snapshot)
+    grep -v -e '^==[0-9]*==WARNING: ASan is ignoring requested __asan_handle_no_return: ' \
+        -e '^False positive error reports may follow$' -e '^For details see https://github.com/google/sanitizers/issues/189$' \
+        "$work/err" >"$work/err.kept"
+    mv "$work/err.kept" "$work/err"
     lines=$(wc -l <"$work/err")
     why=""
     if [ "$rc" -ne 2 ]; then
