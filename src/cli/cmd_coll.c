@@ -267,11 +267,7 @@ static void print_table(const coll_cli *o, const coll_job *j)
            coll_op_name(j->a.op), n, j->a.nodes, n / j->a.nodes, o->platform,
            o->model ? "analytical model" : "simulated (SimGrid)", nccl_algo_name(j->a.algo),
            nccl_proto_name(j->a.proto));
-    if (whatif_any(&o->w)) {
-        char what[1024];
-        whatif_describe(&o->w, what, sizeof what);
-        printf("# PERTURBED (what-if): %s\n", what);
-    }
+    whatif_write_header(stdout, &o->w);
     printf("#\n#%59s%-35s%s\n", "", "out-of-place", "in-place");
     printf("#%11s %13s %9s %7s %7s %8s %7s %7s %6s %8s %7s %7s %6s %6s %6s\n", "size", "count", "type", "redop", "root",
            "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algo", "proto");

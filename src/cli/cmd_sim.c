@@ -175,15 +175,6 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     return 0;
 }
 
-/* The header line that marks a perturbed prediction. */
-static void write_whatif_line(FILE *f, const whatif *w)
-{
-    if (!whatif_any(w)) return;
-    char what[1024];
-    whatif_describe(w, what, sizeof what);
-    fprintf(f, "# PERTURBED (what-if): %s\n", what);
-}
-
 static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf)
 {
     char desc[256];
@@ -195,7 +186,7 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n",
                 a->dp.dp, a->dp.dp * config_ranks(dag_config(g)),
                 a->dp.full ? "every replica simulated" : "one replica simulated, the others by symmetry");
-    write_whatif_line(f, &a->w);
+    whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
         fprintf(f, " %s", a->sg_args[i]);
@@ -434,7 +425,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
     double tokens = (double)c->batch * (double)c->seq;
     int P = config_ranks(c);
     fprintf(f, "# loong sim --compose: %s\n", desc);
-    write_whatif_line(f, &a->w);
+    whatif_write_header(f, &a->w);
     fprintf(f, "# platform %s; ", a->platform);
     if (k > 0)
         fprintf(f,

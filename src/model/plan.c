@@ -235,7 +235,7 @@ static void write_robust(FILE *f, const plan_layout *l)
     double clean = plan_step(l);
     for (int k = 0; k < PLAN_PERT_COUNT; k++)
         if (l->robust[k] >= 0)
-            fprintf(f, " %*.2f", k == 0 ? 11 : k == 1 ? 10 : 10, 100 * (l->robust[k] / clean - 1));
+            fprintf(f, " %*.2f", k == 0 ? 11 : 10, 100 * (l->robust[k] / clean - 1));
         else
             fprintf(f, " %*s", k == 0 ? 11 : 10, "-");
     if (l->robust[0] >= 0)

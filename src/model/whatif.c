@@ -141,6 +141,14 @@ void whatif_describe(const whatif *w, char *buf, size_t len)
 #undef PUT
 }
 
+void whatif_write_header(FILE *f, const whatif *w)
+{
+    if (!whatif_any(w)) return;
+    char what[1024];
+    whatif_describe(w, what, sizeof what);
+    fprintf(f, "# PERTURBED (what-if): %s\n", what);
+}
+
 static json_t *links_json(const whatif_link *l, int n, bool factor)
 {
     json_t *a = json_array();

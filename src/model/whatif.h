@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/units.h"
 
@@ -63,6 +64,10 @@ int whatif_check_ranks(const whatif *w, int nranks, char err[LOONG_ERRLEN]);
 /* One line: "straggler rank 3 x1.25; slow link node0-nic0 x2; failed link
  * leaf-r0-0-up; jitter 5 % (lognormal, seed 1)". */
 void whatif_describe(const whatif *w, char *buf, size_t len);
+
+/* "# PERTURBED (what-if): <whatif_describe>" and a newline, when w
+ * perturbs anything: the header line of every report of a perturbed run. */
+void whatif_write_header(FILE *f, const whatif *w);
 
 /* {"stragglers":[{"rank":3,"factor":1.25}], "slow_links":[...],
  * "failed_links":[...], "jitter":0.05, "seed":1}, only the kinds present. */
