@@ -24,7 +24,7 @@ for mode in serial mpi2; do
     start=$(date +%s.%N)
     "${pre[@]}" "$LOONG" plan --quiet --platform "$TOPO/dgx-h100-32n.xml" --csv "$TMP/$mode.csv" -o "$TMP/$mode.txt"
     end=$(date +%s.%N)
-    n=$(grep -c ',feasible,' "$TMP/$mode.csv")
+    n=$(grep -c ',feasible,' "$TMP/$mode.csv" || true)
     awk -v m=$mode -v s="$start" -v e="$end" -v n="$n" 'BEGIN { printf "%-7s wall %.2f s (whole process), %d layouts scored, %.0f layouts/s\n", m, e - s, n, n / (e - s) }'
     tail -n 1 "$TMP/$mode.txt"
 done
