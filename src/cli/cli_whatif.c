@@ -9,7 +9,8 @@ const char *cli_whatif_help(void)
            "  --straggler RANK[:F]  rank RANK's GPU runs its kernels F times slower          [F 1.25]\n"
            "  --slow-link NAME[:F]  link NAME at 1/F of its bandwidth, e.g. node0-nic0:2      [F 2]\n"
            "  --fail-link NAME      link NAME down: traffic reroutes through another GPU (PXN:\n"
-           "                        another rail; or another node); refused when no route is left\n"
+           "                        another rail; or another node); refused when no path\n"
+           "                        through at most one relay GPU is left\n"
            "  --jitter PCT          every kernel's time times a lognormal draw of mean 1 and\n"
            "                        coefficient of variation PCT %, from --seed N            [0]\n"
            "                        (link names: loong topo --list-links PLATFORM)\n";

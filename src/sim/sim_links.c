@@ -195,7 +195,8 @@ int sim_links_check(sim_links *L, int n, char err[LOONG_ERRLEN])
         for (int b = 0; rc == 0 && b < n; b++)
             if (a != b && path_of(L, a, b, d).via == -2) {
                 snprintf(err, LOONG_ERRLEN,
-                         "the failed link(s) disconnect rank %d (%s) from rank %d (%s): no route is left; fail "
+                         "the failed link(s) disconnect rank %d (%s) from rank %d (%s): no route through at most one "
+                         "relay GPU is left; fail "
                          "fewer links or choose a platform with more paths",
                          a, sg_host_get_name(L->hosts[a]), b, sg_host_get_name(L->hosts[b]));
                 rc = -1;
