@@ -10,7 +10,8 @@
 # entry; one notice is not a report and is dropped: SimGrid ends an actor by
 # unwinding its stack with an exception, and ASan, seeing a throw on a stack
 # that is not its thread's, says once per simulating process that it
-# "is ignoring requested __asan_handle_no_return" (google/sanitizers#189). Usage: tests/badinput.sh [NAME-REGEX]   (LOONG=path/to/loong)
+# "is ignoring requested __asan_handle_no_return" (google/sanitizers#189).
+# Usage: tests/badinput.sh [NAME-REGEX]   (LOONG=path/to/loong)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 LOONG=${LOONG:-$here/../build/loong}
