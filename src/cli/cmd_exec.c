@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/infile.h"
 #include "core/strategy.h"
 #include "autoconf.h"
 #include "exec/exec.h"
@@ -20,6 +21,7 @@ static void exec_usage(FILE *f)
     fprintf(f,
             "usage: mpirun -np P loong exec [configuration] [--check] [--trace FILE] [--dump DIR]\n"
             "                               [--seed N] [--iters N] [--warmup N] [--device cpu|cuda]\n"
+            "       mpirun -np P loong exec --cases FILE [options for every case]\n"
             "       loong exec --device cuda --transport local [configuration] [...]\n"
             "\n"
             "Run the DAG of one configuration on P = P_h x P_s MPI ranks: every rank builds\n"
@@ -37,6 +39,10 @@ static void exec_usage(FILE *f)
             "  --transport T         nccl (mpirun, one GPU per rank) or local: all\n"
             "                        P ranks in one process on one GPU, no mpirun\n"
             "                        (--device cuda only)                        [nccl]\n"
+            "  --cases FILE          run every line of FILE (options of loong exec after\n"
+            "                        those given here, '#' comments) as one case of this\n"
+            "                        one MPI job; each case's mesh needs the same P;\n"
+            "                        exit status: the worst case's (CPU device)\n"
             "  --timeout S           abort all ranks when an iteration (or start-up, a\n"
             "                        gather, the trace write) makes no progress for\n"
             "                        S seconds (decimal, 1 to 86400)               [30]\n"
@@ -59,6 +65,7 @@ static void exec_usage(FILE *f)
 typedef struct exec_cli {
     exec_opts o;
     const char *device;
+    const char *cases; /* --cases FILE, or NULL */
     cli_config cc;
     const char *transport;
 } exec_cli;
@@ -120,6 +127,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         {"device", required_argument, 0, 'd'},
         {"transport", required_argument, 0, 'X'},
         {"timeout", required_argument, 0, 'T'},
+        {"cases", required_argument, 0, 'C'},
         {"fail-rank", required_argument, 0, 'r'},
         {"fail-at", required_argument, 0, 'A'},
         {"fail-at-task", required_argument, 0, 'a'},
@@ -131,6 +139,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
     int opt;
     bool fail_at = false, fail_at_task = false, fail_signal = false;
     opterr = 0;
+    optind = 0; /* a full rescan: --cases parses one command line per case */
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_config_option(&e->cc, opt, optarg)) continue;
         switch (opt) {
@@ -139,6 +148,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         case 'D': e->o.dump_dir = optarg; break;
         case 'd': e->device = optarg; break;
         case 'X': e->transport = optarg; break;
+        case 'C': e->cases = optarg; break;
         case 'i':
             if (parse_count(optarg, "--iters", false, &e->o.iters)) return 2;
             break;
@@ -312,6 +322,117 @@ static int select_gpu(int rank)
 }
 #endif
 
+/* The command line less "--cases FILE" (or "--cases=FILE"), then `line`
+ * split at blanks (no quoting: the options of a case hold no spaces), into
+ * out (cap entries). Returns the count, or -1 when the line has too many. */
+static int case_argv(int argc, char **argv, char *line, char **out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--cases")) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--cases=", 8) && n < cap) out[n++] = argv[i];
+    }
+    for (char *tok = strtok(line, " \t"); tok; tok = strtok(NULL, " \t")) {
+        if (n == cap) return -1;
+        out[n++] = tok;
+    }
+    return n;
+}
+
+/* One case of --cases: parse, configure and run on the CPU device. */
+static int run_case(int argc, char **argv)
+{
+    exec_cli e = {.o = exec_defaults, .device = "cpu"};
+    config c;
+    int rc = parse_args(argc, argv, &e);
+    if (rc == 0 && e.cases) rc = cli_fail("exec", "--cases inside a --cases file: give each case on a line of its own");
+    if (rc == 0) rc = configure(&e, &c);
+    if (rc == 0 && strcmp(e.device, "cpu"))
+        rc = cli_fail("exec", "--cases runs the CPU device: run each --device cuda configuration as its own job");
+    if (rc == 0) rc = exec_run(&c, &dev_cpu, &e.o);
+    return rc;
+}
+
+/* Rank 0's marker of case k of n, on stdout and stderr alike, so that each
+ * case's table and its errors can be told apart. */
+static void mark_case(int k, int n, const char *what)
+{
+    if (cli_quiet) return;
+    fflush(stdout);
+    fflush(stderr);
+    int len = (int)strlen(what);
+    while (len > 0 && (what[len - 1] == ' ' || what[len - 1] == '\t'))
+        len--;
+    printf("# case %d/%d: %.*s\n", k, n, len, what);
+    fprintf(stderr, "# case %d/%d: %.*s\n", k, n, len, what);
+    fflush(stdout);
+    fflush(stderr);
+}
+
+/* --cases FILE: one configuration per line, after the options of the
+ * command line, run one after another in this MPI job (one start-up of
+ * mpirun and of the processes for a whole table of configurations). Every
+ * rank reads the file and parses each case alike, so the ranks agree on
+ * each case without talking. Returns the worst case's status (0, 1 for a
+ * check above tolerance, 2 for an error), 2 when the file is unreadable or
+ * holds no case. */
+static int run_cases(int argc, char **argv, const char *path)
+{
+    enum { MAX_ARGS = 256, MAX_CASES = 4096 };
+    char err[LOONG_ERRLEN];
+    char *text = infile_read(path, "--cases file", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return cli_fail("exec", "%s", err);
+    char *lines[MAX_CASES], *cur = text, *l;
+    int n = 0;
+    while ((l = infile_next_line(&cur))) {
+        char *hash = strchr(l, '#');
+        if (hash) *hash = '\0';
+        if (strspn(l, " \t") == strlen(l)) continue;
+        if (n == MAX_CASES) {
+            free(text);
+            return cli_fail("exec", "--cases file '%s' has more than %d cases: split it", path, MAX_CASES);
+        }
+        lines[n++] = l;
+    }
+    if (n == 0) {
+        free(text);
+        return cli_fail("exec", "--cases file '%s' holds no case: give one configuration per line", path);
+    }
+    int worst = 0, ok = 0;
+    for (int k = 0; k < n; k++) {
+        char shown[512], *args[MAX_ARGS];
+        snprintf(shown, sizeof shown, "%s", lines[k]);
+        mark_case(k + 1, n, shown);
+        int na = case_argv(argc, argv, lines[k], args, MAX_ARGS);
+        int rc = na < 0 ? cli_fail("exec", "case %d has more than %d words", k + 1, MAX_ARGS) : run_case(na, args);
+        if (rc > worst) worst = rc;
+        if (!cli_quiet) printf("# case %d/%d status %d\n", k + 1, n, rc);
+        ok += rc == 0;
+        fflush(stdout);
+        world w = world_mpi();
+        w.barrier(&w); /* the next marker after this case's last line */
+    }
+    if (!cli_quiet) printf("# cases: %d run, %d ok, %d not ok\n", n, ok, n - ok);
+    free(text);
+    return worst;
+}
+
+/* More ranks on this node than cores (mpirun --oversubscribe, the CPU
+ * validation on a laptop or in CI): ask Open MPI to yield the core while a
+ * rank waits inside MPI, as its documentation advises for oversubscription,
+ * instead of busy-polling the cores the computing ranks need (measured on 2
+ * cores, 8 ranks: 3.5x the wall time without it). An explicit
+ * --mca mpi_yield_when_idle (or OMPI_MCA_ variable) is left as given. */
+static void yield_when_oversubscribed(void)
+{
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local && cores > 0 && atol(local) > cores) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+}
+
 int cmd_exec(int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
@@ -326,6 +447,7 @@ int cmd_exec(int argc, char **argv)
     if (tp && !strcmp(tp, "local"))
         return cli_fail("exec", "--transport local needs the CUDA device, which this build lacks");
 #endif
+    yield_when_oversubscribed();
     int provided, rank;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");
@@ -334,9 +456,17 @@ int cmd_exec(int argc, char **argv)
     exec_cli e = {.o = exec_defaults, .device = "cpu"};
     config c;
     int rc = parse_args(argc, argv, &e);
-    if (rc == 0) rc = configure(&e, &c);
     if (rc == 0 && provided < MPI_THREAD_MULTIPLE)
         rc = cli_fail("exec", "this MPI library lacks MPI_THREAD_MULTIPLE, which the CPU device needs");
+    if (rc == 0 && e.cases) {
+        rc = run_cases(argc, argv, e.cases);
+        fflush(stdout);
+        world w = world_mpi();
+        w.barrier(&w);
+        MPI_Finalize();
+        return rc;
+    }
+    if (rc == 0) rc = configure(&e, &c);
     bool cuda = rc == 0 && !strcmp(e.device, "cuda");
 #ifdef HAVE_CUDA
     if (cuda) rc = select_gpu(rank);
@@ -346,7 +476,8 @@ int cmd_exec(int argc, char **argv)
     if (rc == 0) rc = exec_run(&c, &dev_cpu, &e.o);
 #endif
     fflush(stdout);
-    MPI_Barrier(MPI_COMM_WORLD);
+    world w = world_mpi(); /* rank 0 may still write the trace: wait without spinning */
+    w.barrier(&w);
     MPI_Finalize();
     return rc;
 }

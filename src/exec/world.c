@@ -5,58 +5,93 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "world.h"
 
 /* ---- MPI ---- */
 
+/* Wait for a control-plane collective without spinning: the ranks that
+ * wait (for rank 0's float64 reference in --check, say) would otherwise
+ * busy-poll inside MPI and take the cores from the ranks that compute, which
+ * on an oversubscribed machine (8 ranks on 2 cores) costs several times the
+ * work itself. Polls, then sleeps from 10 us doubling to 1 ms between polls:
+ * these collectives start and end a phase, never time one (the clock
+ * offsets use blocking point-to-point calls). */
+static void wait_idle(MPI_Request *rq)
+{
+    long ns = 10000;
+    for (int done = 0;;) {
+        MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
+}
+
 static void mpi_barrier(const world *w)
 {
     (void)w;
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 static int mpi_max_int(const world *w, int v)
 {
     (void)w;
     int all;
-    MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Iallreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
     return all;
 }
 
 static void mpi_max_double(const world *w, double *v, int n)
 {
     (void)w;
-    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 static void mpi_sum_double(const world *w, const double *in, double *out, int n)
 {
     (void)w;
-    MPI_Reduce(in, out, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Ireduce(in, out, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 static void mpi_gather(const world *w, const void *in, size_t bytes, void *out)
 {
     (void)w;
-    MPI_Gather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Igather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 static void mpi_allgather(const world *w, const void *in, size_t bytes, void *out)
 {
     (void)w;
-    MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 static void mpi_bcast(const world *w, void *buf, size_t bytes)
 {
     (void)w;
-    MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &rq);
+    wait_idle(&rq);
 }
 
 /* Cristian's method: offset = t_peer - (t_send + t_recv)/2 from the round
- * trip with the smallest delay, 16 tries per rank. */
+ * trip with the smallest delay, 16 tries per rank (the first, after the
+ * rank slept through the others' turns, is never the smallest). */
 static double mpi_clock_offset(const world *w, double (*now)(void *), void *arg)
 {
     double off = 0, msg[2];
@@ -76,7 +111,13 @@ static double mpi_clock_offset(const world *w, double (*now)(void *), void *arg)
         } else if (w->rank == r) {
             for (int k = 0; k < 16; k++) {
                 double t;
-                MPI_Recv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (k == 0) { /* the long wait for this rank's turn: asleep, not spinning */
+                    MPI_Request rq;
+                    MPI_Irecv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, &rq);
+                    wait_idle(&rq);
+                } else {
+                    MPI_Recv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
                 t = now(arg);
                 MPI_Send(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD);
             }
