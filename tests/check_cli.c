@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autoconf.h"
 #include "cli_util.h"
 #include "check_run.h"
 
@@ -31,6 +32,33 @@ END_TEST
 
 /* NCCL's algorithm and protocol are configuration knobs of every command
  * (they were parsed by loong coll only, and silently ignored elsewhere). */
+/* A process that does not run the CUDA device loads none of its libraries:
+ * they live in the loong-cuda.so plug-in, loaded only for --device cuda
+ * (exec/plugin.h). Checked both on what the executable links (ldd) and on
+ * what the dynamic loader loads while it runs (LD_DEBUG=libs, which names
+ * every library a process maps, dlopen'ed ones included); in a build with
+ * the CUDA device, --device cuda must load the runtime (the plug-in is
+ * really used), whether or not a GPU is there. */
+START_TEST(no_cuda_libraries_linked)
+{
+    run_result r = run_cmd("ldd " LOONG_BIN);
+    ck_assert_int_eq(r.status, 0);
+    static const char *libs[] = {"libcudart", "libnccl", "libcublas"};
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(strstr(r.out, libs[i]) == NULL, "loong links %s:\n%s", libs[i], r.out);
+    r = run_cmd("LD_DEBUG=libs " LOONG_BIN
+                " dag --help 2>&1 >/dev/null | grep -cE 'calling init: .*(libcudart|libnccl|libcublas)'");
+    ck_assert_msg(!strcmp(r.out, "0\n"), "loong dag --help loads CUDA libraries: %s", r.out);
+    r = run_cmd("LD_DEBUG=libs " LOONG_BIN " dag --help 2>&1 >/dev/null | grep -c 'calling init: .*libc.so'");
+    ck_assert_msg(strcmp(r.out, "0\n"), "LD_DEBUG=libs names no library here: the check above proves nothing");
+#ifdef HAVE_CUDA
+    r = run_cmd("LD_DEBUG=libs " LOONG_BIN " exec --device cuda --model tiny --seq 1K --mesh 1 --strategy ring 2>&1 "
+                "| grep -c 'calling init: .*libcudart'");
+    ck_assert_msg(strcmp(r.out, "0\n"), "--device cuda never loaded the CUDA runtime");
+#endif
+}
+END_TEST
+
 START_TEST(nccl_knobs_parsed)
 {
     run_result r =
@@ -187,6 +215,7 @@ int main(void)
     tcase_add_test(tc, json_records_docs);
     tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
     tcase_add_test(tc, unwritable_output);
+    tcase_add_test(tc, no_cuda_libraries_linked);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -12,9 +12,7 @@
 #include "autoconf.h"
 #include "exec/exec.h"
 #include "cli.h"
-#ifdef HAVE_CUDA
-#include "cuda/device_cuda.h"
-#endif
+#include "exec/plugin.h"
 
 static void exec_usage(FILE *f)
 {
@@ -229,27 +227,27 @@ static const char *arg_value(int argc, char **argv, const char *name)
     return NULL;
 }
 
+/* The CUDA device, loaded from its plug-in (exec/plugin.h) on the first
+ * call: NULL with err when this loong has none or it cannot load. */
+static const dev_plugin *cuda_device(char err[LOONG_ERRLEN]) { return dev_plugin_load("cuda", LOONG_PKGLIBDIR, err); }
+
 /* --device cuda on a build or a machine without it: one line, exit 2,
  * before MPI starts (under mpirun only rank 0 speaks). */
 static int check_cuda_available(void)
 {
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     if (r && atoi(r) != 0) cli_quiet = true;
-#ifdef HAVE_CUDA
     char err[LOONG_ERRLEN];
-    if (cuda_gpu_count(err) == 0) return cli_fail("exec", "--device cuda: %s", err);
+    const dev_plugin *cuda = cuda_device(err);
+    if (!cuda || cuda->count(err) == 0) return cli_fail("exec", "--device cuda: %s", err);
     return 0;
-#else
-    return cli_fail("exec", "--device cuda: this build has no CUDA device (configure found no nvcc + NCCL); use "
-                            "--device cpu or rebuild with --with-cuda");
-#endif
 }
 
-#ifdef HAVE_CUDA
 typedef struct local_rank {
     pthread_t th;
     const config *c;
     const exec_opts *o;
+    const dev_ops *ops;
     world w;
     int rc;
 } local_rank;
@@ -257,7 +255,7 @@ typedef struct local_rank {
 static void *local_main(void *arg)
 {
     local_rank *lr = arg;
-    lr->rc = exec_run_world(lr->c, &dev_cuda_local, lr->o, &lr->w);
+    lr->rc = exec_run_world(lr->c, lr->ops, lr->o, &lr->w);
     return NULL;
 }
 
@@ -274,6 +272,10 @@ static int exec_local(int argc, char **argv)
     if (e.o.fail_signal == FAULT_STOP)
         return cli_fail("exec", "--fail-signal stop would stop every rank of --transport local (one process), its "
                                 "watchdog too: use exit or kill");
+    char err[LOONG_ERRLEN];
+    const dev_plugin *cuda = cuda_device(err); /* loaded by check_cuda_available */
+    const dev_ops *ops = cuda ? cuda->local : NULL;
+    if (!ops) return cli_fail("exec", "--transport local: %s", cuda ? "this CUDA plug-in has no local transport" : err);
     int P = config_ranks(&c);
     world_local_shared *sh = world_local_new(P);
     local_rank *lr = calloc((size_t)P, sizeof *lr);
@@ -284,7 +286,7 @@ static int exec_local(int argc, char **argv)
     }
     int started = 0;
     for (int r = 0; r < P; r++) {
-        lr[r] = (local_rank){.c = &c, .o = &e.o, .w = world_local_rank(sh, r)};
+        lr[r] = (local_rank){.c = &c, .o = &e.o, .ops = ops, .w = world_local_rank(sh, r)};
         if (pthread_create(&lr[r].th, NULL, local_main, &lr[r]) != 0) break;
         started++;
     }
@@ -314,13 +316,13 @@ static int select_gpu(int rank)
         MPI_Comm_free(&node);
     }
     char err[LOONG_ERRLEN];
-    int bad = cuda_select_gpu(lrank, lsize, err) ? 1 : 0, any;
+    const dev_plugin *cuda = cuda_device(err); /* loaded by check_cuda_available */
+    int bad = cuda->select(lrank, lsize, err) ? 1 : 0, any;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!any) return 0;
     if (bad) cli_quiet = lrank != 0; /* one line per node that fails */
     return bad ? cli_fail("exec", "--device cuda: %s", err) : 2;
 }
-#endif
 
 /* The command line less "--cases FILE" (or "--cases=FILE"), then `line`
  * split at blanks (no quoting: the options of a case hold no spaces), into
@@ -441,12 +443,11 @@ int cmd_exec(int argc, char **argv)
     }
     const char *dv = arg_value(argc, argv, "--device"), *tp = arg_value(argc, argv, "--transport");
     if (dv && !strcmp(dv, "cuda") && check_cuda_available()) return 2;
-#ifdef HAVE_CUDA
-    if (tp && !strcmp(tp, "local")) return exec_local(argc, argv);
-#else
-    if (tp && !strcmp(tp, "local"))
-        return cli_fail("exec", "--transport local needs the CUDA device, which this build lacks");
-#endif
+    if (tp && !strcmp(tp, "local")) {
+        char err[LOONG_ERRLEN];
+        if (!cuda_device(err)) return cli_fail("exec", "--transport local needs the CUDA device: %s", err);
+        return exec_local(argc, argv);
+    }
     yield_when_oversubscribed();
     int provided, rank;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
@@ -468,13 +469,11 @@ int cmd_exec(int argc, char **argv)
     }
     if (rc == 0) rc = configure(&e, &c);
     bool cuda = rc == 0 && !strcmp(e.device, "cuda");
-#ifdef HAVE_CUDA
-    if (cuda) rc = select_gpu(rank);
-    if (rc == 0) rc = exec_run(&c, cuda ? &dev_cuda : &dev_cpu, &e.o);
-#else
-    (void)cuda; /* configure() accepted cuda only if check_cuda_available() did */
-    if (rc == 0) rc = exec_run(&c, &dev_cpu, &e.o);
-#endif
+    if (cuda) rc = select_gpu(rank); /* the plug-in is loaded: check_cuda_available() passed */
+    if (rc == 0) {
+        char err[LOONG_ERRLEN];
+        rc = exec_run(&c, cuda ? cuda_device(err)->mpi : &dev_cpu, &e.o);
+    }
     fflush(stdout);
     world w = world_mpi(); /* rank 0 may still write the trace: wait without spinning */
     w.barrier(&w);

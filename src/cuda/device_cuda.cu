@@ -27,6 +27,7 @@
 
 #include "device_cuda.h"
 #include "exec/devq.h"
+#include "exec/plugin.h"
 #include "kernels_cuda.h"
 
 /* ---- state ---- */
@@ -858,4 +859,10 @@ extern "C" const dev_ops dev_cuda = {
 extern "C" const dev_ops dev_cuda_local = {
     "cuda",  cu_open_local, cu_close, cu_alloc,        cu_release, cu_put,    cu_get,
     cu_comm, cu_comm_rank,  cu_queue, cu_reset_events, cu_sync,    cu_stamps, host_now,
+};
+
+/* What loong-cuda.so offers the loader (exec/plugin.h): loong dlopens it
+ * only for --device cuda, so no other process maps the CUDA libraries. */
+extern "C" const dev_plugin loong_device_plugin = {
+    DEV_PLUGIN_ABI, "cuda", &dev_cuda, &dev_cuda_local, cuda_gpu_count, cuda_select_gpu,
 };
