@@ -2,8 +2,11 @@
 # loong set-up, idempotent.
 #   ./setup.sh         install the Debian packages, build, run the main job
 #   ./setup.sh check   install and build the same way (plus clang and libFuzzer),
-#                      then run the whole test suite on the normal build and on
-#                      an ASan+UBSan build, then every fuzz target for 60 s
+#                      then run the whole test suite on the normal build, then
+#                      make distcheck (the tarball built out of tree under
+#                      ASan+UBSan, its suite, a staging install), then the fuzz
+#                      targets; prints each pass's wall time against its budget
+#                      and the slowest tests
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -53,33 +56,42 @@ build() {
     make -s -C "$dir" -j"$JOBS"
 }
 
-# The plain closing line: individual Check tests over both builds.
-summarize() {
-    local pass=0 fail=0 line n f e log
-    for log in $(for d in "$@"; do echo "$d"/tests/*.log; done); do
-        line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" | tail -n 1) || continue
-        read -r n f e <<<"$(echo "$line" | grep -Eo '[0-9]+' | paste -sd' ')"
-        pass=$((pass + n - f - e))
-        fail=$((fail + f + e))
+# Each pass of `check`: its wall time and budget (seconds), for the closing
+# table. The budgets add up to CI's 15 minutes on an idle 2-core machine; a
+# pass past its budget is flagged loudly, so that growth is caught in the
+# change that causes it (CI's hard limit, 90 minutes, is far beyond).
+PASSES=() WALLS=() BUDGETS=()
+TOTAL_BUDGET=900
+
+# run_pass NAME BUDGET COMMAND...: run one pass, time it; on failure print
+# the table so far and stop
+run_pass() {
+    local name=$1 budget=$2 start rc=0
+    shift 2
+    say "$name (budget $budget s)"
+    start=$(date +%s)
+    "$@" || rc=$?
+    PASSES+=("$name") WALLS+=($(($(date +%s) - start))) BUDGETS+=("$budget")
+    if [ "$rc" -ne 0 ]; then
+        pass_table
+        echo "setup.sh: $name failed (exit $rc)" >&2
+        exit "$rc"
+    fi
+}
+
+pass_table() {
+    local i total=0 over=""
+    echo "# pass                                              wall_s  budget_s"
+    for i in "${!PASSES[@]}"; do
+        printf '  %-48s %8d %9d%s\n' "${PASSES[$i]}" "${WALLS[$i]}" "${BUDGETS[$i]}" \
+            "$([ "${WALLS[$i]}" -le "${BUDGETS[$i]}" ] || echo "   <-- OVER BUDGET")"
+        total=$((total + WALLS[i]))
+        [ "${WALLS[$i]}" -le "${BUDGETS[$i]}" ] || over+=" '${PASSES[$i]}'"
     done
-    # the bad-input catalogue closes with its own "N passed, M failed"
-    for log in $(for d in "$@"; do echo "$d"/tests/badinput.sh.log; done); do
-        [ -f "$log" ] || continue
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1) || continue
-        read -r n f <<<"$(echo "$line" | grep -Eo '[0-9]+' | paste -sd' ')"
-        pass=$((pass + n))
-        fail=$((fail + f))
-    done
-    # the installation test: an "ok" or "FAIL" line per check
-    for log in $(for d in "$@"; do echo "$d"/tests/install.sh.log; done); do
-        [ -f "$log" ] || continue
-        # grep -c exits 1 on a count of 0, which set -e would take for a failure
-        n=$(grep -c '^ok ' "$log" || true)
-        f=$(grep -c '^FAIL ' "$log" || true)
-        pass=$((pass + n))
-        fail=$((fail + f))
-    done
-    echo "checks: $pass passed, $fail failed"
+    printf '  %-48s %8d %9d\n' "total" "$total" "$TOTAL_BUDGET"
+    if [ -n "$over" ] || [ "$total" -gt "$TOTAL_BUDGET" ]; then
+        echo "WARNING: over budget:${over:- the total} (${total} s of ${TOTAL_BUDGET} s): find the slow tests below"
+    fi
 }
 
 if [ "${1:-main}" = check ]; then
@@ -94,19 +106,20 @@ main)
     ./build/loong plan
     ;;
 check)
-    say "test suite: normal build"
-    make -s -C build -j"$JOBS" check
-    say "make distcheck: the tarball builds out of tree, passes the suite, installs to a staging prefix"
-    # the fidelity loop times this machine: once, on the normal build, is enough
-    LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
-    build build-asan --enable-sanitizers
-    say "test suite: ASan + UBSan build"
-    make -s -C build-asan -j"$JOBS" check
-    say "fuzz targets: 60 s each (tests/fuzz/run.sh)"
+    record=$PWD/build/test-record
+    rm -rf "$record"
     # a build configured before clang was installed finds it now
     grep -q '^FUZZ_CC = .' build/Makefile || (cd build && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
-    make -s -C build fuzz-run FUZZ_SECONDS=60
-    summarize build build-asan
+    run_pass "test suite: normal build" 300 \
+        env LOONG_TEST_RECORD="$record/normal" make -s -C build -j"$JOBS" check
+    # the tarball out of tree, source read-only, under ASan + UBSan
+    # (AM_DISTCHECK_CONFIGURE_FLAGS): the sanitizer pass; the fidelity loop
+    # times this machine and has just run
+    run_pass "make distcheck: ASan + UBSan suite of the tarball" 420 \
+        env LOONG_TEST_RECORD="$record/asan" LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
+    run_pass "fuzz: replay corpora, explore changed parsers" 180 make -s -C build fuzz-run FUZZ_SECONDS=60
+    pass_table
+    bash tests/record.sh "$record/normal" "$record/asan"
     ;;
 *)
     echo "usage: ./setup.sh [check]" >&2

@@ -12,6 +12,15 @@
 # leak-*, oom-*, timeout-*). Its libFuzzer output is BINDIR/logs/TARGET.log.
 # FUZZ_ARGS adds libFuzzer flags (e.g. FUZZ_ARGS=-seed=1).
 #
+# Every target first replays, once each, its committed corpus (which holds
+# the inputs of past crashes, regress-*) and whatever BINDIR/crashes/TARGET/
+# kept from earlier runs; then it explores afresh for SECONDS. With
+# FUZZ_SHORT=N and FUZZ_GREEN=FILE, a target whose sources (parsers.txt)
+# have the fingerprint FILE records for the last green campaign explores
+# for N seconds only: CI spends its time on the parsers that changed.
+# `run.sh --fingerprints SRCDIR TOPSRCDIR TARGET...` prints the lines of
+# such a FILE for the sources as they are now (make fuzz-record).
+#
 # Output: '#' lines, one per target (executions, exec/s, the final cov: and
 # ft: figures, crashes, timeouts), then, for each input that crashed or
 # hung, the end of its log and the input as a hex dump (so that it survives
@@ -19,12 +28,38 @@
 # crashed, hung, leaked or failed to run.
 set -euo pipefail
 
-if [ $# -lt 4 ]; then
-    echo "usage: $0 BINDIR SRCDIR SECONDS TARGET..." >&2
+usage() {
+    echo "usage: $0 BINDIR SRCDIR SECONDS TARGET...   or   $0 --fingerprints SRCDIR TOPSRCDIR TARGET..." >&2
     exit 2
+}
+
+# fingerprint SRCDIR TOPSRCDIR TARGET: sha256 over the target's sources
+fingerprint() {
+    local srcdir=$1 top=$2 t=$3 files
+    files=$(sed -n -e "s/^all: //p" -e "s/^$t: //p" "$srcdir/parsers.txt")
+    [ -n "$(sed -n "s/^$t: //p" "$srcdir/parsers.txt")" ] || {
+        echo "$0: no line for target '$t' in $srcdir/parsers.txt" >&2
+        return 1
+    }
+    # shellcheck disable=SC2086 # a list of files
+    (cd "$top" && for f in $files; do echo "$f"; cat "$f"; done
+     for f in "$srcdir/fuzz_$t.c" "$srcdir/$t.dict" $(find "$srcdir/corpus/$t" -type f | LC_ALL=C sort); do
+         echo "${f#"$srcdir"/}"; cat "$f"; done) | sha256sum | cut -d' ' -f1
+}
+
+if [ "${1:-}" = --fingerprints ]; then
+    [ $# -ge 4 ] || usage
+    srcdir=$(cd "$2" && pwd) top=$3
+    shift 3
+    for t in "$@"; do
+        echo "$t $(fingerprint "$srcdir" "$top" "$t")"
+    done
+    exit 0
 fi
-bindir=$1 srcdir=$2 seconds=$3
+[ $# -ge 4 ] || usage
+bindir=$1 srcdir=$(cd "$2" && pwd) seconds=$3
 shift 3
+top=$(cd "$srcdir/../.." && pwd)
 
 hexdump_of() {
     if command -v xxd >/dev/null; then xxd -g1 "$1"; else od -A x -t x1z -v "$1"; fi
@@ -33,9 +68,22 @@ hexdump_of() {
 # stat KEY LOG: the figure of a "stat::KEY: N" line of -print_final_stats
 stat_of() { sed -n "s/^stat::$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1; }
 
+# the seconds of target t: the short slot when its sources are as recorded green
+slot_of() {
+    local t=$1 rec
+    if [ -n "${FUZZ_SHORT:-}" ] && [ -f "${FUZZ_GREEN:-}" ]; then
+        rec=$(sed -n "s/^$t //p" "$FUZZ_GREEN")
+        if [ -n "$rec" ] && [ "$rec" = "$(fingerprint "$srcdir" "$top" "$t")" ]; then
+            echo "$FUZZ_SHORT"
+            return
+        fi
+    fi
+    echo "$seconds"
+}
+
 mkdir -p "$bindir/logs"
-printf '# %-9s %8s %12s %8s %6s %7s %8s %9s\n' target seconds executions exec/s cov ft crashes timeouts
-total_execs=0 total_crashes=0 total_timeouts=0 failed=0 report=""
+printf '# %-9s %8s %8s %12s %8s %6s %7s %8s %9s\n' target replayed seconds executions exec/s cov ft crashes timeouts
+total_execs=0 total_crashes=0 total_timeouts=0 total_secs=0 failed=0 report=""
 for t in "$@"; do
     bin=$bindir/fuzz_$t
     work=$bindir/corpus-$t
@@ -44,11 +92,24 @@ for t in "$@"; do
     mkdir -p "$work" "$crashes"
     cp -n "$srcdir/corpus/$t"/* "$work"/ 2>/dev/null || true
     stamp=$(mktemp)
+    secs=$(slot_of "$t")
     rc=0
-    # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
-    "$bin" -dict="$srcdir/$t.dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_ARGS:-} "$work" >"$log" 2>&1 || rc=$?
+    # the replay: every committed input and every kept crash, once
+    old=$(find "$crashes" -type f | sort)
+    replayed=$(find "$srcdir/corpus/$t" -type f | wc -l)
+    # shellcheck disable=SC2086 # a list of files
+    "$bin" -runs=0 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$crashes/replay-" "$srcdir/corpus/$t" \
+        $old >"$log.replay" 2>&1 || rc=$?
+    replayed=$((replayed + $(echo "$old" | grep -c . || true)))
+    if [ "$rc" -eq 0 ]; then
+        # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
+        "$bin" -dict="$srcdir/$t.dict" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+            -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_ARGS:-} "$work" >"$log" 2>&1 || rc=$?
+    else
+        cp "$log.replay" "$log"
+    fi
     found=$(find "$crashes" -type f -newer "$stamp" | sort)
+    [ "$rc" -eq 0 ] || [ -n "$found" ] || found=$old # a kept crash that still crashes
     rm -f "$stamp"
     execs=$(stat_of number_of_executed_units "$log")
     rate=$(stat_of average_exec_per_sec "$log")
@@ -58,8 +119,9 @@ for t in "$@"; do
     nt=$(echo "$found" | grep -c '/timeout-' || true)
     nc=$(echo "$found" | grep -c . || true)
     nc=$((nc - nt))
-    printf '# %-9s %8s %12s %8s %6s %7s %8s %9s\n' "$t" "$seconds" "${execs:--}" "${rate:--}" "${cov:--}" \
-        "${ft:--}" "$nc" "$nt"
+    printf '# %-9s %8s %8s %12s %8s %6s %7s %8s %9s\n' "$t" "$replayed" "$secs" "${execs:--}" "${rate:--}" \
+        "${cov:--}" "${ft:--}" "$nc" "$nt"
+    total_secs=$((total_secs + secs))
     total_execs=$((total_execs + ${execs:-0}))
     total_crashes=$((total_crashes + nc))
     total_timeouts=$((total_timeouts + nt))
@@ -79,5 +141,5 @@ done
 [ -z "$report" ] || printf '%s' "$report"
 status="no crash, no timeout"
 [ $((total_crashes + total_timeouts + failed)) -eq 0 ] || status="FAILED: $total_crashes crashes, $total_timeouts timeouts, $failed targets that did not run"
-echo "fuzz: $# targets x $seconds s, $total_execs executions: $status"
+echo "fuzz: $# targets, corpora replayed, $total_secs s of exploration, $total_execs executions: $status"
 [ $((total_crashes + total_timeouts + failed)) -eq 0 ]
