@@ -1,6 +1,6 @@
 /* calib: the calibration table (parser, evaluator, writer) and the units it
  * reads (bandwidths, durations, SI rates). Expected values are computed here
- * from the format's definition (README, "Calibration format"). */
+ * from the format's definition (docs/sim.md, "Calibration tables"). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

@@ -170,7 +170,7 @@ START_TEST(analytic_vs_simgrid)
     unlink(model);
     /* 3 % on average; per case 6 %: the analytical model approximates the
      * NIC a gradient all-reduce shares with the context ring beside it
-     * (README, "Limits") */
+     * (docs/reliability.md) */
     ck_assert_msg(sum / NCASES <= 0.03, "analytical model off by %.2f %% on average", 100 * sum / NCASES);
     ck_assert_msg(werr <= 0.06, "analytical model off by %.2f %% on %s", 100 * werr, d);
 }

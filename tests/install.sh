@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installation and data files (README, "Install"): the data-path search
+# Installation and data files (docs/install.md): the data-path search
 # order (the platform's directory, then $LOONG_DATA_PATH, then the installed
 # directory) with temporary directories; bare platform names; the installed
 # layout after `make install DESTDIR=...` and its removal by `make

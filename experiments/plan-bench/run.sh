@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# loong plan's benchmark (README, "loong plan"):
+# loong plan's benchmark (docs/plan.md):
 #   1. the full sweep for 256 GPUs (dgx-h100-32n, llama3-8b at 1M, top 10
 #      simulated), serially and under mpirun -np 2: wall time, layouts/s,
 #      analytical vs SimGrid time (the table's "# time" footer);

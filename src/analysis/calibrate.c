@@ -429,10 +429,10 @@ void calibrate_print(FILE *f, const calibrate_result *r)
         if (r->link[c].status == CAL_KEPT)
             fprintf(f, "# kept from base: %s links: %s\n", link_name(c), r->link[c].reason);
     if (r->raise_peak > 0)
-        fprintf(f, "# raised the assumed peak to %.4g FLOP/s: a fitted rate beat it (README, \"loong calibrate\")\n",
+        fprintf(f, "# raised the assumed peak to %.4g FLOP/s: a fitted rate beat it (docs/validation.md)\n",
                 r->raise_peak);
     if (r->raise_mem_bw > 0)
-        fprintf(f, "# raised the assumed mem_bw to %.4g B/s: a fitted rate beat it (README, \"loong calibrate\")\n",
+        fprintf(f, "# raised the assumed mem_bw to %.4g B/s: a fitted rate beat it (docs/validation.md)\n",
                 r->raise_mem_bw);
     int fitted = 0;
     for (int k = 0; k < TASK_KIND_COUNT; k++)

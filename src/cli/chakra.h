@@ -1,6 +1,6 @@
 /*
  * chakra: a DAG as MLCommons Chakra execution traces, the workload input of
- * ASTRA-sim 2.x (`loong dag --format chakra`; README, "Chakra execution
+ * ASTRA-sim 2.x (`loong dag --format chakra`; docs/dag.md, "Chakra execution
  * traces"). One file per rank, DIR/workload.<rank>.et: a stream of
  * length-delimited protobuf messages (proto/chakra_et.proto), a
  * GlobalMetadata then one Node per task of the rank, in id order; and

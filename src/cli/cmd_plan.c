@@ -67,7 +67,7 @@ static void plan_usage(FILE *f)
             "                        5 %% jitter; report the slowdowns, the layout best in the\n"
             "                        worst case, and prefer the more robust among ties\n"
             "  --tie PCT             layouts within PCT %% of the best tie        [4.59: the\n"
-            "                        CPU validation MAPE in the README]\n"
+            "                        CPU validation MAPE, docs/validation.md]\n"
             "  --quiet               no progress bar on stderr\n"
             "  -h, --help            this text\n"
             "\n"

@@ -304,7 +304,7 @@ int bt_reserve(builder *b, int ranks, char err[LOONG_ERRLEN])
 {
     dag *g = b->g;
     /* rank 0's tasks times the ranks, at the bytes a task costs while the DAG
-     * is built (README, "Reliability"): refuse before allocating what this machine
+     * is built (docs/reliability.md): refuse before allocating what this machine
      * does not have, rather than be OOM-killed */
     double need = (double)g->n * ranks * DAG_BYTES_PER_TASK;
     double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);

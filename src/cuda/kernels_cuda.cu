@@ -14,7 +14,7 @@
  *             dS = P (dP - D) scale, dK += dS^T Q (fp32 accumulators in
  *             shared memory), dQ += dS K (fp32 atomics into global memory).
  * Tiles that the causal mask removes entirely are skipped. This is NOT a
- * tuned kernel: no cp.async/TMA pipelining, no wgmma; see README.md.
+ * tuned kernel: no cp.async/TMA pipelining, no wgmma; see docs/exec.md.
  */
 #include <cuda_bf16.h>
 #include <limits.h>

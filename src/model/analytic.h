@@ -6,7 +6,7 @@
  * that `loong topo` records). Cost: O(P_s^2) block evaluations at worst, well
  * under 10 ms per layout at 256 GPUs.
  *
- * What it models (README, "loong plan"), per layer, for each ring index s
+ * What it models (docs/plan.md), per layer, for each ring index s
  * (ranks of one head group are identical; ring ranks differ under the
  * contiguous partition):
  *   - compute stream: the GEMMs (QKV, output, SwiGLU x3; backward 2x FLOPs;

@@ -3,7 +3,7 @@
  * read by `loong sim`, the analytical planner, and written by `loong
  * calibrate`. Backend-agnostic (no SimGrid, no CUDA).
  *
- * File format (README, "Calibration format"): one directive per line, '#'
+ * File format (docs/sim.md, "Calibration tables"): one directive per line, '#'
  * starts a comment, tokens separated by blanks.
  *
  *   gpu     h100            GPU kind the table describes

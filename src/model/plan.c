@@ -214,7 +214,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     if (rp->perturbed) fprintf(f, "# PERTURBED (what-if): every simulation under %s\n", rp->perturbed);
     fprintf(f,
             "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
-            "own error (the CPU validation MAPE, README), not a ranking\n",
+            "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
             100 * rp->tie);
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
     fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s", "rank", "tie", "layout", "by",

@@ -44,7 +44,7 @@ const char *plan_pert_name(plan_pert k);
 
 /* The model's own error, the default width of a tie: the step-time MAPE
  * of the CPU validation loop, mean of 5 repetitions from a fresh clone
- * (README, "Validation on this machine": 7.33, 3.98, 1.75, 6.01, 3.88 %,
+ * (docs/validation.md: 7.33, 3.98, 1.75, 6.01, 3.88 %,
  * mean 4.59 %). */
 #define PLAN_TIE_DEFAULT 0.0459
 

@@ -10,7 +10,7 @@
  * than GPUs), a SPLITDUPLEX link to the leaf switch of its rail (one leaf per
  * rail per group of nodes_per_leaf nodes: rail-optimised). Leaves reach one
  * spine through an aggregated SPLITDUPLEX uplink of (ports x NIC bandwidth)
- * / oversubscription. Latencies follow NCCL's model (README, "loong topo").
+ * / oversubscription. Latencies follow NCCL's model (docs/network-model.md).
  *
  * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */

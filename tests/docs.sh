@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# docs.sh: the documentation against the program (make check).
+#   1. every option a command's --help lists appears, as `--name`, on that
+#      command's page in docs/ (the shared configuration options may be on
+#      docs/concepts.md instead, the what-if perturbations on docs/whatif.md);
+#   2. every relative link of README.md and docs/*.md resolves to a file;
+#   3. README.md stays at most 250 lines (details belong in docs/).
+# One line per problem, then "docs: N passed, M failed"; exit 1 on any.
+set -euo pipefail
+top=${srcdir:-$(dirname "$0")/..}
+loong=${LOONG:-./loong}
+pass=0 fail=0
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+ok() { pass=$((pass + 1)); }
+
+# page_of CMD: the docs page that documents CMD
+page_of() {
+    case $1 in
+    dag) echo dag ;; sim) echo sim ;; exec) echo exec ;; plan) echo plan ;;
+    coll | topo) echo network-model ;; compare | calibrate) echo validation ;;
+    *) echo "" ;;
+    esac
+}
+# options CMD: the --options its --help lists (one per line)
+options() { "$loong" "$1" --help | grep -oE '(^|[ ,[(])--[a-z][a-z0-9-]*' | sed 's/^[^-]*//' | sort -u; }
+# documented FILE OPT: FILE names OPT (not as the prefix of a longer option)
+documented() { grep -qE -- "$2([^a-z0-9-]|$)" "$1"; }
+
+config_opts=$("$loong" dag --help | sed -n '/^Configuration (shared/,/^Models:/p' | grep -oE '^  --[a-z][a-z0-9-]*' |
+    sed 's/^ *//' | sort -u)
+whatif_opts=$("$loong" sim --help | sed -n '/^Perturbations (what-if/,/^$/p' | grep -oE '^  --[a-z][a-z0-9-]*' |
+    sed 's/^ *//' | sort -u)
+[ -n "$config_opts" ] && [ -n "$whatif_opts" ] || { bad "cannot read the configuration or what-if options from --help"; }
+commands=$("$loong" --help | sed -n '/^commands:/,/^$/p' | awk 'NF > 1 { print $1 }' | grep -v '^commands:')
+[ -n "$commands" ] || bad "loong --help lists no command"
+for cmd in $commands; do
+    page=$(page_of "$cmd")
+    if [ -z "$page" ] || [ ! -f "$top/docs/$page.md" ]; then
+        bad "loong $cmd has no page in docs/ (add it to page_of in tests/docs.sh)"
+        continue
+    fi
+    for opt in $(options "$cmd"); do
+        [ "$opt" != --help ] || continue
+        if documented "$top/docs/$page.md" "$opt" ||
+            { grep -qx -- "$opt" <<<"$config_opts" && documented "$top/docs/concepts.md" "$opt"; } ||
+            { grep -qx -- "$opt" <<<"$whatif_opts" && documented "$top/docs/whatif.md" "$opt"; }; then
+            ok
+        else
+            bad "loong $cmd $opt is not on docs/$page.md"
+        fi
+    done
+done
+
+# relative links: [text](target) and [text](target#anchor), outside code spans
+for f in "$top/README.md" "$top"/docs/*.md; do
+    dir=$(dirname "$f")
+    while IFS= read -r target; do
+        target=${target%%#*}
+        [ -n "$target" ] || continue
+        if [ -e "$dir/$target" ]; then ok; else bad "${f#"$top"/}: the link to '$target' leads nowhere"; fi
+    done < <(sed 's/`[^`]*`//g' "$f" | grep -oE '\]\([^)[:space:]]+\)' | sed 's/^](//; s/)$//' |
+        grep -vE '^(https?:|mailto:|#)' || true)
+done
+
+lines=$(wc -l <"$top/README.md")
+if [ "$lines" -le 250 ]; then ok; else bad "README.md has $lines lines, over 250: move the detail to docs/"; fi
+echo "docs: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
