@@ -1,14 +1,18 @@
 /* loong dag --format chakra from the outside: every rank's Chakra ET file is
  * decoded by protoc (not by our protobuf-c code), under proto/chakra_et.proto,
  * and checked against the DAG that `loong dag --format json` prints for the
- * same configuration: one node per task of the rank, the node types, the
- * DAG's deps as data_deps, stream order as ctrl_deps, FLOPs, send/recv peers,
- * sizes and tags, collective types, groups and sizes. Then bad input: one line,
- * exit 2, no directory left behind. Skips (77) when loong was built without
- * protobuf-c or protoc is missing. */
+ * same configuration: one node per task of the rank in the file of its
+ * ASTRA-sim NPU, the node types, data_deps (the union over each NCCL group),
+ * stream order as ctrl_deps, FLOPs and tensor sizes, send/recv peers (as
+ * NPUs), sizes and tags, collective types, groups (ids from 1) and sizes.
+ * The properties ASTRA-sim enforces (astra_props) are also checked on
+ * deliberately broken copies of an export, each of which must fail. Then
+ * bad input: one line, exit 2, no directory left behind. Skips (77) when
+ * loong was built without protobuf-c or protoc is missing. */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,17 +192,29 @@ static bool has(const uint64_t *v, int n, uint64_t x)
     return false;
 }
 
-/* Bytes one member sends in ASTRA-sim's ring algorithm for comm_size
- * (astra-sim/system/collective/Ring.cc): all-reduce 2(n-1) messages of
- * size/n, reduce-scatter and all-to-all n-1 of size/n, all-gather n-1 of
- * size. */
-static uint64_t astra_sent(int type, uint64_t size, uint64_t n)
+/* Bytes one member sends for comm_size in ASTRA-sim 518bd51
+ * (system/astraccl/native_collectives/collective_algorithm/Ring.cc and
+ * AllToAll.cc): ring all-reduce 2(n-1) messages of size/n, reduce-scatter
+ * n-1 of size/n, all-gather n-1 of size; all-to-all n-1 of size/n direct,
+ * n(n-1)/2 of size/n on the ring. */
+static uint64_t astra_sent(int type, uint64_t size, uint64_t n, bool ring_a2a)
 {
     switch (type) {
     case ALL_REDUCE: return 2 * (n - 1) * (size / n);
     case ALL_GATHER: return (n - 1) * size;
+    case ALL_TO_ALL: return ring_a2a ? n * (n - 1) / 2 * (size / n) : (n - 1) * (size / n);
     default: return (n - 1) * (size / n);
     }
+}
+
+/* ASTRA-sim's NPU of loong rank r: network.yml's dimension 0 is the rail
+ * (node), dimension 1 the GPU slot, and NPU ids vary fastest along
+ * dimension 0 (MultiDimTopology::translate_address); one node: NPU = rank. */
+static int npu(int r, int ranks, int gpn)
+{
+    if (ranks <= gpn || ranks % gpn) return r;
+    int nodes = ranks / gpn;
+    return r % gpn * nodes + r / gpn;
 }
 
 static int expect_type(const char *kind)
@@ -210,9 +226,142 @@ static int expect_type(const char *kind)
     return ALL_GATHER;
 }
 
-/* Check every rank's file against the DAG; returns the collectives seen,
- * and adds the count of each Chakra collective type to types[10]. */
-static int verify(const char *cfg, int types[10])
+/* ---- one export, decoded ---- */
+
+typedef struct export
+{
+    int ranks, gpn;
+    node **of;        /* by task id: its decoded node */
+    json_t *tasks;    /* the DAG's (loong dag --format json) */
+    json_t *groups;   /* workload.json */
+    bool ring_a2a;    /* system.json names the ring all-to-all */
+    long long *first; /* by task id: the first member of its NCCL group */
+}
+export;
+
+static bool failf(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool failf(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* The properties ASTRA-sim enforces or relies on, true when x has them all
+ * (else false with the first broken one in why):
+ *   ids      every collective's pg_name is a group id above 0 that
+ *            workload.json defines, and workload.json has no id 0
+ *            (CommunicatorGroup.cc set_id asserts id > 0; Workload.cc reads
+ *            pg_name "0" as every rank);
+ *   deps     every node's data_deps are the union of its NCCL group's
+ *            (ASTRA-sim issues each node alone, when its own deps are met);
+ *   tensor   every compute node has a tensor_size above 0 (Workload.cc's
+ *            roofline takes 0 or a missing one for an invalid node);
+ *   a2a      every all-to-all's comm_size makes each member send the DAG's
+ *            bytes under the implementation system.json names. */
+static bool astra_props(const export *x, char *why, size_t len)
+{
+    void *it = json_object_iter(x->groups);
+    for (; it; it = json_object_iter_next(x->groups, it))
+        if (atoll(json_object_iter_key(it)) <= 0)
+            return failf(why, len, "ids: workload.json defines group '%s'", json_object_iter_key(it));
+    size_t nt = json_array_size(x->tasks);
+    for (size_t i = 0; i < nt; i++) {
+        const node *n = x->of[i];
+        json_t *t = json_array_get(x->tasks, i);
+        if (!strcmp(n->type, "COMM_COLL_NODE")) {
+            const char *pg = attr(n, "pg_name");
+            if (!pg || atoll(pg) <= 0 || !json_object_get(x->groups, pg))
+                return failf(why, len, "ids: node %zu has pg_name '%s'", i, pg ? pg : "(none)");
+            int type = (int)attr_ll(n, "comm_type");
+            uint64_t sent = astra_sent(type, (uint64_t)attr_ll(n, "comm_size"),
+                                       json_array_size(json_object_get(x->groups, pg)), x->ring_a2a);
+            if (type == ALL_TO_ALL && sent != (uint64_t)jint(t, "bytes"))
+                return failf(why, len, "a2a: node %zu sends %llu bytes under %s, the DAG %lld", i,
+                             (unsigned long long)sent, x->ring_a2a ? "ring" : "direct", jint(t, "bytes"));
+        }
+        if (!strcmp(n->type, "COMP_NODE") && (!attr(n, "tensor_size") || atoll(attr(n, "tensor_size")) <= 0))
+            return failf(why, len, "tensor: compute node %zu has no tensor_size above 0", i);
+        /* the union of the group's deps, each member's exactly */
+        int want = 0;
+        for (size_t k = (size_t)x->first[i]; k < nt && x->first[k] == x->first[i]; k++) {
+            json_t *deps = json_object_get(json_array_get(x->tasks, k), "deps");
+            for (size_t d = 0; d < json_array_size(deps); d++) {
+                uint64_t dep = (uint64_t)json_integer_value(json_array_get(deps, d));
+                bool again = false; /* counted for an earlier member */
+                for (size_t e = (size_t)x->first[i]; e < k && !again; e++) {
+                    json_t *de = json_object_get(json_array_get(x->tasks, e), "deps");
+                    for (size_t f = 0; f < json_array_size(de) && !again; f++)
+                        again = (uint64_t)json_integer_value(json_array_get(de, f)) == dep;
+                }
+                if (again) continue;
+                want++;
+                if (!has(n->data, n->ndata, dep))
+                    return failf(why, len, "deps: node %zu lacks %llu, a dep of its NCCL group", i,
+                                 (unsigned long long)dep);
+            }
+        }
+        if (n->ndata != want)
+            return failf(why, len, "deps: node %zu has %d data deps, its NCCL group %d", i, n->ndata, want);
+    }
+    return true;
+}
+
+/* Each property of astra_props, broken in turn on a copy of x (and put
+ * back), must be caught: a checker that passes a broken export proves
+ * nothing. */
+static void props_catch_breakage(export *x)
+{
+    char why[256];
+    size_t nt = json_array_size(x->tasks);
+    bool broke[4] = {false};
+    for (size_t i = 0; i < nt; i++) {
+        node *n = x->of[i];
+        for (int a = 0; a < n->nattr; a++) {
+            if (!broke[0] && !strcmp(n->aname[a], "pg_name")) { /* ids */
+                char keep[64];
+                snprintf(keep, sizeof keep, "%s", n->aval[a]);
+                snprintf(n->aval[a], sizeof n->aval[a], "0");
+                ck_assert_msg(!astra_props(x, why, sizeof why), "pg_name 0 passed");
+                ck_assert_msg(!strncmp(why, "ids:", 4), "%s", why);
+                snprintf(n->aval[a], sizeof n->aval[a], "%s", keep);
+                broke[0] = true;
+            }
+            if (!broke[2] && !strcmp(n->aname[a], "tensor_size")) { /* tensor */
+                n->aname[a][0] = 'X';
+                ck_assert_msg(!astra_props(x, why, sizeof why), "a missing tensor_size passed");
+                ck_assert_msg(!strncmp(why, "tensor:", 7), "%s", why);
+                n->aname[a][0] = 't';
+                broke[2] = true;
+            }
+        }
+        /* deps: a grouped member that waits on its group's first member's deps */
+        if (!broke[1] && (jint(json_array_get(x->tasks, i), "flags") & 1) && n->ndata > 0) {
+            n->ndata--;
+            ck_assert_msg(!astra_props(x, why, sizeof why), "a missing group dep passed");
+            ck_assert_msg(!strncmp(why, "deps:", 5), "%s", why);
+            n->ndata++;
+            broke[1] = true;
+        }
+    }
+    /* a2a: sized for the other implementation */
+    x->ring_a2a = !x->ring_a2a;
+    bool any_a2a = !astra_props(x, why, sizeof why);
+    if (any_a2a) ck_assert_msg(!strncmp(why, "a2a:", 4), "%s", why);
+    x->ring_a2a = !x->ring_a2a;
+    broke[3] = any_a2a;
+    ck_assert_msg(astra_props(x, why, sizeof why), "the export, put back: %s", why);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(broke[k], "property %d was never broken: choose a configuration that exercises it", k);
+}
+
+/* Check every rank's file against the DAG (the configuration cfg, gpn GPUs
+ * per node, `extra` options of the export); returns the collectives seen,
+ * and adds the count of each Chakra collective type to types[10]. With
+ * break_props, also checks that astra_props catches each broken property. */
+static int verify(const char *cfg, int gpn, const char *extra, bool break_props, int types[10])
 {
     char dir[] = "/tmp/loong-chakra-XXXXXX", et[600], path[700], cmd[1600];
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -226,24 +375,39 @@ static int verify(const char *cfg, int types[10])
         if (jint(t, "rank") + 1 > ranks) ranks = (int)jint(t, "rank") + 1;
     }
     snprintf(et, sizeof et, "%s/et", dir);
-    run_result r = run_cmd(LOONG " dag %s --format chakra -o %s", cfg, et);
+    run_result r = run_cmd(LOONG " dag %s --format chakra %s -o %s", cfg, extra, et);
     ck_assert_msg(r.status == 0, "loong dag --format chakra: %s", r.err);
 
-    /* the layout: workload.<rank>.et per rank and workload.json, nothing else */
+    /* the layout: workload.<NPU>.et per rank, workload.json, network.yml, system.json */
     int files = 0;
     DIR *d = opendir(et);
     ck_assert_ptr_nonnull(d);
     for (struct dirent *e; (e = readdir(d));)
         files += e->d_name[0] != '.';
     closedir(d);
-    ck_assert_int_eq(files, ranks + 1);
+    ck_assert_int_eq(files, ranks + 3);
     snprintf(path, sizeof path, "%s/workload.json", et);
     json_error_t je;
     json_t *groups = json_load_file(path, 0, &je);
     ck_assert_msg(groups != NULL, "%s: %s", path, je.text);
+    snprintf(path, sizeof path, "%s/system.json", et);
+    json_t *sys = json_load_file(path, 0, &je);
+    ck_assert_msg(sys != NULL, "%s: %s", path, je.text);
+    const char *impl = json_string_value(json_array_get(json_object_get(sys, "all-to-all-implementation"), 0));
+    ck_assert_ptr_nonnull(impl);
+    ck_assert_int_eq(json_array_size(json_object_get(sys, "all-to-all-implementation")), 1);
+    snprintf(path, sizeof path, "%s/network.yml", et);
+    char *yml = read_text(path);
+    char want_npus[64];
+    if (ranks > gpn && ranks % gpn == 0)
+        snprintf(want_npus, sizeof want_npus, "npus_count: [ %d, %d ]", ranks / gpn, gpn);
+    else
+        snprintf(want_npus, sizeof want_npus, "npus_count: [ %d ]", ranks);
+    ck_assert_msg(strstr(yml, want_npus) != NULL, "network.yml lacks '%s':\n%s", want_npus, yml);
+    free(yml);
 
-    /* stream predecessor of each task, and its decoded ctrl deps */
-    long long *prev = malloc(nt * sizeof *prev);
+    /* stream predecessor of each task, the first member of its NCCL group */
+    long long *prev = malloc(nt * sizeof *prev), *first = malloc(nt * sizeof *first);
     node **of = calloc(nt, sizeof *of);
     for (size_t i = 0; i < nt; i++) {
         prev[i] = -1;
@@ -256,13 +420,18 @@ static int verify(const char *cfg, int types[10])
                 break;
             }
         }
+        first[i] = (jint(t, "flags") & 1) && prev[i] >= 0 ? first[prev[i]] : (long long)i;
     }
+    /* a group's members are consecutive ids (astra_props walks them so) */
+    for (size_t i = 1; i < nt; i++)
+        ck_assert(first[i] == (long long)i || first[i] == first[i - 1]);
 
     int colls = 0;
     node **all = calloc((size_t)ranks, sizeof *all);
     for (int rank = 0; rank < ranks; rank++) {
         char bin[700], txt[700], version[32];
-        snprintf(path, sizeof path, "%s/workload.%d.et", et, rank);
+        int me = npu(rank, ranks, gpn);
+        snprintf(path, sizeof path, "%s/workload.%d.et", et, me);
         snprintf(bin, sizeof bin, "%s/%d.bin", dir, rank);
         snprintf(txt, sizeof txt, "%s/%d.txt", dir, rank);
         int frames = reframe(path, bin);
@@ -293,15 +462,11 @@ static int verify(const char *cfg, int types[10])
             node *x = &v[k];
             json_t *t = json_array_get(tasks, x->id);
             const char *kind = json_string_value(json_object_get(t, "kind"));
-            /* every dependency is a node of this file; data_deps are the DAG's deps */
+            /* every dependency is a node of this file (data_deps: astra_props) */
             for (int i = 0; i < x->ndata; i++)
                 ck_assert(x->data[i] < nt && of[x->data[i]] && jint(json_array_get(tasks, x->data[i]), "rank") == rank);
             for (int i = 0; i < x->nctrl; i++)
                 ck_assert(x->ctrl[i] < nt && of[x->ctrl[i]] && jint(json_array_get(tasks, x->ctrl[i]), "rank") == rank);
-            json_t *deps = json_object_get(t, "deps");
-            ck_assert_int_eq(x->ndata, (int)json_array_size(deps));
-            for (size_t i = 0; i < json_array_size(deps); i++)
-                ck_assert(has(x->data, x->ndata, (uint64_t)json_integer_value(json_array_get(deps, i))));
             /* ctrl_deps: the stream order, a grouped task shares its group's */
             if (prev[x->id] < 0)
                 ck_assert_int_eq(x->nctrl, 0);
@@ -317,15 +482,15 @@ static int verify(const char *cfg, int types[10])
             long long peer = jint(t, "peer");
             if (!strcmp(kind, "send")) {
                 ck_assert_str_eq(x->type, "COMM_SEND_NODE");
-                ck_assert_int_eq(attr_ll(x, "comm_src"), rank);
-                ck_assert_int_eq(attr_ll(x, "comm_dst"), peer);
+                ck_assert_int_eq(attr_ll(x, "comm_src"), me);
+                ck_assert_int_eq(attr_ll(x, "comm_dst"), npu((int)peer, ranks, gpn));
                 ck_assert_int_eq(attr_ll(x, "comm_size"), jint(t, "bytes"));
                 ck_assert_int_eq(attr_ll(x, "comm_tag"), (long long)x->id);
             } else if (!strcmp(kind, "recv")) {
                 json_t *s = json_array_get(tasks, (size_t)jint(t, "match"));
                 ck_assert_str_eq(x->type, "COMM_RECV_NODE");
-                ck_assert_int_eq(attr_ll(x, "comm_src"), peer);
-                ck_assert_int_eq(attr_ll(x, "comm_dst"), rank);
+                ck_assert_int_eq(attr_ll(x, "comm_src"), npu((int)peer, ranks, gpn));
+                ck_assert_int_eq(attr_ll(x, "comm_dst"), me);
                 ck_assert_int_eq(attr_ll(x, "comm_size"), jint(s, "bytes"));
                 ck_assert_int_eq(attr_ll(x, "comm_tag"), jint(s, "id"));
             } else if (json_is_array(json_object_get(t, "group"))) {
@@ -334,22 +499,39 @@ static int verify(const char *cfg, int types[10])
                 ck_assert_str_eq(x->type, "COMM_COLL_NODE");
                 ck_assert_int_eq(type, expect_type(kind));
                 types[type]++;
+                /* the group's members, as NPUs, in the DAG's order */
                 json_t *members = json_object_get(groups, attr(x, "pg_name"));
-                ck_assert_msg(json_equal(members, g), "task %llu: pg_name %s is not its group",
+                ck_assert_msg(members && json_array_size(members) == json_array_size(g), "task %llu: pg_name %s",
                               (unsigned long long)x->id, attr(x, "pg_name"));
-                ck_assert_uint_eq(astra_sent(type, (uint64_t)attr_ll(x, "comm_size"), json_array_size(g)),
-                                  (uint64_t)jint(t, "bytes"));
+                for (size_t i = 0; i < json_array_size(g); i++)
+                    ck_assert_int_eq(json_integer_value(json_array_get(members, i)),
+                                     npu((int)json_integer_value(json_array_get(g, i)), ranks, gpn));
+                uint64_t sent =
+                    astra_sent(type, (uint64_t)attr_ll(x, "comm_size"), json_array_size(g), !strcmp(impl, "ring"));
+                ck_assert_uint_eq(sent, (uint64_t)jint(t, "bytes"));
                 colls++;
             } else {
                 ck_assert_str_eq(x->type, "COMP_NODE");
                 ck_assert_int_eq(attr_ll(x, "num_ops"), jint(t, "flops"));
+                if (!strcmp(kind, "gemm")) { /* A, B and C at the activation width (bf16 here) */
+                    json_t *dm = json_object_get(t, "dims");
+                    long long m = json_integer_value(json_array_get(dm, 0)),
+                              nn = json_integer_value(json_array_get(dm, 1)),
+                              kk = json_integer_value(json_array_get(dm, 2));
+                    ck_assert_int_eq(attr_ll(x, "tensor_size"), (m * kk + kk * nn + m * nn) * 2);
+                }
             }
         }
     }
+    export x = {ranks, gpn, of, tasks, groups, !strcmp(impl, "ring"), first};
+    char why[256];
+    ck_assert_msg(astra_props(&x, why, sizeof why), "%s: %s", cfg, why);
+    if (break_props) props_catch_breakage(&x);
     for (int rank = 0; rank < ranks; rank++)
         free(all[rank]);
-    free(all), free(of), free(prev);
+    free(all), free(of), free(prev), free(first);
     json_decref(groups);
+    json_decref(sys);
     json_decref(j);
     r = run_cmd("rm -rf %s", dir);
     return colls;
@@ -358,20 +540,38 @@ static int verify(const char *cfg, int types[10])
 START_TEST(attn_matches_dag)
 {
     int types[10] = {0};
-    int colls = verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy loongtrain --scope attn", types);
+    int colls = verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy loongtrain --scope attn", 4, "",
+                       false, types);
     ck_assert_int_gt(types[ALL_TO_ALL], 0);
     ck_assert_int_eq(colls, types[ALL_TO_ALL]);
+}
+END_TEST
+
+/* Two nodes of four GPUs: ranks become NPUs across the rail dimension;
+ * the all-to-all sized for each implementation; every ASTRA-sim property
+ * broken in turn. */
+START_TEST(two_nodes_and_npus)
+{
+    int types[10] = {0};
+    /* P_h = 4: under 2 members the direct and the ring all-to-all send alike */
+    const char *cfg =
+        "--model tiny --seq 4K --mesh 4x2 --gpus-per-node 4 --strategy loongtrain --window 2 --scope attn";
+    verify(cfg, 4, "", true, types);
+    verify(cfg, 4, "--all-to-all ring", true, types);
+    ck_assert_int_gt(types[ALL_TO_ALL], 0);
 }
 END_TEST
 
 START_TEST(step_matches_dag)
 {
     int types[10] = {0};
-    verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy loongtrain --scope step", types);
+    verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy loongtrain --scope step", 4, "", false,
+           types);
     ck_assert_int_gt(types[ALL_TO_ALL], 0);
     ck_assert_int_gt(types[REDUCE_SCATTER], 0);
     ck_assert_int_gt(types[ALL_GATHER], 0);
-    verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy usp --scope step --zero 0", types);
+    verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy usp --scope step --zero 0", 4, "", false,
+           types);
     ck_assert_int_gt(types[ALL_REDUCE], 0);
 }
 END_TEST
@@ -404,7 +604,18 @@ START_TEST(bad_output)
     r = run_cmd("mkdir %s/empty && " LOONG " dag %s --format chakra -o %s/empty/", dir, cfg, dir);
     ck_assert_int_eq(r.status, 0);
     r = run_cmd("ls %s/empty", dir);
-    ck_assert_str_eq(r.out, "workload.0.et\nworkload.1.et\nworkload.json\n");
+    ck_assert_str_eq(r.out, "network.yml\nsystem.json\nworkload.0.et\nworkload.1.et\nworkload.json\n");
+    /* the options of the export are refused elsewhere, and a bad implementation */
+    r = run_cmd(LOONG " dag %s --all-to-all ring", cfg);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    r = run_cmd(LOONG " dag %s --format chakra --all-to-all pairwise -o %s/x", cfg, dir);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    r = run_cmd(LOONG " dag %s --format chakra --platform %s/topologies/dgx-h100-1n.xml --gpus-per-node 4 -o %s/x", cfg,
+                LOONG_SRCDIR, dir);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--gpus-per-node 8") != NULL, "%s", r.err);
     /* no temporary directory is left beside the outputs */
     r = run_cmd("ls %s", dir);
     ck_assert_str_eq(r.out, "empty\nfull\n");
@@ -427,6 +638,7 @@ int main(void)
     TCase *tc = tcase_create("chakra");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, attn_matches_dag);
+    tcase_add_test(tc, two_nodes_and_npus);
     tcase_add_test(tc, step_matches_dag);
     tcase_add_test(tc, bad_output);
     suite_add_tcase(s, tc);

@@ -112,27 +112,83 @@ static int64_t comm_type_of(int kind)
 }
 
 /* comm_size of a collective over n members whose member sends `bytes`
- * (the DAG's size): the data size ASTRA-sim's ring algorithms take
- * (astra-sim/system/collective/Ring.cc: all-reduce, reduce-scatter and
- * all-to-all send (n-1) messages of size/n, an all-reduce twice; an
- * all-gather n-1 messages of size), so that a member sends the DAG's bytes.
- * That is the buffer for all-reduce, reduce-scatter and all-to-all, and one
- * member's share for all-gather. */
-static uint64_t coll_comm_size(int kind, uint64_t bytes, int n)
+ * (the DAG's size), for the collective algorithm ASTRA-sim will run, so that
+ * a member sends exactly the DAG's bytes. ASTRA-sim's ring
+ * (system/astraccl/native_collectives/collective_algorithm/Ring.cc, the
+ * constructor at 518bd51): an all-reduce sends 2(n-1) messages of size/n,
+ * a reduce-scatter n-1 of size/n, an all-gather n-1 of size; a ring
+ * all-to-all sends n(n-1)/2 messages of size/n (stream_count), so size =
+ * 2 bytes/(n-1). Its direct all-to-all (AllToAll.cc: a Ring whose
+ * stream_count is n-1) sends n-1 messages of size/n, so size = bytes n/(n-1).
+ * Which one ASTRA-sim runs is system.json's "all-to-all-implementation"
+ * (written beside the traces with the same choice). */
+static uint64_t coll_comm_size(int kind, uint64_t bytes, int n, chakra_a2a a2a)
 {
     uint64_t m = (uint64_t)(n - 1);
     switch (kind) {
     case TASK_ALLREDUCE: return bytes / (2 * m) * (uint64_t)n;
     case TASK_ALLGATHER: return bytes / m;
+    case TASK_ALLTOALL: return a2a == CHAKRA_A2A_RING ? 2 * (bytes / m) : bytes / m * (uint64_t)n;
     default: return bytes / m * (uint64_t)n;
     }
 }
+
+/* HBM bytes a compute node reads and writes once (what ASTRA-sim's roofline
+ * divides num_ops by, Workload.cc issue_comp): a GEMM's A, B and C; an
+ * attention block's Q, K, V and O (forward) or Q, K, V, O, dO, dQ, dK, dV
+ * (backward) at the activation width; merge and accumulation as the
+ * calibration model counts them. Never 0, which ASTRA-sim's roofline takes
+ * for an invalid node. */
+static uint64_t tensor_bytes(const config *c, const dag_task *t)
+{
+    uint64_t e = (uint64_t)c->act_bytes, d = (uint64_t)c->model.head_dim, B = (uint64_t)c->batch;
+    uint64_t hq = t->dim[2], hkv = (uint64_t)config_kv_heads(c);
+    uint64_t q = (uint64_t)t->dim[0] * hq * d * B, kv = (uint64_t)t->dim[1] * hkv * d * B, v;
+    switch (t->kind) {
+    case TASK_GEMM:
+        v = ((uint64_t)t->dim[0] * t->dim[2] + (uint64_t)t->dim[2] * t->dim[1] + (uint64_t)t->dim[0] * t->dim[1]) * e;
+        break;
+    case TASK_ATTN_FWD: v = (2 * q + 2 * kv) * e; break;
+    case TASK_ATTN_BWD: v = (4 * q + 4 * kv) * e; break;
+    default: v = calib_task_bytes(c, t);
+    }
+    return v ? v : 1;
+}
+
+/* ---- ranks on ASTRA-sim's network ----
+ * network.yml describes the ranks as a two-dimensional network, dimension
+ * 0 the rail switches joining GPU k of every node, dimension 1 each node's
+ * NVSwitch. ASTRA-sim numbers NPUs fastest along dimension 0
+ * (MultiDimTopology::translate_address), so NPU n sits in node n % nodes at
+ * GPU slot n / nodes, and loong's rank r (node r / gpn, slot r % gpn) is
+ * NPU (r % gpn) * nodes + r / gpn: its trace is workload.<NPU>.et, and every
+ * peer and group member is named by NPU. The rail dimension comes first
+ * because ASTRA-sim's congestion-unaware backend charges a transfer to the
+ * first dimension whose address differs (get_dim_to_transfer): a transfer
+ * between nodes then pays the rail, as loong's PXN route does (NVLink to
+ * the GPU on the peer's rail, then the NIC), not NVLink, which the other
+ * order would charge whenever the GPU slot differs too. */
+typedef struct npu_map {
+    int gpn, nodes; /* nodes == 1: one NVSwitch dimension, NPU = rank */
+} npu_map;
+
+static npu_map npu_map_of(const config *c)
+{
+    int P = config_ranks(c), gpn = c->gpus_per_node;
+    npu_map m = {P, 1};
+    if (P > gpn && P % gpn == 0) m = (npu_map){gpn, P / gpn};
+    return m;
+}
+
+static int npu_of(const npu_map *m, int rank) { return rank % m->gpn * m->nodes + rank / m->gpn; }
 
 /* ---- output ---- */
 
 typedef struct writer {
     const dag *g;
     const calib *cb;
+    chakra_a2a a2a;
+    npu_map map;
     FILE *f;
     uint8_t *buf; /* packed message */
     size_t cap;
@@ -140,6 +196,9 @@ typedef struct writer {
     size_t ctrl_cap;
     const uint32_t **pred; /* per task: its stream predecessors (a run of its stream's ids) */
     uint32_t *npred;
+    const uint32_t **mates; /* per task: the members of its NCCL group (a run of its stream's ids) */
+    uint32_t *nmates;
+    size_t data_cap;
     char err[LOONG_ERRLEN];
 } writer;
 
@@ -175,11 +234,46 @@ static int put_metadata(writer *w, int rank)
     attrs as = {.n = 0};
     attr_str(&as, "generator", "loong " PACKAGE_VERSION);
     attr_i32(&as, "loong_rank", rank);
+    attr_i32(&as, "astra_sim_npu", npu_of(&w->map, rank));
     attr_i32(&as, "loong_ranks", config_ranks(dag_config(w->g)));
     md.version = CHAKRA_VERSION;
     md.attr = as.p;
     md.n_attr = as.n;
     return put_msg(w, &md.base);
+}
+
+/* The data dependencies of t: those of every member of its NCCL group (a
+ * task and the DAG_F_GROUPED ones after it on its stream), since NCCL
+ * launches the group's sends and receives together, when all of them may
+ * start, as loong's backends do. ASTRA-sim issues each node when its own
+ * deps are met, so each member carries the union. Returns the count, in
+ * w->data, in order and without repeats. */
+static size_t group_deps(writer *w, const dag_task *t)
+{
+    size_t n = 0;
+    for (uint32_t m = 0; m < w->nmates[t->id]; m++) {
+        const dag_task *u = dag_task_get(w->g, w->mates[t->id][m]);
+        const uint32_t *deps = dag_deps(w->g, u);
+        for (uint16_t i = 0; i < u->ndeps; i++) {
+            bool seen = false;
+            for (size_t j = 0; j < n && !seen; j++)
+                seen = w->data[j] == deps[i];
+            if (seen) continue;
+            if (n == w->data_cap) {
+                w->data_cap = 2 * w->data_cap + STREAM_COUNT;
+                w->data = xrealloc_array(w->data, w->data_cap, sizeof *w->data, "the Chakra data dependencies");
+            }
+            w->data[n++] = deps[i];
+        }
+    }
+    /* in id order, as the DAG lists deps */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && w->data[j - 1] > w->data[j]; j--) {
+            uint64_t x = w->data[j];
+            w->data[j] = w->data[j - 1];
+            w->data[j - 1] = x;
+        }
+    return n;
 }
 
 static int put_node(writer *w, const dag_task *t)
@@ -194,11 +288,8 @@ static int put_node(writer *w, const dag_task *t)
     nd.id = t->id;
     nd.name = name;
 
-    const uint32_t *deps = dag_deps(g, t);
-    for (uint16_t i = 0; i < t->ndeps; i++)
-        w->data[i] = deps[i];
     nd.data_deps = w->data;
-    nd.n_data_deps = t->ndeps;
+    nd.n_data_deps = group_deps(w, t);
     uint32_t np = w->npred[t->id];
     if (np > w->ctrl_cap) {
         w->ctrl_cap = np;
@@ -212,15 +303,14 @@ static int put_node(writer *w, const dag_task *t)
     attr_bool(&as, "is_cpu_op", false);
     if (task_is_compute(t)) {
         nd.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
-        attr_i64(&as, "num_ops", (int64_t)t->flops);
-        uint64_t hbm = calib_task_bytes(dag_config(g), t);
-        if (hbm) attr_u64(&as, "tensor_size", hbm);
+        attr_u64(&as, "num_ops", t->flops);
+        attr_u64(&as, "tensor_size", tensor_bytes(dag_config(g), t));
         if (w->cb) nd.duration_micros = (uint64_t)llround(calib_task_seconds(w->cb, dag_config(g), t) * 1e6);
     } else if (task_is_p2p(t)) {
         bool send = t->kind == TASK_SEND;
         nd.type = send ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE;
-        attr_i32(&as, "comm_src", send ? t->rank : t->peer);
-        attr_i32(&as, "comm_dst", send ? t->peer : t->rank);
+        attr_i32(&as, "comm_src", npu_of(&w->map, send ? t->rank : t->peer));
+        attr_i32(&as, "comm_dst", npu_of(&w->map, send ? t->peer : t->rank));
         attr_i64(&as, "comm_size", (int64_t)dag_task_bytes_moved(g, t));
         attr_i32(&as, "comm_tag", (int32_t)(send ? t->id : t->match));
     } else {
@@ -228,8 +318,8 @@ static int put_node(writer *w, const dag_task *t)
         dag_group(g, t->group, &n);
         nd.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
         attr_i64(&as, "comm_type", comm_type_of(t->kind));
-        attr_i64(&as, "comm_size", (int64_t)coll_comm_size(t->kind, t->bytes, n));
-        snprintf(pg, sizeof pg, "%u", t->group);
+        attr_i64(&as, "comm_size", (int64_t)coll_comm_size(t->kind, t->bytes, n, w->a2a));
+        snprintf(pg, sizeof pg, "%u", t->group + CHAKRA_FIRST_GROUP);
         attr_str(&as, "pg_name", pg);
     }
     nd.attr = as.p;
@@ -256,6 +346,17 @@ static void stream_preds(writer *w)
                 }
                 w->pred[ids[i]] = ids + prev;
                 w->npred[ids[i]] = nprev;
+            }
+            /* the group of ids[i]: from its first member to the last grouped one after it */
+            for (uint32_t i = 0; i < n;) {
+                uint32_t end = i + 1;
+                while (end < n && (dag_task_get(g, ids[end])->flags & DAG_F_GROUPED))
+                    end++;
+                for (uint32_t k = i; k < end; k++) {
+                    w->mates[ids[k]] = ids + i;
+                    w->nmates[ids[k]] = end - i;
+                }
+                i = end;
             }
         }
 }
@@ -306,9 +407,9 @@ static int write_groups(writer *w, const char *path)
     for (uint32_t gid = 0; gid < dag_ngroups(w->g); gid++) {
         int n;
         const int32_t *m = dag_group(w->g, gid, &n);
-        fprintf(f, "%s\n  \"%u\": [", gid ? "," : "", gid);
+        fprintf(f, "%s\n  \"%u\": [", gid ? "," : "", gid + CHAKRA_FIRST_GROUP);
         for (int i = 0; i < n; i++)
-            fprintf(f, "%s%d", i ? ", " : "", m[i]);
+            fprintf(f, "%s%d", i ? ", " : "", npu_of(&w->map, m[i]));
         fputc(']', f);
     }
     fputs("\n}\n", f);
@@ -318,6 +419,90 @@ static int write_groups(writer *w, const char *path)
         return -1;
     }
     return 0;
+}
+
+static int close_written(writer *w, FILE *f, const char *path)
+{
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad) {
+        snprintf(w->err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    return 0;
+}
+
+/* ASTRA-sim's bandwidth unit: GB/s with GB = 2^30 bytes
+ * (astra-network-analytical, NetworkFunction.cpp bw_GBps_to_Bpns). */
+static double astra_gbps(double bytes_per_s) { return bytes_per_s / (1024.0 * 1024.0 * 1024.0); }
+
+/* network.yml: ASTRA-sim's analytical network for the DAG's ranks on the
+ * platform (or H100 datasheet defaults): per-link latencies (a path crosses
+ * two links, GPU -> switch -> GPU, as in loong), per-GPU bandwidths. */
+static int write_network(writer *w, const chakra_opts *o, const char *path)
+{
+    platform_spec def;
+    const platform_spec *sp = o->platform;
+    char err[LOONG_ERRLEN];
+    if (!sp) {
+        platform_spec_defaults("h100", &def, err);
+        sp = &def;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(w->err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    const npu_map *m = &w->map;
+    double rail = sp->nic_bw * sp->nics_per_node / sp->gpus_per_node; /* a GPU's share of its rail NIC */
+    fprintf(f, "# ASTRA-sim analytical network for loong's %d ranks (loong %s)\n", m->gpn * m->nodes, PACKAGE_VERSION);
+    fprintf(f, "# platform: %s (%s, nvlink %.4g B/s, rail %.4g B/s per GPU, links %.4g us / %.4g us)\n",
+            o->platform_path ? o->platform_path : "none given: H100 datasheet defaults", sp->gpu, sp->nvlink_bw, rail,
+            sp->nvlink_lat * 1e6, sp->nic_lat * 1e6);
+    if (m->nodes > 1) {
+        fprintf(f,
+                "# dimension 0: the rail switches (GPU k of each of the %d nodes); dimension 1: each node's NVSwitch\n"
+                "# (%d GPUs). NPU n = node n %% %d, GPU slot n / %d: loong rank r is NPU (r %% %d) * %d + r / %d,\n"
+                "# whose trace is workload.<NPU>.et (docs/dag.md, \"Ranks and NPUs\"). The leaf-spine hop of loong's\n"
+                "# fabric (uplinks, oversubscription %.3g) has no dimension here.\n",
+                m->nodes, m->gpn, m->nodes, m->nodes, m->gpn, m->nodes, m->gpn, sp->oversub);
+        fprintf(f, "topology: [ Switch, Switch ]\nnpus_count: [ %d, %d ]\n", m->nodes, m->gpn);
+        fprintf(f, "bandwidth: [ %.10g, %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(rail), astra_gbps(sp->nvlink_bw));
+        fprintf(f, "latency: [ %.10g, %.10g ]  # ns per link\n", sp->nic_lat * 1e9, sp->nvlink_lat * 1e9);
+    } else {
+        fprintf(f, "# one NVSwitch of %d GPUs: NPU n is loong rank n\n", m->gpn);
+        fprintf(f, "topology: [ Switch ]\nnpus_count: [ %d ]\n", m->gpn);
+        fprintf(f, "bandwidth: [ %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(sp->nvlink_bw));
+        fprintf(f, "latency: [ %.10g ]  # ns per link\n", sp->nvlink_lat * 1e9);
+    }
+    return close_written(w, f, path);
+}
+
+/* system.json: ring collectives over every dimension, the all-to-all the
+ * comm_sizes were sized for, and the roofline (on without --calib, so that
+ * compute nodes take num_ops / min(peak, intensity x HBM bandwidth); off
+ * with it, the nodes then carrying their calibrated durations). */
+static int write_system(writer *w, const chakra_opts *o, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(w->err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    const char *rings = w->map.nodes > 1 ? "\"ring\", \"ring\"" : "\"ring\"";
+    platform_spec def;
+    char err[LOONG_ERRLEN];
+    platform_spec_defaults(o->platform ? o->platform->gpu : "h100", &def, err);
+    double peak = w->cb ? calib_peak(w->cb) : o->platform ? o->platform->peak : def.peak;
+    double mem = w->cb ? calib_mem_bw(w->cb) : 3.35e12; /* H100 SXM HBM3 datasheet, without a table */
+    fprintf(f,
+            "{\n  \"scheduling-policy\": \"FIFO\",\n  \"endpoint-delay\": 0,\n"
+            "  \"active-chunks-per-dimension\": 1,\n  \"preferred-dataset-splits\": 1,\n"
+            "  \"all-reduce-implementation\": [%s],\n  \"all-gather-implementation\": [%s],\n"
+            "  \"reduce-scatter-implementation\": [%s],\n  \"all-to-all-implementation\": [\"%s\"],\n"
+            "  \"collective-optimization\": \"baseline\",\n  \"local-mem-bw\": %.6g,\n  \"boost-mode\": 0,\n"
+            "  \"roofline-enabled\": %d,\n  \"peak-perf\": %.6g\n}\n",
+            rings, rings, rings, o->a2a == CHAKRA_A2A_RING ? "ring" : "direct", mem / 1e9, w->cb ? 0 : 1, peak / 1e12);
+    return close_written(w, f, path);
 }
 
 /* Values Chakra's attribute types hold: int32 ranks and tags, int64 sizes. */
@@ -352,11 +537,14 @@ static char *path_in(const char *dir, const char *name)
 static void remove_stage(const char *stage, int ranks)
 {
     char name[64];
-    for (int r = 0; r <= ranks; r++) {
+    for (int r = 0; r < ranks + 3; r++) {
         if (r < ranks)
             snprintf(name, sizeof name, CHAKRA_PREFIX ".%d.et", r);
         else
-            snprintf(name, sizeof name, CHAKRA_PREFIX ".json");
+            snprintf(name, sizeof name, "%s",
+                     r == ranks       ? CHAKRA_PREFIX ".json"
+                     : r == ranks + 1 ? "network.yml"
+                                      : "system.json");
         char *p = path_in(stage, name);
         unlink(p);
         free(p);
@@ -404,7 +592,7 @@ static int check_target(const char *dir, char err[LOONG_ERRLEN])
     return rc;
 }
 
-int chakra_write_dir(const dag *g, const calib *cb, const char *dir_arg, char err[LOONG_ERRLEN])
+int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const char *dir_arg, char err[LOONG_ERRLEN])
 {
     size_t len = strlen(dir_arg);
     while (len > 1 && dir_arg[len - 1] == '/')
@@ -427,11 +615,14 @@ int chakra_write_dir(const dag *g, const calib *cb, const char *dir_arg, char er
         umask(um);
         chmod(stage, 0777 & ~um);
     }
-    writer w = {.g = g, .cb = cb};
+    writer w = {.g = g, .cb = cb, .a2a = o->a2a, .map = npu_map_of(dag_config(g))};
     uint32_t nt = dag_ntasks(g);
     uint32_t *first = NULL, *order = NULL;
     if (!rc) {
-        w.data = xmalloc(STREAM_COUNT * sizeof *w.data, "the Chakra data dependencies");
+        w.data_cap = 4 * STREAM_COUNT;
+        w.data = xmalloc(w.data_cap * sizeof *w.data, "the Chakra data dependencies");
+        w.mates = xmalloc((size_t)nt * sizeof *w.mates + 1, "the Chakra NCCL groups");
+        w.nmates = xmalloc((size_t)nt * sizeof *w.nmates + 1, "the Chakra NCCL groups");
         w.pred = xmalloc((size_t)nt * sizeof *w.pred + 1, "the Chakra stream order");
         w.npred = xmalloc((size_t)nt * sizeof *w.npred + 1, "the Chakra stream order");
         first = xmalloc((size_t)(ranks + 1) * sizeof *first, "the Chakra rank index");
@@ -441,7 +632,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const char *dir_arg, char er
     }
     for (int r = 0; r < ranks && !rc; r++) {
         char name[64];
-        snprintf(name, sizeof name, CHAKRA_PREFIX ".%d.et", r);
+        snprintf(name, sizeof name, CHAKRA_PREFIX ".%d.et", npu_of(&w.map, r));
         char *p = path_in(stage, name);
         rc = write_rank(&w, p, r, order + first[r], first[r + 1] - first[r]);
         free(p);
@@ -451,6 +642,16 @@ int chakra_write_dir(const dag *g, const calib *cb, const char *dir_arg, char er
         rc = write_groups(&w, p);
         free(p);
     }
+    if (!rc) {
+        char *p = path_in(stage, "network.yml");
+        rc = write_network(&w, o, p);
+        free(p);
+    }
+    if (!rc) {
+        char *p = path_in(stage, "system.json");
+        rc = write_system(&w, o, p);
+        free(p);
+    }
     if (rc && stage) snprintf(err, LOONG_ERRLEN, "%s", w.err);
     /* rename() replaces an empty directory: `dir` is whole or untouched */
     if (!rc && rename(stage, dir) != 0) {
@@ -458,7 +659,8 @@ int chakra_write_dir(const dag *g, const calib *cb, const char *dir_arg, char er
         rc = -1;
     }
     if (rc && stage) remove_stage(stage, ranks);
-    free(w.buf), free(w.data), free(w.ctrl), free(w.pred), free(w.npred), free(first), free(order);
+    free(w.buf), free(w.data), free(w.ctrl), free(w.pred), free(w.npred), free(w.mates), free(w.nmates);
+    free(first), free(order);
     free(stage), free(dir);
     return rc;
 }

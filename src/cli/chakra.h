@@ -20,21 +20,42 @@
 
 #include "core/dag.h"
 #include "model/calib.h"
+#include "model/platform_spec.h"
 
 /* File names inside the output directory: PREFIX.<rank>.et, PREFIX.json. */
 #define CHAKRA_PREFIX "workload"
+/* The pg_name of the DAG's group g is g + CHAKRA_FIRST_GROUP: ASTRA-sim
+ * reserves 0 for "all ranks" (Workload.cc extract_comm_group) and asserts
+ * that a group it reads has an id above 0 (CommunicatorGroup.cc set_id). */
+#define CHAKRA_FIRST_GROUP 1
+
+/* The all-to-all algorithm ASTRA-sim is to run: comm_size is sized so that
+ * each member sends the DAG's bytes under it, and system.json names it. */
+typedef enum { CHAKRA_A2A_DIRECT, CHAKRA_A2A_RING } chakra_a2a;
+
+typedef struct chakra_opts {
+    chakra_a2a a2a;
+    /* The platform the DAG was built for (network.yml, system.json), with the
+     * path it came from for their comments; NULL path: datasheet defaults. */
+    const platform_spec *platform;
+    const char *platform_path;
+} chakra_opts;
 
 /* Whether this build writes Chakra traces. When it does not, *why gets a
  * one-line message naming the packages to install (else it is untouched). */
 bool chakra_available(const char **why);
 
 /* Write the traces of a validated DAG into the new directory `dir`, which
- * must not exist or be an empty directory, and whose parent must exist.
- * Everything is written into a temporary sibling directory renamed into
- * place at the end, so that `dir` appears whole or not at all. `cb` may be
- * NULL; when given, compute nodes carry their duration under that
- * calibration (duration_micros, what ASTRA-sim replays without its roofline
- * model). Returns 0, or -1 with a one-line message and nothing left behind. */
-int chakra_write_dir(const dag *g, const calib *cb, const char *dir, char err[LOONG_ERRLEN]);
+ * must not exist or be an empty directory, and whose parent must exist:
+ * the traces, workload.json, and for ASTRA-sim's analytical backends
+ * network.yml (the platform as an NVSwitch x rail-switch network, with the
+ * rank -> NPU note) and system.json (collective implementations, the
+ * compute roofline). Everything is written into a temporary sibling
+ * directory renamed into place at the end, so that `dir` appears whole or
+ * not at all. `cb` may be NULL; when given, compute nodes carry their
+ * duration under that calibration (duration_micros, what ASTRA-sim replays
+ * without its roofline model) and system.json turns the roofline off.
+ * Returns 0, or -1 with a one-line message and nothing left behind. */
+int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const char *dir, char err[LOONG_ERRLEN]);
 
 #endif

@@ -15,7 +15,8 @@ static void dag_usage(FILE *f)
 {
     fprintf(f,
             "usage: loong dag [configuration] [--format stats|json|dot] [-o FILE]\n"
-            "       loong dag [configuration] --format chakra -o DIR [--calib FILE]\n"
+            "       loong dag [configuration] --format chakra -o DIR [--calib FILE] [--platform FILE]\n"
+            "                 [--all-to-all direct|ring]\n"
             "\n"
             "Build the deterministic task DAG of one configuration, validate it (acyclic,\n"
             "every recv matched by one send, every collective complete) and print it.\n"
@@ -23,10 +24,15 @@ static void dag_usage(FILE *f)
             "  --format F            stats: per-rank #-table of tasks, FLOPs and bytes;\n"
             "                        json: the machine-readable DAG (docs/dag.md);\n"
             "                        dot: Graphviz, for small DAGs;\n"
-            "                        chakra: Chakra execution traces for ASTRA-sim, DIR/workload.<rank>.et\n"
-            "                        and DIR/workload.json (docs/dag.md)              [stats]\n"
+            "                        chakra: Chakra execution traces for ASTRA-sim, DIR/workload.<NPU>.et,\n"
+            "                        DIR/workload.json, network.yml and system.json (docs/dag.md) [stats]\n"
             "  -o, --output FILE     write there (atomically) instead of stdout; chakra: a new directory\n"
             "  --calib FILE          chakra: compute nodes carry their duration under this calibration\n"
+            "                        (else ASTRA-sim's roofline times them from num_ops and tensor_size)\n"
+            "  --platform FILE       chakra: the platform network.yml describes, by path or name\n"
+            "                        [H100 datasheet defaults]\n"
+            "  --all-to-all A        chakra: the all-to-all ASTRA-sim runs, direct or ring; comm_size\n"
+            "                        is sized for it and system.json names it      [direct]\n"
             "  --timing              print build/validate/write times and peak memory to stderr\n"
             "  -h, --help            this text\n"
             "\n%s"
@@ -69,11 +75,13 @@ int cmd_dag(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {"timing", no_argument, 0, 't'},
         {"calib", required_argument, 0, 'c'}, /* --format chakra */
+        {"platform", required_argument, 0, 'p'},
+        {"all-to-all", required_argument, 0, 'a'},
         {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     cli_config cc = {0};
-    const char *format = "stats", *out = "-", *calib_path = NULL;
+    const char *format = "stats", *out = "-", *calib_path = NULL, *platform = NULL, *a2a = NULL;
     bool timing = false;
     int opt;
     opterr = 0;
@@ -85,6 +93,8 @@ int cmd_dag(int argc, char **argv)
         case 'h': dag_usage(stdout); return 0;
         case 't': timing = true; break;
         case 'c': calib_path = optarg; break;
+        case 'p': platform = optarg; break;
+        case 'a': a2a = optarg; break;
         default: return cli_fail("dag", "unknown or incomplete option '%s': see loong dag --help", argv[optind - 1]);
         }
     }
@@ -98,6 +108,20 @@ int cmd_dag(int argc, char **argv)
     if (chakra && !chakra_available(&why)) return cli_fail("dag", "--format chakra: %s", why);
     if (chakra && !strcmp(out, "-")) return cli_fail("dag", "--format chakra writes a directory: give -o DIR");
     if (calib_path && !chakra) return cli_fail("dag", "--calib applies to --format chakra only");
+    if (platform && !chakra) return cli_fail("dag", "--platform applies to --format chakra only");
+    if (a2a && !chakra) return cli_fail("dag", "--all-to-all applies to --format chakra only");
+    chakra_opts co = {.a2a = CHAKRA_A2A_DIRECT};
+    if (a2a && strcmp(a2a, "direct") && strcmp(a2a, "ring"))
+        return cli_fail("dag", "--all-to-all '%s' is not direct or ring (ASTRA-sim's all-to-all implementations)", a2a);
+    if (a2a && !strcmp(a2a, "ring")) co.a2a = CHAKRA_A2A_RING;
+    platform_spec spec;
+    char ppath[4096];
+    if (platform) {
+        if (cli_find_platform(platform, ppath, sizeof ppath, err) < 0 || platform_spec_read(ppath, &spec, err) < 0)
+            return cli_fail("dag", "%s", err);
+        co.platform = &spec;
+        co.platform_path = ppath;
+    }
     calib *cb = NULL;
     if (calib_path && !(cb = calib_load(calib_path, err))) return cli_fail("dag", "%s", err);
     /* ---- */
@@ -105,6 +129,11 @@ int cmd_dag(int argc, char **argv)
     if (cli_config_finish(&cc, &c, err) < 0) {
         calib_free(cb);
         return cli_fail("dag", "%s", err);
+    }
+    if (co.platform && co.platform->gpus_per_node != c.gpus_per_node) {
+        calib_free(cb);
+        return cli_fail("dag", "--platform %s has %d GPUs per node but the configuration %d: give --gpus-per-node %d",
+                        platform, co.platform->gpus_per_node, c.gpus_per_node, co.platform->gpus_per_node);
     }
     double t0 = cli_now();
     dag *g = dag_build(&c, err);
@@ -115,7 +144,7 @@ int cmd_dag(int argc, char **argv)
     double t1 = cli_now();
     int rc = dag_validate(g, err) < 0;
     double t2 = cli_now();
-    rc = rc || (chakra ? chakra_write_dir(g, cb, out, err) : write_dag(g, format, out, err)) < 0;
+    rc = rc || (chakra ? chakra_write_dir(g, cb, &co, out, err) : write_dag(g, format, out, err)) < 0;
     double t3 = cli_now();
     if (timing)
         fprintf(stderr, "# timing: build %.3f s (%u tasks), validate %.3f s, %s %.3f s, peak RSS %.1f MB\n", t1 - t0,
