@@ -3,6 +3,7 @@
  * every partition against their definition; the DAG's masked work against
  * closed forms. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,60 @@ START_TEST(masked_blocks_not_emitted)
 }
 END_TEST
 
+/* ---- the caches under threads ----
+ * Layouts and shard maps are interned for the process, and the executor's
+ * --transport local builds one DAG per rank thread at once. Threads that
+ * start together (a barrier) and ask for the same layouts and maps must all
+ * get the one interned pointer: without the lock, two threads that miss
+ * the cache together each insert their own copy. Fresh lengths per round,
+ * so every round races on an insertion. */
+enum { RACE_THREADS = 8, RACE_ROUNDS = 200 };
+typedef struct race_arg {
+    pthread_barrier_t *bar;
+    const doc_layout *layout[RACE_ROUNDS];
+    const shard_map *map[RACE_ROUNDS];
+} race_arg;
+
+static void *race(void *arg)
+{
+    race_arg *a = arg;
+    config c = tcfg("tiny", 4096, "zigzag", 1, 4, 4, SCOPE_ATTN);
+    c.partition = PART_DOC_ZIGZAG;
+    for (int k = 0; k < RACE_ROUNDS; k++) {
+        char list[64], err[LOONG_ERRLEN];
+        snprintf(list, sizeof list, "%d,%d", 1 + k, 4095 - k);
+        pthread_barrier_wait(a->bar);
+        a->layout[k] = docs_parse_list(list, 4096, "--docs", err);
+        c.docs = a->layout[k];
+        a->map[k] = a->layout[k] ? shard_map_of(&c) : NULL;
+    }
+    return NULL;
+}
+
+START_TEST(caches_shared_by_threads)
+{
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, RACE_THREADS);
+    static race_arg a[RACE_THREADS];
+    pthread_t th[RACE_THREADS];
+    for (int t = 0; t < RACE_THREADS; t++) {
+        a[t].bar = &bar;
+        ck_assert_int_eq(pthread_create(&th[t], NULL, race, &a[t]), 0);
+    }
+    for (int t = 0; t < RACE_THREADS; t++)
+        pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&bar);
+    for (int k = 0; k < RACE_ROUNDS; k++) {
+        ck_assert_ptr_nonnull(a[0].layout[k]);
+        ck_assert_uint_eq(docs_count(a[0].layout[k]), 2);
+        for (int t = 1; t < RACE_THREADS; t++) {
+            ck_assert_msg(a[t].layout[k] == a[0].layout[k], "round %d: threads 0 and %d interned two layouts", k, t);
+            ck_assert_msg(a[t].map[k] == a[0].map[k], "round %d: threads 0 and %d built two shard maps", k, t);
+        }
+    }
+}
+END_TEST
+
 static Suite *docs_suite(void)
 {
     Suite *s = suite_create("docs");
@@ -333,6 +388,7 @@ static Suite *docs_suite(void)
     tcase_add_test(tc, files);
     tcase_add_test(tc, histograms);
     tcase_add_loop_test(tc, pairs_match_enumeration, 0, 4);
+    tcase_add_test(tc, caches_shared_by_threads);
     suite_add_tcase(s, tc);
     tc = tcase_create("partitions");
     tcase_set_timeout(tc, 120);

@@ -65,8 +65,8 @@ void config_defaults(config *c);
 int config_validate(const config *c, char err[LOONG_ERRLEN]);
 
 /* Peak bytes per task while a DAG is built (tasks, dependencies, stream
- * index; measured over 0.2 M and 16.8 M tasks: README, "Reliability"): the
- * memory estimate of config_validate's task bound and of dag_build. */
+ * index; how it was measured: docs/reliability.md, "Limits"): the memory
+ * estimate of config_validate's task bound and of dag_build. */
 #define DAG_BYTES_PER_TASK 112
 
 /* ---- enum <-> name (names are the CLI and JSON spellings) ---- */

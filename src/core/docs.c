@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,7 +19,11 @@ struct doc_layout {
     doc_layout *next; /* the interned list */
 };
 
+/* Layouts are interned for the process (equal lengths, one pointer, which
+ * configurations compare). The executor's --transport local parses and
+ * builds per rank thread, so a lock guards the list. */
 static doc_layout *interned;
+static pthread_mutex_t interned_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* More documents than this in one sample is a mistake (a histogram of
  * 1-token lengths against a 1M sequence), not a workload. */
@@ -39,12 +44,16 @@ static uint64_t hash_lengths(const uint64_t *len, int n)
 static const doc_layout *intern(const uint64_t *len, int n)
 {
     uint64_t h = hash_lengths(len, n);
+    pthread_mutex_lock(&interned_mu);
     for (doc_layout *d = interned; d; d = d->next) {
         if (d->hash != h || d->n != n) continue;
         int same = 1;
         for (int i = 0; i < n && same; i++)
             same = d->start[i + 1] - d->start[i] == len[i];
-        if (same) return d;
+        if (same) {
+            pthread_mutex_unlock(&interned_mu);
+            return d;
+        }
     }
     doc_layout *d = xcalloc(1, sizeof *d, "a document layout");
     d->n = n;
@@ -55,6 +64,7 @@ static const doc_layout *intern(const uint64_t *len, int n)
         d->start[i + 1] = d->start[i] + len[i];
     d->next = interned;
     interned = d;
+    pthread_mutex_unlock(&interned_mu);
     return d;
 }
 

@@ -18,6 +18,7 @@
  * ragged edge. With one document, K = 1 deals exactly the zigzag. */
 #include "shard.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "docs.h"
@@ -39,7 +40,12 @@ struct shard_map {
     shard_map *next;
 };
 
+/* Maps are built once per (layout, S, P_s, partition) and kept for the
+ * process. The executor's --transport local builds one DAG per rank thread,
+ * so the list is shared between threads: a lock guards the lookup and the
+ * insertion (the build is inside, so two threads never build one map). */
 static shard_map *interned;
+static pthread_mutex_t interned_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void count_pairs(shard_map *m);
 
@@ -180,10 +186,25 @@ static void index_runs(shard_map *m)
     }
 }
 
+static shard_map *build_map(const config *c);
+
 const shard_map *shard_map_of(const config *c)
 {
-    for (shard_map *m = interned; m; m = m->next)
-        if (m->docs == c->docs && m->seq == c->seq && m->p_seq == c->p_seq && m->partition == c->partition) return m;
+    pthread_mutex_lock(&interned_mu);
+    shard_map *m = interned;
+    while (m && !(m->docs == c->docs && m->seq == c->seq && m->p_seq == c->p_seq && m->partition == c->partition))
+        m = m->next;
+    if (!m) {
+        m = build_map(c);
+        m->next = interned;
+        interned = m;
+    }
+    pthread_mutex_unlock(&interned_mu);
+    return m;
+}
+
+static shard_map *build_map(const config *c)
+{
     shard_map *m = xcalloc(1, sizeof *m, "a shard map");
     *m = (shard_map){c->docs, c->seq, config_chunk_tokens(c), c->p_seq, config_parts(c), 0, c->partition, NULL,
                      NULL,    NULL};
@@ -197,8 +218,6 @@ const shard_map *shard_map_of(const config *c)
     }
     index_runs(m);
     count_pairs(m);
-    m->next = interned;
-    interned = m;
     return m;
 }
 

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "core/xalloc.h"
 #include "exec_state.h"
 #include "npy.h"
 
@@ -32,15 +33,15 @@
 static float *gather_seq(xr *x, const float *dptr, int width)
 {
     size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq;
-    float *mine = malloc(T * w * sizeof *mine), *all = NULL, *out = NULL;
-    int64_t *pos = malloc(T * sizeof *pos), *allpos = NULL;
+    float *mine = xmalloc(T * w * sizeof *mine, "the --check reference"), *all = NULL, *out = NULL;
+    int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference"), *allpos = NULL;
     x->ops->get(x->dev, mine, dptr, T * w);
     for (int i = 0; i < x->T; i++)
         pos[i] = xr_seq_pos(x, i);
     if (x->rank == 0) {
-        all = malloc(S * w * sizeof *all);
-        allpos = malloc(S * sizeof *allpos);
-        out = malloc(S * w * sizeof *out);
+        all = xmalloc(S * w * sizeof *all, "the --check reference");
+        allpos = xmalloc(S * sizeof *allpos, "the --check reference");
+        out = xmalloc(S * w * sizeof *out, "the --check reference");
     }
     x->w->gather(x->w, mine, T * w * sizeof *mine, all);
     x->w->gather(x->w, pos, T * sizeof *pos, allpos);
@@ -57,7 +58,7 @@ static float *gather_seq(xr *x, const float *dptr, int width)
 /* Columns [c0, c0 + n) of a (rows, ld) matrix, as a new array. */
 static float *columns(const float *a, size_t rows, size_t ld, size_t c0, size_t n)
 {
-    float *o = malloc(rows * n * sizeof *o);
+    float *o = xmalloc(rows * n * sizeof *o, "the --check reference");
     for (size_t r = 0; r < rows; r++)
         memcpy(o + r * n, a + r * ld + c0, n * sizeof *o);
     return o;
@@ -79,8 +80,8 @@ static double rel_err(const float *a, const double *b, size_t n)
 static double *gen_seq(const xr *x, int tensor, int width, float scale)
 {
     size_t S = (size_t)x->c->seq;
-    double *o = malloc(S * (size_t)width * sizeof *o);
-    float *row = malloc((size_t)width * sizeof *row);
+    double *o = xmalloc(S * (size_t)width * sizeof *o, "the --check reference");
+    float *row = xmalloc((size_t)width * sizeof *row, "the --check reference");
     for (size_t p = 0; p < S; p++) {
         xr_gen_row(x->o->seed, tensor, (int64_t)p, row, width, scale);
         for (int k = 0; k < width; k++)
@@ -119,7 +120,7 @@ typedef struct ref_layer {
 static int64_t *doc_starts(const xr *x)
 {
     if (!x->c->docs) return NULL;
-    int64_t *st = malloc((size_t)x->c->seq * sizeof *st);
+    int64_t *st = xmalloc((size_t)x->c->seq * sizeof *st, "the --check reference");
     for (uint64_t p = 0; st && p < x->c->seq; p++)
         st[p] = (int64_t)docs_window_start(x->c->docs, x->c->seq, p);
     return st;
@@ -135,8 +136,9 @@ static double *ref_step(const xr *x)
     int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
     int hd = m->heads * d, w3 = model_qkv_heads(m) * d, wk = m->kv_heads * d;
     size_t Sz = (size_t)S;
-    double *wts = malloc(x->wcount * sizeof *wts), *grad = calloc(x->wcount, sizeof *grad);
-    float *row = malloc((size_t)hid * sizeof *row);
+    double *wts = xmalloc(x->wcount * sizeof *wts, "the --check reference"),
+           *grad = xcalloc(x->wcount, sizeof *grad, "the --check reference");
+    float *row = xmalloc((size_t)hid * sizeof *row, "the --check reference");
     for (size_t r = 0; r < x->wcount / (size_t)hid; r++) {
         xr_gen_row(x->o->seed, GEN_W, (int64_t)r, row, hid, 1.0f / sqrtf((float)hid));
         for (int k = 0; k < hid; k++)
@@ -144,23 +146,25 @@ static double *ref_step(const xr *x)
     }
     free(row);
     size_t per = (size_t)hid * (size_t)w3 + (size_t)hd * (size_t)hid + 3 * (size_t)hid * (size_t)ffn;
-    ref_layer *ly = calloc((size_t)L + 1, sizeof *ly);
+    ref_layer *ly = xcalloc((size_t)L + 1, sizeof *ly, "the --check reference");
     ly[0].x = gen_seq(x, GEN_X, hid, 1.0f);
     double *R = gen_seq(x, GEN_R, V, 1.0f / (float)V);
-    double *q = malloc(Sz * (size_t)hd * sizeof *q), *k = malloc(Sz * (size_t)wk * sizeof *k),
-           *v = malloc(Sz * (size_t)wk * sizeof *v), *lse = malloc(Sz * (size_t)m->heads * sizeof *lse);
+    double *q = xmalloc(Sz * (size_t)hd * sizeof *q, "the --check reference"),
+           *k = xmalloc(Sz * (size_t)wk * sizeof *k, "the --check reference"),
+           *v = xmalloc(Sz * (size_t)wk * sizeof *v, "the --check reference"),
+           *lse = xmalloc(Sz * (size_t)m->heads * sizeof *lse, "the --check reference");
     int64_t *starts = doc_starts(x);
     for (int l = 0; l < L; l++) {
         const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
                      *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
                      *Wd = Wu + (size_t)hid * (size_t)ffn;
         ref_layer *y = &ly[l];
-        y->qkv = malloc(Sz * (size_t)w3 * sizeof(double));
-        y->o = malloc(Sz * (size_t)hd * sizeof(double));
-        y->h = malloc(Sz * (size_t)hid * sizeof(double));
-        y->g = malloc(Sz * (size_t)ffn * sizeof(double));
-        y->u = malloc(Sz * (size_t)ffn * sizeof(double));
-        y->m = malloc(Sz * (size_t)ffn * sizeof(double));
+        y->qkv = xmalloc(Sz * (size_t)w3 * sizeof(double), "the --check reference");
+        y->o = xmalloc(Sz * (size_t)hd * sizeof(double), "the --check reference");
+        y->h = xmalloc(Sz * (size_t)hid * sizeof(double), "the --check reference");
+        y->g = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
+        y->u = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
+        y->m = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
         dgemm(0, 0, S, w3, hid, y->x, hid, W, w3, 0, y->qkv, w3);
         split_qkv(x, y->qkv, q, k, v, false);
         attn_ref_fwd(y->o, lse, q, k, v, starts, S, m->heads, m->kv_heads, d);
@@ -170,17 +174,22 @@ static double *ref_step(const xr *x)
         dgemm(0, 0, S, ffn, hid, y->h, hid, Wu, ffn, 0, y->u, ffn);
         for (size_t i = 0; i < Sz * (size_t)ffn; i++)
             y->m[i] = y->g[i] / (1 + exp(-y->g[i])) * y->u[i];
-        ly[l + 1].x = malloc(Sz * (size_t)hid * sizeof(double));
+        ly[l + 1].x = xmalloc(Sz * (size_t)hid * sizeof(double), "the --check reference");
         memcpy(ly[l + 1].x, y->h, Sz * (size_t)hid * sizeof(double));
         dgemm(0, 0, S, hid, ffn, y->m, ffn, Wd, hid, 1, ly[l + 1].x, hid);
     }
     const double *Wlm = wts + (size_t)L * per;
     double *gWlm = grad + (size_t)L * per;
-    double *dx = malloc(Sz * (size_t)hid * sizeof *dx), *dh = malloc(Sz * (size_t)hid * sizeof *dh);
-    double *dm = malloc(Sz * (size_t)ffn * sizeof *dm), *dg = malloc(Sz * (size_t)ffn * sizeof *dg),
-           *du = malloc(Sz * (size_t)ffn * sizeof *du), *dO = malloc(Sz * (size_t)hd * sizeof *dO),
-           *dqkv = malloc(Sz * (size_t)w3 * sizeof *dqkv), *dq = malloc(Sz * (size_t)hd * sizeof *dq),
-           *dk = malloc(Sz * (size_t)wk * sizeof *dk), *dv = malloc(Sz * (size_t)wk * sizeof *dv);
+    double *dx = xmalloc(Sz * (size_t)hid * sizeof *dx, "the --check reference"),
+           *dh = xmalloc(Sz * (size_t)hid * sizeof *dh, "the --check reference");
+    double *dm = xmalloc(Sz * (size_t)ffn * sizeof *dm, "the --check reference"),
+           *dg = xmalloc(Sz * (size_t)ffn * sizeof *dg, "the --check reference"),
+           *du = xmalloc(Sz * (size_t)ffn * sizeof *du, "the --check reference"),
+           *dO = xmalloc(Sz * (size_t)hd * sizeof *dO, "the --check reference"),
+           *dqkv = xmalloc(Sz * (size_t)w3 * sizeof *dqkv, "the --check reference"),
+           *dq = xmalloc(Sz * (size_t)hd * sizeof *dq, "the --check reference"),
+           *dk = xmalloc(Sz * (size_t)wk * sizeof *dk, "the --check reference"),
+           *dv = xmalloc(Sz * (size_t)wk * sizeof *dv, "the --check reference");
     dgemm(0, 1, S, hid, V, R, V, Wlm, V, 0, dx, hid);
     dgemm(1, 0, hid, V, S, ly[L].x, hid, R, V, 0, gWlm, V);
     for (int l = L - 1; l >= 0; l--) {
@@ -295,14 +304,15 @@ static void attn_reference(const xr *x, bool bwd)
     free(memo.o), free(memo.dq), free(memo.dk), free(memo.dv);
     memo = (attn_ref_memo){0};
     double *q = gen_seq(x, GEN_Q, (int)hd, 1.0f), *k = gen_seq(x, GEN_K, (int)wk, 1.0f),
-           *v = gen_seq(x, GEN_V, (int)wk, 1.0f), *lse = malloc(S * (size_t)x->H * sizeof *lse);
-    memo.o = malloc(S * hd * sizeof *memo.o);
+           *v = gen_seq(x, GEN_V, (int)wk, 1.0f),
+           *lse = xmalloc(S * (size_t)x->H * sizeof *lse, "the --check reference");
+    memo.o = xmalloc(S * hd * sizeof *memo.o, "the --check reference");
     attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, x->H, x->Hkv, (int)d);
     if (bwd) {
         double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f);
-        memo.dq = malloc(S * hd * sizeof *memo.dq);
-        memo.dk = malloc(S * wk * sizeof *memo.dk);
-        memo.dv = malloc(S * wk * sizeof *memo.dv);
+        memo.dq = xmalloc(S * hd * sizeof *memo.dq, "the --check reference");
+        memo.dk = xmalloc(S * wk * sizeof *memo.dk, "the --check reference");
+        memo.dv = xmalloc(S * wk * sizeof *memo.dv, "the --check reference");
         attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, x->H, x->Hkv, (int)d);
         free(dO);
     }
@@ -347,7 +357,7 @@ static int check_step(xr *x)
     xr_fault(x, FAULT_CHECK);
     gathered(x);
     if (x->rank != 0) return 0;
-    float *g = malloc(x->wcount * sizeof *g);
+    float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
     x->ops->get(x->dev, g, x->gbuf, x->wcount);
     double *ref = ref_step(x);
     const model *m = &x->c->model;
@@ -473,7 +483,7 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     size_t hd = (size_t)H * (size_t)d, wk = (size_t)Hkv * (size_t)d, w3 = hd + 2 * wk;
     if (x->c->scope == SCOPE_STEP) {
         if (x->rank != 0) return 0;
-        float *g = malloc(x->wcount * sizeof *g);
+        float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
         x->ops->get(x->dev, g, x->gbuf, x->wcount);
         size_t shape[1] = {x->wcount};
         rc = dump_write(x, dir, stage, "grads", g, shape, 1, err);

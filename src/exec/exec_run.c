@@ -34,6 +34,7 @@
 #include "core/stats.h"
 #include "core/timeline.h"
 #include "core/trace.h"
+#include "core/xalloc.h"
 #include "exec_state.h"
 
 /* ---- start-up ---- */
@@ -50,7 +51,8 @@ static int check_world(const world *w, const config *c, int rank, int size)
                 size, c->p_head, c->p_seq, config_ranks(c), config_ranks(c));
         return 2;
     }
-    unsigned long long h = config_hash(c), *all = malloc((size_t)size * sizeof *all);
+    unsigned long long h = config_hash(c),
+                       *all = xmalloc_array((size_t)size, sizeof *all, "the ranks' configuration hashes");
     w->allgather(w, &h, sizeof h, all);
     int bad = -1;
     for (int r = 0; r < size && bad < 0; r++)

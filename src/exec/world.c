@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/xalloc.h"
 #include "world.h"
 
 /* ---- MPI ---- */
@@ -191,8 +192,7 @@ static int loc_max_int(const world *w, int v)
 
 static void loc_max_double(const world *w, double *v, int n)
 {
-    double *mine = malloc((size_t)n * sizeof *mine);
-    if (!mine) abort();
+    double *mine = xmalloc_array((size_t)n, sizeof *mine, "a local collective");
     memcpy(mine, v, (size_t)n * sizeof *v);
     const void **in = loc_post(w, mine);
     for (int r = 0; r < w->size; r++)

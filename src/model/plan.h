@@ -42,10 +42,9 @@ typedef enum { PLAN_PERT_STRAGGLER, PLAN_PERT_NIC, PLAN_PERT_JITTER, PLAN_PERT_C
 /* "straggler", "slow NIC", "jitter": the table's column stems. */
 const char *plan_pert_name(plan_pert k);
 
-/* The model's own error, the default width of a tie: the step-time MAPE
- * of the CPU validation loop, mean of 5 repetitions from a fresh clone
- * (docs/validation.md: 7.33, 3.98, 1.75, 6.01, 3.88 %,
- * mean 4.59 %). */
+/* The model's own error, the default width of a tie: the mean step-time
+ * MAPE of the CPU validation loop over its repetitions from a fresh clone
+ * (the measurements and their date: docs/validation.md). */
 #define PLAN_TIE_DEFAULT 0.0459
 
 typedef struct plan_layout {
