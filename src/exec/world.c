@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +15,32 @@
 
 /* ---- MPI ---- */
 
-/* Wait for a control-plane collective without spinning: the ranks that
- * wait (for rank 0's float64 reference in --check, say) would otherwise
- * busy-poll inside MPI and take the cores from the ranks that compute, which
- * on an oversubscribed machine (8 ranks on 2 cores) costs several times the
- * work itself. As the CPU device's waits (device_cpu.c): poll and yield
- * for a while, which costs nothing when a core is free and ends a short
- * wait (the barrier that starts an iteration) without a sleep's delay, then
- * sleep from 10 us doubling to 1 ms between polls. */
+/* Whether mpirun put more ranks on this node than it has cores: then a
+ * rank waiting in a control-plane collective (for rank 0's float64
+ * reference in --check, say) must not busy-poll inside MPI, or it takes the
+ * cores from the ranks that compute, which on 8 ranks over 2 cores costs
+ * several times the work itself. With a core per rank, MPI's own wait is
+ * kept: it ends a short wait (the barrier that starts an iteration) soonest. */
+static bool oversubscribed(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        known = local && cores > 0 && atol(local) > cores;
+    }
+    return known;
+}
+
+/* Wait for a nonblocking control-plane operation: MPI_Wait with a core per
+ * rank; oversubscribed, as the CPU device's waits (device_cpu.c), poll and
+ * yield for a while, then sleep from 10 us doubling to 1 ms between polls. */
 static void wait_idle(MPI_Request *rq)
 {
+    if (!oversubscribed()) {
+        MPI_Wait(rq, MPI_STATUS_IGNORE);
+        return;
+    }
     long ns = 10000;
     for (int polls = 0, done = 0;; polls++) {
         MPI_Test(rq, &done, MPI_STATUS_IGNORE);
@@ -118,7 +135,7 @@ static double mpi_clock_offset(const world *w, double (*now)(void *), void *arg)
         } else if (w->rank == r) {
             for (int k = 0; k < 16; k++) {
                 double t;
-                if (k == 0) { /* the long wait for this rank's turn: asleep, not spinning */
+                if (k == 0) { /* the long wait for this rank's turn (asleep when oversubscribed) */
                     MPI_Request rq;
                     MPI_Irecv(&t, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, &rq);
                     wait_idle(&rq);
