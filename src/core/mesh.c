@@ -1,0 +1,210 @@
+/* mesh: the device mesh (see mesh.h). */
+#include "mesh.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[MESH_NDIMS] = {"tp", "head", "seq", "pp", "dp"};
+
+const char *mesh_dim_name(mesh_dim d) { return d < MESH_NDIMS ? names[d] : "?"; }
+
+mesh mesh_make(const int degree[MESH_NDIMS])
+{
+    mesh m;
+    for (int d = 0; d < MESH_NDIMS; d++) {
+        m.degree[d] = degree[d];
+        m.order[d] = (mesh_dim)d;
+    }
+    return m;
+}
+
+int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN])
+{
+    mesh_dim o[MESH_NDIMS];
+    int n = 0;
+    unsigned seen = 0;
+    for (const char *p = order;;) {
+        size_t len = strcspn(p, "-,");
+        int d = 0;
+        while (d < MESH_NDIMS && !(strlen(names[d]) == len && !strncmp(p, names[d], len)))
+            d++;
+        if (d == MESH_NDIMS) {
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s': '%.*s' is not a dimension (tp, head, seq, pp, dp)", order,
+                     (int)len, p);
+            return -1;
+        }
+        if (seen & MESH_BIT(d)) {
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s' names %s twice: name each dimension once", order, names[d]);
+            return -1;
+        }
+        seen |= MESH_BIT(d);
+        o[n++] = (mesh_dim)d;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    for (int d = 0; d < MESH_NDIMS; d++)
+        if (!(seen & MESH_BIT(d))) {
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s' lacks %s: name all of tp, head, seq, pp, dp, fastest first",
+                     order, names[d]);
+            return -1;
+        }
+    memcpy(m->order, o, sizeof o);
+    return 0;
+}
+
+void mesh_order_text(const mesh *m, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < MESH_NDIMS && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "-" : "", mesh_dim_name(m->order[i]));
+}
+
+int mesh_validate(const mesh *m, char err[LOONG_ERRLEN])
+{
+    unsigned seen = 0;
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        if ((unsigned)m->order[i] >= MESH_NDIMS || (seen & MESH_BIT(m->order[i]))) {
+            snprintf(err, LOONG_ERRLEN, "the mesh order is not a permutation of tp, head, seq, pp, dp");
+            return -1;
+        }
+        seen |= MESH_BIT(m->order[i]);
+    }
+    long long p = 1;
+    for (int d = 0; d < MESH_NDIMS; d++) {
+        if (m->degree[d] < 1) {
+            snprintf(err, LOONG_ERRLEN, "mesh dimension %s has degree %d: give 1 or more (1: absent)", names[d],
+                     m->degree[d]);
+            return -1;
+        }
+        p *= m->degree[d];
+        if (p > INT_MAX) {
+            snprintf(err, LOONG_ERRLEN, "the mesh has more than %d ranks: give smaller degrees", INT_MAX);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int mesh_size(const mesh *m)
+{
+    int p = 1;
+    for (int d = 0; d < MESH_NDIMS; d++)
+        p *= m->degree[d];
+    return p;
+}
+
+/* The stride of each dimension in the rank: 1 for the fastest. */
+static void strides(const mesh *m, int stride[MESH_NDIMS])
+{
+    int s = 1;
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        stride[m->order[i]] = s;
+        s *= m->degree[m->order[i]];
+    }
+}
+
+void mesh_coords(const mesh *m, int rank, int coord[MESH_NDIMS])
+{
+    int stride[MESH_NDIMS];
+    strides(m, stride);
+    for (int d = 0; d < MESH_NDIMS; d++)
+        coord[d] = rank / stride[d] % m->degree[d];
+}
+
+int mesh_rank(const mesh *m, const int coord[MESH_NDIMS])
+{
+    int stride[MESH_NDIMS], r = 0;
+    strides(m, stride);
+    for (int d = 0; d < MESH_NDIMS; d++)
+        r += coord[d] * stride[d];
+    return r;
+}
+
+int mesh_shift(const mesh *m, int rank, mesh_dim d, int k)
+{
+    int c[MESH_NDIMS];
+    mesh_coords(m, rank, c);
+    int n = m->degree[d];
+    c[d] = ((c[d] + k) % n + n) % n;
+    return mesh_rank(m, c);
+}
+
+/* The mixed-radix number of coord over the dimensions in `in` (in the
+ * mesh's order, the first fastest). */
+static int digits_of(const mesh *m, mesh_dims in, const int coord[MESH_NDIMS])
+{
+    int v = 0, radix = 1;
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        mesh_dim d = m->order[i];
+        if (!(in & MESH_BIT(d))) continue;
+        v += coord[d] * radix;
+        radix *= m->degree[d];
+    }
+    return v;
+}
+
+/* The inverse: set coord's dimensions in `in` from the number v. */
+static void set_digits(const mesh *m, mesh_dims in, int v, int coord[MESH_NDIMS])
+{
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        mesh_dim d = m->order[i];
+        if (!(in & MESH_BIT(d))) continue;
+        coord[d] = v % m->degree[d];
+        v /= m->degree[d];
+    }
+}
+
+static mesh_dims all_dims(void) { return MESH_BIT(MESH_NDIMS) - 1; }
+
+int mesh_group_size(const mesh *m, mesh_dims dims)
+{
+    int n = 1;
+    for (int d = 0; d < MESH_NDIMS; d++)
+        if (dims & MESH_BIT(d)) n *= m->degree[d];
+    return n;
+}
+
+int mesh_group_count(const mesh *m, mesh_dims dims) { return mesh_size(m) / mesh_group_size(m, dims); }
+
+int mesh_group_id(const mesh *m, mesh_dims dims, int rank)
+{
+    int c[MESH_NDIMS];
+    mesh_coords(m, rank, c);
+    return digits_of(m, all_dims() & ~dims, c);
+}
+
+int mesh_group_index(const mesh *m, mesh_dims dims, int rank)
+{
+    int c[MESH_NDIMS];
+    mesh_coords(m, rank, c);
+    return digits_of(m, dims, c);
+}
+
+void mesh_group_members(const mesh *m, mesh_dims dims, int id, int *out)
+{
+    int c[MESH_NDIMS] = {0};
+    set_digits(m, all_dims() & ~dims, id, c);
+    int n = mesh_group_size(m, dims);
+    for (int k = 0; k < n; k++) {
+        set_digits(m, dims, k, c);
+        out[k] = mesh_rank(m, c);
+    }
+}
+
+int mesh_fold(const mesh *m, mesh_dims folded, int rank)
+{
+    int c[MESH_NDIMS];
+    mesh_coords(m, rank, c);
+    set_digits(m, folded, 0, c);
+    return mesh_rank(m, c);
+}
+
+int mesh_unfold(const mesh *m, mesh_dims folded, int rep, int replica)
+{
+    int c[MESH_NDIMS];
+    mesh_coords(m, rep, c);
+    set_digits(m, folded, replica, c);
+    return mesh_rank(m, c);
+}
