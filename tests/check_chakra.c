@@ -616,6 +616,15 @@ START_TEST(bad_output)
                 LOONG_SRCDIR, dir);
     ck_assert_int_eq(r.status, 2);
     ck_assert_msg(strstr(r.err, "--gpus-per-node 8") != NULL, "%s", r.err);
+    /* --calib by name, on the data path; for the platform's GPU kind with --platform */
+    r = run_cmd("LOONG_DATA_PATH=%s/topologies " LOONG " dag %s --format chakra --calib h100 -o %s/named", LOONG_SRCDIR,
+                cfg, dir);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    run_cmd("rm -rf %s/named", dir);
+    r = run_cmd(LOONG " dag %s --format chakra --platform %s/topologies/dgx-h100-1n.xml --calib a100 -o %s/x", cfg,
+                LOONG_SRCDIR, dir);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "for GPU kind 'a100'") != NULL, "%s", r.err);
     /* no temporary directory is left beside the outputs */
     r = run_cmd("ls %s", dir);
     ck_assert_str_eq(r.out, "empty\nfull\n");

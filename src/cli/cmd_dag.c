@@ -10,6 +10,7 @@
 #include "core/strategy.h"
 #include "cli.h"
 #include "chakra.h"
+#include "core/datapath.h"
 
 static void dag_usage(FILE *f)
 {
@@ -28,6 +29,7 @@ static void dag_usage(FILE *f)
             "                        DIR/workload.json, network.yml and system.json (docs/dag.md) [stats]\n"
             "  -o, --output FILE     write there (atomically) instead of stdout; chakra: a new directory\n"
             "  --calib FILE          chakra: compute nodes carry their duration under this calibration\n"
+            "                        (a path, or a name on the data path, e.g. h100)\n"
             "                        (else ASTRA-sim's roofline times them from num_ops and tensor_size)\n"
             "  --platform FILE       chakra: the platform network.yml describes, by path or name\n"
             "                        [H100 datasheet defaults]\n"
@@ -65,6 +67,17 @@ static int write_dag(const dag *g, const char *format, const char *out, char err
         return -1;
     }
     return afile_commit(&a, err);
+}
+
+/* --calib for the Chakra durations: a path or a name, found as sim finds
+ * it (beside the platform when one is given, then on the data path), and
+ * for the platform's GPU kind when there is one. */
+static calib *load_calib(const char *given, const char *platform, const platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (sp) return calib_for_platform(platform, sp->gpu, given, err);
+    char found[4096];
+    if (datapath_find("calibration table", given, ".calib", ".", found, sizeof found, err) < 0) return NULL;
+    return calib_load(found, err);
 }
 
 int cmd_dag(int argc, char **argv)
@@ -123,7 +136,8 @@ int cmd_dag(int argc, char **argv)
         co.platform_path = ppath;
     }
     calib *cb = NULL;
-    if (calib_path && !(cb = calib_load(calib_path, err))) return cli_fail("dag", "%s", err);
+    if (calib_path && !(cb = load_calib(calib_path, co.platform ? ppath : NULL, co.platform, err)))
+        return cli_fail("dag", "%s", err);
     /* ---- */
     config c;
     if (cli_config_finish(&cc, &c, err) < 0) {

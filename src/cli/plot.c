@@ -148,7 +148,7 @@ int plot_error_bars(const char *png, const cmp_summary *sm, cmp_by by, char err[
             "set style histogram clustered gap 1\nset style fill solid 0.85 border -1\nset ylabel 'absolute error of "
             "task durations (%%)'\n"
             "set xlabel '%s'\nset title 'prediction vs measurement: step time error %+.2f %%'\nset xtics rotate by "
-            "-30\nset yrange [0:*]\n"
+            "-30\nset yrange [0:*]\nset termoption noenhanced\n" /* kind names hold '_': no subscripts */
             "plot '%s' using 2:xtic(1) title 'median', '' using 3 title 'mean'\n",
             png, by_names[by], sm->step_err_pct, dpath);
     fclose(s);
