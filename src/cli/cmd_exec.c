@@ -422,19 +422,6 @@ static int run_cases(int argc, char **argv, const char *path)
     return worst;
 }
 
-/* More ranks on this node than cores (mpirun --oversubscribe, the CPU
- * validation on a laptop or in CI): ask Open MPI to yield the core while a
- * rank waits inside MPI, as its documentation advises for oversubscription,
- * instead of busy-polling the cores the computing ranks need (measured on 2
- * cores, 8 ranks: 3.5x the wall time without it). An explicit
- * --mca mpi_yield_when_idle (or OMPI_MCA_ variable) is left as given. */
-static void yield_when_oversubscribed(void)
-{
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (local && cores > 0 && atol(local) > cores) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-}
-
 int cmd_exec(int argc, char **argv)
 {
     if (wants_help(argc, argv)) {
@@ -448,7 +435,13 @@ int cmd_exec(int argc, char **argv)
         if (!cuda_device(err)) return cli_fail("exec", "--transport local needs the CUDA device: %s", err);
         return exec_local(argc, argv);
     }
-    yield_when_oversubscribed();
+    /* More ranks on this node than cores (mpirun --oversubscribe, the CPU
+     * validation on a laptop or in CI): ask Open MPI to yield the core while
+     * a rank waits inside MPI, as its documentation advises, instead of
+     * busy-polling the cores the computing ranks need (2 cores, 8 ranks:
+     * 3.5x the wall time without it). An explicit --mca mpi_yield_when_idle
+     * (or OMPI_MCA_ variable) is left as given. */
+    if (world_oversubscribed()) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     int provided, rank;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cli_fail("exec", "MPI_Init_thread failed: run under mpirun");

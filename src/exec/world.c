@@ -15,13 +15,7 @@
 
 /* ---- MPI ---- */
 
-/* Whether mpirun put more ranks on this node than it has cores: then a
- * rank waiting in a control-plane collective (for rank 0's float64
- * reference in --check, say) must not busy-poll inside MPI, or it takes the
- * cores from the ranks that compute, which on 8 ranks over 2 cores costs
- * several times the work itself. With a core per rank, MPI's own wait is
- * kept: it ends a short wait (the barrier that starts an iteration) soonest. */
-static bool oversubscribed(void)
+bool world_oversubscribed(void)
 {
     static int known = -1;
     if (known < 0) {
@@ -32,12 +26,16 @@ static bool oversubscribed(void)
     return known;
 }
 
-/* Wait for a nonblocking control-plane operation: MPI_Wait with a core per
- * rank; oversubscribed, as the CPU device's waits (device_cpu.c), poll and
- * yield for a while, then sleep from 10 us doubling to 1 ms between polls. */
+/* Wait for a nonblocking control-plane operation. Oversubscribed, a rank
+ * waiting (for rank 0's float64 reference in --check, say) must not
+ * busy-poll inside MPI, or it takes the cores from the ranks that compute
+ * (on 8 ranks over 2 cores, several times the work itself): as the CPU
+ * device's waits (device_cpu.c), poll and yield for a while, then sleep from
+ * 10 us doubling to 1 ms between polls. With a core per rank, MPI_Wait: it
+ * ends a short wait (the barrier that starts an iteration) soonest. */
 static void wait_idle(MPI_Request *rq)
 {
-    if (!oversubscribed()) {
+    if (!world_oversubscribed()) {
         MPI_Wait(rq, MPI_STATUS_IGNORE);
         return;
     }

@@ -13,6 +13,7 @@
 #ifndef LOONG_EXEC_WORLD_H
 #define LOONG_EXEC_WORLD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct world world;
@@ -35,6 +36,11 @@ struct world {
 
 /* MPI_COMM_WORLD (MPI already initialised). */
 world world_mpi(void);
+
+/* Whether mpirun started more ranks on this node than it has online cores
+ * (OMPI_COMM_WORLD_LOCAL_SIZE, which mpirun sets before MPI_Init): then
+ * waiting ranks must leave the cores to the computing ones. */
+bool world_oversubscribed(void);
 
 /* P ranks as threads of this process: world_local_new makes the shared
  * part, world_local_rank each rank's handle; free after every rank ends. */
