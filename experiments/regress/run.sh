@@ -80,12 +80,23 @@ record() {
         --trace sim-cpu.trace.json
     step sim-cpu2 "$L" sim --platform cpu4.xml --model tiny --seq 8K --gpus-per-node 4 --mesh 2x2 --strategy usp --scope attn --quiet \
         --trace sim-cpu2.trace.json
+    # data parallelism: ZeRO 0-3 over dp replicas, by symmetry and in full
+    local D="--platform $TOPO/dgx-h100-4n.xml --model llama3-8b --seq 128K --mesh 2x4 --strategy usp --scope step \
+        --layers 2 --links 5 --quiet"
+    for z in 0 1 2 3; do
+        step sim-dp2-z$z "$L" sim $D --dp 2 --zero $z --json sim-dp2-z$z.json --trace sim-dp2-z$z.trace.json
+    done
+    step sim-dp4-full "$L" sim $D --dp 4 --dp-mode full --zero 1 --json sim-dp4-full.json
+    step sim-dp1-z3 "$L" sim $D --dp 1 --zero 3 --json sim-dp1-z3.json --trace sim-dp1-z3.trace.json
+    step compare-dp "$L" compare sim-dp1-z3.trace.json sim-dp2-z3.trace.json --by kind --top 3
     # closing the loop on simulated traces (deterministic inputs)
     step compare "$L" compare sim-cpu.trace.json sim-cpu.trace.json --by rank --top 3
     step calibrate "$L" calibrate sim-cpu.trace.json sim-cpu2.trace.json --platform cpu4.xml -o fitted
     # plans: the main job, dp search, ZeRO 0 (full layers), analytical only, CSV
     step plan-main "$L" plan --quiet --platform "$TOPO/dgx-h100-8n.xml" --csv plan-main.csv
     step plan-dp "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --seq 128K --dp auto --top 3
+    step plan-dp2-z3 "$L" plan --quiet --platform "$TOPO/dgx-h100-4n.xml" --model llama3-8b --seq 128K --gpus 32 \
+        --dp 2 --zero 3 --top 3 --csv plan-dp2-z3.csv
     step plan-z0 "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --model tiny --seq 64K --zero 0 \
         --recompute full --top 2
     step plan-model "$L" plan --quiet --platform "$TOPO/a100-8n-4nic.xml" --seq 256K --top 0 --rows 0 \
