@@ -177,7 +177,7 @@ START_TEST(geometry)
     ck_assert_int_eq(config_rank_of(&c, 1, 2), 9);
     ck_assert_int_eq(config_node(&c, 9), 1);
     ck_assert_int_eq(config_gpu(&c, 9), 1);
-    c.placement = PLACE_CONTEXT_FIRST;
+    config_set_placement(&c, PLACE_CONTEXT_FIRST);
     config_coords(&c, 9, &h, &s);
     ck_assert_int_eq(h, 0);
     ck_assert_int_eq(s, 9);
@@ -284,7 +284,7 @@ START_TEST(knob_text_round_trip)
     config cs[3] = {tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 2, SCOPE_STEP),
                     tcfg("tiny", 4096, "ring", 1, 4, 4, SCOPE_ATTN_FWD),
                     tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN)};
-    cs[0].placement = PLACE_CONTEXT_FIRST;
+    config_set_placement(&cs[0], PLACE_CONTEXT_FIRST);
     cs[0].recompute = RECOMPUTE_FULL;
     cs[0].zero = 0;
     cs[0].kv_replication = false;
@@ -323,13 +323,14 @@ START_TEST(names_of_layouts)
     }
     char name[64];
     config c = tcfg("llama3-8b", 1 << 20, "loongtrain", 8, 8, 4, SCOPE_STEP);
-    config_layout_name(&c, 1, name, sizeof name);
+    config_layout_name(&c, name, sizeof name);
     ck_assert_str_eq(name, "8x8 hf zz double w=4");
     c = tcfg("llama3-8b", 1 << 20, "ulysses", 32, 1, 1, SCOPE_STEP);
-    config_layout_name(&c, 2, name, sizeof name);
+    c.dp = 2;
+    config_layout_name(&c, name, sizeof name);
     ck_assert_str_eq(name, "dp2*32x1 no ring kv-repl");
     c = tcfg("llama3-8b", 1 << 20, "ring", 1, 64, 64, SCOPE_STEP);
-    config_layout_name(&c, 1, name, sizeof name);
+    config_layout_name(&c, name, sizeof name);
     ck_assert_str_eq(name, "1x64 ct single");
 }
 END_TEST

@@ -68,7 +68,7 @@ START_TEST(config_geometry_is_the_mesh)
                             : ph > 1         ? "ulysses"
                                              : "zigzag",
                             ph, ps, ps, SCOPE_ATTN);
-            c.placement = cf ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST;
+            config_set_placement(&c, cf ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
             mesh m = make(1, ph, ps, 1, 1);
             char err[LOONG_ERRLEN];
             ck_assert_int_eq(mesh_set_order(&m, cf ? "tp-seq-head-pp-dp" : "tp-head-seq-pp-dp", err), 0);

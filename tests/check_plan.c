@@ -53,7 +53,7 @@ START_TEST(memory_llama3_8b)
     /* ZeRO-1, selective: weights and grads whole, optimizer sharded */
     config c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SELECTIVE);
     memory_estimate m;
-    memory_estimate_config(&c, 1, &m);
+    memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi, "weights");
     near(m.grads, 2 * psi, "grads");
     near(m.optimizer, 12 * psi / P, "optimizer");
@@ -67,13 +67,20 @@ START_TEST(memory_llama3_8b)
     near(m.peak, 16 * psi - 12 * psi + 12 * psi / P + L * (x + olse) + fmax(2 * T * V * 2, 2 * none + bufs), "peak");
     /* ZeRO-3, full: everything sharded, two gathered blocks */
     c = base("llama3-8b", 1 << 20, 4, 16, 3, RECOMPUTE_FULL);
-    memory_estimate_config(&c, 1, &m);
+    memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi / P + 4 * layer_w, "zero-3 weights");
     near(m.grads, 2 * psi / P, "zero-3 grads");
     near(m.act_per_layer, x, "full layer");
+    /* ZeRO-3 over dp = 4 replicas: the gradient group is 4 P ranks */
+    c.dp = 4;
+    memory_estimate_config(&c, &m);
+    near(m.weights, 2 * psi / (4 * P) + 4 * layer_w, "zero-3 weights, dp 4");
+    near(m.grads, 2 * psi / (4 * P), "zero-3 grads, dp 4");
+    near(m.optimizer, 12 * psi / (4 * P), "zero-3 optimizer, dp 4");
     /* ZeRO-0, none, with dp = 2: nothing sharded, every activation kept */
     c = base("llama3-8b", 1 << 20, 4, 16, 0, RECOMPUTE_NONE);
-    memory_estimate_config(&c, 2, &m);
+    c.dp = 2;
+    memory_estimate_config(&c, &m);
     near(m.optimizer, 12 * psi, "zero-0 optimizer");
     near(m.act_per_layer, none, "none layer");
     near(m.working, none, "working without recompute");
@@ -93,7 +100,7 @@ START_TEST(memory_7b_mha)
     c.ring = RING_DOUBLE;
     c.window = 2;
     memory_estimate m;
-    memory_estimate_config(&c, 1, &m);
+    memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi, "weights");
     near(m.grads, 2 * psi / P, "zero-2 grads");
     near(m.optimizer, 12 * psi / P, "zero-2 optimizer");
@@ -105,10 +112,10 @@ START_TEST(memory_7b_mha)
     /* dual ring: two lanes of half the tokens, the same bytes as one */
     c.ring = RING_DUAL;
     c.window = 8;
-    memory_estimate_config(&c, 1, &m);
+    memory_estimate_config(&c, &m);
     near(m.attn_buffers, 2 * kv + 5 * dkv + olse + a2a, "dual-ring buffers");
     c = base("7b-mha", 128 * 1024, 8, 8, 1, RECOMPUTE_NONE);
-    memory_estimate_config(&c, 1, &m);
+    memory_estimate_config(&c, &m);
     double none =
         T * hid * 2 + T * 96 * d * 2 + Ns * (4 + 8) * d * 2 + T * 32 * d * 2 + olse + T * hid * 2 + 3 * T * ffn * 2;
     near(m.act_per_layer, none, "none layer");
@@ -234,8 +241,7 @@ static plan_layout layout_of(ring_kind ring, double step, double worst)
     l.c.ring = ring;
     char err[LOONG_ERRLEN];
     ck_assert_msg(config_validate(&l.c, err) == 0, "%s", err);
-    l.dp = 1;
-    config_layout_name(&l.c, 1, l.name, sizeof l.name);
+    config_layout_name(&l.c, l.name, sizeof l.name);
     l.sim_step = step;
     for (int k = 0; k < PLAN_PERT_COUNT; k++)
         l.robust[k] = worst < 0 ? -1 : step + (worst - step) * (k == PLAN_PERT_NIC ? 1 : 0.5);

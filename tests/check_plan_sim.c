@@ -126,12 +126,15 @@ static double analytic(const scase *k, const char *model)
     ck_assert_int_eq(units_parse_count(k->seq, "seq", &seq, err), 0);
     c.seq = seq;
     ck_assert_int_eq(strategy_apply("usp", k->ph, k->ps, 0, &c, err), 0);
-    ck_assert_int_eq(placement_parse(k->placement, &c.placement), 0);
+    placement_kind place;
+    ck_assert_int_eq(placement_parse(k->placement, &place), 0);
+    config_set_placement(&c, place);
     ck_assert_int_eq(partition_parse(k->partition, &c.partition), 0);
     ck_assert_int_eq(ring_parse(k->ring, &c.ring), 0);
     ck_assert_int_eq(recompute_parse(k->recompute, &c.recompute), 0);
     c.window = k->window;
     c.zero = k->zero;
+    c.dp = k->dp ? k->dp : 1;
     ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
     platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
@@ -139,7 +142,7 @@ static double analytic(const scase *k, const char *model)
     calib *cb = calib_load(calib_file(k), err);
     ck_assert_msg(cb != NULL, "%s", err);
     analytic_result res;
-    analytic_step(&c, cb, &sp, k->dp ? k->dp : 1, &res);
+    analytic_step(&c, cb, &sp, &res);
     calib_free(cb);
     return res.step;
 }

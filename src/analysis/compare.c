@@ -9,27 +9,35 @@
 
 #include "core/timeline.h"
 
+/* The first key whose values differ, of a's keys then b's (a knob at its
+ * unset default is absent from one side's JSON); NULL when none. */
+static const char *first_difference(json_t *ja, json_t *jb)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(ja, key, v) if (!json_equal(v, json_object_get(jb, key))) return key;
+    json_object_foreach(jb, key, v) if (!json_object_get(ja, key)) return key;
+    return NULL;
+}
+
 static int config_diff(const trace *a, const char *an, const trace *b, const char *bn, char err[LOONG_ERRLEN])
 {
     json_t *ja = config_to_json(&a->cfg), *jb = config_to_json(&b->cfg);
-    const char *key;
-    json_t *va;
-    int rc = 0;
-    json_object_foreach(ja, key, va)
-    {
-        json_t *vb = json_object_get(jb, key);
-        if (json_equal(va, vb)) continue;
-        char *sa = json_dumps(va, JSON_COMPACT | JSON_ENCODE_ANY), *sb = json_dumps(vb, JSON_COMPACT | JSON_ENCODE_ANY);
-        snprintf(err, LOONG_ERRLEN, "the traces come from different configurations: %s has %s = %.60s but %s has %.60s",
-                 an, key, sa ? sa : "?", bn, sb ? sb : "?");
+    const char *key = first_difference(ja, jb);
+    if (key) {
+        json_t *va = json_object_get(ja, key), *vb = json_object_get(jb, key);
+        char *sa = va ? json_dumps(va, JSON_COMPACT | JSON_ENCODE_ANY) : NULL,
+             *sb = vb ? json_dumps(vb, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        char x[96], y[96];
+        snprintf(x, sizeof x, sa ? "has %s = %.60s" : "leaves %s at its default", key, sa);
+        snprintf(y, sizeof y, sb ? "has %s = %.60s" : "leaves it at its default", key, sb);
+        snprintf(err, LOONG_ERRLEN, "the traces come from different configurations: %s %s but %s %s", an, x, bn, y);
         free(sa);
         free(sb);
-        rc = -1;
-        break;
     }
     json_decref(ja);
     json_decref(jb);
-    return rc;
+    return key ? -1 : 0;
 }
 
 int compare_check(const trace *pred, const char *pn, const trace *meas, const char *mn, char err[LOONG_ERRLEN])

@@ -197,6 +197,10 @@ static int configure(exec_cli *e, config *c)
         return cli_fail("exec", "the %s device stores activations in fp32: use --dtype fp32", e->device);
     if (!strcmp(e->device, "cuda")) e->o.tol = 1e-2; /* bf16 tensor-core attention */
     if (c->batch != 1) return cli_fail("exec", "loong exec runs one sample per micro-batch: use --batch 1");
+    if (c->dp > 1)
+        return cli_fail("exec", "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
+                                "drop --dp %d, or predict the replicas with loong sim --dp %d",
+                        c->dp, c->dp);
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

@@ -126,7 +126,6 @@ static int parse_args(int argc, char **argv, plan_args *a)
     static const struct option own[] = {
         {"platform", required_argument, 0, 'p'},
         {"gpus", required_argument, 0, 'g'},
-        {"dp", required_argument, 0, 'D'},
         {"gpu-mem", required_argument, 0, 'm'},
         {"calib", required_argument, 0, 'c'},
         {"top", required_argument, 0, 'k'},
@@ -159,7 +158,6 @@ static int parse_args(int argc, char **argv, plan_args *a)
         switch (opt) {
         case 'p': a->platform = optarg; break;
         case 'g': a->gpus = optarg; break;
-        case 'D': a->dp = optarg; break;
         case 'm': a->gpu_mem = optarg; break;
         case 'c': a->calib = optarg; break;
         case 'k': rc = parse_count(optarg, "--top", &a->top, true); break;
@@ -247,6 +245,8 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (!v[KNOB_RECOMPUTE]) v[KNOB_RECOMPUTE] = "selective";
     v[KNOB_MESH] = "1x1"; /* the base config only; every enumerated layout sets its own mesh */
     v[KNOB_STRATEGY] = "ulysses";
+    a->dp = v[KNOB_DP]; /* a degree or auto, searched here: the base config has one replica */
+    v[KNOB_DP] = NULL;
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
     x->req.dp = 1;
     if (a->dp && !strcmp(a->dp, "auto"))
@@ -371,13 +371,13 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
 static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
-    char dp[32], *wv[WHATIF_MAX * 3 + 2];
-    snprintf(dp, sizeof dp, "--dp=%d", ls[u->layout].dp);
+    char *wv[WHATIF_MAX * 3 + 2];
     /* the other replicas by symmetry, which needs replicas of whole nodes;
      * smaller ones are all simulated (check_gpus: then they fit) */
-    bool whole = config_ranks(&ls[u->layout].c) % ls[u->layout].c.gpus_per_node == 0;
-    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", dp, whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
-    int ne = ls[u->layout].dp > 1 ? 3 : 1, nw = whatif_argv(u->w, wv);
+    const config *c = &ls[u->layout].c;
+    bool whole = config_ranks(c) % c->gpus_per_node == 0;
+    const char *extra[WHATIF_MAX * 3 + 3] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
+    int ne = c->dp > 1 ? 2 : 1, nw = whatif_argv(u->w, wv);
     for (int i = 0; i < nw; i++)
         extra[ne++] = wv[i];
     char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ne);

@@ -39,8 +39,6 @@ static void sim_usage(FILE *f)
             "                        of 1 and 2, else until one more layer adds a constant (three equal\n"
             "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
             "                        if the search would simulate more layers than L: all L. Scope step\n"
-            "  --dp N                data-parallel replicas: the gradient collectives (ZeRO) span all\n"
-            "                        N x P ranks and share the NICs with the rings                  [1]\n"
             "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
             "                        whole nodes; the platform needs P GPUs); full: every replica\n"
             "                        (N x P GPUs)                                           [symmetric]\n"
@@ -62,7 +60,7 @@ typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
     bool out_given; /* -o was given: with --json -, the table goes only there */
     int links, layers;
-    sim_dp dp;
+    bool every_replica; /* --dp-mode full */
     trace_filter flt;
     bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
@@ -112,7 +110,6 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"quiet", no_argument, 0, 'q'},
         {"timing", no_argument, 0, 'T'},
         {"compose", no_argument, 0, 'C'},
-        {"dp", required_argument, 0, 'D'},
         {"dp-mode", required_argument, 0, 'M'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
@@ -142,14 +139,10 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             break;
         case 'T': a->timing = true; break;
         case 'C': a->compose = true; break;
-        case 'D':
-            if (parse_int_opt(optarg, "--dp", &a->dp.dp)) return 2;
-            if (a->dp.dp < 1) return cli_fail("sim", "--dp must be at least 1, got '%s'", optarg);
-            break;
         case 'M':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
-            a->dp.full = !strcmp(optarg, "full");
+            a->every_replica = !strcmp(optarg, "full");
             break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
@@ -182,10 +175,11 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     fprintf(f, "# loong sim: %s\n", desc);
     fprintf(f, "# platform %s: %d %s GPUs, %d per node; %u tasks\n", a->platform, sim_platform_gpus(pf),
             sim_platform_kind(pf), sim_platform_gpus_per_node(pf), dag_ntasks(g));
-    if (a->dp.dp > 1)
+    const config *c = dag_config(g);
+    if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n",
-                a->dp.dp, a->dp.dp * config_ranks(dag_config(g)),
-                a->dp.full ? "every replica simulated" : "one replica simulated, the others by symmetry");
+                c->dp, config_world(c),
+                a->every_replica ? "every replica simulated" : "one replica simulated, the others by symmetry");
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
@@ -311,7 +305,7 @@ static int simulate(sim_args *a, const config *c)
     }
     double t1 = cli_now();
     sim_result res;
-    int bugs = 0, rc = sim_run_dp(pf, g, cb, !a->quiet, &a->dp, &res, err);
+    int bugs = 0, rc = sim_run_dp(pf, g, cb, !a->quiet, a->every_replica, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
         rc = write_outputs(g, cb, &res, a, pf, &out, &bugs, err);
@@ -343,18 +337,16 @@ static int run_layers(const sim_args *a, const cli_config *cc, const config *c, 
 {
     const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
     int nw = whatif_argc(&a->w);
-    const char **extra = xcalloc((size_t)(a->nsg + 2 + nw), sizeof *extra, "a child's options");
-    char dp[32], mode[32], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
-    snprintf(dp, sizeof dp, "--dp=%d", a->dp.dp);
-    snprintf(mode, sizeof mode, "--dp-mode=%s", a->dp.full ? "full" : "symmetric");
+    const char **extra = xcalloc((size_t)(a->nsg + 1 + nw), sizeof *extra, "a child's options");
+    char mode[32], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
+    snprintf(mode, sizeof mode, "--dp-mode=%s", a->every_replica ? "full" : "symmetric");
     for (int i = 0; i < a->nsg; i++)
         extra[i] = a->sg_args[i];
-    extra[a->nsg] = dp;
-    extra[a->nsg + 1] = mode;
+    extra[a->nsg] = mode;
     nw = whatif_argv(&a->w, wv);
     for (int i = 0; i < nw; i++)
-        extra[a->nsg + 2 + i] = wv[i];
-    char **v = sim_child_argv(c, &sp, extra, a->nsg + 2 + nw), what[48];
+        extra[a->nsg + 1 + i] = wv[i];
+    char **v = sim_child_argv(c, &sp, extra, a->nsg + 1 + nw), what[48];
     snprintf(what, sizeof what, "the %d-layer step", layers);
     int rc = sim_child_run(v, what, res, err);
     sim_child_argv_free(v);
@@ -501,7 +493,7 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
 static int check_against_config(const sim_args *a, const config *c)
 {
     char err[LOONG_ERRLEN];
-    if (whatif_check_ranks(&a->w, config_ranks(c) * (a->dp.full ? a->dp.dp : 1), err) < 0)
+    if (whatif_check_ranks(&a->w, a->every_replica ? config_world(c) : config_ranks(c), err) < 0)
         return cli_fail("sim", "%s", err);
     if ((a->flt.rank >= 0 || a->flt.layer >= 0) && !a->trace)
         return cli_fail("sim", "--trace-rank and --trace-layer select what --trace FILE writes: add --trace FILE");
@@ -516,7 +508,7 @@ static int check_against_config(const sim_args *a, const config *c)
 
 int cmd_sim(int argc, char **argv)
 {
-    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}, .dp = {1, false}};
+    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}};
     cli_config cc = {0};
     argc = split_simgrid_args(argc, argv, &a);
     int rc = parse_args(argc, argv, &a, &cc);

@@ -37,12 +37,8 @@ static ctx ctx_of(builder *b, int layer, task_phase phase)
     int h;
     config_coords(c, bt_rank(b), &h, &x.s);
     if (c->kv_stride) x.stride = c->kv_stride, x.groups = config_kv_heads(c) / c->kv_stride;
-    int32_t *mem = xmalloc_array((size_t)c->p_seq, sizeof *mem, "a context group");
-    for (int j = 0; j < c->p_seq; j++)
-        mem[j] = config_rank_of(c, h, j);
-    x.kv_gid = bt_group(b, STREAM_RING, mem, c->p_seq);
-    x.dkv_gid = bt_group(b, STREAM_DKV, mem, c->p_seq);
-    free(mem);
+    x.kv_gid = bt_group(b, STREAM_RING, MESH_BIT(MESH_SEQ));
+    x.dkv_gid = bt_group(b, STREAM_DKV, MESH_BIT(MESH_SEQ));
     return x;
 }
 

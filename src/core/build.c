@@ -11,7 +11,8 @@
  * GEMMs and all-to-alls, the ring's (O, LSE) being kept). With P_h = 1 there
  * is no all-to-all and head-sharded buffers are the sequence-sharded ones.
  *
- * Gradient reduction over all P ranks (the dp stream), by ZeRO stage:
+ * Gradient reduction over the gradient group (the dp stream; CONFIG_GRAD_DIMS:
+ * the DAG's P ranks and their replicas), by ZeRO stage:
  *   0: all-reduce each block's gradients after its backward;
  *   1: one reduce-scatter of all gradients after the backward, then one
  *      all-gather of the updated parameters;
@@ -219,16 +220,8 @@ static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
     prog p = {b, c, &c->model, config_local_tokens(c), DAG_NONE, DAG_NONE};
-    int h, s;
-    config_coords(c, bt_rank(b), &h, &s);
-    int32_t *hg = xmalloc_array((size_t)config_ranks(c), sizeof *hg, "a collective group");
-    for (int i = 0; i < c->p_head; i++)
-        hg[i] = config_rank_of(c, i, s);
-    p.head_gid = bt_group(b, STREAM_A2A, hg, c->p_head);
-    for (int r = 0; r < config_ranks(c); r++)
-        hg[r] = r;
-    p.dp_gid = bt_group(b, STREAM_DP, hg, config_ranks(c));
-    free(hg);
+    p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
+    p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
     switch (c->scope) {
     case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, true); break;
     case SCOPE_ATTN:

@@ -21,8 +21,9 @@ void config_defaults(config *c)
     c->batch = 1;
     c->p_head = 8;
     c->p_seq = 8;
+    c->dp = 1;
     snprintf(c->strategy, sizeof c->strategy, "loongtrain");
-    c->placement = PLACE_HEAD_FIRST;
+    config_set_placement(c, PLACE_HEAD_FIRST);
     c->partition = PART_ZIGZAG;
     c->ring = RING_DOUBLE;
     c->window = 2;
@@ -70,6 +71,9 @@ static int spelling_find(const spelling *sp, int n, const char *s)
         return i >= 0 ? 0 : -1;                                                                                        \
     }
 NAMES(placement, placement_kind)
+
+/* The orders the placement names stand for. */
+static const char *const placement_order[] = {"tp-head-seq-pp-dp", "tp-seq-head-pp-dp"};
 NAMES(partition, partition_kind)
 NAMES(ring, ring_kind)
 NAMES(scope, scope_kind)
@@ -194,6 +198,35 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* The DAG holds replica 0 as ranks 0..P-1: no dimension of degree > 1 may
+ * vary slower than dp. */
+static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
+{
+    if (c->dp < 1) return fail(err, "--dp must be at least 1 (1: one replica, no data parallelism)");
+    mesh m = config_mesh(c);
+    if (mesh_validate(&m, err) < 0) return -1;
+    if ((long long)c->dp * config_ranks(c) > MAX_RANKS) {
+        snprintf(err, LOONG_ERRLEN, "--dp %d x mesh %dx%d is more than %d ranks: use fewer replicas", c->dp, c->p_head,
+                 c->p_seq, MAX_RANKS);
+        return -1;
+    }
+    bool after_dp = false;
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        mesh_dim d = m.order[i];
+        if (after_dp && m.degree[d] > 1 && c->dp > 1) {
+            char order[64];
+            mesh_order_text(&m, order, sizeof order);
+            snprintf(err, LOONG_ERRLEN,
+                     "--placement %s: %s (degree %d) varies slower than dp, but a DAG holds one data-parallel replica "
+                     "as ranks 0..P-1: put dp after it, e.g. %s",
+                     order, mesh_dim_name(d), m.degree[d], placement_order[config_placement(c)]);
+            return -1;
+        }
+        after_dp |= d == MESH_DP;
+    }
+    return 0;
+}
+
 int config_validate(const config *c, char err[LOONG_ERRLEN])
 {
     if (model_validate(&c->model, err) < 0) return -1;
@@ -205,6 +238,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
                  MAX_RANKS);
         return -1;
     }
+    if (validate_mesh(c, err) < 0) return -1;
     if (c->gpus_per_node < 1) return fail(err, "--gpus-per-node must be positive");
     if (c->zero < 0 || c->zero > 3) return fail(err, "--zero must be 0, 1, 2 or 3");
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
@@ -214,20 +248,60 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
 
 /* ---- geometry ---- */
 
+void config_set_placement(config *c, placement_kind p)
+{
+    mesh m = config_mesh(c);
+    char err[LOONG_ERRLEN];
+    mesh_set_order(&m, placement_order[p], err); /* a constant that parses */
+    memcpy(c->order, m.order, sizeof c->order);
+}
+
+placement_kind config_placement(const config *c)
+{
+    for (int i = 0; i < MESH_NDIMS; i++) {
+        if (c->order[i] == MESH_HEAD) return PLACE_HEAD_FIRST;
+        if (c->order[i] == MESH_SEQ) return PLACE_CONTEXT_FIRST;
+    }
+    return PLACE_HEAD_FIRST;
+}
+
+void config_placement_text(const config *c, char *buf, size_t len)
+{
+    mesh m = config_mesh(c);
+    mesh_order_text(&m, buf, len);
+    for (int p = 0; p < NSP(placement_sp); p++)
+        if (!strcmp(buf, placement_order[p])) snprintf(buf, len, "%s", placement_sp[p].name);
+}
+
+mesh config_mesh(const config *c)
+{
+    mesh m;
+    memset(&m, 0, sizeof m);
+    for (int d = 0; d < MESH_NDIMS; d++)
+        m.degree[d] = 1;
+    m.degree[MESH_HEAD] = c->p_head;
+    m.degree[MESH_SEQ] = c->p_seq;
+    m.degree[MESH_DP] = c->dp;
+    memcpy(m.order, c->order, sizeof m.order);
+    return m;
+}
+
 int config_rank_of(const config *c, int h, int s)
 {
-    return c->placement == PLACE_HEAD_FIRST ? s * c->p_head + h : h * c->p_seq + s;
+    mesh m = config_mesh(c);
+    int co[MESH_NDIMS] = {0};
+    co[MESH_HEAD] = h;
+    co[MESH_SEQ] = s;
+    return mesh_rank(&m, co);
 }
 
 void config_coords(const config *c, int rank, int *h, int *s)
 {
-    if (c->placement == PLACE_HEAD_FIRST) {
-        *h = rank % c->p_head;
-        *s = rank / c->p_head;
-    } else {
-        *h = rank / c->p_seq;
-        *s = rank % c->p_seq;
-    }
+    mesh m = config_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&m, rank, co);
+    *h = co[MESH_HEAD];
+    *s = co[MESH_SEQ];
 }
 
 int config_q_heads(const config *c) { return c->model.heads / c->p_head; }
@@ -261,6 +335,7 @@ typedef enum {
     KT_INT,
     KT_STAGE,
     KT_MESH,
+    KT_ORDER,
     KT_STRING,
     KT_ENUM,
     KT_BOOL,
@@ -303,13 +378,27 @@ static const knob_row knobs[KNOB_COUNT] = {
                    0,
                    NULL,
                    0},
+    [KNOB_DP] = {{"dp", "dp", "N",
+                  "data-parallel replicas of the mesh: the gradient\n"
+                  "collectives (ZeRO) span dp x P ranks         [1]",
+                  false},
+                 KT_INT,
+                 offsetof(config, dp),
+                 NULL,
+                 0},
     [KNOB_STRATEGY] = {{"strategy", "strategy", "NAME", "preset over the knobs below (Strategies) [loongtrain]", true},
                        KT_STRING,
                        offsetof(config, strategy),
                        NULL,
                        0},
-    [KNOB_PLACEMENT] = {{"placement", "placement", "P", "head-first | context-first              [head-first]", true},
-                        KNOB_ENUM(placement, placement_sp)},
+    [KNOB_PLACEMENT] = {{"placement", "placement", "P",
+                         "head-first | context-first, or the mesh's order\n"
+                         "fastest first, e.g. tp-seq-head-pp-dp   [head-first]",
+                         true},
+                        KT_ORDER,
+                        0,
+                        placement_sp,
+                        NSP(placement_sp)},
     [KNOB_PARTITION] = {{"partition", "partition", "P",
                          "contiguous | zigzag | doc-contiguous | doc-zigzag |\n"
                          "balanced (packed documents)     [from strategy]",
@@ -390,6 +479,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_INT:
     case KT_STAGE: snprintf(buf, len, "%d", int_value(c, r)); break;
     case KT_MESH: snprintf(buf, len, "%dx%d", c->p_head, c->p_seq); break;
+    case KT_ORDER: config_placement_text(c, buf, len); break;
     case KT_STRING: snprintf(buf, len, "%s", (const char *)c + r->off); break;
     case KT_ENUM: snprintf(buf, len, "%s", r->names[int_value(c, r)].name); break;
     case KT_BOOL: snprintf(buf, len, "%s", r->names[*(const bool *)((const char *)c + r->off)].name); break;
@@ -405,13 +495,14 @@ static bool knob_unset(const config *c, config_knob k)
 {
     return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0) ||
            (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
-           (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO);
+           (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1);
 }
 
-/* The knobs knob_unset() may leave out, whose default is all-zero. */
+/* The knobs knob_unset() may leave out, whose default is all-zero but dp's
+ * (1, set by config_from_json). */
 static bool optional_knob(int k)
 {
-    return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO;
+    return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -454,6 +545,25 @@ static int parse_mesh(config *c, const char *text, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* A placement name, or an order of the mesh's dimensions. */
+static int parse_order(config *c, const knob_row *r, const char *text, char err[LOONG_ERRLEN])
+{
+    int i = spelling_find(r->names, r->nnames, text);
+    if (i >= 0) {
+        config_set_placement(c, (placement_kind)i);
+        return 0;
+    }
+    if (!strchr(text, '-') && !strchr(text, ',')) return not_one_of(r, text, err);
+    mesh m = config_mesh(c);
+    char why[LOONG_ERRLEN];
+    if (mesh_set_order(&m, text, why) < 0) {
+        snprintf(err, LOONG_ERRLEN, "--placement: %.*s", LOONG_ERRLEN - 16, why);
+        return -1;
+    }
+    memcpy(c->order, m.order, sizeof c->order);
+    return 0;
+}
+
 int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN])
 {
     const knob_row *r = &knobs[k];
@@ -472,6 +582,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
         *int_field(c, r) = text[0] - '0';
         return 0;
     case KT_MESH: return parse_mesh(c, text, err);
+    case KT_ORDER: return parse_order(c, r, text, err);
     case KT_DOCS: return (c->docs = docs_parse_list(text, c->seq, "--docs", err)) ? 0 : -1;
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
@@ -504,6 +615,11 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_INT:
     case KT_STAGE: return json_integer(int_value(c, r));
     case KT_MESH: return json_pack("[i,i]", c->p_head, c->p_seq);
+    case KT_ORDER: {
+        char buf[64];
+        config_placement_text(c, buf, sizeof buf);
+        return json_string(buf);
+    }
     case KT_STRING: return json_string((const char *)c + r->off);
     case KT_ENUM: return json_string(r->names[int_value(c, r)].name);
     case KT_BOOL: return json_boolean(*(const bool *)((const char *)c + r->off));
@@ -575,6 +691,7 @@ static int knob_from_json(const json_t *v, config *c, const knob_row *r, char er
 int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
 {
     memset(c, 0, sizeof *c);
+    c->dp = 1;
     if (!json_is_object(j)) {
         snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");
         return -1;
@@ -609,19 +726,21 @@ void config_describe(const config *c, char *buf, size_t len)
 {
     char seq[32];
     units_fmt_count(c->seq, seq, sizeof seq);
-    snprintf(buf, len, "%s S=%s B=%d mesh %dx%d %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
-             c->model.name, seq, c->batch, c->p_head, c->p_seq, c->strategy, placement_name(c->placement),
-             partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
+    char dp[24] = "", place[64];
+    if (c->dp > 1) snprintf(dp, sizeof dp, " dp %d", c->dp);
+    config_placement_text(c, place, sizeof place);
+    snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
+             c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
              scope_name(c->scope), c->gpus_per_node);
     size_t n = strlen(buf);
     if (c->docs && n < len)
         snprintf(buf + n, len - n, ", %d docs (%016llx)", docs_count(c->docs), (unsigned long long)docs_hash(c->docs));
 }
 
-void config_layout_name(const config *c, int dp, char *buf, size_t len)
+void config_layout_name(const config *c, char *buf, size_t len)
 {
     char dpx[16] = "", ring[40];
-    if (dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", dp);
+    if (c->dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", c->dp);
     const char *part = partition_sp[c->partition].abbrev;
     if (c->p_seq == 1)
         snprintf(ring, sizeof ring, "no ring");
@@ -630,7 +749,7 @@ void config_layout_name(const config *c, int dp, char *buf, size_t len)
     else
         snprintf(ring, sizeof ring, "%s %s", part, ring_sp[c->ring].abbrev);
     char place[8] = "";
-    if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[c->placement].abbrev);
+    if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[config_placement(c)].abbrev);
     const char *repl = c->p_head > c->model.kv_heads ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
     snprintf(buf, len, "%s%dx%d%s %s%s", dpx, c->p_head, c->p_seq, place, ring, repl);
 }

@@ -17,8 +17,12 @@
 #include <jansson.h>
 
 #include "docs.h"
+#include "mesh.h"
 #include "model.h"
 
+/* The two named mesh orders (config_set_placement): head-first is
+ * tp-head-seq-pp-dp (a ring index's P_h ranks adjacent), context-first
+ * tp-seq-head-pp-dp (a head group's P_s ring ranks adjacent). */
 typedef enum { PLACE_HEAD_FIRST, PLACE_CONTEXT_FIRST } placement_kind;
 /* How the ring indices share the tokens (shard.h says which positions). */
 typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZAG, PART_BALANCED } partition_kind;
@@ -36,10 +40,13 @@ typedef struct config {
     model model;
     uint64_t seq;      /* S: tokens per sample */
     int batch;         /* B: samples per micro-batch */
-    int p_head;        /* P_h: head-parallel degree (all-to-all group) */
-    int p_seq;         /* P_s: sequence-parallel degree (ring) */
-    char strategy[32]; /* preset name the knobs came from (informational) */
-    placement_kind placement;
+    /* The degrees of the device mesh by name (torchtitan's ParallelDims);
+     * config_mesh() builds the mesh from them and the order. */
+    int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
+    int p_seq;                  /* P_s: sequence-parallel degree (ring) */
+    int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
+    mesh_dim order[MESH_NDIMS]; /* the mesh's order, fastest first (the placement knob) */
+    char strategy[32];          /* preset name the knobs came from (informational) */
     partition_kind partition;
     ring_kind ring;
     int window;          /* w: double-ring window; == p_seq for a single ring */
@@ -55,8 +62,8 @@ typedef struct config {
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
 } config;
 
-/* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, scope step,
- * 8 GPUs per node, no recompute, ZeRO 1, bf16. */
+/* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, dp 1, scope
+ * step, 8 GPUs per node, no recompute, ZeRO 1, bf16. */
 void config_defaults(config *c);
 
 /* Reject any invalid combination with a message naming the constraint and a
@@ -81,11 +88,31 @@ int ring_parse(const char *s, ring_kind *out);
 int scope_parse(const char *s, scope_kind *out);
 int recompute_parse(const char *s, recompute_kind *out);
 
+/* ---- the mesh ---- */
+/* Set the order to a named one. */
+void config_set_placement(config *c, placement_kind p);
+/* The named order nearest c's: head-first when head varies faster than seq. */
+placement_kind config_placement(const config *c);
+/* The placement as the knob spells it: the order's name ("head-first",
+ * "context-first") or, for another order, the order ("seq-tp-head-pp-dp"). */
+void config_placement_text(const config *c, char *buf, size_t len);
+/* The device mesh: degrees tp 1, head P_h, seq P_s, pp 1, dp, in c's order. */
+mesh config_mesh(const config *c);
+/* The dimensions the gradients are reduced over and ZeRO shards over: the
+ * ranks that hold the same parameters (not tp's or pp's, which hold
+ * different ones). The DAG's gradient groups span them; their dp part
+ * lies outside the DAG, which holds one replica. */
+#define CONFIG_GRAD_DIMS (MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ) | MESH_BIT(MESH_DP))
+
 /* ---- geometry (valid config assumed) ---- */
+/* Ranks of the DAG, one data-parallel replica: P = P_h * P_s. */
 static inline int config_ranks(const config *c) { return c->p_head * c->p_seq; }
-/* Rank of mesh coordinates (head index h in [0,P_h), ring index s in [0,P_s)). */
+/* Ranks of the whole mesh: dp * P. */
+static inline int config_world(const config *c) { return c->dp * config_ranks(c); }
+/* Rank of mesh coordinates (head index h in [0,P_h), ring index s in
+ * [0,P_s)) in replica 0. */
 int config_rank_of(const config *c, int h, int s);
-/* Mesh coordinates of rank. */
+/* Mesh coordinates of rank (of any replica). */
 void config_coords(const config *c, int rank, int *h, int *s);
 static inline int config_node(const config *c, int rank) { return rank / c->gpus_per_node; }
 static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_per_node; }
@@ -119,6 +146,7 @@ typedef enum {
     KNOB_SEQ,
     KNOB_BATCH,
     KNOB_MESH,
+    KNOB_DP,
     KNOB_STRATEGY,
     KNOB_PLACEMENT,
     KNOB_PARTITION,
@@ -172,6 +200,6 @@ uint64_t config_hash(const config *c);
 void config_describe(const config *c, char *buf, size_t len);
 /* The short layout name of `loong plan`: "[dpN*]PhxPs [hf|cf] zz|ct RING
  * [w=W] [kv-repl|no-repl]", e.g. "8x8 hf zz double w=4". */
-void config_layout_name(const config *c, int dp, char *buf, size_t len);
+void config_layout_name(const config *c, char *buf, size_t len);
 
 #endif

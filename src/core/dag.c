@@ -45,6 +45,7 @@ typedef struct group_rec {
     uint32_t off; /* into members */
     int n;
     uint8_t stream;
+    mesh_dims dims; /* the mesh dimensions the communicator spans */
     uint32_t *inst; /* first task id of each instance, in order */
     uint32_t ninst, instcap;
 } group_rec;
@@ -251,13 +252,22 @@ void bt_end(builder *b)
         match_collective(b, t);
 }
 
-uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
+uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
 {
     dag *g = b->g;
+    const config *c = &g->cfg;
+    mesh m = config_mesh(c);
+    mesh_dims in_dag = dims & ~MESH_BIT(MESH_DP); /* the DAG holds replica 0 */
+    int n = mesh_group_size(&m, in_dag);
+    int32_t *members = xmalloc_array((size_t)n, sizeof *members, "a collective group");
+    mesh_group_members(&m, in_dag, mesh_group_id(&m, in_dag, b->rank), members);
     for (uint32_t i = 0; i < g->ngroups; i++) {
         group_rec *gr = &g->groups[i];
-        if (gr->stream == stream && gr->n == n && !memcmp(g->members + gr->off, members, (size_t)n * sizeof *members))
+        if (gr->stream == stream && gr->dims == dims && gr->n == n &&
+            !memcmp(g->members + gr->off, members, (size_t)n * sizeof *members)) {
+            free(members);
             return i;
+        }
     }
     grow((void **)&g->groups, &g->gcap, (size_t)g->ngroups + 1, sizeof *g->groups);
     grow((void **)&g->members, &g->mcap, (size_t)g->nmembers + (size_t)n, sizeof *g->members);
@@ -267,7 +277,9 @@ uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n)
     gr->off = g->nmembers;
     gr->n = n;
     gr->stream = (uint8_t)stream;
+    gr->dims = dims;
     memcpy(g->members + g->nmembers, members, (size_t)n * sizeof *members);
+    free(members);
     g->nmembers += (uint32_t)n;
     b->coll_count[g->ngroups] = 0;
     return g->ngroups++;
@@ -414,6 +426,10 @@ uint32_t dag_ntasks(const dag *g) { return g->n; }
 const dag_task *dag_task_get(const dag *g, uint32_t id) { return id < g->n ? &g->tasks[id] : NULL; }
 const uint32_t *dag_deps(const dag *g, const dag_task *t) { return g->deps + t->dep_off; }
 uint32_t dag_ngroups(const dag *g) { return g->ngroups; }
+
+mesh_dims dag_group_dims(const dag *g, uint32_t gid) { return g->groups[gid].dims; }
+
+int dag_group_stream(const dag *g, uint32_t gid) { return g->groups[gid].stream; }
 
 const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n)
 {

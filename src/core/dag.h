@@ -54,7 +54,7 @@ typedef enum {
     STREAM_DKV_OUTER,  /* double ring: dK/dV between windows */
     STREAM_RING_B,     /* dual ring: KV of chunk B */
     STREAM_DKV_B,      /* dual ring: dK/dV of chunk B */
-    STREAM_DP,         /* gradient reduction / parameter gathering over all P ranks */
+    STREAM_DP,         /* gradient reduction / parameter gathering over the gradient group */
     STREAM_COUNT
 } stream_kind;
 
@@ -148,9 +148,18 @@ const dag_task *dag_task_get(const dag *g, uint32_t id);
 const uint32_t *dag_deps(const dag *g, const dag_task *t);
 /* Ids of the tasks of (rank, stream) in execution order; *n gets the count. */
 const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n);
-/* Members of collective group gid in ring order; *n gets the size. */
+/* ---- communicators: a stream and the mesh dimensions it spans ----
+ * Group gid is the communicator of its stream among the ranks that share
+ * every mesh coordinate outside dag_group_dims() (config_mesh). Its
+ * members here are those of the DAG's ranks (replica 0, dp coordinate 0)
+ * in mesh order; a group whose dimensions include dp spans the same
+ * members of every replica too, which a backend widens to through
+ * mesh_group_members() on config_mesh(). */
+/* Members of collective group gid in the DAG; *n gets the size. */
 const int32_t *dag_group(const dag *g, uint32_t gid, int *n);
 uint32_t dag_ngroups(const dag *g);
+mesh_dims dag_group_dims(const dag *g, uint32_t gid);
+int dag_group_stream(const dag *g, uint32_t gid);
 
 /* Check the contract: acyclic (deadlock-free under group semantics), every
  * recv has exactly one matching send (same stream, peers, bytes), every

@@ -72,9 +72,9 @@ void bt_after(builder *b, uint32_t id);
 /* Commit the task begun last. p2p tasks are matched here. */
 void bt_end(builder *b);
 
-/* Intern the collective group (members in ring order) on stream; returns its
- * index. */
-uint32_t bt_group(builder *b, stream_kind stream, const int32_t *members, int n);
+/* Intern the communicator of stream over the mesh dimensions dims (the
+ * group of the current rank; dag.h says which members); returns its index. */
+uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims);
 
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);

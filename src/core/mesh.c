@@ -105,6 +105,13 @@ static void strides(const mesh *m, int stride[MESH_NDIMS])
     }
 }
 
+int mesh_stride(const mesh *m, mesh_dim d)
+{
+    int stride[MESH_NDIMS];
+    strides(m, stride);
+    return stride[d];
+}
+
 void mesh_coords(const mesh *m, int rank, int coord[MESH_NDIMS])
 {
     int stride[MESH_NDIMS];
@@ -207,4 +214,30 @@ int mesh_unfold(const mesh *m, mesh_dims folded, int rep, int replica)
     mesh_coords(m, rep, c);
     set_digits(m, folded, replica, c);
     return mesh_rank(m, c);
+}
+
+/* Degrees for dims[i..] of the product n, onto a prefix in deg. */
+static int factor_from(int n, const mesh_dim *dims, int i, int ndims, int deg[MESH_NDIMS], int (*out)[MESH_NDIMS],
+                       int count)
+{
+    if (i == ndims - 1) {
+        deg[dims[i]] = n;
+        if (out) memcpy(out[count], deg, sizeof out[count]);
+        return count + 1;
+    }
+    for (int k = 1; k <= n; k++)
+        if (n % k == 0) {
+            deg[dims[i]] = k;
+            count = factor_from(n / k, dims, i + 1, ndims, deg, out, count);
+        }
+    return count;
+}
+
+int mesh_factorisations(int n, const mesh_dim *dims, int ndims, int (*out)[MESH_NDIMS])
+{
+    int deg[MESH_NDIMS];
+    for (int d = 0; d < MESH_NDIMS; d++)
+        deg[d] = 1;
+    if (n < 1 || ndims < 1) return 0;
+    return factor_from(n, dims, 0, ndims, deg, out, 0);
 }

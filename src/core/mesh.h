@@ -58,6 +58,10 @@ int mesh_validate(const mesh *m, char err[LOONG_ERRLEN]);
 /* Ranks of the mesh: the product of the degrees. */
 int mesh_size(const mesh *m);
 
+/* How far apart ranks one step along d are: the product of the degrees of
+ * the dimensions before d in the order (1 for the first). */
+int mesh_stride(const mesh *m, mesh_dim d);
+
 /* The coordinates of rank (by dimension), and the rank of coordinates. */
 void mesh_coords(const mesh *m, int rank, int coord[MESH_NDIMS]);
 int mesh_rank(const mesh *m, const int coord[MESH_NDIMS]);
@@ -80,6 +84,13 @@ int mesh_group_id(const mesh *m, mesh_dims dims, int rank);
 int mesh_group_index(const mesh *m, mesh_dims dims, int rank);
 /* The size members of group `id`, by index, into out. */
 void mesh_group_members(const mesh *m, mesh_dims dims, int id, int *out);
+
+/* Every way of writing n as a product of degrees of the dimensions dims[0
+ * .. ndims-1] (each degree a divisor; the other dimensions 1), the first
+ * dimension's degree slowest-growing, the last's the quotient left: for
+ * n = 4 over (dp, head, seq), (1,1,4) (1,2,2) (1,4,1) (2,1,2) ... Writes
+ * them to out (when not NULL) and returns how many there are. */
+int mesh_factorisations(int n, const mesh_dim *dims, int ndims, int (*out)[MESH_NDIMS]);
 
 /* ---- symmetry: ranks that run identical programs ----
  * A backend that simulates the dimensions `folded` by symmetry runs only

@@ -111,7 +111,8 @@ static int largest_divisor_at_most(int n, int cap)
 
 int strategy_default_window(const config *c)
 {
-    int stride = c->placement == PLACE_HEAD_FIRST ? c->p_head : 1;
+    mesh m = config_mesh(c);
+    int stride = mesh_stride(&m, MESH_SEQ);
     int per_node = stride < c->gpus_per_node ? c->gpus_per_node / stride : 1;
     int w = largest_divisor_at_most(c->p_seq, per_node);
     if (w == 1) w = largest_divisor_at_most(c->p_seq, (int)floor(sqrt((double)c->p_seq)));

@@ -75,31 +75,36 @@ static double now_of(void *arg)
 
 static double clock_offset(xr *x) { return x->w->clock_offset(x->w, now_of, x); }
 
-/* One communicator per stream: the head group for the all-to-all, the P_s
- * context ranks (in ring-index order) for --ring allgather's gathers and
- * reduce-scatters, all ranks otherwise. */
+/* The group of this rank on stream s among the DAG's communicators, or -1
+ * (a stream of point-to-point tasks only). */
+static int stream_group(const xr *x, int s)
+{
+    for (uint32_t gid = 0; gid < dag_ngroups(x->g); gid++) {
+        int n;
+        const int32_t *mem = dag_group(x->g, gid, &n);
+        if (dag_group_stream(x->g, gid) != s) continue;
+        for (int i = 0; i < n; i++)
+            if (mem[i] == x->rank) return (int)gid;
+    }
+    return -1;
+}
+
+/* One communicator per stream, in stream order on every rank: the DAG's
+ * group of this rank on it, else every rank (point-to-point peers are
+ * world ranks). */
 static int make_comms(xr *x, char err[LOONG_ERRLEN])
 {
-    const config *c = x->c;
-    int *all = malloc((size_t)x->P * sizeof *all), *grp = malloc((size_t)c->p_head * sizeof *grp),
-        *ctx = malloc((size_t)c->p_seq * sizeof *ctx);
-    int rc = all && grp && ctx ? 0 : -1;
-    for (int r = 0; rc == 0 && r < x->P; r++)
+    int *all = xmalloc_array((size_t)x->P, sizeof *all, "the world communicator");
+    for (int r = 0; r < x->P; r++)
         all[r] = r;
-    for (int i = 0; rc == 0 && i < c->p_head; i++)
-        grp[i] = config_rank_of(c, i, x->s);
-    for (int j = 0; rc == 0 && j < c->p_seq; j++)
-        ctx[j] = config_rank_of(c, x->h, j);
+    int rc = 0;
     for (int s = 0; s < STREAM_COUNT && rc == 0; s++) {
-        bool context = c->ring == RING_ALLGATHER && (s == STREAM_RING || s == STREAM_DKV);
-        x->comm[s] = s == STREAM_A2A ? x->ops->comm(x->dev, s, grp, c->p_head, err)
-                     : context       ? x->ops->comm(x->dev, s, ctx, c->p_seq, err)
-                                     : x->ops->comm(x->dev, s, all, x->P, err);
+        int gid = stream_group(x, s), n = x->P;
+        const int32_t *mem = gid >= 0 ? dag_group(x->g, (uint32_t)gid, &n) : all;
+        x->comm[s] = x->ops->comm(x->dev, s, mem, n, err);
         if (!x->comm[s]) rc = -1;
     }
     free(all);
-    free(grp);
-    free(ctx);
     return rc;
 }
 

@@ -360,15 +360,16 @@ typedef struct dpcost {
     bool multinode; /* the gradient group crosses nodes */
 } dpcost;
 
-/* One collective over the N ranks 0..N-1 of `elems` elements (DAG sizes):
- * NCCL's on a GPU platform (as many nodes as they need), else one ring. */
-static double dp_coll(const config *c, const platform_spec *n, int N, uint64_t elems, bool allreduce)
+/* One gradient collective of `elems` elements (DAG sizes) over the
+ * gradient group of rank 0, members from the mesh: NCCL's on a GPU
+ * platform (as many nodes as they take), else one ring. */
+static double dp_coll(const config *c, const platform_spec *n, const int *members, int N, uint64_t elems,
+                      bool allreduce)
 {
     if (N > 1 && n->nccl) {
-        int nodes = (N + n->gpus_per_node - 1) / n->gpus_per_node;
-        platform_spec big = nccl_spec_holding(n, N, nodes);
+        platform_spec big = nccl_spec_holding(n, members[N - 1] + 1, 0);
         nccl_group g;
-        if (nccl_group_uniform(&g, &big, N, nodes) == 0) {
+        if (nccl_group_init(&g, &big, members, N) == 0) {
             double t = nccl_seconds(c, &big, &g, allreduce ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
                                     (double)elems * c->act_bytes);
             nccl_group_free(&g);
@@ -378,13 +379,16 @@ static double dp_coll(const config *c, const platform_spec *n, int N, uint64_t e
     return dp_ring(n, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
 }
 
-static dpcost dp_costs(const config *c, const platform_spec *n, int dp)
+static dpcost dp_costs(const config *c, const platform_spec *n)
 {
-    int N = dp * config_ranks(c);
+    mesh m = config_mesh(c);
+    int N = mesh_group_size(&m, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
+    mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, g);
     uint64_t lp = model_layer_params(&c->model), all = model_params(&c->model), hp = model_head_params(&c->model);
-    dpcost k = {dp_coll(c, n, N, lp, true),   dp_coll(c, n, N, lp, false),  dp_coll(c, n, N, lp, false),
-                dp_coll(c, n, N, hp, true),   dp_coll(c, n, N, hp, false),  dp_coll(c, n, N, hp, false),
-                dp_coll(c, n, N, all, false), dp_coll(c, n, N, all, false), N > n->gpus_per_node};
+    dpcost k = {dp_coll(c, n, g, N, lp, true),   dp_coll(c, n, g, N, lp, false),  dp_coll(c, n, g, N, lp, false),
+                dp_coll(c, n, g, N, hp, true),   dp_coll(c, n, g, N, hp, false),  dp_coll(c, n, g, N, hp, false),
+                dp_coll(c, n, g, N, all, false), dp_coll(c, n, g, N, all, false), N > n->gpus_per_node};
+    free(g);
     return k;
 }
 
@@ -497,7 +501,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     out->dp_tail = out->step - t;
 }
 
-void analytic_step(const config *c, const calib *cb, const platform_spec *n, int dp, analytic_result *out)
+void analytic_step(const config *c, const calib *cb, const platform_spec *n, analytic_result *out)
 {
     ringctx r;
     ring_setup(&r, c, cb, n);
@@ -510,7 +514,7 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, int
             ws = s;
         }
     }
-    dpcost k = dp_costs(c, n, dp);
+    dpcost k = dp_costs(c, n);
     step_walk(c, cb, &k, &worst, out);
     out->worst_s = ws;
 }

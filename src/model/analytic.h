@@ -24,7 +24,8 @@
  *     the compute stream waits for an arriving accumulator before adding to
  *     it; a transfer costs α + bytes/β of the slowest hop of its ring;
  *   - the data-parallel stream (ZeRO 0-3 as build.c emits it), one
- *     pipelined ring over all dp*P ranks, overlapping the compute stream
+ *     collective over the gradient group (the mesh's CONFIG_GRAD_DIMS:
+ *     dp*P ranks, members from the mesh), overlapping the compute stream
  *     where the DAG lets it.
  * The step is the slowest ring index's critical path; exposed communication
  * is step time minus that rank's busy compute time.
@@ -52,8 +53,8 @@ typedef struct analytic_result {
 } analytic_result;
 
 /* Predict the training step of validated config c (any scope is treated as
- * step) on net with compute times from cb, data parallelism dp >= 1 (the
- * ZeRO collectives span dp*P ranks). Never fails. */
-void analytic_step(const config *c, const calib *cb, const platform_spec *net, int dp, analytic_result *out);
+ * step) on net with compute times from cb; the ZeRO collectives span its
+ * gradient group (c->dp * P ranks). Never fails. */
+void analytic_step(const config *c, const calib *cb, const platform_spec *net, analytic_result *out);
 
 #endif

@@ -56,9 +56,10 @@ static double attention_buffers(const config *c)
     return bytes;
 }
 
-static void model_states(const config *c, int dp, memory_estimate *out)
+static void model_states(const config *c, memory_estimate *out)
 {
-    double psi = (double)model_params(&c->model), n = (double)dp * config_ranks(c);
+    mesh m = config_mesh(c);
+    double psi = (double)model_params(&c->model), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->weights = 2 * psi;
     out->grads = 2 * psi;
     out->optimizer = 12 * psi;
@@ -67,9 +68,9 @@ static void model_states(const config *c, int dp, memory_estimate *out)
     if (c->zero >= 3) out->weights = 2 * psi / n + 2 * 2 * (double)model_layer_params(&c->model);
 }
 
-void memory_estimate_config(const config *c, int dp, memory_estimate *out)
+void memory_estimate_config(const config *c, memory_estimate *out)
 {
-    model_states(c, dp, out);
+    model_states(c, out);
     out->act_per_layer = memory_layer_activations(c, c->recompute);
     out->activations = c->model.layers * out->act_per_layer;
     double full = memory_layer_activations(c, RECOMPUTE_NONE);

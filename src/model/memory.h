@@ -5,9 +5,9 @@
  * estimate of tensors, not of allocator fragmentation, CUDA context or NCCL
  * buffers (those are a fixed reserve the caller may subtract from the GPU).
  *
- * Notation: Ψ = model_params(), N = dp * P ranks over which ZeRO shards
- * (the DAG reduces gradients over all P context-parallel ranks; with data
- * parallelism over dp replicas of them too), a = act_bytes, T = B*S/P
+ * Notation: Ψ = model_params(), N ranks over which ZeRO shards: the size
+ * of the gradient group (CONFIG_GRAD_DIMS of the mesh: the P context-
+ * parallel ranks of each of the dp replicas), a = act_bytes, T = B*S/P
  * tokens per rank (sequence-sharded), N_s = B*S/P_s tokens per ring rank
  * (head-sharded), hq = H/P_h query heads and kvh = config_kv_heads() KV
  * heads (replicas included) per rank.
@@ -68,9 +68,9 @@ typedef struct memory_estimate {
     double peak;                      /* the model's per-rank peak */
 } memory_estimate;
 
-/* Per-rank peak memory of a validated config under data parallelism dp
- * (>= 1; ZeRO shards over dp * P ranks). Never fails. */
-void memory_estimate_config(const config *c, int dp, memory_estimate *out);
+/* Per-rank peak memory of a validated config (ZeRO shards over its
+ * gradient group, c->dp * P ranks). Never fails. */
+void memory_estimate_config(const config *c, memory_estimate *out);
 
 /* Bytes of the activations one layer keeps under c->recompute (the table
  * above), exposed for tests. */

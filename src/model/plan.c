@@ -31,24 +31,23 @@ static plan_layout *vec_push(vec *a)
     return l;
 }
 
-static void add_layout(vec *a, int dp, const config *c)
+static void add_layout(vec *a, const config *c)
 {
     plan_layout *l = vec_push(a);
     l->c = *c;
-    l->dp = dp;
     snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_name_of(c));
-    config_layout_name(c, dp, l->name, sizeof l->name);
+    config_layout_name(c, l->name, sizeof l->name);
     if (config_validate(&l->c, l->reason) < 0) l->removed = true;
 }
 
 /* Partition x ring mode x window for one (placement, replication) mesh. */
-static void add_rings(vec *a, int dp, config c)
+static void add_rings(vec *a, config c)
 {
     if (c.p_seq == 1) {
         c.partition = PART_ZIGZAG;
         c.ring = RING_SINGLE;
         c.window = 1;
-        add_layout(a, dp, &c);
+        add_layout(a, &c);
         return;
     }
     /* the packed-document partitions only differ from these with documents */
@@ -59,47 +58,50 @@ static void add_rings(vec *a, int dp, config c)
         c.partition = parts[part];
         c.ring = RING_SINGLE;
         c.window = c.p_seq;
-        add_layout(a, dp, &c);
+        add_layout(a, &c);
         if (config_parts(&c) == 2) {
             c.ring = RING_DUAL;
-            add_layout(a, dp, &c);
+            add_layout(a, &c);
         }
         c.ring = RING_ALLGATHER;
-        add_layout(a, dp, &c);
+        add_layout(a, &c);
         c.ring = RING_DOUBLE;
         for (int w = 1; w < c.p_seq; w++)
             if (c.p_seq % w == 0) {
                 c.window = w;
-                add_layout(a, dp, &c);
+                add_layout(a, &c);
             }
     }
 }
 
-static void add_mesh(vec *a, const plan_request *req, int dp, int ph, int ps)
+static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIMS])
 {
     config c = req->base;
-    c.p_head = ph;
-    c.p_seq = ps;
+    c.p_head = degree[MESH_HEAD];
+    c.p_seq = degree[MESH_SEQ];
+    c.dp = degree[MESH_DP];
+    int ph = c.p_head, ps = c.p_seq;
     c.scope = SCOPE_STEP;
     int nplace = ph > 1 && ps > 1 ? 2 : 1;
     int nrepl = ph > c.model.kv_heads ? 2 : 1;
     for (int pl = 0; pl < nplace; pl++)
         for (int rp = 0; rp < nrepl; rp++) {
-            c.placement = pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST;
+            config_set_placement(&c, pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
             c.kv_replication = rp == 0;
-            add_rings(a, dp, c);
+            add_rings(a, c);
         }
 }
 
 plan_layout *plan_enumerate(const plan_request *req, int *n)
 {
     vec a = {0};
-    for (int dp = 1; dp <= req->gpus; dp++) {
-        if (req->gpus % dp || (req->dp && dp != req->dp)) continue;
-        int P = req->gpus / dp;
-        for (int ph = 1; ph <= P; ph++)
-            if (P % ph == 0) add_mesh(&a, req, dp, ph, P / ph);
-    }
+    static const mesh_dim searched[] = {MESH_DP, MESH_HEAD, MESH_SEQ};
+    int nf = mesh_factorisations(req->gpus, searched, 3, NULL);
+    int(*f)[MESH_NDIMS] = xmalloc_array((size_t)nf, sizeof *f, "the plan's meshes");
+    mesh_factorisations(req->gpus, searched, 3, f);
+    for (int i = 0; i < nf; i++)
+        if (!req->dp || f[i][MESH_DP] == req->dp) add_mesh(&a, req, f[i]);
+    free(f);
     *n = a.n;
     return a.v;
 }
@@ -111,14 +113,14 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
     for (int i = from; i < to; i++) {
         plan_layout *l = &ls[i];
         if (l->removed) continue;
-        memory_estimate_config(&l->c, l->dp, &l->mem);
+        memory_estimate_config(&l->c, &l->mem);
         if (l->mem.peak > req->gpu_mem) {
             l->removed = true;
             snprintf(l->reason, sizeof l->reason, "predicted OOM at %.1f GB of %.1f GB per GPU", l->mem.peak / 1e9,
                      req->gpu_mem / 1e9);
             continue;
         }
-        analytic_step(&l->c, cb, net, l->dp, &l->an);
+        analytic_step(&l->c, cb, net, &l->an);
         l->step_lo = l->step_hi = l->an.step;
     }
 }
@@ -261,9 +263,11 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
     int pick = plan_recommend(ls, idx, m, rp->tie);
     const plan_layout *best = &ls[pick];
     row r = row_of(ls, pick, ring, uly, rp->peak);
+    char place[64];
+    config_placement_text(&best->c, place, sizeof place);
     fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
-            best->name, best->c.p_head, best->c.p_seq, best->c.strategy, placement_name(best->c.placement),
-            partition_name(best->c.partition), ring_name(best->c.ring));
+            best->name, best->c.p_head, best->c.p_seq, best->c.strategy, place, partition_name(best->c.partition),
+            ring_name(best->c.ring));
     if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
     fprintf(f, ")\n");
     double share = 100 * r.exposed / r.step;
@@ -311,7 +315,9 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
 static void csv_layout(FILE *f, const plan_layout *l)
 {
     const config *c = &l->c;
-    fprintf(f, "\"%s\",%d,%d,%d,%s,%s,%s,%d,%s", l->name, l->dp, c->p_head, c->p_seq, placement_name(c->placement),
+    char place[64];
+    config_placement_text(c, place, sizeof place);
+    fprintf(f, "\"%s\",%d,%d,%d,%s,%s,%s,%d,%s", l->name, c->dp, c->p_head, c->p_seq, place,
             partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off");
 }
 

@@ -48,8 +48,7 @@ const char *plan_pert_name(plan_pert k);
 #define PLAN_TIE_DEFAULT 0.0459
 
 typedef struct plan_layout {
-    config c;
-    int dp;
+    config c; /* with its data-parallel degree c.dp */
     char name[64];
     bool removed;
     char reason[LOONG_ERRLEN]; /* why it was removed */

@@ -78,16 +78,6 @@ typedef struct sim_result {
     double wall_s; /* wall-clock seconds of the simulation itself */
 } sim_result;
 
-/* Data-parallel replicas: dp of them, each running g on its own P GPUs,
- * whose gradient collectives span all dp * P ranks. full: every replica
- * simulated (a platform of dp * P GPUs); else one, and the others by
- * symmetry: its gradient collectives take the whole group's NCCL shape and
- * latency, and the flows that would reach another replica reach the same
- * GPU of this one (every replica's NICs carry the same traffic). */
-typedef struct sim_dp {
-    int dp;
-    bool full;
-} sim_dp;
 
 /* Simulate g on pf with compute durations from cb. Checks that the
  * platform has enough GPU hosts and the same GPUs per node as the config.
@@ -96,9 +86,15 @@ typedef struct sim_dp {
  * which would be a core bug). res is filled on success; free it with
  * sim_result_free(). Call at most once per process. */
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, sim_result *res, char err[LOONG_ERRLEN]);
-/* The same with data-parallel replicas; res covers replica 0's tasks and
- * the makespan of all. */
-int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress, const sim_dp *dp, sim_result *res,
+/* The same with the config's data-parallel replicas (its dp: each runs g
+ * on its own P GPUs, ranks from config_mesh; the gradient collectives span
+ * their gradient groups). every_replica: every replica simulated (a
+ * platform of dp * P GPUs); else replica 0, and the others by symmetry
+ * (mesh_fold over dp): its gradient collectives take the whole group's
+ * NCCL shape and latency, and the flows that would reach another replica
+ * reach the same GPU of this one (every replica's NICs carry the same
+ * traffic). res covers replica 0's tasks and the makespan of all. */
+int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, sim_result *res,
                char err[LOONG_ERRLEN]);
 void sim_result_free(sim_result *res);
 

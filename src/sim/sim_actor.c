@@ -141,28 +141,28 @@ static void stream_main(int argc, char **argv)
     XBT_VERB("rank %d %s: %u tasks done at %.9f s", me->rank, stream_name(me->stream), me->n, simgrid_get_clock());
 }
 
-static int check_mapping(sim_platform *pf, const config *c, const sim_dp *dp, char err[LOONG_ERRLEN])
+static int check_mapping(sim_platform *pf, const config *c, bool every_replica, char err[LOONG_ERRLEN])
 {
     int P = config_ranks(c), have = sim_platform_gpus(pf), gpn = sim_platform_gpus_per_node(pf);
-    int need = dp->full ? dp->dp * P : P;
+    int need = every_replica ? config_world(c) : P;
     if (have < need) {
         snprintf(err, LOONG_ERRLEN,
                  "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
                  "(loong topo --nodes %d) or a smaller --mesh%s",
-                 have, need, (need + gpn - 1) / gpn, dp->full ? " or --dp-mode symmetric" : "");
+                 have, need, (need + gpn - 1) / gpn, every_replica ? " or --dp-mode symmetric" : "");
         return -1;
     }
-    if (dp->dp > 1 && !sim_platform_nccl_spec(pf)) {
+    if (c->dp > 1 && !sim_platform_nccl_spec(pf)) {
         snprintf(err, LOONG_ERRLEN,
                  "--dp needs a platform that runs NCCL's collectives (loong topo --gpu "
                  "h100|h200|a100): its gradient collectives span every replica");
         return -1;
     }
-    if (dp->dp > 1 && !dp->full && P % gpn) {
+    if (c->dp > 1 && !every_replica && P % gpn) {
         snprintf(err, LOONG_ERRLEN,
                  "--dp-mode symmetric needs whole nodes per replica (%d ranks on %d-GPU nodes): use --dp-mode full "
                  "on a platform of %d GPUs",
-                 P, gpn, dp->dp * P);
+                 P, gpn, config_world(c));
         return -1;
     }
     if (gpn != c->gpus_per_node) {
@@ -179,10 +179,10 @@ static void spawn(sim_state *S)
     for (int g = 0; g < S->reps * S->P; g++)
         for (int s = 0; s < STREAM_COUNT; s++) {
             sim_stream *st = sim_stream_of(S, g, s);
-            int r = g % S->P;
+            int r = mesh_fold(&S->mesh, MESH_BIT(MESH_DP), g);
             st->S = S;
             st->rank = g;
-            st->rep = g / S->P;
+            st->rep = mesh_group_index(&S->mesh, MESH_BIT(MESH_DP), g);
             st->off = (uint32_t)st->rep * dag_ntasks(S->g);
             st->stream = s;
             st->ids = dag_stream_tasks(S->g, r, s, &st->n);
@@ -279,33 +279,26 @@ static void release(sim_state *S)
     for (uint32_t i = 0; S->groups && i < (uint32_t)S->reps * dag_ngroups(S->g); i++)
         nccl_group_free(&S->groups[i]);
     free(S->groups);
-    nccl_group_free(&S->dp_group);
     free(S->comm_active);
     free(S->comm_share);
     free(S->jitter);
     sim_links_free(S->links);
 }
 
-/* The gradient collectives' group: all dp * P ranks, on the platform with
- * as many nodes as they take (by symmetry they need not exist). */
-static void dp_setup(sim_state *S, const sim_dp *dp)
+/* The replicas: their mesh, how many run, and the platform their
+ * gradient groups take (with as many nodes as every replica's ranks; by
+ * symmetry they need not exist). */
+static void dp_setup(sim_state *S, bool every_replica)
 {
-    S->dp = dp->dp;
-    S->reps = dp->full ? dp->dp : 1;
-    if (!S->spec) return;
-    int N = S->dp * S->P;
-    S->dp_spec = nccl_spec_holding(S->spec, N, 0);
-    int *ranks = xmalloc_array((size_t)N, sizeof *ranks, "the gradient group");
-    for (int i = 0; i < N; i++)
-        ranks[i] = i;
-    xbt_assert(nccl_group_init(&S->dp_group, &S->dp_spec, ranks, N) == 0, "loong sim: the gradient group");
-    free(ranks);
+    S->mesh = config_mesh(S->c);
+    S->dp = S->c->dp;
+    S->reps = every_replica ? S->dp : 1;
+    if (S->spec) S->dp_spec = nccl_spec_holding(S->spec, mesh_size(&S->mesh), 0);
 }
 
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
 {
-    const sim_dp one = {1, false};
-    return sim_run_dp(pf, g, cb, progress_on, &one, res, err);
+    return sim_run_dp(pf, g, cb, progress_on, false, res, err);
 }
 
 /* Keep replica 0's times (the trace's and the summary's; every replica
@@ -318,18 +311,18 @@ static void collect_times(sim_state *S, uint32_t n, sim_result *res)
     res->dur = xrealloc_array(S->dur, n ? n : 1, sizeof *res->dur, "the simulated durations");
 }
 
-int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, const sim_dp *dp, sim_result *res,
+int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, bool every_replica, sim_result *res,
                char err[LOONG_ERRLEN])
 {
     memset(res, 0, sizeof *res);
     const config *c = dag_config(g);
-    if (check_mapping(pf, c, dp, err) < 0) return -1;
+    if (check_mapping(pf, c, every_replica, err) < 0) return -1;
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);
     sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on, .P = P};
     S.spec = sim_platform_nccl_spec(pf);
     S.interference = calib_has_interference(cb);
-    dp_setup(&S, dp);
+    dp_setup(&S, every_replica);
     size_t reps = (size_t)S.reps;
     if (S.interference) {
         S.comm_active = xcalloc(reps * (size_t)P, sizeof *S.comm_active, "the communication kernels");

@@ -137,7 +137,7 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
     xbt_assert(n <= 8, "loong sim: NCCL group of %d p2p tasks (at most 8 supported)", n);
     for (int i = 0; i < n; i++) {
         const dag_task *t = dag_task_get(S->g, ids[i]);
-        int peer = me->rep * S->P + t->peer;
+        int peer = sim_rank_of(S, t->peer, me->rep);
         comms[i] = t->kind == TASK_SEND ? put(me, peer, t->bytes) : get(me, peer);
         who[i] = ids[i];
         start[ids[i]] = now;
@@ -162,24 +162,24 @@ static int member_index(const int32_t *mem, int n, int rank)
 
 static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* The rank a flow reaches: the member's, or with `fold` ranks per replica
- * (symmetric data parallelism) the same GPU of this replica; -1 when that
- * is the sender itself (its NIC's share is in the collective's model time). */
-static int flow_peer(const sim_stream *me, const nccl_group *g, int member, int fold)
+/* The rank a flow reaches: the member's, or under fold (symmetric data
+ * parallelism) the same GPU of this replica; -1 when that is the sender
+ * itself (its NIC's share is in the collective's model time). */
+static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool fold)
 {
     int r = g->rank[member];
-    if (fold) r %= fold;
+    if (fold) r = mesh_fold(&me->S->mesh, MESH_BIT(MESH_DP), r);
     return r == me->rank ? -1 : r;
 }
 
 /* Issue every flow of member me_i and wait for them. */
 static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, coll_op op, double size, int me_i,
-                      int fold)
+                      bool fold)
 {
     int cap = nccl_max_flows(g, op), nout, nin, k = 0;
     nccl_flow *out = xmalloc_array((size_t)cap, sizeof *out, "a collective's flows");
     nccl_flow *in = xmalloc_array((size_t)cap, sizeof *in, "a collective's flows");
-    nccl_member_flows(g, p, op, size, me_i, fold > 0, out, &nout, in, &nin);
+    nccl_member_flows(g, p, op, size, me_i, fold, out, &nout, in, &nin);
     sg_comm_t *comms = xmalloc_array((size_t)(nout + nin) + 1, sizeof *comms, "a collective's flows");
     for (int i = 0; i < nout; i++) {
         int peer = flow_peer(me, g, out[i].peer, fold);
@@ -198,7 +198,7 @@ static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, c
 }
 
 nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
-                        int fold)
+                        bool fold)
 {
     const platform_spec *sp = me->S->spec;
     double t0 = simgrid_get_clock();
@@ -214,32 +214,55 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
     return p;
 }
 
-/* The NCCL shape of the task's group in me's replica, built on first use. */
+/* Whether group gid spans the data-parallel replicas (the gradient group). */
+static bool spans_dp(const sim_state *S, uint32_t gid) { return dag_group_dims(S->g, gid) & MESH_BIT(MESH_DP); }
+
+/* The global ranks of group gid in replica rep, from the mesh: the DAG's
+ * members unfolded into rep, or for a group over dp every replica's. The
+ * caller frees *out. */
+static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
+{
+    int n;
+    const int32_t *mem = dag_group(S->g, gid, &n);
+    mesh_dims dims = dag_group_dims(S->g, gid);
+    if (spans_dp(S, gid)) {
+        n = mesh_group_size(&S->mesh, dims);
+        *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
+        mesh_group_members(&S->mesh, dims, mesh_group_id(&S->mesh, dims, sim_rank_of(S, mem[0], rep)), *out);
+        return n;
+    }
+    *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
+    for (int i = 0; i < n; i++)
+        (*out)[i] = sim_rank_of(S, mem[i], rep);
+    return n;
+}
+
+/* The NCCL shape of the task's group in me's replica, built on first use;
+ * a group over dp on the platform that holds every replica. */
 static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
     nccl_group *g = &S->groups[(size_t)me->rep * dag_ngroups(S->g) + t->group];
     if (g->n) return g;
-    int n;
-    const int32_t *mem = dag_group(S->g, t->group, &n);
-    int *ranks = xmalloc_array((size_t)n, sizeof *ranks, "a collective group");
-    for (int i = 0; i < n; i++)
-        ranks[i] = me->rep * S->P + mem[i];
-    xbt_assert(nccl_group_init(g, S->spec, ranks, n) == 0, "loong sim: group %u is off the platform", t->group);
+    int *ranks, n = group_ranks(S, t->group, me->rep, &ranks);
+    const platform_spec *sp = spans_dp(S, t->group) ? &S->dp_spec : S->spec;
+    xbt_assert(nccl_group_init(g, sp, ranks, n) == 0, "loong sim: group %u is off the platform", t->group);
     free(ranks);
     return g;
 }
 
-/* The gradient collectives (the dp stream) span every replica's ranks. */
+/* A collective as NCCL runs it. A group over dp folds when the other
+ * replicas are simulated by symmetry. */
 static void nccl_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
     const config *c = S->c;
-    bool grad = t->stream == STREAM_DP;
-    const nccl_group *g = grad ? &S->dp_group : task_group(me, t);
+    const nccl_group *g = task_group(me, t);
     const int *at = bsearch(&me->rank, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
     xbt_assert(at, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
-    int n = grad ? S->P : g->n, fold = grad && S->reps < S->dp ? S->P : 0;
+    int n; /* the DAG's members, whose count sized the task */
+    dag_group(S->g, t->group, &n);
+    bool fold = spans_dp(S, t->group) && S->reps < S->dp;
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
                                 (int)c->nccl_proto - 1, fold);
@@ -253,12 +276,12 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
     double *dur = S->dur + me->off, *start = S->start + me->off;
-    int n, base = me->rep * S->P;
+    int n;
     const int32_t *mem = dag_group(S->g, t->group, &n);
-    int me_i = member_index(mem, n, me->rank - base);
+    int me_i = member_index(mem, n, mesh_fold(&S->mesh, MESH_BIT(MESH_DP), me->rank));
     xbt_assert(me_i >= 0, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
     start[t->id] = simgrid_get_clock();
-    if (n < 2 && !(t->stream == STREAM_DP && S->dp > 1)) {
+    if (n < 2 && !(spans_dp(S, t->group) && S->dp > 1)) {
         dur[t->id] = 0;
         return;
     }
@@ -271,8 +294,8 @@ void sim_flow_collective(sim_stream *me, const dag_task *t)
     sg_comm_t *comms = xmalloc_array((size_t)(2 * nflows), sizeof *comms, "a collective's flows");
     uint64_t bytes = a2a ? t->bytes / (uint64_t)(n - 1) : t->bytes;
     for (int k = 1; k <= nflows; k++) {
-        comms[2 * (k - 1)] = put(me, base + mem[(me_i + k) % n], bytes);
-        comms[2 * (k - 1) + 1] = get(me, base + mem[(me_i - k + n) % n]);
+        comms[2 * (k - 1)] = put(me, sim_rank_of(S, mem[(me_i + k) % n], me->rep), bytes);
+        comms[2 * (k - 1) + 1] = get(me, sim_rank_of(S, mem[(me_i - k + n) % n], me->rep));
     }
     sg_comm_wait_all(comms, (size_t)(2 * nflows));
     free(comms);

@@ -33,8 +33,9 @@ typedef struct sim_chan {
 } sim_chan;
 
 /* One (rank, stream): an actor walking the stream's tasks in order. With
- * data-parallel replicas simulated in full, rank is the global one
- * (rep * P + the DAG's rank) and the stream's task times live at off. */
+ * data-parallel replicas simulated in full, rank is the global one (the
+ * mesh's: mesh_unfold of the DAG's rank over dp into replica rep) and the
+ * stream's task times live at off. */
 typedef struct sim_stream {
     struct sim_state *S;
     int rank, stream;
@@ -70,10 +71,10 @@ typedef struct sim_state {
     uint32_t *pos;         /* per task: position in its stream */
     double *start, *dur;   /* per (replica, task), [rep * ntasks + id] */
     int P;                 /* ranks of one replica (the DAG's) */
+    mesh mesh;             /* the config's: every replica's ranks */
     int reps;              /* replicas simulated: dp in full, 1 by symmetry */
     int dp;                /* replicas the gradient collectives span */
     platform_spec dp_spec; /* the platform, with nodes for all dp * P ranks */
-    nccl_group dp_group;   /* the gradient collectives' group: dp * P ranks */
     bool interference;     /* the table slows kernels that overlap communication (calib.h) */
     int *comm_active;      /* per global rank: communication kernels in flight */
     sg_exec_t *comm_share; /* per global rank: their share of the GPU while any runs */
@@ -81,7 +82,7 @@ typedef struct sim_state {
     const sim_faults *faults;  /* the platform's perturbations */
     double *jitter;            /* per (replica, task): the kernel's jitter factor; NULL: none */
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
-    nccl_group *groups;        /* per DAG group, shaped on first use (n == 0: not yet) */
+    nccl_group *groups;        /* per (replica, DAG group), shaped on first use (n == 0: not yet) */
     uint64_t completed;        /* tasks done, for progress */
     bool progress;
     double wall0, last_report;
@@ -97,10 +98,16 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
     return &S->streams[rank * STREAM_COUNT + stream];
 }
 
+/* The global rank of the DAG's rank r in replica rep. */
+static inline int sim_rank_of(const struct sim_state *S, int r, int rep)
+{
+    return mesh_unfold(&S->mesh, MESH_BIT(MESH_DP), r, rep);
+}
+
 /* The stream of the DAG's rank `r` in me's replica. */
 static inline sim_stream *sim_stream_mate(const sim_stream *me, int r, int stream)
 {
-    return sim_stream_of(me->S, me->rep * me->S->P + r, stream);
+    return sim_stream_of(me->S, sim_rank_of(me->S, r, me->rep), stream);
 }
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
@@ -147,12 +154,12 @@ void sim_flow_collective(sim_stream *me, const dag_task *t);
  * group g as NCCL would (model/nccl.h): the tuner's or the forced algorithm
  * and protocol, a sleep for the latency its flows do not carry, then every
  * flow of member `me_i` at once. Returns the plan. Used by the DAG's
- * collectives and by `loong coll`. fold > 0: data-parallel replicas by
- * symmetry, `fold` ranks each: a flow to another replica goes to the same
- * GPU of this one (nccl_member_flows' symmetric pattern), and the
+ * collectives and by `loong coll`. fold: data-parallel replicas by
+ * symmetry: a flow to another replica goes to the same GPU of this one
+ * (mesh_fold over dp; nccl_member_flows' symmetric pattern), and the
  * collective takes at least its idle-platform time. */
 nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
-                        int fold);
+                        bool fold);
 /* Free the mailbox caches of st. */
 void sim_flow_release(sim_stream *st);
 

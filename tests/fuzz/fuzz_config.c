@@ -43,6 +43,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char line[512];
     config_describe(&c, line, sizeof line);
-    config_layout_name(&c, 1, line, sizeof line);
+    config_layout_name(&c, line, sizeof line);
     return 0;
 }
