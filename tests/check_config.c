@@ -247,6 +247,58 @@ START_TEST(json_and_hash)
 }
 END_TEST
 
+/* The data-parallel degree and the mesh order are knobs: "dp" appears in
+ * the JSON only when it is not 1 (so existing files read and hash as
+ * before), moves the hash, and the order round-trips, the named ones by
+ * name. dp must vary slowest: the DAG holds one replica as ranks 0..P-1. */
+START_TEST(dp_and_order)
+{
+    config c = tcfg("tiny", 8192, "usp", 2, 4, 4, SCOPE_STEP), back;
+    char err[LOONG_ERRLEN], text[64];
+    json_t *j = config_to_json(&c);
+    ck_assert_ptr_null(json_object_get(j, "dp"));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "placement")), "head-first");
+    json_decref(j);
+    uint64_t one = config_hash(&c);
+    c.dp = 2;
+    ck_assert_int_eq(config_validate(&c, err), 0);
+    ck_assert_int_eq(config_world(&c), 16);
+    j = config_to_json(&c);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "dp")), 2);
+    ck_assert_int_eq(config_from_json(j, &back, err), 0);
+    json_decref(j);
+    ck_assert_int_eq(back.dp, 2);
+    ck_assert_uint_ne(config_hash(&c), one);
+    ck_assert_uint_eq(config_hash(&c), config_hash(&back));
+    /* the mesh: replica k holds ranks 8k .. 8k+7; head-first order */
+    mesh m = config_mesh(&c);
+    ck_assert_int_eq(mesh_size(&m), 16);
+    ck_assert_int_eq(mesh_group_size(&m, CONFIG_GRAD_DIMS), 16);
+    ck_assert_int_eq(mesh_group_index(&m, MESH_BIT(MESH_DP), 11), 1);
+    ck_assert_int_eq(mesh_fold(&m, MESH_BIT(MESH_DP), 11), 3);
+    /* an order by name, then one that is not an alias */
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "tp-seq-head-pp-dp", err), 0);
+    ck_assert_int_eq(config_placement(&c), PLACE_CONTEXT_FIRST);
+    config_placement_text(&c, text, sizeof text);
+    ck_assert_str_eq(text, "context-first");
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "seq-tp-pp-head-dp", err), 0);
+    config_placement_text(&c, text, sizeof text);
+    ck_assert_str_eq(text, "seq-tp-pp-head-dp");
+    ck_assert_int_eq(config_rank_of(&c, 1, 2), 1 * 4 + 2);
+    /* dp faster than a dimension of degree > 1 */
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "tp-head-dp-seq-pp", err), 0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    ck_assert_msg(strstr(err, "seq") && strstr(err, "dp"), "%s", err);
+    c.dp = 1; /* one replica: any order */
+    ck_assert_int_eq(config_validate(&c, err), 0);
+    c.dp = 0;
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    ck_assert_msg(strstr(err, "--dp") != NULL, "%s", err);
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "tp-head-seq", err), -1);
+    ck_assert_msg(strstr(err, "--placement") && strstr(err, "pp"), "%s", err);
+}
+END_TEST
+
 /* config_from_json names the knob it rejects; an unknown dtype is an error,
  * not bf16. */
 START_TEST(json_rejects_bad_knobs)
@@ -260,6 +312,8 @@ START_TEST(json_rejects_bad_knobs)
         {"seq", "-5", "'seq'"},
         {"kv_replication", "\"yes\"", "'kv_replication'"},
         {"zero", NULL, "'zero' is missing"},
+        {"dp", "\"two\"", "'dp'"},
+        {"placement", "\"tp-head-seq-pp\"", "'placement'"},
     };
     config c = tcfg("tiny", 4096, "usp", 2, 2, 2, SCOPE_ATTN), back;
     char err[LOONG_ERRLEN];
@@ -292,6 +346,8 @@ START_TEST(knob_text_round_trip)
     char err[LOONG_ERRLEN], text[256];
     cs[2].partition = PART_DOC_ZIGZAG;
     cs[2].docs = docs_parse_list("1K,7,5000", 8192, "test", err);
+    cs[2].dp = 3;
+    ck_assert_int_eq(config_knob_parse(&cs[2], KNOB_PLACEMENT, "head-tp-pp-seq-dp", err), 0);
     for (int i = 0; i < 3; i++) {
         config back;
         config_defaults(&back);
@@ -347,6 +403,7 @@ int main(void)
     tcase_add_test(tc, geometry);
     tcase_add_test(tc, strategies);
     tcase_add_test(tc, json_and_hash);
+    tcase_add_test(tc, dp_and_order);
     tcase_add_test(tc, json_rejects_bad_knobs);
     tcase_add_test(tc, knob_text_round_trip);
     tcase_add_test(tc, names_of_layouts);

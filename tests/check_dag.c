@@ -260,6 +260,61 @@ START_TEST(deterministic_ids)
 }
 END_TEST
 
+/* Every collective group is a communicator over mesh dimensions, with the
+ * members of the closed forms: the head group of ring index s is
+ * {s*P_h + h} head-first and {h*P_s + s} context-first, the context group
+ * of head h {h*P_s + s} / {s*P_h + h} over s, the gradient group ranks
+ * 0..P-1 (and the replicas: dimensions {head, seq, dp}). A DAG holds one
+ * replica: dp 2 builds the same tasks as dp 1. */
+START_TEST(communicators_are_mesh_groups)
+{
+    for (int cf = 0; cf < 2; cf++) {
+        config c = tcfg("tiny", 8 * K, "allgather", 2, 4, 0, SCOPE_STEP);
+        config_set_placement(&c, cf ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
+        c.dp = 1 + cf;
+        char err[LOONG_ERRLEN];
+        ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+        dag *g = tbuild(&c);
+        int P = config_ranks(&c), ph = c.p_head, ps = c.p_seq, seen[STREAM_COUNT] = {0};
+        for (uint32_t gid = 0; gid < dag_ngroups(g); gid++) {
+            int n, st = dag_group_stream(g, gid);
+            const int32_t *m = dag_group(g, gid, &n);
+            mesh_dims dims = dag_group_dims(g, gid);
+            seen[st] += n;
+            if (st == STREAM_A2A) {
+                ck_assert_uint_eq(dims, MESH_BIT(MESH_HEAD));
+                int s = cf ? m[0] % ps : m[0] / ph;
+                for (int h = 0; h < ph; h++)
+                    ck_assert_int_eq(m[h], cf ? h * ps + s : s * ph + h);
+            } else if (st == STREAM_RING || st == STREAM_DKV) {
+                ck_assert_uint_eq(dims, MESH_BIT(MESH_SEQ));
+                int h = cf ? m[0] / ps : m[0] % ph;
+                for (int s = 0; s < ps; s++)
+                    ck_assert_int_eq(m[s], cf ? h * ps + s : s * ph + h);
+            } else {
+                ck_assert_int_eq(st, STREAM_DP);
+                ck_assert_uint_eq(dims, CONFIG_GRAD_DIMS);
+                for (int r = 0; r < n; r++)
+                    ck_assert_int_eq(m[r], r);
+            }
+        }
+        /* each rank in one group per stream */
+        ck_assert_int_eq(seen[STREAM_A2A], P);
+        ck_assert_int_eq(seen[STREAM_RING], P);
+        ck_assert_int_eq(seen[STREAM_DKV], P);
+        ck_assert_int_eq(seen[STREAM_DP], P);
+        config one = c;
+        one.dp = 1;
+        dag *g1 = tbuild(&one);
+        ck_assert_uint_eq(dag_ntasks(g), dag_ntasks(g1));
+        for (uint32_t i = 0; i < dag_ntasks(g); i++)
+            ck_assert_int_eq(memcmp(dag_task_get(g, i), dag_task_get(g1, i), sizeof(dag_task)), 0);
+        dag_free(g1);
+        dag_free(g);
+    }
+}
+END_TEST
+
 START_TEST(step_scopes_validate)
 {
     static const int zero[] = {0, 1, 2, 3};
@@ -319,6 +374,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, deterministic_ids, 0, NMATRIX);
     tcase_add_loop_test(tc, step_scopes_validate, 0, 4);
     tcase_add_test(tc, every_p2p_has_src);
+    tcase_add_test(tc, communicators_are_mesh_groups);
     suite_add_tcase(s, tc);
     return s;
 }

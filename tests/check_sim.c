@@ -347,6 +347,32 @@ START_TEST(deterministic_trace)
 }
 END_TEST
 
+/* The data-parallel degree is part of the recorded configuration: the
+ * traces and JSON summaries of --dp 1 and --dp 2 differ in it (dp 1 leaves
+ * the key out, as before it existed), and compare refuses to match them. */
+START_TEST(dp_is_recorded)
+{
+    char path[128], cal[1024];
+    platform_spec sp = plat_spec(2, 4, 4);
+    plat_write(&sp, "h100x2.xml", path, sizeof path);
+    snprintf(cal, sizeof cal, "%s/topologies/h100.calib", LOONG_SRCDIR);
+    for (int dp = 1; dp <= 2; dp++) {
+        run_result r = run_cmd("%s sim --quiet --platform %s --calib %s --model tiny --seq 16K --mesh 2x2 "
+                               "--strategy usp --gpus-per-node 4 --scope step --dp %d --trace %s/dp%d.json "
+                               "--json %s/dp%d.sum.json -o /dev/null",
+                               LOONG_BIN, path, cal, dp, dir, dp, dir, dp);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+    }
+    run_result r = run_cmd("grep -c '\"dp\":2' %s/dp2.json %s/dp2.sum.json", dir, dir);
+    ck_assert_msg(r.status == 0, "dp 2 is not recorded: %s", r.out);
+    r = run_cmd("grep -l '\"dp\"' %s/dp1.json %s/dp1.sum.json", dir, dir);
+    ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
+    r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);
+    ck_assert_msg(r.status == 2, "compare of dp 1 and dp 2 exits %d", r.status);
+    ck_assert_msg(strstr(r.err, "dp = 2") != NULL, "compare does not name dp: %s", r.err);
+}
+END_TEST
+
 /* Bad input: one line on stderr, exit 2, no output file. */
 static void assert_rejected(const char *platform, const char *extra, const char *needle)
 {
@@ -443,6 +469,7 @@ int main(void)
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);
+    tcase_add_test(cli, dp_is_recorded);
     tcase_add_test(cli, bad_inputs);
     suite_add_tcase(s, cli);
     return check_run(s);

@@ -553,7 +553,13 @@ static int parse_order(config *c, const knob_row *r, const char *text, char err[
         config_set_placement(c, (placement_kind)i);
         return 0;
     }
-    if (!strchr(text, '-') && !strchr(text, ',')) return not_one_of(r, text, err);
+    if (!strchr(text, '-') && !strchr(text, ',')) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--placement '%.60s' is neither head-first, context-first nor an order of tp, head, seq, pp, dp "
+                 "(fastest first, e.g. tp-seq-head-pp-dp)",
+                 text);
+        return -1;
+    }
     mesh m = config_mesh(c);
     char why[LOONG_ERRLEN];
     if (mesh_set_order(&m, text, why) < 0) {
