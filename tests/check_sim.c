@@ -365,7 +365,7 @@ START_TEST(dp_is_recorded)
     }
     run_result r = run_cmd("grep -c '\"dp\":2' %s/dp2.json %s/dp2.sum.json", dir, dir);
     ck_assert_msg(r.status == 0, "dp 2 is not recorded: %s", r.out);
-    r = run_cmd("grep -l '\"dp\"' %s/dp1.json %s/dp1.sum.json", dir, dir);
+    r = run_cmd("grep -l '\"dp\":' %s/dp1.json %s/dp1.sum.json", dir, dir); /* the key, not the dp stream */
     ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
     r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);
     ck_assert_msg(r.status == 2, "compare of dp 1 and dp 2 exits %d", r.status);

@@ -144,6 +144,12 @@ int cmd_dag(int argc, char **argv)
         calib_free(cb);
         return cli_fail("dag", "%s", err);
     }
+    if (chakra && c.dp > 1) {
+        calib_free(cb);
+        return cli_fail("dag", "--format chakra exports one data-parallel replica (its gradient groups hold its P "
+                               "ranks): drop --dp %d",
+                        c.dp);
+    }
     if (co.platform && co.platform->gpus_per_node != c.gpus_per_node) {
         calib_free(cb);
         return cli_fail("dag", "--platform %s has %d GPUs per node but the configuration %d: give --gpus-per-node %d",
