@@ -373,6 +373,38 @@ START_TEST(dp_is_recorded)
 }
 END_TEST
 
+/* The platforms loong topo writes (graph routing on first use, DijkstraCache,
+ * one PXN edge per node and NIC) predict exactly what the previous
+ * generator's (Floyd, one PXN edge per GPU and NIC; tests/data/floyd)
+ * did, on the same cluster: byte-identical traces for a ring across nodes,
+ * an all-to-all across nodes and rails (PXN), a data-parallel all-reduce,
+ * a ring around a failed NIC, and two GPUs that share a NIC. */
+START_TEST(floyd_and_dijkstra_platforms_agree)
+{
+    static const struct {
+        const char *platform, *calib, *args;
+    } rows[] = {
+        {"dgx-h100-4n", "h100", "--mesh 1x32 --strategy zigzag --scope attn"},
+        {"dgx-h100-4n", "h100", "--mesh 8x4 --strategy usp --placement context-first --scope attn"},
+        {"dgx-h100-4n", "h100", "--mesh 4x8 --strategy usp --scope step --zero 0 --dp 2"},
+        {"dgx-h100-4n", "h100", "--mesh 1x32 --strategy ring --scope attn --fail-link node1-nic3"},
+        {"a100-4n-4nic", "a100", "--mesh 2x16 --strategy loongtrain --window 4 --scope step"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        for (int old = 0; old < 2; old++) {
+            run_result r = run_cmd("%s sim --quiet --platform %s/%s/%s.xml --calib %s/topologies/%s.calib --model tiny "
+                                   "--seq 16K --layers 2 %s --trace %s/agree%d.json -o /dev/null",
+                                   LOONG_BIN, LOONG_SRCDIR, old ? "tests/data/floyd" : "topologies", rows[i].platform,
+                                   LOONG_SRCDIR, rows[i].calib, rows[i].args, dir, old);
+            ck_assert_msg(r.status == 0, "%s %s: %s", rows[i].platform, rows[i].args, r.err);
+            if (!old) continue;
+            r = run_cmd("cmp %s/agree0.json %s/agree1.json", dir, dir);
+            ck_assert_msg(r.status == 0, "%s %s: the two descriptions predict differently: %s", rows[i].platform,
+                          rows[i].args, r.out);
+        }
+}
+END_TEST
+
 /* Bad input: one line on stderr, exit 2, no output file. */
 static void assert_rejected(const char *platform, const char *extra, const char *needle)
 {
@@ -470,6 +502,7 @@ int main(void)
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, dp_is_recorded);
+    tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, bad_inputs);
     suite_add_tcase(s, cli);
     return check_run(s);

@@ -58,13 +58,15 @@ START_TEST(generated_matches_spec)
     /* NCCL Simple: (8.4 + 3.4) / 2 us per NVLink link, (8.4 + 14) / 2 per NIC link */
     ck_assert(fabs(attr_of(xml, "node0-gpu0-nvlink", "latency") - 5.9) < 1e-9);
     ck_assert(fabs(attr_of(xml, "node0-nic0", "latency") - 11.2) < 1e-9);
-    /* GPUs 2 and 3 share NIC 1; the 6 GPUs of other rails reach it by PXN
-     * (their own NVLink, then NIC 1), one-way */
+    /* GPUs 2 and 3 share NIC 1; the GPUs of other rails reach it by PXN
+     * (their own NVLink to the switch, then one one-way edge from the
+     * switch over NIC 1): one edge per (node, NIC), not per (GPU, NIC) */
     ck_assert_ptr_nonnull(strstr(xml, "dst=\"leaf-r1-0\"><link_ctn id=\"node0-nic1\""));
-    ck_assert_int_eq(count(xml, "<link_ctn id=\"node0-nic1\""), 2 + 6);
-    ck_assert_ptr_nonnull(strstr(xml, "<route src=\"node0-gpu5\" dst=\"leaf-r1-0\" symmetrical=\"NO\"><link_ctn "
-                                      "id=\"node0-gpu5-nvlink\" direction=\"UP\"/><link_ctn id=\"node0-nic1\""));
-    ck_assert_int_eq(count(xml, "symmetrical=\"NO\""), 40 * 8 * 3);
+    ck_assert_int_eq(count(xml, "<link_ctn id=\"node0-nic1\""), 2 + 1);
+    ck_assert_ptr_nonnull(strstr(xml, "<route src=\"node0-nvswitch\" dst=\"leaf-r1-0\" symmetrical=\"NO\"><link_ctn "
+                                      "id=\"node0-nic1\" direction=\"UP\"/></route>"));
+    ck_assert_int_eq(count(xml, "symmetrical=\"NO\""), 40 * 4);
+    ck_assert_int_eq(count(xml, "routing=\"DijkstraCache\""), 1);
     free(xml);
     unlink(path);
 }

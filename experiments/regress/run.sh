@@ -88,7 +88,8 @@ record() {
     done
     step sim-dp4-full "$L" sim $D --dp 4 --dp-mode full --zero 1 --json sim-dp4-full.json
     step sim-dp1-z3 "$L" sim $D --dp 1 --zero 3 --json sim-dp1-z3.json --trace sim-dp1-z3.trace.json
-    step compare-dp "$L" compare sim-dp1-z3.trace.json sim-dp2-z3.trace.json --by kind --top 3
+    # compare of a dp 1 and a dp 2 trace: its message and exit status
+    step compare-dp sh -c '"$0" compare sim-dp1-z3.trace.json sim-dp2-z3.trace.json --by kind --top 3 2>&1; echo "exit $?"' "$L"
     # closing the loop on simulated traces (deterministic inputs)
     step compare "$L" compare sim-cpu.trace.json sim-cpu.trace.json --by rank --top 3
     step calibrate "$L" calibrate sim-cpu.trace.json sim-cpu2.trace.json --platform cpu4.xml -o fitted
