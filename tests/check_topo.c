@@ -66,7 +66,7 @@ START_TEST(generated_matches_spec)
     ck_assert_ptr_nonnull(strstr(xml, "<route src=\"node0-nvswitch\" dst=\"leaf-r1-0\" symmetrical=\"NO\"><link_ctn "
                                       "id=\"node0-nic1\" direction=\"UP\"/></route>"));
     ck_assert_int_eq(count(xml, "symmetrical=\"NO\""), 40 * 4);
-    ck_assert_int_eq(count(xml, "routing=\"DijkstraCache\""), 1);
+    ck_assert_int_eq(count(xml, "routing=\"DijkstraCache\""), 1); /* 40 nodes: above PLATFORM_FLOYD_NODES */
     free(xml);
     unlink(path);
 }

@@ -57,6 +57,11 @@ const char *platform_spec_kinds(void);
  * Returns 0 or -1 with a message naming the option. */
 int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
 
+/* Platforms of at most this many nodes are routed by Floyd (all pairs at
+ * load time, a table lookup per message), larger ones by DijkstraCache (a
+ * source's routes on first use): platform_spec_write. */
+#define PLATFORM_FLOYD_NODES 32
+
 /* Write the platform XML of a validated spec; `origin` (may be NULL) is
  * recorded in a comment, e.g. the generating command line. Returns 0, or -1
  * on a write error. */
