@@ -413,6 +413,31 @@ START_TEST(floyd_and_dijkstra_platforms_agree)
 }
 END_TEST
 
+/* The rail fabric: an all-to-all among the nodes of one leaf group (a
+ * scalable unit, 32 nodes by default) never crosses a spine, cross-rail
+ * pairs included (PXN puts them on the receiver's rail inside the sending
+ * node); between units it does. Read from the busiest-links report. */
+START_TEST(rail_alltoall_stays_in_its_unit)
+{
+    char plat[1024];
+    for (int split = 0; split < 2; split++) {
+        snprintf(plat, sizeof plat, "%s/su.xml", dir);
+        run_result r = run_cmd("%s topo --nodes 4 --gpu h100 --nodes-per-leaf %d -o %s", LOONG_BIN, split ? 2 : 32, plat);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        /* the links that carried traffic, counted by level */
+        r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 16K --mesh 8x4 "
+                    "--strategy usp --placement context-first --scope attn --links 1000 -o %s/su.txt && "
+                    "grep -c -- '-nic[0-9]*_UP' %s/su.txt; grep -c -- '-up_UP' %s/su.txt",
+                    LOONG_BIN, plat, LOONG_SRCDIR, dir, dir, dir);
+        int nics = 0, ups = -1;
+        ck_assert_int_eq(sscanf(r.out, "%d %d", &nics, &ups), 2);
+        ck_assert_msg(nics == 32, "%d NICs carried the all-to-all, not all 32", nics);
+        ck_assert_msg((ups > 0) == (split == 1), "%s units: %d leaf uplinks carried traffic", split ? "two" : "one",
+                      ups);
+    }
+}
+END_TEST
+
 /* Bad input: one line on stderr, exit 2, no output file. */
 static void assert_rejected(const char *platform, const char *extra, const char *needle)
 {
@@ -511,6 +536,7 @@ int main(void)
     tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, dp_is_recorded);
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
+    tcase_add_test(cli, rail_alltoall_stays_in_its_unit);
     tcase_add_test(cli, bad_inputs);
     suite_add_tcase(s, cli);
     return check_run(s);
