@@ -238,13 +238,15 @@ static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
 }
 
 /* The NCCL shape of the task's group in me's replica, built on first use;
- * a group over dp on the platform that holds every replica. */
+ * a group over dp, the same in every replica, once (at replica 0's index),
+ * on the platform that holds every replica. */
 static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
-    nccl_group *g = &S->groups[(size_t)me->rep * dag_ngroups(S->g) + t->group];
+    int rep = spans_dp(S, t->group) ? 0 : me->rep;
+    nccl_group *g = &S->groups[(size_t)rep * dag_ngroups(S->g) + t->group];
     if (g->n) return g;
-    int *ranks, n = group_ranks(S, t->group, me->rep, &ranks);
+    int *ranks, n = group_ranks(S, t->group, rep, &ranks);
     const platform_spec *sp = spans_dp(S, t->group) ? &S->dp_spec : S->spec;
     xbt_assert(nccl_group_init(g, sp, ranks, n) == 0, "loong sim: group %u is off the platform", t->group);
     free(ranks);
