@@ -143,6 +143,27 @@ START_TEST(alltoall_limited_by_nic_per_gpu)
 }
 END_TEST
 
+/* A rail fabric of three tiers, one GPU and one NIC per node, units of one
+ * node, 5-port switches: a spine has 4 down ports (4 + 1 up at 4:1), so
+ * pods of 4 nodes, the pod uplink 4 x NIC / 4 = one NIC. An all-to-all
+ * inside a pod is the NIC's (each member sends (n-1)/n of its buffer);
+ * across two pods of 4 each pod sends 4 x 4 / 8 = 2 buffers through its
+ * uplink: twice the NIC's time and more. */
+START_TEST(alltoall_bounded_by_pod_uplink)
+{
+    const double S = 1 << 30;
+    char path[128];
+    snprintf(path, sizeof path, "%s/rail.xml", dir);
+    run_result r = run_cmd("%s topo --fabric rail --nodes 8 --gpus-per-node 1 --nics-per-node 1 --unit-nodes 1 "
+                           "--switch-ports 5 --spine-oversubscription 4 -o %s",
+                           LOONG_BIN, path);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const double nic = 50e9, lat_us = 2 * 11.2;
+    both(path, "--op alltoall -b 1G -e 1G --gpus 4 --nodes 4", lat_us + 1e6 * S * 3 / 4 / nic, "inside a pod");
+    both(path, "--op alltoall -b 1G -e 1G --gpus 8 --nodes 8", lat_us + 1e6 * 2 * S / nic, "across two pods");
+}
+END_TEST
+
 /* A log written here: rows (size, time) in nccl-tests' format. */
 static const char *write_log(const char *name, const char *op, int gpus, int nodes, const double *size,
                              const double *us, int n, bool footer)
@@ -311,6 +332,7 @@ int main(void)
     tcase_add_test(tc, tree_latency_is_depth);
     tcase_add_test(tc, nvls_in_one_node);
     tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
+    tcase_add_test(tc, alltoall_bounded_by_pod_uplink);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);

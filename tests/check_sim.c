@@ -401,9 +401,10 @@ START_TEST(floyd_and_dijkstra_platforms_agree)
         snprintf(plat[1], sizeof plat[1], "%s/dij.xml", dir);
         snprintf(plat[2], sizeof plat[2], "%s/tests/data/floyd/%s.xml", LOONG_SRCDIR, rows[i].platform);
         for (int k = 0; k < 3; k++) {
-            r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/%s.calib --model tiny --seq 16K --layers 2 %s "
-                        "--trace %s/agree%d.json -o /dev/null",
-                        LOONG_BIN, plat[k], LOONG_SRCDIR, rows[i].calib, rows[i].args, dir, k);
+            r = run_cmd(
+                "%s sim --quiet --platform %s --calib %s/topologies/%s.calib --model tiny --seq 16K --layers 2 %s "
+                "--trace %s/agree%d.json -o /dev/null",
+                LOONG_BIN, plat[k], LOONG_SRCDIR, rows[i].calib, rows[i].args, dir, k);
             ck_assert_msg(r.status == 0, "%s %s: %s", plat[k], rows[i].args, r.err);
         }
         r = run_cmd("cmp %s/agree0.json %s/agree1.json && cmp %s/agree0.json %s/agree2.json", dir, dir, dir, dir);
@@ -420,9 +421,13 @@ END_TEST
 START_TEST(rail_alltoall_stays_in_its_unit)
 {
     char plat[1024];
-    for (int split = 0; split < 2; split++) {
+    /* the fat-tree's leaf groups and the rail fabric's scalable units */
+    static const char *fabric[] = {"--nodes-per-leaf 32", "--nodes-per-leaf 2", "--fabric rail --unit-nodes 4",
+                                   "--fabric rail --unit-nodes 2"};
+    for (int f = 0; f < 4; f++) {
+        int split = f % 2;
         snprintf(plat, sizeof plat, "%s/su.xml", dir);
-        run_result r = run_cmd("%s topo --nodes 4 --gpu h100 --nodes-per-leaf %d -o %s", LOONG_BIN, split ? 2 : 32, plat);
+        run_result r = run_cmd("%s topo --nodes 4 --gpu h100 %s -o %s", LOONG_BIN, fabric[f], plat);
         ck_assert_msg(r.status == 0, "%s", r.err);
         /* the links that carried traffic, counted by level */
         r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 16K --mesh 8x4 "

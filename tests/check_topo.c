@@ -12,7 +12,6 @@
 #include "check_run.h"
 #include "model/platform_spec.h"
 
-
 static int count(const char *s, const char *needle)
 {
     int n = 0;
@@ -72,6 +71,93 @@ START_TEST(generated_matches_spec)
 }
 END_TEST
 
+/* The rail fabric's switch counts against NVIDIA's DGX SuperPOD reference
+ * architecture (DGX B200 RA, "Larger DGX SuperPOD component counts"; the
+ * DGX H100 RA's SU is the same: 32 nodes, one 64-port NDR leaf per rail):
+ * scalable units -> leaf, spine and core switches. */
+START_TEST(rail_fabric_counts_match_superpod)
+{
+    static const struct {
+        int units, leaves, spines, cores;
+    } ra[] = {{2, 16, 8, 0},      {4, 32, 16, 0},      {8, 64, 32, 0},
+              {16, 128, 128, 64}, {32, 256, 256, 128}, {64, 512, 512, 256}};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        platform_spec sp;
+        platform_fabric fb;
+        char err[LOONG_ERRLEN];
+        ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
+        sp.fabric = PLATFORM_RAIL;
+        sp.nodes = 32 * ra[i].units;
+        ck_assert_msg(platform_spec_validate(&sp, err) == 0, "%s", err);
+        ck_assert_int_eq(platform_spec_fabric(&sp, &fb, err), 0);
+        ck_assert_int_eq(fb.units, ra[i].units);
+        ck_assert_int_eq(fb.leaves, ra[i].leaves);
+        ck_assert_int_eq(fb.spines, ra[i].spines);
+        ck_assert_int_eq(fb.cores, ra[i].cores);
+        ck_assert_int_eq(fb.tiers, ra[i].cores ? 3 : 2);
+        ck_assert_int_eq(platform_spec_pod_nodes(&sp), ra[i].cores ? 128 : 0); /* 4 units under 32 spines */
+    }
+}
+END_TEST
+
+/* A three-tier rail platform: leaves route to their pod's spine, pods to
+ * the core; uplinks carry (ports x NIC) / oversubscription, a pod's its
+ * leaves' over the spine's oversubscription; a partial last unit and pod. */
+START_TEST(rail_platform_matches_spec)
+{
+    char path[] = "/tmp/loong-topo-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* 600 nodes: 19 units (the last of 24 nodes), pods of 4 units (the last
+     * of 3: 88 nodes), leaves of 16 nodes at 2:1, pod uplinks at 3:1 */
+    run_result r = run_cmd("%s topo --preset superpod --nodes 600 --leaves-per-rail 2 --oversubscription 2 "
+                           "--spine-oversubscription 3 -o %s",
+                           LOONG_BIN, path);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char *xml = read_text(path);
+    platform_spec sp;
+    platform_fabric fb;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
+    ck_assert_int_eq(sp.fabric, PLATFORM_RAIL);
+    ck_assert_int_eq(sp.nodes_per_leaf, 16);
+    ck_assert_int_eq(platform_spec_fabric(&sp, &fb, err), 0);
+    /* a leaf: 16 down, 8 up; a spine: 48 down, 16 up (48 + 16 = 64) -> a
+     * unit's 16 leaves, 3 units per pod */
+    ck_assert_int_eq(fb.tiers, 3);
+    ck_assert_int_eq(fb.units_per_pod, 3);
+    ck_assert_int_eq(fb.pods, 7);
+    ck_assert_int_eq(fb.spines, 7 * 8);
+    ck_assert_int_eq(count(xml, "-spine\"/>"), 7);
+    ck_assert_int_eq(count(xml, "<router id=\"core\"/>"), 1);
+    ck_assert_int_eq(count(xml, "<host "), 600 * 8);
+    /* leaf 37 of a rail (nodes 592..599) is in unit 18, pod 6 */
+    ck_assert(fabs(attr_of(xml, "leaf-r5-37-up", "bandwidth") - 8 * 50.0 / 2) < 1e-9);
+    ck_assert_ptr_nonnull(strstr(xml, "<route src=\"leaf-r5-37\" dst=\"pod6-spine\">"));
+    ck_assert_ptr_nonnull(strstr(xml, "<route src=\"leaf-r5-35\" dst=\"pod5-spine\">"));
+    ck_assert(fabs(attr_of(xml, "pod0-up", "bandwidth") - 96 * 8 * 50.0 / 2 / 3) < 1e-9);
+    ck_assert(fabs(attr_of(xml, "pod6-up", "bandwidth") - 24 * 8 * 50.0 / 2 / 3) < 1e-9);
+    ck_assert_ptr_nonnull(strstr(xml, "<route src=\"pod6-spine\" dst=\"core\"><link_ctn id=\"pod6-up\""));
+    ck_assert_int_eq(platform_spec_pod_nodes(&sp), 96);
+    free(xml);
+    unlink(path);
+}
+END_TEST
+
+/* A rail fabric of two tiers is the fat-tree with its units as leaf
+ * groups: the same hosts, links and routes, line for line. */
+START_TEST(rail_two_tiers_is_the_fat_tree)
+{
+    run_result r = run_cmd("cd /tmp && %s topo --nodes 40 --fabric rail --unit-nodes 16 --leaves-per-rail 2 | grep -E "
+                           "'^ *<(host|link|route|router) ' > loong-rail.txt && %s topo --nodes 40 --nodes-per-leaf 8 "
+                           "| grep -E '^ *<(host|link|route|router) ' > loong-fat.txt && cmp loong-rail.txt "
+                           "loong-fat.txt && wc -l < loong-fat.txt; rm -f loong-rail.txt loong-fat.txt",
+                           LOONG_BIN, LOONG_BIN);
+    ck_assert_msg(r.status == 0 && atoi(r.out) > 40 * 8, "%s%s", r.out, r.err);
+}
+END_TEST
+
 /* The shipped DGX-H100 platforms are what loong topo generates today. */
 START_TEST(shipped_topologies)
 {
@@ -102,6 +188,17 @@ START_TEST(bad_input)
         {"--fabric torus", "--fabric"},
         {"--nodes 0", "--nodes"},
         {"--bogus", "unknown"},
+        {"--fabric rail --leaves-per-rail 3", "--leaves-per-rail 3 does not divide --unit-nodes 32"},
+        {"--fabric rail --switch-ports 48", "--switch-ports 48"},
+        {"--fabric rail --spine-oversubscription 0.5", "--spine-oversubscription"},
+        {"--fabric rail --nodes-per-leaf 4", "--unit-nodes"},
+        {"--unit-nodes 4", "--fabric rail"},
+        {"--preset dgx", "--preset"},
+        /* units of 1 node: its 8 leaves fill a 16-port spine's 8 down
+         * ports, 1024 pods for cores of 16 ports */
+        {"--fabric rail --nodes 1024 --unit-nodes 1 --switch-ports 16", "a fourth tier"},
+        /* a unit's 32 leaves (4 per rail) over spines of 8 down ports */
+        {"--fabric rail --nodes 128 --leaves-per-rail 4 --switch-ports 16", "exceed a spine's 8 down ports"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         run_result r = run_cmd("%s topo %s -o /tmp/loong-topo-bad.xml", LOONG_BIN, bad[i].args);
@@ -125,6 +222,11 @@ START_TEST(spec_round_trip)
     a.nics_per_node = 4;
     a.oversub = 2.5;
     a.nic_lat = 1.234567890123e-5;
+    a.fabric = PLATFORM_RAIL;
+    a.unit_nodes = 4;
+    a.nodes_per_leaf = 2;
+    a.switch_ports = 32;
+    a.spine_oversub = 1.5;
     FILE *f = fdopen(mkstemp(path), "w");
     ck_assert_int_eq(platform_spec_write(f, &a, "test"), 0);
     fclose(f);
@@ -134,6 +236,8 @@ START_TEST(spec_round_trip)
               a.nodes_per_leaf == b.nodes_per_leaf);
     ck_assert(a.peak == b.peak && a.nvlink_bw == b.nvlink_bw && a.nic_bw == b.nic_bw && a.oversub == b.oversub &&
               a.nvlink_lat == b.nvlink_lat && a.nic_lat == b.nic_lat && a.uplink_lat == b.uplink_lat);
+    ck_assert(a.fabric == b.fabric && a.unit_nodes == b.unit_nodes && a.switch_ports == b.switch_ports &&
+              a.spine_oversub == b.spine_oversub);
     f = fopen(path, "w");
     fputs("<platform version=\"4.1\"/>\n", f);
     fclose(f);
@@ -149,6 +253,9 @@ int main(void)
     TCase *tc = tcase_create("topo");
     tcase_set_timeout(tc, 60); /* a dozen loong runs; each loads SimGrid and MPI (~0.5 s here) */
     tcase_add_test(tc, generated_matches_spec);
+    tcase_add_test(tc, rail_fabric_counts_match_superpod);
+    tcase_add_test(tc, rail_platform_matches_spec);
+    tcase_add_test(tc, rail_two_tiers_is_the_fat_tree);
     tcase_add_test(tc, shipped_topologies);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, spec_round_trip);

@@ -5,7 +5,9 @@
 # topo writes for 8 .. 2048 nodes, under DijkstraCache routing (a route
 # computed on first use, once per source: what loong topo writes above 32
 # nodes) and, up to FLOYD_MAX nodes, the same file under Floyd routing (all
-# pairs at load time, cubic: what it writes up to 32 nodes). Then the 4096-GPU llama3-70b step
+# pairs at load time, cubic: what it writes up to 32 nodes), and on the
+# DGX SuperPOD fabric (--preset superpod: rail units of 32 nodes, three
+# tiers above 256 nodes). Then the 4096-GPU llama3-70b step
 # (8x8 loongtrain x dp 64, ZeRO-3, selective recompute, S = 1M) on the
 # 512-node platform, the other replicas by symmetry. Best of N runs; wall is
 # the whole process, peak RSS from /usr/bin/time; the platform file's size.
@@ -31,7 +33,7 @@ best() {
     awk -v w="${b%% *}" -v m="${b##* }" 'BEGIN {printf "%s %.0f\n", w, m / 1024}'
 }
 SIM8="--calib $CAL --model tiny --seq 8K --mesh 2x4 --strategy usp --scope attn --quiet --links 0"
-printf '# %6s %6s %9s %10s %9s %10s %9s\n' nodes GPUs file_MB wall_s RSS_MB floyd_s floyd_MB
+printf '# %6s %6s %9s %10s %9s %10s %9s %11s %10s\n' nodes GPUs file_MB wall_s RSS_MB floyd_s floyd_MB superpod_s superpod_MB
 for n in 8 64 128 256 512 1024 2048; do
     "$LOONG" topo --nodes "$n" --gpu h100 -o "$T/p.xml"
     mb=$(awk -v b="$(stat -c %s "$T/p.xml")" 'BEGIN {printf "%.2f", b / 1e6}')
@@ -42,7 +44,9 @@ for n in 8 64 128 256 512 1024 2048; do
         sed 's/routing="DijkstraCache"/routing="Floyd"/' "$T/d.xml" >"$T/f.xml"
         read -r fw fm < <(best "$LOONG" sim --platform "$T/f.xml" $SIM8)
     fi
-    printf '  %6d %6d %9s %10s %9s %10s %9s\n' "$n" $((n * 8)) "$mb" "$w" "$m" "$fw" "$fm"
+    "$LOONG" topo --preset superpod --nodes "$n" -o "$T/r.xml"
+    read -r rw rm < <(best "$LOONG" sim --platform "$T/r.xml" $SIM8)
+    printf '  %6d %6d %9s %10s %9s %10s %9s %11s %10s\n' "$n" $((n * 8)) "$mb" "$w" "$m" "$fw" "$fm" "$rw" "$rm"
 done
 "$LOONG" topo --nodes 512 --gpu h100 -o "$T/p.xml"
 read -r w m < <(best "$LOONG" sim --platform "$T/p.xml" --calib "$CAL" --model llama3-70b --seq 1M --mesh 8x8 \

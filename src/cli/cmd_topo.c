@@ -17,7 +17,9 @@ static void topo_usage(FILE *f)
             "usage: loong topo [options] [-o FILE]\n"
             "\n"
             "Write a SimGrid platform for `loong sim`: NVSwitch as a star of SPLITDUPLEX\n"
-            "per-GPU links, one rail NIC per GPU (or shared), a rail-optimised fat-tree.\n"
+            "per-GPU links, one rail NIC per GPU (or shared), a rail-optimised fat-tree:\n"
+            "fat-tree has one idealised spine, rail is DGX SuperPOD's wiring of real\n"
+            "switches (scalable units, two tiers, or three with pods and a core).\n"
             "Defaults come from --gpu (datasheet figures) and NCCL's latency model. GPU\n"
             "kinds run NCCL's collectives (model/nccl.h); --gpu cpu runs MPI's plain rings.\n"
             "\n"
@@ -27,9 +29,17 @@ static void topo_usage(FILE *f)
             "  --nvlink BW             NVLink per GPU per direction, e.g. 450GBps [by gpu]\n"
             "  --nic BW                per NIC per direction, e.g. 400Gbps        [by gpu]\n"
             "  --nics-per-node N       rail NICs per node, divides GPUs per node      [8]\n"
-            "  --fabric fat-tree       the fabric (only fat-tree)\n"
+            "  --fabric fat-tree|rail  the fabric                               [fat-tree]\n"
             "  --oversubscription R    leaf down:up bandwidth ratio, >= 1             [1]\n"
-            "  --nodes-per-leaf N      nodes under one rail leaf switch              [32]\n"
+            "  --nodes-per-leaf N      fat-tree: nodes under one rail leaf switch    [32]\n"
+            "  --unit-nodes N          rail: nodes in a scalable unit                [32]\n"
+            "  --leaves-per-rail N     rail: leaf switches per rail per unit, divides\n"
+            "                          --unit-nodes                                   [1]\n"
+            "  --switch-ports N        rail: ports per leaf, spine and core switch   [64]\n"
+            "  --spine-oversubscription R  rail, three tiers: spine down:up to the core [1]\n"
+            "  --preset superpod       NVIDIA DGX H100 SuperPOD: --gpu h100, 8 rails of\n"
+            "                          400Gbps, --fabric rail, units of 32 nodes, 64-port\n"
+            "                          switches, non-blocking (other options override)\n"
             "  --nvlink-latency T      per NVLink link (two per GPU-GPU path)    [5.9us]\n"
             "  --nic-latency T         per NIC link (two per node-node path)    [11.2us]\n"
             "  --uplink-latency T      per leaf-spine link                         [0us]\n"
@@ -41,19 +51,50 @@ static void topo_usage(FILE *f)
             "                          (the data path: $LOONG_DATA_PATH, then the installed\n"
             "                          directory) instead\n"
             "  --list-links FILE       list the links of platform FILE instead (the names that\n"
-            "                          loong sim --slow-link and --fail-link take)\n"
+            "                          loong sim --slow-link and --fail-link take), with\n"
+            "                          their level and the fabric's switch counts\n"
             "  -h, --help              this text\n"
             "\nBandwidths take Bps (bytes/s) or bps (bits/s) with k/M/G/T (powers of 10).\n"
             "\nExample:\n"
             "  loong topo --nodes 8 --gpus-per-node 8 --gpu h100 --nvlink 450GBps --nic 400Gbps \\\n"
-            "             --nics-per-node 8 --fabric fat-tree --oversubscription 1 -o dgx-h100-8n.xml\n",
+            "             --nics-per-node 8 --fabric fat-tree --oversubscription 1 -o dgx-h100-8n.xml\n"
+            "  loong topo --preset superpod --nodes 512 -o superpod-16su.xml\n",
             platform_spec_kinds());
 }
 
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
-    const char *nvls, *pxn;
+    const char *nvls, *pxn, *unit, *lpr, *ports, *spine_oversub, *preset;
 } topo_args;
+
+/* A link's level in a platform loong topo wrote, from its name. */
+static const char *link_level(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, "-nvlink")) return "gpu-nvswitch";
+    if (!strncmp(name, "leaf-", 5)) return "leaf-spine";
+    if (!strncmp(name, "pod", 3)) return "spine-core";
+    if (!strncmp(name, "node", 4) && strstr(name, "-nic")) return "nic-leaf";
+    return "-";
+}
+
+/* "# fabric ..." for a platform loong topo wrote (nothing for others). */
+static void fabric_summary(FILE *f, const char *path)
+{
+    platform_spec sp;
+    platform_fabric fb;
+    char err[LOONG_ERRLEN];
+    if (platform_spec_read(path, &sp, err) < 0 || platform_spec_fabric(&sp, &fb, err) < 0) return;
+    if (sp.fabric == PLATFORM_FAT_TREE) {
+        fprintf(f, "# fabric fat-tree: %d leaves (%d per rail), one idealised spine\n", fb.leaves,
+                fb.leaves / sp.nics_per_node);
+        return;
+    }
+    fprintf(f, "# fabric rail, %d tiers: %d unit(s) of %d nodes, %d leaves, %d spines", fb.tiers, fb.units,
+            sp.unit_nodes, fb.leaves, fb.spines);
+    if (fb.tiers == 3) fprintf(f, " in %d pods, %d cores", fb.pods, fb.cores);
+    fprintf(f, " (%d-port switches)\n", sp.switch_ports);
+}
 
 /* The platform's links, as SimGrid loaded them: "# link bandwidth latency" rows. */
 static int list_installed(const char *out)
@@ -84,10 +125,11 @@ static int list_links(const char *given, const char *out)
     int n;
     sim_link_desc *d = sim_platform_links(&n);
     fprintf(f.f, "# links of %s: %d (names for loong sim --slow-link / --fail-link)\n", path, n);
-    fprintf(f.f, "# %-30s %16s %12s  %s\n", "link", "GB/s/direction", "latency_us", "sharing");
+    fabric_summary(f.f, path);
+    fprintf(f.f, "# %-30s %-12s %16s %12s  %s\n", "link", "level", "GB/s/direction", "latency_us", "sharing");
     for (int i = 0; i < n; i++)
-        fprintf(f.f, "  %-30s %16.3f %12.3f  %s\n", d[i].name, d[i].bw / 1e9, d[i].lat * 1e6,
-                d[i].duplex ? "full duplex" : "shared");
+        fprintf(f.f, "  %-30s %-12s %16.3f %12.3f  %s\n", d[i].name, link_level(d[i].name), d[i].bw / 1e9,
+                d[i].lat * 1e6, d[i].duplex ? "full duplex" : "shared");
     free(d);
     sim_platform_free(pf);
     if (ferror(f.f)) {
@@ -111,9 +153,59 @@ static int on_off(const char *s, const char *what, int *out, char err[LOONG_ERRL
     return -1;
 }
 
+/* The rail fabric's options, over its defaults (or the preset's). */
+static int apply_rail(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    const char *given = a->unit            ? "--unit-nodes"
+                        : a->lpr           ? "--leaves-per-rail"
+                        : a->ports         ? "--switch-ports"
+                        : a->spine_oversub ? "--spine-oversubscription"
+                                           : NULL;
+    if (sp->fabric == PLATFORM_FAT_TREE) {
+        if (!given) return 0;
+        snprintf(err, LOONG_ERRLEN, "%s sizes a rail fabric: add --fabric rail", given);
+        return -1;
+    }
+    if (a->npl) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--nodes-per-leaf is the fat-tree's: a rail fabric takes --unit-nodes and "
+                 "--leaves-per-rail");
+        return -1;
+    }
+    int leaves = 1;
+    if (a->unit && units_parse_int(a->unit, "--unit-nodes", &sp->unit_nodes, err) < 0) return -1;
+    if (a->lpr && units_parse_int(a->lpr, "--leaves-per-rail", &leaves, err) < 0) return -1;
+    if (a->ports && units_parse_int(a->ports, "--switch-ports", &sp->switch_ports, err) < 0) return -1;
+    if (a->spine_oversub && units_parse_si(a->spine_oversub, "--spine-oversubscription", &sp->spine_oversub, err) < 0)
+        return -1;
+    if (leaves < 1 || sp->unit_nodes < 1 || sp->unit_nodes % leaves) {
+        snprintf(err, LOONG_ERRLEN, "--leaves-per-rail %d does not divide --unit-nodes %d: give a divisor", leaves,
+                 sp->unit_nodes);
+        return -1;
+    }
+    sp->nodes_per_leaf = sp->unit_nodes / leaves;
+    return 0;
+}
+
+/* --preset superpod (NVIDIA DGX SuperPOD reference architecture, DGX H100:
+ * RA-11333-001): DGX H100 nodes (the h100 defaults: 8 GPUs, 8 ConnectX-7
+ * 400 Gb/s rails), rail-optimised units of 32 nodes on 64-port NDR
+ * switches, non-blocking. */
+static int apply_preset(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (!a->preset) return 0;
+    if (strcmp(a->preset, "superpod")) {
+        snprintf(err, LOONG_ERRLEN, "--preset '%s' is not one of: superpod", a->preset);
+        return -1;
+    }
+    sp->fabric = PLATFORM_RAIL;
+    return 0;
+}
+
 static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     if (platform_spec_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
+    if (apply_preset(a, sp, err) < 0) return -1;
     if (a->nodes && units_parse_int(a->nodes, "--nodes", &sp->nodes, err) < 0) return -1;
     if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &sp->gpus_per_node, err) < 0) return -1;
     sp->nics_per_node = sp->gpus_per_node;
@@ -131,10 +223,12 @@ static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "--nvls and --pxn are NCCL's: --gpu %s ranks run plain rings", sp->gpu);
         return -1;
     }
-    if (a->fabric && strcmp(a->fabric, "fat-tree")) {
-        snprintf(err, LOONG_ERRLEN, "--fabric '%s' is not one of: fat-tree", a->fabric);
+    if (a->fabric && strcmp(a->fabric, "fat-tree") && strcmp(a->fabric, "rail")) {
+        snprintf(err, LOONG_ERRLEN, "--fabric '%s' is not one of: fat-tree, rail", a->fabric);
         return -1;
     }
+    if (a->fabric) sp->fabric = strcmp(a->fabric, "rail") ? PLATFORM_FAT_TREE : PLATFORM_RAIL;
+    if (apply_rail(a, sp, err) < 0) return -1;
     return platform_spec_validate(sp, err);
 }
 
@@ -163,28 +257,35 @@ int cmd_topo(int argc, char **argv)
         {"uplink-latency", required_argument, 0, 12},
         {"nvls", required_argument, 0, 13},
         {"pxn", required_argument, 0, 14},
-        {"list-links", required_argument, 0, 15},
-        {"list", no_argument, 0, 16},
+        {"unit-nodes", required_argument, 0, 15},
+        {"leaves-per-rail", required_argument, 0, 16},
+        {"switch-ports", required_argument, 0, 17},
+        {"spine-oversubscription", required_argument, 0, 18},
+        {"preset", required_argument, 0, 19},
+        {"list-links", required_argument, 0, 30},
+        {"list", no_argument, 0, 31},
         {"output", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     topo_args a = {0};
-    const char **slot[] = {NULL,       &a.nodes, &a.gpn,     &a.gpu,     &a.nvlink, &a.nic,  &a.nics, &a.fabric,
-                           &a.oversub, &a.npl,   &a.nvl_lat, &a.nic_lat, &a.up_lat, &a.nvls, &a.pxn};
+    const char **slot[] = {NULL,      &a.nodes,   &a.gpn, &a.gpu,     &a.nvlink,        &a.nic,    &a.nics,
+                           &a.fabric, &a.oversub, &a.npl, &a.nvl_lat, &a.nic_lat,       &a.up_lat, &a.nvls,
+                           &a.pxn,    &a.unit,    &a.lpr, &a.ports,   &a.spine_oversub, &a.preset};
+    const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        if (opt >= 1 && opt <= 14) {
+        if (opt >= 1 && opt < nslots) {
             *slot[opt] = optarg;
             continue;
         }
         switch (opt) {
         case 'o': out = optarg; break;
-        case 15: list = optarg; break;
-        case 16: list_data = true; break;
+        case 30: list = optarg; break;
+        case 31: list_data = true; break;
         case 'h': topo_usage(stdout); return 0;
         default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
         }
@@ -192,7 +293,7 @@ int cmd_topo(int argc, char **argv)
     if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
     char err[LOONG_ERRLEN], origin[1024];
     if (list || list_data) {
-        for (int i = 1; i < 15; i++)
+        for (int i = 1; i < nslots; i++)
             if (*slot[i])
                 return cli_fail("topo", "%s reads platforms: drop the generator's options",
                                 list ? "--list-links" : "--list");

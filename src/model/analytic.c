@@ -29,8 +29,10 @@ static link link_between(const platform_spec *n, int a, int b)
     int gpn = n->gpus_per_node, na = a / gpn, nb = b / gpn;
     if (na == nb) return (link){2 * n->nvlink_lat, n->nvlink_bw, false};
     bool spine = rail_of(n, a % gpn) != rail_of(n, b % gpn) || na / n->nodes_per_leaf != nb / n->nodes_per_leaf;
-    double bw = n->nic_bw / (spine ? n->oversub : 1);
-    return (link){2 * n->nic_lat + (spine ? 2 * n->uplink_lat : 0), bw, true};
+    int pod = platform_spec_pod_nodes(n);
+    bool core = spine && pod && na / pod != nb / pod; /* a rail fabric of three tiers */
+    double bw = n->nic_bw / (spine ? n->oversub : 1) / (core ? n->spine_oversub : 1);
+    return (link){2 * n->nic_lat + (spine ? 2 * n->uplink_lat : 0) + (core ? 2 * n->uplink_lat : 0), bw, true};
 }
 
 /* Divide a NIC link's bandwidth among `share` concurrent flows. */

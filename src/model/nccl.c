@@ -230,6 +230,27 @@ static double alpha_of(const platform_spec *sp, const nccl_group *g, coll_op op,
 
 static double mind(double a, double b) { return a < b ? a : b; }
 
+/* The all-to-all's bound (buffer bytes per second per member) from the
+ * uplinks of the members' leaf groups of `span` nodes: the m members under
+ * one send m (n - m) / n of a buffer out of it, over the uplinks of every
+ * rail there, (nodes x NICs x NIC bandwidth) / oversubscription. */
+static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, int span, double oversub)
+{
+    int gpn = sp->gpus_per_node;
+    double best = HUGE_VAL;
+    for (int i = 0, j; i < g->n; i = j) { /* members sorted by GPU: one run per group */
+        int grp = g->rank[i] / gpn / span;
+        for (j = i; j < g->n && g->rank[j] / gpn / span == grp; j++)
+            ;
+        int m = j - i, nodes = sp->nodes - grp * span;
+        if (m == g->n) return HUGE_VAL;
+        double out = (double)m * (g->n - m) / g->n,
+               cap = (nodes < span ? nodes : span) * sp->nics_per_node * sp->nic_bw / oversub;
+        best = mind(best, cap / out);
+    }
+    return best;
+}
+
 /* Bus bandwidth of the algorithm's flows on an idle platform (nccl.h). */
 static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
 {
@@ -243,6 +264,9 @@ static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op
         double nvl = (ppn - 1.0) / n + (sp->pxn ? (n - ppn) * (1.0 - 1.0 / g->rails) / n : 0);
         double net = (double)(n - ppn) / n * g->per_nic;
         double t = mind(nvl > 0 ? sp->nvlink_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
+        t = mind(t, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
+        int pod = platform_spec_pod_nodes(sp);
+        if (pod) t = mind(t, uplink_alltoall_bw(sp, g, pod, sp->oversub * sp->spine_oversub));
         return t * bf;
     }
     case COLL_SENDRECV: return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? sp->nic_bw : inf);

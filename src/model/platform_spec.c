@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,16 @@ static void spec_collective_defaults(platform_spec *sp)
     sp->nvls_eff = 5.0 / 6.0;
 }
 
+/* NVIDIA's DGX SuperPOD: scalable units of 32 nodes, 64-port NDR switches
+ * (QM9700), non-blocking; what a fat-tree platform reads, unused there. */
+static void spec_fabric_defaults(platform_spec *sp)
+{
+    sp->fabric = PLATFORM_FAT_TREE;
+    sp->unit_nodes = 32;
+    sp->switch_ports = 64;
+    sp->spine_oversub = 1;
+}
+
 int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     for (int i = 0; i < NKINDS; i++) {
@@ -73,6 +84,7 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         sp->nic_lat = (NCCL_BASE_US + NCCL_NET_US) / 2 * 1e-6;
         sp->uplink_lat = 0;
         spec_collective_defaults(sp);
+        spec_fabric_defaults(sp);
         sp->nccl = sp->pxn = kinds[i].nccl;
         sp->nvls = kinds[i].nvls;
         return 0;
@@ -112,11 +124,109 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff) must lie in (0, 1]";
     else if ((sp->nccl | sp->pxn | sp->nvls) & ~1)
         bad = "nccl, pxn and nvls are 0 or 1";
-    if (!bad) return 0;
-    snprintf(err, LOONG_ERRLEN, "%s", bad);
+    else if (sp->fabric != PLATFORM_FAT_TREE && sp->fabric != PLATFORM_RAIL)
+        bad = "fabric is fat-tree or rail";
+    if (bad) {
+        snprintf(err, LOONG_ERRLEN, "%s", bad);
+        return -1;
+    }
+    if (sp->fabric == PLATFORM_FAT_TREE) return 0;
+    platform_fabric fb;
+    return platform_spec_fabric(sp, &fb, err);
+}
+
+/* ---- the rail fabric's switches ---- */
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* Ports a switch with `down` ports towards its hosts needs up, at down:up
+ * ratio r (whole cables). */
+static int up_ports(int down, double r) { return (int)ceil(down / r - 1e-9); }
+
+/* The most down ports a switch of `ports` ports has at down:up ratio r. */
+static int most_down_ports(int ports, double r)
+{
+    int d = (int)(ports * r / (r + 1));
+    while (d > 0 && d + up_ports(d, r) > ports)
+        d--;
+    while (d + 1 + up_ports(d + 1, r) <= ports)
+        d++;
+    return d;
+}
+
+static int rail_checks(const platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (sp->unit_nodes < 1 || sp->unit_nodes > PLATFORM_MAX_GPUS)
+        snprintf(err, LOONG_ERRLEN, "--unit-nodes must lie in [1, %d] nodes", PLATFORM_MAX_GPUS);
+    else if (sp->unit_nodes % sp->nodes_per_leaf)
+        snprintf(err, LOONG_ERRLEN,
+                 "--leaves-per-rail: a unit of %d nodes does not split into leaves of %d nodes: give a divisor of "
+                 "--unit-nodes",
+                 sp->unit_nodes, sp->nodes_per_leaf);
+    else if (sp->switch_ports < 2 || sp->switch_ports > 4096)
+        snprintf(err, LOONG_ERRLEN, "--switch-ports must lie in [2, 4096] (a QM9700 has 64)");
+    else if (!(sp->spine_oversub >= 1 && sp->spine_oversub <= 1000))
+        snprintf(err, LOONG_ERRLEN, "--spine-oversubscription must lie in [1, 1000] (1 = non-blocking core)");
+    else if (sp->nodes_per_leaf + up_ports(sp->nodes_per_leaf, sp->oversub) > sp->switch_ports)
+        snprintf(err, LOONG_ERRLEN,
+                 "a leaf of %d nodes needs %d down and %d up ports, more than --switch-ports %d: raise "
+                 "--leaves-per-rail or --oversubscription",
+                 sp->nodes_per_leaf, sp->nodes_per_leaf, up_ports(sp->nodes_per_leaf, sp->oversub), sp->switch_ports);
+    else
+        return 0;
     return -1;
 }
 
+int platform_spec_fabric(const platform_spec *sp, platform_fabric *fb, char err[LOONG_ERRLEN])
+{
+    int groups = ceil_div(sp->nodes, sp->nodes_per_leaf);
+    *fb = (platform_fabric){.tiers = 2,
+                            .units = groups,
+                            .leaves = sp->nics_per_node * groups,
+                            .leaf_up = up_ports(sp->nodes_per_leaf, sp->oversub),
+                            .pods = 1,
+                            .units_per_pod = groups,
+                            .spines = 1};
+    if (sp->fabric == PLATFORM_FAT_TREE) return 0;
+    if (rail_checks(sp, err) < 0) return -1;
+    int P = sp->switch_ports, u = fb->leaf_up;
+    fb->units = fb->units_per_pod = ceil_div(sp->nodes, sp->unit_nodes);
+    if (fb->leaves <= P) { /* every leaf wires to every spine */
+        fb->spines = ceil_div(fb->leaves * u, P);
+        return 0;
+    }
+    /* pods: spine k of a pod takes uplink k of each of its leaves */
+    int down = most_down_ports(P, sp->spine_oversub),
+        unit_leaves = sp->nics_per_node * (sp->unit_nodes / sp->nodes_per_leaf);
+    fb->tiers = 3;
+    fb->units_per_pod = down / unit_leaves;
+    if (fb->units_per_pod < 1) {
+        snprintf(err, LOONG_ERRLEN,
+                 "a unit's %d leaves exceed a spine's %d down ports (--switch-ports %d, --spine-oversubscription "
+                 "%.6g): lower --unit-nodes or --leaves-per-rail",
+                 unit_leaves, down, P, sp->spine_oversub);
+        return -1;
+    }
+    fb->pods = ceil_div(fb->units, fb->units_per_pod);
+    if (fb->pods > P) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%d pods exceed a core switch's %d ports: a fourth tier is beyond loong topo; raise --switch-ports "
+                 "or --unit-nodes",
+                 fb->pods, P);
+        return -1;
+    }
+    fb->spines = fb->pods * u;
+    fb->cores = (int)(((long long)fb->spines * up_ports(down, sp->spine_oversub) + P - 1) / P); /* < 4096^3 */
+    return 0;
+}
+
+int platform_spec_pod_nodes(const platform_spec *sp)
+{
+    platform_fabric fb;
+    char err[LOONG_ERRLEN];
+    if (sp->fabric != PLATFORM_RAIL || platform_spec_fabric(sp, &fb, err) < 0 || fb.tiers == 2) return 0;
+    return fb.units_per_pod * sp->unit_nodes;
+}
 static const char *source_of(const char *gpu)
 {
     for (int i = 0; i < NKINDS; i++)
@@ -124,24 +234,76 @@ static const char *source_of(const char *gpu)
     return "user-given figures";
 }
 
+/* The fabric's line of the header comment. */
+static void write_fabric_comment(FILE *f, const platform_spec *sp)
+{
+    platform_fabric fb;
+    char err[LOONG_ERRLEN];
+    platform_spec_fabric(sp, &fb, err); /* validated */
+    int leaves = ceil_div(sp->nodes, sp->nodes_per_leaf);
+    if (sp->fabric == PLATFORM_FAT_TREE) {
+        fprintf(f, "     %d leaf switch(es) per rail (%d nodes each), one spine, oversubscription %.6g:1.\n", leaves,
+                sp->nodes_per_leaf, sp->oversub);
+        return;
+    }
+    fprintf(f,
+            "     DGX SuperPOD-style: %d scalable unit(s) of %d nodes, %d leaf switch(es) per rail per unit\n"
+            "     (%d nodes each), %d-port switches: %d leaves (%d uplinks each, oversubscription %.6g:1),\n",
+            fb.units, sp->unit_nodes, sp->unit_nodes / sp->nodes_per_leaf, sp->nodes_per_leaf, sp->switch_ports,
+            fb.leaves, fb.leaf_up, sp->oversub);
+    if (fb.tiers == 2)
+        fprintf(f, "     %d spines (two tiers, one router: ECMP over them is one crossbar in a fluid model).\n",
+                fb.spines);
+    else
+        fprintf(f,
+                "     %d pods of %d unit(s) with %d spines each (%d spines, router podP-spine), %d core switches\n"
+                "     (router core) over pod uplinks oversubscribed %.6g:1 (three tiers).\n",
+                fb.pods, fb.units_per_pod, fb.leaf_up, fb.spines, fb.cores, sp->spine_oversub);
+}
+
 static void write_header(FILE *f, const platform_spec *sp)
 {
-    int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
     fprintf(f, "<!-- Generated by loong topo (the command is in the zone's loong_origin property). -->\n");
     fprintf(f,
             "<!-- %d nodes x %d %s GPUs (%s).\n"
             "     NVSwitch: a star of SPLITDUPLEX per-GPU links, %.6g GB/s per direction.\n"
-            "     Fabric: %d rail NIC(s) per node at %.6g GB/s per direction, rail-optimised fat-tree,\n"
-            "     %d leaf switch(es) per rail (%d nodes each), one spine, oversubscription %.6g:1.\n"
+            "     Fabric: %d rail NIC(s) per node at %.6g GB/s per direction, rail-optimised fat-tree,\n",
+            sp->nodes, sp->gpus_per_node, sp->gpu, source_of(sp->gpu), sp->nvlink_bw / 1e9, sp->nics_per_node,
+            sp->nic_bw / 1e9);
+    write_fabric_comment(f, sp);
+    fprintf(f,
             "     Latency per link: NVLink %.6g us, NIC %.6g us, leaf-spine %.6g us; NCCL's Simple\n"
             "     protocol model (src/graph/tuning.cc): base 8.4 us + 3.4 us per NVLink hop + 14 us\n"
             "     per network hop, split over the two links of a path.\n"
             "     Collectives: %s; NVLink SHARP %s; PXN routes %s. -->\n",
-            sp->nodes, sp->gpus_per_node, sp->gpu, source_of(sp->gpu), sp->nvlink_bw / 1e9, sp->nics_per_node,
-            sp->nic_bw / 1e9, leaves, sp->nodes_per_leaf, sp->oversub, sp->nvlink_lat * 1e6, sp->nic_lat * 1e6,
-            sp->uplink_lat * 1e6, sp->nccl ? "NCCL's algorithms and protocols" : "plain rings (MPI)",
-            sp->nvls ? "on" : "off", sp->pxn ? "on" : "off");
+            sp->nvlink_lat * 1e6, sp->nic_lat * 1e6, sp->uplink_lat * 1e6,
+            sp->nccl ? "NCCL's algorithms and protocols" : "plain rings (MPI)", sp->nvls ? "on" : "off",
+            sp->pxn ? "on" : "off");
+}
+
+/* The spine router above leaf l of any rail. */
+static void spine_of_leaf(const platform_spec *sp, int l, char name[32])
+{
+    int pod = platform_spec_pod_nodes(sp);
+    if (pod)
+        snprintf(name, 32, "pod%d-spine", l * sp->nodes_per_leaf / pod);
+    else
+        snprintf(name, 32, "spine");
+}
+
+/* A pod's uplink to the core: its leaves' uplinks (every rail) over the
+ * spines' down:up ratio. */
+static void write_pod_uplinks(FILE *f, const platform_spec *sp, int pod, int pods)
+{
+    for (int p = 0; p < pods; p++) {
+        int nodes = sp->nodes - p * pod;
+        if (nodes > pod) nodes = pod;
+        double bw = (double)nodes * sp->nics_per_node * sp->nic_bw / sp->oversub / sp->spine_oversub;
+        fprintf(
+            f, "    <link id=\"pod%d-up\" bandwidth=\"%.9gGBps\" latency=\"%.9gus\" sharing_policy=\"SPLITDUPLEX\"/>\n",
+            p, bw / 1e9, sp->uplink_lat * 1e6);
+    }
 }
 
 static void write_elements(FILE *f, const platform_spec *sp)
@@ -158,7 +320,11 @@ static void write_elements(FILE *f, const platform_spec *sp)
     for (int r = 0; r < sp->nics_per_node; r++)
         for (int l = 0; l < leaves; l++)
             fprintf(f, "    <router id=\"leaf-r%d-%d\"/>\n", r, l);
-    fprintf(f, "    <router id=\"spine\"/>\n");
+    int pod = platform_spec_pod_nodes(sp), pods = pod ? ceil_div(sp->nodes, pod) : 0;
+    if (!pods) fprintf(f, "    <router id=\"spine\"/>\n");
+    for (int p = 0; p < pods; p++)
+        fprintf(f, "    <router id=\"pod%d-spine\"/>\n", p);
+    if (pods) fprintf(f, "    <router id=\"core\"/>\n");
     for (int n = 0; n < sp->nodes; n++) {
         for (int g = 0; g < sp->gpus_per_node; g++)
             fprintf(f,
@@ -180,6 +346,7 @@ static void write_elements(FILE *f, const platform_spec *sp)
                     "sharing_policy=\"SPLITDUPLEX\"/>\n",
                     r, l, ports * sp->nic_bw / sp->oversub / 1e9, sp->uplink_lat * 1e6);
         }
+    write_pod_uplinks(f, sp, pod, pods);
 }
 
 /* PXN (NCCL 2.12+): a GPU sends to another rail through the GPU of its
@@ -225,12 +392,19 @@ static void write_routes(FILE *f, const platform_spec *sp)
                     n, g, g / per_nic, n / sp->nodes_per_leaf, n, g / per_nic);
     if (sp->pxn) write_pxn_routes(f, sp);
     int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
+    char spine[32];
     for (int r = 0; r < sp->nics_per_node; r++)
-        for (int l = 0; l < leaves; l++)
+        for (int l = 0; l < leaves; l++) {
+            spine_of_leaf(sp, l, spine);
             fprintf(f,
-                    "    <route src=\"leaf-r%d-%d\" dst=\"spine\"><link_ctn id=\"leaf-r%d-%d-up\" "
+                    "    <route src=\"leaf-r%d-%d\" dst=\"%s\"><link_ctn id=\"leaf-r%d-%d-up\" "
                     "direction=\"UP\"/></route>\n",
-                    r, l, r, l);
+                    r, l, spine, r, l);
+        }
+    int pod = platform_spec_pod_nodes(sp);
+    for (int p = 0, pods = pod ? ceil_div(sp->nodes, pod) : 0; p < pods; p++)
+        fprintf(f, "    <route src=\"pod%d-spine\" dst=\"core\"><link_ctn id=\"pod%d-up\" direction=\"UP\"/></route>\n",
+                p, p);
 }
 
 /* The generating command as a property (XML comments may not hold "--"). */
@@ -251,16 +425,21 @@ static void write_origin(FILE *f, const char *origin)
 }
 
 /* The spec, exactly (%.17g), so that tools without SimGrid (the planner's
- * analytical model, `loong calibrate`) read the link parameters back. */
+ * analytical model, `loong calibrate`) read the link parameters back. A
+ * fat-tree's spec is what it was before rail fabrics existed. */
 static void write_spec(FILE *f, const platform_spec *sp)
 {
     fprintf(f,
             "    <prop id=\"loong_spec\" value=\"gpu=%s nodes=%d gpus_per_node=%d nics_per_node=%d nodes_per_leaf=%d "
             "peak=%.17g nvlink_bw=%.17g nic_bw=%.17g oversub=%.17g nvlink_lat=%.17g nic_lat=%.17g uplink_lat=%.17g "
-            "nccl=%d pxn=%d nvls=%d ll_eff=%.17g ll128_eff=%.17g tree_eff=%.17g nvls_eff=%.17g\"/>\n",
+            "nccl=%d pxn=%d nvls=%d ll_eff=%.17g ll128_eff=%.17g tree_eff=%.17g nvls_eff=%.17g",
             sp->gpu, sp->nodes, sp->gpus_per_node, sp->nics_per_node, sp->nodes_per_leaf, sp->peak, sp->nvlink_bw,
             sp->nic_bw, sp->oversub, sp->nvlink_lat, sp->nic_lat, sp->uplink_lat, sp->nccl, sp->pxn, sp->nvls,
             sp->ll_eff, sp->ll128_eff, sp->tree_eff, sp->nvls_eff);
+    if (sp->fabric == PLATFORM_RAIL)
+        fprintf(f, " fabric=rail unit_nodes=%d switch_ports=%d spine_oversub=%.17g", sp->unit_nodes, sp->switch_ports,
+                sp->spine_oversub);
+    fputs("\"/>\n", f);
 }
 
 int platform_spec_write(FILE *f, const platform_spec *sp, const char *origin)
@@ -311,13 +490,22 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
              {"ll_eff", NULL, &sp->ll_eff},
              {"ll128_eff", NULL, &sp->ll128_eff},
              {"tree_eff", NULL, &sp->tree_eff},
-             {"nvls_eff", NULL, &sp->nvls_eff}};
+             {"nvls_eff", NULL, &sp->nvls_eff},
+             {"unit_nodes", &sp->unit_nodes, NULL},
+             {"switch_ports", &sp->switch_ports, NULL},
+             {"spine_oversub", NULL, &sp->spine_oversub}};
     const size_t nf = sizeof f / sizeof f[0];
     if (!strcmp(key, "gpu")) {
         if (*seen & (1u << nf)) return -1;
         *seen |= 1u << nf;
         snprintf(sp->gpu, sizeof sp->gpu, "%s", val);
         return 0;
+    }
+    if (!strcmp(key, "fabric")) {
+        if (*seen & (1u << (nf + 1))) return -1;
+        *seen |= 1u << (nf + 1);
+        if (!strcmp(val, "rail")) return sp->fabric = PLATFORM_RAIL, 0;
+        return strcmp(val, "fat-tree") ? -1 : (sp->fabric = PLATFORM_FAT_TREE, 0);
     }
     for (size_t i = 0; i < nf; i++)
         if (!strcmp(key, f[i].k)) {
@@ -341,6 +529,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
     static const char tag[] = "id=\"loong_spec\" value=\"";
     memset(sp, 0, sizeof *sp);
     spec_collective_defaults(sp);
+    spec_fabric_defaults(sp);
     const char *v = strstr(text, tag);
     if (!v) {
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no loong_spec property: regenerate it with loong topo", path);
@@ -367,6 +556,17 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
         }
     }
     free(val);
+    platform_spec fat;
+    spec_fabric_defaults(&fat);
+    if (rc == 0 && sp->fabric == PLATFORM_FAT_TREE &&
+        (sp->unit_nodes != fat.unit_nodes || sp->switch_ports != fat.switch_ports ||
+         sp->spine_oversub != fat.spine_oversub)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "platform '%s': unit_nodes, switch_ports and spine_oversub belong to fabric=rail: regenerate it with "
+                 "loong topo",
+                 path);
+        rc = -1;
+    }
     /* SimGrid aborts on a platform without hosts: say so first */
     if (rc == 0 && !strstr(text, "<host ")) {
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no <host> element: regenerate it with loong topo", path);

@@ -8,9 +8,17 @@
  * SPLITDUPLEX NVLink link to its node's switch router. Each GPU reaches the
  * fabric through its rail NIC (GPUs share a NIC when a node has fewer NICs
  * than GPUs), a SPLITDUPLEX link to the leaf switch of its rail (one leaf per
- * rail per group of nodes_per_leaf nodes: rail-optimised). Leaves reach one
+ * rail per group of nodes_per_leaf nodes: rail-optimised). Leaves reach the
  * spine through an aggregated SPLITDUPLEX uplink of (ports x NIC bandwidth)
- * / oversubscription. Latencies follow NCCL's model (docs/network-model.md).
+ * / oversubscription: the spines a leaf spreads its uplinks over (ECMP) act
+ * as one non-blocking crossbar in a fluid model. Two fabrics:
+ *   fat-tree  one idealised spine over every leaf, whatever its port count;
+ *   rail      DGX SuperPOD's: scalable units of unit_nodes nodes, switches
+ *             of switch_ports ports; two tiers while the spines can reach
+ *             every leaf, else pods of units under their own spines, the
+ *             pods joined by a core through uplinks oversubscribed by
+ *             spine_oversub (platform_spec_fabric counts the switches).
+ * Latencies follow NCCL's model (docs/network-model.md).
  *
  * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
@@ -22,18 +30,22 @@
 #include "core/units.h"
 
 typedef struct platform_spec {
-    char gpu[16];      /* GPU kind: h100, h200, a100 */
-    int nodes;         /* nodes in the cluster */
-    int gpus_per_node; /* GPUs on one NVSwitch */
-    int nics_per_node; /* rail NICs per node; divides gpus_per_node */
-    int nodes_per_leaf;
-    double peak;       /* dense bf16 FLOP/s per GPU (host speed) */
-    double nvlink_bw;  /* bytes/s per direction per GPU */
-    double nic_bw;     /* bytes/s per direction per NIC */
-    double oversub;    /* fabric oversubscription (>= 1) */
-    double nvlink_lat; /* seconds per NVLink link (two per GPU-to-GPU path) */
-    double nic_lat;    /* seconds per NIC link (two per node-to-node path) */
-    double uplink_lat; /* seconds per leaf-spine link */
+    char gpu[16];         /* GPU kind: h100, h200, a100 */
+    int nodes;            /* nodes in the cluster */
+    int gpus_per_node;    /* GPUs on one NVSwitch */
+    int nics_per_node;    /* rail NICs per node; divides gpus_per_node */
+    int nodes_per_leaf;   /* nodes whose rail-k NICs share one leaf switch */
+    int fabric;           /* PLATFORM_FAT_TREE or PLATFORM_RAIL */
+    int unit_nodes;       /* rail: nodes in a scalable unit (a multiple of nodes_per_leaf) */
+    int switch_ports;     /* rail: ports of every leaf, spine and core switch */
+    double spine_oversub; /* rail, three tiers: a spine's down:up ports to the core (>= 1) */
+    double peak;          /* dense bf16 FLOP/s per GPU (host speed) */
+    double nvlink_bw;     /* bytes/s per direction per GPU */
+    double nic_bw;        /* bytes/s per direction per NIC */
+    double oversub;       /* fabric oversubscription (>= 1) */
+    double nvlink_lat;    /* seconds per NVLink link (two per GPU-to-GPU path) */
+    double nic_lat;       /* seconds per NIC link (two per node-to-node path) */
+    double uplink_lat;    /* seconds per leaf-spine link */
     /* How collectives run (model/nccl.h). Platforms written before these
      * existed read as nccl = pxn = nvls = 0 and NCCL's efficiencies. */
     int nccl;         /* 1: NCCL's algorithms and protocols; 0: one ring of p2p flows (CPU ranks, MPI) */
@@ -45,6 +57,32 @@ typedef struct platform_spec {
     double nvls_eff;  /* NVLS algorithm bandwidth / NVLink bandwidth (NCCL: 5/6) */
 } platform_spec;
 
+enum { PLATFORM_FAT_TREE, PLATFORM_RAIL };
+
+/* The switches a spec's fabric is built of. */
+typedef struct platform_fabric {
+    int tiers;         /* 2: leaves, spines; 3: leaves, spines in pods, a core */
+    int units;         /* scalable units (the last may be partial) */
+    int leaves;        /* leaf switches: rails x leaves per rail x units */
+    int leaf_up;       /* uplink ports per full leaf: ceil(nodes_per_leaf / oversub) */
+    int pods;          /* spine groups (1 with two tiers) */
+    int units_per_pod; /* every unit with two tiers */
+    int spines;        /* spine switches (fat-tree: 1, the idealised one) */
+    int cores;         /* core switches (0 with two tiers) */
+} platform_fabric;
+
+/* Count the switches of a validated spec's fabric: a rail fabric has two
+ * tiers while its leaves fit one spine's ports (each leaf one link to every
+ * spine), else pods of leaf_up spines, each spine one port per leaf of its
+ * pod, and cores for the spines' uplinks (NVIDIA's DGX SuperPOD reference
+ * architecture counts: docs/network-model.md). Returns 0, or -1 with a
+ * message when switches of switch_ports ports cannot build it. */
+int platform_spec_fabric(const platform_spec *sp, platform_fabric *fb, char err[LOONG_ERRLEN]);
+
+/* Nodes under one pod's spines (the last pod may hold fewer); 0 where
+ * no core joins pods (a fat-tree, a rail fabric of two tiers). */
+int platform_spec_pod_nodes(const platform_spec *sp);
+
 /* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README
  * lists the sources) for one node. Returns 0, or -1 with a message listing
  * the known kinds. */
@@ -53,8 +91,9 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
 /* Comma-separated known GPU kinds, for --help. */
 const char *platform_spec_kinds(void);
 
-/* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1).
- * Returns 0 or -1 with a message naming the option. */
+/* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1,
+ * a rail fabric its switches can build). Returns 0 or -1 with a message
+ * naming the option. */
 int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
 
 /* Platforms of at most this many nodes are routed by Floyd (all pairs at
