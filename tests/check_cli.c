@@ -195,6 +195,29 @@ START_TEST(json_records_docs)
 }
 END_TEST
 
+/* Data files by name from anywhere: this build's loong finds the source
+ * tree's topologies/ from /, a copy of it elsewhere does not, and the
+ * message names the fixes. */
+START_TEST(data_path_from_anywhere)
+{
+    run_result r = run_cmd("cd / && env -u LOONG_DATA_PATH %s topo --list", LOONG);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "the source tree's topologies/"));
+    ck_assert_ptr_nonnull(strstr(r.out, "dgx-h100-1n.xml"));
+    r = run_cmd("cd / && env -u LOONG_DATA_PATH %s plan --platform dgx-h100-1n --model tiny --seq 16K --top 0 -o "
+                "/dev/null",
+                LOONG);
+    ck_assert_msg(r.status == 0, "from /: %s", r.err);
+    r = run_cmd("d=$(mktemp -d) && cp %s $d/loong && cd / && env -u LOONG_DATA_PATH $d/loong plan --platform "
+                "dgx-h100-1n --model tiny --seq 16K --top 0; s=$?; rm -rf $d; exit $s",
+                LOONG);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "a copy: exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "LOONG_DATA_PATH"));
+    ck_assert_ptr_nonnull(strstr(r.err, "make install"));
+    ck_assert_ptr_null(strstr(r.err, "source tree"));
+}
+END_TEST
+
 START_TEST(unwritable_output)
 {
     run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 8 --scope attn -o /nonexistent/dir/x.json");
@@ -215,6 +238,7 @@ int main(void)
     tcase_add_test(tc, json_records_docs);
     tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
     tcase_add_test(tc, unwritable_output);
+    tcase_add_test(tc, data_path_from_anywhere);
     tcase_add_test(tc, no_cuda_libraries_linked);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -19,7 +19,9 @@ int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_E
     }
     if (datapath_find("platform", given, ".xml", ".", out, len, err) == 0) return 0;
     size_t n = strlen(err);
-    snprintf(err + n, LOONG_ERRLEN - n, " (list the installed ones with loong topo --list)");
+    snprintf(err + n, LOONG_ERRLEN - n,
+             " (give its path, add its directory to LOONG_DATA_PATH, or make install the shipped ones; loong topo "
+             "--list shows each directory)");
     return -1;
 }
 
@@ -70,7 +72,9 @@ int cli_list_data(FILE *f)
 {
     const char *dirs[33];
     int nd = datapath_dirs(dirs, 32);
-    fprintf(f, "# loong's data path: $LOONG_DATA_PATH, then the installed %s\n", datapath_installed());
+    fprintf(f, "# loong's data path: $LOONG_DATA_PATH, %sthen the installed %s\n",
+            datapath_source() ? "the source tree's topologies/ (this loong runs from its build directory), " : "",
+            datapath_installed());
     for (int i = 0; i < nd; i++) {
         int n;
         char **files = data_files(dirs[i], &n);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/afile.h"
@@ -53,7 +54,12 @@ static void plan_usage(FILE *f)
             "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
             "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
             "  --exact               simulate every feasible layout\n"
-            "  --full-layers         simulate all L layers instead of composing 1 and 2\n"
+            "  --full-layers         simulate all L layers instead of composing them (1 and 2\n"
+            "                        layers under ZeRO-1, their period otherwise: loong sim\n"
+            "                        --compose)\n"
+            "  --show ROW            print the loong sim command that reproduces table row ROW\n"
+            "                        (its rank) instead of the table; the table's recommended\n"
+            "                        line gives the pick's\n"
             "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
             "  --rows N              table rows to print (0: all)                         [20]\n"
             "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
@@ -85,7 +91,7 @@ static void plan_usage(FILE *f)
 
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
-    int top, jobs, rows, draws;
+    int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     bool exact, full_layers, quiet, robust;
     double tie;
     cli_config cc;
@@ -131,6 +137,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"top", required_argument, 0, 'k'},
         {"exact", no_argument, 0, 'x'},
         {"full-layers", no_argument, 0, 'F'},
+        {"show", required_argument, 0, 'S'},
         {"jobs", required_argument, 0, 'j'},
         {"rows", required_argument, 0, 'r'},
         {"csv", required_argument, 0, 'C'},
@@ -145,8 +152,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
     };
     const struct option *opts = cli_options(own);
     int opt;
+    bool top_given = false;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        top_given |= opt == 'k';
         if (searched_option(opt))
             return cli_fail("plan", "'%s' is a layout knob that loong plan searches: drop it (loong sim takes it)",
                             argv[optind - 1]);
@@ -163,6 +172,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'k': rc = parse_count(optarg, "--top", &a->top, true); break;
         case 'x': a->exact = true; break;
         case 'F': a->full_layers = true; break;
+        case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
         case 'j': rc = parse_count(optarg, "--jobs", &a->jobs, false); break;
         case 'r': rc = parse_count(optarg, "--rows", &a->rows, true); break;
         case 'C': a->csv = optarg; break;
@@ -177,6 +187,15 @@ static int parse_args(int argc, char **argv, plan_args *a)
         if (rc) return rc;
     }
     if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    /* options that would silently override each other */
+    if (top_given && a->exact)
+        return cli_fail("plan",
+                        "--top %d and --exact: --exact simulates every feasible layout, --top N the N best; "
+                        "give one",
+                        a->top);
+    if (a->full_layers && a->top == 0 && !a->exact)
+        return cli_fail("plan", "--full-layers and --top 0: --top 0 simulates nothing, so there are no layers to "
+                                "simulate in full; drop one");
     if (a->draws && !a->cc.doc_dist)
         return cli_fail("plan", "--draws needs --doc-dist FILE: only a length histogram can be drawn again");
     if (!a->draws) a->draws = a->cc.doc_dist ? 3 : 1;
@@ -352,23 +371,41 @@ static double max_over_ranks(const plan_ctx *x, double v)
 
 typedef struct run {
     int layout, layers; /* layers 0 = the model's */
+    bool compose;       /* the child composes the layers from their period (loong sim --compose) */
     const whatif *w;    /* the perturbations it runs under */
     sim_child ch;
     double step, exposed; /* results, NAN until done */
 } run;
 
+#define PROGRESS_EVERY_S 5.0
+
+/* Progress on stderr: a bar on a terminal; elsewhere (a log, CI) a line
+ * every PROGRESS_EVERY_S seconds with what is done, left and an ETA. */
 static void progress(const plan_args *a, const plan_ctx *x, const char *what, int done, int total)
 {
-    if (a->quiet || x->rank != 0 || !isatty(2) || total == 0) return;
-    int width = 30, fill = done * width / total;
-    fprintf(stderr, "\r%s [%.*s%*s] %d/%d", what, fill, "==============================", width - fill, "", done,
-            total);
-    if (done == total) fputc('\n', stderr);
+    static const char *phase;
+    static double start, last;
+    static int before;
+    if (a->quiet || x->rank != 0 || total == 0) return;
+    double now = cli_now();
+    if (what != phase || done < before) phase = what, start = last = now; /* a new phase */
+    before = done;
+    if (isatty(2)) {
+        int width = 30, fill = done * width / total;
+        fprintf(stderr, "\r%s [%.*s%*s] %d/%d", what, fill, "==============================", width - fill, "", done,
+                total);
+        if (done == total) fputc('\n', stderr);
+    } else if (now - last >= PROGRESS_EVERY_S && done < total) {
+        last = now;
+        double eta = done > 0 ? (now - start) / done * (total - done) : 0;
+        fprintf(stderr, "loong plan: %s: %d of %d done, %d left, %.0f s so far%s", what, done, total, total - done,
+                now - start, done > 0 ? "" : "\n");
+        if (done > 0) fprintf(stderr, ", about %.0f s to go\n", eta);
+    }
     fflush(stderr);
 }
-
-/* Start the loong sim child of run u. */
-static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
+/* The loong sim command line of run u (sim_child_argv_free it). */
+static char **run_argv(const plan_args *a, const plan_layout *ls, const run *u)
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], u->layers};
     char *wv[WHATIF_MAX * 3 + 2];
@@ -376,16 +413,37 @@ static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err
      * smaller ones are all simulated (check_gpus: then they fit) */
     const config *c = &ls[u->layout].c;
     bool whole = config_ranks(c) % c->gpus_per_node == 0;
-    const char *extra[WHATIF_MAX * 3 + 3] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
+    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
     int ne = c->dp > 1 ? 2 : 1, nw = whatif_argv(u->w, wv);
+    if (u->compose) extra[ne++] = "--compose";
     for (int i = 0; i < nw; i++)
         extra[ne++] = wv[i];
-    char **v = sim_child_argv(&ls[u->layout].c, &sp, extra, ne);
-    int rc = sim_child_start(&u->ch, v, err);
-    sim_child_argv_free(v);
+    char **v = sim_child_argv(c, &sp, extra, ne);
     for (int i = 0; i < nw; i++)
         free(wv[i]);
+    return v;
+}
+
+/* Start the loong sim child of run u. */
+static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err[LOONG_ERRLEN])
+{
+    char **v = run_argv(a, ls, u);
+    int rc = sim_child_start(&u->ch, v, err);
+    sim_child_argv_free(v);
     return rc;
+}
+
+/* The loong sim command that reproduces layout i's simulated step as the
+ * plan computed it: the same configuration, what-if and composition
+ * (ZeRO-1's 1- and 2-layer composition is what loong sim --compose does
+ * there). Malloc'd. */
+static char *layout_command(const plan_args *a, const plan_layout *ls, int i, plan_compose mode)
+{
+    run u = {i, 0, mode != PLAN_EVERY_LAYER, &a->w, {0, -1, -1}, NAN, NAN};
+    char **v = run_argv(a, ls, &u);
+    char *cmd = sim_child_command(v);
+    sim_child_argv_free(v);
+    return cmd;
 }
 
 /* Run runs[i] for i = first, first + stride, ... at most `jobs` at once.
@@ -406,7 +464,12 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
         }
         if (running == 0) break;
         int status;
-        pid_t pid = waitpid(-1, &status, 0);
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid == 0) { /* none done yet: a progress line is due every few seconds, even so */
+            nanosleep(&(struct timespec){0, 100000000}, NULL);
+            progress(a, x, "simulating", done, mine);
+            continue;
+        }
         if (pid < 0 && errno == EINTR) continue;
         if (pid < 0) break;
         for (int i = first; i < n; i += stride) {
@@ -449,18 +512,34 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
     return np;
 }
 
-/* L = 1 and L = 2 runs per layout, composed as T(L) = T(1) + (L-1)(T(2) -
- * T(1)) (README: layers are identical; the LM head and ZeRO's step-level
- * collectives are not per layer), or one full run with --full-layers.
- * Simulates layouts pick[0..np) of this draw into step[] and exposed[];
- * returns the loong sim runs, or -1. */
-static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
-                    bool composed, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
+/* How the simulations cover the layers: under ZeRO-1, L = 1 and L = 2
+ * runs composed as T(L) = T(1) + (L-1)(T(2) - T(1)) (layers are identical;
+ * the LM head and ZeRO-1's step-level collectives are not per layer); at
+ * the other stages, loong sim --compose in each child, which finds the
+ * layer count from which one more layer adds a constant and checks it
+ * (docs/sim.md); every layer with --full-layers. */
+static plan_compose compose_mode(const plan_args *a, const config *base)
 {
-    int L = x->req.base.model.layers, per = composed ? 2 : 1, nr = np * per;
+    if (a->full_layers) return PLAN_EVERY_LAYER;
+    if (sim_compose_exact(base)) return PLAN_TWO_LAYERS;
+    return base->scope == SCOPE_STEP && base->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
+}
+
+/* Simulates layouts pick[0..np) of this draw into step[] and exposed[],
+ * covering the layers as `mode` says; returns the loong sim runs, or -1. */
+static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
+                    plan_compose mode, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
+{
+    int L = x->req.base.model.layers, per = mode == PLAN_TWO_LAYERS ? 2 : 1, nr = np * per;
     run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
     for (int i = 0; i < nr; i++)
-        runs[i] = (run){pick[i / per], composed ? 1 + i % per : 0, ws ? &ws[i / per] : &a->w, {0, -1, -1}, NAN, NAN};
+        runs[i] = (run){pick[i / per],
+                        per == 2 ? 1 + i % per : 0,
+                        mode == PLAN_PERIOD,
+                        ws ? &ws[i / per] : &a->w,
+                        {0, -1, -1},
+                        NAN,
+                        NAN};
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
@@ -542,12 +621,12 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
 
 /* Simulate the picks under every draw: sim_step is the mean, step_lo/hi the
  * range. Returns the loong sim runs, or -1. */
-static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, bool *composed,
+static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, plan_compose *mode,
                           char err[LOONG_ERRLEN])
 {
     int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
     int np = pick_layouts(a, ls, n, pick), runs = 0;
-    *composed = !a->full_layers && sim_compose_exact(&x->req.base);
+    *mode = compose_mode(a, &x->req.base);
     double *step = xcalloc((size_t)np + 1, sizeof *step, "the plan's simulations");
     double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the plan's simulations");
     double *mean = xcalloc((size_t)np + 1, sizeof *mean, "the plan's draws"),
@@ -555,8 +634,7 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r =
-            use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *composed, NULL, step, exposed, err);
+        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *mode, NULL, step, exposed, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
@@ -603,7 +681,7 @@ static plan_pert robust_candidate(const plan_ctx *x, const plan_layout *l, int c
 
 /* Simulate every simulated layout under each candidate; keep the worst of
  * each kind. Returns the loong sim runs, or -1. */
-static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, bool composed,
+static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, plan_compose mode,
                            char err[LOONG_ERRLEN])
 {
     int *pick = xmalloc_array((size_t)n + 1, sizeof *pick, "the robust runs"), np = 0, runs = 0;
@@ -619,7 +697,7 @@ static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int
             ws[i] = a->w;
             kind = robust_candidate(x, &ls[pick[i]], c, &ws[i], what[i], sizeof what[i]);
         }
-        int r = simulate(a, x, ls, pick, np, composed, ws, step, exposed, err);
+        int r = simulate(a, x, ls, pick, np, mode, ws, step, exposed, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             plan_layout *l = &ls[pick[i]];
@@ -657,13 +735,33 @@ static void abort_outputs(plan_outputs *o)
     afile_abort(&o->c);
 }
 
+/* --show ROW: the command of the layout ranked ROW, on one line. */
+static int write_show(FILE *f, const plan_args *a, const plan_layout *ls, int n, const plan_report *rp,
+                      char err[LOONG_ERRLEN])
+{
+    int *idx = xmalloc_array((size_t)n + 1, sizeof *idx, "the plan's ranking");
+    int m = plan_rank(ls, n, idx), i = a->show <= m ? idx[a->show - 1] : -1;
+    free(idx);
+    if (i < 0) {
+        snprintf(err, LOONG_ERRLEN, "--show %d: the table has %d rows (feasible layouts): give 1 to %d", a->show, m, m);
+        return -1;
+    }
+    if (ls[i].sim_step < 0 && !a->quiet)
+        fprintf(stderr, "loong plan: row %d (%s) is the analytical model's; this command simulates it\n", a->show,
+                ls[i].name);
+    fprintf(f, "%s\n", rp->commands[i]);
+    return 0;
+}
+
 static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o, const plan_layout *ls, int n,
                          const plan_report *rp, char err[LOONG_ERRLEN])
 {
     int rc = 0;
     if (a->csv && plan_write_csv(o->c.f, ls, n, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
-    if (rc == 0 && plan_write_table(o->t.f, ls, n, &x->req, rp) < 0)
+    if (rc == 0 && a->show) {
+        if (write_show(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
+    } else if (rc == 0 && plan_write_table(o->t.f, ls, n, &x->req, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
     if (rc == 0 && a->csv) rc = afile_commit(&o->c, err);
     if (rc == 0) rc = afile_commit(&o->t, err);
@@ -718,11 +816,11 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
         free(ls);
         return rc;
     }
-    bool composed = false;
-    int nruns = a->top > 0 || a->exact ? simulate_draws(a, x, ls, n, &composed, err) : 0, nsim = 0;
+    plan_compose mode = PLAN_EVERY_LAYER;
+    int nruns = a->top > 0 || a->exact ? simulate_draws(a, x, ls, n, &mode, err) : 0, nsim = 0;
     double tr = cli_now();
     if (nruns >= 0 && a->robust) {
-        int r = simulate_robust(a, x, ls, n, composed, err);
+        int r = simulate_robust(a, x, ls, n, mode, err);
         nruns = r < 0 ? -1 : nruns + r;
     }
     double robust_s = a->robust ? cli_now() - tr : 0;
@@ -742,29 +840,35 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                  a->cc.doc_dist    ? a->cc.doc_dist
                  : a->cc.docs_file ? a->cc.docs_file
                                    : "--docs");
-    plan_report rp = {a->platform,
-                      calib_peak(x->cb),
-                      a->rows,
-                      t1 - t0,
-                      t2 - t1,
-                      t2 - t0,
-                      nsim,
-                      nruns,
-                      x->size,
-                      composed,
-                      a->draws,
-                      docs[0] ? docs : NULL,
-                      a->tie,
-                      a->robust,
-                      "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 and the last "
-                      "GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
-                      NULL,
-                      robust_s};
+    plan_report rp = {.platform = a->platform,
+                      .peak = calib_peak(x->cb),
+                      .rows = a->rows,
+                      .analytic_s = t1 - t0,
+                      .sim_s = t2 - t1,
+                      .wall_s = t2 - t0,
+                      .simulated = nsim,
+                      .runs = nruns,
+                      .ranks = x->size,
+                      .compose = mode,
+                      .draws = a->draws,
+                      .docs = docs[0] ? docs : NULL,
+                      .tie = a->tie,
+                      .robust = a->robust,
+                      .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
+                                    "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
+                      .robust_s = robust_s};
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;
+    char **commands = xcalloc((size_t)n + 1, sizeof *commands, "the plan's commands");
+    for (int i = 0; i < n; i++)
+        if (!ls[i].removed) commands[i] = layout_command(a, ls, i, mode);
+    rp.commands = commands;
     int rc = 0;
     if (x->rank == 0 && write_outputs(a, x, out, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);
+    for (int i = 0; i < n; i++)
+        free(commands[i]);
+    free(commands);
     free(ls);
     return rc;
 }

@@ -47,6 +47,40 @@ char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *con
     return v;
 }
 
+/* Append word to buf (a malloc'd string of *len bytes), single-quoted when
+ * the shell would read anything in it specially. */
+static void append_word(char **buf, size_t *len, const char *word)
+{
+    bool plain = *word != '\0';
+    for (const char *p = word; *p; p++)
+        plain &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 strchr("_-./=:,+%@", *p) != NULL;
+    size_t need = *len + 4 * strlen(word) + 4;
+    *buf = xrealloc_array(*buf, need, 1, "a loong sim command");
+    char *o = *buf + *len;
+    if (*len) *o++ = ' ';
+    if (plain) {
+        o = stpcpy(o, word);
+    } else {
+        *o++ = '\'';
+        for (const char *p = word; *p; p++)
+            o = *p == '\'' ? stpcpy(o, "'\\''") : (*o = *p, o + 1);
+        *o++ = '\'';
+        *o = '\0';
+    }
+    *len = (size_t)(o - *buf);
+}
+
+char *sim_child_command(char *const argv[])
+{
+    char *buf = NULL;
+    size_t len = 0;
+    for (int i = 0; argv[i]; i++)
+        if (strcmp(argv[i], "--json=-") && strcmp(argv[i], "--quiet") && strcmp(argv[i], "--links=0"))
+            append_word(&buf, &len, argv[i]);
+    return buf ? buf : xstrdup("", "a loong sim command");
+}
+
 void sim_child_argv_free(char **argv)
 {
     for (int i = 0; argv && argv[i]; i++)

@@ -31,6 +31,11 @@ typedef struct sim_child_spec {
 char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *const *extra, int nextra);
 void sim_child_argv_free(char **argv);
 
+/* The command a user types to run what argv (from sim_child_argv) runs:
+ * its words shell-quoted, without the options only a child needs
+ * (--json=-, --quiet, --links=0): the same prediction on stdout. Malloc'd. */
+char *sim_child_command(char *const argv[]);
+
 /* A running child: its pid, the read end of its standard output and its
  * standard error (an unlinked temporary file, read back on failure). */
 typedef struct sim_child {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <unistd.h>
 
 #ifndef LOONG_PKGDATADIR
@@ -14,14 +15,31 @@
 
 const char *datapath_installed(void) { return LOONG_PKGDATADIR; }
 
+const char *datapath_source(void)
+{
+#if defined(LOONG_BUILDDIR) && defined(LOONG_SRCDATA)
+    static char exe[PATH_MAX], build[PATH_MAX], data[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || !realpath(LOONG_BUILDDIR, build) || !realpath(LOONG_SRCDATA, data)) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    return strcmp(exe, build) ? NULL : data;
+#else
+    return NULL;
+#endif
+}
+
 int datapath_dirs(const char **dirs, int max)
 {
     static char copy[4096];
-    const char *env = getenv("LOONG_DATA_PATH");
+    const char *env = getenv("LOONG_DATA_PATH"), *src = datapath_source();
     snprintf(copy, sizeof copy, "%s", env ? env : "");
     int n = 0;
-    for (char *save = NULL, *d = strtok_r(copy, ":", &save); d && n < max - 1; d = strtok_r(NULL, ":", &save))
+    for (char *save = NULL, *d = strtok_r(copy, ":", &save); d && n < max - 2; d = strtok_r(NULL, ":", &save))
         dirs[n++] = d;
+    if (src && n < max) dirs[n++] = src;
     if (n < max) dirs[n++] = LOONG_PKGDATADIR;
     return n;
 }

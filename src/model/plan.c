@@ -207,7 +207,10 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
             b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
     fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
             n, n - feasible, feasible, rp->simulated,
-            rp->composed ? " (1- and 2-layer runs composed to L layers)" : "");
+            rp->compose == PLAN_TWO_LAYERS ? " (1- and 2-layer runs composed to L layers)"
+            : rp->compose == PLAN_PERIOD   ? " (loong sim --compose: layers composed from their period, found and "
+                                             "checked)"
+                                           : "");
     if (rp->docs && rp->draws > 1)
         fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
                 rp->docs, rp->draws);
@@ -265,11 +268,15 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
     row r = row_of(ls, pick, ring, uly, rp->peak);
     char place[64];
     config_placement_text(&best->c, place, sizeof place);
-    fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
-            best->name, best->c.p_head, best->c.p_seq, best->c.strategy, place, partition_name(best->c.partition),
-            ring_name(best->c.ring));
-    if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
-    fprintf(f, ")\n");
+    if (rp->commands && rp->commands[pick]) {
+        fprintf(f, "# recommended: %s; reproduce it with:\n#   %s\n", best->name, rp->commands[pick]);
+    } else {
+        fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
+                best->name, best->c.p_head, best->c.p_seq, best->c.strategy, place, partition_name(best->c.partition),
+                ring_name(best->c.ring));
+        if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
+        fprintf(f, ")\n");
+    }
     double share = 100 * r.exposed / r.step;
     fprintf(f, "# why: %s, %.1f tokens/s/GPU (step %.3f s, %.2f %% MFU, %.1f %% of the step exposed communication)",
             pick == idx[0] ? "highest predicted throughput" : "tied with the fastest (below)", r.tps, r.step, r.mfu,

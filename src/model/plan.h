@@ -95,13 +95,21 @@ double plan_step(const plan_layout *l);
 int plan_best_ring(const plan_layout *ls, int n);
 int plan_best_ulysses(const plan_layout *ls, int n);
 
+/* How the planner's simulations cover the model's layers. */
+typedef enum plan_compose {
+    PLAN_EVERY_LAYER, /* one simulation of every layer (--full-layers, or no composition applies) */
+    PLAN_TWO_LAYERS,  /* ZeRO-1: 1- and 2-layer runs composed to L layers, exact by construction */
+    PLAN_PERIOD,      /* ZeRO 0, 2, 3: loong sim --compose finds the layers' period and checks it */
+} plan_compose;
+
 typedef struct plan_report {
     const char *platform;
     double peak;                      /* GPU peak FLOP/s (MFU) */
     int rows;                         /* table rows to print (0 = all) */
     double analytic_s, sim_s, wall_s; /* time spent, for the footer */
     int simulated, runs, ranks;       /* layouts simulated, loong sim runs, MPI ranks */
-    bool composed;                    /* simulations composed from 1 and 2 layers */
+    plan_compose compose;             /* how simulations cover the layers */
+    char *const *commands;            /* [n] the loong sim command of each feasible layout, or NULL */
     int draws;                        /* document packings averaged (1: the given layout) */
     const char *docs;                 /* where the documents came from, or NULL for one */
     double tie;                       /* layouts within this fraction of the best tie with it */
