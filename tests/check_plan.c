@@ -290,6 +290,44 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* Nothing fits: the table output breaks the leanest layout's peak into
+ * its terms, which sum to it; the smallest change it names does fit; the
+ * CSV lists every layout with its reason; one line on stderr, exit 2. */
+START_TEST(oom_breakdown)
+{
+    const char *csv = "/tmp/loong-plan-oom.csv", *txt = "/tmp/loong-plan-oom.txt";
+    const char *args = " --platform " LOONG_SRCDIR "/topologies/dgx-h100-1n.xml --model llama3-8b --seq 32K "
+                       "--gpu-mem 40GB --top 0";
+    run_result r = run_cmd(LOONG_BIN " plan%s --csv %s -o %s", args, csv, txt);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 8 GPUs: the leanest"));
+    char *t = read_text(txt);
+    static const char *terms[] = {"weights", "gradients", "optimizer", "activations", "transient"};
+    double sum = 0, v;
+    for (int i = 0; i < 5; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "#   %s ", terms[i]);
+        const char *p = strstr(t, key);
+        ck_assert_msg(p && sscanf(p + strlen(key), "%lf", &v) == 1, "no %s line in:\n%s", terms[i], t);
+        sum += v;
+    }
+    const char *p = strstr(t, "#   peak ");
+    ck_assert_msg(p && sscanf(p + 9, "%lf", &v) == 1, "%s", t);
+    ck_assert_msg(fabs(sum - v) <= 0.25, "the terms sum to %.1f GB, the peak is %.1f GB", sum, v); /* 0.05 x 5 */
+    /* ZeRO-1 keeps 16 GB of weights and 16 GB of gradients per GPU: ZeRO-2 shards the gradients */
+    p = strstr(t, "# smallest change that fits: ");
+    ck_assert_msg(p != NULL, "%s", t);
+    ck_assert_msg(!strncmp(p + 29, "--zero 2 ", 9), "%s", p);
+    ck_assert_msg(run_cmd(LOONG_BIN " plan%s --zero 2 -o /dev/null", args).status == 0, "--zero 2 does not fit");
+    free(t);
+    t = read_text(csv);
+    ck_assert_ptr_nonnull(strstr(t, ",removed,\"predicted OOM at "));
+    free(t);
+    unlink(csv);
+    unlink(txt);
+}
+END_TEST
+
 #ifdef MPIRUN_BIN
 /* The same ranking (and every figure) from one process and from two MPI
  * ranks; only the timing footer differs. */
@@ -355,6 +393,7 @@ int main(void)
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);
+    tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, bad_input);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);

@@ -785,6 +785,30 @@ static const char *common_reason(const plan_layout *ls, int n)
     return best >= 0 ? ls[best].reason : "no layout";
 }
 
+/* Nothing fits: the memory breakdown of the leanest layout and the fixes
+ * in the table output, every layout and its reason in the CSV, both
+ * committed (a complete answer: no), then the one-line error, exit 2. A
+ * request whose layouts all fail before their memory check (their shape)
+ * writes nothing. */
+static int write_infeasible(const plan_args *a, const plan_ctx *x, plan_outputs *o, const plan_layout *ls, int n,
+                            char err[LOONG_ERRLEN])
+{
+    char fix[128];
+    plan_report rp = {.platform = a->platform};
+    if (plan_leanest(ls, n) < 0)
+        return cli_fail("plan", "no feasible layout for %d GPUs: %s", x->req.gpus, common_reason(ls, n));
+    int lean = plan_write_oom(o->t.f, ls, n, &x->req, fix, sizeof fix);
+    if (ferror(o->t.f) || (a->csv && plan_write_csv(o->c.f, ls, n, &rp) < 0) ||
+        (a->csv && afile_commit(&o->c, err) < 0) || afile_commit(&o->t, err) < 0) {
+        abort_outputs(o);
+        return cli_fail("plan", "%s", err[0] ? err : "write error on the plan's output");
+    }
+    return cli_fail("plan",
+                    "no feasible layout for %d GPUs: the leanest, %s, needs %.1f GB of %.1f GB per GPU; %s fits "
+                    "(the breakdown is in the table output)",
+                    x->req.gpus, ls[lean].name, ls[lean].mem.peak / 1e9, x->req.gpu_mem / 1e9, fix);
+}
+
 static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LOONG_ERRLEN]);
 
 static int plan_run(plan_args *a, plan_ctx *x)
@@ -812,7 +836,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
     for (int i = 0; i < n; i++)
         feasible += !ls[i].removed;
     if (!feasible) {
-        int rc = cli_fail("plan", "no feasible layout for %d GPUs: %s", x->req.gpus, common_reason(ls, n));
+        int rc = x->rank == 0 ? write_infeasible(a, x, out, ls, n, err) : 2;
         free(ls);
         return rc;
     }

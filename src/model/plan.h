@@ -119,6 +119,21 @@ typedef struct plan_report {
     double robust_s;                  /* of sim_s: the --robust simulations */
 } plan_report;
 
+/* ---- nothing fits (plan_oom.c) ---- */
+
+/* The layout with the smallest predicted peak among those that were
+ * memory-checked (removed for OOM or not), or -1 when none was. */
+int plan_leanest(const plan_layout *ls, int n);
+
+/* When no layout of req fits: "#" lines with the leanest layout's memory
+ * terms (weights, gradients, optimizer, activations, the transient peak:
+ * they sum to its peak), then each change that would fit, cheapest first
+ * (a recompute policy, a ZeRO stage, both, 2x to 8x the GPUs: memory
+ * model only), with how many layouts fit and the leanest. The first is
+ * copied into fix (len bytes). Returns the leanest, or -1 when no layout
+ * got as far as its memory check (nothing written). */
+int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *req, char *fix, size_t len);
+
 /* ---- the recommendation (plan_pick.c) ---- */
 /* A layout's worst step over the --robust perturbations, or its clean step
  * when none ran. */

@@ -1,0 +1,128 @@
+/* plan_oom: when no layout fits, why, and the smallest change that does.
+ * See plan.h. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/model.h"
+#include "core/xalloc.h"
+#include "plan.h"
+
+int plan_leanest(const plan_layout *ls, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (ls[i].mem.peak > 0 && (best < 0 || ls[i].mem.peak < ls[best].mem.peak)) best = i;
+    return best;
+}
+
+/* Layouts of req that fit its memory: their count, and the leanest. */
+static int fitting(const plan_request *req, double *lean_peak, char lean_name[64])
+{
+    int n, fit = 0;
+    plan_layout *ls = plan_enumerate(req, &n);
+    for (int i = 0; i < n; i++) {
+        if (ls[i].removed) continue;
+        memory_estimate_config(&ls[i].c, &ls[i].mem);
+        if (ls[i].mem.peak > req->gpu_mem) continue;
+        if (fit++ == 0 || ls[i].mem.peak < *lean_peak) {
+            *lean_peak = ls[i].mem.peak;
+            snprintf(lean_name, 64, "%s", ls[i].name);
+        }
+    }
+    free(ls);
+    return fit;
+}
+
+/* The changes tried, cheapest to the user first: a recompute policy (costs
+ * compute), a ZeRO stage (costs communication), both, then more GPUs. */
+#define FIX_MAX 16
+
+typedef struct fix {
+    char what[64];
+    plan_request req;
+} fix;
+
+static int candidate_fixes(const plan_request *req, fix *f)
+{
+    int k = 0;
+    const config *b = &req->base;
+    for (int r = b->recompute + 1; r <= RECOMPUTE_FULL; r++) {
+        f[k] = (fix){"", *req};
+        f[k].req.base.recompute = (recompute_kind)r;
+        snprintf(f[k++].what, sizeof f->what, "--recompute %s", recompute_name((recompute_kind)r));
+    }
+    for (int z = b->zero + 1; z <= 3; z++) {
+        f[k] = (fix){"", *req};
+        f[k].req.base.zero = z;
+        snprintf(f[k++].what, sizeof f->what, "--zero %d", z);
+    }
+    if (b->zero < 3 && b->recompute != RECOMPUTE_FULL) {
+        f[k] = (fix){"", *req};
+        f[k].req.base.zero = 3;
+        f[k].req.base.recompute = RECOMPUTE_FULL;
+        snprintf(f[k++].what, sizeof f->what, "--zero 3 --recompute full");
+    }
+    for (int m = 2; m <= 8; m *= 2)
+        for (int z3 = 0; z3 <= (b->zero < 3); z3++) {
+            f[k] = (fix){"", *req};
+            f[k].req.gpus = req->gpus * m;
+            f[k].req.dp = 0;
+            if (z3) f[k].req.base.zero = 3;
+            snprintf(f[k++].what, sizeof f->what, "%d GPUs%s", req->gpus * m, z3 ? " with --zero 3" : "");
+        }
+    return k;
+}
+
+/* One memory term's line. */
+static void term(FILE *f, const char *name, double bytes, const char *why)
+{
+    fprintf(f, "#   %-12s %9.1f GB  %s\n", name, bytes / 1e9, why);
+}
+
+static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *req)
+{
+    const memory_estimate *m = &l->mem;
+    const config *c = &l->c;
+    char why[160];
+    fprintf(f, "# out of memory: no layout fits in %.1f GB per GPU; the leanest, %s, needs %.1f GB:\n",
+            req->gpu_mem / 1e9, l->name, m->peak / 1e9);
+    double params = (double)model_params(&c->model) / 1e9;
+    snprintf(why, sizeof why, "bf16, %.2fB parameters%s", params, c->zero >= 3 ? ", sharded (ZeRO-3)" : "");
+    term(f, "weights", m->weights, why);
+    term(f, "gradients", m->grads, c->zero >= 2 ? "sharded (ZeRO-2 and up)" : "not sharded below ZeRO-2");
+    term(f, "optimizer", m->optimizer,
+         c->zero >= 1 ? "fp32 master, momentum, variance: sharded (ZeRO-1 and up)" : "fp32 master, momentum, variance");
+    snprintf(why, sizeof why, "%d layers x %.3f GB kept for the backward, recompute %s", c->model.layers,
+             m->act_per_layer / 1e9, recompute_name(c->recompute));
+    term(f, "activations", m->activations, why);
+    double layer = m->working + m->attn_buffers;
+    snprintf(why, sizeof why, "the larger of the LM head's logits (%.1f GB) and one layer's backward (%.1f GB)",
+             m->lm_head / 1e9, layer / 1e9);
+    term(f, "transient", layer > m->lm_head ? layer : m->lm_head, why);
+    term(f, "peak", m->peak, "their sum");
+}
+
+int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *req, char *fix_out, size_t len)
+{
+    int lean = plan_leanest(ls, n);
+    snprintf(fix_out, len, "nothing that loong plan tries");
+    if (lean < 0) return -1;
+    write_breakdown(f, &ls[lean], req);
+    fix *fx = xcalloc(FIX_MAX, sizeof *fx, "the plan's fixes");
+    int nf = candidate_fixes(req, fx), first = 1;
+    for (int i = 0; i < nf; i++) {
+        double peak = 0;
+        char name[64] = "";
+        int fit = fitting(&fx[i].req, &peak, name);
+        if (!fit) continue;
+        fprintf(f, "# %s: %s (%d layout(s) fit; the leanest, %s, at %.1f GB)\n",
+                first ? "smallest change that fits" : "also fits", fx[i].what, fit, name, peak / 1e9);
+        if (first) snprintf(fix_out, len, "%s", fx[i].what);
+        first = 0;
+    }
+    if (first)
+        fprintf(f,
+                "# no single change tried fits (recompute, ZeRO stage, up to 8x the GPUs): a smaller model or --seq\n");
+    free(fx);
+    return lean;
+}
