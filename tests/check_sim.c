@@ -489,6 +489,33 @@ START_TEST(dp_symmetric_vs_full)
 }
 END_TEST
 
+/* The trace's size, estimated before simulating (--trace-max refuses on
+ * it), against the file written: within 10 %, whole and filtered. */
+START_TEST(trace_size_estimate)
+{
+    static const char *filters[] = {"", "--trace-rank 3", "--trace-layer 1"};
+    char path[128];
+    snprintf(path, sizeof path, "%s/size.json", dir);
+    for (int i = 0; i < 3; i++) {
+        run_result r = run_cmd("%s sim --quiet --platform %s/topologies/dgx-h100-4n.xml --model llama3-8b --layers 2 "
+                               "--seq 64K --mesh 2x16 --strategy usp --trace %s %s --trace-max 1B -o /dev/null",
+                               LOONG_BIN, LOONG_SRCDIR, path, filters[i]);
+        double est = 0;
+        const char *p = strstr(r.err, "would be about ");
+        ck_assert_msg(r.status == 2 && p && sscanf(p + 15, "%lf", &est) == 1, "%s", r.err);
+        ck_assert_msg(access(path, F_OK) != 0, "--trace-max wrote the trace");
+        r = run_cmd("%s sim --quiet --platform %s/topologies/dgx-h100-4n.xml --model llama3-8b --layers 2 --seq 64K "
+                    "--mesh 2x16 --strategy usp --trace %s %s -o /dev/null && stat -c %%s %s",
+                    LOONG_BIN, LOONG_SRCDIR, path, filters[i], path);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        double size = atof(r.out) / 1e9;
+        printf("# trace size %-16s estimated %.6f GB, written %.6f GB\n", filters[i], est, size);
+        ck_assert_msg(fabs(est - size) <= 0.10 * size, "%s: estimated %g GB, written %g GB", filters[i], est, size);
+        unlink(path);
+    }
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
@@ -543,6 +570,7 @@ int main(void)
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);
     tcase_add_test(cli, bad_inputs);
+    tcase_add_test(cli, trace_size_estimate);
     suite_add_tcase(s, cli);
     return check_run(s);
 }

@@ -57,6 +57,8 @@ static void plan_usage(FILE *f)
             "  --full-layers         simulate all L layers instead of composing them (1 and 2\n"
             "                        layers under ZeRO-1, their period otherwise: loong sim\n"
             "                        --compose)\n"
+            "  --why-removed         list every removed layout and its reason (default: one\n"
+            "                        line per reason, with a count and an example)\n"
             "  --show ROW            print the loong sim command that reproduces table row ROW\n"
             "                        (its rank) instead of the table; the table's recommended\n"
             "                        line gives the pick's\n"
@@ -92,7 +94,7 @@ static void plan_usage(FILE *f)
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
-    bool exact, full_layers, quiet, robust;
+    bool exact, full_layers, quiet, robust, why_removed;
     double tie;
     cli_config cc;
     whatif w;         /* perturbations every simulation runs under */
@@ -130,25 +132,16 @@ static int parse_tie(const char *s, double *out)
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     static const struct option own[] = {
-        {"platform", required_argument, 0, 'p'},
-        {"gpus", required_argument, 0, 'g'},
-        {"gpu-mem", required_argument, 0, 'm'},
-        {"calib", required_argument, 0, 'c'},
-        {"top", required_argument, 0, 'k'},
-        {"exact", no_argument, 0, 'x'},
-        {"full-layers", no_argument, 0, 'F'},
-        {"show", required_argument, 0, 'S'},
-        {"jobs", required_argument, 0, 'j'},
-        {"rows", required_argument, 0, 'r'},
-        {"csv", required_argument, 0, 'C'},
-        {"output", required_argument, 0, 'o'},
-        {"quiet", no_argument, 0, 'q'},
-        {"draws", required_argument, 0, 'd'},
-        {"robust", no_argument, 0, 'R'},
-        {"tie", required_argument, 0, 'T'},
-        CLI_WHATIF_OPTIONS,
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"platform", required_argument, 0, 'p'}, {"gpus", required_argument, 0, 'g'},
+        {"gpu-mem", required_argument, 0, 'm'},  {"calib", required_argument, 0, 'c'},
+        {"top", required_argument, 0, 'k'},      {"exact", no_argument, 0, 'x'},
+        {"full-layers", no_argument, 0, 'F'},    {"show", required_argument, 0, 'S'},
+        {"why-removed", no_argument, 0, 'W'},    {"jobs", required_argument, 0, 'j'},
+        {"rows", required_argument, 0, 'r'},     {"csv", required_argument, 0, 'C'},
+        {"output", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
+        {"draws", required_argument, 0, 'd'},    {"robust", no_argument, 0, 'R'},
+        {"tie", required_argument, 0, 'T'},      CLI_WHATIF_OPTIONS,
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     int opt;
@@ -173,6 +166,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'x': a->exact = true; break;
         case 'F': a->full_layers = true; break;
         case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
+        case 'W': a->why_removed = true; break;
         case 'j': rc = parse_count(optarg, "--jobs", &a->jobs, false); break;
         case 'r': rc = parse_count(optarg, "--rows", &a->rows, true); break;
         case 'C': a->csv = optarg; break;
@@ -880,7 +874,8 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                       .robust = a->robust,
                       .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
                                     "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
-                      .robust_s = robust_s};
+                      .robust_s = robust_s,
+                      .why_removed = a->why_removed};
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;

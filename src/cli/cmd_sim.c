@@ -30,6 +30,9 @@ static void sim_usage(FILE *f)
             "  --trace FILE          write the predicted Chrome/Perfetto trace there (atomically)\n"
             "  --trace-rank R        only rank R in the trace                           [all]\n"
             "  --trace-layer L       only layer L (and model-level tasks) in the trace   [all]\n"
+            "  --trace-max SIZE      refuse, before simulating, a trace estimated above SIZE\n"
+            "                        (e.g. 1GB); above 1 GB loong sim warns: Perfetto opens\n"
+            "                        no more                                        [no limit]\n"
             "  -o, --output FILE     write the summary there (atomically) instead of stdout\n"
             "  --links N             busiest links to list                              [10]\n"
             "  --json FILE           also write a machine-readable summary (step_s, busy/exposed per rank);\n"
@@ -58,7 +61,8 @@ static void sim_usage(FILE *f)
 
 typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
-    bool out_given; /* -o was given: with --json -, the table goes only there */
+    double trace_max; /* bytes, 0: no limit */
+    bool out_given;   /* -o was given: with --json -, the table goes only there */
     int links, layers;
     bool every_replica; /* --dp-mode full */
     trace_filter flt;
@@ -103,6 +107,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"trace", required_argument, 0, 't'},
         {"trace-rank", required_argument, 0, 'R'},
         {"trace-layer", required_argument, 0, 'L'},
+        {"trace-max", required_argument, 0, 'X'},
         {"output", required_argument, 0, 'o'},
         {"links", required_argument, 0, 'l'},
         {"json", required_argument, 0, 'j'},
@@ -147,6 +152,11 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
+        case 'X': {
+            char err[LOONG_ERRLEN];
+            if (units_parse_mem(optarg, "--trace-max", &a->trace_max, err) < 0) return cli_fail("sim", "%s", err);
+            break;
+        }
         case 'L':
             if (parse_int_opt(optarg, "--trace-layer", &a->flt.layer)) return 2;
             break;
@@ -284,6 +294,27 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     return rc;
 }
 
+/* The trace's estimated size against --trace-max (an error) and
+ * Perfetto's limit (a warning), before any simulation. */
+static int check_trace_size(const sim_args *a, const dag *g, char err[LOONG_ERRLEN])
+{
+    if (!a->trace) return 0;
+    double est = trace_estimate_bytes(g, &a->flt);
+    if (a->trace_max > 0 && est > a->trace_max) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--trace %s would be about %.3g GB, above --trace-max %.3g GB: narrow it with --trace-rank R or "
+                 "--trace-layer L, or raise --trace-max",
+                 a->trace, est / 1e9, a->trace_max / 1e9);
+        return -1;
+    }
+    if (est > TRACE_PERFETTO_MAX)
+        fprintf(stderr,
+                "loong sim: warning: --trace %s will be about %.2f GB; Perfetto's UI opens at most 1 GB: give "
+                "--trace-rank R or --trace-layer L for a trace it opens\n",
+                a->trace, est / 1e9);
+    return 0;
+}
+
 static int simulate(sim_args *a, const config *c)
 {
     char err[LOONG_ERRLEN];
@@ -297,8 +328,9 @@ static int simulate(sim_args *a, const config *c)
     }
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
     dag *g = cb ? dag_build(c, err) : NULL;
-    if (!g) {
+    if (!g || check_trace_size(a, g, err) < 0) {
         abort_outputs(&out);
+        dag_free(g);
         calib_free(cb);
         sim_platform_free(pf);
         return cli_fail("sim", "%s", err);

@@ -42,6 +42,18 @@ typedef struct trace_filter {
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
                 const trace_filter *flt, json_t *perturbed);
 
+/* About how many bytes trace_write writes for g under flt (NULL: all):
+ * the task events formatted for a sample of at most 65,536 kept tasks,
+ * scaled to all of them, their time stamps sized for steps of 0.1 to 10 s,
+ * plus two flow events per kept send and collective member (within 10 %
+ * of the file: tests/check_sim.c). Cheap enough to call before simulating,
+ * to refuse or warn about a trace too large. */
+double trace_estimate_bytes(const dag *g, const trace_filter *flt);
+
+/* Perfetto's UI opens traces up to about this size (its in-browser
+ * limit); `loong sim` warns above it. */
+#define TRACE_PERFETTO_MAX 1e9
+
 typedef struct trace_ev {
     uint64_t flops, bytes;
     double ts, dur; /* microseconds */

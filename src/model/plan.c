@@ -197,7 +197,13 @@ static void fmt_speedup(char *buf, size_t len, double v)
         snprintf(buf, len, "%.3fx", v);
 }
 
-static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp)
+/* The baseline columns a table has: only those with a feasible baseline. */
+typedef struct table_cols {
+    bool ring, uly;
+} table_cols;
+
+static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp,
+                         const table_cols *cols)
 {
     const config *b = &req->base;
     char seq[32];
@@ -222,8 +228,10 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
             "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
             100 * rp->tie);
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
-    fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s %8s %8s", "rank", "tie", "layout", "by",
-            "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s", "vs_ring", "vs_uly");
+    fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", "layout", "by", "analytic_s",
+            "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
+    if (cols->ring) fprintf(f, " %8s", "vs_ring");
+    if (cols->uly) fprintf(f, " %8s", "vs_uly");
     if (rp->robust) fprintf(f, " %11s %10s %10s %9s", "straggler_%", "slowNIC_%", "jitter_%", "worst_%");
     fputc('\n', f);
 }
@@ -249,14 +257,17 @@ static void write_robust(FILE *f, const plan_layout *l)
         fprintf(f, " %9s", "-");
 }
 
-static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, bool tie, bool robust)
+static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, bool tie, bool robust,
+                      const table_cols *cols)
 {
     char a[16], b[16];
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
-    fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f %8s %8s", rank, tie ? "=" : "",
-            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
-            r->tps, r->mfu, r->mem_gb, r->exposed, a, b);
+    fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", l->name,
+            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps,
+            r->mfu, r->mem_gb, r->exposed);
+    if (cols->ring) fprintf(f, " %8s", a);
+    if (cols->uly) fprintf(f, " %8s", b);
     if (robust) write_robust(f, l);
     fputc('\n', f);
 }
@@ -289,32 +300,76 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
     plan_write_choice(f, ls, idx, m, pick, rp);
 }
 
-static void write_removed(FILE *f, const plan_layout *ls, int n)
+/* A reason with its numbers as '#': layouts removed for the same cause
+ * with other figures (another mesh, another peak) share it. */
+static void reason_class(const char *reason, char *out, size_t len)
 {
-    for (int i = 0; i < n; i++)
-        if (ls[i].removed) fprintf(f, "# removed: %-34s %s\n", ls[i].name, ls[i].reason);
+    size_t k = 0;
+    for (const char *p = reason; *p && k + 1 < len; p++) {
+        bool digit =
+            (*p >= '0' && *p <= '9') || (*p == '.' && k > 0 && out[k - 1] == '#' && p[1] >= '0' && p[1] <= '9');
+        if (!digit)
+            out[k++] = *p;
+        else if (k == 0 || out[k - 1] != '#')
+            out[k++] = '#';
+    }
+    out[k] = '\0';
+}
+
+/* "# removed:" lines: every layout with --why-removed, else one per cause
+ * (most common first) with its count and its first layout as the example. */
+static void write_removed(FILE *f, const plan_layout *ls, int n, bool all)
+{
+    if (all) {
+        for (int i = 0; i < n; i++)
+            if (ls[i].removed) fprintf(f, "# removed: %-34s %s\n", ls[i].name, ls[i].reason);
+        return;
+    }
+    char(*cls)[LOONG_ERRLEN] = xcalloc((size_t)n + 1, sizeof *cls, "the removed layouts");
+    int *count = xcalloc((size_t)n + 1, sizeof *count, "the removed layouts"), groups = 0;
+    for (int i = 0; i < n; i++) { /* count[first]: the layouts of a cause, on its first layout */
+        if (!ls[i].removed) continue;
+        reason_class(ls[i].reason, cls[i], sizeof cls[i]);
+        int first = i;
+        for (int j = 0; j < i && first == i; j++)
+            if (ls[j].removed && !strcmp(cls[j], cls[i])) first = j;
+        groups += first == i;
+        count[first]++;
+    }
+    for (int done = 0; done < groups; done++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
+        fprintf(f, "# removed: %d layout(s): %s (e.g. %s)\n", count[best], ls[best].reason, ls[best].name);
+        count[best] = 0;
+    }
+    if (groups) fprintf(f, "# removed: --why-removed lists every layout\n");
+    free(cls);
+    free(count);
 }
 
 int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp)
 {
     int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
-    write_header(f, n, m, req, rp);
+    const table_cols cols = {ring >= 0, uly >= 0};
+    write_header(f, n, m, req, rp, &cols);
     int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
     for (int k = 0; k < rows; k++) {
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
-        write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust);
+        write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust, &cols);
     }
     if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
-    fprintf(f, "# baselines: best pure ring (Megatron-CP, zigzag P_s = P): %s; best pure Ulysses (P_s = 1): %s\n",
-            ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible");
-    if (m) write_why(f, ls, idx, m, ring, uly, rp);
-    write_removed(f, ls, n);
+    fprintf(f, "# baselines: best pure ring (Megatron-CP, zigzag P_s = P): %s; best pure Ulysses (P_s = 1): %s%s\n",
+            ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible",
+            ring < 0 || uly < 0 ? " (a baseline that is not feasible has no column)" : "");
+    write_removed(f, ls, n, rp->why_removed);
     fprintf(f, "# time: analytical %.3f s (%d layouts), SimGrid %.3f s (%d runs), wall %.3f s on %d MPI rank(s)\n",
             rp->analytic_s, m, rp->sim_s, rp->runs, rp->wall_s, rp->ranks);
     if (rp->robust)
         fprintf(f, "# time: --robust's simulations %.3f s of the SimGrid time, %.2fx the clean ones' %.3f s\n",
                 rp->robust_s, rp->robust_s / fmax(rp->sim_s - rp->robust_s, 1e-9), rp->sim_s - rp->robust_s);
+    if (m) write_why(f, ls, idx, m, ring, uly, rp); /* last: what the user acts on */
     free(idx);
     return ferror(f) ? -1 : 0;
 }

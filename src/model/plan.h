@@ -110,6 +110,7 @@ typedef struct plan_report {
     int simulated, runs, ranks;       /* layouts simulated, loong sim runs, MPI ranks */
     plan_compose compose;             /* how simulations cover the layers */
     char *const *commands;            /* [n] the loong sim command of each feasible layout, or NULL */
+    bool why_removed;                 /* list every removed layout, not one line per cause */
     int draws;                        /* document packings averaged (1: the given layout) */
     const char *docs;                 /* where the documents came from, or NULL for one */
     double tie;                       /* layouts within this fraction of the best tie with it */
