@@ -80,7 +80,8 @@ static void plan_usage(FILE *f)
             "  -h, --help            this text\n"
             "\n"
             "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
-            "  --model, --seq [1M], --batch, --zero [1], --recompute [selective], --dtype,\n"
+            "  --model, --seq [1M], --batch, --zero [searched: 0-3], --recompute [searched],\n"
+            "  --dtype,\n"
             "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
             "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
             "  partitions too)\n"
@@ -255,6 +256,9 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     }
     v[KNOB_GPUS_PER_NODE] = gpn;
     if (!v[KNOB_SEQ]) v[KNOB_SEQ] = "1M";
+    /* what the user does not fix is searched (the base's value is unused then) */
+    x->req.search_zero = !v[KNOB_ZERO];
+    x->req.search_recompute = !v[KNOB_RECOMPUTE];
     if (!v[KNOB_RECOMPUTE]) v[KNOB_RECOMPUTE] = "selective";
     v[KNOB_MESH] = "1x1"; /* the base config only; every enumerated layout sets its own mesh */
     v[KNOB_STRATEGY] = "ulysses";
@@ -398,6 +402,19 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
     }
     fflush(stderr);
 }
+/* How the simulations cover the layers: under ZeRO-1, L = 1 and L = 2
+ * runs composed as T(L) = T(1) + (L-1)(T(2) - T(1)) (layers are identical;
+ * the LM head and ZeRO-1's step-level collectives are not per layer); at
+ * the other stages, loong sim --compose in each child, which finds the
+ * layer count from which one more layer adds a constant and checks it
+ * (docs/sim.md); every layer with --full-layers. */
+static plan_compose compose_mode(const plan_args *a, const config *c)
+{
+    if (a->full_layers) return PLAN_EVERY_LAYER;
+    if (sim_compose_exact(c)) return PLAN_TWO_LAYERS;
+    return c->scope == SCOPE_STEP && c->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
+}
+
 /* The loong sim command line of run u (sim_child_argv_free it). */
 static char **run_argv(const plan_args *a, const plan_layout *ls, const run *u)
 {
@@ -431,9 +448,9 @@ static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err
  * plan computed it: the same configuration, what-if and composition
  * (ZeRO-1's 1- and 2-layer composition is what loong sim --compose does
  * there). Malloc'd. */
-static char *layout_command(const plan_args *a, const plan_layout *ls, int i, plan_compose mode)
+static char *layout_command(const plan_args *a, const plan_layout *ls, int i)
 {
-    run u = {i, 0, mode != PLAN_EVERY_LAYER, &a->w, {0, -1, -1}, NAN, NAN};
+    run u = {i, 0, compose_mode(a, &ls[i].c) != PLAN_EVERY_LAYER, &a->w, {0, -1, -1}, NAN, NAN};
     char **v = run_argv(a, ls, &u);
     char *cmd = sim_child_command(v);
     sim_child_argv_free(v);
@@ -506,34 +523,33 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
     return np;
 }
 
-/* How the simulations cover the layers: under ZeRO-1, L = 1 and L = 2
- * runs composed as T(L) = T(1) + (L-1)(T(2) - T(1)) (layers are identical;
- * the LM head and ZeRO-1's step-level collectives are not per layer); at
- * the other stages, loong sim --compose in each child, which finds the
- * layer count from which one more layer adds a constant and checks it
- * (docs/sim.md); every layer with --full-layers. */
-static plan_compose compose_mode(const plan_args *a, const config *base)
-{
-    if (a->full_layers) return PLAN_EVERY_LAYER;
-    if (sim_compose_exact(base)) return PLAN_TWO_LAYERS;
-    return base->scope == SCOPE_STEP && base->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
-}
-
 /* Simulates layouts pick[0..np) of this draw into step[] and exposed[],
- * covering the layers as `mode` says; returns the loong sim runs, or -1. */
+ * covering the layers as each layout's compose_mode says; ORs the modes
+ * used into *used; returns the loong sim runs, or -1. */
 static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
-                    plan_compose mode, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
+                    unsigned *used, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
 {
-    int L = x->req.base.model.layers, per = mode == PLAN_TWO_LAYERS ? 2 : 1, nr = np * per;
+    int L = x->req.base.model.layers, nr = 0;
+    int *first = xcalloc((size_t)np + 1, sizeof *first, "the plan's simulations"); /* [np + 1] runs of pick i */
+    for (int i = 0; i < np; i++) {
+        plan_compose m = compose_mode(a, &ls[pick[i]].c);
+        *used |= m;
+        first[i] = nr;
+        nr += m == PLAN_TWO_LAYERS ? 2 : 1;
+    }
+    first[np] = nr;
     run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
-    for (int i = 0; i < nr; i++)
-        runs[i] = (run){pick[i / per],
-                        per == 2 ? 1 + i % per : 0,
-                        mode == PLAN_PERIOD,
-                        ws ? &ws[i / per] : &a->w,
-                        {0, -1, -1},
-                        NAN,
-                        NAN};
+    for (int i = 0; i < np; i++) {
+        plan_compose m = compose_mode(a, &ls[pick[i]].c);
+        for (int k = first[i]; k < first[i + 1]; k++)
+            runs[k] = (run){pick[i],
+                            m == PLAN_TWO_LAYERS ? 1 + k - first[i] : 0,
+                            m == PLAN_PERIOD,
+                            ws ? &ws[i] : &a->w,
+                            {0, -1, -1},
+                            NAN,
+                            NAN};
+    }
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
@@ -545,12 +561,14 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
     }
     gather_runs(x, v, 2 * nr);
     for (int i = 0; rc == 0 && i < np; i++) {
-        double *r = &v[2 * i * per];
-        step[i] = per == 2 ? sim_compose(r[0], r[2], L) : r[0];
-        exposed[i] = per == 2 ? sim_compose(r[1], r[3], L) : r[1];
+        double *r = &v[2 * first[i]];
+        bool two = first[i + 1] - first[i] == 2;
+        step[i] = two ? sim_compose(r[0], r[2], L) : r[0];
+        exposed[i] = two ? sim_compose(r[1], r[3], L) : r[1];
     }
     free(v);
     free(runs);
+    free(first);
     return rc < 0 ? -1 : nr;
 }
 
@@ -615,12 +633,11 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
 
 /* Simulate the picks under every draw: sim_step is the mean, step_lo/hi the
  * range. Returns the loong sim runs, or -1. */
-static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, plan_compose *mode,
+static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, unsigned *mode,
                           char err[LOONG_ERRLEN])
 {
     int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
     int np = pick_layouts(a, ls, n, pick), runs = 0;
-    *mode = compose_mode(a, &x->req.base);
     double *step = xcalloc((size_t)np + 1, sizeof *step, "the plan's simulations");
     double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the plan's simulations");
     double *mean = xcalloc((size_t)np + 1, sizeof *mean, "the plan's draws"),
@@ -628,7 +645,7 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, *mode, NULL, step, exposed, err);
+        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, mode, NULL, step, exposed, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
@@ -675,7 +692,7 @@ static plan_pert robust_candidate(const plan_ctx *x, const plan_layout *l, int c
 
 /* Simulate every simulated layout under each candidate; keep the worst of
  * each kind. Returns the loong sim runs, or -1. */
-static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, plan_compose mode,
+static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, unsigned *mode,
                            char err[LOONG_ERRLEN])
 {
     int *pick = xmalloc_array((size_t)n + 1, sizeof *pick, "the robust runs"), np = 0, runs = 0;
@@ -834,11 +851,11 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
         free(ls);
         return rc;
     }
-    plan_compose mode = PLAN_EVERY_LAYER;
+    unsigned mode = 0;
     int nruns = a->top > 0 || a->exact ? simulate_draws(a, x, ls, n, &mode, err) : 0, nsim = 0;
     double tr = cli_now();
     if (nruns >= 0 && a->robust) {
-        int r = simulate_robust(a, x, ls, n, mode, err);
+        int r = simulate_robust(a, x, ls, n, &mode, err);
         nruns = r < 0 ? -1 : nruns + r;
     }
     double robust_s = a->robust ? cli_now() - tr : 0;
@@ -881,7 +898,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
     if (whatif_any(&a->w)) rp.perturbed = what;
     char **commands = xcalloc((size_t)n + 1, sizeof *commands, "the plan's commands");
     for (int i = 0; i < n; i++)
-        if (!ls[i].removed) commands[i] = layout_command(a, ls, i, mode);
+        if (!ls[i].removed) commands[i] = layout_command(a, ls, i);
     rp.commands = commands;
     int rc = 0;
     if (x->rank == 0 && write_outputs(a, x, out, ls, n, &rp, err) < 0) rc = cli_fail("plan", "%s", err);

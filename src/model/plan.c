@@ -31,23 +31,32 @@ static plan_layout *vec_push(vec *a)
     return l;
 }
 
-static void add_layout(vec *a, const config *c)
+/* Recompute policies by their name in a layout's. */
+static const char *recompute_abbrev(recompute_kind r)
+{
+    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "sel" : "full";
+}
+
+static void add_layout(vec *a, const plan_request *req, const config *c)
 {
     plan_layout *l = vec_push(a);
     l->c = *c;
     snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_name_of(c));
     config_layout_name(c, l->name, sizeof l->name);
+    size_t k = strlen(l->name);
+    if (req->search_zero) k += (size_t)snprintf(l->name + k, sizeof l->name - k, " z%d", c->zero);
+    if (req->search_recompute) snprintf(l->name + k, sizeof l->name - k, " %s", recompute_abbrev(c->recompute));
     if (config_validate(&l->c, l->reason) < 0) l->removed = true;
 }
 
 /* Partition x ring mode x window for one (placement, replication) mesh. */
-static void add_rings(vec *a, config c)
+static void add_rings(vec *a, const plan_request *req, config c)
 {
     if (c.p_seq == 1) {
         c.partition = PART_ZIGZAG;
         c.ring = RING_SINGLE;
         c.window = 1;
-        add_layout(a, &c);
+        add_layout(a, req, &c);
         return;
     }
     /* the packed-document partitions only differ from these with documents */
@@ -58,18 +67,18 @@ static void add_rings(vec *a, config c)
         c.partition = parts[part];
         c.ring = RING_SINGLE;
         c.window = c.p_seq;
-        add_layout(a, &c);
+        add_layout(a, req, &c);
         if (config_parts(&c) == 2) {
             c.ring = RING_DUAL;
-            add_layout(a, &c);
+            add_layout(a, req, &c);
         }
         c.ring = RING_ALLGATHER;
-        add_layout(a, &c);
+        add_layout(a, req, &c);
         c.ring = RING_DOUBLE;
         for (int w = 1; w < c.p_seq; w++)
             if (c.p_seq % w == 0) {
                 c.window = w;
-                add_layout(a, &c);
+                add_layout(a, req, &c);
             }
     }
 }
@@ -84,12 +93,19 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.scope = SCOPE_STEP;
     int nplace = ph > 1 && ps > 1 ? 2 : 1;
     int nrepl = ph > c.model.kv_heads ? 2 : 1;
-    for (int pl = 0; pl < nplace; pl++)
-        for (int rp = 0; rp < nrepl; rp++) {
-            config_set_placement(&c, pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
-            c.kv_replication = rp == 0;
-            add_rings(a, c);
-        }
+    int z0 = req->search_zero ? 0 : c.zero, z1 = req->search_zero ? 3 : c.zero;
+    int r0 = req->search_recompute ? RECOMPUTE_NONE : (int)c.recompute,
+        r1 = req->search_recompute ? RECOMPUTE_FULL : (int)c.recompute;
+    for (int z = z0; z <= z1; z++)
+        for (int r = r0; r <= r1; r++)
+            for (int pl = 0; pl < nplace; pl++)
+                for (int rp = 0; rp < nrepl; rp++) {
+                    c.zero = z;
+                    c.recompute = (recompute_kind)r;
+                    config_set_placement(&c, pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
+                    c.kv_replication = rp == 0;
+                    add_rings(a, req, c);
+                }
 }
 
 plan_layout *plan_enumerate(const plan_request *req, int *n)
@@ -208,15 +224,20 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     const config *b = &req->base;
     char seq[32];
     units_fmt_count(b->seq, seq, sizeof seq);
-    fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), ZeRO-%d, recompute %s, %s, GPU memory %.1f GB\n",
-            b->model.name, seq, b->batch, req->gpus, rp->platform, b->zero, recompute_name(b->recompute),
-            b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
-    fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
-            n, n - feasible, feasible, rp->simulated,
-            rp->compose == PLAN_TWO_LAYERS ? " (1- and 2-layer runs composed to L layers)"
-            : rp->compose == PLAN_PERIOD   ? " (loong sim --compose: layers composed from their period, found and "
-                                             "checked)"
-                                           : "");
+    char zero[48], rec[48];
+    snprintf(zero, sizeof zero, req->search_zero ? "ZeRO 0-3 searched (zN)" : "ZeRO-%d", b->zero);
+    snprintf(rec, sizeof rec, req->search_recompute ? "recompute searched (none/sel/full)" : "recompute %s",
+             recompute_name(b->recompute));
+    fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
+            b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
+    fprintf(
+        f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s%s%s%s, the rest analytical\n",
+        n, n - feasible, feasible, rp->simulated, rp->compose & (PLAN_TWO_LAYERS | PLAN_PERIOD) ? " (" : "",
+        rp->compose & PLAN_TWO_LAYERS ? "ZeRO-1: 1- and 2-layer runs composed to L layers" : "",
+        (rp->compose & PLAN_TWO_LAYERS) && (rp->compose & PLAN_PERIOD) ? "; " : "",
+        rp->compose & PLAN_PERIOD       ? "other stages: loong sim --compose, from the layers' period)"
+        : rp->compose & PLAN_TWO_LAYERS ? ")"
+                                        : "");
     if (rp->docs && rp->draws > 1)
         fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
                 rp->docs, rp->draws);
@@ -390,7 +411,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
                "speedup_vs_ulysses,step_min_s,step_max_s,tie,straggler_step_s,straggler_on,slow_nic_step_s,"
-               "slow_nic_on,jitter_step_s,worst_step_s\n");
+               "slow_nic_on,jitter_step_s,worst_step_s,zero,recompute\n");
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
@@ -405,9 +426,10 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
             else
                 fprintf(f, k < PLAN_PERT_JITTER ? ",," : ",");
         if (l->robust[0] >= 0)
-            fprintf(f, ",%.9g\n", plan_worst_step(l));
+            fprintf(f, ",%.9g", plan_worst_step(l));
         else
-            fprintf(f, ",\n");
+            fprintf(f, ",");
+        fprintf(f, ",%d,%s\n", l->c.zero, recompute_name(l->c.recompute));
     }
     for (int i = 0; i < n; i++) {
         if (!ls[i].removed) continue;
@@ -417,7 +439,8 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
         snprintf(reason, sizeof reason, "%s", ls[i].reason);
         for (char *p = reason; *p; p++)
             if (*p == '"') *p = '\'';
-        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,\n", reason);
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,,%d,%s\n", reason, ls[i].c.zero,
+                recompute_name(ls[i].c.recompute));
     }
     free(idx);
     return ferror(f) ? -1 : 0;

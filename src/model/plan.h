@@ -71,6 +71,8 @@ typedef struct plan_request {
     int gpus;
     int dp;         /* data-parallel degree; 0 = every divisor of gpus */
     double gpu_mem; /* bytes per GPU available to the model's tensors */
+    /* searched (every ZeRO stage, every recompute policy) instead of base's */
+    bool search_zero, search_recompute;
 } plan_request;
 
 /* Every layout of req, removed ones included (with their reason). Returns a
@@ -97,9 +99,9 @@ int plan_best_ulysses(const plan_layout *ls, int n);
 
 /* How the planner's simulations cover the model's layers. */
 typedef enum plan_compose {
-    PLAN_EVERY_LAYER, /* one simulation of every layer (--full-layers, or no composition applies) */
-    PLAN_TWO_LAYERS,  /* ZeRO-1: 1- and 2-layer runs composed to L layers, exact by construction */
-    PLAN_PERIOD,      /* ZeRO 0, 2, 3: loong sim --compose finds the layers' period and checks it */
+    PLAN_EVERY_LAYER = 1, /* one simulation of every layer (--full-layers, or no composition applies) */
+    PLAN_TWO_LAYERS = 2,  /* ZeRO-1: 1- and 2-layer runs composed to L layers, exact by construction */
+    PLAN_PERIOD = 4,      /* ZeRO 0, 2, 3: loong sim --compose finds the layers' period and checks it */
 } plan_compose;
 
 typedef struct plan_report {
@@ -108,7 +110,7 @@ typedef struct plan_report {
     int rows;                         /* table rows to print (0 = all) */
     double analytic_s, sim_s, wall_s; /* time spent, for the footer */
     int simulated, runs, ranks;       /* layouts simulated, loong sim runs, MPI ranks */
-    plan_compose compose;             /* how simulations cover the layers */
+    unsigned compose;                 /* how simulations cover the layers: plan_compose bits, one per kind used */
     char *const *commands;            /* [n] the loong sim command of each feasible layout, or NULL */
     bool why_removed;                 /* list every removed layout, not one line per cause */
     int draws;                        /* document packings averaged (1: the given layout) */

@@ -46,24 +46,24 @@ static int candidate_fixes(const plan_request *req, fix *f)
 {
     int k = 0;
     const config *b = &req->base;
-    for (int r = b->recompute + 1; r <= RECOMPUTE_FULL; r++) {
+    for (int r = b->recompute + 1; !req->search_recompute && r <= RECOMPUTE_FULL; r++) {
         f[k] = (fix){"", *req};
         f[k].req.base.recompute = (recompute_kind)r;
         snprintf(f[k++].what, sizeof f->what, "--recompute %s", recompute_name((recompute_kind)r));
     }
-    for (int z = b->zero + 1; z <= 3; z++) {
+    for (int z = b->zero + 1; !req->search_zero && z <= 3; z++) {
         f[k] = (fix){"", *req};
         f[k].req.base.zero = z;
         snprintf(f[k++].what, sizeof f->what, "--zero %d", z);
     }
-    if (b->zero < 3 && b->recompute != RECOMPUTE_FULL) {
+    if (!req->search_zero && !req->search_recompute && b->zero < 3 && b->recompute != RECOMPUTE_FULL) {
         f[k] = (fix){"", *req};
         f[k].req.base.zero = 3;
         f[k].req.base.recompute = RECOMPUTE_FULL;
         snprintf(f[k++].what, sizeof f->what, "--zero 3 --recompute full");
     }
     for (int m = 2; m <= 8; m *= 2)
-        for (int z3 = 0; z3 <= (b->zero < 3); z3++) {
+        for (int z3 = 0; z3 <= (b->zero < 3 && !req->search_zero); z3++) {
             f[k] = (fix){"", *req};
             f[k].req.gpus = req->gpus * m;
             f[k].req.dp = 0;
