@@ -357,6 +357,84 @@ START_TEST(show_reproduces_rows)
 }
 END_TEST
 
+/* --json and --plot: the JSON has every feasible row of the CSV with the
+ * same figures, the recommendation of the table and each row's command;
+ * the PNG is one, of as many points as rows. The recommended command's
+ * own --json carries throughput, MFU, the memory terms and every rank. */
+START_TEST(plan_json_and_plot)
+{
+    const char *model = model_file(4), *csv = "/tmp/loong-plan-j.csv", *js = "/tmp/loong-plan-j.json",
+               *png = "/tmp/loong-plan-j.png", *txt = "/tmp/loong-plan-j.txt";
+    run_result r = run_cmd(LOONG_BIN " plan --platform " TOPO "dgx-h100-1n.xml --model %s --seq 32K --top 2 "
+                                     "--csv %s --json %s --plot %s -o %s",
+                           model, csv, js, png, txt);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_error_t je;
+    json_t *j = json_load_file(js, 0, &je);
+    ck_assert_msg(j != NULL, "%s", je.text);
+    json_t *rows = json_object_get(j, "rows");
+    FILE *f = fopen(csv, "r");
+    char line[4096], v[16][96];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    size_t k = 0;
+    while (fgets(line, sizeof line, f)) {
+        csv_field(line, 10, v[10], sizeof v[10]);
+        if (strcmp(v[10], "feasible")) continue;
+        csv_field(line, 1, v[1], sizeof v[1]);
+        csv_field(line, 14, v[14], sizeof v[14]);
+        json_t *row = json_array_get(rows, k++);
+        ck_assert_msg(row != NULL, "the JSON has fewer rows than the CSV");
+        ck_assert_str_eq(json_string_value(json_object_get(row, "layout")), v[1]);
+        ck_assert(fabs(json_real_value(json_object_get(row, "step_s")) - atof(v[14])) <= 1e-6);
+        ck_assert_msg(json_is_string(json_object_get(row, "command")), "row %zu has no command", k);
+    }
+    fclose(f);
+    ck_assert_int_eq(k, json_array_size(rows));
+    const char *pick = json_string_value(json_object_get(json_object_get(j, "recommended"), "layout"));
+    char want[160];
+    snprintf(want, sizeof want, "# recommended: %s;", pick);
+    char *t = read_text(txt);
+    ck_assert_msg(strstr(t, want) != NULL, "the table recommends otherwise: %s", want);
+    free(t);
+    char points[64];
+    snprintf(points, sizeof points, "plotted %zu layouts", k);
+    ck_assert_msg(strstr(r.err, points) != NULL, "%s", r.err);
+    unsigned char magic[8] = {0};
+    f = fopen(png, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    ck_assert(!memcmp(magic, "\x89PNG\r\n\x1a\n", 8));
+    /* the pick's command, with its own JSON summary */
+    const char *cmd = json_string_value(json_object_get(json_object_get(j, "recommended"), "command"));
+    r = run_cmd("%s%s --json - --quiet -o /dev/null", LOONG_BIN, cmd + 5);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_t *s = json_loads(r.out, 0, &je);
+    ck_assert_msg(s != NULL, "%s: %s", je.text, r.out);
+    json_t *best = NULL, *row;
+    size_t i;
+    json_array_foreach(rows, i, row) if (!strcmp(json_string_value(json_object_get(row, "layout")), pick)) best = row;
+    ck_assert_ptr_nonnull(best);
+    double tps = json_real_value(json_object_get(best, "tokens_per_s_per_gpu"));
+    ck_assert(fabs(json_real_value(json_object_get(s, "tokens_per_s_per_gpu")) - tps) <= 1e-6 * tps);
+    ck_assert(json_real_value(json_object_get(s, "mfu_pct")) > 0);
+    double peak = json_real_value(json_object_get(json_object_get(s, "memory_bytes"), "peak"));
+    ck_assert(fabs(peak / 1e9 - json_real_value(json_object_get(best, "peak_mem_GB"))) <= 1e-9);
+    json_decref(s);
+    /* every rank, from an uncomposed run */
+    r = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 32K --mesh 2x4 --json - -o "
+                          "/dev/null",
+                model);
+    s = json_loads(r.out, 0, &je);
+    ck_assert_msg(s != NULL, "%s", je.text);
+    ck_assert_int_eq(json_array_size(json_object_get(s, "ranks")), 8);
+    ck_assert(json_is_real(json_object_get(json_array_get(json_object_get(s, "ranks"), 7), "idle_s")));
+    json_decref(s);
+    json_decref(j);
+    unlink(csv), unlink(js), unlink(png), unlink(txt), unlink(model);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan_sim");
@@ -368,6 +446,7 @@ int main(void)
     tcase_add_test(tc, compose_every_zero_stage);
     tcase_add_test(tc, robust_columns);
     tcase_add_test(tc, show_reproduces_rows);
+    tcase_add_test(tc, plan_json_and_plot);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -19,7 +19,12 @@ expect() { # NAME WANT GOT
 }
 
 # ---- the search order, with tables whose peaks tell them apart ----
-mkdir -p "$tmp/plat" "$tmp/a" "$tmp/b" "$tmp/empty"
+# A copy of loong out of its build directory: the build directory's own
+# also searches the source tree (checked last), which would find the
+# shipped tables these cases must miss.
+mkdir -p "$tmp/plat" "$tmp/a" "$tmp/b" "$tmp/empty" "$tmp/bin"
+cp "$L" "$tmp/bin/loong"
+Lb=$L L=$tmp/bin/loong
 "$L" topo --nodes 1 --gpus-per-node 8 --gpu h100 -o "$tmp/plat/my.xml" || bad "topo"
 table() { sed "s/^peak .*/peak    $2/" "$top/topologies/h100.calib" >"$1"; }
 table "$tmp/a/h100.calib" 900T
@@ -41,10 +46,17 @@ expect "a missing table lists every place, in order" "$want" "$msg"
 expect "a bare platform name" 900.0 "$(cd "$tmp/empty" && LOONG_DATA_PATH=$tmp/plat:$tmp/a peak --platform my)"
 msg=$(cd "$tmp/empty" && LOONG_DATA_PATH=$tmp/a peak --platform my)
 expect "a missing platform lists every place" \
-    "platform 'my' not found in: ., $tmp/a, $loong_pkgdatadir (list the installed ones with loong topo --list)" "$msg"
+    "platform 'my' not found in: ., $tmp/a, $loong_pkgdatadir (give its path, add its directory to LOONG_DATA_PATH, or make install the shipped ones; loong topo --list shows each directory)" "$msg"
 LOONG_DATA_PATH=$tmp/plat:$tmp/a "$L" topo --list >"$tmp/list.txt"
 grep -q "^  my.xml  *platform: 1 node(s) x 8 h100 GPUs" "$tmp/list.txt" && grep -q "^  mine.calib " "$tmp/list.txt" &&
     ok "topo --list" || bad "topo --list: $(cat "$tmp/list.txt")"
+# the build directory's loong: the source tree after LOONG_DATA_PATH, before the installed directory
+src=$(cd "$top/topologies" && pwd -P)
+msg=$(cd "$tmp/empty" && LOONG_DATA_PATH=$tmp/a "$Lb" sim --platform my 2>&1)
+expect "the build directory's loong searches its source tree" \
+    "loong sim: error: platform 'my' not found in: ., $tmp/a, $src, $loong_pkgdatadir (give its path, add its directory to LOONG_DATA_PATH, or make install the shipped ones; loong topo --list shows each directory)" "$msg"
+expect "... and finds the shipped platforms from anywhere" 989.0 "$(cd / && L=$Lb peak --platform dgx-h100-1n)"
+L=$Lb
 
 # ---- make install DESTDIR=..., the staged layout, make uninstall ----
 stage=$tmp/stage

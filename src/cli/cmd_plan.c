@@ -23,6 +23,7 @@
 #include "model/platform_spec.h"
 #include "autoconf.h"
 #include "cli.h"
+#include "plot.h"
 #include "sim_child.h"
 
 #ifdef HAVE_MPI
@@ -65,6 +66,10 @@ static void plan_usage(FILE *f)
             "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
             "  --rows N              table rows to print (0: all)                         [20]\n"
             "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
+            "  --json FILE           write the plan as JSON: every row with its loong sim\n"
+            "                        command, the recommendation, the causes of removal\n"
+            "  --plot FILE.png       draw tokens/s/GPU against peak memory for every layout\n"
+            "                        and the pick's step split (gnuplot)\n"
             "  -o, --output FILE     write the table there (atomically) instead of stdout\n"
             "  --draws N             with --doc-dist: packings drawn (seeds --seed ..\n"
             "                        --seed + N - 1); the table shows their mean step and\n"
@@ -93,7 +98,7 @@ static void plan_usage(FILE *f)
 }
 
 typedef struct plan_args {
-    const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem;
+    const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot;
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     bool exact, full_layers, quiet, robust, why_removed;
     double tie;
@@ -137,7 +142,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"gpu-mem", required_argument, 0, 'm'},  {"calib", required_argument, 0, 'c'},
         {"top", required_argument, 0, 'k'},      {"exact", no_argument, 0, 'x'},
         {"full-layers", no_argument, 0, 'F'},    {"show", required_argument, 0, 'S'},
-        {"why-removed", no_argument, 0, 'W'},    {"jobs", required_argument, 0, 'j'},
+        {"why-removed", no_argument, 0, 'W'},    {"json", required_argument, 0, 'J'},
+        {"plot", required_argument, 0, 'P'},     {"jobs", required_argument, 0, 'j'},
         {"rows", required_argument, 0, 'r'},     {"csv", required_argument, 0, 'C'},
         {"output", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
         {"draws", required_argument, 0, 'd'},    {"robust", no_argument, 0, 'R'},
@@ -168,6 +174,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'F': a->full_layers = true; break;
         case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
         case 'W': a->why_removed = true; break;
+        case 'J': a->json = optarg; break;
+        case 'P': a->plot = optarg; break;
         case 'j': rc = parse_count(optarg, "--jobs", &a->jobs, false); break;
         case 'r': rc = parse_count(optarg, "--rows", &a->rows, true); break;
         case 'C': a->csv = optarg; break;
@@ -726,24 +734,39 @@ static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int
 /* The table and the CSV: opened (as temporaries) before the search, so that
  * an unwritable path fails at once, and committed together at the end. */
 typedef struct plan_outputs {
-    afile t, c;
+    afile t, c, j;
 } plan_outputs;
-
-static int open_outputs(const plan_args *a, plan_outputs *o, char err[LOONG_ERRLEN])
-{
-    memset(o, 0, sizeof *o);
-    if (a->csv && afile_open(&o->c, a->csv, err) < 0) return -1;
-    if (afile_open(&o->t, a->out, err) < 0) {
-        afile_abort(&o->c);
-        return -1;
-    }
-    return 0;
-}
 
 static void abort_outputs(plan_outputs *o)
 {
     afile_abort(&o->t);
     afile_abort(&o->c);
+    afile_abort(&o->j);
+}
+
+static int open_outputs(const plan_args *a, plan_outputs *o, char err[LOONG_ERRLEN])
+{
+    memset(o, 0, sizeof *o);
+    if ((a->csv && afile_open(&o->c, a->csv, err) < 0) || (a->json && afile_open(&o->j, a->json, err) < 0) ||
+        afile_open(&o->t, a->out, err) < 0) {
+        abort_outputs(o);
+        return -1;
+    }
+    return 0;
+}
+
+/* --plot: drawn (atomically) before the text outputs are committed, so that
+ * a failed plot leaves none of them. */
+static int write_plot(const plan_args *a, const plan_ctx *x, const plan_layout *ls, int n, const plan_report *rp,
+                      char err[LOONG_ERRLEN])
+{
+    int *idx = xmalloc_array((size_t)n + 1, sizeof *idx, "the plan's ranking");
+    int m = plan_rank(ls, n, idx), pick = m ? plan_recommend(ls, idx, m, rp->tie) : -1;
+    free(idx);
+    int points = pick >= 0 ? plot_plan(a->plot, ls, n, pick, x->req.gpu_mem, rp->peak, err) : 0;
+    if (points < 0) return -1;
+    if (!a->quiet) fprintf(stderr, "loong plan: plotted %d layouts in %s\n", points, a->plot);
+    return 0;
 }
 
 /* --show ROW: the command of the layout ranked ROW, on one line. */
@@ -774,7 +797,11 @@ static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o,
         if (write_show(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
     } else if (rc == 0 && plan_write_table(o->t.f, ls, n, &x->req, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
+    if (rc == 0 && a->json && plan_write_json(o->j.f, ls, n, &x->req, rp) < 0)
+        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
+    if (rc == 0 && a->plot) rc = write_plot(a, x, ls, n, rp, err);
     if (rc == 0 && a->csv) rc = afile_commit(&o->c, err);
+    if (rc == 0 && a->json) rc = afile_commit(&o->j, err);
     if (rc == 0) rc = afile_commit(&o->t, err);
     if (rc < 0) abort_outputs(o);
     return rc;

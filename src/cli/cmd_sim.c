@@ -7,6 +7,7 @@
 #include "core/afile.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
+#include "model/memory.h"
 #include "core/stats.h"
 #include "core/strategy.h"
 #include "core/timeline.h"
@@ -197,13 +198,26 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     fputc('\n', f);
 }
 
-/* The --json summary: step time and per-rank busy / exposed means and
- * maxima, for scripts and `loong plan`. */
-static json_t *json_summary(const dag *g, const sim_result *res)
+/* The memory model's per-rank terms (bytes) of c, as the plan prints them. */
+static json_t *json_memory(const config *c)
+{
+    memory_estimate m;
+    memory_estimate_config(c, &m);
+    double layer = m.working + m.attn_buffers;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights, "gradients", m.grads, "optimizer",
+                     m.optimizer, "activations", m.activations, "transient", layer > m.lm_head ? layer : m.lm_head,
+                     "peak", m.peak);
+}
+
+/* The --json summary: step time, throughput, MFU, the memory model's
+ * terms, per-rank busy / idle / exposed (and their means and maxima), for
+ * scripts and `loong plan`. */
+static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb)
 {
     const config *c = dag_config(g);
     int P = config_ranks(c);
     double sum[2] = {0, 0}, mx[2] = {0, 0};
+    json_t *ranks = json_array();
     for (int r = 0; r < P; r++) {
         rank_timeline tl;
         timeline_rank(g, res->start, res->dur, r, res->makespan, &tl);
@@ -212,19 +226,24 @@ static json_t *json_summary(const dag *g, const sim_result *res)
             sum[k] += v[k];
             if (v[k] > mx[k]) mx[k] = v[k];
         }
+        json_array_append_new(ranks, json_pack("{s:i, s:f, s:f, s:f}", "rank", r, "busy_s", tl.busy, "idle_s", tl.idle,
+                                               "exposed_s", tl.exposed));
     }
+    double T = res->makespan, tokens = (double)c->batch * (double)c->seq;
     json_t *j =
-        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:I, s:i, s:f}", "config", config_to_json(c), "step_s", res->makespan,
-                  "busy_mean_s", sum[0] / P, "busy_max_s", mx[0], "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1],
+        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:I, s:i, s:f}", "config", config_to_json(c),
+                  "step_s", T, "tokens_per_s_per_gpu", T > 0 ? tokens / (T * P) : 0, "mfu_pct",
+                  100 * stats_mfu(c, T, calib_peak(cb)), "busy_mean_s", sum[0] / P, "busy_max_s", mx[0],
+                  "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1], "memory_bytes", json_memory(c), "ranks", ranks,
                   "tasks", (json_int_t)dag_ntasks(g), "layers", c->model.layers, "sim_wall_s", res->wall_s);
     if (!j) xalloc_die(0, "the JSON summary");
     return j;
 }
 
 /* The summary with the perturbations it ran under, if any. */
-static json_t *json_summary_of(const dag *g, const sim_result *res, const whatif *w)
+static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const whatif *w)
 {
-    json_t *j = json_summary(g, res);
+    json_t *j = json_summary(g, res, cb);
     if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
     return j;
 }
@@ -285,7 +304,7 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     }
     if (!o->table && f) fclose(f);
     free(mem);
-    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, &a->w)) < 0)
+    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
     if (rc == 0 && a->trace) rc = afile_commit(&o->tr, err);
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
@@ -490,8 +509,12 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
     int rc = 0;
     if (o->table) write_compose_table(o->sm.f, a, c, k, L, step, exposed, tk);
     if (a->json) {
-        json_t *j = json_pack("{s:o, s:f, s:f, s:b, s:i}", "config", config_to_json(c), "step_s", step,
-                              "exposed_mean_s", exposed, "composed", k > 0, "period_from_layers", k);
+        platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
+        double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = (double)c->batch * c->seq;
+        json_t *j = json_pack("{s:o, s:f, s:f, s:f, s:f, s:o, s:b, s:i}", "config", config_to_json(c), "step_s", step,
+                              "tokens_per_s_per_gpu", tokens / (step * config_ranks(c)), "mfu_pct",
+                              peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
+                              json_memory(c), "composed", k > 0, "period_from_layers", k);
         if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);

@@ -157,3 +157,76 @@ int plot_error_bars(const char *png, const cmp_summary *sm, cmp_by by, char err[
     unlink(spath);
     return rc;
 }
+
+/* A layout's family for the plan's colours: its strategy. */
+static int family_of(const char *strategy, const char **names, int *n)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(names[i], strategy)) return i;
+    names[*n] = strategy;
+    return (*n)++;
+}
+
+int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gpu_mem, double peak,
+              char err[LOONG_ERRLEN])
+{
+    if (have_gnuplot(err) < 0) return -1;
+    char dpath[64], spath[64];
+    FILE *d = temp_file(dpath, sizeof dpath, "plan-data"), *s = temp_file(spath, sizeof spath, "plan-gp");
+    if (!d || !s) {
+        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
+        return -1;
+    }
+    const char *fam[16];
+    int nfam = 0, points = 0;
+    for (int sim = 1; sim >= 0; sim--) { /* index 0: simulated, 1: analytical */
+        for (int i = 0; i < n; i++) {
+            const plan_layout *l = &ls[i];
+            if (l->removed || (l->sim_step >= 0) != sim) continue;
+            const config *c = &l->c;
+            double step = plan_step(l), tps = (double)c->batch * (double)c->seq / (step * config_ranks(c));
+            int f = nfam < 16 ? family_of(c->strategy, fam, &nfam) : 15;
+            fprintf(d, "%.6f %.6f %d\n", l->mem.peak / 1e9, tps, f + 1);
+            points++;
+        }
+        fprintf(d, "\n\n");
+    }
+    const plan_layout *p = &ls[pick];
+    double step = plan_step(p), tps = (double)p->c.batch * (double)p->c.seq / (step * config_ranks(&p->c));
+    fprintf(d, "%.6f %.6f\n\n\n", p->mem.peak / 1e9, tps); /* index 2: the pick */
+    /* index 3: the pick's split, the analytical model's shares of its step */
+    const analytic_result *a = &p->an;
+    double scale = a->step > 0 ? step / a->step : 1, other = a->exposed - a->a2a - a->ring_wait - a->dp_tail;
+    const char *part[] = {"compute", "all-to-all", "ring wait", "data-parallel tail", "other exposed"};
+    double val[] = {a->busy, a->a2a, a->ring_wait, a->dp_tail, other > 0 ? other : 0};
+    for (int k = 0; k < 5; k++)
+        fprintf(d, "\"%s\" %.6f\n", part[k], val[k] * scale);
+    fclose(d);
+    fprintf(s,
+            "set terminal pngcairo size 1500,600 font ',10'\nset output '%s.tmp'\nset termoption noenhanced\n"
+            "set multiplot layout 1,2\nset key outside bottom center horizontal\nset grid\n"
+            "set xlabel 'peak memory per GPU (GB)'\nset ylabel 'tokens/s/GPU'\n"
+            "set title 'every feasible layout: filled simulated, open analytical (%.0f TFLOP/s peak)'\n"
+            "set arrow 1 from %.3f, graph 0 to %.3f, graph 1 nohead lc rgb 'red' dt 2\n"
+            "set label 1 'GPU memory %.1f GB' at %.3f, graph 0.95 right tc rgb 'red' offset -0.5,0\n",
+            png, peak / 1e12, gpu_mem / 1e9, gpu_mem / 1e9, gpu_mem / 1e9, gpu_mem / 1e9);
+    fprintf(s, "set label 2 'pick: %s' at %.3f, %.3f offset 1.5,-0.8\n", p->name, p->mem.peak / 1e9, tps);
+    fprintf(s, "set xrange [0:%.3f]\nplot ", gpu_mem / 1e9 * 1.05);
+    for (int f = 0; f < nfam; f++)
+        fprintf(s,
+                "'%s' index 0 using 1:($3==%d?$2:1/0) with points pt 7 ps 1.2 lc %d title '%s', "
+                "'%s' index 1 using 1:($3==%d?$2:1/0) with points pt 6 ps 1 lc %d notitle, ",
+                dpath, f + 1, f + 1, fam[f], dpath, f + 1, f + 1);
+    fprintf(s, "'%s' index 2 using 1:2 with points pt 3 ps 3 lw 2 lc rgb 'black' title 'pick'\n", dpath);
+    fprintf(s,
+            "unset arrow 1\nunset label 1\nunset label 2\nset autoscale x\nunset xrange\nset style data histograms\n"
+            "set style fill solid 0.85 border -1\nset xlabel ''\nset ylabel 'seconds of the step'\nset yrange [0:*]\n"
+            "set title 'the pick, %s: its %.3f s step (the analytical split, scaled)'\nset xtics rotate by -20\n"
+            "plot '%s' index 3 using 2:xtic(1) notitle lc rgb '#1f77b4'\nunset multiplot\n",
+            p->name, step, dpath);
+    fclose(s);
+    int rc = run_gnuplot(spath, png, err);
+    unlink(dpath);
+    unlink(spath);
+    return rc < 0 ? -1 : points;
+}

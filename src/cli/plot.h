@@ -8,11 +8,21 @@
 #define LOONG_CLI_PLOT_H
 
 #include "analysis/compare.h"
+#include "model/plan.h"
 
 /* Gantt charts of n traces of the same DAG, stacked top to bottom: one row
  * per (rank, stream), one box per task, coloured by task kind. */
 int plot_gantt(const char *png, const dag *g, const trace *const *traces, const char *const *titles, int n,
                char err[LOONG_ERRLEN]);
+
+/* A plan's picture: tokens/s/GPU against peak memory for every feasible
+ * layout (filled: simulated, open: analytical), coloured by family (the
+ * layout's strategy), the GPU memory as a line and the pick (`pick`, an
+ * index of ls) marked; beside it, the pick's step split into compute and
+ * exposed communication by kind (the analytical model's split, scaled to
+ * the pick's step). Returns the points drawn, or -1. */
+int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gpu_mem, double peak,
+              char err[LOONG_ERRLEN]);
 
 /* Bars of the median and mean absolute percentage error per group. */
 int plot_error_bars(const char *png, const cmp_summary *s, cmp_by by, char err[LOONG_ERRLEN]);

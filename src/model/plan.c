@@ -1,6 +1,7 @@
 /* plan: enumerate, filter, score and rank layouts. See plan.h. */
 #include "plan.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +338,34 @@ static void reason_class(const char *reason, char *out, size_t len)
     out[k] = '\0';
 }
 
+/* The causes of removal, most common first: example[k] is the first
+ * layout of cause k, count[k] its layouts (both [n]); returns the causes. */
+static int removed_causes(const plan_layout *ls, int n, int *example, int *count)
+{
+    char(*cls)[LOONG_ERRLEN] = xcalloc((size_t)n + 1, sizeof *cls, "the removed layouts");
+    int *per = xcalloc((size_t)n + 1, sizeof *per, "the removed layouts"), causes = 0;
+    for (int i = 0; i < n; i++) { /* per[first]: the layouts of a cause, on its first layout */
+        if (!ls[i].removed) continue;
+        reason_class(ls[i].reason, cls[i], sizeof cls[i]);
+        int first = i;
+        for (int j = 0; j < i && first == i; j++)
+            if (ls[j].removed && !strcmp(cls[j], cls[i])) first = j;
+        causes += first == i;
+        per[first]++;
+    }
+    for (int k = 0; k < causes; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (per[i] > 0 && (best < 0 || per[i] > per[best])) best = i;
+        example[k] = best;
+        count[k] = per[best];
+        per[best] = 0;
+    }
+    free(cls);
+    free(per);
+    return causes;
+}
+
 /* "# removed:" lines: every layout with --why-removed, else one per cause
  * (most common first) with its count and its first layout as the example. */
 static void write_removed(FILE *f, const plan_layout *ls, int n, bool all)
@@ -346,26 +375,13 @@ static void write_removed(FILE *f, const plan_layout *ls, int n, bool all)
             if (ls[i].removed) fprintf(f, "# removed: %-34s %s\n", ls[i].name, ls[i].reason);
         return;
     }
-    char(*cls)[LOONG_ERRLEN] = xcalloc((size_t)n + 1, sizeof *cls, "the removed layouts");
-    int *count = xcalloc((size_t)n + 1, sizeof *count, "the removed layouts"), groups = 0;
-    for (int i = 0; i < n; i++) { /* count[first]: the layouts of a cause, on its first layout */
-        if (!ls[i].removed) continue;
-        reason_class(ls[i].reason, cls[i], sizeof cls[i]);
-        int first = i;
-        for (int j = 0; j < i && first == i; j++)
-            if (ls[j].removed && !strcmp(cls[j], cls[i])) first = j;
-        groups += first == i;
-        count[first]++;
-    }
-    for (int done = 0; done < groups; done++) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (count[i] > 0 && (best < 0 || count[i] > count[best])) best = i;
-        fprintf(f, "# removed: %d layout(s): %s (e.g. %s)\n", count[best], ls[best].reason, ls[best].name);
-        count[best] = 0;
-    }
-    if (groups) fprintf(f, "# removed: --why-removed lists every layout\n");
-    free(cls);
+    int *example = xcalloc((size_t)n + 1, sizeof *example, "the removed layouts");
+    int *count = xcalloc((size_t)n + 1, sizeof *count, "the removed layouts");
+    int causes = removed_causes(ls, n, example, count);
+    for (int k = 0; k < causes; k++)
+        fprintf(f, "# removed: %d layout(s): %s (e.g. %s)\n", count[k], ls[example[k]].reason, ls[example[k]].name);
+    if (causes) fprintf(f, "# removed: --why-removed lists every layout\n");
+    free(example);
     free(count);
 }
 
@@ -444,4 +460,75 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     }
     free(idx);
     return ferror(f) ? -1 : 0;
+}
+
+/* ---- JSON ---- */
+
+static json_t *json_ratio(double v) { return isnan(v) ? json_null() : json_real(v); }
+
+static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, const plan_report *rp, bool tie)
+{
+    const plan_layout *l = &ls[i];
+    const config *c = &l->c;
+    char place[64];
+    config_placement_text(c, place, sizeof place);
+    json_t *j =
+        json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:i, s:b, s:i, s:s, s:f, s:f, s:f, s:f, s:f, "
+                  "s:f, s:o, s:o, s:b}",
+                  "rank", rank, "layout", l->name, "by", l->sim_step >= 0 ? "sim" : "model", "dp", c->dp, "p_head",
+                  c->p_head, "p_seq", c->p_seq, "placement", place, "partition", partition_name(c->partition), "ring",
+                  ring_name(c->ring), "window", c->window, "kv_replication", c->kv_replication, "zero", c->zero,
+                  "recompute", recompute_name(c->recompute), "analytic_s", l->an.step, "step_s", r->step,
+                  "tokens_per_s_per_gpu", r->tps, "mfu_pct", r->mfu, "peak_mem_GB", r->mem_gb, "exposed_s", r->exposed,
+                  "speedup_vs_ring", json_ratio(r->vs_ring), "speedup_vs_ulysses", json_ratio(r->vs_uly), "tie", tie);
+    if (rp->commands && rp->commands[i]) json_object_set_new(j, "command", json_string(rp->commands[i]));
+    return j;
+}
+
+static json_t *json_removed(const plan_layout *ls, int n)
+{
+    int *example = xcalloc((size_t)n + 1, sizeof *example, "the removed layouts");
+    int *count = xcalloc((size_t)n + 1, sizeof *count, "the removed layouts");
+    int causes = removed_causes(ls, n, example, count);
+    json_t *a = json_array();
+    for (int k = 0; k < causes; k++)
+        json_array_append_new(a, json_pack("{s:s, s:i, s:s}", "reason", ls[example[k]].reason, "count", count[k],
+                                           "example", ls[example[k]].name));
+    free(example);
+    free(count);
+    return a;
+}
+
+int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp)
+{
+    int *idx = xmalloc_array((size_t)n + 1, sizeof *idx, "the plan's ranking");
+    int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
+    json_t *rows = json_array();
+    for (int k = 0; k < m; k++) {
+        row r = row_of(ls, idx[k], ring, uly, rp->peak);
+        json_array_append_new(rows, json_row(ls, idx[k], k + 1, &r, rp, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie)));
+    }
+    json_t *rec = json_null();
+    if (m) {
+        int pick = plan_recommend(ls, idx, m, rp->tie), rank = 0;
+        while (idx[rank] != pick)
+            rank++;
+        rec = json_pack("{s:i, s:s, s:s}", "rank", rank + 1, "layout", ls[pick].name, "why",
+                        pick == idx[0] ? "highest predicted throughput"
+                                       : "tied with the fastest, and simpler or more robust");
+        if (rp->commands && rp->commands[pick]) json_object_set_new(rec, "command", json_string(rp->commands[pick]));
+    }
+    json_t *j = json_pack("{s:o, s:{s:s, s:i, s:i, s:f, s:b, s:b}, s:o, s:o, s:{s:o, s:o}, s:o, s:i, s:i, s:i}",
+                          "config", config_to_json(&req->base), "request", "platform", rp->platform, "gpus", req->gpus,
+                          "dp", req->dp, "gpu_mem_bytes", req->gpu_mem, "zero_searched", req->search_zero,
+                          "recompute_searched", req->search_recompute, "rows", rows, "recommended", rec, "baselines",
+                          "ring", ring >= 0 ? json_string(ls[ring].name) : json_null(), "ulysses",
+                          uly >= 0 ? json_string(ls[uly].name) : json_null(), "removed", json_removed(ls, n),
+                          "enumerated", n, "simulated", rp->simulated, "runs", rp->runs);
+    if (!j) xalloc_die(0, "the plan's JSON");
+    if (rp->perturbed) json_object_set_new(j, "perturbed", json_string(rp->perturbed));
+    int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF ? 0 : -1;
+    json_decref(j);
+    free(idx);
+    return rc < 0 || ferror(f) ? -1 : 0;
 }

@@ -166,4 +166,10 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
  * their reason). Returns 0 or -1 on a write error. */
 int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp);
 
+/* The plan as one JSON object: the base configuration and the request,
+ * every feasible row as the table has it (with its loong sim command when
+ * rp->commands has one), the recommendation, the baselines and the causes
+ * of removal with their counts. Returns 0, or -1 on a write error. */
+int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp);
+
 #endif
