@@ -313,6 +313,18 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     return rc;
 }
 
+/* A mesh smaller than the platform is legitimate (a slice of a cluster),
+ * but say so: the rest of the GPUs stay idle. */
+static void note_idle_gpus(const config *c, sim_platform *pf)
+{
+    int used = config_world(c), have = sim_platform_gpus(pf); /* replicas by symmetry count too */
+    if (used >= have) return;
+    fprintf(stderr,
+            "loong sim: note: the layout uses %d of the platform's %d GPUs, the others idle (a larger mesh or --dp "
+            "fills them)\n",
+            used, have);
+}
+
 /* The trace's estimated size against --trace-max (an error) and
  * Perfetto's limit (a warning), before any simulation. */
 static int check_trace_size(const sim_args *a, const dag *g, char err[LOONG_ERRLEN])
@@ -347,6 +359,7 @@ static int simulate(sim_args *a, const config *c)
     }
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
     dag *g = cb ? dag_build(c, err) : NULL;
+    if (g && !a->quiet) note_idle_gpus(c, pf);
     if (!g || check_trace_size(a, g, err) < 0) {
         abort_outputs(&out);
         dag_free(g);

@@ -244,7 +244,11 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
                 rp->docs, rp->draws);
     else if (rp->docs)
         fprintf(f, "# documents: %s (%d in the sample)\n", rp->docs, docs_count(b->docs));
-    if (rp->perturbed) fprintf(f, "# PERTURBED (what-if): every simulation under %s\n", rp->perturbed);
+    if (rp->perturbed)
+        fprintf(f,
+                "# PERTURBED (what-if): the 'sim' rows ran under %s; the 'model' rows are the analytical model's clean "
+                "prediction (it has no what-if), and the layouts to simulate were chosen from it\n",
+                rp->perturbed);
     fprintf(f,
             "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
             "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
