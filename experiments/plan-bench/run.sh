@@ -7,7 +7,12 @@
 #      configurations (each with --top 10: the analytical top 1 is among the
 #      simulated, so the question is whether simulation reorders the top).
 #      A tie (the two simulate within 0.1 %, e.g. single ring vs double ring
-#      w = 1, which are the same schedule) counts as agreement.
+#      w = 1, which are the same schedule) counts as agreement;
+#   3. the llama3-70b plan at 512K under ZeRO-3 on dgx-h100-32n (top 10,
+#      recompute searched), composed (every child a loong sim --compose)
+#      against --full-layers: wall, peak RSS and their ratios, and whether
+#      the two recommend the same layout. RUN_FULL=0 skips the full one
+#      (minutes).
 # usage: experiments/plan-bench/run.sh [path/to/loong]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -47,3 +52,23 @@ for plat in dgx-h100-4n dgx-h100-8n a100-8n-4nic; do
     done
 done
 echo "# analytical top 1 = SimGrid top 1 in $agree of $total configurations"
+
+echo "# 3. llama3-70b, S = 512K, ZeRO-3, 256 GPUs: composed vs every layer simulated"
+for mode in composed full; do
+    [ $mode = full ] && [ "${RUN_FULL:-1}" = 0 ] && break
+    extra=()
+    [ $mode = full ] && extra=(--full-layers)
+    /usr/bin/time -o "$TMP/time" -f '%e %M' "$LOONG" plan --quiet --platform "$TOPO/dgx-h100-32n.xml" \
+        --model llama3-70b --seq 512K --zero 3 "${extra[@]}" --csv "$TMP/$mode.csv" -o "$TMP/$mode.txt"
+    read -r w m <"$TMP/time"
+    pick=$(sed -n 's/^# recommended: \([^;]*\);.*/\1/p' "$TMP/$mode.txt")
+    printf '  %-8s wall %8.1f s  peak RSS %6.0f MB  recommends %s\n' $mode "$w" "$((m / 1024))" "$pick"
+    echo "$w $m $pick" >"$TMP/$mode.res"
+done
+if [ -f "$TMP/full.res" ]; then
+    read -r cw cm cp <"$TMP/composed.res"
+    read -r fw fm fp <"$TMP/full.res"
+    awk -v cw="$cw" -v fw="$fw" -v cm="$cm" -v fm="$fm" \
+        'BEGIN { printf "# composed / full: wall %.2fx, peak RSS %.2fx\n", cw / fw, cm / fm }'
+    [ "$cp" = "$fp" ] && echo "# the same recommendation" || echo "# DIFFERENT recommendations"
+fi

@@ -499,10 +499,10 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
     if (k > 0)
         fprintf(f,
                 "composed from simulations of %d and %d layers (%.6f s), one layer adding a constant from there%s:\n"
-                "#   T(L) = T(%d) + (L - %d) (T(%d) - T(%d)) / %d with L = %d\n",
+                "#   T(L) = T(%d) + (L - %d) (T(%d) - T(%d))%s with L = %d\n",
                 k - j, k, tk,
                 c->zero == 1 ? " (ZeRO-1: by construction)" : " (3 increments equal to 0.1 %, checked 3 layers on)", k,
-                k, k, k - j, j, L);
+                k, k, k - j, j > 1 ? " / 3" : "", L);
     else
         fprintf(f, "no period found for fewer simulated layers than the step has: all %d layers simulated\n", L);
     fprintf(f, "# step time: %.6f s (training step, step)\n", step);
@@ -580,6 +580,10 @@ static int check_against_config(const sim_args *a, const config *c)
         return cli_fail("sim", "%s", err);
     if ((a->flt.rank >= 0 || a->flt.layer >= 0) && !a->trace)
         return cli_fail("sim", "--trace-rank and --trace-layer select what --trace FILE writes: add --trace FILE");
+    if (a->trace_max > 0 && !a->trace)
+        return cli_fail("sim",
+                        "--trace-max limits what --trace FILE writes, and no --trace was given: add --trace FILE "
+                        "or drop --trace-max");
     if (a->flt.rank >= config_ranks(c))
         return cli_fail("sim", "--trace-rank %d is not a rank of mesh %dx%d: use 0..%d", a->flt.rank, c->p_head,
                         c->p_seq, config_ranks(c) - 1);
