@@ -20,8 +20,7 @@ int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_E
     if (datapath_find("platform", given, ".xml", ".", out, len, err) == 0) return 0;
     size_t n = strlen(err);
     snprintf(err + n, LOONG_ERRLEN - n,
-             " (give its path, add its directory to LOONG_DATA_PATH, or make install the shipped ones; loong topo "
-             "--list shows each directory)");
+             " (give its path, set LOONG_DATA_PATH to its directory, or make install; loong topo --list)");
     return -1;
 }
 
