@@ -410,6 +410,7 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
     }
     fflush(stderr);
 }
+
 /* How the simulations cover the layers: under ZeRO-1, L = 1 and L = 2
  * runs composed as T(L) = T(1) + (L-1)(T(2) - T(1)) (layers are identical;
  * the LM head and ZeRO-1's step-level collectives are not per layer); at

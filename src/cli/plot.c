@@ -44,6 +44,22 @@ static FILE *temp_file(char *path, size_t len, const char *tag)
     return fd < 0 ? NULL : fdopen(fd, "w");
 }
 
+/* gnuplot's data and script temporaries, /tmp/loong-TAG-data-* and
+ * /tmp/loong-TAG-gp-*: both, or neither and err says so. */
+static int open_temps(const char *tag, char dpath[64], char spath[64], FILE **d, FILE **s, char err[LOONG_ERRLEN])
+{
+    char dt[32], st[32];
+    snprintf(dt, sizeof dt, "%s-data", tag);
+    snprintf(st, sizeof st, "%s-gp", tag);
+    *d = temp_file(dpath, 64, dt);
+    *s = temp_file(spath, 64, st);
+    if (*d && *s) return 0;
+    if (*d) fclose(*d), unlink(dpath);
+    if (*s) fclose(*s), unlink(spath);
+    snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
+    return -1;
+}
+
 /* Rows: (rank, stream) pairs with tasks, in order. */
 static int row_of(const dag *g, int rank, int stream, int *rows)
 {
@@ -58,9 +74,8 @@ int plot_gantt(const char *png, const dag *g, const trace *const *traces, const 
     int ranks = config_ranks(dag_config(g)), nrows = 0;
     int *rows = xmalloc_array((size_t)ranks * STREAM_COUNT, sizeof *rows, "the Gantt rows");
     char dpath[64], spath[64];
-    FILE *d = temp_file(dpath, sizeof dpath, "gantt-data"), *s = temp_file(spath, sizeof spath, "gantt-gp");
-    if (!d || !s) {
-        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
+    FILE *d, *s;
+    if (open_temps("gantt", dpath, spath, &d, &s, err) < 0) {
         free(rows);
         return -1;
     }
@@ -129,11 +144,8 @@ int plot_error_bars(const char *png, const cmp_summary *sm, cmp_by by, char err[
 {
     if (have_gnuplot(err) < 0) return -1;
     char dpath[64], spath[64];
-    FILE *d = temp_file(dpath, sizeof dpath, "err-data"), *s = temp_file(spath, sizeof spath, "err-gp");
-    if (!d || !s) {
-        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
-        return -1;
-    }
+    FILE *d, *s;
+    if (open_temps("err", dpath, spath, &d, &s, err) < 0) return -1;
     for (int k = 0; k < sm->ngroups; k++) {
         const cmp_group *gr = &sm->groups[k];
         if (by == CMP_BY_KIND)
@@ -172,11 +184,8 @@ int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gp
 {
     if (have_gnuplot(err) < 0) return -1;
     char dpath[64], spath[64];
-    FILE *d = temp_file(dpath, sizeof dpath, "plan-data"), *s = temp_file(spath, sizeof spath, "plan-gp");
-    if (!d || !s) {
-        snprintf(err, LOONG_ERRLEN, "cannot create temporary files for gnuplot");
-        return -1;
-    }
+    FILE *d, *s;
+    if (open_temps("plan", dpath, spath, &d, &s, err) < 0) return -1;
     const char *fam[16];
     int nfam = 0, points = 0;
     for (int sim = 1; sim >= 0; sim--) { /* index 0: simulated, 1: analytical */
