@@ -33,18 +33,25 @@ static double attr_of(const char *xml, const char *id, const char *attr)
     return atof(p + strlen(key));
 }
 
-START_TEST(generated_matches_spec)
+/* `loong topo ARGS` into a fresh temporary path (/tmp/loong-topo-XXXXXX,
+ * filled in): its XML, malloc'd. */
+static char *generate(const char *args, char path[])
 {
-    char path[] = "/tmp/loong-topo-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    /* 40 nodes, 4 NICs for 8 GPUs, 24 nodes per leaf, 2:1 oversubscribed */
-    run_result r = run_cmd("%s topo --nodes 40 --gpu a100 --nics-per-node 4 --nic 200Gbps --nvlink 300GBps "
-                           "--nodes-per-leaf 24 --oversubscription 2 -o %s",
-                           LOONG_BIN, path);
+    run_result r = run_cmd("%s topo %s -o %s", LOONG_BIN, args, path);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    char *xml = read_text(path);
+    return read_text(path);
+}
+
+START_TEST(generated_matches_spec)
+{
+    char path[] = "/tmp/loong-topo-XXXXXX";
+    /* 40 nodes, 4 NICs for 8 GPUs, 24 nodes per leaf, 2:1 oversubscribed */
+    char *xml = generate("--nodes 40 --gpu a100 --nics-per-node 4 --nic 200Gbps --nvlink 300GBps --nodes-per-leaf 24 "
+                         "--oversubscription 2",
+                         path);
     ck_assert_int_eq(count(xml, "<host "), 40 * 8);
     ck_assert_int_eq(count(xml, "<link "), 40 * 8 + 40 * 4 + 4 * 2);
     ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
@@ -106,16 +113,11 @@ END_TEST
 START_TEST(rail_platform_matches_spec)
 {
     char path[] = "/tmp/loong-topo-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    /* 600 nodes: 19 units (the last of 24 nodes), pods of 4 units (the last
-     * of 3: 88 nodes), leaves of 16 nodes at 2:1, pod uplinks at 3:1 */
-    run_result r = run_cmd("%s topo --preset superpod --nodes 600 --leaves-per-rail 2 --oversubscription 2 "
-                           "--spine-oversubscription 3 -o %s",
-                           LOONG_BIN, path);
-    ck_assert_msg(r.status == 0, "%s", r.err);
-    char *xml = read_text(path);
+    /* 600 nodes: 19 units (the last of 24 nodes), pods of 3 units (the last
+     * of 1: 24 nodes), leaves of 16 nodes at 2:1, pod uplinks at 3:1 */
+    char *xml = generate("--preset superpod --nodes 600 --leaves-per-rail 2 --oversubscription 2 "
+                         "--spine-oversubscription 3",
+                         path);
     platform_spec sp;
     platform_fabric fb;
     char err[LOONG_ERRLEN];

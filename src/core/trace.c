@@ -118,18 +118,23 @@ static void write_flows(FILE *f, const dag *g, const double *start_s, const doub
     free(m);
 }
 
-/* One task event's bytes, its times aside (written 0.000). */
-static int task_event_bytes(const dag *g, const dag_task *t)
+/* Task t's "X" event, start and duration in microseconds, into f; with f
+ * NULL only its length: the writer and the size estimate share one format. */
+static int task_event(FILE *f, const dag *g, const dag_task *t, double ts_us, double dur_us)
 {
+    static const char fmt[] =
+        "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+        "\"args\":{\"id\":%u,\"kind\":\"%s\",\"op\":\"%s\",\"phase\":\"%s\",\"layer\":%d,\"flops\":%llu,"
+        "\"bytes\":%llu,\"peer\":%d,\"step\":%u}},\n";
     char label[96];
     dag_task_label(t, label, sizeof label);
-    return snprintf(NULL, 0,
-                    "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":0.000,\"dur\":0.000,"
-                    "\"args\":{\"id\":%u,\"kind\":\"%s\",\"op\":\"%s\",\"phase\":\"%s\",\"layer\":%d,\"flops\":%llu,"
-                    "\"bytes\":%llu,\"peer\":%d,\"step\":%u}},\n",
-                    label, task_kind_name(t->kind), t->rank, t->stream, t->id, task_kind_name(t->kind),
-                    task_op_name(t->op), task_phase_name(t->phase), t->layer, (unsigned long long)t->flops,
-                    (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step);
+#define TASK_EVENT_ARGS                                                                                                \
+    label, task_kind_name(t->kind), t->rank, t->stream, ts_us, dur_us, t->id, task_kind_name(t->kind),                 \
+        task_op_name(t->op), task_phase_name(t->phase), t->layer, (unsigned long long)t->flops,                        \
+        (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step
+    int n = f ? fprintf(f, fmt, TASK_EVENT_ARGS) : snprintf(NULL, 0, fmt, TASK_EVENT_ARGS);
+#undef TASK_EVENT_ARGS
+    return n;
 }
 
 #define TRACE_SAMPLE 65536
@@ -149,7 +154,7 @@ double trace_estimate_bytes(const dag *g, const trace_filter *flt)
         flows += (t->kind == TASK_SEND && written(flt, g, t->match)) || (task_is_collective(t) && t->match != DAG_NONE);
         if (i % stride) continue;
         sampled++;
-        bytes += task_event_bytes(g, t) + TRACE_TIMES_EXTRA;
+        bytes += task_event(NULL, g, t, 0, 0) + TRACE_TIMES_EXTRA;
     }
     return (sampled > 0 ? bytes / sampled * kept : 0) + flows * TRACE_FLOW_BYTES;
 }
@@ -159,18 +164,9 @@ int trace_write(FILE *f, const dag *g, const char *backend, const double *start_
 {
     fputs("{\"traceEvents\":[\n", f);
     write_metadata(f, g, flt);
-    char label[96];
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
-        if (!keep(flt, t)) continue;
-        dag_task_label(t, label, sizeof label);
-        fprintf(f,
-                "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                "\"args\":{\"id\":%u,\"kind\":\"%s\",\"op\":\"%s\",\"phase\":\"%s\",\"layer\":%d,\"flops\":%llu,"
-                "\"bytes\":%llu,\"peer\":%d,\"step\":%u}},\n",
-                label, task_kind_name(t->kind), t->rank, t->stream, trace_us(start_s[i]), trace_us(dur_s[i]), i,
-                task_kind_name(t->kind), task_op_name(t->op), task_phase_name(t->phase), t->layer,
-                (unsigned long long)t->flops, (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step);
+        if (keep(flt, t)) task_event(f, g, t, trace_us(start_s[i]), trace_us(dur_s[i]));
     }
     write_flows(f, g, start_s, dur_s, flt);
     /* a closing metadata event keeps the array free of a trailing comma */

@@ -231,14 +231,13 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              recompute_name(b->recompute));
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
-    fprintf(
-        f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s%s%s%s, the rest analytical\n",
-        n, n - feasible, feasible, rp->simulated, rp->compose & (PLAN_TWO_LAYERS | PLAN_PERIOD) ? " (" : "",
-        rp->compose & PLAN_TWO_LAYERS ? "ZeRO-1: 1- and 2-layer runs composed to L layers" : "",
-        (rp->compose & PLAN_TWO_LAYERS) && (rp->compose & PLAN_PERIOD) ? "; " : "",
-        rp->compose & PLAN_PERIOD       ? "other stages: loong sim --compose, from the layers' period)"
-        : rp->compose & PLAN_TWO_LAYERS ? ")"
-                                        : "");
+    bool two = rp->compose & PLAN_TWO_LAYERS, period = rp->compose & PLAN_PERIOD;
+    char how[160] = "";
+    if (two || period)
+        snprintf(how, sizeof how, " (%s%s%s)", two ? "ZeRO-1: 1- and 2-layer runs composed to L layers" : "",
+                 two && period ? "; " : "", period ? "other stages: loong sim --compose, from the layers' period" : "");
+    fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
+            n, n - feasible, feasible, rp->simulated, how);
     if (rp->docs && rp->draws > 1)
         fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
                 rp->docs, rp->draws);
