@@ -22,6 +22,29 @@
  *      before its backward, reduce-scatter its gradients after.
  * Ring collectives move chunks of ceil(size/P): an all-reduce sends
  * 2(P-1) chunks per rank, reduce-scatter and all-gather P-1.
+ *
+ * Tensor parallelism (tp > 1) is Megatron-Core's layer
+ * (megatron/core/tensor_parallel/layers.py, mappings.py): QKV, gate and
+ * up are column-parallel (n / tp), the output projection and down
+ * row-parallel (k / tp), the LM head and the embedding vocab-parallel.
+ * The TP collectives (the tp stream, over (T, hidden) of the layer):
+ *   sequence parallelism on (the default): forward, an all-gather before
+ *     each column-parallel GEMM and a reduce-scatter after each
+ *     row-parallel one; backward, an all-gather of the output gradient
+ *     before each row-parallel GEMM, an all-gather of the saved input
+ *     again before each column-parallel one (its weight gradient needs the
+ *     whole input, and Megatron keeps only the shard:
+ *     LinearWithGradAccumulationAndAsyncCommunication.backward) and a
+ *     reduce-scatter of its input gradient;
+ *   off: an all-reduce after each row-parallel GEMM forward and after each
+ *     column-parallel GEMM's backward.
+ * The vocab-parallel cross-entropy all-reduces three fp32 values per token
+ * (max, target logit, sum of exponentials: VocabParallelCrossEntropy).
+ * A GEMM waits for its collective: TP communication is on the critical
+ * path (comm-GEMM overlap is not modelled: docs/parallelism.md). The norm weights,
+ * replicated over TP, have their gradients all-reduced over TP once per
+ * step under sequence parallelism (Megatron's _allreduce_layernorm_grads);
+ * 2*hidden per layer, that collective is left out.
  */
 #include "dag_internal.h"
 #include "ring.h"
@@ -34,7 +57,9 @@ typedef struct prog {
     const config *c;
     const model *m;
     uint64_t T; /* tokens per rank, sequence-sharded (B*S/P) */
-    uint32_t head_gid, dp_gid;
+    uint32_t head_gid, dp_gid, tp_gid;
+    int tp;
+    bool sp; /* sequence parallelism */
 } prog;
 
 /* With P_h = 1 head-sharded and sequence-sharded buffers are the same. */
@@ -45,6 +70,20 @@ static int lbuf(const prog *p, int layer, int k)
         if (k == LB_OS) k = LB_O;
         if (k == LB_DOS) k = LB_DOH;
         if (k == LB_DQKV) k = LB_DQKVH;
+    }
+    return BUF_LB(layer, k);
+}
+
+/* The tp = 1 buffer of a TP-side buffer, and with sequence parallelism off
+ * the gathered inputs are the replicated ones. */
+static int tbuf(const prog *p, int layer, int k)
+{
+    static const int base[] = {[LB_XG] = LB_X,   [LB_HG] = LB_H,   [LB_HP] = LB_H,   [LB_YP] = LB_X,
+                               [LB_DYG] = LB_DX, [LB_DHG] = LB_DH, [LB_DHP] = LB_DH, [LB_DXP] = LB_DX};
+    bool gathered = k == LB_XG || k == LB_HG || k == LB_DYG || k == LB_DHG;
+    if (p->tp == 1 || (gathered && !p->sp)) {
+        if (k == LB_YP || k == LB_DYG) layer++; /* the next block's input */
+        k = base[k];
     }
     return BUF_LB(layer, k);
 }
@@ -86,10 +125,50 @@ static void a2a(prog *p, task_op op, task_phase ph, int layer, uint64_t heads, c
     bt_end(b);
 }
 
-/* A ring collective over all P ranks moving `elems` elements. */
+/* A TP collective of `elems` elements of `elem_bytes`; nothing at tp = 1.
+ * kinds: all-gather, reduce-scatter, all-reduce (ring chunks as below). */
+static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems,
+                          int elem_bytes, int read, int write)
+{
+    if (p->tp == 1) return;
+    builder *b = p->b;
+    uint32_t id = bt_begin(b, kind, STREAM_TP, op, ph, layer);
+    dag_task *t = bt_task(b, id);
+    t->group = p->tp_gid;
+    t->dim[0] = (uint32_t)p->T;
+    t->dim[1] = (uint32_t)(elems / p->T);
+    t->dim[2] = (uint32_t)elem_bytes;
+    t->bytes = size_ring_coll_bytes(elems, elem_bytes, (uint64_t)p->tp, kind == TASK_ALLREDUCE);
+    bt_reads(b, read);
+    bt_writes(b, write);
+    bt_end(b);
+}
+
+/* A TP collective of the layer's (T, hidden) activations. */
+static void tp_coll(prog *p, task_kind kind, task_op op, task_phase ph, int layer, int read, int write)
+{
+    uint64_t elems = p->T * (uint64_t)p->m->hidden;
+    tp_coll_sized(p, kind, op, ph, layer, elems, p->c->act_bytes, read, write);
+}
+
+/* Before a column-parallel GEMM: gather its input (sequence parallelism). */
+static void tp_gather(prog *p, task_op op, task_phase ph, int layer, int from, int to)
+{
+    if (p->sp) tp_coll(p, TASK_ALLGATHER, op, ph, layer, from, to);
+}
+
+/* After a row-parallel GEMM (or a column-parallel backward): reduce the
+ * partial sums, scattered over TP under sequence parallelism. */
+static void tp_reduce(prog *p, task_op op, task_phase ph, int layer, int from, int to)
+{
+    tp_coll(p, p->sp ? TASK_REDUCESCATTER : TASK_ALLREDUCE, op, ph, layer, from, to);
+}
+
+/* A ring collective over the DAG's gradient group (P ranks) moving `elems`
+ * elements. */
 static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last)
 {
-    uint64_t n = (uint64_t)config_ranks(p->c);
+    uint64_t n = (uint64_t)config_cp(p->c);
     if (n == 1) return;
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_DP, op, PHASE_REDUCE, layer);
@@ -109,7 +188,7 @@ static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t ele
  * head including the replicas. */
 static uint64_t a2a_qkv_heads(const config *c)
 {
-    return (uint64_t)c->model.heads + 2 * (uint64_t)config_kv_heads_total(c);
+    return (uint64_t)config_tp_heads(c) + 2 * (uint64_t)config_kv_heads_total(c);
 }
 
 static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
@@ -117,14 +196,14 @@ static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
     uint64_t qkv_heads = a2a_qkv_heads(p->c);
     a2a(p, OP_A2A_QKV, ph, l, qkv_heads, READS(lbuf(p, l, LB_QKV)), lbuf(p, l, LB_QKVH));
     if (with_ring) (p->c->ring == RING_ALLGATHER ? allgather_attention_fwd : ring_attention_fwd)(p->b, l, ph);
-    a2a(p, OP_A2A_O, ph, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
+    a2a(p, OP_A2A_O, ph, l, (uint64_t)config_tp_heads(p->c), READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
 }
 
 static void attention_bwd_part(prog *p, int l)
 {
     const config *c = p->c;
     uint64_t qkv_heads = a2a_qkv_heads(c);
-    a2a(p, OP_A2A_DO, PHASE_BWD, l, (uint64_t)p->m->heads, READS(lbuf(p, l, LB_DOS)), lbuf(p, l, LB_DOH));
+    a2a(p, OP_A2A_DO, PHASE_BWD, l, (uint64_t)config_tp_heads(c), READS(lbuf(p, l, LB_DOS)), lbuf(p, l, LB_DOH));
     (c->ring == RING_ALLGATHER ? allgather_attention_bwd : ring_attention_bwd)(p->b, l);
     int finals[3] = {lbuf(p, l, LB_DQKVH), BUF_DKV + DKV_FINAL, BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL};
     a2a(p, OP_A2A_DQKV, PHASE_BWD, l, qkv_heads, finals, 1 + ringgeo_lanes(c), lbuf(p, l, LB_DQKV));
@@ -143,74 +222,111 @@ static void attention_bwd_part(prog *p, int l)
     bt_end(b);
 }
 
+/* Forward of block l. Tensor shapes per rank (T tokens, tp shards):
+ *   QKV (T, hid) x (hid, (H+2H_kv)d/tp); output projection (T, Hd/tp) x
+ *   (Hd/tp, hid); gate and up (T, hid) x (hid, ffn/tp); down (T, ffn/tp) x
+ *   (ffn/tp, hid). */
 static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
 {
     const model *m = p->m;
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn;
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn / (uint64_t)p->tp;
+    uint64_t tp = (uint64_t)p->tp;
     int W = BUF_LB(l, LB_W);
     if (p->c->zero == 3 && ph == PHASE_FWD)
-        dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params(m), l, l);
-    gemm(p, OP_QKV, ph, l, T, (uint64_t)model_qkv_heads(m) * d, hid, READS(BUF_LB(l, LB_X), W),
+        dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params_tp(m, p->tp), l, l);
+    tp_gather(p, OP_TP_X, ph, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG));
+    gemm(p, OP_QKV, ph, l, T, (uint64_t)model_qkv_heads(m) * d / tp, hid, READS(tbuf(p, l, LB_XG), W),
          WRITES(lbuf(p, l, LB_QKV)));
     attention_fwd_part(p, l, ph, with_ring);
-    gemm(p, OP_OUT_PROJ, ph, l, T, hid, (uint64_t)m->heads * d, READS(lbuf(p, l, LB_OS), BUF_LB(l, LB_X), W),
-         WRITES(BUF_LB(l, LB_H)));
-    gemm(p, OP_MLP_GATE, ph, l, T, ffn, hid, READS(BUF_LB(l, LB_H), W), WRITES(BUF_LB(l, LB_M)));
-    gemm(p, OP_MLP_UP, ph, l, T, ffn, hid, READS(BUF_LB(l, LB_H), W), WRITES(BUF_LB(l, LB_M)));
-    gemm(p, OP_MLP_DOWN, ph, l, T, hid, ffn, READS(BUF_LB(l, LB_M), BUF_LB(l, LB_H), W), WRITES(BUF_LB(l + 1, LB_X)));
+    gemm(p, OP_OUT_PROJ, ph, l, T, hid, (uint64_t)m->heads * d / tp, READS(lbuf(p, l, LB_OS), BUF_LB(l, LB_X), W),
+         WRITES(tbuf(p, l, LB_HP)));
+    tp_reduce(p, OP_TP_H, ph, l, tbuf(p, l, LB_HP), BUF_LB(l, LB_H));
+    tp_gather(p, OP_TP_H, ph, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG));
+    gemm(p, OP_MLP_GATE, ph, l, T, ffn, hid, READS(tbuf(p, l, LB_HG), W), WRITES(BUF_LB(l, LB_M)));
+    gemm(p, OP_MLP_UP, ph, l, T, ffn, hid, READS(tbuf(p, l, LB_HG), W), WRITES(BUF_LB(l, LB_M)));
+    gemm(p, OP_MLP_DOWN, ph, l, T, hid, ffn, READS(BUF_LB(l, LB_M), BUF_LB(l, LB_H), W), WRITES(tbuf(p, l, LB_YP)));
+    tp_reduce(p, OP_TP_Y, ph, l, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
 }
 
 static void layer_bwd(prog *p, int l)
 {
     const config *c = p->c;
     const model *m = p->m;
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn;
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn / (uint64_t)p->tp;
+    uint64_t tp = (uint64_t)p->tp, lp = model_layer_params_tp(m, p->tp);
     int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD);
-    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params(m), l, l);
+    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, lp, l, l);
     if (c->recompute != RECOMPUTE_NONE) layer_fwd(p, l, PHASE_RECOMPUTE, c->recompute == RECOMPUTE_FULL);
-    gemm(p, OP_MLP_DOWN, PHASE_BWD, l, T, hid, ffn, READS(BUF_LB(l + 1, LB_DX), BUF_LB(l, LB_M), W),
+    tp_gather(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG));
+    gemm(p, OP_MLP_DOWN, PHASE_BWD, l, T, hid, ffn, READS(tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W),
          WRITES(BUF_LB(l, LB_DM), G));
-    gemm(p, OP_MLP_UP, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), BUF_LB(l, LB_H), W),
-         WRITES(BUF_LB(l, LB_DH), G));
-    gemm(p, OP_MLP_GATE, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), BUF_LB(l, LB_H), W),
-         WRITES(BUF_LB(l, LB_DH), G));
-    gemm(p, OP_OUT_PROJ, PHASE_BWD, l, T, hid, (uint64_t)m->heads * d, READS(BUF_LB(l, LB_DH), lbuf(p, l, LB_OS), W),
-         WRITES(lbuf(p, l, LB_DOS), G));
+    tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG));
+    gemm(p, OP_MLP_UP, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), tbuf(p, l, LB_HG), W),
+         WRITES(tbuf(p, l, LB_DHP), G));
+    gemm(p, OP_MLP_GATE, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), tbuf(p, l, LB_HG), W),
+         WRITES(tbuf(p, l, LB_DHP), G));
+    tp_reduce(p, OP_TP_H, PHASE_BWD, l, tbuf(p, l, LB_DHP), BUF_LB(l, LB_DH));
+    tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_DH), tbuf(p, l, LB_DHG));
+    gemm(p, OP_OUT_PROJ, PHASE_BWD, l, T, hid, (uint64_t)m->heads * d / tp,
+         READS(tbuf(p, l, LB_DHG), lbuf(p, l, LB_OS), W), WRITES(lbuf(p, l, LB_DOS), G));
     attention_bwd_part(p, l);
     /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
     int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
-    gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)model_qkv_heads(m) * d, hid,
-         READS(lbuf(p, l, LB_DQKV), BUF_LB(l, LB_X), W, dkv_a, dkv_b), WRITES(BUF_LB(l, LB_DX), G));
-    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, model_layer_params(m), l, l);
-    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, model_layer_params(m), l, l);
+    tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG));
+    gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)model_qkv_heads(m) * d / tp, hid,
+         READS(lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b), WRITES(tbuf(p, l, LB_DXP), G));
+    tp_reduce(p, OP_TP_X, PHASE_BWD, l, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
+    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, lp, l, l);
 }
 
-/* LM head forward and backward; its buffers live at index L. */
+/* The vocab-parallel embedding: each TP rank looks up the tokens of its
+ * vocabulary shard and the partial rows are reduced (forward; the lookup
+ * itself is not a task); the gradient is gathered back for the scatter-add
+ * into the embedding rows (backward, after block 0). */
+static void embedding(prog *p, task_phase ph)
+{
+    if (ph == PHASE_FWD)
+        tp_reduce(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_XG), BUF_LB(0, LB_X));
+    else
+        tp_gather(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_DX), BUF_LB(0, LB_DYG));
+}
+
+/* LM head forward and backward; its buffers live at index L. Vocab-
+ * parallel: (T, hid) x (hid, ceil(V/tp)), then the cross-entropy's
+ * statistics reduced over TP. */
 static void lm_head(prog *p)
 {
     const config *c = p->c;
     const model *m = p->m;
     int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, v = (uint64_t)m->vocab;
-    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, model_head_params(m), L, L);
-    gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(BUF_LB(L, LB_X), W), WRITES(BUF_LB(L, LB_M)));
-    gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), BUF_LB(L, LB_X), W),
-         WRITES(BUF_LB(L, LB_DX), G));
-    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, model_head_params(m), L, L);
-    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, model_head_params(m), L, L);
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
+    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp, hp = model_head_params_tp(m, p->tp);
+    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, hp, L, L);
+    tp_gather(p, OP_TP_X, PHASE_FWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
+    gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(tbuf(p, L, LB_XG), W), WRITES(BUF_LB(L, LB_M)));
+    tp_coll_sized(p, TASK_ALLREDUCE, OP_TP_LOSS, PHASE_FWD, L, 3 * T, 4, BUF_LB(L, LB_M), BUF_LB(L, LB_M));
+    tp_gather(p, OP_TP_X, PHASE_BWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
+    gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), tbuf(p, L, LB_XG), W),
+         WRITES(tbuf(p, L, LB_DXP), G));
+    tp_reduce(p, OP_TP_X, PHASE_BWD, L, tbuf(p, L, LB_DXP), BUF_LB(L, LB_DX));
+    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, hp, L, L);
+    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, hp, L, L);
 }
 
 static void training_step(prog *p)
 {
     const config *c = p->c;
     int L = p->m->layers;
+    embedding(p, PHASE_FWD);
     for (int l = 0; l < L; l++)
         layer_fwd(p, l, PHASE_FWD, true);
     lm_head(p);
     for (int l = L - 1; l >= 0; l--)
         layer_bwd(p, l);
-    uint64_t all = model_params(p->m);
+    embedding(p, PHASE_BWD);
+    uint64_t all = model_params_tp(p->m, p->tp);
     if (c->zero == 1) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, all, 0, L);
     if (c->zero == 1 || c->zero == 2) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, all, 0, L);
 }
@@ -219,9 +335,10 @@ static void training_step(prog *p)
 static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
-    prog p = {b, c, &c->model, config_local_tokens(c), DAG_NONE, DAG_NONE};
+    prog p = {b, c, &c->model, config_local_tokens(c), DAG_NONE, DAG_NONE, DAG_NONE, c->tp, c->sequence_parallel};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
     p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
+    if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);
     switch (c->scope) {
     case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, true); break;
     case SCOPE_ATTN:

@@ -19,6 +19,8 @@ void config_defaults(config *c)
     model_preset("llama3-8b", &c->model, err);
     c->seq = 128 * 1024;
     c->batch = 1;
+    c->tp = 1;
+    c->sequence_parallel = true;
     c->p_head = 8;
     c->p_seq = 8;
     c->dp = 1;
@@ -87,36 +89,65 @@ static int fail(char err[LOONG_ERRLEN], const char *msg)
     return -1;
 }
 
-static int validate_heads(const config *c, char err[LOONG_ERRLEN])
+/* Megatron's column-parallel QKV gives each TP rank H/tp query heads and
+ * H_kv/tp KV groups, and asserts that tp divides both
+ * (megatron/core/transformer/attention.py); KV heads are not replicated
+ * over TP, only over P_h below. */
+static int validate_tp_heads(const config *c, char err[LOONG_ERRLEN])
 {
     const model *m = &c->model;
-    int ph = c->p_head;
-    if (ph > m->heads || m->heads % ph) {
-        snprintf(err, LOONG_ERRLEN,
-                 "mesh %dx%d: P_h = %d must divide the %d query heads of %s (H %% P_h == 0): choose P_h among the "
-                 "divisors of %d",
-                 ph, c->p_seq, ph, m->heads, m->name, m->heads);
+    int tp = c->tp;
+    if (m->heads % tp) {
+        snprintf(err, LOONG_ERRLEN, "--tp %d must divide the %d query heads of %s (H %% tp == 0): choose tp among the "
+                 "divisors of %d", tp, m->heads, m->name, m->heads);
         return -1;
     }
-    if (ph <= m->kv_heads) {
-        if (m->kv_heads % ph) {
-            snprintf(err, LOONG_ERRLEN, "mesh %dx%d: P_h = %d must divide the %d KV heads of %s (H_kv %% P_h == 0)", ph,
-                     c->p_seq, ph, m->kv_heads, m->name);
+    if (m->kv_heads % tp) {
+        snprintf(err, LOONG_ERRLEN, "--tp %d must divide the %d KV heads of %s (H_kv %% tp == 0, as Megatron asserts): "
+                 "use tp <= %d and give the rest to P_h", tp, m->kv_heads, m->name, m->kv_heads);
+        return -1;
+    }
+    if (m->ffn % tp) {
+        snprintf(err, LOONG_ERRLEN, "--tp %d must divide the FFN width %d of %s (column-parallel gate and up)", tp,
+                 m->ffn, m->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* P_h splits the heads of one TP shard: H/tp query heads, H_kv/tp KV heads. */
+static int validate_heads(const config *c, char err[LOONG_ERRLEN])
+{
+    if (validate_tp_heads(c, err) < 0) return -1;
+    const model *m = &c->model;
+    int ph = c->p_head, hs = config_tp_heads(c), kvs = config_tp_kv_heads(c);
+    const char *of = c->tp > 1 ? " per TP shard" : "";
+    if (ph > hs || hs % ph) {
+        snprintf(err, LOONG_ERRLEN,
+                 "mesh %dx%d: P_h = %d must divide the %d query heads%s of %s (H %% P_h == 0): choose P_h among the "
+                 "divisors of %d",
+                 ph, c->p_seq, ph, hs, of, m->name, hs);
+        return -1;
+    }
+    if (ph <= kvs) {
+        if (kvs % ph) {
+            snprintf(err, LOONG_ERRLEN, "mesh %dx%d: P_h = %d must divide the %d KV heads%s of %s (H_kv %% P_h == 0)",
+                     ph, c->p_seq, ph, kvs, of, m->name);
             return -1;
         }
         return 0;
     }
     if (!c->kv_replication) {
         snprintf(err, LOONG_ERRLEN,
-                 "mesh %dx%d: P_h = %d exceeds the %d KV heads of %s and KV replication is off: use --kv-replication "
-                 "on or P_h <= %d",
-                 ph, c->p_seq, ph, m->kv_heads, m->name, m->kv_heads);
+                 "mesh %dx%d: P_h = %d exceeds the %d KV heads%s of %s and KV replication is off: use "
+                 "--kv-replication on or P_h <= %d",
+                 ph, c->p_seq, ph, kvs, of, m->name, kvs);
         return -1;
     }
-    if (ph % m->kv_heads) {
+    if (ph % kvs) {
         snprintf(err, LOONG_ERRLEN,
-                 "mesh %dx%d: with KV replication P_h = %d must be a multiple of H_kv = %d (P_h %% H_kv == 0)", ph,
-                 c->p_seq, ph, m->kv_heads);
+                 "mesh %dx%d: with KV replication P_h = %d must be a multiple of H_kv = %d%s (P_h %% H_kv == 0)", ph,
+                 c->p_seq, ph, kvs, of);
         return -1;
     }
     return 0;
@@ -153,7 +184,7 @@ static int validate_ring(const config *c, char err[LOONG_ERRLEN])
 
 static int validate_seq(const config *c, char err[LOONG_ERRLEN])
 {
-    uint64_t p = (uint64_t)config_ranks(c), s = c->seq;
+    uint64_t p = (uint64_t)config_cp(c), s = c->seq;
     if (s > UINT32_MAX)
         return fail(err, "--seq exceeds 4G tokens, the largest sequence loong represents: use a shorter sequence");
     if (config_parts(c) == 2 && s % (2 * (uint64_t)c->p_seq)) {
@@ -171,6 +202,14 @@ static int validate_seq(const config *c, char err[LOONG_ERRLEN])
     uint64_t local;
     if (!units_mul(s / p, (uint64_t)c->batch, &local) || local > UINT32_MAX)
         return fail(err, "--batch x --seq / P exceeds 4G tokens per rank: reduce --batch or --seq");
+    /* sequence parallelism splits each sample's S/P tokens over the TP group */
+    if (c->tp > 1 && c->sequence_parallel && (s / p) % (uint64_t)c->tp) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--seq %llu: S/P = %llu tokens per rank are not divisible by --tp %d, which sequence parallelism "
+                 "splits them over: use a multiple of %llu or --sequence-parallel off",
+                 (unsigned long long)s, (unsigned long long)(s / p), c->tp, (unsigned long long)(p * (uint64_t)c->tp));
+        return -1;
+    }
     return 0;
 }
 
@@ -233,6 +272,9 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->seq < 1) return fail(err, "--seq must be positive");
     if (c->batch < 1) return fail(err, "--batch must be positive");
     if (c->p_head < 1 || c->p_seq < 1) return fail(err, "--mesh needs positive P_h and P_s, e.g. 4x16");
+    if (c->tp < 1) return fail(err, "--tp must be at least 1 (1: no tensor parallelism)");
+    if (!c->sequence_parallel && c->tp == 1)
+        return fail(err, "--sequence-parallel off applies to --tp 2 or more: give --tp or leave it out");
     if ((long long)c->p_head * c->p_seq > MAX_RANKS) {
         snprintf(err, LOONG_ERRLEN, "mesh %dx%d has more than %d ranks: use a smaller mesh", c->p_head, c->p_seq,
                  MAX_RANKS);
@@ -240,6 +282,13 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     }
     if (validate_mesh(c, err) < 0) return -1;
     if (c->gpus_per_node < 1) return fail(err, "--gpus-per-node must be positive");
+    if (c->tp < c->gpus_per_node ? c->gpus_per_node % c->tp : c->tp % c->gpus_per_node) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp %d does not divide the %d GPUs of a node (nor is a multiple of them): a TP group would "
+                 "straddle nodes unevenly; choose a divisor of %d",
+                 c->tp, c->gpus_per_node, c->gpus_per_node);
+        return -1;
+    }
     if (c->zero < 0 || c->zero > 3) return fail(err, "--zero must be 0, 1, 2 or 3");
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
@@ -279,6 +328,7 @@ mesh config_mesh(const config *c)
     memset(&m, 0, sizeof m);
     for (int d = 0; d < MESH_NDIMS; d++)
         m.degree[d] = 1;
+    m.degree[MESH_TP] = c->tp;
     m.degree[MESH_HEAD] = c->p_head;
     m.degree[MESH_SEQ] = c->p_seq;
     m.degree[MESH_DP] = c->dp;
@@ -295,6 +345,16 @@ int config_rank_of(const config *c, int h, int s)
     return mesh_rank(&m, co);
 }
 
+int config_rank_at(const config *c, int rank, int h, int s)
+{
+    mesh m = config_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&m, rank, co);
+    co[MESH_HEAD] = h;
+    co[MESH_SEQ] = s;
+    return mesh_rank(&m, co);
+}
+
 void config_coords(const config *c, int rank, int *h, int *s)
 {
     mesh m = config_mesh(c);
@@ -304,17 +364,32 @@ void config_coords(const config *c, int rank, int *h, int *s)
     *s = co[MESH_SEQ];
 }
 
-int config_q_heads(const config *c) { return c->model.heads / c->p_head; }
+int config_tp_rank(const config *c, int rank)
+{
+    mesh m = config_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&m, rank, co);
+    return co[MESH_TP];
+}
+
+int config_tp_heads(const config *c) { return c->model.heads / c->tp; }
+int config_tp_kv_heads(const config *c) { return c->model.kv_heads / c->tp; }
+
+int config_q_heads(const config *c) { return config_tp_heads(c) / c->p_head; }
 
 int config_kv_heads_total(const config *c)
 {
-    int kv = c->model.kv_heads;
+    int kv = config_tp_kv_heads(c);
     return kv > c->p_head ? kv : c->p_head;
 }
 
 int config_kv_heads(const config *c) { return config_kv_heads_total(c) / c->p_head; }
 
-int config_kv_repl(const config *c) { return c->p_head > c->model.kv_heads ? c->p_head / c->model.kv_heads : 1; }
+int config_kv_repl(const config *c)
+{
+    int kv = config_tp_kv_heads(c);
+    return c->p_head > kv ? c->p_head / kv : 1;
+}
 
 int config_parts(const config *c)
 {
@@ -325,7 +400,7 @@ int config_nchunks(const config *c) { return c->p_seq * config_parts(c); }
 
 uint64_t config_chunk_tokens(const config *c) { return c->seq / (uint64_t)config_nchunks(c); }
 
-uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_ranks(c); }
+uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_cp(c); }
 
 /* ---- the knobs ---- */
 
@@ -370,6 +445,22 @@ static const knob_row knobs[KNOB_COUNT] = {
                     offsetof(config, batch),
                     NULL,
                     0},
+    [KNOB_TP] = {{"tp", "tp", "N",
+                  "tensor-parallel ranks (Megatron's TP, innermost:\n"
+                  "one node's GPUs); tp divides H and H_kv        [1]",
+                  true},
+                 KT_INT,
+                 offsetof(config, tp),
+                 NULL,
+                 0},
+    [KNOB_SEQUENCE_PARALLEL] = {{"sequence_parallel", "sequence-parallel", "on|off",
+                                 "tp > 1: Megatron's sequence parallelism (all-\n"
+                                 "gather/reduce-scatter; off: all-reduces)     [on]",
+                                 false},
+                                KT_BOOL,
+                                offsetof(config, sequence_parallel),
+                                onoff_sp,
+                                NSP(onoff_sp)},
     [KNOB_MESH] = {{"mesh", "mesh", "PhxPs | P",
                     "head-parallel x sequence-parallel ranks, or a total\n"
                     "that the strategy splits                    [64]",
@@ -495,14 +586,16 @@ static bool knob_unset(const config *c, config_knob k)
 {
     return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0) ||
            (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
-           (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1);
+           (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1) ||
+           (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's
- * (1, set by config_from_json). */
+ * and tp's (1) and sequence_parallel's (on), set by config_from_json. */
 static bool optional_knob(int k)
 {
-    return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP;
+    return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
+           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -698,6 +791,8 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
 {
     memset(c, 0, sizeof *c);
     c->dp = 1;
+    c->tp = 1;
+    c->sequence_parallel = true;
     if (!json_is_object(j)) {
         snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");
         return -1;
@@ -732,8 +827,10 @@ void config_describe(const config *c, char *buf, size_t len)
 {
     char seq[32];
     units_fmt_count(c->seq, seq, sizeof seq);
-    char dp[24] = "", place[64];
+    char dp[64] = "", place[64];
     if (c->dp > 1) snprintf(dp, sizeof dp, " dp %d", c->dp);
+    if (c->tp > 1)
+        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s", c->tp, c->sequence_parallel ? " sp" : "");
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
              c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
@@ -745,8 +842,9 @@ void config_describe(const config *c, char *buf, size_t len)
 
 void config_layout_name(const config *c, char *buf, size_t len)
 {
-    char dpx[16] = "", ring[40];
+    char dpx[32] = "", ring[40];
     if (c->dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", c->dp);
+    if (c->tp > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "tp%d*", c->tp);
     const char *part = partition_sp[c->partition].abbrev;
     if (c->p_seq == 1)
         snprintf(ring, sizeof ring, "no ring");
@@ -756,6 +854,7 @@ void config_layout_name(const config *c, char *buf, size_t len)
         snprintf(ring, sizeof ring, "%s %s", part, ring_sp[c->ring].abbrev);
     char place[8] = "";
     if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[config_placement(c)].abbrev);
-    const char *repl = c->p_head > c->model.kv_heads ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
-    snprintf(buf, len, "%s%dx%d%s %s%s", dpx, c->p_head, c->p_seq, place, ring, repl);
+    const char *repl = c->p_head > config_tp_kv_heads(c) ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
+    const char *sp = c->tp == 1 ? "" : c->sequence_parallel ? "" : " no-sp";
+    snprintf(buf, len, "%s%dx%d%s %s%s%s", dpx, c->p_head, c->p_seq, place, ring, repl, sp);
 }

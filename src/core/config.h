@@ -42,6 +42,8 @@ typedef struct config {
     int batch;         /* B: samples per micro-batch */
     /* The degrees of the device mesh by name (torchtitan's ParallelDims);
      * config_mesh() builds the mesh from them and the order. */
+    int tp;                     /* tensor-parallel degree (Megatron's TP; 1: none) */
+    bool sequence_parallel;     /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
     int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
     int p_seq;                  /* P_s: sequence-parallel degree (ring) */
     int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
@@ -96,8 +98,10 @@ placement_kind config_placement(const config *c);
 /* The placement as the knob spells it: the order's name ("head-first",
  * "context-first") or, for another order, the order ("seq-tp-head-pp-dp"). */
 void config_placement_text(const config *c, char *buf, size_t len);
-/* The device mesh: degrees tp 1, head P_h, seq P_s, pp 1, dp, in c's order. */
+/* The device mesh: degrees tp, head P_h, seq P_s, pp 1, dp, in c's order. */
 mesh config_mesh(const config *c);
+/* The TP group: the ranks that share one layer's weights as shards. */
+#define CONFIG_TP_DIMS MESH_BIT(MESH_TP)
 /* The dimensions the gradients are reduced over and ZeRO shards over: the
  * ranks that hold the same parameters (not tp's or pp's, which hold
  * different ones). The DAG's gradient groups span them; their dp part
@@ -105,24 +109,37 @@ mesh config_mesh(const config *c);
 #define CONFIG_GRAD_DIMS (MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ) | MESH_BIT(MESH_DP))
 
 /* ---- geometry (valid config assumed) ---- */
-/* Ranks of the DAG, one data-parallel replica: P = P_h * P_s. */
-static inline int config_ranks(const config *c) { return c->p_head * c->p_seq; }
-/* Ranks of the whole mesh: dp * P. */
+/* Context-parallel ranks, the ranks a sample's tokens are shared over:
+ * P = P_h * P_s. */
+static inline int config_cp(const config *c) { return c->p_head * c->p_seq; }
+/* Ranks of the DAG, one data-parallel replica: tp * P. */
+static inline int config_ranks(const config *c) { return c->tp * config_cp(c); }
+/* Ranks of the whole mesh: dp * tp * P. */
 static inline int config_world(const config *c) { return c->dp * config_ranks(c); }
 /* Rank of mesh coordinates (head index h in [0,P_h), ring index s in
- * [0,P_s)) in replica 0. */
+ * [0,P_s)) in replica 0, TP rank 0. */
 int config_rank_of(const config *c, int h, int s);
+/* The rank at head index h and ring index s that shares rank's other
+ * coordinates (its TP rank and replica): a ring or all-to-all peer. */
+int config_rank_at(const config *c, int rank, int h, int s);
 /* Mesh coordinates of rank (of any replica). */
 void config_coords(const config *c, int rank, int *h, int *s);
+/* The TP rank of rank (0 .. tp-1). */
+int config_tp_rank(const config *c, int rank);
+/* Heads of one TP shard (Megatron's column-parallel QKV): H / tp query
+ * heads; H_kv / tp KV heads (tp divides H_kv, config_validate). */
+int config_tp_heads(const config *c);
+int config_tp_kv_heads(const config *c);
 static inline int config_node(const config *c, int rank) { return rank / c->gpus_per_node; }
 static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_per_node; }
-/* Query heads and KV heads held per rank after the head all-to-all; KV heads
- * count replicas (max(H_kv, P_h) / P_h). */
+/* Query heads and KV heads held per rank after the head all-to-all, of its
+ * TP shard's H/tp and H_kv/tp; KV heads count replicas
+ * (max(H_kv/tp, P_h) / P_h). */
 int config_q_heads(const config *c);
 int config_kv_heads(const config *c);
-/* KV heads of the whole head group, replicas included: max(H_kv, P_h). */
+/* KV heads of the whole head group, replicas included: max(H_kv/tp, P_h). */
 int config_kv_heads_total(const config *c);
-/* KV replication factor: P_h / H_kv when replicating, else 1. */
+/* KV replication factor: P_h / (H_kv/tp) when replicating, else 1. */
 int config_kv_repl(const config *c);
 /* Token chunks of the sequence: 2*P_s under a two-part partition, else P_s. */
 int config_nchunks(const config *c);
@@ -131,7 +148,8 @@ uint64_t config_chunk_tokens(const config *c);
 /* Parts a ring index owns: 2 (A and B) under zigzag, doc-zigzag and
  * balanced, else 1. Which positions a part holds: shard.h. */
 int config_parts(const config *c);
-/* Tokens per rank for the sequence-sharded GEMMs: B * S / P. */
+/* Tokens per rank for the sequence-sharded GEMMs: B * S / P (a TP group
+ * shares them: each GEMM takes all T with 1/tp of the weights). */
 uint64_t config_local_tokens(const config *c);
 
 /* ---- the knobs: one description of a configuration ----
@@ -145,6 +163,8 @@ typedef enum {
     KNOB_MODEL,
     KNOB_SEQ,
     KNOB_BATCH,
+    KNOB_TP,
+    KNOB_SEQUENCE_PARALLEL,
     KNOB_MESH,
     KNOB_DP,
     KNOB_STRATEGY,

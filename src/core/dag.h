@@ -11,6 +11,15 @@
  * of one collective instance carries, in `match`, the id of the instance's
  * first task.
  *
+ * Tensor parallelism (tp > 1, Megatron's layer; build.c): GEMMs carry 1/tp
+ * of the weight columns (column-parallel QKV, gate, up, LM head) or rows
+ * (row-parallel output projection, down) and all T tokens; the TP
+ * collectives on STREAM_TP move (T, hidden) activations between the
+ * sequence-sharded (T/tp rows, sequence parallelism) or replicated form
+ * and the GEMMs'. A reduction of a row-parallel GEMM's partial output
+ * (OP_TP_H, OP_TP_Y forward; OP_TP_X, OP_TP_H backward) also adds the
+ * residual, which the GEMM adds itself at tp = 1.
+ *
  * Sizes: compute tasks carry FLOPs, communication tasks the bytes this rank
  * sends (a recv carries 0; its size is its send's). Attention blocks count
  * 4*q*k*d per head for a full block and half that for a causal diagonal
@@ -55,6 +64,7 @@ typedef enum {
     STREAM_RING_B,     /* dual ring: KV of chunk B */
     STREAM_DKV_B,      /* dual ring: dK/dV of chunk B */
     STREAM_DP,         /* gradient reduction / parameter gathering over the gradient group */
+    STREAM_TP,         /* tensor-parallel activation collectives in the TP group */
     STREAM_COUNT
 } stream_kind;
 
@@ -80,6 +90,13 @@ typedef enum {
     OP_PARAM_ALLGATHER,
     OP_KV_GATHER,  /* allgather: K and V of the P_s context ranks */
     OP_DKV_REDUCE, /* allgather: dK/dV reduce-scattered back to their owners (fp32) */
+    /* TP collectives (STREAM_TP), named by the tensor, (T, hidden) of the
+     * layer's tokens; build.c lists which kind runs in which phase */
+    OP_TP_X,     /* the block input: gathered for QKV; its gradient reduced */
+    OP_TP_H,     /* the MLP input: out-proj output reduced; gathered for gate/up; gradients likewise */
+    OP_TP_Y,     /* the block output: MLP-down output reduced; its gradient gathered */
+    OP_TP_EMBED, /* the vocab-parallel embedding's output reduced; its gradient gathered */
+    OP_TP_LOSS,  /* the vocab-parallel cross-entropy's per-token max, target logit and sum (3T fp32) */
     OP_COUNT
 } task_op;
 

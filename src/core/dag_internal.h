@@ -42,6 +42,15 @@ enum {
     LB_DX,
     LB_GRAD, /* weight gradients of the block */
     LB_W,    /* weights of the block */
+    /* tp > 1: the GEMMs' side of the TP collectives (tp = 1: the above) */
+    LB_XG,  /* block input gathered (sequence parallelism) for QKV */
+    LB_HG,  /* MLP input gathered for gate and up */
+    LB_HP,  /* output projection's partial sum (before its reduction) */
+    LB_YP,  /* MLP down's partial sum */
+    LB_DYG, /* block output's gradient gathered for down's backward */
+    LB_DHG, /* MLP input's gradient gathered for the output projection's backward */
+    LB_DHP, /* gate and up backward's partial input gradient */
+    LB_DXP, /* QKV backward's partial input gradient */
     LB_COUNT
 };
 #define BUF_LB(layer, k) (BUF_LAYER0 + (layer)*LB_COUNT + (k))

@@ -15,13 +15,14 @@ static const model presets[] = {
     /* name        L   hidden H   H_kv d    ffn    vocab */
     {"llama3-8b", 32, 4096, 32, 8, 128, 14336, 128256},
     {"llama3-70b", 80, 8192, 64, 8, 128, 28672, 128256},
+    {"llama3-405b", 126, 16384, 128, 8, 128, 53248, 128256},
     {"7b-mha", 32, 4096, 32, 32, 128, 11008, 32000},
     {"7b-gqa", 32, 4096, 32, 8, 128, 11008, 32000},
     {"tiny", 2, 256, 8, 2, 32, 512, 1000},
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
-const char *model_preset_names(void) { return "llama3-8b, llama3-70b, 7b-mha, 7b-gqa, tiny"; }
+const char *model_preset_names(void) { return "llama3-8b, llama3-70b, llama3-405b, 7b-mha, 7b-gqa, tiny"; }
 
 int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
 {
@@ -196,3 +197,20 @@ uint64_t model_head_params(const model *m)
 }
 
 uint64_t model_params(const model *m) { return (uint64_t)m->layers * model_layer_params(m) + model_head_params(m); }
+
+uint64_t model_layer_params_tp(const model *m, int tp)
+{
+    uint64_t h = (uint64_t)m->hidden;
+    return (model_layer_params(m) - 2 * h) / (uint64_t)tp + 2 * h;
+}
+
+uint64_t model_head_params_tp(const model *m, int tp)
+{
+    uint64_t h = (uint64_t)m->hidden, v = ((uint64_t)m->vocab + (uint64_t)tp - 1) / (uint64_t)tp;
+    return 2 * v * h + h;
+}
+
+uint64_t model_params_tp(const model *m, int tp)
+{
+    return (uint64_t)m->layers * model_layer_params_tp(m, tp) + model_head_params_tp(m, tp);
+}

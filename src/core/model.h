@@ -58,5 +58,12 @@ uint64_t model_head_params(const model *m);
 
 /* All weights: L blocks + untied embedding + LM head + final norm. */
 uint64_t model_params(const model *m);
+/* The same held by one of tp tensor-parallel ranks (Megatron's shards):
+ * the QKV, output and MLP weights divided by tp, the norms replicated;
+ * the embedding and LM head vocab-parallel over ceil(V/tp) rows each
+ * (Megatron pads the vocabulary to a multiple of tp). tp = 1: the above. */
+uint64_t model_layer_params_tp(const model *m, int tp);
+uint64_t model_head_params_tp(const model *m, int tp);
+uint64_t model_params_tp(const model *m, int tp);
 
 #endif

@@ -42,6 +42,7 @@ typedef struct geo {
     uint64_t chunk; /* tokens per chunk */
     lane lanes[2];
     int nlanes;
+    int rank;        /* this rank (its TP coordinate and replica place the peers) */
     bool o_init;     /* forward: O already written this layer */
     int blk_turn[2]; /* backward: alternating dKV block scratch */
 } geo;
@@ -51,7 +52,8 @@ static void geo_init(geo *g, builder *b, int layer, task_phase phase)
     const config *c = bt_config(b);
     g->c = c;
     g->blocks = bt_blocks(b);
-    config_coords(c, bt_rank(b), &g->h, &g->s);
+    g->rank = bt_rank(b);
+    config_coords(c, g->rank, &g->h, &g->s);
     g->w = c->window;
     g->nw = ringgeo_windows(c);
     g->layer = layer;
@@ -70,8 +72,14 @@ static void geo_init(geo *g, builder *b, int layer, task_phase phase)
 static int src_at(const geo *g, int o, int i) { return ringgeo_src_at(g->c, g->s, o, i); }
 
 /* The rank this one sends to / receives from on the inner or outer ring. */
-static int next_rank(const geo *g, bool outer) { return config_rank_of(g->c, g->h, ringgeo_next(g->c, g->s, outer)); }
-static int prev_rank(const geo *g, bool outer) { return config_rank_of(g->c, g->h, ringgeo_prev(g->c, g->s, outer)); }
+static int next_rank(const geo *g, bool outer)
+{
+    return config_rank_at(g->c, g->rank, g->h, ringgeo_next(g->c, g->s, outer));
+}
+static int prev_rank(const geo *g, bool outer)
+{
+    return config_rank_at(g->c, g->rank, g->h, ringgeo_prev(g->c, g->s, outer));
+}
 
 static int kv_buf(const geo *g, const lane *ln, int slot)
 {

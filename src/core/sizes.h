@@ -62,10 +62,11 @@ static inline uint64_t size_kv_bytes(const config *c, uint64_t tokens, int elem_
 static inline uint64_t size_acc_hbm_bytes(uint64_t elems) { return 12 * elems; }
 
 /* Elements summed back when P_h/H_kv replicas of each KV head's gradient
- * meet: the P_h - H_kv extra dK and dV heads of the rank's T tokens. */
+ * meet (H_kv of the TP shard): the P_h - H_kv extra dK and dV heads of the
+ * rank's T tokens. */
 static inline uint64_t size_kv_rep_sum_elems(const config *c)
 {
-    return config_local_tokens(c) * 2 * (uint64_t)(c->p_head - c->model.kv_heads) * (uint64_t)c->model.head_dim;
+    return config_local_tokens(c) * 2 * (uint64_t)(c->p_head - config_tp_kv_heads(c)) * (uint64_t)c->model.head_dim;
 }
 
 /* Bytes one rank sends in a head all-to-all of `heads` heads of its T

@@ -85,19 +85,21 @@ const char *strategy_name_of(const config *c)
     return best ? best->name : "custom";
 }
 
+/* P_h splits the heads of one TP shard (config_validate's rule). */
 static bool head_degree_ok(const config *c, int ph)
 {
-    const model *m = &c->model;
-    if (m->heads % ph) return false;
-    if (ph <= m->kv_heads) return m->kv_heads % ph == 0;
-    return c->kv_replication && ph % m->kv_heads == 0;
+    int heads = config_tp_heads(c), kv = config_tp_kv_heads(c);
+    if (c->model.heads % c->tp || c->model.kv_heads % c->tp) return true; /* config_validate names the tp */
+    if (heads % ph) return false;
+    if (ph <= kv) return kv % ph == 0;
+    return c->kv_replication && ph % kv == 0;
 }
 
-/* Largest valid P_h that divides P and stays within one node. */
+/* Largest valid P_h that divides P and stays within one node beside TP. */
 static int default_head_degree(const config *c, int p)
 {
-    int best = 1;
-    for (int ph = 1; ph <= p && ph <= c->gpus_per_node; ph++)
+    int best = 1, room = c->tp < c->gpus_per_node ? c->gpus_per_node / c->tp : 1;
+    for (int ph = 1; ph <= p && ph <= room; ph++)
         if (p % ph == 0 && head_degree_ok(c, ph)) best = ph;
     return best;
 }
