@@ -86,7 +86,7 @@ static void plan_usage(FILE *f)
             "\n"
             "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
             "  --model, --seq [1M], --batch, --zero [searched: 0-3], --recompute [searched],\n"
-            "  --dtype,\n"
+            "  --tp [searched: the divisors of the GPUs per node], --sequence-parallel, --dtype,\n"
             "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
             "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
             "  partitions too)\n"
@@ -272,7 +272,18 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     v[KNOB_STRATEGY] = "ulysses";
     a->dp = v[KNOB_DP]; /* a degree or auto, searched here: the base config has one replica */
     v[KNOB_DP] = NULL;
+    const char *tp = v[KNOB_TP]; /* a degree, else searched: the base config has none */
+    v[KNOB_TP] = NULL;
+    bool sp_off = v[KNOB_SEQUENCE_PARALLEL] && !strcmp(v[KNOB_SEQUENCE_PARALLEL], "off");
+    if (sp_off) v[KNOB_SEQUENCE_PARALLEL] = NULL; /* valid with tp > 1 only: applied to the layouts */
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
+    x->req.base.sequence_parallel = !sp_off;
+    x->req.tp = 0;
+    if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
+    if (x->req.tp && x->req.gpus % x->req.tp) {
+        snprintf(err, LOONG_ERRLEN, "--tp %d does not divide --gpus %d", x->req.tp, x->req.gpus);
+        return -1;
+    }
     x->req.dp = 1;
     if (a->dp && !strcmp(a->dp, "auto"))
         x->req.dp = 0;
@@ -622,9 +633,9 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
             if (ls[i].removed) continue;
             analytic_result *m = &mean[i], *v = &ls[i].an;
             add_draw(&m->step, &lo[i], &hi[i], v->step, d);
-            double *fm[] = {&m->busy, &m->exposed, &m->a2a, &m->ring_wait, &m->dp_tail};
-            const double fv[] = {v->busy, v->exposed, v->a2a, v->ring_wait, v->dp_tail};
-            for (int k = 0; k < 5; k++)
+            double *fm[] = {&m->busy, &m->exposed, &m->a2a, &m->ring_wait, &m->dp_tail, &m->tp};
+            const double fv[] = {v->busy, v->exposed, v->a2a, v->ring_wait, v->dp_tail, v->tp};
+            for (int k = 0; k < 6; k++)
                 *fm[k] = d == 0 ? fv[k] : *fm[k] + (fv[k] - *fm[k]) / (d + 1);
             m->worst_s = v->worst_s;
             double mf = (double)stats_model_flops(&ls[i].c);

@@ -448,7 +448,7 @@ static const knob_row knobs[KNOB_COUNT] = {
     [KNOB_TP] = {{"tp", "tp", "N",
                   "tensor-parallel ranks (Megatron's TP, innermost:\n"
                   "one node's GPUs); tp divides H and H_kv        [1]",
-                  true},
+                  false},
                  KT_INT,
                  offsetof(config, tp),
                  NULL,

@@ -381,12 +381,73 @@ static double dp_coll(const config *c, const platform_spec *n, const int *member
     return dp_ring(n, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
 }
 
+/* ---- tensor parallelism ---- */
+
+/* One TP collective of nccl-tests size `size` over TP group 0 (the ranks
+ * its mesh places: inside a node by default, so NVLink/NVLS): NCCL's on a
+ * GPU platform, else one ring over the members. */
+static double tp_coll(const config *c, const platform_spec *n, coll_op op, double size)
+{
+    if (c->tp == 1 || size <= 0) return 0;
+    mesh m = config_mesh(c);
+    int N = c->tp, *g = xmalloc_array((size_t)N, sizeof *g, "the TP group");
+    mesh_group_members(&m, CONFIG_TP_DIMS, 0, g);
+    double t = -1;
+    nccl_group grp;
+    if (n->nccl && nccl_group_init(&grp, n, g, N) == 0) {
+        t = nccl_seconds(c, n, &grp, op, size);
+        nccl_group_free(&grp);
+    }
+    if (t < 0) {
+        link worst = link_between(n, g[0], g[1]);
+        for (int i = 1; i < N; i++) {
+            link l = link_between(n, g[i], g[(i + 1) % N]);
+            if (l.bw < worst.bw) worst = l;
+        }
+        uint64_t elems = (uint64_t)(size / c->act_bytes);
+        t = flow(&worst, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, op == COLL_ALL_REDUCE));
+    }
+    free(g);
+    return t;
+}
+
+/* The TP collectives of one layer as build.c emits them, each of the
+ * (T, hidden) activations: forward, backward (without the recompute). */
+typedef struct tpcost {
+    double fwd, bwd;   /* per block */
+    double head, embed; /* LM head (forward + backward), embedding (both) */
+} tpcost;
+
+static tpcost tp_costs(const config *c, const platform_spec *n)
+{
+    tpcost k = {0, 0, 0, 0};
+    if (c->tp == 1) return k;
+    double act = (double)config_local_tokens(c) * c->model.hidden * c->act_bytes;
+    double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
+    if (c->sequence_parallel) {
+        double ag = tp_coll(c, n, COLL_ALL_GATHER, act), rs = tp_coll(c, n, COLL_REDUCE_SCATTER, act);
+        k.fwd = 2 * ag + 2 * rs;
+        k.bwd = 4 * ag + 2 * rs;
+        k.head = 2 * ag + rs + loss;
+        k.embed = rs + ag;
+    } else {
+        double ar = tp_coll(c, n, COLL_ALL_REDUCE, act);
+        k.fwd = 2 * ar;
+        k.bwd = 2 * ar;
+        k.head = ar + loss;
+        k.embed = ar;
+    }
+    return k;
+}
+
 static dpcost dp_costs(const config *c, const platform_spec *n)
 {
     mesh m = config_mesh(c);
     int N = mesh_group_size(&m, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, g);
-    uint64_t lp = model_layer_params(&c->model), all = model_params(&c->model), hp = model_head_params(&c->model);
+    const model *md = &c->model;
+    uint64_t lp = model_layer_params_tp(md, c->tp), all = model_params_tp(md, c->tp),
+             hp = model_head_params_tp(md, c->tp);
     dpcost k = {dp_coll(c, n, g, N, lp, true),   dp_coll(c, n, g, N, lp, false),  dp_coll(c, n, g, N, lp, false),
                 dp_coll(c, n, g, N, hp, true),   dp_coll(c, n, g, N, hp, false),  dp_coll(c, n, g, N, hp, false),
                 dp_coll(c, n, g, N, all, false), dp_coll(c, n, g, N, all, false), N > n->gpus_per_node};
@@ -400,6 +461,7 @@ typedef struct layer_cost {
     double fwd, bwd;           /* critical path of one layer, seconds */
     double fwd_busy, bwd_busy; /* compute-stream part */
     double a2a, ring_wait;
+    double tp;      /* TP collectives (exposed: the GEMMs wait for them) */
     double nic_bwd; /* seconds of the backward the ring keeps a NIC busy */
 } layer_cost;
 
@@ -408,21 +470,23 @@ static double gemm(const calib *cb, double m, double n, double k, bool bwd)
     return calib_seconds(cb, TASK_GEMM, (bwd ? 4 : 2) * m * n * k, 0, m);
 }
 
+/* The block's GEMMs, each with 1/tp of the weights (build.c's shapes). */
 static double gemms(const config *c, const calib *cb, bool bwd)
 {
     const model *m = &c->model;
-    double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = m->ffn;
-    return gemm(cb, T, (double)model_qkv_heads(m) * d, hid, bwd) + gemm(cb, T, hid, (double)m->heads * d, bwd) +
-           2 * gemm(cb, T, ffn, hid, bwd) + gemm(cb, T, hid, ffn, bwd);
+    double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)m->ffn / c->tp;
+    double qkv = (double)model_qkv_heads(m) * d / c->tp, o = (double)m->heads * d / c->tp;
+    return gemm(cb, T, qkv, hid, bwd) + gemm(cb, T, hid, o, bwd) + 2 * gemm(cb, T, ffn, hid, bwd) +
+           gemm(cb, T, hid, ffn, bwd);
 }
 
-static layer_cost layer_cost_of(const config *c, const calib *cb, const platform_spec *n, const ringctx *r, int s)
+static layer_cost layer_cost_of(const config *c, const calib *cb, const platform_spec *n, const ringctx *r, int s,
+                                const tpcost *tk)
 {
-    const model *m = &c->model;
     double T = (double)config_local_tokens(c);
-    uint64_t qkv_heads = (uint64_t)m->heads + 2 * (uint64_t)config_kv_heads_total(c);
+    uint64_t heads = (uint64_t)config_tp_heads(c), qkv_heads = heads + 2 * (uint64_t)config_kv_heads_total(c);
     double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
-    double a_o = alltoall(c, n, (double)size_a2a_bytes(c, (uint64_t)m->heads));
+    double a_o = alltoall(c, n, (double)size_a2a_bytes(c, heads));
     double gf = gemms(c, cb, false), gb = gemms(c, cb, true);
     double fb, bb;
     bool ag = c->ring == RING_ALLGATHER;
@@ -432,15 +496,16 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     if (config_kv_repl(c) > 1)
         rep = calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes(size_kv_rep_sum_elems(c)), T);
     layer_cost lc;
-    lc.fwd = gf + a_qkv + rf + a_o; /* QKV all-to-all, ring, O all-to-all */
+    lc.fwd = gf + a_qkv + rf + a_o + tk->fwd; /* QKV all-to-all, ring, O all-to-all, TP */
     lc.fwd_busy = gf + fb;
     double re = 0, re_busy = 0;
     if (c->recompute != RECOMPUTE_NONE) {
         bool full = c->recompute == RECOMPUTE_FULL;
-        re = gf + a_qkv + a_o + (full ? rf : 0);
+        re = gf + a_qkv + a_o + (full ? rf : 0) + tk->fwd;
         re_busy = gf + (full ? fb : 0);
     }
-    lc.bwd = re + gb + a_o /* dO */ + rb + a_qkv /* dQKV */ + rep;
+    lc.tp = tk->fwd + tk->bwd + (c->recompute != RECOMPUTE_NONE ? tk->fwd : 0);
+    lc.bwd = re + gb + a_o /* dO */ + rb + a_qkv /* dQKV */ + rep + tk->bwd;
     lc.bwd_busy = re_busy + gb + bb + rep;
     lc.a2a = 2 * (a_qkv + a_o) + (c->recompute != RECOMPUTE_NONE ? a_qkv + a_o : 0);
     lc.ring_wait = (rf - fb) + (rb - bb) + (c->recompute == RECOMPUTE_FULL ? rf - fb : 0);
@@ -463,13 +528,15 @@ static int next_s(int s, int P_s)
  * busy until `until` (interference f). */
 static double beside_dp(double busy, double t, double until, double f) { return overlapped(busy, until - t, f) - busy; }
 
-static void step_walk(const config *c, const calib *cb, const dpcost *k, const layer_cost *lc, analytic_result *out)
+static void step_walk(const config *c, const calib *cb, const dpcost *k, const layer_cost *lc, const tpcost *tk,
+                      analytic_result *out)
 {
     const model *m = &c->model;
     int L = m->layers, z = c->zero;
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
-    double lm = gemm(cb, T, m->vocab, m->hidden, false) + gemm(cb, T, m->vocab, m->hidden, true);
-    double t = 0, dp = 0, busy = 0;
+    double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true);
+    double t = tk->embed, dp = 0, busy = 0;
     for (int l = 0; l < L; l++) {
         if (z == 3) t = maxd(t, dp += k->ag_layer);
         /* under ZeRO-3 the next all-gather runs beside this layer */
@@ -478,7 +545,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
         busy += lc->fwd_busy;
     }
     if (z == 3) t = maxd(t, dp += k->ag_head);
-    t += lm;
+    t += lm + tk->head;
     busy += lm;
     if (z == 0) dp = maxd(dp, t) + k->ar_head;
     if (z >= 2) dp = maxd(dp, t) + k->rs_head;
@@ -500,6 +567,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     out->exposed = out->step - busy;
     out->a2a = L * lc->a2a;
     out->ring_wait = L * lc->ring_wait;
+    out->tp = L * lc->tp + tk->head + tk->embed;
     out->dp_tail = out->step - t;
 }
 
@@ -507,16 +575,17 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, ana
 {
     ringctx r;
     ring_setup(&r, c, cb, n);
+    tpcost tk = tp_costs(c, n);
     layer_cost worst = {0};
     int ws = 0;
     for (int s = 0; s < c->p_seq; s = next_s(s, c->p_seq)) {
-        layer_cost lc = layer_cost_of(c, cb, n, &r, s);
+        layer_cost lc = layer_cost_of(c, cb, n, &r, s, &tk);
         if (lc.fwd + lc.bwd > worst.fwd + worst.bwd) {
             worst = lc;
             ws = s;
         }
     }
     dpcost k = dp_costs(c, n);
-    step_walk(c, cb, &k, &worst, out);
+    step_walk(c, cb, &k, &worst, &tk, out);
     out->worst_s = ws;
 }

@@ -23,6 +23,10 @@
  *     travel on their own streams (fp32), sharing the link with the KV, and
  *     the compute stream waits for an arriving accumulator before adding to
  *     it; a transfer costs α + bytes/β of the slowest hop of its ring;
+ *   - tensor parallelism: GEMMs with 1/tp of the weights, and the TP
+ *     collectives build.c emits (sequence parallelism's all-gathers and
+ *     reduce-scatters, or all-reduces) on TP group 0's real members
+ *     through NCCL's model, exposed (the GEMMs wait for them);
  *   - the data-parallel stream (ZeRO 0-3 as build.c emits it), one
  *     collective over the gradient group (the mesh's CONFIG_GRAD_DIMS:
  *     dp*P ranks, members from the mesh), overlapping the compute stream
@@ -49,6 +53,7 @@ typedef struct analytic_result {
     double a2a;       /* all-to-all time per step (exposed) */
     double ring_wait; /* compute-stream wait on ring transfers per step */
     double dp_tail;   /* data-parallel communication not hidden */
+    double tp;        /* tensor-parallel collectives per step (exposed) */
     int worst_s;      /* ring index of the critical rank */
 } analytic_result;
 

@@ -5,26 +5,38 @@
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 
+/* Per rank: H, qkv and ffn are the TP shard's (H/tp, (H+2H_kv)/tp heads,
+ * ffn/tp); Tr is the tokens of the activations between the GEMMs (T/tp
+ * under sequence parallelism, else T). */
 typedef struct dims {
-    double T, Ns, hid, H, d, ffn, hq, kvh, a;
+    double T, Tr, Ns, hid, H, qkv, d, ffn, hq, kvh, a;
 } dims;
 
 static dims dims_of(const config *c)
 {
     const model *m = &c->model;
-    double BS = (double)c->batch * (double)c->seq;
-    return (dims){BS / config_ranks(c), BS / c->p_seq,      m->hidden,   m->heads, m->head_dim, m->ffn,
-                  config_q_heads(c),    config_kv_heads(c), c->act_bytes};
+    double BS = (double)c->batch * (double)c->seq, tp = c->tp, T = BS / config_cp(c);
+    return (dims){T,
+                  c->sequence_parallel ? T / tp : T,
+                  BS / c->p_seq,
+                  m->hidden,
+                  m->heads / tp,
+                  model_qkv_heads(m) / tp,
+                  m->head_dim,
+                  m->ffn / tp,
+                  config_q_heads(c),
+                  config_kv_heads(c),
+                  c->act_bytes};
 }
 
 double memory_layer_activations(const config *c, recompute_kind policy)
 {
     dims k = dims_of(c);
-    double x = k.T * k.hid * k.a;
+    double x = k.Tr * k.hid * k.a;
     double o_lse = k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SELECTIVE) return x + o_lse;
-    double qkv = k.T * model_qkv_heads(&c->model) * k.d * k.a;
+    double qkv = k.T * k.qkv * k.d * k.a;
     double os = k.T * k.H * k.d * k.a;
     double head = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a + os : 0; /* P_h = 1 aliases them */
     return x + qkv + head + o_lse + x /* h */ + 3 * k.T * k.ffn * k.a;
@@ -59,13 +71,13 @@ static double attention_buffers(const config *c)
 static void model_states(const config *c, memory_estimate *out)
 {
     mesh m = config_mesh(c);
-    double psi = (double)model_params(&c->model), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
+    double psi = (double)model_params_tp(&c->model, c->tp), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->weights = 2 * psi;
     out->grads = 2 * psi;
     out->optimizer = 12 * psi;
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
-    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * 2 * (double)model_layer_params(&c->model);
+    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * 2 * (double)model_layer_params_tp(&c->model, c->tp);
 }
 
 void memory_estimate_config(const config *c, memory_estimate *out)
@@ -75,8 +87,12 @@ void memory_estimate_config(const config *c, memory_estimate *out)
     out->activations = c->model.layers * out->act_per_layer;
     double full = memory_layer_activations(c, RECOMPUTE_NONE);
     out->working = full + (c->recompute != RECOMPUTE_NONE ? full : 0);
+    /* sequence parallelism: a layer's backward holds two gathered (T, hidden)
+     * tensors at once (the input re-gathered and the output gradient) */
+    if (c->tp > 1 && c->sequence_parallel) out->working += 2 * dims_of(c).T * c->model.hidden * c->act_bytes;
     out->attn_buffers = attention_buffers(c);
-    out->lm_head = 2 * dims_of(c).T * c->model.vocab * c->act_bytes;
+    double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    out->lm_head = 2 * dims_of(c).T * vocab * c->act_bytes;
     double transient = out->working + out->attn_buffers;
     if (out->lm_head > transient) transient = out->lm_head;
     out->peak = out->weights + out->grads + out->optimizer + out->activations + transient;

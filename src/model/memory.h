@@ -5,7 +5,9 @@
  * estimate of tensors, not of allocator fragmentation, CUDA context or NCCL
  * buffers (those are a fixed reserve the caller may subtract from the GPU).
  *
- * Notation: Ψ = model_params(), N ranks over which ZeRO shards: the size
+ * Notation: Ψ = model_params_tp(), the parameters of one TP rank's shard
+ * (Megatron: weights, gradients and optimizer state divided by tp, norms
+ * replicated), N ranks over which ZeRO shards: the size
  * of the gradient group (CONFIG_GRAD_DIMS of the mesh: the P context-
  * parallel ranks of each of the dp replicas), a = act_bytes, T = B*S/P
  * tokens per rank (sequence-sharded), N_s = B*S/P_s tokens per ring rank
@@ -17,6 +19,15 @@
  *   12Ψ; stage 1 shards the optimizer (12Ψ/N), stage 2 also the gradients
  *   (2Ψ/N), stage 3 also the weights (2Ψ/N plus two gathered blocks, the
  *   current one and the prefetched next: 2 * 2 * W_layer).
+ *
+ *   Tensor parallelism (Korthikanti et al. 2022, arXiv 2205.05198, Table 2,
+ *   with S replaced by the T tokens a rank holds under CP): every tensor
+ *   inside attention and the MLP holds the TP shard's heads or ffn/tp
+ *   columns; x and h (the block and MLP inputs, the paper's replicated
+ *   "10 sbh") are T/tp rows under sequence parallelism and all T without
+ *   it, so with sequence parallelism every term below is divided by tp
+ *   (the paper's 34/t) and without it x and h are not (10 + 24/t). H, qkv
+ *   and ffn below are the shard's: H/tp, (H + 2H_kv)/tp, ffn/tp.
  *
  *   activations kept per layer for the backward, by recompute policy:
  *     none:      x (T*hidden), qkv (T*(H+2H_kv)*d), the head-sharded q|kv
@@ -46,7 +57,10 @@
  *   dK/dV buffers of 2*B*S*(kvh/G)*d*4, G = kvh / --kv-stride groups, plus
  *   the final dK/dV slot.
  *
- *   LM head: logits and their gradient, 2 * T*vocab*a.
+ *   sequence parallelism also holds two gathered (T, hidden) tensors in
+ *   the layer's backward (its input re-gathered, its output's gradient).
+ *
+ *   LM head: logits and their gradient, 2 * T*ceil(vocab/tp)*a.
  *
  *   peak = model states + L * kept per layer
  *          + max(LM head, working set + attention buffers).

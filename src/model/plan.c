@@ -90,10 +90,12 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.p_head = degree[MESH_HEAD];
     c.p_seq = degree[MESH_SEQ];
     c.dp = degree[MESH_DP];
+    c.tp = degree[MESH_TP];
+    if (c.tp == 1) c.sequence_parallel = true; /* --sequence-parallel off applies to tp > 1 */
     int ph = c.p_head, ps = c.p_seq;
     c.scope = SCOPE_STEP;
     int nplace = ph > 1 && ps > 1 ? 2 : 1;
-    int nrepl = ph > c.model.kv_heads ? 2 : 1;
+    int nrepl = c.model.kv_heads % c.tp == 0 && ph > c.model.kv_heads / c.tp ? 2 : 1;
     int z0 = req->search_zero ? 0 : c.zero, z1 = req->search_zero ? 3 : c.zero;
     int r0 = req->search_recompute ? RECOMPUTE_NONE : (int)c.recompute,
         r1 = req->search_recompute ? RECOMPUTE_FULL : (int)c.recompute;
@@ -112,12 +114,17 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
 plan_layout *plan_enumerate(const plan_request *req, int *n)
 {
     vec a = {0};
-    static const mesh_dim searched[] = {MESH_DP, MESH_HEAD, MESH_SEQ};
-    int nf = mesh_factorisations(req->gpus, searched, 3, NULL);
+    static const mesh_dim searched[] = {MESH_DP, MESH_TP, MESH_HEAD, MESH_SEQ};
+    int nf = mesh_factorisations(req->gpus, searched, 4, NULL);
     int(*f)[MESH_NDIMS] = xmalloc_array((size_t)nf, sizeof *f, "the plan's meshes");
-    mesh_factorisations(req->gpus, searched, 3, f);
-    for (int i = 0; i < nf; i++)
-        if (!req->dp || f[i][MESH_DP] == req->dp) add_mesh(&a, req, f[i]);
+    mesh_factorisations(req->gpus, searched, 4, f);
+    int gpn = req->base.gpus_per_node;
+    for (int i = 0; i < nf; i++) {
+        int tp = f[i][MESH_TP];
+        /* TP stays inside a node (NVLink): tp among the divisors of its GPUs */
+        bool tp_ok = req->tp ? tp == req->tp : gpn % tp == 0;
+        if ((!req->dp || f[i][MESH_DP] == req->dp) && tp_ok) add_mesh(&a, req, f[i]);
+    }
     free(f);
     *n = a.n;
     return a.v;
@@ -188,6 +195,7 @@ int plan_best_ulysses(const plan_layout *ls, int n) { return best_where(ls, n, f
 
 typedef struct row {
     double step, tps, mfu, mem_gb, exposed, vs_ring, vs_uly;
+    double tp_pct; /* exposed TP communication, % of the step (analytical) */
 } row;
 
 static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
@@ -203,6 +211,7 @@ static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
     r.exposed = l->sim_step >= 0 ? l->sim_exposed : l->an.exposed;
     r.vs_ring = ring >= 0 ? plan_gpu_seconds(&ls[ring]) / plan_gpu_seconds(l) : NAN; /* throughput ratios */
     r.vs_uly = uly >= 0 ? plan_gpu_seconds(&ls[uly]) / plan_gpu_seconds(l) : NAN;
+    r.tp_pct = 100 * l->an.tp / l->an.step;
     return r;
 }
 
@@ -217,6 +226,7 @@ static void fmt_speedup(char *buf, size_t len, double v)
 /* The baseline columns a table has: only those with a feasible baseline. */
 typedef struct table_cols {
     bool ring, uly;
+    bool tp; /* some layout has tp > 1 */
 } table_cols;
 
 static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp,
@@ -255,6 +265,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
     fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", "layout", "by", "analytic_s",
             "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
+    if (cols->tp) fprintf(f, " %6s", "tp_%");
     if (cols->ring) fprintf(f, " %8s", "vs_ring");
     if (cols->uly) fprintf(f, " %8s", "vs_uly");
     if (rp->robust) fprintf(f, " %11s %10s %10s %9s", "straggler_%", "slowNIC_%", "jitter_%", "worst_%");
@@ -291,6 +302,7 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", l->name,
             l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps,
             r->mfu, r->mem_gb, r->exposed);
+    if (cols->tp) fprintf(f, " %6.2f", r->tp_pct);
     if (cols->ring) fprintf(f, " %8s", a);
     if (cols->uly) fprintf(f, " %8s", b);
     if (robust) write_robust(f, l);
@@ -310,6 +322,7 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
         fprintf(f, "# recommended: %s (loong sim --mesh %dx%d --strategy %s --placement %s --partition %s --ring %s",
                 best->name, best->c.p_head, best->c.p_seq, best->c.strategy, place, partition_name(best->c.partition),
                 ring_name(best->c.ring));
+        if (best->c.tp > 1) fprintf(f, " --tp %d", best->c.tp);
         if (best->c.ring == RING_DOUBLE) fprintf(f, " --window %d", best->c.window);
         fprintf(f, ")\n");
     }
@@ -392,7 +405,9 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
 {
     int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
-    const table_cols cols = {ring >= 0, uly >= 0};
+    table_cols cols = {ring >= 0, uly >= 0, false};
+    for (int i = 0; i < n; i++)
+        cols.tp |= ls[i].c.tp > 1 && !ls[i].removed;
     write_header(f, n, m, req, rp, &cols);
     int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
     for (int k = 0; k < rows; k++) {
@@ -430,7 +445,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
                "speedup_vs_ulysses,step_min_s,step_max_s,tie,straggler_step_s,straggler_on,slow_nic_step_s,"
-               "slow_nic_on,jitter_step_s,worst_step_s,zero,recompute\n");
+               "slow_nic_on,jitter_step_s,worst_step_s,zero,recompute,tp,tp_comm_pct\n");
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
@@ -448,7 +463,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
             fprintf(f, ",%.9g", plan_worst_step(l));
         else
             fprintf(f, ",");
-        fprintf(f, ",%d,%s\n", l->c.zero, recompute_name(l->c.recompute));
+        fprintf(f, ",%d,%s,%d,%.3f\n", l->c.zero, recompute_name(l->c.recompute), l->c.tp, r.tp_pct);
     }
     for (int i = 0; i < n; i++) {
         if (!ls[i].removed) continue;
@@ -458,8 +473,8 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
         snprintf(reason, sizeof reason, "%s", ls[i].reason);
         for (char *p = reason; *p; p++)
             if (*p == '"') *p = '\'';
-        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,,%d,%s\n", reason, ls[i].c.zero,
-                recompute_name(ls[i].c.recompute));
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,,%d,%s,%d,\n", reason, ls[i].c.zero,
+                recompute_name(ls[i].c.recompute), ls[i].c.tp);
     }
     free(idx);
     return ferror(f) ? -1 : 0;
@@ -484,6 +499,8 @@ static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, co
                   "recompute", recompute_name(c->recompute), "analytic_s", l->an.step, "step_s", r->step,
                   "tokens_per_s_per_gpu", r->tps, "mfu_pct", r->mfu, "peak_mem_GB", r->mem_gb, "exposed_s", r->exposed,
                   "speedup_vs_ring", json_ratio(r->vs_ring), "speedup_vs_ulysses", json_ratio(r->vs_uly), "tie", tie);
+    json_object_set_new(j, "tp", json_integer(c->tp));
+    json_object_set_new(j, "tp_comm_pct", json_real(r->tp_pct));
     if (rp->commands && rp->commands[i]) json_object_set_new(j, "command", json_string(rp->commands[i]));
     return j;
 }

@@ -70,6 +70,7 @@ typedef struct plan_request {
     config base; /* model, seq, batch, zero, recompute, dtype, gpus per node */
     int gpus;
     int dp;         /* data-parallel degree; 0 = every divisor of gpus */
+    int tp;         /* tensor-parallel degree; 0 = every divisor of the GPUs per node */
     double gpu_mem; /* bytes per GPU available to the model's tensors */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
