@@ -122,6 +122,40 @@ START_TEST(memory_7b_mha)
 }
 END_TEST
 
+/* Tensor parallelism (Korthikanti et al. 2022, Table 2, with S the T
+ * tokens of a CP rank). 7b-mha on a 2x4 context mesh, S = 128K: T = 16K,
+ * no KV replication at tp 1, 2, 4. With sequence parallelism every tensor
+ * a layer keeps is divided by tp (the paper's sbh 34/t); without it the
+ * block and MLP inputs x and h stay whole (the paper's replicated 10 sbh:
+ * here 2 T hidden a) and the rest is divided (24/t). Model states: the
+ * 1/tp shard of the weights with the norms replicated. */
+START_TEST(memory_tensor_parallel)
+{
+    const double L = 32, hid = 4096, d = 128, ffn = 11008, V = 32000, T = 16384;
+    for (int tp = 2; tp <= 4; tp *= 2) {
+        config c1 = base("7b-mha", 128 * 1024, 2, 4, 1, RECOMPUTE_NONE), c = c1;
+        c.tp = tp;
+        memory_estimate m, m1;
+        memory_estimate_config(&c1, &m1);
+        for (int sp = 1; sp >= 0; sp--) {
+            c.sequence_parallel = sp;
+            for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
+                double a1 = memory_layer_activations(&c1, (recompute_kind)r);
+                double a = memory_layer_activations(&c, (recompute_kind)r);
+                double whole = r == RECOMPUTE_NONE ? 2 * T * hid * 2 : T * hid * 2; /* x, h; x alone kept otherwise */
+                near(a, sp ? a1 / tp : whole + (a1 - whole) / tp, "TP layer activations");
+            }
+            memory_estimate_config(&c, &m);
+            double layer_w = (hid * 96 * d + 32 * d * hid + 3 * hid * ffn) / tp + 2 * hid;
+            double psi = L * layer_w + 2 * (V / tp) * hid + hid;
+            near(m.weights, 2 * psi, "TP weights");
+            near(m.optimizer, 12 * psi / 8, "TP optimizer (ZeRO-1 over the 8 context ranks)");
+            near(m.lm_head, m1.lm_head / tp, "vocab-parallel logits");
+        }
+    }
+}
+END_TEST
+
 static int divisors(int n)
 {
     int k = 0;
@@ -150,6 +184,7 @@ START_TEST(enumeration_count)
     if (_i) req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
     req.gpus = 16;
     req.dp = 1;
+    req.tp = 1; /* the closed form above is of the context-parallel layouts */
     req.gpu_mem = 1e15;
     int n, valid = 0, removed = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -297,7 +332,7 @@ START_TEST(oom_breakdown)
 {
     const char *csv = "/tmp/loong-plan-oom.csv", *txt = "/tmp/loong-plan-oom.txt";
     const char *args = " --platform " LOONG_SRCDIR "/topologies/dgx-h100-1n.xml --model llama3-8b --seq 32K "
-                       "--gpu-mem 40GB --top 0 --recompute selective";
+                       "--gpu-mem 40GB --top 0 --recompute selective --tp 1";
     run_result r = run_cmd(LOONG_BIN " plan%s --zero 1 --csv %s -o %s", args, csv, txt);
     ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 8 GPUs: the leanest"));
@@ -395,6 +430,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
     tcase_add_test(tc, memory_7b_mha);
+    tcase_add_test(tc, memory_tensor_parallel);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);

@@ -34,7 +34,8 @@ static int fitting(const plan_request *req, double *lean_peak, char lean_name[64
 }
 
 /* The changes tried, cheapest to the user first: a recompute policy (costs
- * compute), a ZeRO stage (costs communication), both, then more GPUs. */
+ * compute), a ZeRO stage (costs communication), both, tensor parallelism
+ * when --tp fixed it, then more GPUs. */
 #define FIX_MAX 16
 
 typedef struct fix {
@@ -62,6 +63,11 @@ static int candidate_fixes(const plan_request *req, fix *f)
         f[k].req.base.recompute = RECOMPUTE_FULL;
         snprintf(f[k++].what, sizeof f->what, "--zero 3 --recompute full");
     }
+    if (req->tp) {
+        f[k] = (fix){"", *req};
+        f[k].req.tp = 0;
+        snprintf(f[k++].what, sizeof f->what, "tensor parallelism (drop --tp %d: plan searches it)", req->tp);
+    }
     for (int m = 2; m <= 8; m *= 2)
         for (int z3 = 0; z3 <= (b->zero < 3 && !req->search_zero); z3++) {
             f[k] = (fix){"", *req};
@@ -86,8 +92,10 @@ static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *r
     char why[160];
     fprintf(f, "# out of memory: no layout fits in %.1f GB per GPU; the leanest, %s, needs %.1f GB:\n",
             req->gpu_mem / 1e9, l->name, m->peak / 1e9);
-    double params = (double)model_params(&c->model) / 1e9;
-    snprintf(why, sizeof why, "bf16, %.2fB parameters%s", params, c->zero >= 3 ? ", sharded (ZeRO-3)" : "");
+    double params = (double)model_params_tp(&c->model, c->tp) / 1e9;
+    char shard[40] = "";
+    if (c->tp > 1) snprintf(shard, sizeof shard, " (a 1/%d TP shard)", c->tp);
+    snprintf(why, sizeof why, "bf16, %.2fB parameters%s%s", params, shard, c->zero >= 3 ? ", sharded (ZeRO-3)" : "");
     term(f, "weights", m->weights, why);
     term(f, "gradients", m->grads, c->zero >= 2 ? "sharded (ZeRO-2 and up)" : "not sharded below ZeRO-2");
     term(f, "optimizer", m->optimizer,
