@@ -322,6 +322,60 @@ START_TEST(comm_bound_double_ring)
 }
 END_TEST
 
+/* Tensor parallelism, tp 2 on a 1x1 context mesh (no all-to-all, ring or
+ * gradient collective), ZeRO-1, both sequence-parallel modes: with free
+ * compute the step is the sum of the TP collectives, every one on the
+ * critical path; with free links it is the sum of the compute. */
+START_TEST(tp_collectives_on_critical_path)
+{
+    config c = tcfg("tiny", 4 * K, "ulysses", 1, 1, 0, SCOPE_STEP);
+    c.tp = 2;
+    c.gpus_per_node = 2;
+    c.sequence_parallel = _i % 2 == 0;
+    bool free_links = _i >= 2; /* one platform per process: SimGrid starts once */
+    char path[128], err[LOONG_ERRLEN] = "";
+    platform_spec sp = plat_spec(1, 2, 2);
+    sim_result res;
+    dag *g;
+    if (!free_links) {
+        g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
+    } else { /* GEMMs at 1e13 FLOP/s */
+        sp.nvlink_bw = 1e15;
+        sp.nvlink_lat = 0;
+        sp.nccl = 0; /* p2p flows: NCCL's launch latencies are not links */
+        calib *cb = calib_parse("gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e13\nattn_fwd line 0s 1e13\n"
+                                "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
+                                "slow", err);
+        ck_assert_msg(cb != NULL, "%s", err);
+        sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
+        ck_assert_msg(pf != NULL, "%s", err);
+        g = tbuild(&c);
+        ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+        calib_free(cb);
+        sim_platform_free(pf);
+    }
+    double comm = 0, busy = 0;
+    int n = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->rank != 0) continue;
+        if (t->stream == STREAM_TP) comm += res.dur[i], n++;
+        if (task_is_compute(t)) busy += res.dur[i];
+    }
+    ck_assert_int_eq(n, c.sequence_parallel ? 1 + 2 * (4 + 6) + 4 + 1 : 1 + 2 * (2 + 2) + 2);
+    if (!free_links) {
+        assert_within(res.makespan, comm, 0.01, "free compute: step = TP collectives");
+    } else {
+        assert_within(res.makespan, busy, 0.01, "free links: step = compute");
+        double flops = (double)(sum_flops(g, 0, TASK_GEMM) + sum_flops(g, 0, TASK_ATTN_FWD) +
+                                sum_flops(g, 0, TASK_ATTN_BWD));
+        assert_within(busy, flops / 1e13, 0.01, "compute = FLOPs / rate");
+    }
+    sim_result_free(&res);
+    dag_free(g);
+}
+END_TEST
+
 /* The same input gives a byte-identical trace. */
 START_TEST(deterministic_trace)
 {
@@ -556,6 +610,7 @@ int main(void)
     tcase_add_test(tc, p2p_nic);
     tcase_add_test(tc, alltoall_nvswitch);
     tcase_add_test(tc, nic_shared);
+    tcase_add_loop_test(tc, tp_collectives_on_critical_path, 0, 4);
     tcase_add_test(tc, pxn_routes);
     tcase_add_test(tc, interference_slows_overlapped_kernels);
     tcase_add_test(tc, compute_bound_imbalance);
