@@ -573,6 +573,12 @@ START_TEST(step_matches_dag)
     verify("--model tiny --seq 4K --mesh 2x2 --gpus-per-node 4 --strategy usp --scope step --zero 0", 4, "", false,
            types);
     ck_assert_int_gt(types[ALL_REDUCE], 0);
+    /* tensor parallelism: the TP groups are process groups like the others */
+    int tp_types[10] = {0};
+    verify("--model tiny --seq 4K --tp 2 --mesh 2x1 --gpus-per-node 4 --strategy ulysses --scope step", 4, "", false,
+           tp_types);
+    ck_assert_int_gt(tp_types[ALL_GATHER], 0);
+    ck_assert_int_gt(tp_types[REDUCE_SCATTER], 0);
 }
 END_TEST
 

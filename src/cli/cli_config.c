@@ -146,7 +146,14 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
     /* a new ring mode takes its own default window */
     if (cc->val[KNOB_RING]) c->window = c->ring == RING_DOUBLE ? strategy_default_window(c) : c->p_seq;
     if (parse_knobs(cc, c, last, (int)(sizeof last / sizeof *last), err) < 0) return -1;
-    return config_validate(c, err);
+    if (config_validate(c, err) < 0) return -1;
+    int nodes = c->tp > 1 ? config_tp_nodes(c) : 1;
+    if (nodes > 1)
+        fprintf(stderr,
+                "loong: warning: the TP group spans %d nodes (--tp %d, %d GPUs per node, placement %s): its "
+                "collectives, two or more per GEMM pair, cross the network\n",
+                nodes, c->tp, c->gpus_per_node, cc->val[KNOB_PLACEMENT] ? cc->val[KNOB_PLACEMENT] : "head-first");
+    return 0;
 }
 
 double cli_now(void)

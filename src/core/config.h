@@ -126,6 +126,8 @@ int config_rank_at(const config *c, int rank, int h, int s);
 void config_coords(const config *c, int rank, int *h, int *s);
 /* The TP rank of rank (0 .. tp-1). */
 int config_tp_rank(const config *c, int rank);
+/* Nodes the TP group of rank 0 spans: 1 when TP stays on NVLink. */
+int config_tp_nodes(const config *c);
 /* Heads of one TP shard (Megatron's column-parallel QKV): H / tp query
  * heads; H_kv / tp KV heads (tp divides H_kv, config_validate). */
 int config_tp_heads(const config *c);
