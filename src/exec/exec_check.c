@@ -98,10 +98,12 @@ static void dgemm(int ta, int tb, int m, int n, int k, const double *a, int lda,
                 ldb, beta, c, ldc);
 }
 
-/* Split (S, (H+2Hkv)d) rows into Q (S,H,d), K, V (S,Hkv,d) and back. */
+/* Split (S, (H+2Hkv)d) rows of the whole model into Q (S,H,d), K, V
+ * (S,Hkv,d) and back. */
 static void split_qkv(const xr *x, const double *qkv, double *q, double *k, double *v, bool join)
 {
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)x->H * d, wk = (size_t)x->Hkv * d;
+    const model *m = &x->c->model;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)m->heads * d, wk = (size_t)m->kv_heads * d;
     for (size_t p = 0; p < S; p++) {
         double *row = (double *)qkv + p * (wq + 2 * wk);
         double *parts[3] = {q + p * wq, k + p * wk, v + p * wk};
@@ -126,20 +128,37 @@ static int64_t *doc_starts(const xr *x)
     return st;
 }
 
+/* Per token of logits z (S, V) and loss weights R: sum(z * R), sum(z),
+ * sum(z^2) into stats (S, 3). */
+static void ref_loss_stats(double *stats, const double *z, const double *R, size_t S, size_t V)
+{
+    for (size_t p = 0; p < S; p++) {
+        double a = 0, b = 0, c = 0;
+        for (size_t j = 0; j < V; j++) {
+            double zj = z[p * V + j];
+            a += zj * R[p * V + j];
+            b += zj;
+            c += zj * zj;
+        }
+        stats[3 * p] = a, stats[3 * p + 1] = b, stats[3 * p + 2] = c;
+    }
+}
+
 /* The executor's step model in float64 on the whole sequence: per layer
  * h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd; the LM head
- * z = x_L Wlm with loss sum(z * R). Returns the weight gradients laid out
- * like the executor's gradient buffer. */
-static double *ref_step(const xr *x)
+ * z = x_L Wlm with loss sum(z * R). Returns the weight gradients of the
+ * whole model (tp = 1's layout of the executor's gradient buffer, wfull
+ * floats), and the per-token loss statistics (S, 3) in *stats. */
+static double *ref_step(const xr *x, double **stats)
 {
     const model *m = &x->c->model;
     int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
     int hd = m->heads * d, w3 = model_qkv_heads(m) * d, wk = m->kv_heads * d;
     size_t Sz = (size_t)S;
-    double *wts = xmalloc(x->wcount * sizeof *wts, "the --check reference"),
-           *grad = xcalloc(x->wcount, sizeof *grad, "the --check reference");
+    double *wts = xmalloc(x->wfull * sizeof *wts, "the --check reference"),
+           *grad = xcalloc(x->wfull, sizeof *grad, "the --check reference");
     float *row = xmalloc((size_t)hid * sizeof *row, "the --check reference");
-    for (size_t r = 0; r < x->wcount / (size_t)hid; r++) {
+    for (size_t r = 0; r < x->wfull / (size_t)hid; r++) {
         xr_gen_row(x->o->seed, GEN_W, (int64_t)r, row, hid, 1.0f / sqrtf((float)hid));
         for (int k = 0; k < hid; k++)
             wts[r * (size_t)hid + (size_t)k] = row[k];
@@ -190,6 +209,11 @@ static double *ref_step(const xr *x)
            *dq = xmalloc(Sz * (size_t)hd * sizeof *dq, "the --check reference"),
            *dk = xmalloc(Sz * (size_t)wk * sizeof *dk, "the --check reference"),
            *dv = xmalloc(Sz * (size_t)wk * sizeof *dv, "the --check reference");
+    double *z = xmalloc(Sz * (size_t)V * sizeof *z, "the --check reference");
+    *stats = xmalloc(Sz * 3 * sizeof **stats, "the --check reference");
+    dgemm(0, 0, S, V, hid, ly[L].x, hid, Wlm, V, 0, z, V);
+    ref_loss_stats(*stats, z, R, Sz, (size_t)V);
+    free(z);
     dgemm(0, 1, S, hid, V, R, V, Wlm, V, 0, dx, hid);
     dgemm(1, 0, hid, V, S, ly[L].x, hid, R, V, 0, gWlm, V);
     for (int l = L - 1; l >= 0; l--) {
@@ -351,21 +375,97 @@ static int check_attn(xr *x)
     return bad;
 }
 
+/* Every rank's (T, 3) loss statistics with the positions of its tokens,
+ * on rank 0 (NULL elsewhere). Every rank calls it. */
+typedef struct loss_rows {
+    float *stats;
+    int64_t *pos;
+} loss_rows;
+
+static loss_rows gather_loss(xr *x)
+{
+    size_t T = (size_t)x->T, P = (size_t)x->P;
+    float *mine = xmalloc(T * 3 * sizeof *mine, "the --check reference");
+    int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference");
+    loss_rows all = {NULL, NULL};
+    x->ops->get(x->dev, mine, x->loss, T * 3);
+    for (int i = 0; i < x->T; i++)
+        pos[i] = xr_seq_pos(x, i);
+    if (x->rank == 0) {
+        all.stats = xmalloc(P * T * 3 * sizeof *all.stats, "the --check reference");
+        all.pos = xmalloc(P * T * sizeof *all.pos, "the --check reference");
+    }
+    x->w->gather(x->w, mine, T * 3 * sizeof *mine, all.stats);
+    x->w->gather(x->w, pos, T * sizeof *pos, all.pos);
+    free(mine);
+    free(pos);
+    return all;
+}
+
+/* Every rank's loss statistics against the reference's rows (S, 3) of
+ * their tokens: the worst column, each relative to its largest value. */
+static double loss_err(const xr *x, const loss_rows *a, const double *ref)
+{
+    size_t n = (size_t)x->P * (size_t)x->T;
+    double worst = 0;
+    for (size_t c = 0; c < 3; c++) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < n; k++) {
+            double e = fabs((double)a->stats[3 * k + c] - ref[3 * (size_t)a->pos[k] + c]);
+            if (!(e <= num)) num = e; /* NaN propagates */
+        }
+        for (size_t p = 0; p < (size_t)x->c->seq; p++)
+            if (fabs(ref[3 * p + c]) > den) den = fabs(ref[3 * p + c]);
+        double err = den > 0 ? num / den : num;
+        if (!(err <= worst)) worst = err;
+    }
+    return worst;
+}
+
+/* The reduced weight gradients of the whole model on rank 0 (wfull floats,
+ * tp = 1's layout; NULL elsewhere): every rank holds its TP shard's (the
+ * reduce-scattered ones gathered, finish_layouts), and the first rank of
+ * each TP rank gives it. Every rank calls it. */
+static float *model_grads(xr *x)
+{
+    float *mine = xmalloc(x->wcount * sizeof *mine, "the --check reference"), *all = NULL, *full = NULL;
+    x->ops->get(x->dev, mine, x->gbuf, x->wcount);
+    if (x->tp == 1) {
+        if (x->rank == 0) return mine;
+        free(mine);
+        return NULL;
+    }
+    if (x->rank == 0) {
+        all = xmalloc((size_t)x->P * x->wcount * sizeof *all, "the --check reference");
+        full = xmalloc(x->wfull * sizeof *full, "the --check reference");
+    }
+    x->w->gather(x->w, mine, x->wcount * sizeof *mine, all);
+    for (int t = 0; x->rank == 0 && t < x->tp; t++) {
+        int r = 0;
+        while (config_tp_rank(x->c, r) != t)
+            r++;
+        xr_tp_shard(x, t, full, all + (size_t)r * x->wcount, false);
+    }
+    free(mine);
+    free(all);
+    return full;
+}
+
 static int check_step(xr *x)
 {
     xr_watch(x, "the --check gather"); /* the gradients were all-gathered before (finish_layouts) */
     xr_fault(x, FAULT_CHECK);
+    float *g = model_grads(x);
+    loss_rows lr = gather_loss(x);
     gathered(x);
     if (x->rank != 0) return 0;
-    float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
-    x->ops->get(x->dev, g, x->gbuf, x->wcount);
-    double *ref = ref_step(x);
+    double *ref_loss, *ref = ref_step(x, &ref_loss);
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
     size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
     size_t sz[5] = {hid * w3, hd * hid, hid * ffn, hid * ffn, ffn * hid}, per = sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
     static const char *names[5] = {"dW_qkv", "dW_o", "dW_gate", "dW_up", "dW_down"};
-    row r[6];
+    row r[7];
     for (int k = 0, off = 0; k < 5; off += (int)sz[k], k++) {
         double worst = 0; /* worst layer */
         for (int l = 0; l < x->L; l++) {
@@ -377,9 +477,13 @@ static int check_step(xr *x)
     }
     size_t o = (size_t)x->L * per;
     r[5] = (row){"dW_lm_head", rel_err(g + o, ref + o, hid * (size_t)m->vocab), TOL_STEP};
-    int bad = print_rows(r, 6);
+    r[6] = (row){"loss_stats", loss_err(x, &lr, ref_loss), TOL_STEP};
+    int bad = print_rows(r, 7);
     free(g);
     free(ref);
+    free(ref_loss);
+    free(lr.stats);
+    free(lr.pos);
     return bad;
 }
 
@@ -482,10 +586,9 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     int H = x->H, Hkv = x->Hkv, d = x->d;
     size_t hd = (size_t)H * (size_t)d, wk = (size_t)Hkv * (size_t)d, w3 = hd + 2 * wk;
     if (x->c->scope == SCOPE_STEP) {
+        float *g = model_grads(x);
         if (x->rank != 0) return 0;
-        float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
-        x->ops->get(x->dev, g, x->gbuf, x->wcount);
-        size_t shape[1] = {x->wcount};
+        size_t shape[1] = {x->wfull};
         rc = dump_write(x, dir, stage, "grads", g, shape, 1, err);
         free(g);
         return rc;
