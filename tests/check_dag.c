@@ -141,7 +141,7 @@ START_TEST(tp_closed_forms)
             uint64_t size = t->op == OP_TP_LOSS ? loss : act;
             uint64_t chunks = (t->kind == TASK_ALLREDUCE ? 2 : 1) * (n - 1);
             ck_assert_uint_eq(t->bytes, chunks * ((size + n - 1) / n)); /* the ring's ceil chunks */
-            ck_assert_uint_eq(t->bytes * n, chunks * size);              /* here size % tp == 0 */
+            ck_assert_uint_eq(t->bytes * n, chunks * size);             /* here size % tp == 0 */
             int members;
             ck_assert_uint_ne(t->group, DAG_NONE);
             dag_group(g, t->group, &members);

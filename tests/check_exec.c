@@ -179,6 +179,33 @@ static void step_rows(case_table *t4)
         add_case(t4, "dW_lm_head", "--model tiny --seq 512 %s --scope step", cases[i]);
 }
 
+/* Tensor parallelism at step scope, each row's weight gradients and loss
+ * statistics against the reference's whole model: tp 2 (tiny, H_kv = 2)
+ * and 4 (tiny-mha: tp must divide H_kv), beside P_h and P_s; together the
+ * rows cover the single ring, the double ring, the dual ring (with KV
+ * replication: H_kv/tp = 1 < P_h), the all-gather and Ulysses alone, ZeRO
+ * 0-3, recompute none/selective/full, sequence parallelism on and off.
+ * `want` is the run's description: TP on, with or without "sp". */
+static void tp_step_rows(case_table *t4, case_table *t8)
+{
+    static const struct {
+        const char *model, *args, *want;
+        int np;
+    } rows[] = {
+        {"tiny", "--tp 2 --mesh 1x2 --strategy usp --zero 3 --recompute full", "mesh 1x2 tp 2 sp usp", 4},
+        {"tiny", "--tp 2 --mesh 1x4 --strategy loongtrain --window 2 --zero 0", "mesh 1x4 tp 2 sp loongtrain", 8},
+        {"tiny", "--tp 2 --mesh 2x2 --strategy dualring --zero 1 --sequence-parallel off", "mesh 2x2 tp 2 dualring", 8},
+        {LOONG_SRCDIR "/tests/data/tiny-mha.model",
+         "--tp 4 --mesh 1x2 --strategy allgather --zero 2 --recompute selective", "mesh 1x2 tp 4 sp allgather", 8},
+        {LOONG_SRCDIR "/tests/data/tiny-mha.model",
+         "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --sequence-parallel off",
+         "mesh 2x1 tp 4 ulysses", 8},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        add_case(rows[i].np == 4 ? t4 : t8, rows[i].want, "--model %s --seq 512 %s --scope step", rows[i].model,
+                 rows[i].args);
+}
+
 /* Random valid configurations: mesh, strategy, window, placement, seed. */
 static void random_rows(case_table *t4, case_table *t8)
 {
@@ -252,6 +279,7 @@ START_TEST(numerics_match_reference)
     attn_rows(&t[1]);
     attn_fwd_rows(&t[1]);
     step_rows(&t[0]);
+    tp_step_rows(&t[0], &t[1]);
     random_rows(&t[0], &t[1]);
     document_rows(&t[0], &t[1]);
     document_step_rows(&t[0]);
@@ -557,6 +585,8 @@ static int bad_rows(bad_row *r, const char *tracedir)
         {"--fail-rank 1", "go together"},
         {"--mesh 1x2 --strategy allgather --kv-stride 1", "leave out --kv-stride"},
         {"--mesh 2x2 --strategy usp", "use mpirun -np 4"},
+        {"--tp 2 --scope step", "needs tp x P_h x P_s = 4"},
+        {"--tp 2 --mesh 1 --strategy ulysses", "runs --tp 2 at --scope step only"},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++, n++) {
