@@ -198,12 +198,14 @@ static int configure(exec_cli *e, config *c)
     if (!strcmp(e->device, "cuda")) e->o.tol = 1e-2; /* bf16 tensor-core attention */
     if (c->batch != 1) return cli_fail("exec", "loong exec runs one sample per micro-batch: use --batch 1");
     if (c->dp > 1)
-        return cli_fail("exec", "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
-                                "drop --dp %d, or predict the replicas with loong sim --dp %d",
+        return cli_fail("exec",
+                        "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
+                        "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
     if (c->tp > 1 && c->scope != SCOPE_STEP)
-        return cli_fail("exec", "loong exec runs --tp %d at --scope step only (the attention scopes' --check "
-                                "reference is not TP-sharded): use --scope step, or drop --tp",
+        return cli_fail("exec",
+                        "loong exec runs --tp %d at --scope step only (the attention scopes' --check "
+                        "reference is not TP-sharded): use --scope step, or drop --tp",
                         c->tp);
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",

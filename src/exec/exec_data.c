@@ -144,8 +144,7 @@ static void alloc_weights(xr *x, bool *ok)
     if (!*ok) return;
     float *w = x->wbuf, *gw = x->gbuf;
     for (int l = 0; l < x->L; l++) {
-        size_t sz[5] = {hid * (size_t)(x->H + 2 * x->Hkv) * d, (size_t)x->H * d * hid, hid * ffn, hid * ffn,
-                        ffn * hid};
+        size_t sz[5] = {hid * (size_t)(x->H + 2 * x->Hkv) * d, (size_t)x->H * d * hid, hid * ffn, hid * ffn, ffn * hid};
         float **wp[5] = {&x->ly[l].w.qkv, &x->ly[l].w.o, &x->ly[l].w.g, &x->ly[l].w.u, &x->ly[l].w.dn};
         float **gp[5] = {&x->ly[l].gw.qkv, &x->ly[l].gw.o, &x->ly[l].gw.g, &x->ly[l].gw.u, &x->ly[l].gw.dn};
         for (int k = 0; k < 5; k++) {

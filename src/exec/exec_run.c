@@ -45,11 +45,11 @@ static int check_world(const world *w, const config *c, int rank, int size)
 {
     if (size != config_ranks(c)) {
         if (rank == 0)
-            fprintf(
-                stderr,
-                "loong exec: error: mpirun started %d ranks but mesh %dx%d%s needs %sP_h x P_s = %d: use mpirun -np %d\n",
-                size, c->p_head, c->p_seq, c->tp > 1 ? " with --tp" : "", c->tp > 1 ? "tp x " : "", config_ranks(c),
-                config_ranks(c));
+            fprintf(stderr,
+                    "loong exec: error: mpirun started %d ranks but mesh %dx%d%s needs %sP_h x P_s = %d: use mpirun "
+                    "-np %d\n",
+                    size, c->p_head, c->p_seq, c->tp > 1 ? " with --tp" : "", c->tp > 1 ? "tp x " : "", config_ranks(c),
+                    config_ranks(c));
         return 2;
     }
     unsigned long long h = config_hash(c),

@@ -59,9 +59,9 @@ typedef struct xr {
     const exec_opts *o;
     const world *w;
     int rank, P, h, s;
-    int tp, t;      /* TP degree and this rank's TP rank */
-    bool sp;        /* tp > 1 with sequence parallelism */
-    int T, N, ctok; /* tokens: per rank (a TP group shares them), per ring rank, per chunk */
+    int tp, t;                          /* TP degree and this rank's TP rank */
+    bool sp;                            /* tp > 1 with sequence parallelism */
+    int T, N, ctok;                     /* tokens: per rank (a TP group shares them), per ring rank, per chunk */
     int H, Hkv, Hkv_eff, hq, kvh, d, R; /* H, Hkv: of the TP shard */
     int ffn, vocab;                     /* of the TP shard: ffn/tp, ceil(V/tp) */
     int lanes, lane_tok, lane_parts[2];
@@ -78,16 +78,16 @@ typedef struct xr {
     size_t wfull;               /* floats of the whole model's weights (tp = 1: wcount) */
     float *lm_w, *lm_gw, *r_lm; /* LM head weight/grad (hid, vocab), loss weights (T, vocab) */
     float *logits;
-    float *loss; /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
+    float *loss;       /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
     float *embed_part; /* tp > 1: (T, hidden), the vocab-parallel lookup's rows (xr_inputs) */
-    int64_t *qpos;   /* (N) */
-    int64_t *qstart; /* (N): each query row's document start (docs.h); NULL for one document */
-    int64_t *kpos;   /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
+    int64_t *qpos;     /* (N) */
+    int64_t *qstart;   /* (N): each query row's document start (docs.h); NULL for one document */
+    int64_t *kpos;     /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
     dev_comm *comm[STREAM_COUNT];
     bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
     int cur_layer_o[3];
     int cur_layer_dq;
-    int tp_dh_layer; /* the layer whose backward reduced dh last (its next OP_TP_H gather is dh's) */
+    int tp_dh_layer;     /* the layer whose backward reduced dh last (its next OP_TP_H gather is dh's) */
     struct watchdog *wd; /* NULL: none */
     /* rank 0's outputs, staged, then committed together when the run has
      * succeeded (exec_run.c), so that a failure leaves none of them */

@@ -472,10 +472,12 @@ static void loss_stats(emit *e)
 {
     xr *x = e->x;
     int V = x->vocab;
-    for (int i = 0; i < x->T; i++) {
-        const float *z = x->logits + (size_t)i * (size_t)V;
-        gemm(e, 0, 0, 1, 1, V, z, V, x->r_lm + (size_t)i * (size_t)V, 1, 0, x->loss + 3 * (size_t)i, 3);
-        gemm(e, 0, 0, 1, 1, V, z, V, z, 1, 0, x->loss + 3 * (size_t)i + 2, 3);
+    const float *b[2] = {x->r_lm, x->logits};
+    for (int k = 0; k < 2; k++) {
+        dev_op op = op_new(DOP_ROWDOT);
+        op.u.rowdot = (__typeof__(op.u.rowdot)){x->loss + 2 * k, x->logits, b[k],      (size_t)x->T,
+                                                (size_t)V,       3,         (size_t)V, (size_t)V};
+        emit_op(e, &op);
     }
     dev_op op = op_new(DOP_SUM_GROUPS);
     op.u.sum = (__typeof__(op.u.sum)){x->loss + 1, x->logits, (size_t)x->T, 3, (size_t)V, 1, V, 1};
@@ -490,8 +492,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
     bool tp = x->tp > 1;
     if (t->op == OP_LM_HEAD) {
         layer_t *top = &x->ly[x->L];
-        gemm(e, 0, 0, T, x->vocab, hid, gathered(x, top->xg, top->x), hid, x->lm_w, x->vocab, 0, x->logits,
-             x->vocab);
+        gemm(e, 0, 0, T, x->vocab, hid, gathered(x, top->xg, top->x), hid, x->lm_w, x->vocab, 0, x->logits, x->vocab);
         loss_stats(e);
         return;
     }
@@ -540,8 +541,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
     if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
         layer_t *top = &x->ly[x->L];
         gemm(e, 0, 1, T, hid, x->vocab, x->r_lm, x->vocab, x->lm_w, x->vocab, 0, tp ? top->dxp : top->dx, hid);
-        gemm(e, 1, 0, hid, x->vocab, T, gathered(x, top->xg, top->x), hid, x->r_lm, x->vocab, 1, x->lm_gw,
-             x->vocab);
+        gemm(e, 1, 0, hid, x->vocab, T, gathered(x, top->xg, top->x), hid, x->r_lm, x->vocab, 1, x->lm_gw, x->vocab);
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
