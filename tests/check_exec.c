@@ -148,14 +148,20 @@ static const layout meshes[] = {
 
 /* Every layout with MHA (H_kv = H) and GQA with replication (tiny: H_kv =
  * 2 < P_h for 4x2 and 8x1); one model after the other, so that the float64
- * reference is computed once per model. */
+ * reference is computed once per model. Then per model one layout under
+ * tensor parallelism, each TP rank on its shard's heads (tiny: H_kv/tp = 1,
+ * replicated over P_h = 2), against the same reference of all heads. */
 static void attn_rows(case_table *t8)
 {
-    for (int mdl = 0; mdl < 2; mdl++)
+    static const char *tp_layout[2] = {"--tp 4 --mesh 1x2 --strategy allgather",
+                                       "--tp 2 --mesh 2x2 --strategy dualring"};
+    for (int mdl = 0; mdl < 2; mdl++) {
+        const char *model = mdl ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model";
         for (int i = 0; i < NMESH; i++)
-            add_case(t8, "  dK ", "--model %s --seq 1K --mesh %s --strategy %s %s --scope attn",
-                     mdl ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model", meshes[i].mesh, meshes[i].strategy,
-                     meshes[i].extra);
+            add_case(t8, "  dK ", "--model %s --seq 1K --mesh %s --strategy %s %s --scope attn", model, meshes[i].mesh,
+                     meshes[i].strategy, meshes[i].extra);
+        add_case(t8, "  dK ", "--model %s --seq 1K %s --scope attn", model, tp_layout[mdl]);
+    }
 }
 
 static void attn_fwd_rows(case_table *t8)
@@ -586,7 +592,6 @@ static int bad_rows(bad_row *r, const char *tracedir)
         {"--mesh 1x2 --strategy allgather --kv-stride 1", "leave out --kv-stride"},
         {"--mesh 2x2 --strategy usp", "use mpirun -np 4"},
         {"--tp 2 --scope step", "needs tp x P_h x P_s = 4"},
-        {"--tp 2 --mesh 1 --strategy ulysses", "runs --tp 2 at --scope step only"},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++, n++) {

@@ -202,11 +202,6 @@ static int configure(exec_cli *e, config *c)
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
                         "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
-    if (c->tp > 1 && c->scope != SCOPE_STEP)
-        return cli_fail("exec",
-                        "loong exec runs --tp %d at --scope step only (the attention scopes' --check "
-                        "reference is not TP-sharded): use --scope step, or drop --tp",
-                        c->tp);
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

@@ -29,25 +29,29 @@
 
 /* ---- gathering ---- */
 
-/* (T, width) sequence-sharded rows of every rank -> (S, width) on rank 0. */
+/* (T, width) sequence-sharded rows of every rank -> (S, tp, width) on
+ * rank 0: TP rank t's rows (its shard's heads) at column t * width of the
+ * token's row; tp = 1: (S, width). */
 static float *gather_seq(xr *x, const float *dptr, int width)
 {
-    size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq;
+    size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq, P = (size_t)x->P, tp = (size_t)x->tp;
     float *mine = xmalloc(T * w * sizeof *mine, "the --check reference"), *all = NULL, *out = NULL;
     int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference"), *allpos = NULL;
     x->ops->get(x->dev, mine, dptr, T * w);
     for (int i = 0; i < x->T; i++)
         pos[i] = xr_seq_pos(x, i);
     if (x->rank == 0) {
-        all = xmalloc(S * w * sizeof *all, "the --check reference");
-        allpos = xmalloc(S * sizeof *allpos, "the --check reference");
-        out = xmalloc(S * w * sizeof *out, "the --check reference");
+        all = xmalloc(P * T * w * sizeof *all, "the --check reference");
+        allpos = xmalloc(P * T * sizeof *allpos, "the --check reference");
+        out = xmalloc(S * tp * w * sizeof *out, "the --check reference");
     }
     x->w->gather(x->w, mine, T * w * sizeof *mine, all);
     x->w->gather(x->w, pos, T * sizeof *pos, allpos);
     if (x->rank == 0)
-        for (size_t k = 0; k < S; k++)
-            memcpy(out + (size_t)allpos[k] * w, all + k * w, w * sizeof *out);
+        for (size_t k = 0; k < P * T; k++) {
+            size_t t = (size_t)config_tp_rank(x->c, (int)(k / T));
+            memcpy(out + ((size_t)allpos[k] * tp + t) * w, all + k * w, w * sizeof *out);
+        }
     free(mine);
     free(pos);
     free(all);
@@ -55,11 +59,14 @@ static float *gather_seq(xr *x, const float *dptr, int width)
     return out;
 }
 
-/* Columns [c0, c0 + n) of a (rows, ld) matrix, as a new array. */
-static float *columns(const float *a, size_t rows, size_t ld, size_t c0, size_t n)
+/* Columns [c0, c0 + n) of every TP rank's block of a (rows, tp, ld)
+ * matrix, as a new (rows, tp * n) array: a tensor of the whole model from
+ * its TP shards' columns (tp = 1: those columns). */
+static float *columns(const xr *x, const float *a, size_t rows, size_t ld, size_t c0, size_t n)
 {
-    float *o = xmalloc(rows * n * sizeof *o, "the --check reference");
-    for (size_t r = 0; r < rows; r++)
+    size_t tp = (size_t)x->tp;
+    float *o = xmalloc(rows * tp * n * sizeof *o, "the --check reference");
+    for (size_t r = 0; r < rows * tp; r++)
         memcpy(o + r * n, a + r * ld + c0, n * sizeof *o);
     return o;
 }
@@ -309,16 +316,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t ref_key(const xr *x, const int64_t *starts, bool bwd)
 {
-    int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->H, x->Hkv, x->d, bwd};
+    int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->c->model.heads, x->c->model.kv_heads, x->d, bwd};
     uint64_t h = fnv(14695981039346656037ull, dims, sizeof dims);
     if (starts) h = fnv(h, starts, (size_t)x->c->seq * sizeof *starts);
     return h ? h : 1;
 }
 
-/* The reference O (and dQ, dK, dV when bwd) of x's inputs, in memo. */
+/* The reference O (and dQ, dK, dV when bwd) of x's inputs, in memo: all
+ * H and H_kv heads of the model. */
 static void attn_reference(const xr *x, bool bwd)
 {
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d;
+    int H = x->c->model.heads, Hkv = x->c->model.kv_heads;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)H * d, wk = (size_t)Hkv * d;
     int64_t *starts = doc_starts(x);
     uint64_t key = ref_key(x, starts, bwd);
     if (memo.key == key) {
@@ -328,16 +337,15 @@ static void attn_reference(const xr *x, bool bwd)
     free(memo.o), free(memo.dq), free(memo.dk), free(memo.dv);
     memo = (attn_ref_memo){0};
     double *q = gen_seq(x, GEN_Q, (int)hd, 1.0f), *k = gen_seq(x, GEN_K, (int)wk, 1.0f),
-           *v = gen_seq(x, GEN_V, (int)wk, 1.0f),
-           *lse = xmalloc(S * (size_t)x->H * sizeof *lse, "the --check reference");
+           *v = gen_seq(x, GEN_V, (int)wk, 1.0f), *lse = xmalloc(S * (size_t)H * sizeof *lse, "the --check reference");
     memo.o = xmalloc(S * hd * sizeof *memo.o, "the --check reference");
-    attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, x->H, x->Hkv, (int)d);
+    attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, H, Hkv, (int)d);
     if (bwd) {
         double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f);
         memo.dq = xmalloc(S * hd * sizeof *memo.dq, "the --check reference");
         memo.dk = xmalloc(S * wk * sizeof *memo.dk, "the --check reference");
         memo.dv = xmalloc(S * wk * sizeof *memo.dv, "the --check reference");
-        attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, x->H, x->Hkv, (int)d);
+        attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, H, Hkv, (int)d);
         free(dO);
     }
     memo.key = key;
@@ -347,7 +355,9 @@ static void attn_reference(const xr *x, bool bwd)
 static int check_attn(xr *x)
 {
     layer_t *ly = &x->ly[0];
+    /* hd, wk, w3: of the TP shard; the gathered tensors are the model's, tp times wider */
     size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d, w3 = hd + 2 * wk;
+    size_t tp = (size_t)x->tp;
     xr_watch(x, "the --check gather");
     float *o = gather_seq(x, ly->o_s, (int)hd);
     xr_fault(x, FAULT_CHECK);
@@ -356,14 +366,14 @@ static int check_attn(xr *x)
     int bad = 0;
     if (x->rank == 0) {
         attn_reference(x, dqkv != NULL);
-        row r[4] = {{"O", rel_err(o, memo.o, S * hd), TOL_ATTN}};
+        row r[4] = {{"O", rel_err(o, memo.o, S * tp * hd), TOL_ATTN}};
         int n = 1;
         if (dqkv) {
-            float *a[3] = {columns(dqkv, S, w3, 0, hd), columns(dqkv, S, w3, hd, wk),
-                           columns(dqkv, S, w3, hd + wk, wk)};
-            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * hd), TOL_ATTN};
-            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * wk), TOL_ATTN};
-            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * wk), TOL_ATTN};
+            float *a[3] = {columns(x, dqkv, S, w3, 0, hd), columns(x, dqkv, S, w3, hd, wk),
+                           columns(x, dqkv, S, w3, hd + wk, wk)};
+            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * tp * hd), TOL_ATTN};
+            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * tp * wk), TOL_ATTN};
+            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * tp * wk), TOL_ATTN};
             n = 4;
             for (int i = 0; i < 3; i++)
                 free(a[i]);
@@ -567,8 +577,8 @@ static int dump_seq(xr *x, const char *dir, const char *stage, const char *name,
     int rc = 0;
     if (x->rank == 0) {
         size_t S = (size_t)x->c->seq, w = (size_t)heads * (size_t)width_per_head;
-        float *a = columns(all, S, ld, col0, w);
-        size_t shape[3] = {S, (size_t)heads, (size_t)width_per_head};
+        float *a = columns(x, all, S, ld, col0, w); /* the model's heads: tp shards of `heads` */
+        size_t shape[3] = {S, (size_t)x->tp * (size_t)heads, (size_t)width_per_head};
         rc = dump_write(x, dir, stage, name, a, shape, 3, err);
         free(a);
     }

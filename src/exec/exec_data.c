@@ -246,21 +246,43 @@ static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t 
     return rc;
 }
 
-/* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V]. */
+/* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V], of its TP
+ * shard's heads (t * H/tp.. and t * H_kv/tp.. of the model's rows). */
 static int gen_qkv(xr *x, float *qkv)
 {
-    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk;
-    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host);
-    if (!host) return -1;
-    for (int i = 0; i < x->T; i++) {
+    const model *m = &x->c->model;
+    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk, fq = m->heads * d, fk = m->kv_heads * d;
+    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host), *full = malloc((size_t)fq * sizeof *full);
+    int rc = -1;
+    for (int i = 0; host && full && i < x->T; i++) {
         float *row = host + (size_t)i * (size_t)w3;
         int64_t p = xr_seq_pos(x, i);
-        xr_gen_row(x->o->seed, GEN_Q, p, row, wq, 1.0f);
-        xr_gen_row(x->o->seed, GEN_K, p, row + wq, wk, 1.0f);
-        xr_gen_row(x->o->seed, GEN_V, p, row + wq + wk, wk, 1.0f);
+        xr_gen_row(x->o->seed, GEN_Q, p, full, fq, 1.0f);
+        memcpy(row, full + (size_t)x->t * (size_t)wq, (size_t)wq * sizeof *row);
+        xr_gen_row(x->o->seed, GEN_K, p, full, fk, 1.0f);
+        memcpy(row + wq, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
+        xr_gen_row(x->o->seed, GEN_V, p, full, fk, 1.0f);
+        memcpy(row + wq + wk, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
     }
-    int rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
+    if (host && full) rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
     free(host);
+    free(full);
+    return rc;
+}
+
+/* dO of this rank's tokens, of its TP shard's query heads. */
+static int gen_do(xr *x, float *dst)
+{
+    int w = x->H * x->d, fw = x->c->model.heads * x->d;
+    float *host = malloc((size_t)x->T * (size_t)w * sizeof *host), *full = malloc((size_t)fw * sizeof *full);
+    int rc = -1;
+    for (int i = 0; host && full && i < x->T; i++) {
+        xr_gen_row(x->o->seed, GEN_DO, xr_seq_pos(x, i), full, fw, 1.0f);
+        memcpy(host + (size_t)i * (size_t)w, full + (size_t)x->t * (size_t)w, (size_t)w * sizeof *host);
+    }
+    if (host && full) rc = x->ops->put(x->dev, dst, host, (size_t)x->T * (size_t)w);
+    free(host);
+    free(full);
     return rc;
 }
 
@@ -371,7 +393,7 @@ int xr_inputs(xr *x)
 {
     if (x->c->scope != SCOPE_STEP) {
         if (gen_qkv(x, x->ly[0].qkv_s) < 0) return -1;
-        return gen_rows(x, x->ly[0].do_s, GEN_DO, x->T, x->H * x->d, xr_seq_pos, 1.0f);
+        return gen_do(x, x->ly[0].do_s);
     }
     const model *m = &x->c->model;
     /* tp > 1: x_0 is the embedding's reduction (a task) of the partial rows */
