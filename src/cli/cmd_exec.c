@@ -22,7 +22,7 @@ static void exec_usage(FILE *f)
             "       mpirun -np P loong exec --cases FILE [options for every case]\n"
             "       loong exec --device cuda --transport local [configuration] [...]\n"
             "\n"
-            "Run the DAG of one configuration on P = P_h x P_s MPI ranks: every rank builds\n"
+            "Run the DAG of one configuration on tp x P_h x P_s MPI ranks: every rank builds\n"
             "the same DAG and executes its own tasks, each stream a worker thread, with\n"
             "non-blocking MPI on one communicator per stream and group. Activations are fp32\n"
             "on the CPU device (--dtype defaults to fp32 here); B must be 1.\n"
