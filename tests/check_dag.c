@@ -97,6 +97,72 @@ START_TEST(step_gemms_conserved)
 }
 END_TEST
 
+/* Tensor parallelism (Megatron's layer, docs/parallelism.md): every GEMM
+ * of a rank carries 1/tp of tp = 1's weights over the same T tokens, so a
+ * rank's GEMM FLOPs are 1/tp of tp = 1's and the tp times as many ranks
+ * do tp = 1's total (llama3-8b: tp divides H, H_kv, ffn and V). The TP
+ * collectives move the (T, hidden) activations of act_bytes: a ring
+ * all-reduce sends 2(tp-1) chunks of ceil(size/tp) per rank, an all-gather
+ * or a reduce-scatter (sequence parallelism) tp-1; the loss all-reduce
+ * 3T fp32. Per rank and step, with sequence parallelism: per block 2
+ * all-gathers and 2 reduce-scatters forward, 4 all-gathers and 2
+ * reduce-scatters backward; the embedding's reduce-scatter and gather;
+ * the LM head's 2 gathers and 1 reduce-scatter. Without: 2 all-reduces per
+ * block each way, the embedding's and the LM head's input gradient's. */
+START_TEST(tp_closed_forms)
+{
+    int tp = _i / 2 ? 4 : 2;
+    bool sp = _i % 2 == 0;
+    config c1 = tcfg("llama3-8b", 16 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c1.model.layers = 2;
+    config c = c1;
+    c.tp = tp;
+    c.sequence_parallel = sp;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g1 = tbuild(&c1), *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t L = (uint64_t)m->layers, S = c.seq, T = S / 4, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
+    uint64_t wl =
+        hid * (uint64_t)(m->heads + 2 * m->kv_heads) * d + (uint64_t)m->heads * d * hid + 3 * hid * (uint64_t)m->ffn;
+    uint64_t per_rank1 = 3 * 2 * T * (wl * L + hid * (uint64_t)m->vocab), n = (uint64_t)tp;
+    ck_assert_int_eq(config_ranks(&c), 4 * tp);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        ck_assert_uint_eq(sum_flops(g, r, TASK_GEMM) * n, per_rank1);
+        if (r < 4) ck_assert_uint_eq(sum_flops(g1, r, TASK_GEMM), per_rank1);
+    }
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), sum_flops(g1, -1, TASK_GEMM));
+    uint64_t act = T * hid * (uint64_t)c.act_bytes, loss = 3 * T * 4;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint64_t ag = 0, rs = 0, ar = 0, bytes = 0;
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != r || t->stream != STREAM_TP) continue;
+            uint64_t size = t->op == OP_TP_LOSS ? loss : act;
+            uint64_t chunks = (t->kind == TASK_ALLREDUCE ? 2 : 1) * (n - 1);
+            ck_assert_uint_eq(t->bytes, chunks * ((size + n - 1) / n)); /* the ring's ceil chunks */
+            ck_assert_uint_eq(t->bytes * n, chunks * size);             /* here size % tp == 0 */
+            int members;
+            ck_assert_uint_ne(t->group, DAG_NONE);
+            dag_group(g, t->group, &members);
+            ck_assert_int_eq(members, tp);
+            ag += t->kind == TASK_ALLGATHER;
+            rs += t->kind == TASK_REDUCESCATTER;
+            ar += t->kind == TASK_ALLREDUCE;
+            bytes += t->bytes;
+        }
+        ck_assert_uint_eq(ag, sp ? 6 * L + 3 : 0);
+        ck_assert_uint_eq(rs, sp ? 4 * L + 2 : 0);
+        ck_assert_uint_eq(ar, sp ? 1 : 4 * L + 3);
+        uint64_t want = sp ? (10 * L + 5) * (n - 1) * act / n : (4 * L + 2) * 2 * (n - 1) * act / n;
+        ck_assert_uint_eq(bytes, want + 2 * (n - 1) * loss / n);
+    }
+    ck_assert_uint_eq(count_tasks(g1, -1, TASK_ALLGATHER, OP_TP_X) + count_tasks(g1, -1, TASK_ALLREDUCE, OP_TP_H), 0);
+    dag_free(g);
+    dag_free(g1);
+}
+END_TEST
+
 START_TEST(llama3_8b_params)
 {
     model m;
@@ -451,6 +517,7 @@ static Suite *dag_suite(void)
     tc = tcase_create("conservation");
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
+    tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_test(tc, llama3_8b_params);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");

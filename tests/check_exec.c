@@ -148,14 +148,20 @@ static const layout meshes[] = {
 
 /* Every layout with MHA (H_kv = H) and GQA with replication (tiny: H_kv =
  * 2 < P_h for 4x2 and 8x1); one model after the other, so that the float64
- * reference is computed once per model. */
+ * reference is computed once per model. Then per model one layout under
+ * tensor parallelism, each TP rank on its shard's heads (tiny: H_kv/tp = 1,
+ * replicated over P_h = 2), against the same reference of all heads. */
 static void attn_rows(case_table *t8)
 {
-    for (int mdl = 0; mdl < 2; mdl++)
+    static const char *tp_layout[2] = {"--tp 4 --mesh 1x2 --strategy allgather",
+                                       "--tp 2 --mesh 2x2 --strategy dualring"};
+    for (int mdl = 0; mdl < 2; mdl++) {
+        const char *model = mdl ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model";
         for (int i = 0; i < NMESH; i++)
-            add_case(t8, "  dK ", "--model %s --seq 1K --mesh %s --strategy %s %s --scope attn",
-                     mdl ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model", meshes[i].mesh, meshes[i].strategy,
-                     meshes[i].extra);
+            add_case(t8, "  dK ", "--model %s --seq 1K --mesh %s --strategy %s %s --scope attn", model, meshes[i].mesh,
+                     meshes[i].strategy, meshes[i].extra);
+        add_case(t8, "  dK ", "--model %s --seq 1K %s --scope attn", model, tp_layout[mdl]);
+    }
 }
 
 static void attn_fwd_rows(case_table *t8)
@@ -177,6 +183,33 @@ static void step_rows(case_table *t4)
     };
     for (int i = 0; i < 4; i++)
         add_case(t4, "dW_lm_head", "--model tiny --seq 512 %s --scope step", cases[i]);
+}
+
+/* Tensor parallelism at step scope, each row's weight gradients and loss
+ * statistics against the reference's whole model: tp 2 (tiny, H_kv = 2)
+ * and 4 (tiny-mha: tp must divide H_kv), beside P_h and P_s; together the
+ * rows cover the single ring, the double ring, the dual ring (with KV
+ * replication: H_kv/tp = 1 < P_h), the all-gather and Ulysses alone, ZeRO
+ * 0-3, recompute none/selective/full, sequence parallelism on and off.
+ * `want` is the run's description: TP on, with or without "sp". */
+static void tp_step_rows(case_table *t4, case_table *t8)
+{
+    static const struct {
+        const char *model, *args, *want;
+        int np;
+    } rows[] = {
+        {"tiny", "--tp 2 --mesh 1x2 --strategy usp --zero 3 --recompute full", "mesh 1x2 tp 2 sp usp", 4},
+        {"tiny", "--tp 2 --mesh 1x4 --strategy loongtrain --window 2 --zero 0", "mesh 1x4 tp 2 sp loongtrain", 8},
+        {"tiny", "--tp 2 --mesh 2x2 --strategy dualring --zero 1 --sequence-parallel off", "mesh 2x2 tp 2 dualring", 8},
+        {LOONG_SRCDIR "/tests/data/tiny-mha.model",
+         "--tp 4 --mesh 1x2 --strategy allgather --zero 2 --recompute selective", "mesh 1x2 tp 4 sp allgather", 8},
+        {LOONG_SRCDIR "/tests/data/tiny-mha.model",
+         "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --sequence-parallel off",
+         "mesh 2x1 tp 4 ulysses", 8},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        add_case(rows[i].np == 4 ? t4 : t8, rows[i].want, "--model %s --seq 512 %s --scope step", rows[i].model,
+                 rows[i].args);
 }
 
 /* Random valid configurations: mesh, strategy, window, placement, seed. */
@@ -252,6 +285,7 @@ START_TEST(numerics_match_reference)
     attn_rows(&t[1]);
     attn_fwd_rows(&t[1]);
     step_rows(&t[0]);
+    tp_step_rows(&t[0], &t[1]);
     random_rows(&t[0], &t[1]);
     document_rows(&t[0], &t[1]);
     document_step_rows(&t[0]);
@@ -557,6 +591,7 @@ static int bad_rows(bad_row *r, const char *tracedir)
         {"--fail-rank 1", "go together"},
         {"--mesh 1x2 --strategy allgather --kv-stride 1", "leave out --kv-stride"},
         {"--mesh 2x2 --strategy usp", "use mpirun -np 4"},
+        {"--tp 2 --scope step", "needs tp x P_h x P_s = 4"},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++, n++) {

@@ -22,7 +22,7 @@ static void exec_usage(FILE *f)
             "       mpirun -np P loong exec --cases FILE [options for every case]\n"
             "       loong exec --device cuda --transport local [configuration] [...]\n"
             "\n"
-            "Run the DAG of one configuration on P = P_h x P_s MPI ranks: every rank builds\n"
+            "Run the DAG of one configuration on tp x P_h x P_s MPI ranks: every rank builds\n"
             "the same DAG and executes its own tasks, each stream a worker thread, with\n"
             "non-blocking MPI on one communicator per stream and group. Activations are fp32\n"
             "on the CPU device (--dtype defaults to fp32 here); B must be 1.\n"
@@ -198,13 +198,10 @@ static int configure(exec_cli *e, config *c)
     if (!strcmp(e->device, "cuda")) e->o.tol = 1e-2; /* bf16 tensor-core attention */
     if (c->batch != 1) return cli_fail("exec", "loong exec runs one sample per micro-batch: use --batch 1");
     if (c->dp > 1)
-        return cli_fail("exec", "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
-                                "drop --dp %d, or predict the replicas with loong sim --dp %d",
+        return cli_fail("exec",
+                        "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
+                        "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
-    if (c->tp > 1)
-        return cli_fail("exec", "loong exec does not run tensor parallelism yet: drop --tp %d, or predict it with "
-                                "loong sim --tp %d",
-                        c->tp, c->tp);
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

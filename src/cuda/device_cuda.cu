@@ -534,6 +534,11 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
                                            op->u.sum.src_ld, op->u.sum.groups, op->u.sum.gs, op->u.sum.d, st->cs));
         break;
     case DOP_GEMM: run_gemm(st, op); break;
+    case DOP_ROWDOT:
+        CU(d,
+           (cudaError_t)cuda_rowdot(op->u.rowdot.dst, op->u.rowdot.a, op->u.rowdot.b, op->u.rowdot.rows, op->u.rowdot.n,
+                                    op->u.rowdot.dst_ld, op->u.rowdot.lda, op->u.rowdot.ldb, st->cs));
+        break;
     case DOP_SWIGLU:
         CU(d, (cudaError_t)cuda_swiglu(op->u.swiglu.backward, op->u.swiglu.m, op->u.swiglu.dg, op->u.swiglu.du,
                                        op->u.swiglu.g, op->u.swiglu.u, op->u.swiglu.dm, op->u.swiglu.n, st->cs));

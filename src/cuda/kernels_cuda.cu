@@ -409,6 +409,22 @@ __global__ void sum_groups_kernel(float *dst, const float *src, size_t rows, siz
     }
 }
 
+__global__ void rowdot_kernel(float *dst, const float *a, const float *b, size_t rows, size_t n, size_t dst_ld,
+                              size_t lda, size_t ldb)
+{
+    const size_t w = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32, nw = (size_t)gridDim.x * blockDim.x / 32;
+    const int lane = threadIdx.x % 32;
+    for (size_t r = w; r < rows; r += nw) { /* uniform over the warp */
+        const float *x = a + r * lda, *y = b + r * ldb;
+        float s = 0.0f;
+        for (size_t j = (size_t)lane; j < n; j += 32)
+            s += x[j] * y[j];
+        for (int off = 16; off > 0; off /= 2)
+            s += __shfl_xor_sync(0xffffffffu, s, off);
+        if (lane == 0) dst[r * dst_ld] = s;
+    }
+}
+
 __global__ void swiglu_kernel(int backward, float *m, float *dg, float *du, const float *g, const float *u,
                               const float *dm, size_t n)
 {
@@ -513,6 +529,14 @@ extern "C" int cuda_sum_groups(float *dst, const float *src, size_t rows, size_t
     const size_t n = rows * (size_t)groups * (size_t)d;
     if (!n) return 0;
     sum_groups_kernel<<<grid_for(n, 256), 256, 0, st>>>(dst, src, rows, dst_ld, src_ld, groups, gs, d);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cuda_rowdot(float *dst, const float *a, const float *b, size_t rows, size_t n, size_t dst_ld, size_t lda,
+                           size_t ldb, cudaStream_t st)
+{
+    if (!rows) return 0;
+    rowdot_kernel<<<grid_for(rows * 32, 256), 256, 0, st>>>(dst, a, b, rows, n, dst_ld, lda, ldb);
     return (int)cudaGetLastError();
 }
 

@@ -53,6 +53,9 @@ int cuda_fill(float *y, size_t n, float value, cudaStream_t st);
 /* dst[r][g][:] = sum_j src[r][g*gs + j][:], rows of dst_ld / src_ld floats */
 int cuda_sum_groups(float *dst, const float *src, size_t rows, size_t dst_ld, size_t src_ld, int groups, int gs, int d,
                     cudaStream_t st);
+/* dst[r * dst_ld] = sum_j a[r * lda + j] * b[r * ldb + j], r < rows, j < n (a warp per row) */
+int cuda_rowdot(float *dst, const float *a, const float *b, size_t rows, size_t n, size_t dst_ld, size_t lda,
+                size_t ldb, cudaStream_t st);
 /* fwd: m = silu(g) * u; bwd: du = dm * silu(g), dg = dm * u * silu'(g) */
 int cuda_swiglu(int backward, float *m, float *dg, float *du, const float *g, const float *u, const float *dm, size_t n,
                 cudaStream_t st);

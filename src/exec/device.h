@@ -40,6 +40,7 @@ typedef enum {
     DOP_SUM_GROUPS, /* dst[r][g][:] = sum_j src[r][g*gs + j][:] */
     DOP_GEMM,       /* C = alpha * op(A) op(B) + beta * C, row-major */
     DOP_SWIGLU,     /* fwd: m = silu(g) * u; bwd: dg, du from dm */
+    DOP_ROWDOT,     /* dst[r * dst_ld] = sum_j a[r * lda + j] * b[r * ldb + j], r < rows, j < n */
     DOP_SENDRECV,   /* an NCCL-style group of one send and/or one recv */
     DOP_ALLTOALL,   /* equal blocks of `count` floats to/from each member */
     /* In place on `count` floats of rbuf, split over the n members as NCCL
@@ -102,6 +103,11 @@ typedef struct dev_op {
             const float *g, *u, *dm;
             size_t n;
         } swiglu;
+        struct {
+            float *dst;
+            const float *a, *b;
+            size_t rows, n, dst_ld, lda, ldb;
+        } rowdot;
         struct {
             dev_comm *comm;
             const void *sbuf;

@@ -187,6 +187,17 @@ static void run_small(const dev_op *op)
             memcpy(op->u.copy.dst + r * op->u.copy.dst_ld, op->u.copy.src + r * op->u.copy.src_ld,
                    op->u.copy.cols * sizeof(float));
         break;
+    case DOP_ROWDOT: {
+        const __typeof__(op->u.rowdot) *s = &op->u.rowdot;
+        for (size_t r = 0; r < s->rows; r++) {
+            const float *a = s->a + r * s->lda, *b = s->b + r * s->ldb;
+            float acc = 0.0f;
+            for (size_t j = 0; j < s->n; j++)
+                acc += a[j] * b[j];
+            s->dst[r * s->dst_ld] = acc;
+        }
+        break;
+    }
     case DOP_SUM_GROUPS: {
         const __typeof__(op->u.sum) *s = &op->u.sum;
         for (size_t r = 0; r < s->rows; r++)

@@ -29,25 +29,29 @@
 
 /* ---- gathering ---- */
 
-/* (T, width) sequence-sharded rows of every rank -> (S, width) on rank 0. */
+/* (T, width) sequence-sharded rows of every rank -> (S, tp, width) on
+ * rank 0: TP rank t's rows (its shard's heads) at column t * width of the
+ * token's row; tp = 1: (S, width). */
 static float *gather_seq(xr *x, const float *dptr, int width)
 {
-    size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq;
+    size_t T = (size_t)x->T, w = (size_t)width, S = (size_t)x->c->seq, P = (size_t)x->P, tp = (size_t)x->tp;
     float *mine = xmalloc(T * w * sizeof *mine, "the --check reference"), *all = NULL, *out = NULL;
     int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference"), *allpos = NULL;
     x->ops->get(x->dev, mine, dptr, T * w);
     for (int i = 0; i < x->T; i++)
         pos[i] = xr_seq_pos(x, i);
     if (x->rank == 0) {
-        all = xmalloc(S * w * sizeof *all, "the --check reference");
-        allpos = xmalloc(S * sizeof *allpos, "the --check reference");
-        out = xmalloc(S * w * sizeof *out, "the --check reference");
+        all = xmalloc(P * T * w * sizeof *all, "the --check reference");
+        allpos = xmalloc(P * T * sizeof *allpos, "the --check reference");
+        out = xmalloc(S * tp * w * sizeof *out, "the --check reference");
     }
     x->w->gather(x->w, mine, T * w * sizeof *mine, all);
     x->w->gather(x->w, pos, T * sizeof *pos, allpos);
     if (x->rank == 0)
-        for (size_t k = 0; k < S; k++)
-            memcpy(out + (size_t)allpos[k] * w, all + k * w, w * sizeof *out);
+        for (size_t k = 0; k < P * T; k++) {
+            size_t t = (size_t)config_tp_rank(x->c, (int)(k / T));
+            memcpy(out + ((size_t)allpos[k] * tp + t) * w, all + k * w, w * sizeof *out);
+        }
     free(mine);
     free(pos);
     free(all);
@@ -55,11 +59,14 @@ static float *gather_seq(xr *x, const float *dptr, int width)
     return out;
 }
 
-/* Columns [c0, c0 + n) of a (rows, ld) matrix, as a new array. */
-static float *columns(const float *a, size_t rows, size_t ld, size_t c0, size_t n)
+/* Columns [c0, c0 + n) of every TP rank's block of a (rows, tp, ld)
+ * matrix, as a new (rows, tp * n) array: a tensor of the whole model from
+ * its TP shards' columns (tp = 1: those columns). */
+static float *columns(const xr *x, const float *a, size_t rows, size_t ld, size_t c0, size_t n)
 {
-    float *o = xmalloc(rows * n * sizeof *o, "the --check reference");
-    for (size_t r = 0; r < rows; r++)
+    size_t tp = (size_t)x->tp;
+    float *o = xmalloc(rows * tp * n * sizeof *o, "the --check reference");
+    for (size_t r = 0; r < rows * tp; r++)
         memcpy(o + r * n, a + r * ld + c0, n * sizeof *o);
     return o;
 }
@@ -98,10 +105,12 @@ static void dgemm(int ta, int tb, int m, int n, int k, const double *a, int lda,
                 ldb, beta, c, ldc);
 }
 
-/* Split (S, (H+2Hkv)d) rows into Q (S,H,d), K, V (S,Hkv,d) and back. */
+/* Split (S, (H+2Hkv)d) rows of the whole model into Q (S,H,d), K, V
+ * (S,Hkv,d) and back. */
 static void split_qkv(const xr *x, const double *qkv, double *q, double *k, double *v, bool join)
 {
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)x->H * d, wk = (size_t)x->Hkv * d;
+    const model *m = &x->c->model;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)m->heads * d, wk = (size_t)m->kv_heads * d;
     for (size_t p = 0; p < S; p++) {
         double *row = (double *)qkv + p * (wq + 2 * wk);
         double *parts[3] = {q + p * wq, k + p * wk, v + p * wk};
@@ -126,20 +135,37 @@ static int64_t *doc_starts(const xr *x)
     return st;
 }
 
+/* Per token of logits z (S, V) and loss weights R: sum(z * R), sum(z),
+ * sum(z^2) into stats (S, 3). */
+static void ref_loss_stats(double *stats, const double *z, const double *R, size_t S, size_t V)
+{
+    for (size_t p = 0; p < S; p++) {
+        double a = 0, b = 0, c = 0;
+        for (size_t j = 0; j < V; j++) {
+            double zj = z[p * V + j];
+            a += zj * R[p * V + j];
+            b += zj;
+            c += zj * zj;
+        }
+        stats[3 * p] = a, stats[3 * p + 1] = b, stats[3 * p + 2] = c;
+    }
+}
+
 /* The executor's step model in float64 on the whole sequence: per layer
  * h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd; the LM head
- * z = x_L Wlm with loss sum(z * R). Returns the weight gradients laid out
- * like the executor's gradient buffer. */
-static double *ref_step(const xr *x)
+ * z = x_L Wlm with loss sum(z * R). Returns the weight gradients of the
+ * whole model (tp = 1's layout of the executor's gradient buffer, wfull
+ * floats), and the per-token loss statistics (S, 3) in *stats. */
+static double *ref_step(const xr *x, double **stats)
 {
     const model *m = &x->c->model;
     int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
     int hd = m->heads * d, w3 = model_qkv_heads(m) * d, wk = m->kv_heads * d;
     size_t Sz = (size_t)S;
-    double *wts = xmalloc(x->wcount * sizeof *wts, "the --check reference"),
-           *grad = xcalloc(x->wcount, sizeof *grad, "the --check reference");
+    double *wts = xmalloc(x->wfull * sizeof *wts, "the --check reference"),
+           *grad = xcalloc(x->wfull, sizeof *grad, "the --check reference");
     float *row = xmalloc((size_t)hid * sizeof *row, "the --check reference");
-    for (size_t r = 0; r < x->wcount / (size_t)hid; r++) {
+    for (size_t r = 0; r < x->wfull / (size_t)hid; r++) {
         xr_gen_row(x->o->seed, GEN_W, (int64_t)r, row, hid, 1.0f / sqrtf((float)hid));
         for (int k = 0; k < hid; k++)
             wts[r * (size_t)hid + (size_t)k] = row[k];
@@ -190,6 +216,11 @@ static double *ref_step(const xr *x)
            *dq = xmalloc(Sz * (size_t)hd * sizeof *dq, "the --check reference"),
            *dk = xmalloc(Sz * (size_t)wk * sizeof *dk, "the --check reference"),
            *dv = xmalloc(Sz * (size_t)wk * sizeof *dv, "the --check reference");
+    double *z = xmalloc(Sz * (size_t)V * sizeof *z, "the --check reference");
+    *stats = xmalloc(Sz * 3 * sizeof **stats, "the --check reference");
+    dgemm(0, 0, S, V, hid, ly[L].x, hid, Wlm, V, 0, z, V);
+    ref_loss_stats(*stats, z, R, Sz, (size_t)V);
+    free(z);
     dgemm(0, 1, S, hid, V, R, V, Wlm, V, 0, dx, hid);
     dgemm(1, 0, hid, V, S, ly[L].x, hid, R, V, 0, gWlm, V);
     for (int l = L - 1; l >= 0; l--) {
@@ -285,16 +316,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 static uint64_t ref_key(const xr *x, const int64_t *starts, bool bwd)
 {
-    int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->H, x->Hkv, x->d, bwd};
+    int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->c->model.heads, x->c->model.kv_heads, x->d, bwd};
     uint64_t h = fnv(14695981039346656037ull, dims, sizeof dims);
     if (starts) h = fnv(h, starts, (size_t)x->c->seq * sizeof *starts);
     return h ? h : 1;
 }
 
-/* The reference O (and dQ, dK, dV when bwd) of x's inputs, in memo. */
+/* The reference O (and dQ, dK, dV when bwd) of x's inputs, in memo: all
+ * H and H_kv heads of the model. */
 static void attn_reference(const xr *x, bool bwd)
 {
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d;
+    int H = x->c->model.heads, Hkv = x->c->model.kv_heads;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)H * d, wk = (size_t)Hkv * d;
     int64_t *starts = doc_starts(x);
     uint64_t key = ref_key(x, starts, bwd);
     if (memo.key == key) {
@@ -304,16 +337,15 @@ static void attn_reference(const xr *x, bool bwd)
     free(memo.o), free(memo.dq), free(memo.dk), free(memo.dv);
     memo = (attn_ref_memo){0};
     double *q = gen_seq(x, GEN_Q, (int)hd, 1.0f), *k = gen_seq(x, GEN_K, (int)wk, 1.0f),
-           *v = gen_seq(x, GEN_V, (int)wk, 1.0f),
-           *lse = xmalloc(S * (size_t)x->H * sizeof *lse, "the --check reference");
+           *v = gen_seq(x, GEN_V, (int)wk, 1.0f), *lse = xmalloc(S * (size_t)H * sizeof *lse, "the --check reference");
     memo.o = xmalloc(S * hd * sizeof *memo.o, "the --check reference");
-    attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, x->H, x->Hkv, (int)d);
+    attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, H, Hkv, (int)d);
     if (bwd) {
         double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f);
         memo.dq = xmalloc(S * hd * sizeof *memo.dq, "the --check reference");
         memo.dk = xmalloc(S * wk * sizeof *memo.dk, "the --check reference");
         memo.dv = xmalloc(S * wk * sizeof *memo.dv, "the --check reference");
-        attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, x->H, x->Hkv, (int)d);
+        attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, H, Hkv, (int)d);
         free(dO);
     }
     memo.key = key;
@@ -323,7 +355,9 @@ static void attn_reference(const xr *x, bool bwd)
 static int check_attn(xr *x)
 {
     layer_t *ly = &x->ly[0];
+    /* hd, wk, w3: of the TP shard; the gathered tensors are the model's, tp times wider */
     size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d, w3 = hd + 2 * wk;
+    size_t tp = (size_t)x->tp;
     xr_watch(x, "the --check gather");
     float *o = gather_seq(x, ly->o_s, (int)hd);
     xr_fault(x, FAULT_CHECK);
@@ -332,14 +366,14 @@ static int check_attn(xr *x)
     int bad = 0;
     if (x->rank == 0) {
         attn_reference(x, dqkv != NULL);
-        row r[4] = {{"O", rel_err(o, memo.o, S * hd), TOL_ATTN}};
+        row r[4] = {{"O", rel_err(o, memo.o, S * tp * hd), TOL_ATTN}};
         int n = 1;
         if (dqkv) {
-            float *a[3] = {columns(dqkv, S, w3, 0, hd), columns(dqkv, S, w3, hd, wk),
-                           columns(dqkv, S, w3, hd + wk, wk)};
-            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * hd), TOL_ATTN};
-            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * wk), TOL_ATTN};
-            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * wk), TOL_ATTN};
+            float *a[3] = {columns(x, dqkv, S, w3, 0, hd), columns(x, dqkv, S, w3, hd, wk),
+                           columns(x, dqkv, S, w3, hd + wk, wk)};
+            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * tp * hd), TOL_ATTN};
+            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * tp * wk), TOL_ATTN};
+            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * tp * wk), TOL_ATTN};
             n = 4;
             for (int i = 0; i < 3; i++)
                 free(a[i]);
@@ -351,21 +385,97 @@ static int check_attn(xr *x)
     return bad;
 }
 
+/* Every rank's (T, 3) loss statistics with the positions of its tokens,
+ * on rank 0 (NULL elsewhere). Every rank calls it. */
+typedef struct loss_rows {
+    float *stats;
+    int64_t *pos;
+} loss_rows;
+
+static loss_rows gather_loss(xr *x)
+{
+    size_t T = (size_t)x->T, P = (size_t)x->P;
+    float *mine = xmalloc(T * 3 * sizeof *mine, "the --check reference");
+    int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference");
+    loss_rows all = {NULL, NULL};
+    x->ops->get(x->dev, mine, x->loss, T * 3);
+    for (int i = 0; i < x->T; i++)
+        pos[i] = xr_seq_pos(x, i);
+    if (x->rank == 0) {
+        all.stats = xmalloc(P * T * 3 * sizeof *all.stats, "the --check reference");
+        all.pos = xmalloc(P * T * sizeof *all.pos, "the --check reference");
+    }
+    x->w->gather(x->w, mine, T * 3 * sizeof *mine, all.stats);
+    x->w->gather(x->w, pos, T * sizeof *pos, all.pos);
+    free(mine);
+    free(pos);
+    return all;
+}
+
+/* Every rank's loss statistics against the reference's rows (S, 3) of
+ * their tokens: the worst column, each relative to its largest value. */
+static double loss_err(const xr *x, const loss_rows *a, const double *ref)
+{
+    size_t n = (size_t)x->P * (size_t)x->T;
+    double worst = 0;
+    for (size_t c = 0; c < 3; c++) {
+        double num = 0, den = 0;
+        for (size_t k = 0; k < n; k++) {
+            double e = fabs((double)a->stats[3 * k + c] - ref[3 * (size_t)a->pos[k] + c]);
+            if (!(e <= num)) num = e; /* NaN propagates */
+        }
+        for (size_t p = 0; p < (size_t)x->c->seq; p++)
+            if (fabs(ref[3 * p + c]) > den) den = fabs(ref[3 * p + c]);
+        double err = den > 0 ? num / den : num;
+        if (!(err <= worst)) worst = err;
+    }
+    return worst;
+}
+
+/* The reduced weight gradients of the whole model on rank 0 (wfull floats,
+ * tp = 1's layout; NULL elsewhere): every rank holds its TP shard's (the
+ * reduce-scattered ones gathered, finish_layouts), and the first rank of
+ * each TP rank gives it. Every rank calls it. */
+static float *model_grads(xr *x)
+{
+    float *mine = xmalloc(x->wcount * sizeof *mine, "the --check reference"), *all = NULL, *full = NULL;
+    x->ops->get(x->dev, mine, x->gbuf, x->wcount);
+    if (x->tp == 1) {
+        if (x->rank == 0) return mine;
+        free(mine);
+        return NULL;
+    }
+    if (x->rank == 0) {
+        all = xmalloc((size_t)x->P * x->wcount * sizeof *all, "the --check reference");
+        full = xmalloc(x->wfull * sizeof *full, "the --check reference");
+    }
+    x->w->gather(x->w, mine, x->wcount * sizeof *mine, all);
+    for (int t = 0; x->rank == 0 && t < x->tp; t++) {
+        int r = 0;
+        while (config_tp_rank(x->c, r) != t)
+            r++;
+        xr_tp_shard(x, t, full, all + (size_t)r * x->wcount, false);
+    }
+    free(mine);
+    free(all);
+    return full;
+}
+
 static int check_step(xr *x)
 {
     xr_watch(x, "the --check gather"); /* the gradients were all-gathered before (finish_layouts) */
     xr_fault(x, FAULT_CHECK);
+    float *g = model_grads(x);
+    loss_rows lr = gather_loss(x);
     gathered(x);
     if (x->rank != 0) return 0;
-    float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
-    x->ops->get(x->dev, g, x->gbuf, x->wcount);
-    double *ref = ref_step(x);
+    double *ref_loss, *ref = ref_step(x, &ref_loss);
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
     size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
     size_t sz[5] = {hid * w3, hd * hid, hid * ffn, hid * ffn, ffn * hid}, per = sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
     static const char *names[5] = {"dW_qkv", "dW_o", "dW_gate", "dW_up", "dW_down"};
-    row r[6];
+    row r[7];
     for (int k = 0, off = 0; k < 5; off += (int)sz[k], k++) {
         double worst = 0; /* worst layer */
         for (int l = 0; l < x->L; l++) {
@@ -377,9 +487,13 @@ static int check_step(xr *x)
     }
     size_t o = (size_t)x->L * per;
     r[5] = (row){"dW_lm_head", rel_err(g + o, ref + o, hid * (size_t)m->vocab), TOL_STEP};
-    int bad = print_rows(r, 6);
+    r[6] = (row){"loss_stats", loss_err(x, &lr, ref_loss), TOL_STEP};
+    int bad = print_rows(r, 7);
     free(g);
     free(ref);
+    free(ref_loss);
+    free(lr.stats);
+    free(lr.pos);
     return bad;
 }
 
@@ -463,8 +577,8 @@ static int dump_seq(xr *x, const char *dir, const char *stage, const char *name,
     int rc = 0;
     if (x->rank == 0) {
         size_t S = (size_t)x->c->seq, w = (size_t)heads * (size_t)width_per_head;
-        float *a = columns(all, S, ld, col0, w);
-        size_t shape[3] = {S, (size_t)heads, (size_t)width_per_head};
+        float *a = columns(x, all, S, ld, col0, w); /* the model's heads: tp shards of `heads` */
+        size_t shape[3] = {S, (size_t)x->tp * (size_t)heads, (size_t)width_per_head};
         rc = dump_write(x, dir, stage, name, a, shape, 3, err);
         free(a);
     }
@@ -482,10 +596,9 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     int H = x->H, Hkv = x->Hkv, d = x->d;
     size_t hd = (size_t)H * (size_t)d, wk = (size_t)Hkv * (size_t)d, w3 = hd + 2 * wk;
     if (x->c->scope == SCOPE_STEP) {
+        float *g = model_grads(x);
         if (x->rank != 0) return 0;
-        float *g = xmalloc(x->wcount * sizeof *g, "the --check reference");
-        x->ops->get(x->dev, g, x->gbuf, x->wcount);
-        size_t shape[1] = {x->wcount};
+        size_t shape[1] = {x->wfull};
         rc = dump_write(x, dir, stage, "grads", g, shape, 1, err);
         free(g);
         return rc;

@@ -23,11 +23,16 @@ static void geometry(xr *x)
     const model *m = &c->model;
     x->P = config_ranks(c);
     config_coords(c, x->rank, &x->h, &x->s);
-    x->T = (int)(c->seq / (uint64_t)x->P);
+    x->tp = c->tp;
+    x->t = config_tp_rank(c, x->rank);
+    x->sp = c->tp > 1 && c->sequence_parallel;
+    x->T = (int)(c->seq / (uint64_t)config_cp(c));
     x->N = (int)(c->seq / (uint64_t)c->p_seq);
     x->ctok = (int)config_chunk_tokens(c);
-    x->H = m->heads;
-    x->Hkv = m->kv_heads;
+    x->H = config_tp_heads(c);
+    x->Hkv = config_tp_kv_heads(c);
+    x->ffn = m->ffn / c->tp;
+    x->vocab = (m->vocab + c->tp - 1) / c->tp;
     x->Hkv_eff = config_kv_heads_total(c);
     x->hq = config_q_heads(c);
     x->kvh = config_kv_heads(c);
@@ -71,7 +76,7 @@ static void positions(xr *x)
 static void alloc_layer(xr *x, layer_t *l, bool *ok)
 {
     size_t T = (size_t)x->T, N = (size_t)x->N, d = (size_t)x->d;
-    size_t w3 = (size_t)model_qkv_heads(&x->c->model) * d, hd = (size_t)x->H * d,
+    size_t w3 = (size_t)(x->H + 2 * x->Hkv) * d, hd = (size_t)x->H * d,
            slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * d;
     l->qkv_s = dalloc(x, T * w3, ok);
     l->o_s = dalloc(x, T * hd, ok);
@@ -88,9 +93,23 @@ static void alloc_layer(xr *x, layer_t *l, bool *ok)
         l->kv_own[k] = dalloc(x, slot, ok);
 }
 
+/* tp > 1: the TP side of block l (or, l = L, of the LM head: its gathered
+ * input and partial input gradient). */
+static void alloc_tp_layer(xr *x, layer_t *l, bool head, bool *ok)
+{
+    if (x->tp == 1) return;
+    size_t n = (size_t)x->T * (size_t)x->c->model.hidden;
+    l->xg = dalloc(x, n, ok);
+    l->dxp = dalloc(x, n, ok);
+    if (head) return;
+    float **more[] = {&l->hg, &l->hp, &l->yp, &l->dyg, &l->dhg, &l->dhp};
+    for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
+        *more[k] = dalloc(x, n, ok);
+}
+
 static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
 {
-    size_t T = (size_t)x->T, hid = (size_t)x->c->model.hidden, ffn = (size_t)x->c->model.ffn;
+    size_t T = (size_t)x->T, hid = (size_t)x->c->model.hidden, ffn = (size_t)x->ffn;
     l->h = dalloc(x, T * hid, ok);
     l->dh = dalloc(x, T * hid, ok);
     l->g = dalloc(x, T * ffn, ok);
@@ -101,14 +120,23 @@ static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
     l->dm = dalloc(x, T * ffn, ok);
 }
 
+/* Floats of one block's weights and of the LM head's, for heads (H,
+ * H_kv), ffn and vocab of the whole model or of one TP shard. */
+static size_t block_floats(const xr *x, int H, int Hkv, int ffn)
+{
+    size_t hid = (size_t)x->c->model.hidden, d = (size_t)x->d;
+    return hid * (size_t)(H + 2 * Hkv) * d + (size_t)H * d * hid + 3 * hid * (size_t)ffn;
+}
+
 /* Weights of every layer then the LM head, in one buffer padded to a
  * multiple of P so reduce-scatter and all-gather split it evenly. */
 static void alloc_weights(xr *x, bool *ok)
 {
     const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, d = (size_t)m->head_dim, ffn = (size_t)m->ffn;
-    size_t per = hid * (size_t)model_qkv_heads(m) * d + (size_t)m->heads * d * hid + 3 * hid * ffn;
-    size_t total = per * (size_t)x->L + hid * (size_t)m->vocab, P = (size_t)x->P;
+    size_t hid = (size_t)m->hidden, d = (size_t)m->head_dim, ffn = (size_t)x->ffn;
+    size_t per = block_floats(x, x->H, x->Hkv, x->ffn);
+    size_t total = per * (size_t)x->L + hid * (size_t)x->vocab, P = (size_t)x->P;
+    x->wfull = block_floats(x, m->heads, m->kv_heads, m->ffn) * (size_t)x->L + hid * (size_t)m->vocab;
     x->wcount = total;
     x->wpad = (total + P - 1) / P * P;
     x->wbuf = dalloc(x, x->wpad, ok);
@@ -116,8 +144,7 @@ static void alloc_weights(xr *x, bool *ok)
     if (!*ok) return;
     float *w = x->wbuf, *gw = x->gbuf;
     for (int l = 0; l < x->L; l++) {
-        size_t sz[5] = {hid * (size_t)model_qkv_heads(m) * d, (size_t)m->heads * d * hid, hid * ffn, hid * ffn,
-                        ffn * hid};
+        size_t sz[5] = {hid * (size_t)(x->H + 2 * x->Hkv) * d, (size_t)x->H * d * hid, hid * ffn, hid * ffn, ffn * hid};
         float **wp[5] = {&x->ly[l].w.qkv, &x->ly[l].w.o, &x->ly[l].w.g, &x->ly[l].w.u, &x->ly[l].w.dn};
         float **gp[5] = {&x->ly[l].gw.qkv, &x->ly[l].gw.o, &x->ly[l].gw.g, &x->ly[l].gw.u, &x->ly[l].gw.dn};
         for (int k = 0; k < 5; k++) {
@@ -129,8 +156,10 @@ static void alloc_weights(xr *x, bool *ok)
     }
     x->lm_w = w;
     x->lm_gw = gw;
-    x->r_lm = dalloc(x, (size_t)x->T * (size_t)m->vocab, ok);
-    x->logits = dalloc(x, (size_t)x->T * (size_t)m->vocab, ok);
+    x->r_lm = dalloc(x, (size_t)x->T * (size_t)x->vocab, ok);
+    x->logits = dalloc(x, (size_t)x->T * (size_t)x->vocab, ok);
+    x->loss = dalloc(x, (size_t)x->T * 3, ok);
+    if (x->tp > 1) x->embed_part = dalloc(x, (size_t)x->T * hid, ok);
 }
 
 int xr_alloc(xr *x, char err[LOONG_ERRLEN])
@@ -169,6 +198,7 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
             x->ly[l].x = dalloc(x, (size_t)x->T * hid, &ok);
             x->ly[l].dx = dalloc(x, (size_t)x->T * hid, &ok);
             if (l < x->L) alloc_step_layer(x, &x->ly[l], &ok);
+            alloc_tp_layer(x, &x->ly[l], l == x->L, &ok);
         }
         if (ok) alloc_weights(x, &ok);
     }
@@ -216,41 +246,159 @@ static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t 
     return rc;
 }
 
-/* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V]. */
+/* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V], of its TP
+ * shard's heads (t * H/tp.. and t * H_kv/tp.. of the model's rows). */
 static int gen_qkv(xr *x, float *qkv)
 {
-    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk;
-    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host);
-    if (!host) return -1;
-    for (int i = 0; i < x->T; i++) {
+    const model *m = &x->c->model;
+    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk, fq = m->heads * d, fk = m->kv_heads * d;
+    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host), *full = malloc((size_t)fq * sizeof *full);
+    int rc = -1;
+    for (int i = 0; host && full && i < x->T; i++) {
         float *row = host + (size_t)i * (size_t)w3;
         int64_t p = xr_seq_pos(x, i);
-        xr_gen_row(x->o->seed, GEN_Q, p, row, wq, 1.0f);
-        xr_gen_row(x->o->seed, GEN_K, p, row + wq, wk, 1.0f);
-        xr_gen_row(x->o->seed, GEN_V, p, row + wq + wk, wk, 1.0f);
+        xr_gen_row(x->o->seed, GEN_Q, p, full, fq, 1.0f);
+        memcpy(row, full + (size_t)x->t * (size_t)wq, (size_t)wq * sizeof *row);
+        xr_gen_row(x->o->seed, GEN_K, p, full, fk, 1.0f);
+        memcpy(row + wq, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
+        xr_gen_row(x->o->seed, GEN_V, p, full, fk, 1.0f);
+        memcpy(row + wq + wk, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
     }
-    int rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
+    if (host && full) rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
+    free(host);
+    free(full);
+    return rc;
+}
+
+/* dO of this rank's tokens, of its TP shard's query heads. */
+static int gen_do(xr *x, float *dst)
+{
+    int w = x->H * x->d, fw = x->c->model.heads * x->d;
+    float *host = malloc((size_t)x->T * (size_t)w * sizeof *host), *full = malloc((size_t)fw * sizeof *full);
+    int rc = -1;
+    for (int i = 0; host && full && i < x->T; i++) {
+        xr_gen_row(x->o->seed, GEN_DO, xr_seq_pos(x, i), full, fw, 1.0f);
+        memcpy(host + (size_t)i * (size_t)w, full + (size_t)x->t * (size_t)w, (size_t)w * sizeof *host);
+    }
+    if (host && full) rc = x->ops->put(x->dev, dst, host, (size_t)x->T * (size_t)w);
+    free(host);
+    free(full);
+    return rc;
+}
+
+/* Columns [c0, c0 + n) of a (rows, full_ld) matrix <-> a (rows, shard_ld)
+ * one at column s0; to_shard: full -> shard. */
+static void cols(float *full, size_t full_ld, size_t c0, float *shard, size_t shard_ld, size_t s0, size_t rows,
+                 size_t n, bool to_shard)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *f = full + r * full_ld + c0, *h = shard + r * shard_ld + s0;
+        memcpy(to_shard ? h : f, to_shard ? f : h, n * sizeof *f);
+    }
+}
+
+void xr_tp_shard(const xr *x, int t, float *full, float *shard, bool to_shard)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, d = (size_t)x->d, tp = (size_t)x->tp, tt = (size_t)t;
+    size_t fq = (size_t)m->heads * d, fk = (size_t)m->kv_heads * d, sq = fq / tp, sk = fk / tp;
+    size_t fw3 = fq + 2 * fk, sw3 = sq + 2 * sk, fffn = (size_t)m->ffn, sffn = (size_t)x->ffn;
+    for (int l = 0; l < x->L; l++) {
+        /* QKV (hid, (H+2Hkv)d): t's Q heads, then its K and V heads */
+        cols(full, fw3, tt * sq, shard, sw3, 0, hid, sq, to_shard);
+        cols(full, fw3, fq + tt * sk, shard, sw3, sq, hid, sk, to_shard);
+        cols(full, fw3, fq + fk + tt * sk, shard, sw3, sq + sk, hid, sk, to_shard);
+        full += hid * fw3;
+        shard += hid * sw3;
+        /* output projection (Hd, hid): t's rows */
+        cols(full + tt * sq * hid, hid, 0, shard, hid, 0, sq, hid, to_shard);
+        full += fq * hid;
+        shard += sq * hid;
+        /* gate and up (hid, ffn): t's columns; down (ffn, hid): t's rows */
+        for (int k = 0; k < 2; k++) {
+            cols(full, fffn, tt * sffn, shard, sffn, 0, hid, sffn, to_shard);
+            full += hid * fffn;
+            shard += hid * sffn;
+        }
+        cols(full + tt * sffn * hid, hid, 0, shard, hid, 0, sffn, hid, to_shard);
+        full += fffn * hid;
+        shard += sffn * hid;
+    }
+    /* LM head (hid, V): t's ceil(V/tp) columns, those past V zero */
+    size_t V = (size_t)m->vocab, sv = (size_t)x->vocab, v0 = tt * sv, n = v0 >= V ? 0 : V - v0 < sv ? V - v0 : sv;
+    cols(full, V, v0, shard, sv, 0, hid, n, to_shard);
+    if (to_shard && n < sv)
+        for (size_t r = 0; r < hid; r++)
+            memset(shard + r * sv + n, 0, (sv - n) * sizeof *shard);
+}
+
+/* The loss weights R (T, vocab shard): t's columns of each row, the
+ * vocabulary padding zero. */
+static int gen_loss_weights(xr *x)
+{
+    const model *m = &x->c->model;
+    size_t V = (size_t)m->vocab, sv = (size_t)x->vocab, v0 = (size_t)x->t * sv, T = (size_t)x->T;
+    size_t n = v0 >= V ? 0 : V - v0 < sv ? V - v0 : sv;
+    float *row = malloc(V * sizeof *row), *host = calloc(T * sv, sizeof *host);
+    int rc = -1;
+    if (row && host) {
+        for (size_t i = 0; i < T; i++) {
+            xr_gen_row(x->o->seed, GEN_R, xr_seq_pos(x, (int)i), row, (int)V, 1.0f / (float)V);
+            memcpy(host + i * sv, row + v0, n * sizeof *row);
+        }
+        rc = x->ops->put(x->dev, x->r_lm, host, T * sv);
+    }
+    free(row);
     free(host);
     return rc;
 }
 
-static int64_t weight_row(const xr *x, int i)
+/* tp > 1: the vocab-parallel embedding's partial rows, this rank's
+ * lookups (the rows of its vocabulary shard, xr_embed_owner) and zeros;
+ * the TP group's partials sum to x_0 exactly. */
+static int gen_embed_part(xr *x)
 {
-    (void)x;
-    return i;
+    size_t hid = (size_t)x->c->model.hidden, T = (size_t)x->T;
+    float *host = calloc(T * hid, sizeof *host);
+    if (!host) return -1;
+    for (int i = 0; i < x->T; i++)
+        if (xr_embed_owner(x, i) == x->t)
+            xr_gen_row(x->o->seed, GEN_X, xr_seq_pos(x, i), host + (size_t)i * hid, (int)hid, 1.0f);
+    int rc = x->ops->put(x->dev, x->embed_part, host, T * hid);
+    free(host);
+    return rc;
+}
+
+/* The weights: the whole model's, row-wise from one stream of rows scaled
+ * by 1/sqrt(fan-in), then this rank's TP shard of them. */
+static int gen_weights(xr *x)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden;
+    float *full = malloc(x->wfull * sizeof *full), *shard = x->tp > 1 ? malloc(x->wcount * sizeof *shard) : full;
+    int rc = -1;
+    if (full && shard) {
+        float scale = 1.0f / sqrtf((float)m->hidden);
+        for (size_t r = 0; r < x->wfull / hid; r++)
+            xr_gen_row(x->o->seed, GEN_W, (int64_t)r, full + r * hid, (int)hid, scale);
+        if (x->tp > 1) xr_tp_shard(x, x->t, full, shard, true);
+        rc = x->ops->put(x->dev, x->wbuf, shard, x->wcount);
+    }
+    if (shard != full) free(shard);
+    free(full);
+    return rc;
 }
 
 int xr_inputs(xr *x)
 {
     if (x->c->scope != SCOPE_STEP) {
         if (gen_qkv(x, x->ly[0].qkv_s) < 0) return -1;
-        return gen_rows(x, x->ly[0].do_s, GEN_DO, x->T, x->H * x->d, xr_seq_pos, 1.0f);
+        return gen_do(x, x->ly[0].do_s);
     }
     const model *m = &x->c->model;
-    if (gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0) return -1;
-    if (gen_rows(x, x->r_lm, GEN_R, x->T, m->vocab, xr_seq_pos, 1.0f / (float)m->vocab) < 0) return -1;
-    /* weights: row-wise from one stream of rows, scaled by 1/sqrt(fan-in) */
-    float scale = 1.0f / sqrtf((float)m->hidden);
-    size_t rows = x->wcount / (size_t)m->hidden;
-    return gen_rows(x, x->wbuf, GEN_W, (int)rows, m->hidden, weight_row, scale);
+    /* tp > 1: x_0 is the embedding's reduction (a task) of the partial rows */
+    if (x->tp > 1 ? gen_embed_part(x) < 0 : gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0)
+        return -1;
+    if (gen_loss_weights(x) < 0) return -1;
+    return gen_weights(x);
 }

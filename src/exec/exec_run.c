@@ -45,10 +45,11 @@ static int check_world(const world *w, const config *c, int rank, int size)
 {
     if (size != config_ranks(c)) {
         if (rank == 0)
-            fprintf(
-                stderr,
-                "loong exec: error: mpirun started %d ranks but mesh %dx%d needs P_h x P_s = %d: use mpirun -np %d\n",
-                size, c->p_head, c->p_seq, config_ranks(c), config_ranks(c));
+            fprintf(stderr,
+                    "loong exec: error: mpirun started %d ranks but mesh %dx%d%s needs %sP_h x P_s = %d: use mpirun "
+                    "-np %d\n",
+                    size, c->p_head, c->p_seq, c->tp > 1 ? " with --tp" : "", c->tp > 1 ? "tp x " : "", config_ranks(c),
+                    config_ranks(c));
         return 2;
     }
     unsigned long long h = config_hash(c),
@@ -264,6 +265,7 @@ static double iteration(xr *x, int it, double offset, double *start, double *end
     memset(x->o_init, 0, sizeof x->o_init);
     x->cur_layer_o[0] = x->cur_layer_o[1] = x->cur_layer_o[2] = -1;
     x->cur_layer_dq = -1;
+    x->tp_dh_layer = -1;
     x->w->barrier(x->w);
     double epoch = x->ops->now(x->dev) - offset;
     x->w->bcast(x->w, &epoch, sizeof epoch);

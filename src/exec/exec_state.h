@@ -15,6 +15,13 @@
  *     order); the whole sequence's dK/dV per slot DKV_BLK0/1, same layout.
  *   step scope: x[l] (T, hidden) for l = 0..L, h, g, u, m per layer, and
  *     weights/grads per layer in one contiguous buffer each.
+ *   tensor parallelism (tp > 1, TP rank t of the TP group): every width
+ *     above is the TP shard's: H/tp query heads and H_kv/tp KV heads (Q, K,
+ *     V of heads t*H/tp.. in qkv_s), ffn/tp, vocab ceil(V/tp); weights are
+ *     Megatron's shards (xr_tp_shard). With sequence parallelism, x, h, dx
+ *     and dh are (T, hidden) buffers of which only rows [t*T/tp,
+ *     (t+1)*T/tp) are this rank's (the TP collectives' part t); without,
+ *     all T rows, replicated over TP.
  *
  * Layer: exec (uses core; MPI and CBLAS only in the CPU device).
  */
@@ -26,7 +33,7 @@
 #include "exec.h"
 
 typedef struct layer_w {
-    float *qkv, *o, *g, *u, *dn; /* (hid, (H+2Hkv)d), (Hd, hid), (hid, ffn) x2, (ffn, hid) */
+    float *qkv, *o, *g, *u, *dn; /* (hid, (H+2Hkv)d), (Hd, hid), (hid, ffn) x2, (ffn, hid); TP shards */
 } layer_w;
 
 typedef struct layer_t {
@@ -35,6 +42,9 @@ typedef struct layer_t {
     float *kv_own[2];
     /* step scope */
     float *x, *dx, *h, *dh, *g, *u, *m, *dg, *du, *dm;
+    /* tp > 1: the GEMMs' side of the TP collectives (dag_internal.h's
+     * LB_XG..LB_DXP), each (T, hidden): gathered inputs, partial sums */
+    float *xg, *hg, *hp, *yp, *dyg, *dhg, *dhp, *dxp;
     layer_w w, gw; /* weights and their gradients (views into one buffer) */
 } layer_t;
 
@@ -49,8 +59,11 @@ typedef struct xr {
     const exec_opts *o;
     const world *w;
     int rank, P, h, s;
-    int T, N, ctok; /* tokens: per rank, per ring rank, per chunk */
-    int H, Hkv, Hkv_eff, hq, kvh, d, R;
+    int tp, t;                          /* TP degree and this rank's TP rank */
+    bool sp;                            /* tp > 1 with sequence parallelism */
+    int T, N, ctok;                     /* tokens: per rank (a TP group shares them), per ring rank, per chunk */
+    int H, Hkv, Hkv_eff, hq, kvh, d, R; /* H, Hkv: of the TP shard */
+    int ffn, vocab;                     /* of the TP shard: ffn/tp, ceil(V/tp) */
     int lanes, lane_tok, lane_parts[2];
     int L;                 /* layers with buffers: 1 for attn scopes */
     uint32_t base, ntasks; /* this rank's task ids: [base, base + ntasks) */
@@ -62,15 +75,19 @@ typedef struct xr {
     float *a2a_send, *a2a_recv;
     float *wbuf, *gbuf;         /* all weights / all grads, contiguous */
     size_t wcount, wpad;        /* floats in wbuf (padded to a multiple of P) */
+    size_t wfull;               /* floats of the whole model's weights (tp = 1: wcount) */
     float *lm_w, *lm_gw, *r_lm; /* LM head weight/grad (hid, vocab), loss weights (T, vocab) */
     float *logits;
-    int64_t *qpos;   /* (N) */
-    int64_t *qstart; /* (N): each query row's document start (docs.h); NULL for one document */
-    int64_t *kpos;   /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
+    float *loss;       /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
+    float *embed_part; /* tp > 1: (T, hidden), the vocab-parallel lookup's rows (xr_inputs) */
+    int64_t *qpos;     /* (N) */
+    int64_t *qstart;   /* (N): each query row's document start (docs.h); NULL for one document */
+    int64_t *kpos;     /* (P_s, lanes, lane_tok): positions of each origin's lane rows */
     dev_comm *comm[STREAM_COUNT];
     bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
     int cur_layer_o[3];
     int cur_layer_dq;
+    int tp_dh_layer;     /* the layer whose backward reduced dh last (its next OP_TP_H gather is dh's) */
     struct watchdog *wd; /* NULL: none */
     /* rank 0's outputs, staged, then committed together when the run has
      * succeeded (exec_run.c), so that a failure leaves none of them */
@@ -98,6 +115,14 @@ int64_t xr_pos(const xr *x, int s, int part, int i);
 int64_t xr_seq_pos(const xr *x, int i);
 /* Fill the inputs of this rank from the seed (mesh-independent slices). */
 int xr_inputs(xr *x);
+/* Weights in the executor's layout: the whole model (tp = 1's wbuf, wfull
+ * floats) and TP rank t's shard of it (wcount floats): to_shard copies
+ * t's columns (QKV's per Q/K/V part, gate, up, LM head; the vocabulary
+ * padding zero) and rows (output projection, down) out of full, else back. */
+void xr_tp_shard(const xr *x, int t, float *full, float *shard, bool to_shard);
+/* Which TP rank's vocabulary shard the token of sequence-sharded row i
+ * falls in (the emulated vocab-parallel lookup: i % tp). */
+static inline int xr_embed_owner(const xr *x, int i) { return i % x->tp; }
 /* Deterministic fp32 value of tensor `tensor`, global row `row`, column col. */
 void xr_gen_row(uint64_t seed, int tensor, int64_t row, float *out, int n, float scale);
 enum { GEN_Q, GEN_K, GEN_V, GEN_DO, GEN_X, GEN_W, GEN_R };

@@ -454,30 +454,65 @@ int xr_local_layout(xr *x, int stream, task_op which, int layer)
     return e.rc;
 }
 
-/* ---- GEMMs of the step ---- */
+/* ---- GEMMs of the step ----
+ * tp = 1: the GEMMs add the residuals themselves. tp > 1 (Megatron's
+ * layer): column-parallel QKV, gate, up and LM head read the gathered
+ * input (sequence parallelism) or the replicated one; row-parallel output
+ * projection and down write partial sums, and so do the column-parallel
+ * GEMMs' input gradients; the TP reductions below add the residuals. */
+
+/* The input a column-parallel GEMM reads: gathered under sequence
+ * parallelism, else the block's own. */
+static const float *gathered(const xr *x, const float *gath, const float *own) { return x->sp ? gath : own; }
+
+/* Per token of the LM head's logits z (T, vocab shard) and loss weights R:
+ * sum(z * R) (the loss, sum(logits * R)), sum(z), sum(z^2) into loss (T, 3),
+ * partial over the vocabulary shard at tp > 1 (OP_TP_LOSS sums them). */
+static void loss_stats(emit *e)
+{
+    xr *x = e->x;
+    int V = x->vocab;
+    const float *b[2] = {x->r_lm, x->logits};
+    for (int k = 0; k < 2; k++) {
+        dev_op op = op_new(DOP_ROWDOT);
+        op.u.rowdot = (__typeof__(op.u.rowdot)){x->loss + 2 * k, x->logits, b[k],      (size_t)x->T,
+                                                (size_t)V,       3,         (size_t)V, (size_t)V};
+        emit_op(e, &op);
+    }
+    dev_op op = op_new(DOP_SUM_GROUPS);
+    op.u.sum = (__typeof__(op.u.sum)){x->loss + 1, x->logits, (size_t)x->T, 3, (size_t)V, 1, V, 1};
+    emit_op(e, &op);
+}
 
 static void gemm_fwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim, w3 = model_qkv_heads(m) * m->head_dim;
+    int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    bool tp = x->tp > 1;
     if (t->op == OP_LM_HEAD) {
-        gemm(e, 0, 0, T, m->vocab, hid, x->ly[x->L].x, hid, x->lm_w, m->vocab, 0, x->logits, m->vocab);
+        layer_t *top = &x->ly[x->L];
+        gemm(e, 0, 0, T, x->vocab, hid, gathered(x, top->xg, top->x), hid, x->lm_w, x->vocab, 0, x->logits, x->vocab);
+        loss_stats(e);
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
     switch (t->op) {
     case OP_QKV:
-        gemm(e, 0, 0, T, w3, hid, ly->x, hid, ly->w.qkv, w3, 0, ly->qkv_s, w3);
+        gemm(e, 0, 0, T, w3, hid, gathered(x, ly->xg, ly->x), hid, ly->w.qkv, w3, 0, ly->qkv_s, w3);
         if (x->c->p_head == 1) a2a_qkv(e, t->layer);
         break;
     case OP_OUT_PROJ:
         if (x->c->p_head == 1) a2a_o(e, t->layer);
+        if (tp) {
+            gemm(e, 0, 0, T, hid, hd, ly->o_s, hd, ly->w.o, hid, 0, ly->hp, hid);
+            break;
+        }
         copy2d(e, ly->h, (size_t)hid, ly->x, (size_t)hid, (size_t)T, (size_t)hid);
         gemm(e, 0, 0, T, hid, hd, ly->o_s, hd, ly->w.o, hid, 1, ly->h, hid);
         break;
-    case OP_MLP_GATE: gemm(e, 0, 0, T, ffn, hid, ly->h, hid, ly->w.g, ffn, 0, ly->g, ffn); break;
-    case OP_MLP_UP: gemm(e, 0, 0, T, ffn, hid, ly->h, hid, ly->w.u, ffn, 0, ly->u, ffn); break;
+    case OP_MLP_GATE: gemm(e, 0, 0, T, ffn, hid, gathered(x, ly->hg, ly->h), hid, ly->w.g, ffn, 0, ly->g, ffn); break;
+    case OP_MLP_UP: gemm(e, 0, 0, T, ffn, hid, gathered(x, ly->hg, ly->h), hid, ly->w.u, ffn, 0, ly->u, ffn); break;
     case OP_MLP_DOWN: {
         dev_op op = op_new(DOP_SWIGLU);
         op.u.swiglu.m = ly->m;
@@ -485,6 +520,10 @@ static void gemm_fwd(emit *e, const dag_task *t)
         op.u.swiglu.u = ly->u;
         op.u.swiglu.n = (size_t)T * (size_t)ffn;
         emit_op(e, &op);
+        if (tp) {
+            gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 0, ly->yp, hid);
+            break;
+        }
         copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid);
         gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 1, next->x, hid);
         break;
@@ -497,41 +536,150 @@ static void gemm_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = m->ffn, hd = m->heads * m->head_dim, w3 = model_qkv_heads(m) * m->head_dim;
+    int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    bool tp = x->tp > 1;
     if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
-        gemm(e, 0, 1, T, hid, m->vocab, x->r_lm, m->vocab, x->lm_w, m->vocab, 0, x->ly[x->L].dx, hid);
-        gemm(e, 1, 0, hid, m->vocab, T, x->ly[x->L].x, hid, x->r_lm, m->vocab, 1, x->lm_gw, m->vocab);
+        layer_t *top = &x->ly[x->L];
+        gemm(e, 0, 1, T, hid, x->vocab, x->r_lm, x->vocab, x->lm_w, x->vocab, 0, tp ? top->dxp : top->dx, hid);
+        gemm(e, 1, 0, hid, x->vocab, T, gathered(x, top->xg, top->x), hid, x->r_lm, x->vocab, 1, x->lm_gw, x->vocab);
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    const float *hin = gathered(x, ly->hg, ly->h);
     switch (t->op) {
-    case OP_MLP_DOWN:
-        gemm(e, 0, 1, T, ffn, hid, next->dx, hid, ly->w.dn, hid, 0, ly->dm, ffn);
-        gemm(e, 1, 0, ffn, hid, T, ly->m, ffn, next->dx, hid, 1, ly->gw.dn, hid);
-        copy2d(e, ly->dh, (size_t)hid, next->dx, (size_t)hid, (size_t)T, (size_t)hid);
+    case OP_MLP_DOWN: {
+        const float *dy = gathered(x, ly->dyg, next->dx);
+        gemm(e, 0, 1, T, ffn, hid, dy, hid, ly->w.dn, hid, 0, ly->dm, ffn);
+        gemm(e, 1, 0, ffn, hid, T, ly->m, ffn, dy, hid, 1, ly->gw.dn, hid);
+        if (!tp) copy2d(e, ly->dh, (size_t)hid, next->dx, (size_t)hid, (size_t)T, (size_t)hid);
         break;
+    }
     case OP_MLP_UP: {
         dev_op op = op_new(DOP_SWIGLU);
         op.u.swiglu = (__typeof__(op.u.swiglu)){1, NULL, ly->dg, ly->du, ly->g, ly->u, ly->dm, (size_t)T * (size_t)ffn};
         emit_op(e, &op);
-        gemm(e, 0, 1, T, hid, ffn, ly->du, ffn, ly->w.u, ffn, 1, ly->dh, hid);
-        gemm(e, 1, 0, hid, ffn, T, ly->h, hid, ly->du, ffn, 1, ly->gw.u, ffn);
+        gemm(e, 0, 1, T, hid, ffn, ly->du, ffn, ly->w.u, ffn, tp ? 0 : 1, tp ? ly->dhp : ly->dh, hid);
+        gemm(e, 1, 0, hid, ffn, T, hin, hid, ly->du, ffn, 1, ly->gw.u, ffn);
         break;
     }
     case OP_MLP_GATE:
-        gemm(e, 0, 1, T, hid, ffn, ly->dg, ffn, ly->w.g, ffn, 1, ly->dh, hid);
-        gemm(e, 1, 0, hid, ffn, T, ly->h, hid, ly->dg, ffn, 1, ly->gw.g, ffn);
+        gemm(e, 0, 1, T, hid, ffn, ly->dg, ffn, ly->w.g, ffn, 1, tp ? ly->dhp : ly->dh, hid);
+        gemm(e, 1, 0, hid, ffn, T, hin, hid, ly->dg, ffn, 1, ly->gw.g, ffn);
         break;
-    case OP_OUT_PROJ:
-        gemm(e, 0, 1, T, hd, hid, ly->dh, hid, ly->w.o, hid, 0, ly->do_s, hd);
+    case OP_OUT_PROJ: {
+        const float *dh = gathered(x, ly->dhg, ly->dh);
+        gemm(e, 0, 1, T, hd, hid, dh, hid, ly->w.o, hid, 0, ly->do_s, hd);
         if (x->c->p_head == 1) a2a_do(e, t->layer);
-        gemm(e, 1, 0, hd, hid, T, ly->o_s, hd, ly->dh, hid, 1, ly->gw.o, hid);
-        copy2d(e, ly->dx, (size_t)hid, ly->dh, (size_t)hid, (size_t)T, (size_t)hid);
+        gemm(e, 1, 0, hd, hid, T, ly->o_s, hd, dh, hid, 1, ly->gw.o, hid);
+        if (!tp) copy2d(e, ly->dx, (size_t)hid, ly->dh, (size_t)hid, (size_t)T, (size_t)hid);
         break;
+    }
     case OP_QKV:
         if (x->c->p_head == 1) a2a_dqkv(e, t->layer);
-        gemm(e, 0, 1, T, hid, w3, ly->dqkv_s, w3, ly->w.qkv, w3, 1, ly->dx, hid);
-        gemm(e, 1, 0, hid, w3, T, ly->x, hid, ly->dqkv_s, w3, 1, ly->gw.qkv, w3);
+        gemm(e, 0, 1, T, hid, w3, ly->dqkv_s, w3, ly->w.qkv, w3, tp ? 0 : 1, tp ? ly->dxp : ly->dx, hid);
+        gemm(e, 1, 0, hid, w3, T, gathered(x, ly->xg, ly->x), hid, ly->dqkv_s, w3, 1, ly->gw.qkv, w3);
+        break;
+    default: break;
+    }
+}
+
+/* ---- tensor-parallel collectives (STREAM_TP, tp > 1) ----
+ * Over the (T, hidden) activations of a layer, or the loss statistics
+ * (T, 3). TP rank t's part of T rows is rows [t*T/tp, (t+1)*T/tp): part t
+ * of the device collectives (dev_part_of; T % tp == 0 under sequence
+ * parallelism, config_validate). The collectives run in place on the
+ * GEMM-side buffer (gathered input, partial sum); the rank's own rows move
+ * between it and the sharded activation around them. */
+
+/* Floats [*off, *off + *n) of a (T, width) buffer that are this rank's:
+ * its part under sequence parallelism, else all. */
+static void own_part(const xr *x, size_t count, size_t *off, size_t *n)
+{
+    if (!x->sp) {
+        *off = 0;
+        *n = count;
+        return;
+    }
+    dev_part_of(count, x->tp, x->ops->comm_rank(x->comm[STREAM_TP], x->rank), n, off);
+}
+
+static void tp_op(emit *e, dev_op_kind kind, float *buf, size_t count)
+{
+    dev_op op = op_new(kind);
+    op.u.coll = (__typeof__(op.u.coll)){e->x->comm[STREAM_TP], buf, buf, count};
+    emit_op(e, &op);
+}
+
+/* All-gather: the own rows of `from` into `to`, then gathered in place. */
+static void tp_gather(emit *e, float *to, const float *from, size_t count)
+{
+    size_t off, n;
+    own_part(e->x, count, &off, &n);
+    copy2d(e, to + off, n, from + off, n, 1, n);
+    tp_op(e, DOP_ALLGATHER, to, count);
+}
+
+/* Reduce-scatter (all-reduce without sequence parallelism) the partial
+ * sums in `part`, and the own rows of out = the sum + residual (NULL: none). */
+static void tp_reduce(emit *e, float *out, float *part, const float *residual, size_t count)
+{
+    size_t off, n;
+    own_part(e->x, count, &off, &n);
+    tp_op(e, e->x->sp ? DOP_REDUCESCATTER : DOP_ALLREDUCE, part, count);
+    copy2d(e, out + off, n, part + off, n, 1, n);
+    if (residual) {
+        dev_op op = op_new(DOP_AXPY);
+        op.u.axpy = (__typeof__(op.u.axpy)){out + off, residual + off, n};
+        emit_op(e, &op);
+    }
+}
+
+static void tp_collective(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    size_t count = (size_t)t->dim[0] * (size_t)t->dim[1];
+    bool fwd = t->phase != PHASE_BWD, gather = t->kind == TASK_ALLGATHER;
+    int l = t->layer;
+    if (t->op == OP_TP_LOSS) {
+        tp_op(e, DOP_ALLREDUCE, x->loss, count);
+        return;
+    }
+    if (t->op == OP_TP_EMBED) { /* the lookup's partial rows reduced into x_0; its gradient gathered */
+        layer_t *ly = &x->ly[0];
+        if (fwd) {
+            copy2d(e, ly->xg, count, x->embed_part, count, 1, count);
+            tp_reduce(e, ly->x, ly->xg, NULL, count);
+        } else {
+            tp_gather(e, ly->dyg, ly->dx, count);
+        }
+        return;
+    }
+    layer_t *ly = &x->ly[l], *next = l < x->L ? &x->ly[l + 1] : NULL;
+    switch (t->op) {
+    case OP_TP_X: /* the block's (or LM head's) input gathered; its gradient reduced (+ dh) */
+        if (gather)
+            tp_gather(e, ly->xg, ly->x, count);
+        else
+            tp_reduce(e, ly->dx, ly->dxp, next ? ly->dh : NULL, count);
+        break;
+    case OP_TP_H: /* forward: h = reduce(out-proj) + x, gathered for gate/up; backward likewise for dh */
+        if (fwd && gather)
+            tp_gather(e, ly->hg, ly->h, count);
+        else if (fwd)
+            tp_reduce(e, ly->h, ly->hp, ly->x, count);
+        else if (!gather) {
+            tp_reduce(e, ly->dh, ly->dhp, next->dx, count);
+            x->tp_dh_layer = l;
+        } else if (x->tp_dh_layer == l) /* the second gather of the layer's backward: dh */
+            tp_gather(e, ly->dhg, ly->dh, count);
+        else /* the first: h again for up's and gate's weight gradients */
+            tp_gather(e, ly->hg, ly->h, count);
+        break;
+    case OP_TP_Y: /* forward: x_{l+1} = reduce(down) + h; backward: dx_{l+1} gathered */
+        if (fwd)
+            tp_reduce(e, next->x, ly->yp, ly->h, count);
+        else
+            tp_gather(e, ly->dyg, next->dx, count);
         break;
     default: break;
     }
@@ -542,7 +690,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
 static size_t layer_weights(const xr *x)
 {
     const model *m = &x->c->model;
-    return (size_t)(x->ly[0].w.dn - x->ly[0].w.qkv) + (size_t)m->ffn * (size_t)m->hidden;
+    return (size_t)(x->ly[0].w.dn - x->ly[0].w.qkv) + (size_t)x->ffn * (size_t)m->hidden;
 }
 
 /* Model-level (layer -1) reductions: the LM head's own collective, or the
@@ -557,6 +705,10 @@ static bool lm_head_only(const xr *x, const dag_task *t)
 static void collective(emit *e, const dag_task *t)
 {
     xr *x = e->x;
+    if (t->stream == STREAM_TP) {
+        tp_collective(e, t);
+        return;
+    }
     if (t->op == OP_KV_GATHER || t->op == OP_DKV_REDUCE) {
         (t->op == OP_KV_GATHER ? kv_gather : dkv_reduce)(e, t);
         return;
@@ -572,7 +724,7 @@ static void collective(emit *e, const dag_task *t)
         n = layer_weights(x);
     } else if (lm_head_only(x, t)) {
         buf = params ? x->lm_w : x->lm_gw;
-        n = (size_t)x->c->model.hidden * (size_t)x->c->model.vocab;
+        n = (size_t)x->c->model.hidden * (size_t)x->vocab;
     } else {
         buf = params ? x->wbuf : x->gbuf;
         n = x->wcount;
@@ -587,7 +739,7 @@ int xr_gather_grads(xr *x)
 {
     for (uint32_t i = 0; i < x->ntasks; i++) {
         dag_task t = *dag_task_get(x->g, x->base + i);
-        if (t.kind != TASK_REDUCESCATTER || t.op == OP_DKV_REDUCE) continue;
+        if (t.kind != TASK_REDUCESCATTER || t.stream != STREAM_DP) continue;
         t.kind = TASK_ALLGATHER;
         emit e = {x, STREAM_DP, -1, 0, true, {0}, false, 0};
         collective(&e, &t);
