@@ -125,8 +125,17 @@ static void a2a(prog *p, task_op op, task_phase ph, int layer, uint64_t heads, c
     bt_end(b);
 }
 
+/* Whether a per-layer buffer holds a gradient (LB_DX, LB_DH). */
+static bool is_grad_buf(int buf)
+{
+    int k = (buf - BUF_LAYER0) % LB_COUNT;
+    return buf >= BUF_LAYER0 && (k == LB_DX || k == LB_DH);
+}
+
 /* A TP collective of `elems` elements of `elem_bytes`; nothing at tp = 1.
- * kinds: all-gather, reduce-scatter, all-reduce (ring chunks as below). */
+ * kinds: all-gather, reduce-scatter, all-reduce (ring chunks as below).
+ * Its buf says whether it moves a gradient (dag.h, DAG_TP_GRAD): the two
+ * backward gathers of OP_TP_H, h again and dh, differ only there. */
 static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems,
                           int elem_bytes, int read, int write)
 {
@@ -139,6 +148,7 @@ static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, in
     t->dim[1] = (uint32_t)(elems / p->T);
     t->dim[2] = (uint32_t)elem_bytes;
     t->bytes = size_ring_coll_bytes(elems, elem_bytes, (uint64_t)p->tp, kind == TASK_ALLREDUCE);
+    t->buf = ph == PHASE_BWD && (kind != TASK_ALLGATHER || is_grad_buf(read)) ? DAG_TP_GRAD : 0;
     bt_reads(b, read);
     bt_writes(b, write);
     bt_end(b);

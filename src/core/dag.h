@@ -116,6 +116,9 @@ enum { KV_OWN, KV_IN0, KV_IN1, KV_OUT0, KV_OUT1, KV_SLOTS };
 enum { DKV_BLK0, DKV_BLK1, DKV_IN0, DKV_IN1, DKV_WIN0, DKV_WIN1, DKV_OIN0, DKV_OIN1, DKV_FINAL, DKV_SLOTS };
 #define DAG_SLOTS_PER_LANE 10
 #define DAG_NO_SLOT        0xff
+/* A TP collective's buf: of the activation its op names (0), or of its
+ * gradient (the backward's reductions, and its gathers of gradients). */
+#define DAG_TP_GRAD 1
 
 /* Chunk selection bits in dag_task.sel: low 2 bits query chunks, next 2 bits
  * KV chunks; bit 0/2 = part A (the rank's first chunk), bit 1/3 = part B. */
@@ -145,7 +148,7 @@ typedef struct dag_task {
     uint8_t op;     /* task_op */
     uint8_t phase;  /* task_phase */
     uint8_t flags;  /* DAG_F_* */
-    uint8_t buf;    /* lane * DAG_SLOTS_PER_LANE + slot (see above); ACC: destination */
+    uint8_t buf;    /* lane * DAG_SLOTS_PER_LANE + slot (see above); ACC: destination; TP: DAG_TP_GRAD or 0 */
     uint8_t buf2;   /* ACC: source slot; attention backward: its dKV output slot */
     uint8_t sel;    /* chunk selection (see SEL_Q/SEL_KV) */
 } dag_task;

@@ -265,7 +265,6 @@ static double iteration(xr *x, int it, double offset, double *start, double *end
     memset(x->o_init, 0, sizeof x->o_init);
     x->cur_layer_o[0] = x->cur_layer_o[1] = x->cur_layer_o[2] = -1;
     x->cur_layer_dq = -1;
-    x->tp_dh_layer = -1;
     x->w->barrier(x->w);
     double epoch = x->ops->now(x->dev) - offset;
     x->w->bcast(x->w, &epoch, sizeof epoch);

@@ -87,7 +87,6 @@ typedef struct xr {
     bool o_init[3]; /* per phase, reset per layer: first forward block writes O */
     int cur_layer_o[3];
     int cur_layer_dq;
-    int tp_dh_layer;     /* the layer whose backward reduced dh last (its next OP_TP_H gather is dh's) */
     struct watchdog *wd; /* NULL: none */
     /* rank 0's outputs, staged, then committed together when the run has
      * succeeded (exec_run.c), so that a failure leaves none of them */

@@ -667,12 +667,11 @@ static void tp_collective(emit *e, const dag_task *t)
             tp_gather(e, ly->hg, ly->h, count);
         else if (fwd)
             tp_reduce(e, ly->h, ly->hp, ly->x, count);
-        else if (!gather) {
+        else if (!gather)
             tp_reduce(e, ly->dh, ly->dhp, next->dx, count);
-            x->tp_dh_layer = l;
-        } else if (x->tp_dh_layer == l) /* the second gather of the layer's backward: dh */
+        else if (t->buf == DAG_TP_GRAD) /* dh, for the output projection's backward */
             tp_gather(e, ly->dhg, ly->dh, count);
-        else /* the first: h again for up's and gate's weight gradients */
+        else /* h again, for up's and gate's weight gradients */
             tp_gather(e, ly->hg, ly->h, count);
         break;
     case OP_TP_Y: /* forward: x_{l+1} = reduce(down) + h; backward: dx_{l+1} gathered */
