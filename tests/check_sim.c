@@ -367,8 +367,8 @@ START_TEST(tp_collectives_on_critical_path)
         assert_within(res.makespan, comm, 0.01, "free compute: step = TP collectives");
     } else {
         assert_within(res.makespan, busy, 0.01, "free links: step = compute");
-        double flops = (double)(sum_flops(g, 0, TASK_GEMM) + sum_flops(g, 0, TASK_ATTN_FWD) +
-                                sum_flops(g, 0, TASK_ATTN_BWD));
+        double flops =
+            (double)(sum_flops(g, 0, TASK_GEMM) + sum_flops(g, 0, TASK_ATTN_FWD) + sum_flops(g, 0, TASK_ATTN_BWD));
         assert_within(busy, flops / 1e13, 0.01, "compute = FLOPs / rate");
     }
     sim_result_free(&res);

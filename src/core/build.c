@@ -136,8 +136,8 @@ static bool is_grad_buf(int buf)
  * kinds: all-gather, reduce-scatter, all-reduce (ring chunks as below).
  * Its buf says whether it moves a gradient (dag.h, DAG_TP_GRAD): the two
  * backward gathers of OP_TP_H, h again and dh, differ only there. */
-static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems,
-                          int elem_bytes, int read, int write)
+static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems, int elem_bytes,
+                          int read, int write)
 {
     if (p->tp == 1) return;
     builder *b = p->b;

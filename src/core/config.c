@@ -98,13 +98,17 @@ static int validate_tp_heads(const config *c, char err[LOONG_ERRLEN])
     const model *m = &c->model;
     int tp = c->tp;
     if (m->heads % tp) {
-        snprintf(err, LOONG_ERRLEN, "--tp %d must divide the %d query heads of %s (H %% tp == 0): choose tp among the "
-                 "divisors of %d", tp, m->heads, m->name, m->heads);
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp %d must divide the %d query heads of %s (H %% tp == 0): choose tp among the "
+                 "divisors of %d",
+                 tp, m->heads, m->name, m->heads);
         return -1;
     }
     if (m->kv_heads % tp) {
-        snprintf(err, LOONG_ERRLEN, "--tp %d must divide the %d KV heads of %s (H_kv %% tp == 0, as Megatron asserts): "
-                 "use tp <= %d and give the rest to P_h", tp, m->kv_heads, m->name, m->kv_heads);
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp %d must divide the %d KV heads of %s (H_kv %% tp == 0, as Megatron asserts): "
+                 "use tp <= %d and give the rest to P_h",
+                 tp, m->kv_heads, m->name, m->kv_heads);
         return -1;
     }
     if (m->ffn % tp) {
@@ -847,8 +851,8 @@ void config_describe(const config *c, char *buf, size_t len)
         snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s", c->tp, c->sequence_parallel ? " sp" : "");
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
-             c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition), ring_name(c->ring), c->window, c->kv_replication ? "on" : "off",
-             scope_name(c->scope), c->gpus_per_node);
+             c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition),
+             ring_name(c->ring), c->window, c->kv_replication ? "on" : "off", scope_name(c->scope), c->gpus_per_node);
     size_t n = strlen(buf);
     if (c->docs && n < len)
         snprintf(buf + n, len - n, ", %d docs (%016llx)", docs_count(c->docs), (unsigned long long)docs_hash(c->docs));

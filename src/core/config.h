@@ -38,8 +38,8 @@ typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL1
 
 typedef struct config {
     model model;
-    uint64_t seq;      /* S: tokens per sample */
-    int batch;         /* B: samples per micro-batch */
+    uint64_t seq; /* S: tokens per sample */
+    int batch;    /* B: samples per micro-batch */
     /* The degrees of the device mesh by name (torchtitan's ParallelDims);
      * config_mesh() builds the mesh from them and the order. */
     int tp;                     /* tensor-parallel degree (Megatron's TP; 1: none) */

@@ -18,13 +18,16 @@ static const char *const kind_names[TASK_KIND_COUNT] = {"gemm",       "attn_fwd"
                                                         "acc",        "send",           "recv",      "all_to_all",
                                                         "all_reduce", "reduce_scatter", "all_gather"};
 static const char *const stream_names[STREAM_COUNT] = {"comp",      "a2a",    "ring",  "ring_outer", "dkv",
-                                                       "dkv_outer", "ring_b", "dkv_b", "dp",        "tp"};
+                                                       "dkv_outer", "ring_b", "dkv_b", "dp",         "tp"};
+/* task_op's names, five to a row */
+/* clang-format off */
 static const char *const op_names[OP_COUNT] = {
-    "qkv",       "out_proj",  "mlp_gate",   "mlp_up",         "mlp_down",           "lm_head",
-    "attn",      "a2a_qkv",   "a2a_o",      "a2a_do",         "a2a_dqkv",           "kv",
-    "dkv",       "dkv_acc",   "kv_rep_sum", "grad_allreduce", "grad_reducescatter", "param_allgather",
-    "kv_gather", "dkv_reduce", "tp_x",       "tp_h",           "tp_y",               "tp_embed",
-    "tp_loss"};
+    "qkv",                "out_proj",           "mlp_gate",           "mlp_up",             "mlp_down",
+    "lm_head",            "attn",               "a2a_qkv",            "a2a_o",              "a2a_do",
+    "a2a_dqkv",           "kv",                 "dkv",                "dkv_acc",            "kv_rep_sum",
+    "grad_allreduce",     "grad_reducescatter", "param_allgather",    "kv_gather",          "dkv_reduce",
+    "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss"};
+/* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 
 const char *task_kind_name(int kind) { return kind >= 0 && kind < TASK_KIND_COUNT ? kind_names[kind] : "?"; }

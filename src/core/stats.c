@@ -113,8 +113,8 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
             dag_ntasks(g), config_ranks(c), config_kv_heads(c), config_kv_repl(c), config_q_heads(c));
     bool tp = c->tp > 1; /* a tp column only when there is TP */
     fprintf(f, "#%5s %5s %4s %s%5s %5s %8s %8s %8s %12s %13s %13s %14s %14s %15s\n", "rank", "node", "gpu",
-            tp ? "   tp " : "", "head", "ring", "tasks", "p2p", "colls", "pairs_M", "attn_GFLOP", "gemm_GFLOP", "total_GFLOP", "intra_MB",
-            "inter_MB");
+            tp ? "   tp " : "", "head", "ring", "tasks", "p2p", "colls", "pairs_M", "attn_GFLOP", "gemm_GFLOP",
+            "total_GFLOP", "intra_MB", "inter_MB");
     const shard_map *m = shard_map_of(c);
     for (int r = 0; r < config_ranks(c); r++) {
         int h, s;
@@ -127,8 +127,9 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
         char tpc[16] = "";
         if (tp) snprintf(tpc, sizeof tpc, "%5d ", config_tp_rank(c, r));
         fprintf(f, " %5d %5d %4d %s%5d %5d %8u %8u %8u %12.3f %13.3f %13.3f %14.3f %14.3f %15.3f\n", r,
-                config_node(c, r), config_gpu(c, r), tpc, h, s, st->tasks, p2p, coll, shard_query_pairs(m, s) / 1e6, st->flops_attn / 1e9,
-                st->flops_gemm / 1e9, st->flops / 1e9, st->bytes_intra / 1e6, st->bytes_inter / 1e6);
+                config_node(c, r), config_gpu(c, r), tpc, h, s, st->tasks, p2p, coll, shard_query_pairs(m, s) / 1e6,
+                st->flops_attn / 1e9, st->flops_gemm / 1e9, st->flops / 1e9, st->bytes_intra / 1e6,
+                st->bytes_inter / 1e6);
     }
     print_summary(f, g, rs);
 }

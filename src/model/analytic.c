@@ -414,7 +414,7 @@ static double tp_coll(const config *c, const platform_spec *n, coll_op op, doubl
 /* The TP collectives of one layer as build.c emits them, each of the
  * (T, hidden) activations: forward, backward (without the recompute). */
 typedef struct tpcost {
-    double fwd, bwd;   /* per block */
+    double fwd, bwd;    /* per block */
     double head, embed; /* LM head (forward + backward), embedding (both) */
 } tpcost;
 
