@@ -166,24 +166,18 @@ START_TEST(tp_closed_forms)
 }
 END_TEST
 
-START_TEST(llama3_8b_params)
+/* Meta's published parameter counts: Llama 3 8B 8,030,261,248; Llama 3.1
+ * 405B 405,853,388,800 (the model cards' safetensors totals). */
+START_TEST(llama3_params)
 {
+    static const struct {
+        const char *name;
+        uint64_t params;
+    } published[] = {{"llama3-8b", 8030261248ull}, {"llama3-405b", 405853388800ull}};
     model m;
     char err[LOONG_ERRLEN];
-    ck_assert_int_eq(model_preset("llama3-8b", &m, err), 0);
-    /* Meta's published count for Llama 3 8B: 8,030,261,248 weights */
-    ck_assert_uint_eq(model_params(&m), 8030261248ull);
-}
-END_TEST
-
-START_TEST(llama3_405b_params)
-{
-    model m;
-    char err[LOONG_ERRLEN];
-    ck_assert_int_eq(model_preset("llama3-405b", &m, err), 0);
-    /* Meta's published count for Llama 3.1 405B (the model card's
-     * safetensors total): 405,853,388,800 weights */
-    ck_assert_uint_eq(model_params(&m), 405853388800ull);
+    ck_assert_int_eq(model_preset(published[_i].name, &m, err), 0);
+    ck_assert_uint_eq(model_params(&m), published[_i].params);
 }
 END_TEST
 
@@ -477,7 +471,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
-    tcase_add_test(tc, llama3_8b_params);
+    tcase_add_loop_test(tc, llama3_params, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);
@@ -491,7 +485,6 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, step_scopes_validate, 0, 4);
     tcase_add_test(tc, every_p2p_has_src);
     tcase_add_test(tc, communicators_are_mesh_groups);
-    tcase_add_test(tc, llama3_405b_params);
     tcase_add_loop_test(tc, tp_attention_shard, 0, 4);
     suite_add_tcase(s, tc);
     return s;
