@@ -216,6 +216,40 @@ START_TEST(tp_attention_shard)
 }
 END_TEST
 
+/* --tp-overlap (build.c's ring-exchange): each block's 8 all-gather/GEMM
+ * and GEMM/reduce-scatter pairs become tp-1 ring steps of T/tp rows, so a
+ * rank sends the same TP bytes as without overlap and its GEMMs do the
+ * same FLOPs in tp chunks; every send goes to the next TP rank. */
+START_TEST(tp_overlap_ring_exchange)
+{
+    config c = tp_case(2 * _i), c0 = c; /* tp 2 and 4, sequence parallelism on */
+    c.tp_overlap = true;
+    dag *g = tbuild(&c), *g0 = tbuild(&c0);
+    mesh m = config_mesh(&c);
+    uint64_t T = config_local_tokens(&c), row_bytes = T / (uint64_t)c.tp * (uint64_t)c.model.hidden * 2;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint64_t bytes[2] = {0, 0}, sends = 0;
+        for (int k = 0; k < 2; k++) {
+            const dag *d = k ? g0 : g;
+            for (uint32_t i = 0; i < dag_ntasks(d); i++) {
+                const dag_task *t = dag_task_get(d, i);
+                if (t->rank != r || t->stream != STREAM_TP) continue;
+                bytes[k] += t->bytes;
+                if (t->kind != TASK_SEND) continue;
+                ck_assert_int_eq(t->peer, mesh_shift(&m, r, MESH_TP, 1));
+                ck_assert_uint_eq(t->bytes, row_bytes);
+                sends++;
+            }
+        }
+        ck_assert_uint_eq(bytes[0], bytes[1]);
+        ck_assert_uint_eq(sends, 8 * (uint64_t)(c.tp - 1) * (uint64_t)c.model.layers);
+        ck_assert_uint_eq(sum_flops(g, r, TASK_GEMM), sum_flops(g0, r, TASK_GEMM));
+    }
+    dag_free(g);
+    dag_free(g0);
+}
+END_TEST
+
 /* ---- bytes against closed forms ---- */
 
 START_TEST(alltoall_bytes)
@@ -486,6 +520,7 @@ static Suite *dag_suite(void)
     tcase_add_test(tc, every_p2p_has_src);
     tcase_add_test(tc, communicators_are_mesh_groups);
     tcase_add_loop_test(tc, tp_attention_shard, 0, 4);
+    tcase_add_loop_test(tc, tp_overlap_ring_exchange, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -129,9 +129,11 @@ static int parse_knobs(const cli_config *cc, config *c, const config_knob *which
 int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
 {
     /* what the strategy preset reads first (the model, the placement for the default window) */
-    static const config_knob before[] = {KNOB_MODEL,          KNOB_SEQ,      KNOB_BATCH,
-                                         KNOB_GPUS_PER_NODE,  KNOB_TP,       KNOB_SEQUENCE_PARALLEL,
-                                         KNOB_KV_REPLICATION, KNOB_PLACEMENT};
+    static const config_knob before[] = {KNOB_MODEL,      KNOB_SEQ,
+                                         KNOB_BATCH,      KNOB_GPUS_PER_NODE,
+                                         KNOB_TP,         KNOB_SEQUENCE_PARALLEL,
+                                         KNOB_TP_OVERLAP, KNOB_KV_REPLICATION,
+                                         KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
     static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
     static const config_knob last[] = {KNOB_WINDOW, KNOB_KV_STRIDE, KNOB_ZERO,      KNOB_DTYPE,

@@ -274,10 +274,19 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     v[KNOB_DP] = NULL;
     const char *tp = v[KNOB_TP]; /* a degree, else searched: the base config has none */
     v[KNOB_TP] = NULL;
+    /* valid with tp > 1 only: applied to the layouts (plan_enumerate) */
     bool sp_off = v[KNOB_SEQUENCE_PARALLEL] && !strcmp(v[KNOB_SEQUENCE_PARALLEL], "off");
-    if (sp_off) v[KNOB_SEQUENCE_PARALLEL] = NULL; /* valid with tp > 1 only: applied to the layouts */
+    bool overlap = v[KNOB_TP_OVERLAP] && !strcmp(v[KNOB_TP_OVERLAP], "on");
+    if (sp_off && overlap) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp-overlap on overlaps sequence parallelism's collectives: drop "
+                 "--sequence-parallel off");
+        return -1;
+    }
+    v[KNOB_SEQUENCE_PARALLEL] = v[KNOB_TP_OVERLAP] = NULL;
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
     x->req.base.sequence_parallel = !sp_off;
+    x->req.base.tp_overlap = overlap;
     x->req.tp = 0;
     if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
     if (x->req.tp && x->req.gpus % x->req.tp) {

@@ -41,11 +41,13 @@
  * The vocab-parallel cross-entropy all-reduces three fp32 values per token
  * (max, target logit, sum of exponentials: VocabParallelCrossEntropy).
  * A GEMM waits for its collective: TP communication is on the critical
- * path (comm-GEMM overlap is not modelled: docs/parallelism.md). The norm weights,
+ * path, unless --tp-overlap (below, "ring-exchange"). The norm weights,
  * replicated over TP, have their gradients all-reduced over TP once per
  * step under sequence parallelism (Megatron's _allreduce_layernorm_grads);
  * 2*hidden per layer, that collective is left out.
  */
+#include <string.h>
+
 #include "dag_internal.h"
 #include "ring.h"
 #include "ringgeo.h"
@@ -59,7 +61,9 @@ typedef struct prog {
     uint64_t T; /* tokens per rank, sequence-sharded (B*S/P) */
     uint32_t head_gid, dp_gid, tp_gid;
     int tp;
-    bool sp; /* sequence parallelism */
+    bool sp;        /* sequence parallelism */
+    bool overlap;   /* --tp-overlap: the ring-exchange pipelines below */
+    uint32_t after; /* a task the next GEMM waits for besides its buffers (DAG_NONE: none) */
 } prog;
 
 /* With P_h = 1 head-sharded and sequence-sharded buffers are the same. */
@@ -88,11 +92,13 @@ static int tbuf(const prog *p, int layer, int k)
     return BUF_LB(layer, k);
 }
 
-static void gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, uint64_t n, uint64_t k, const int *reads,
-                 int nreads, const int *writes, int nwrites)
+static uint32_t gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, uint64_t n, uint64_t k,
+                     const int *reads, int nreads, const int *writes, int nwrites)
 {
     builder *b = p->b;
     uint32_t id = bt_begin(b, TASK_GEMM, STREAM_COMP, op, ph, op == OP_LM_HEAD ? -1 : layer);
+    bt_after(b, p->after);
+    p->after = DAG_NONE;
     dag_task *t = bt_task(b, id);
     t->dim[0] = (uint32_t)m;
     t->dim[1] = (uint32_t)n;
@@ -103,6 +109,7 @@ static void gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, uint
     for (int i = 0; i < nwrites; i++)
         bt_writes(b, writes[i]);
     bt_end(b);
+    return id;
 }
 #define READS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 #define WRITES     READS
@@ -174,6 +181,109 @@ static void tp_reduce(prog *p, task_op op, task_phase ph, int layer, int from, i
     tp_coll(p, p->sp ? TASK_REDUCESCATTER : TASK_ALLREDUCE, op, ph, layer, from, to);
 }
 
+/* ---- --tp-overlap: TransformerEngine's ring-exchange comm-GEMM overlap ----
+ * (transformer_engine/pytorch/module/base.py, ub_overlap_ag / ub_overlap_rs
+ * with the ring-exchange method; userbuffers.cu). The all-gather before a
+ * column-parallel GEMM becomes tp-1 steps around the TP ring, step j
+ * passing on the T/tp rows received at step j-1 (the own rows at j = 0),
+ * while the GEMM runs in tp chunks of T/tp rows, chunk j on the rows held
+ * after step j-1. The reduce-scatter after a row-parallel GEMM becomes the
+ * ring reduce-scatter: GEMM chunk 0 computes the partial sum of the rows
+ * the first step sends on; chunk j's partial is added (an fp32 ACC) to the
+ * partial received at step j-1 and sent on at step j, and the last add
+ * leaves the rank's own rows reduced (with the residual). Bytes per rank
+ * are the collective's, (tp-1)/tp of the activations; the rows a GEMM
+ * multiplies are the same, in tp pieces. */
+
+/* A GEMM of build.c's shapes for chunked emission: m = T/tp per chunk. */
+typedef struct tp_gemm {
+    task_op op;
+    uint64_t n, k;
+    int reads[5], nreads;
+    int writes[2], nwrites;
+} tp_gemm;
+
+/* Chunk of g (m = T/tp rows) waiting for `after`, reading `also` too (its
+ * ungathered input; -1: none). */
+static uint32_t tp_gemm_chunk(prog *p, const tp_gemm *g, task_phase ph, int layer, uint32_t after, int also)
+{
+    int reads[6];
+    memcpy(reads, g->reads, (size_t)g->nreads * sizeof *reads);
+    reads[g->nreads] = also;
+    p->after = after;
+    return gemm(p, g->op, ph, layer, p->T / (uint64_t)p->tp, g->n, g->k, reads, g->nreads + (also >= 0), g->writes,
+                g->nwrites);
+}
+
+/* One step of the TP ring: T/tp rows to the next TP rank, as many from the
+ * previous, one group; after: the task whose result the send carries.
+ * Returns the recv's id. */
+static uint32_t tp_step(prog *p, task_op op, task_phase ph, int layer, int step, bool grad, int read, uint32_t after)
+{
+    builder *b = p->b;
+    mesh m = config_mesh(p->c);
+    int r = bt_rank(b);
+    uint64_t rows = p->T / (uint64_t)p->tp, hid = (uint64_t)p->m->hidden;
+    for (int recv = 0; recv < 2; recv++) {
+        uint32_t id = bt_begin(b, recv ? TASK_RECV : TASK_SEND, STREAM_TP, op, ph, layer);
+        dag_task *t = bt_task(b, id);
+        t->peer = mesh_shift(&m, r, MESH_TP, recv ? -1 : 1);
+        t->dim[0] = (uint32_t)rows;
+        t->dim[1] = (uint32_t)hid;
+        t->dim[2] = (uint32_t)p->c->act_bytes;
+        t->step = (uint16_t)step;
+        t->buf = grad ? DAG_TP_GRAD : 0;
+        if (recv) t->flags |= DAG_F_GROUPED;
+        if (!recv) {
+            t->bytes = rows * hid * (uint64_t)p->c->act_bytes;
+            if (read >= 0) bt_reads(b, read);
+            bt_after(b, after);
+        }
+        bt_end(b);
+        if (recv) return id;
+    }
+    return DAG_NONE;
+}
+
+/* All-gather of `from` overlapped with the column-parallel GEMMs g[0..ng). */
+static void tp_gather_gemms(prog *p, task_op op, task_phase ph, int layer, int from, const tp_gemm *g, int ng)
+{
+    bool grad = ph == PHASE_BWD && is_grad_buf(from);
+    uint32_t recv = DAG_NONE;
+    for (int j = 0; j < p->tp; j++) {
+        uint32_t held = recv; /* the rows chunk j multiplies arrived with it (j = 0: own) */
+        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, grad, j == 0 ? from : -1, DAG_NONE);
+        for (int i = 0; i < ng; i++)
+            tp_gemm_chunk(p, &g[i], ph, layer, held, from);
+    }
+}
+
+/* The row-parallel GEMMs g[0..ng) (their partial sums) overlapped with the
+ * reduce-scatter into `to`, the residual added by the last add. */
+static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, const tp_gemm *g, int ng, int to)
+{
+    builder *b = p->b;
+    uint64_t rows = p->T / (uint64_t)p->tp, hid = (uint64_t)p->m->hidden;
+    uint32_t recv = DAG_NONE, ready = DAG_NONE;
+    for (int j = 0; j < p->tp; j++) {
+        for (int i = 0; i < ng; i++)
+            ready = tp_gemm_chunk(p, &g[i], ph, layer, DAG_NONE, -1);
+        if (j > 0) { /* the partial received + this chunk's */
+            uint32_t id = bt_begin(b, TASK_ACC, STREAM_COMP, op, ph, layer);
+            dag_task *t = bt_task(b, id);
+            t->dim[0] = (uint32_t)rows;
+            t->dim[1] = (uint32_t)hid;
+            t->dim[2] = 4;
+            t->flops = rows * hid;
+            bt_after(b, recv);
+            if (j + 1 == p->tp) bt_writes(b, to);
+            bt_end(b);
+            ready = id;
+        }
+        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, ph == PHASE_BWD, -1, ready);
+    }
+}
+
 /* A ring collective over the DAG's gradient group (P ranks) moving `elems`
  * elements. */
 static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last)
@@ -232,6 +342,33 @@ static void attention_bwd_part(prog *p, int l)
     bt_end(b);
 }
 
+/* A column-parallel GEMM, or gate and up on one input: `from` gathered
+ * into `gathered` for g (sequence parallelism), or that all-gather
+ * overlapped with g's chunks (--tp-overlap). */
+static void column(prog *p, task_op op, task_phase ph, int layer, int from, int gathered, const tp_gemm *g, int ng)
+{
+    if (p->overlap) {
+        tp_gather_gemms(p, op, ph, layer, from, g, ng);
+        return;
+    }
+    tp_gather(p, op, ph, layer, from, gathered);
+    for (int i = 0; i < ng; i++)
+        gemm(p, g[i].op, ph, layer, p->T, g[i].n, g[i].k, g[i].reads, g[i].nreads, g[i].writes, g[i].nwrites);
+}
+
+/* Row-parallel GEMMs (or column-parallel backwards) writing `partial`,
+ * reduced into `to`; or that reduce-scatter overlapped (--tp-overlap). */
+static void row(prog *p, task_op op, task_phase ph, int layer, const tp_gemm *g, int ng, int partial, int to)
+{
+    if (p->overlap) {
+        tp_gemms_scatter(p, op, ph, layer, g, ng, to);
+        return;
+    }
+    for (int i = 0; i < ng; i++)
+        gemm(p, g[i].op, ph, layer, p->T, g[i].n, g[i].k, g[i].reads, g[i].nreads, g[i].writes, g[i].nwrites);
+    tp_reduce(p, op, ph, layer, partial, to);
+}
+
 /* Forward of block l. Tensor shapes per rank (T tokens, tp shards):
  *   QKV (T, hid) x (hid, (H+2H_kv)d/tp); output projection (T, Hd/tp) x
  *   (Hd/tp, hid); gate and up (T, hid) x (hid, ffn/tp); down (T, ffn/tp) x
@@ -239,54 +376,57 @@ static void attention_bwd_part(prog *p, int l)
 static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
 {
     const model *m = p->m;
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn / (uint64_t)p->tp;
-    uint64_t tp = (uint64_t)p->tp;
-    int W = BUF_LB(l, LB_W);
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
+    int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD)
         dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params_tp(m, p->tp), l, l);
-    tp_gather(p, OP_TP_X, ph, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG));
-    gemm(p, OP_QKV, ph, l, T, (uint64_t)model_qkv_heads(m) * d / tp, hid, READS(tbuf(p, l, LB_XG), W),
-         WRITES(lbuf(p, l, LB_QKV)));
+    const tp_gemm qkv = {
+        OP_QKV, (uint64_t)model_qkv_heads(m) * d / tp, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
+    column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
     attention_fwd_part(p, l, ph, with_ring);
-    gemm(p, OP_OUT_PROJ, ph, l, T, hid, (uint64_t)m->heads * d / tp, READS(lbuf(p, l, LB_OS), BUF_LB(l, LB_X), W),
-         WRITES(tbuf(p, l, LB_HP)));
-    tp_reduce(p, OP_TP_H, ph, l, tbuf(p, l, LB_HP), BUF_LB(l, LB_H));
-    tp_gather(p, OP_TP_H, ph, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG));
-    gemm(p, OP_MLP_GATE, ph, l, T, ffn, hid, READS(tbuf(p, l, LB_HG), W), WRITES(BUF_LB(l, LB_M)));
-    gemm(p, OP_MLP_UP, ph, l, T, ffn, hid, READS(tbuf(p, l, LB_HG), W), WRITES(BUF_LB(l, LB_M)));
-    gemm(p, OP_MLP_DOWN, ph, l, T, hid, ffn, READS(BUF_LB(l, LB_M), BUF_LB(l, LB_H), W), WRITES(tbuf(p, l, LB_YP)));
-    tp_reduce(p, OP_TP_Y, ph, l, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
+    const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
+                         {tbuf(p, l, LB_HP)}, 1};
+    row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
+    const tp_gemm gate_up[2] = {{OP_MLP_GATE, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1},
+                                {OP_MLP_UP, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1}};
+    column(p, OP_TP_H, ph, l, H, tbuf(p, l, LB_HG), gate_up, 2);
+    const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {tbuf(p, l, LB_YP)}, 1};
+    row(p, OP_TP_Y, ph, l, &down, 1, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
 }
 
 static void layer_bwd(prog *p, int l)
 {
     const config *c = p->c;
     const model *m = p->m;
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = (uint64_t)m->ffn / (uint64_t)p->tp;
-    uint64_t tp = (uint64_t)p->tp, lp = model_layer_params_tp(m, p->tp);
-    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD);
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
+    uint64_t lp = model_layer_params_tp(m, p->tp);
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
     if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, lp, l, l);
     if (c->recompute != RECOMPUTE_NONE) layer_fwd(p, l, PHASE_RECOMPUTE, c->recompute == RECOMPUTE_FULL);
-    tp_gather(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG));
-    gemm(p, OP_MLP_DOWN, PHASE_BWD, l, T, hid, ffn, READS(tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W),
-         WRITES(BUF_LB(l, LB_DM), G));
-    tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG));
-    gemm(p, OP_MLP_UP, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), tbuf(p, l, LB_HG), W),
-         WRITES(tbuf(p, l, LB_DHP), G));
-    gemm(p, OP_MLP_GATE, PHASE_BWD, l, T, ffn, hid, READS(BUF_LB(l, LB_DM), tbuf(p, l, LB_HG), W),
-         WRITES(tbuf(p, l, LB_DHP), G));
-    tp_reduce(p, OP_TP_H, PHASE_BWD, l, tbuf(p, l, LB_DHP), BUF_LB(l, LB_DH));
-    tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_DH), tbuf(p, l, LB_DHG));
-    gemm(p, OP_OUT_PROJ, PHASE_BWD, l, T, hid, (uint64_t)m->heads * d / tp,
-         READS(tbuf(p, l, LB_DHG), lbuf(p, l, LB_OS), W), WRITES(lbuf(p, l, LB_DOS), G));
+    const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
+    column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG), &down, 1);
+    tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG)); /* h again, beside down */
+    const tp_gemm up_gate[2] = {{OP_MLP_UP, ffn, hid, {DM, tbuf(p, l, LB_HG), W}, 3, {tbuf(p, l, LB_DHP), G}, 2},
+                                {OP_MLP_GATE, ffn, hid, {DM, tbuf(p, l, LB_HG), W}, 3, {tbuf(p, l, LB_DHP), G}, 2}};
+    row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, tbuf(p, l, LB_DHP), DH);
+    const tp_gemm out = {OP_OUT_PROJ,
+                         hid,
+                         (uint64_t)m->heads * d / tp,
+                         {tbuf(p, l, LB_DHG), lbuf(p, l, LB_OS), W},
+                         3,
+                         {lbuf(p, l, LB_DOS), G},
+                         2};
+    column(p, OP_TP_H, PHASE_BWD, l, DH, tbuf(p, l, LB_DHG), &out, 1);
     attention_bwd_part(p, l);
     /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
     int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
-    tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG));
-    gemm(p, OP_QKV, PHASE_BWD, l, T, (uint64_t)model_qkv_heads(m) * d / tp, hid,
-         READS(lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b), WRITES(tbuf(p, l, LB_DXP), G));
-    tp_reduce(p, OP_TP_X, PHASE_BWD, l, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG)); /* x again, beside attention */
+    const tp_gemm qkv = {OP_QKV, (uint64_t)model_qkv_heads(m) * d / tp,
+                         hid,    {lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b},
+                         5,      {tbuf(p, l, LB_DXP), G},
+                         2};
+    row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, lp, l, l);
 }
@@ -345,7 +485,9 @@ static void training_step(prog *p)
 static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
-    prog p = {b, c, &c->model, config_local_tokens(c), DAG_NONE, DAG_NONE, DAG_NONE, c->tp, c->sequence_parallel};
+    prog p = {b,        c,        &c->model, config_local_tokens(c), DAG_NONE,
+              DAG_NONE, DAG_NONE, c->tp,     c->sequence_parallel,   c->tp_overlap,
+              DAG_NONE};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
     p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
     if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);

@@ -277,8 +277,12 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->batch < 1) return fail(err, "--batch must be positive");
     if (c->p_head < 1 || c->p_seq < 1) return fail(err, "--mesh needs positive P_h and P_s, e.g. 4x16");
     if (c->tp < 1) return fail(err, "--tp must be at least 1 (1: no tensor parallelism)");
-    if (!c->sequence_parallel && c->tp == 1)
-        return fail(err, "--sequence-parallel off applies to --tp 2 or more: give --tp or leave it out");
+    if ((!c->sequence_parallel || c->tp_overlap) && c->tp == 1)
+        return fail(err,
+                    "--sequence-parallel off and --tp-overlap apply to --tp 2 or more: give --tp or leave them out");
+    if (c->tp_overlap && !c->sequence_parallel)
+        return fail(err, "--tp-overlap overlaps sequence parallelism's all-gathers and reduce-scatters with the GEMMs "
+                         "(TransformerEngine's): use --sequence-parallel on");
     if ((long long)c->p_head * c->p_seq > MAX_RANKS) {
         snprintf(err, LOONG_ERRLEN, "mesh %dx%d has more than %d ranks: use a smaller mesh", c->p_head, c->p_seq,
                  MAX_RANKS);
@@ -479,6 +483,14 @@ static const knob_row knobs[KNOB_COUNT] = {
                                 offsetof(config, sequence_parallel),
                                 onoff_sp,
                                 NSP(onoff_sp)},
+    [KNOB_TP_OVERLAP] = {{"tp_overlap", "tp-overlap", "on|off",
+                          "tp > 1: TP all-gathers and reduce-scatters overlap\n"
+                          "their GEMMs (TE's ring-exchange)           [off]",
+                          false},
+                         KT_BOOL,
+                         offsetof(config, tp_overlap),
+                         onoff_sp,
+                         NSP(onoff_sp)},
     [KNOB_MESH] = {{"mesh", "mesh", "PhxPs | P",
                     "head-parallel x sequence-parallel ranks, or a total\n"
                     "that the strategy splits                    [64]",
@@ -605,7 +617,8 @@ static bool knob_unset(const config *c, config_knob k)
     return (k == KNOB_DOCS && !c->docs) || (k == KNOB_KV_STRIDE && c->kv_stride == 0) ||
            (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
            (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1) ||
-           (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1);
+           (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
+           (k == KNOB_TP_OVERLAP && !c->tp_overlap);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's
@@ -613,7 +626,7 @@ static bool knob_unset(const config *c, config_knob k)
 static bool optional_knob(int k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
-           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL;
+           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -848,7 +861,8 @@ void config_describe(const config *c, char *buf, size_t len)
     char dp[64] = "", place[64];
     if (c->dp > 1) snprintf(dp, sizeof dp, " dp %d", c->dp);
     if (c->tp > 1)
-        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s", c->tp, c->sequence_parallel ? " sp" : "");
+        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s%s", c->tp, c->sequence_parallel ? " sp" : "",
+                 c->tp_overlap ? " overlapped" : "");
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
              c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition),
@@ -873,6 +887,6 @@ void config_layout_name(const config *c, char *buf, size_t len)
     char place[8] = "";
     if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[config_placement(c)].abbrev);
     const char *repl = c->p_head > config_tp_kv_heads(c) ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
-    const char *sp = c->tp == 1 ? "" : c->sequence_parallel ? "" : " no-sp";
+    const char *sp = c->tp == 1 ? "" : c->tp_overlap ? " tp-ovl" : c->sequence_parallel ? "" : " no-sp";
     snprintf(buf, len, "%s%dx%d%s %s%s%s", dpx, c->p_head, c->p_seq, place, ring, repl, sp);
 }

@@ -44,6 +44,7 @@ typedef struct config {
      * config_mesh() builds the mesh from them and the order. */
     int tp;                     /* tensor-parallel degree (Megatron's TP; 1: none) */
     bool sequence_parallel;     /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
+    bool tp_overlap;            /* tp > 1: TP collectives overlap their GEMMs (TE's ring-exchange) */
     int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
     int p_seq;                  /* P_s: sequence-parallel degree (ring) */
     int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
@@ -167,6 +168,7 @@ typedef enum {
     KNOB_BATCH,
     KNOB_TP,
     KNOB_SEQUENCE_PARALLEL,
+    KNOB_TP_OVERLAP,
     KNOB_MESH,
     KNOB_DP,
     KNOB_STRATEGY,

@@ -414,20 +414,23 @@ static double tp_coll(const config *c, const platform_spec *n, coll_op op, doubl
 /* The TP collectives of one layer as build.c emits them, each of the
  * (T, hidden) activations: forward, backward (without the recompute). */
 typedef struct tpcost {
-    double fwd, bwd;    /* per block */
-    double head, embed; /* LM head (forward + backward), embedding (both) */
+    double fwd, bwd;           /* per block, exposed */
+    double fwd_busy, bwd_busy; /* per block, compute added (--tp-overlap's chunks and adds) */
+    double head, embed;        /* LM head (forward + backward), embedding (both) */
 } tpcost;
 
 static tpcost tp_costs(const config *c, const platform_spec *n)
 {
-    tpcost k = {0, 0, 0, 0};
+    tpcost k = {0, 0, 0, 0, 0, 0};
     if (c->tp == 1) return k;
     double act = (double)config_local_tokens(c) * c->model.hidden * c->act_bytes;
     double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
     if (c->sequence_parallel) {
         double ag = tp_coll(c, n, COLL_ALL_GATHER, act), rs = tp_coll(c, n, COLL_REDUCE_SCATTER, act);
         k.fwd = 2 * ag + 2 * rs;
-        k.bwd = 4 * ag + 2 * rs;
+        /* the inputs gathered again for the weight gradients run beside
+         * down's backward and attention's (build.c): hidden */
+        k.bwd = 2 * ag + 2 * rs;
         k.head = 2 * ag + rs + loss;
         k.embed = rs + ag;
     } else {
@@ -480,6 +483,58 @@ static double gemms(const config *c, const calib *cb, bool bwd)
            gemm(cb, T, hid, ffn, bwd);
 }
 
+/* --tp-overlap: one ring-exchange pair as build.c emits it, tp chunk
+ * GEMMs of g seconds and tp-1 ring steps of s seconds. gather: step j runs
+ * back to back from the start, chunk j waits for step j-1; scatter: chunk
+ * j's partial is added (acc seconds) once step j-1 has brought the
+ * previous one, and step j sends what is ready. Returns the pair's time;
+ * *busy gets its compute. */
+static double ring_pair(int tp, double g, double s, double acc, bool gather, double *busy)
+{
+    double comp = 0, link = 0;
+    for (int j = 0; j < tp; j++) {
+        if (gather) {
+            comp = (j ? maxd(comp, j * s) : comp) + g;
+            continue;
+        }
+        comp += g;
+        if (j > 0) comp = maxd(comp, link) + acc;
+        if (j + 1 < tp) link = maxd(link, comp) + s;
+    }
+    *busy = tp * g + (gather ? 0 : (tp - 1) * acc);
+    return comp;
+}
+
+/* The pairs of one block under --tp-overlap: chunk GEMM shapes (m = T/tp)
+ * and which side the collective is on; forward (4), then backward (4). */
+static void tp_overlap_costs(const config *c, const calib *cb, const platform_spec *n, tpcost *k)
+{
+    if (!c->tp_overlap) return;
+    const model *m = &c->model;
+    int tp = c->tp;
+    double T = (double)config_local_tokens(c), rows = T / tp, hid = m->hidden, d = m->head_dim;
+    double ffn = (double)m->ffn / tp, qkv = (double)model_qkv_heads(m) * d / tp, o = (double)m->heads * d / tp;
+    mesh ms = config_mesh(c);
+    link l = link_between(n, 0, mesh_shift(&ms, 0, MESH_TP, 1)); /* a ring step: rank 0 to the next TP rank */
+    double s = flow(&l, rows * hid * c->act_bytes);
+    double acc = calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes((uint64_t)(rows * hid)), rows);
+    struct {
+        double n, k, count; /* the GEMM's n, k; GEMMs per chunk (gate and up: 2) */
+        bool gather, bwd;
+    } pairs[8] = {{qkv, hid, 1, true, false},  {hid, o, 1, false, false}, {ffn, hid, 2, true, false},
+                  {hid, ffn, 1, false, false}, {hid, ffn, 1, true, true}, {ffn, hid, 2, false, true},
+                  {hid, o, 1, true, true},     {qkv, hid, 1, false, true}};
+    k->fwd = k->bwd = k->fwd_busy = k->bwd_busy = 0;
+    for (int i = 0; i < 8; i++) {
+        bool bwd = pairs[i].bwd;
+        double chunk = pairs[i].count * gemm(cb, rows, pairs[i].n, pairs[i].k, bwd);
+        double whole = pairs[i].count * gemm(cb, T, pairs[i].n, pairs[i].k, bwd), busy;
+        double t = ring_pair(tp, chunk, s, acc, pairs[i].gather, &busy);
+        *(bwd ? &k->bwd : &k->fwd) += t - busy;
+        *(bwd ? &k->bwd_busy : &k->fwd_busy) += busy - whole;
+    }
+}
+
 static layer_cost layer_cost_of(const config *c, const calib *cb, const platform_spec *n, const ringctx *r, int s,
                                 const tpcost *tk)
 {
@@ -496,6 +551,8 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     if (config_kv_repl(c) > 1)
         rep = calib_seconds(cb, TASK_ACC, 0, (double)size_acc_hbm_bytes(size_kv_rep_sum_elems(c)), T);
     layer_cost lc;
+    gf += tk->fwd_busy; /* --tp-overlap's chunked GEMMs and adds */
+    gb += tk->bwd_busy;
     lc.fwd = gf + a_qkv + rf + a_o + tk->fwd; /* QKV all-to-all, ring, O all-to-all, TP */
     lc.fwd_busy = gf + fb;
     double re = 0, re_busy = 0;
@@ -576,6 +633,7 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, ana
     ringctx r;
     ring_setup(&r, c, cb, n);
     tpcost tk = tp_costs(c, n);
+    tp_overlap_costs(c, cb, n, &tk);
     layer_cost worst = {0};
     int ws = 0;
     for (int s = 0; s < c->p_seq; s = next_s(s, c->p_seq)) {

@@ -91,7 +91,10 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.p_seq = degree[MESH_SEQ];
     c.dp = degree[MESH_DP];
     c.tp = degree[MESH_TP];
-    if (c.tp == 1) c.sequence_parallel = true; /* --sequence-parallel off applies to tp > 1 */
+    if (c.tp == 1) { /* --sequence-parallel off and --tp-overlap apply to tp > 1 */
+        c.sequence_parallel = true;
+        c.tp_overlap = false;
+    }
     int ph = c.p_head, ps = c.p_seq;
     c.scope = SCOPE_STEP;
     int nplace = ph > 1 && ps > 1 ? 2 : 1;
