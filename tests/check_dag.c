@@ -250,6 +250,31 @@ START_TEST(tp_overlap_ring_exchange)
 }
 END_TEST
 
+/* A replica of one context rank (P = 1, here tp 2) beside dp = 4 still
+ * reduces its gradients: ZeRO-0's all-reduce per block, sized for the 4
+ * members of the gradient group, 2(4-1)/4 of the TP shard's bf16 weights. */
+START_TEST(dp_of_single_context_rank)
+{
+    config c = tp_case(0);
+    c.p_head = c.p_seq = 1;
+    c.window = 1;
+    c.dp = 4;
+    c.zero = 0;
+    dag *g = tbuild(&c);
+    uint64_t lp = model_layer_params_tp(&c.model, c.tp), want = 2 * 3 * ((lp * 2 + 3) / 4); /* ring chunks */
+    int n = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->stream != STREAM_DP || t->layer < 0) continue;
+        ck_assert_int_eq(t->kind, TASK_ALLREDUCE);
+        ck_assert_uint_eq(t->bytes, want);
+        n++;
+    }
+    ck_assert_int_eq(n, c.tp * c.model.layers);
+    dag_free(g);
+}
+END_TEST
+
 /* ---- bytes against closed forms ---- */
 
 START_TEST(alltoall_bytes)
@@ -521,6 +546,7 @@ static Suite *dag_suite(void)
     tcase_add_test(tc, communicators_are_mesh_groups);
     tcase_add_loop_test(tc, tp_attention_shard, 0, 4);
     tcase_add_loop_test(tc, tp_overlap_ring_exchange, 0, 2);
+    tcase_add_test(tc, dp_of_single_context_rank);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -284,11 +284,14 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
     }
 }
 
-/* A ring collective over the DAG's gradient group (P ranks) moving `elems`
- * elements. */
+/* A ring collective over the gradient group moving `elems` elements,
+ * sized for the DAG's P members of it; with P = 1 beside dp > 1 replicas
+ * (a tp-only replica) for the whole group, the replicas' members, since a
+ * one-member ring moves nothing (the simulator sizes it back alike). */
 static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last)
 {
     uint64_t n = (uint64_t)config_cp(p->c);
+    if (n == 1) n = (uint64_t)p->c->dp;
     if (n == 1) return;
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_DP, op, PHASE_REDUCE, layer);

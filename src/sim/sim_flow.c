@@ -262,8 +262,9 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     const nccl_group *g = task_group(me, t);
     const int *at = bsearch(&me->rank, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
     xbt_assert(at, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
-    int n; /* the DAG's members, whose count sized the task */
+    int n; /* the DAG's members, whose count sized the task; one member: the replicas' (build.c) */
     dag_group(S->g, t->group, &n);
+    if (n == 1) n = S->dp;
     bool fold = spans_dp(S, t->group) && S->reps < S->dp;
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
