@@ -274,9 +274,15 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     v[KNOB_DP] = NULL;
     const char *tp = v[KNOB_TP]; /* a degree, else searched: the base config has none */
     v[KNOB_TP] = NULL;
-    /* valid with tp > 1 only: applied to the layouts (plan_enumerate) */
-    bool sp_off = v[KNOB_SEQUENCE_PARALLEL] && !strcmp(v[KNOB_SEQUENCE_PARALLEL], "off");
-    bool overlap = v[KNOB_TP_OVERLAP] && !strcmp(v[KNOB_TP_OVERLAP], "on");
+    /* valid with tp > 1 only: read by the knobs' own parser, applied to
+     * the layouts (plan_enumerate) */
+    config tpk;
+    config_defaults(&tpk);
+    if ((v[KNOB_SEQUENCE_PARALLEL] &&
+         config_knob_parse(&tpk, KNOB_SEQUENCE_PARALLEL, v[KNOB_SEQUENCE_PARALLEL], err) < 0) ||
+        (v[KNOB_TP_OVERLAP] && config_knob_parse(&tpk, KNOB_TP_OVERLAP, v[KNOB_TP_OVERLAP], err) < 0))
+        return -1;
+    bool sp_off = !tpk.sequence_parallel, overlap = tpk.tp_overlap;
     if (sp_off && overlap) {
         snprintf(err, LOONG_ERRLEN,
                  "--tp-overlap on overlaps sequence parallelism's collectives: drop "
