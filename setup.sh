@@ -110,12 +110,12 @@ check)
     rm -rf "$record"
     # a build configured before clang was installed finds it now
     grep -q '^FUZZ_CC = .' build/Makefile || (cd build && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
-    run_pass "test suite: normal build" 420 \
+    run_pass "test suite: normal build" 360 \
         env LOONG_TEST_RECORD="$record/normal" make -s -C build -j"$JOBS" check
     # the tarball out of tree, source read-only, under ASan + UBSan
-    # (AM_DISTCHECK_CONFIGURE_FLAGS): the sanitizer pass; the fidelity loop
-    # times this machine and has just run
-    run_pass "make distcheck: ASan + UBSan suite of the tarball" 300 \
+    # (AM_DISTCHECK_CONFIGURE_FLAGS): the sanitizer pass; the fidelity
+    # table's simulations give the same numbers there and have just run
+    run_pass "make distcheck: ASan + UBSan suite of the tarball" 360 \
         env LOONG_TEST_RECORD="$record/asan" LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
     run_pass "fuzz: replay corpora, explore changed parsers" 180 make -s -C build fuzz-run FUZZ_SECONDS=60
     pass_table

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The fidelity table: every published figure the docs compare loong with,
+# predicted again, in one table of what is compared, its setup, its source,
+# the published figure, loong's prediction and the error. Deterministic
+# simulations only (loong sim and loong coll on the shipped platforms and
+# calibration tables), nothing timed on this machine, about 15 s.
+#
+# Rows (the setups, and why they are comparable, in docs/validation.md#the-fidelity-table):
+#   attn   ring-flash-attention's README tables (github.com/zhuzilin/ring-
+#          flash-attention at 01c8baf, benchmark/benchmark_{kv,varlen_kv}
+#          packed_func.py): one DGX A100 node, Llama-3.1-8B attention (32
+#          query heads, 8 KV heads, head dim 128), bf16, causal, 8K tokens per
+#          GPU, iterations per second of one attention forward (fwd) or
+#          forward + backward (fwdbwd); the varlen rows cycle four packings.
+#          The 8xH800 rows are left out: that code runs FlashAttention-2,
+#          and loong's Hopper tables are FlashAttention-3's.
+#   coll   nccl-tests bus bandwidth at 8 GiB on the shipped DGX H100
+#          platforms (the public issues and reports named per row).
+#   e2e    Megatron-LM's Table 1 rows without pipeline parallelism
+#          (experiments/tp-published: GPT 1.7B-18.4B, TP 1-8, A100).
+#
+# usage: experiments/fidelity/run.sh [--check FILE | --record FILE] [LOONG]
+#   --check FILE   compare each row's error with FILE's recorded one: exit 1
+#                  when one moved by more than FIDELITY_TOLERANCE points (2),
+#                  or a row is missing or new; the check of `make check`
+#   --record FILE  write the rows' errors to FILE (a change of a recorded
+#                  value is committed with the reason it moved)
+# Exit status: 0; 1 when --check finds a move; 2 when a prediction fails.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+TOPO=$TOP/topologies
+MODE="" FILE=""
+case "${1:-}" in
+--check | --record) MODE=${1#--} FILE=${2:?$1 needs a file}; shift 2 ;;
+-h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+-*) echo "fidelity: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+L=${1:-${LOONG:-$TOP/build/loong}}
+TOL=${FIDELITY_TOLERANCE:-2}
+[ -x "$L" ] || { echo "fidelity: no loong at $L (build first)" >&2; exit 2; }
+if [ "$MODE" = check ] && ! { [ -f "$FILE" ] && [ -r "$FILE" ]; }; then
+    echo "fidelity: cannot read the recorded errors $FILE" >&2
+    exit 2
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "fidelity: $*" >&2; exit 2; }
+
+ROWS=$TMP/rows # name|kind|setup|source|published|predicted|unit|error
+row() {        # name kind setup source published predicted unit
+    local err
+    [[ $6 =~ ^[0-9.]+$ ]] || fail "no prediction for row $1"
+    err=$(awk -v p="$6" -v q="$5" 'BEGIN {printf "%+.1f", 100 * (p - q) / q}')
+    printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$err" >>"$ROWS"
+}
+
+# ---- attention: ring-flash-attention on 8 A100s ----
+A100=$TOPO/a100-1n-8nic.xml
+RFA="zhuzilin/ring-flash-attention README"
+# step_s SCOPE ARGS...: loong sim's step time of one attention layer
+step_s() {
+    local scope=$1 out
+    shift
+    out=$("$L" sim --platform "$A100" --model llama3-8b --scope "$scope" --quiet "$@" 2>&1) ||
+        fail "loong sim $* failed: $(echo "$out" | tail -n 1)"
+    echo "$out" | sed -n 's/^# step time: \([0-9.e+-]*\) s.*/\1/p'
+}
+# iters SCOPE "PACKING..." ARGS...: iterations per second over the packings
+# (one iteration each, as the benchmark cycles them; "-" is one document)
+iters() {
+    local scope=$1 packs=$2 sum=0 n=0 p t docs
+    shift 2
+    for p in $packs; do
+        docs=()
+        [ "$p" != - ] && docs=(--docs "$p")
+        t=$(step_s "$scope" "$@" "${docs[@]}")
+        [ -n "$t" ] || exit 2
+        sum=$(awk -v s="$sum" -v t="$t" 'BEGIN {print s + t}')
+        n=$((n + 1))
+    done
+    awk -v n="$n" -v s="$sum" 'BEGIN {printf "%.1f", n / s}'
+}
+# the benchmark's local cu_seqlens; across 8 ranks every document is 8x as long
+LOCAL_PACKS="8192 256,7392,544 4096,4096 3104,3200,1600,160,128"
+GLOBAL_PACKS="65536 2048,59136,4352 32768,32768 24832,25600,12800,1280,1024"
+attn_rows() { # api packs-local packs-global published: flash ring zigzag [llama3], fwd then fwdbwd
+    local api=$1 lp=$2 gp=$3 pub=($4) i=0 scope pass impl args packs gpus
+    for pass in fwd fwdbwd; do
+        scope=attn-fwd
+        [ $pass = fwdbwd ] && scope=attn
+        for impl in flash ring zigzag llama3; do
+            case $api/$impl in
+            batch/llama3) continue ;;
+            */flash) args=(--mesh 1 --seq 8K) packs=$lp ;;
+            batch/ring) args=(--mesh 8 --strategy ring --seq 64K) packs=$gp ;;
+            batch/zigzag) args=(--mesh 8 --strategy zigzag --seq 64K) packs=$gp ;;
+            varlen/ring) args=(--mesh 8 --strategy ring --partition doc-contiguous --seq 64K) packs=$gp ;;
+            varlen/zigzag) args=(--mesh 8 --strategy zigzag --partition doc-zigzag --seq 64K) packs=$gp ;;
+            varlen/llama3) args=(--mesh 1x8 --strategy allgather --partition contiguous --kv-stride 4 --seq 64K) packs=$gp ;;
+            esac
+            gpus=8
+            [ $impl = flash ] && gpus=1
+            row "attn.$api.$impl.$pass" attn "$gpus A100, $api $impl, $pass" "$RFA" "${pub[$i]}" \
+                "$(iters "$scope" "$packs" "${args[@]}")" iter/s
+            i=$((i + 1))
+        done
+    done
+}
+# published iter/s (8xA100 rows), in attn_rows' order: flash ring zigzag [llama3], fwd then fwd + bwd
+attn_rows batch "8192" "-" "373.4 24.0 38.2 94.7 6.2 10.6"
+attn_rows varlen "$LOCAL_PACKS" "$GLOBAL_PACKS" "532.3 33.1 47.9 34.3 133.8 8.7 13.4 9.7"
+
+# ---- collectives: nccl-tests bus bandwidth on the shipped DGX H100 platforms ----
+coll_row() { # nodes op published source
+    local out bw
+    out=$("$L" coll --platform "$TOPO/dgx-h100-$1n.xml" --op "$2" -b 8G -e 8G 2>&1) ||
+        fail "loong coll $1n $2 failed: $(echo "$out" | tail -n 1)"
+    bw=$(echo "$out" | awk '!/^#/ && NF >= 15 {print $8}')
+    [ -n "$bw" ] || fail "loong coll $1n $2 printed no size line"
+    row "coll.$1n.$2" coll "$((8 * $1)) H100, $2, 8 GiB" "$4" "$3" "$bw" GB/s
+}
+coll_row 1 all_reduce 480 "NVIDIA/nccl-tests#212 (NVLS)"
+coll_row 1 all_gather 360 "NVIDIA/nccl-tests#326"
+coll_row 1 reduce_scatter 360 "NVIDIA/nccl#1281"
+coll_row 4 all_reduce 331 "aigatech/vpbenchmarking (IB, NCCL 2.24.3)"
+coll_row 4 all_gather 324 "aigatech/vpbenchmarking (IB, NCCL 2.24.3)"
+coll_row 4 alltoall 64 "NVIDIA/nccl-tests#267, #130 (48 GB/s per NIC x N/(N-1))"
+coll_row 32 all_gather 200 "NVIDIA/nccl#1218 (RoCE, 2 GB, reported troubled)"
+coll_row 32 alltoall 49.5 "NVIDIA/nccl-tests#267"
+
+# ---- end to end: Megatron-LM's Table 1 (experiments/tp-published) ----
+out=$("$TOP/experiments/tp-published/run.sh" "$L" 2>&1) || fail "experiments/tp-published failed: $(echo "$out" | tail -n 1)"
+while read -r m tp gpus _ _ _ pub pred _; do
+    row "e2e.megatron.$m" e2e "$gpus A100, tp$tp, seq 2K, full recompute" "Megatron-LM Table 1 (arXiv 2104.04473)" \
+        "$pub" "$pred" TFLOP/s/GPU
+done < <(echo "$out" | grep -v '^#')
+
+# ---- the table ----
+printf '# %-26s %-4s %-36s %-56s %10s %10s %-12s %8s\n' row kind setup source published predicted unit error_%
+awk -F'|' '{printf "  %-26s %-4s %-36s %-56s %10s %10s %-12s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$ROWS"
+awk -F'|' '{e = $8 < 0 ? -$8 : $8; s[$2] += e; n[$2]++}
+    END {for (k in s) printf "# %s: mean absolute error %.1f %% over %d rows\n", k, s[k] / n[k], n[k]}' "$ROWS" | sort
+
+case $MODE in
+record)
+    {
+        echo "# experiments/fidelity/run.sh --record: each row's error (%) against its published figure."
+        echo "# A regression guard, not a target: a commit that changes a value says why it moved."
+        awk -F'|' '{print $1, $8}' "$ROWS"
+    } >"$FILE.tmp" && mv "$FILE.tmp" "$FILE" || fail "cannot write $FILE"
+    echo "# recorded $(wc -l <"$ROWS") rows in $FILE"
+    ;;
+check)
+    awk -F'|' '{print $1, $8}' "$ROWS" | awk -v tol="$TOL" -v file="$FILE" '
+        FNR == NR {if ($0 !~ /^#/ && NF == 2) rec[$1] = $2; next}
+        {seen[$1] = 1
+         if (!($1 in rec)) {printf "fidelity: row %s is new (%s %%): record it (--record) in the commit that adds it\n", $1, $2; bad++; next}
+         d = $2 - rec[$1]
+         if (d > tol || d < -tol) {printf "fidelity: row %s moved from %s to %s %% (more than %s points): find why, or re-record with the reason\n", $1, rec[$1], $2, tol; bad++}}
+        END {for (r in rec) if (!(r in seen)) {printf "fidelity: recorded row %s is no longer predicted\n", r; bad++}
+             if (bad) exit 1
+             printf "# fidelity: every row within %s points of %s\n", tol, file}' "$FILE" -
+    ;;
+esac
