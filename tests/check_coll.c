@@ -16,6 +16,7 @@
 #include "cli_util.h"
 #include "plat_util.h"
 #include "analysis/nccl_fit.h"
+#include "analysis/nccl_log.h"
 #include "model/platform_spec.h"
 
 #define dir plat_dir
@@ -164,9 +165,10 @@ START_TEST(alltoall_bounded_by_pod_uplink)
 }
 END_TEST
 
-/* A log written here: rows (size, time) in nccl-tests' format. */
-static const char *write_log(const char *name, const char *op, int gpus, int nodes, const double *size,
-                             const double *us, int n, bool footer)
+/* A log written here: rows (size, time) in nccl-tests' format; rank r on
+ * host r / (gpus/nodes), or r % nodes when round_robin. */
+static const char *write_log_on(const char *name, const char *op, int gpus, int nodes, bool round_robin,
+                                const double *size, const double *us, int n, bool footer)
 {
     static char path[160];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -178,7 +180,7 @@ static const char *write_log(const char *name, const char *op, int gpus, int nod
                "iters: 1 validation: 1 graph: 0\n#\n# Using devices\n");
     for (int r = 0; r < gpus; r++)
         fprintf(f, "#  Rank %2d Group  0 Pid %6d on    node-%02d device %2d [0000:18:00] NVIDIA H100 80GB HBM3\n", r,
-                1000 + r, r / (gpus / nodes), r % 8);
+                1000 + r, round_robin ? r % nodes : r / (gpus / nodes), r % 8);
     fprintf(f, "#\n#                                                              out-of-place                       "
                "in-place          \n#       size         count      type   redop    root     time   algbw   busbw "
                "#wrong     time   algbw   busbw #wrong\n#        (B)    (elements)                               (us) "
@@ -191,6 +193,33 @@ static const char *write_log(const char *name, const char *op, int gpus, int nod
     fclose(f);
     return path;
 }
+
+static const char *write_log(const char *name, const char *op, int gpus, int nodes, const double *size,
+                             const double *us, int n, bool footer)
+{
+    return write_log_on(name, op, gpus, nodes, false, size, us, n, footer);
+}
+
+/* A log's nodes are its distinct hosts, however many: 128 and 2,048 nodes
+ * of 8 GPUs, their ranks listed host by host or round-robin (a reader that
+ * kept 64 host names counted 16 GPUs per node at 128 nodes). */
+START_TEST(log_of_many_nodes)
+{
+    const double size[] = {1 << 20, 1 << 26}, us[] = {100, 1000};
+    const int nodes[] = {128, 2048};
+    for (int i = 0; i < 2; i++)
+        for (int rr = 0; rr < 2; rr++) {
+            nccl_log log;
+            char err[LOONG_ERRLEN];
+            const char *path = write_log_on("big.log", "all_reduce", 8 * nodes[i], nodes[i], rr, size, us, 2, true);
+            ck_assert_msg(nccl_log_read(path, &log, err) == 0, "%s", err);
+            ck_assert_int_eq(log.gpus, 8 * nodes[i]);
+            ck_assert_int_eq(log.nodes, nodes[i]);
+            ck_assert_int_eq(log.nrows, 2);
+            nccl_log_free(&log);
+        }
+}
+END_TEST
 
 /* --compare takes the log's op, GPUs, nodes and sizes; its simulated column
  * is loong coll's for the same sizes, its error (sim - meas) / meas. */
@@ -337,6 +366,7 @@ int main(void)
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);
     tcase_set_timeout(cli, 120);
+    tcase_add_test(tc, log_of_many_nodes);
     tcase_add_test(cli, compare_with_a_log);
     tcase_add_test(cli, nccl_tests_round_trip);
     tcase_add_test(cli, bad_input);

@@ -11,10 +11,12 @@
 #include "core/infile.h"
 #include "core/xalloc.h"
 
+typedef char host_name[64];
+
 typedef struct reader {
     nccl_log *log;
-    char hosts[64][64];
-    int nhosts;
+    host_name *hosts; /* distinct, as first seen; any number (2,048-node logs) */
+    int nhosts, hosts_cap;
     bool header, footer;
     int cap;
 } reader;
@@ -34,15 +36,23 @@ static void op_from(nccl_log *log, const char *text)
         }
 }
 
+/* A "#  Rank N Group G Pid P on HOST ..." line: one more GPU, and HOST if
+ * new. nccl-tests lists a host's ranks together, so the last host is
+ * checked first and the scan is rarely needed. */
 static void rank_line(reader *r, const char *line)
 {
     int rank, group;
-    char host[64];
+    host_name host;
     if (sscanf(line, "# Rank %d Group %d Pid %*d on %63s", &rank, &group, host) != 3) return;
     r->log->gpus++;
+    if (r->nhosts && !strcmp(r->hosts[r->nhosts - 1], host)) return;
     for (int i = 0; i < r->nhosts; i++)
         if (!strcmp(r->hosts[i], host)) return;
-    if (r->nhosts < 64) snprintf(r->hosts[r->nhosts++], sizeof r->hosts[0], "%s", host);
+    if (r->nhosts == r->hosts_cap) {
+        r->hosts_cap = r->hosts_cap ? 2 * r->hosts_cap : 64;
+        r->hosts = xrealloc_array(r->hosts, (size_t)r->hosts_cap, sizeof *r->hosts, "an nccl-tests log's hosts");
+    }
+    snprintf(r->hosts[r->nhosts++], sizeof *r->hosts, "%s", host);
 }
 
 static void comment(reader *r, const char *line)
@@ -130,6 +140,7 @@ int nccl_log_parse(const char *text, const char *path, nccl_log *log, char err[L
     }
     free(copy);
     if (rc == 0) rc = finish(&r, empty, err);
+    free(r.hosts);
     if (rc == 0) {
         const char *base = strrchr(path, '/');
         op_from(log, base ? base + 1 : path);
