@@ -20,7 +20,6 @@ typedef struct points {
 /* A kernel counts as overlapped (an interference point) above this
  * fraction, and as clean (a point of its kind's line) below the other. */
 #define PHI_OVERLAPPED 0.5
-#define PHI_CLEAN      0.05 /* and as clean below this one */
 #define PHI_CLEAN      0.05
 
 struct calibrate_points {
@@ -212,17 +211,12 @@ static void fit_one(const points *pt, const char *what, calibrate_fit_of *f)
 {
     char err[LOONG_ERRLEN];
     if (!pt->n) return;
-    if (fit_linear(pt->x, pt->y, pt->n, what, &f->line, err) < 0) {
+    if (fit_linear_bounded(pt->x, pt->y, pt->n, MAX_T0, what, &f->line, err) < 0) {
         f->status = CAL_KEPT;
         snprintf(f->reason, sizeof f->reason, "%.150s", err);
         return;
     }
     f->status = CAL_FITTED;
-    if (f->line.c0 > MAX_T0) {
-        f->status = CAL_KEPT;
-        snprintf(f->reason, sizeof f->reason, "%s: start-up time %.3g s is outside [0, %g ms], not a latency", what,
-                 f->line.c0, MAX_T0 * 1e3);
-    }
 }
 
 /* A fitted compute rate against the kind's reference in base: within it;
@@ -386,9 +380,12 @@ int calibrate_kept(const calibrate_result *r)
 
 static void print_line(FILE *f, const char *name, const fit_line *l, double rate, const char *unit)
 {
+    char note[64] = "";
+    if (l->through_origin) snprintf(note, sizeof note, "  (t0 < 0 came out: fitted through 0)");
+    if (l->t0_bounded)
+        snprintf(note, sizeof note, "  (t0 > %g ms came out: fitted with t0 = %g ms)", MAX_T0 * 1e3, MAX_T0 * 1e3);
     fprintf(f, " %-11s %8d %11.3f %11.3f %-4s %9.5f %9.2f %9.2f %8d%s\n", name, l->n, l->c0 * 1e6, rate, unit, l->r2,
-            100 * l->rel_rms, 100 * l->rel_max, l->outliers,
-            l->through_origin ? "  (t0 < 0 came out: fitted through 0)" : "");
+            100 * l->rel_rms, 100 * l->rel_max, l->outliers, note);
 }
 
 static const char header[] = "#%-11s %8s %11s %16s %9s %9s %9s %8s\n";

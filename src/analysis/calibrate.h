@@ -7,10 +7,11 @@
  * (calibrate_points_from_traces); any other source fills them the same way
  * and shares one fitting, policy and report path:
  *
- *   - each kind and class is fitted with fit_linear() (robust, relative);
+ *   - each kind and class is fitted with fit_linear_bounded() (robust,
+ *     relative), its start-up time within [0, 10 ms]: one that comes out
+ *     outside is fixed at the bound and the rate refitted;
  *   - a fit must be physical: a positive rate no faster than the base
- *     table's reference for the kind (peak, or mem_bw for merge and acc),
- *     a start-up time in [0, 10 ms];
+ *     table's reference for the kind (peak, or mem_bw for merge and acc);
  *   - a rate above a reference the base table marks `assumed` raises that
  *     reference (calib_raise_reference: the other rows keep their speed),
  *     and the report says so;

@@ -30,9 +30,10 @@ static void residuals(const double *x, const double *y, int n, fit_line *f)
 static double bisquare(double u) { return fabs(u) < 1 ? (1 - u * u) * (1 - u * u) : 0; }
 #define BISQUARE_TUNE 4.685 /* 95 % efficiency under Gaussian noise */
 
-/* Weighted least squares of y = c0 + c1 x (or c1 x through the origin) on
- * x and y scaled to at most 1 by xs and ys, weights w. */
-static int wls(const double *x, const double *y, const double *w, int n, bool origin, double xs, double ys, fit_line *f)
+/* Weighted least squares of y = c0 + c1 x (or off + c1 x, c0 fixed at off,
+ * when origin) on x and y scaled to at most 1 by xs and ys, weights w. */
+static int wls(const double *x, const double *y, const double *w, int n, bool origin, double off, double xs, double ys,
+               fit_line *f)
 {
     size_t p = origin ? 1 : 2, m = (size_t)n;
     gsl_matrix *X = gsl_matrix_alloc(m, p), *cov = gsl_matrix_alloc(p, p);
@@ -43,12 +44,12 @@ static int wls(const double *x, const double *y, const double *w, int n, bool or
         for (size_t i = 0; i < m; i++) {
             if (!origin) gsl_matrix_set(X, i, 0, 1.0);
             gsl_matrix_set(X, i, p - 1, x[i] / xs);
-            gsl_vector_set(t, i, y[i] / ys);
+            gsl_vector_set(t, i, (y[i] - (origin ? off : 0)) / ys);
             gsl_vector_set(wv, i, w[i]);
         }
         double chisq;
         if (gsl_multifit_wlinear(X, wv, t, c, cov, &chisq, lw) == GSL_SUCCESS) {
-            f->c0 = origin ? 0 : gsl_vector_get(c, 0) * ys;
+            f->c0 = origin ? off : gsl_vector_get(c, 0) * ys;
             f->c1 = gsl_vector_get(c, p - 1) * ys / xs;
             rc = 0;
         }
@@ -67,9 +68,9 @@ static int wls(const double *x, const double *y, const double *w, int n, bool or
  * the relative residuals (gsl_stats_mad). GSL's gsl_multifit_robust takes
  * no prior weights, and on the row-scaled relative equations its bisquare
  * weights did not set outliers aside (GSL 2.7, checked on synthetic data),
- * so its weighted solver and its MAD are driven here. Returns 0, or -1
- * when GSL fails. */
-static int robust_relative(const double *x, const double *y, int n, bool origin, fit_line *f)
+ * so its weighted solver and its MAD are driven here. With origin, c0 is
+ * fixed at off. Returns 0, or -1 when GSL fails. */
+static int robust_relative(const double *x, const double *y, int n, bool origin, double off, fit_line *f)
 {
     double xs = 0, ys = 0;
     for (int i = 0; i < n; i++) {
@@ -83,7 +84,7 @@ static int robust_relative(const double *x, const double *y, int n, bool origin,
         rob[i] = 1;
         w[i] = ys * ys / (y[i] * y[i]);
     }
-    if (rc == 0) rc = wls(x, y, w, n, origin, xs, ys, f);
+    if (rc == 0) rc = wls(x, y, w, n, origin, off, xs, ys, f);
     for (int it = 0; rc == 0 && it < 50; it++) {
         for (int i = 0; i < n; i++)
             r[i] = (y[i] - (f->c0 + f->c1 * x[i])) / y[i];
@@ -94,7 +95,7 @@ static int robust_relative(const double *x, const double *y, int n, bool origin,
             w[i] = rob[i] * ys * ys / (y[i] * y[i]);
         }
         double c0 = f->c0, c1 = f->c1;
-        rc = wls(x, y, w, n, origin, xs, ys, f);
+        rc = wls(x, y, w, n, origin, off, xs, ys, f);
         if (fabs(f->c1 - c1) <= 1e-9 * fabs(c1) && fabs(f->c0 - c0) <= 1e-9 * ys) break;
     }
     f->outliers = 0;
@@ -108,6 +109,12 @@ static int robust_relative(const double *x, const double *y, int n, bool origin,
 }
 
 int fit_linear(const double *x, const double *y, int n, const char *what, fit_line *out, char err[LOONG_ERRLEN])
+{
+    return fit_linear_bounded(x, y, n, INFINITY, what, out, err);
+}
+
+int fit_linear_bounded(const double *x, const double *y, int n, double t0_max, const char *what, fit_line *out,
+                       char err[LOONG_ERRLEN])
 {
     gsl_set_error_handler_off(); /* GSL's default handler aborts; errors are return values here */
     if (n < 3) {
@@ -131,10 +138,16 @@ int fit_linear(const double *x, const double *y, int n, const char *what, fit_li
     }
     *out = (fit_line){0};
     out->n = n;
-    int rc = robust_relative(x, y, n, false, out);
+    int rc = robust_relative(x, y, n, false, 0, out);
+    /* c0 outside [0, t0_max]: the least squares within the bounds has c0 on
+     * the nearer one (the residual's minimum over c1 is convex in c0), so
+     * the slope is refitted with c0 fixed there */
     if (rc == 0 && out->c0 < 0) { /* a negative start-up time is noise: fit the slope alone */
-        rc = robust_relative(x, y, n, true, out);
+        rc = robust_relative(x, y, n, true, 0, out);
         out->through_origin = true;
+    } else if (rc == 0 && out->c0 > t0_max) {
+        rc = robust_relative(x, y, n, true, t0_max, out);
+        out->t0_bounded = true;
     }
     if (rc < 0) {
         snprintf(err, LOONG_ERRLEN, "%s: the robust fit did not converge on %d points", what, n);

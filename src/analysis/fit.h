@@ -25,6 +25,7 @@ typedef struct fit_line {
     int n;                   /* points */
     int outliers;            /* points the robust fit weighted below 1/2 */
     bool through_origin;     /* c0 came out negative: refitted as y = c1 x */
+    bool t0_bounded;         /* c0 came out above fit_linear_bounded's t0_max: refitted with c0 = t0_max */
 } fit_line;
 
 /* Fit y = c0 + c1 x. `what` names the data in messages. Returns 0, or -1
@@ -32,5 +33,10 @@ typedef struct fit_line {
  * (degenerate: the slope is undetermined), a y is not positive, or the
  * slope is not positive. */
 int fit_linear(const double *x, const double *y, int n, const char *what, fit_line *out, char err[LOONG_ERRLEN]);
+/* The same with c0 within [0, t0_max]: a c0 above it (a slow spell on the
+ * small sizes, or a curve that is not a line) is fixed at t0_max and the
+ * slope refitted, the least squares within the bound. */
+int fit_linear_bounded(const double *x, const double *y, int n, double t0_max, const char *what, fit_line *out,
+                       char err[LOONG_ERRLEN]);
 
 #endif
