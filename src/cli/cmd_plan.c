@@ -280,7 +280,8 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     config_defaults(&tpk);
     if ((v[KNOB_SEQUENCE_PARALLEL] &&
          config_knob_parse(&tpk, KNOB_SEQUENCE_PARALLEL, v[KNOB_SEQUENCE_PARALLEL], err) < 0) ||
-        (v[KNOB_TP_OVERLAP] && config_knob_parse(&tpk, KNOB_TP_OVERLAP, v[KNOB_TP_OVERLAP], err) < 0))
+        (v[KNOB_TP_OVERLAP] && config_knob_parse(&tpk, KNOB_TP_OVERLAP, v[KNOB_TP_OVERLAP], err) < 0) ||
+        (v[KNOB_PREFETCH] && config_knob_parse(&tpk, KNOB_PREFETCH, v[KNOB_PREFETCH], err) < 0))
         return -1;
     bool sp_off = !tpk.sequence_parallel, overlap = tpk.tp_overlap;
     if (sp_off && overlap) {
@@ -289,10 +290,16 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
                  "--sequence-parallel off");
         return -1;
     }
-    v[KNOB_SEQUENCE_PARALLEL] = v[KNOB_TP_OVERLAP] = NULL;
+    v[KNOB_SEQUENCE_PARALLEL] = v[KNOB_TP_OVERLAP] = v[KNOB_PREFETCH] = NULL; /* --prefetch: ZeRO-3 layouts */
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
     x->req.base.sequence_parallel = !sp_off;
     x->req.base.tp_overlap = overlap;
+    x->req.base.prefetch = tpk.prefetch;
+    if (tpk.prefetch < 0 || tpk.prefetch > CONFIG_MAX_PREFETCH) {
+        snprintf(err, LOONG_ERRLEN, "--prefetch %d must be 0 to %d blocks (1: FSDP's, one block ahead)", tpk.prefetch,
+                 CONFIG_MAX_PREFETCH);
+        return -1;
+    }
     x->req.tp = 0;
     if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
     if (x->req.tp && x->req.gpus % x->req.tp) {

@@ -288,7 +288,8 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
  * sized for the DAG's P members of it; with P = 1 beside dp > 1 replicas
  * (a tp-only replica) for the whole group, the replicas' members, since a
  * one-member ring moves nothing (the simulator sizes it back alike). */
-static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last)
+static void dp_coll_after(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last,
+                          int after)
 {
     uint64_t n = (uint64_t)config_cp(p->c);
     if (n == 1) n = (uint64_t)p->c->dp;
@@ -298,6 +299,7 @@ static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t ele
     dag_task *t = bt_task(b, id);
     t->group = p->dp_gid;
     t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
+    if (after >= 0) bt_reads(b, after);
     for (int l = first; l <= last; l++) {
         if (kind == TASK_ALLGATHER)
             bt_writes(b, BUF_LB(l, LB_W));
@@ -305,6 +307,52 @@ static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t ele
             bt_reads(b, BUF_LB(l, LB_GRAD));
     }
     bt_end(b);
+}
+
+static void dp_coll(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last)
+{
+    dp_coll_after(p, kind, op, layer, elems, first, last, -1);
+}
+
+/* ZeRO-3's all-gather of block j's parameters (j = L: the LM head's),
+ * issued after buffer `after` is written (-1: in stream order only). */
+static void param_gather(prog *p, int j, int after)
+{
+    int L = p->m->layers;
+    if (j < L)
+        dp_coll_after(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, j, model_layer_params_tp(p->m, p->tp), j, j, after);
+    else
+        dp_coll_after(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, model_head_params_tp(p->m, p->tp), L, L, after);
+}
+
+/* ZeRO-3 forward as FSDP runs it (reshard after forward, forward prefetch
+ * bounded to c->prefetch blocks): on entering block l, once its input is
+ * ready (block l-1 done, its parameters resharded), the gather of block
+ * l + prefetch is issued, so at most prefetch + 1 blocks' parameters are
+ * gathered at once; block 0 issues its own and the prefetched ones. The
+ * LM head is block L. (FSDP1's limit_all_gathers keeps two blocks'
+ * gathers in flight; FSDP2 prefetches the modules given to
+ * set_modules_to_forward_prefetch, torchtitan one block ahead.) */
+static void fwd_gathers(prog *p, int l)
+{
+    int L = p->m->layers, n = p->c->prefetch;
+    for (int j = l == 0 ? 0 : l + n; j <= l + n && j <= L; j++)
+        param_gather(p, j, BUF_LB(l, LB_X));
+}
+
+/* ZeRO-3 backward with FSDP's backward prefetch (BACKWARD_PRE; FSDP2's
+ * FSDPParamGroup._backward_prefetch in torch/distributed/fsdp/_fully_shard/
+ * _fsdp_param_group.py unshards the previous module in forward order): entering
+ * block l's backward, the gather of block l - prefetch is issued before
+ * block l's gradient collective, so it runs beside block l's backward; it
+ * follows block l+1's reduce-scatter on the stream, which waits for block
+ * l+1's backward, so again at most prefetch + 1 blocks are gathered. The
+ * first block of the backward (L-1) issues its own and the prefetched. */
+static void bwd_gathers(prog *p, int l)
+{
+    int L = p->m->layers, n = p->c->prefetch;
+    for (int j = l == L - 1 ? l : l - n; j >= l - n && j >= 0; j--)
+        param_gather(p, j, -1);
 }
 
 /* Heads the QKV all-to-all moves: H query heads, and K and V of every KV
@@ -381,8 +429,7 @@ static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
     const model *m = p->m;
     uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
-    if (p->c->zero == 3 && ph == PHASE_FWD)
-        dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, model_layer_params_tp(m, p->tp), l, l);
+    if (p->c->zero == 3 && ph == PHASE_FWD) fwd_gathers(p, l);
     const tp_gemm qkv = {
         OP_QKV, (uint64_t)model_qkv_heads(m) * d / tp, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
     column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
@@ -404,7 +451,7 @@ static void layer_bwd(prog *p, int l)
     uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
     uint64_t lp = model_layer_params_tp(m, p->tp);
     int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
-    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, l, lp, l, l);
+    if (c->zero == 3) bwd_gathers(p, l);
     if (c->recompute != RECOMPUTE_NONE) layer_fwd(p, l, PHASE_RECOMPUTE, c->recompute == RECOMPUTE_FULL);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
     column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG), &down, 1);
@@ -456,7 +503,7 @@ static void lm_head(prog *p)
     int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
     uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
     uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp, hp = model_head_params_tp(m, p->tp);
-    if (c->zero == 3) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, hp, L, L);
+    if (c->zero == 3 && c->prefetch == 0) param_gather(p, L, BUF_LB(L, LB_X)); /* else prefetched */
     tp_gather(p, OP_TP_X, PHASE_FWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
     gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(tbuf(p, L, LB_XG), W), WRITES(BUF_LB(L, LB_M)));
     tp_coll_sized(p, TASK_ALLREDUCE, OP_TP_LOSS, PHASE_FWD, L, 3 * T, 4, BUF_LB(L, LB_M), BUF_LB(L, LB_M));

@@ -34,6 +34,7 @@ void config_defaults(config *c)
     c->gpus_per_node = 8;
     c->recompute = RECOMPUTE_NONE;
     c->zero = 1;
+    c->prefetch = 1;
     c->act_bytes = 2;
 }
 
@@ -298,6 +299,14 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
         return -1;
     }
     if (c->zero < 0 || c->zero > 3) return fail(err, "--zero must be 0, 1, 2 or 3");
+    if (c->prefetch != 1 && c->zero != 3)
+        return fail(err,
+                    "--prefetch applies to --zero 3 (parameters gathered block by block): drop it or add --zero 3");
+    if (c->prefetch < 0 || c->prefetch > CONFIG_MAX_PREFETCH) {
+        snprintf(err, LOONG_ERRLEN, "--prefetch %d must be 0 to %d blocks (1: FSDP's, one block ahead)", c->prefetch,
+                 CONFIG_MAX_PREFETCH);
+        return -1;
+    }
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
     return validate_overflow(c, err);
@@ -430,6 +439,7 @@ typedef enum {
     KT_MODEL,
     KT_COUNT,
     KT_INT,
+    KT_NONNEG, /* an int that may be 0 */
     KT_STAGE,
     KT_MESH,
     KT_ORDER,
@@ -561,6 +571,14 @@ static const knob_row knobs[KNOB_COUNT] = {
                    offsetof(config, zero),
                    NULL,
                    0},
+    [KNOB_PREFETCH] = {{"prefetch", "prefetch", "N",
+                        "ZeRO-3: blocks whose parameters are gathered\n"
+                        "ahead of the one computing (FSDP's)          [1]",
+                        false},
+                       KT_NONNEG,
+                       offsetof(config, prefetch),
+                       NULL,
+                       0},
     [KNOB_DTYPE] = {{"dtype", "dtype", "T", "bf16 | fp32 activations                     [bf16]", false},
                     KT_DTYPE,
                     0,
@@ -598,6 +616,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_MODEL: snprintf(buf, len, "%s", c->model.name); break;
     case KT_COUNT: snprintf(buf, len, "%llu", (unsigned long long)c->seq); break;
     case KT_INT:
+    case KT_NONNEG:
     case KT_STAGE: snprintf(buf, len, "%d", int_value(c, r)); break;
     case KT_MESH: snprintf(buf, len, "%dx%d", c->p_head, c->p_seq); break;
     case KT_ORDER: config_placement_text(c, buf, len); break;
@@ -618,15 +637,16 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
            (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1) ||
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
-           (k == KNOB_TP_OVERLAP && !c->tp_overlap);
+           (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1);
 }
 
-/* The knobs knob_unset() may leave out, whose default is all-zero but dp's
- * and tp's (1) and sequence_parallel's (on), set by config_from_json. */
+/* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
+ * tp's and prefetch's (1) and sequence_parallel's (on), set by
+ * config_from_json. */
 static bool optional_knob(int k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
-           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP;
+           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -704,6 +724,9 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
     case KT_MODEL: return model_resolve(text, &c->model, err);
     case KT_COUNT: return units_parse_count(text, what, &c->seq, err);
     case KT_INT: return units_parse_int(text, what, int_field(c, r), err);
+    case KT_NONNEG:
+        if (!strcmp(text, "0")) return *int_field(c, r) = 0;
+        return units_parse_int(text, what, int_field(c, r), err);
     case KT_STAGE:
         if (strlen(text) != 1 || text[0] < '0' || text[0] > '3') {
             snprintf(err, LOONG_ERRLEN, "--zero '%.60s' is not a ZeRO stage 0, 1, 2 or 3", text);
@@ -743,6 +766,7 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_MODEL: return model_to_json(&c->model);
     case KT_COUNT: return json_integer((json_int_t)c->seq);
     case KT_INT:
+    case KT_NONNEG:
     case KT_STAGE: return json_integer(int_value(c, r));
     case KT_MESH: return json_pack("[i,i]", c->p_head, c->p_seq);
     case KT_ORDER: {
@@ -791,7 +815,7 @@ static int knob_from_json(const json_t *v, config *c, const knob_row *r, char er
     if (r->type == KT_DOCS) return (c->docs = docs_from_json(v, c->seq, err)) ? 0 : -1;
     if (r->type == KT_MESH) {
         if (json_unpack((json_t *)v, "[ii!]", &c->p_head, &c->p_seq) == 0) return 0;
-    } else if (r->type == KT_COUNT || r->type == KT_INT || r->type == KT_STAGE) {
+    } else if (r->type == KT_COUNT || r->type == KT_INT || r->type == KT_NONNEG || r->type == KT_STAGE) {
         json_int_t n = json_is_integer(v) ? json_integer_value(v) : -1;
         if (r->type == KT_COUNT && n > 0) {
             c->seq = (uint64_t)n;
@@ -823,6 +847,7 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     memset(c, 0, sizeof *c);
     c->dp = 1;
     c->tp = 1;
+    c->prefetch = 1;
     c->sequence_parallel = true;
     if (!json_is_object(j)) {
         snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");

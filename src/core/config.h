@@ -36,6 +36,9 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_k
 typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_NVLS } coll_algo_kind;
 typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL128 } coll_proto_kind;
 
+/* --prefetch's bound (a model has fewer blocks; more gathers everything). */
+#define CONFIG_MAX_PREFETCH 1024
+
 typedef struct config {
     model model;
     uint64_t seq; /* S: tokens per sample */
@@ -58,8 +61,9 @@ typedef struct config {
     scope_kind scope;
     int gpus_per_node;
     recompute_kind recompute;
-    int zero;                   /* ZeRO stage 0..3 for the gradient reduction */
-    int act_bytes;              /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    int zero;      /* ZeRO stage 0..3 for the gradient reduction */
+    int prefetch;  /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
+    int act_bytes; /* bytes per activation element: 2 (bf16) or 4 (fp32) */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
     coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
@@ -182,6 +186,7 @@ typedef enum {
     KNOB_GPUS_PER_NODE,
     KNOB_RECOMPUTE,
     KNOB_ZERO,
+    KNOB_PREFETCH,
     KNOB_DTYPE,
     KNOB_DOCS,
     KNOB_NCCL_ALGO,

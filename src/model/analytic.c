@@ -594,29 +594,38 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
     double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true);
     double t = tk->embed, dp = 0, busy = 0;
+    /* ZeRO-3 gathers as build.c issues them (bounded prefetch): ready[j]
+     * is when block j's parameters are in (j = L: the LM head's) */
+    double *ready = z == 3 ? xmalloc_array((size_t)L + 1, sizeof *ready, "the gathers' times") : NULL;
+    int n = c->prefetch;
     for (int l = 0; l < L; l++) {
-        if (z == 3) t = maxd(t, dp += k->ag_layer);
-        /* under ZeRO-3 the next all-gather runs beside this layer */
-        double until = z == 3 ? dp + (l + 1 < L ? k->ag_layer : k->ag_head) : dp;
-        t += lc->fwd + beside_dp(lc->fwd_busy, t, until, f);
+        for (int j = l == 0 ? 0 : l + n; z == 3 && j <= l + n && j <= L; j++)
+            ready[j] = dp = maxd(dp, t) + (j < L ? k->ag_layer : k->ag_head); /* after block l-1 */
+        if (z == 3) t = maxd(t, ready[l]);
+        t += lc->fwd + beside_dp(lc->fwd_busy, t, dp, f);
         busy += lc->fwd_busy;
     }
-    if (z == 3) t = maxd(t, dp += k->ag_head);
+    if (z == 3 && n == 0) ready[L] = dp = maxd(dp, t) + k->ag_head;
+    if (z == 3) t = maxd(t, ready[L]);
     t += lm + tk->head;
     busy += lm;
     if (z == 0) dp = maxd(dp, t) + k->ar_head;
     if (z >= 2) dp = maxd(dp, t) + k->rs_head;
-    for (int l = 0; l < L; l++) {
-        if (z == 3) t = maxd(t, dp += k->ag_layer);
+    for (int l = L - 1; l >= 0; l--) {
+        /* the gathers follow the last reduce-scatter on the stream, not the compute */
+        for (int j = l == L - 1 ? l : l - n; z == 3 && j >= l - n && j >= 0; j--)
+            ready[j] = dp += k->ag_layer;
+        if (z == 3) t = maxd(t, ready[l]);
         t += lc->bwd + beside_dp(lc->bwd_busy, t, dp, f);
         busy += lc->bwd_busy;
         /* a gradient collective beside the next layer's backward shares
          * the NIC with its ring for the part of it the ring is sending:
          * two flows, each at half the link */
-        double share = l + 1 < L && k->multinode ? 1 + mind(1, lc->nic_bwd / lc->bwd) : 1;
+        double share = l > 0 && k->multinode ? 1 + mind(1, lc->nic_bwd / lc->bwd) : 1;
         if (z == 0) dp = maxd(dp, t) + k->ar_layer * share;
         if (z >= 2) dp = maxd(dp, t) + k->rs_layer * share;
     }
+    free(ready);
     if (z == 1) dp = maxd(dp, t) + k->rs_all;
     if (z == 1 || z == 2) dp = maxd(dp, t) + k->ag_all;
     out->step = maxd(t, dp);

@@ -68,6 +68,17 @@ static double attention_buffers(const config *c)
     return bytes;
 }
 
+/* ZeRO-3: the most parameters gathered at once, as build.c's bounded
+ * prefetch leaves them: prefetch + 1 consecutive blocks of the L layers
+ * and the LM head (block L). */
+double memory_gathered_params(const config *c)
+{
+    int L = c->model.layers, w = c->prefetch + 1 < L + 1 ? c->prefetch + 1 : L + 1;
+    double lp = (double)model_layer_params_tp(&c->model, c->tp), hp = (double)model_head_params_tp(&c->model, c->tp);
+    /* w blocks without the head, or w - 1 and the head */
+    return (w - 1) * lp + (w > L ? hp : hp > lp ? hp : lp);
+}
+
 static void model_states(const config *c, memory_estimate *out)
 {
     mesh m = config_mesh(c);
@@ -77,7 +88,7 @@ static void model_states(const config *c, memory_estimate *out)
     out->optimizer = 12 * psi;
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
-    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * 2 * (double)model_layer_params_tp(&c->model, c->tp);
+    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * memory_gathered_params(c);
 }
 
 void memory_estimate_config(const config *c, memory_estimate *out)

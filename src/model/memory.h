@@ -89,5 +89,9 @@ void memory_estimate_config(const config *c, memory_estimate *out);
 /* Bytes of the activations one layer keeps under c->recompute (the table
  * above), exposed for tests. */
 double memory_layer_activations(const config *c, recompute_kind policy);
+/* ZeRO-3: the most parameter elements gathered at once per rank, the
+ * largest prefetch + 1 consecutive blocks of the layers and the LM head
+ * (the DAG's bounded prefetch, core/build.c). */
+double memory_gathered_params(const config *c);
 
 #endif

@@ -75,8 +75,8 @@ static void add_rings(vec *a, const plan_request *req, config c)
         }
         c.ring = RING_ALLGATHER;
         add_layout(a, req, &c);
-        c.ring = RING_DOUBLE;
-        for (int w = 1; w < c.p_seq; w++)
+        c.ring = RING_DOUBLE; /* w = 1 (every step an outer one) is the single ring: left out */
+        for (int w = 2; w < c.p_seq; w++)
             if (c.p_seq % w == 0) {
                 c.window = w;
                 add_layout(a, req, &c);
@@ -102,11 +102,13 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     int z0 = req->search_zero ? 0 : c.zero, z1 = req->search_zero ? 3 : c.zero;
     int r0 = req->search_recompute ? RECOMPUTE_NONE : (int)c.recompute,
         r1 = req->search_recompute ? RECOMPUTE_FULL : (int)c.recompute;
+    int prefetch = c.prefetch; /* --prefetch applies to the ZeRO-3 layouts */
     for (int z = z0; z <= z1; z++)
         for (int r = r0; r <= r1; r++)
             for (int pl = 0; pl < nplace; pl++)
                 for (int rp = 0; rp < nrepl; rp++) {
                     c.zero = z;
+                    c.prefetch = z == 3 ? prefetch : 1;
                     c.recompute = (recompute_kind)r;
                     config_set_placement(&c, pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
                     c.kv_replication = rp == 0;
@@ -184,8 +186,10 @@ static int best_where(const plan_layout *ls, int n, bool ring)
     for (int i = 0; i < n; i++) {
         const config *c = &ls[i].c;
         if (ls[i].removed) continue;
-        bool pure = ring ? c->p_head == 1 && c->p_seq > 1 && c->partition == PART_ZIGZAG && c->ring == RING_SINGLE
-                         : c->p_seq == 1;
+        /* Megatron-CP packs documents in TransformerEngine's THD layout: doc-zigzag */
+        partition_kind megatron = c->docs ? PART_DOC_ZIGZAG : PART_ZIGZAG;
+        bool pure =
+            ring ? c->p_head == 1 && c->p_seq > 1 && c->partition == megatron && c->ring == RING_SINGLE : c->p_seq == 1;
         if (pure && (best < 0 || plan_gpu_seconds(&ls[i]) < plan_gpu_seconds(&ls[best]))) best = i;
     }
     return best;
@@ -418,7 +422,8 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
         write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust, &cols);
     }
     if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
-    fprintf(f, "# baselines: best pure ring (Megatron-CP, zigzag P_s = P): %s; best pure Ulysses (P_s = 1): %s%s\n",
+    fprintf(f, "# baselines: best pure ring (Megatron-CP, %s P_s = P): %s; best pure Ulysses (P_s = 1): %s%s\n",
+            req->base.docs ? "doc-zigzag (TransformerEngine's THD)" : "zigzag",
             ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible",
             ring < 0 || uly < 0 ? " (a baseline that is not feasible has no column)" : "");
     write_removed(f, ls, n, rp->why_removed);
