@@ -101,7 +101,9 @@ for t in "$@"; do
     "$bin" -runs=0 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$crashes/replay-" "$srcdir/corpus/$t" \
         $old >"$log.replay" 2>&1 || rc=$?
     replayed=$((replayed + $(echo "$old" | grep -c . || true)))
-    if [ "$rc" -eq 0 ]; then
+    if [ "$rc" -eq 0 ] && [ "$secs" -eq 0 ]; then
+        cp "$log.replay" "$log" # a 0 s slot replays only: libFuzzer's -max_total_time=0 has no limit
+    elif [ "$rc" -eq 0 ]; then
         # shellcheck disable=SC2086 # FUZZ_ARGS is a list of flags
         "$bin" -dict="$srcdir/$t.dict" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
             -print_final_stats=1 -artifact_prefix="$crashes/" ${FUZZ_ARGS:-} "$work" >"$log" 2>&1 || rc=$?
