@@ -31,25 +31,25 @@ static double bisquare(double u) { return fabs(u) < 1 ? (1 - u * u) * (1 - u * u
 #define BISQUARE_TUNE 4.685 /* 95 % efficiency under Gaussian noise */
 
 /* Weighted least squares of y = c0 + c1 x (or off + c1 x, c0 fixed at off,
- * when origin) on x and y scaled to at most 1 by xs and ys, weights w. */
-static int wls(const double *x, const double *y, const double *w, int n, bool origin, double off, double xs, double ys,
-               fit_line *f)
+ * when fixed_c0) on x and y scaled to at most 1 by xs and ys, weights w. */
+static int wls(const double *x, const double *y, const double *w, int n, bool fixed_c0, double off, double xs,
+               double ys, fit_line *f)
 {
-    size_t p = origin ? 1 : 2, m = (size_t)n;
+    size_t p = fixed_c0 ? 1 : 2, m = (size_t)n;
     gsl_matrix *X = gsl_matrix_alloc(m, p), *cov = gsl_matrix_alloc(p, p);
     gsl_vector *t = gsl_vector_alloc(m), *c = gsl_vector_alloc(p), *wv = gsl_vector_alloc(m);
     gsl_multifit_linear_workspace *lw = gsl_multifit_linear_alloc(m, p);
     int rc = -1;
     if (X && cov && t && c && wv && lw) {
         for (size_t i = 0; i < m; i++) {
-            if (!origin) gsl_matrix_set(X, i, 0, 1.0);
+            if (!fixed_c0) gsl_matrix_set(X, i, 0, 1.0);
             gsl_matrix_set(X, i, p - 1, x[i] / xs);
-            gsl_vector_set(t, i, (y[i] - (origin ? off : 0)) / ys);
+            gsl_vector_set(t, i, (y[i] - (fixed_c0 ? off : 0)) / ys);
             gsl_vector_set(wv, i, w[i]);
         }
         double chisq;
         if (gsl_multifit_wlinear(X, wv, t, c, cov, &chisq, lw) == GSL_SUCCESS) {
-            f->c0 = origin ? off : gsl_vector_get(c, 0) * ys;
+            f->c0 = fixed_c0 ? off : gsl_vector_get(c, 0) * ys;
             f->c1 = gsl_vector_get(c, p - 1) * ys / xs;
             rc = 0;
         }
@@ -68,9 +68,9 @@ static int wls(const double *x, const double *y, const double *w, int n, bool or
  * the relative residuals (gsl_stats_mad). GSL's gsl_multifit_robust takes
  * no prior weights, and on the row-scaled relative equations its bisquare
  * weights did not set outliers aside (GSL 2.7, checked on synthetic data),
- * so its weighted solver and its MAD are driven here. With origin, c0 is
+ * so its weighted solver and its MAD are driven here. With fixed_c0, c0 is
  * fixed at off. Returns 0, or -1 when GSL fails. */
-static int robust_relative(const double *x, const double *y, int n, bool origin, double off, fit_line *f)
+static int robust_relative(const double *x, const double *y, int n, bool fixed_c0, double off, fit_line *f)
 {
     double xs = 0, ys = 0;
     for (int i = 0; i < n; i++) {
@@ -84,7 +84,7 @@ static int robust_relative(const double *x, const double *y, int n, bool origin,
         rob[i] = 1;
         w[i] = ys * ys / (y[i] * y[i]);
     }
-    if (rc == 0) rc = wls(x, y, w, n, origin, off, xs, ys, f);
+    if (rc == 0) rc = wls(x, y, w, n, fixed_c0, off, xs, ys, f);
     for (int it = 0; rc == 0 && it < 50; it++) {
         for (int i = 0; i < n; i++)
             r[i] = (y[i] - (f->c0 + f->c1 * x[i])) / y[i];
@@ -95,7 +95,7 @@ static int robust_relative(const double *x, const double *y, int n, bool origin,
             w[i] = rob[i] * ys * ys / (y[i] * y[i]);
         }
         double c0 = f->c0, c1 = f->c1;
-        rc = wls(x, y, w, n, origin, off, xs, ys, f);
+        rc = wls(x, y, w, n, fixed_c0, off, xs, ys, f);
         if (fabs(f->c1 - c1) <= 1e-9 * fabs(c1) && fabs(f->c0 - c0) <= 1e-9 * ys) break;
     }
     f->outliers = 0;

@@ -295,11 +295,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     x->req.base.sequence_parallel = !sp_off;
     x->req.base.tp_overlap = overlap;
     x->req.base.prefetch = tpk.prefetch;
-    if (tpk.prefetch < 0 || tpk.prefetch > CONFIG_MAX_PREFETCH) {
-        snprintf(err, LOONG_ERRLEN, "--prefetch %d must be 0 to %d blocks (1: FSDP's, one block ahead)", tpk.prefetch,
-                 CONFIG_MAX_PREFETCH);
-        return -1;
-    }
+    if (config_check_prefetch(tpk.prefetch, err) < 0) return -1;
     x->req.tp = 0;
     if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
     if (x->req.tp && x->req.gpus % x->req.tp) {

@@ -271,6 +271,14 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
+int config_check_prefetch(int prefetch, char err[LOONG_ERRLEN])
+{
+    if (prefetch >= 0 && prefetch <= CONFIG_MAX_PREFETCH) return 0;
+    snprintf(err, LOONG_ERRLEN, "--prefetch %d must be 0 to %d blocks (1: FSDP's, one block ahead)", prefetch,
+             CONFIG_MAX_PREFETCH);
+    return -1;
+}
+
 int config_validate(const config *c, char err[LOONG_ERRLEN])
 {
     if (model_validate(&c->model, err) < 0) return -1;
@@ -302,11 +310,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->prefetch != 1 && c->zero != 3)
         return fail(err,
                     "--prefetch applies to --zero 3 (parameters gathered block by block): drop it or add --zero 3");
-    if (c->prefetch < 0 || c->prefetch > CONFIG_MAX_PREFETCH) {
-        snprintf(err, LOONG_ERRLEN, "--prefetch %d must be 0 to %d blocks (1: FSDP's, one block ahead)", c->prefetch,
-                 CONFIG_MAX_PREFETCH);
-        return -1;
-    }
+    if (config_check_prefetch(c->prefetch, err) < 0) return -1;
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
     return validate_overflow(c, err);

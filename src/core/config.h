@@ -73,6 +73,10 @@ typedef struct config {
  * step, 8 GPUs per node, no recompute, ZeRO 1, bf16. */
 void config_defaults(config *c);
 
+/* 0 when --prefetch's value is within [0, CONFIG_MAX_PREFETCH], else -1
+ * with the one-line error (config_validate and plan's ZeRO-3 layouts). */
+int config_check_prefetch(int prefetch, char err[LOONG_ERRLEN]);
+
 /* Reject any invalid combination with a message naming the constraint and a
  * fix. Also proves that the largest FLOP and byte totals of the DAG fit in 64
  * bits, so builders may use plain arithmetic afterwards. Returns 0 or -1. */
