@@ -132,13 +132,13 @@ START_TEST(tp_closed_forms)
         if (r < 4) ck_assert_uint_eq(sum_flops(g1, r, TASK_GEMM), per_rank1);
     }
     ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), sum_flops(g1, -1, TASK_GEMM));
-    uint64_t act = T * hid * (uint64_t)c.act_bytes, loss = 3 * T * 4;
+    uint64_t act = T * hid * (uint64_t)c.act_bytes, loss = 3 * T * 4, norm = (2 * L + 1) * hid * (uint64_t)c.act_bytes;
     for (int r = 0; r < config_ranks(&c); r++) {
         uint64_t ag = 0, rs = 0, ar = 0, bytes = 0;
         for (uint32_t i = 0; i < dag_ntasks(g); i++) {
             const dag_task *t = dag_task_get(g, i);
             if (t->rank != r || t->stream != STREAM_TP) continue;
-            uint64_t size = t->op == OP_TP_LOSS ? loss : act;
+            uint64_t size = t->op == OP_TP_LOSS ? loss : t->op == OP_TP_NORM_GRAD ? norm : act;
             uint64_t chunks = (t->kind == TASK_ALLREDUCE ? 2 : 1) * (n - 1);
             ck_assert_uint_eq(t->bytes, chunks * ((size + n - 1) / n)); /* the ring's ceil chunks */
             ck_assert_uint_eq(t->bytes * n, chunks * size);             /* here size % tp == 0 */
@@ -156,13 +156,57 @@ START_TEST(tp_closed_forms)
         }
         ck_assert_uint_eq(ag, sp ? 6 * L + 3 : 0);
         ck_assert_uint_eq(rs, sp ? 4 * L + 2 : 0);
-        ck_assert_uint_eq(ar, sp ? 1 : 4 * L + 3);
-        uint64_t want = sp ? (10 * L + 5) * (n - 1) * act / n : (4 * L + 2) * 2 * (n - 1) * act / n;
+        ck_assert_uint_eq(ar, sp ? 2 : 4 * L + 3); /* sp: the loss's and the norm gradients' */
+        uint64_t want =
+            sp ? (10 * L + 5) * (n - 1) * act / n + 2 * (n - 1) * norm / n : (4 * L + 2) * 2 * (n - 1) * act / n;
         ck_assert_uint_eq(bytes, want + 2 * (n - 1) * loss / n);
     }
     ck_assert_uint_eq(count_tasks(g1, -1, TASK_ALLGATHER, OP_TP_X) + count_tasks(g1, -1, TASK_ALLREDUCE, OP_TP_H), 0);
     dag_free(g);
     dag_free(g1);
+}
+END_TEST
+
+/* Megatron-Core's finalize_model_grads order (build.c's norm_grads): per
+ * rank one all-reduce of the (2L+1) x hidden norm gradients over TP under
+ * sequence parallelism, after the last gradient collective over DP and
+ * before ZeRO-1/2's gather of the updated parameters; none without. */
+START_TEST(tp_norm_grads_after_sync)
+{
+    config c = tcfg("llama3-8b", 16 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = 2;
+    c.zero = _i % 4;
+    c.sequence_parallel = _i < 4;
+    dag *g = tbuild(&c);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint32_t n, norm = DAG_NONE, sync = DAG_NONE, gather = DAG_NONE;
+        const uint32_t *ids = dag_stream_tasks(g, r, STREAM_TP, &n);
+        for (uint32_t i = 0; i < n; i++)
+            if (dag_task_get(g, ids[i])->op == OP_TP_NORM_GRAD) norm = ids[i];
+        ids = dag_stream_tasks(g, r, STREAM_DP, &n);
+        for (uint32_t i = 0; i < n; i++) {
+            const dag_task *t = dag_task_get(g, ids[i]);
+            if (t->kind != TASK_ALLGATHER) sync = ids[i];
+            if (t->op == OP_PARAM_ALLGATHER && t->layer == -1 && c.zero != 3) gather = ids[i]; /* ZeRO-1/2's */
+        }
+        if (!c.sequence_parallel) {
+            ck_assert_uint_eq(norm, DAG_NONE);
+            continue;
+        }
+        ck_assert_uint_ne(norm, DAG_NONE);
+        const dag_task *t = dag_task_get(g, norm);
+        ck_assert_uint_eq(t->bytes, 2 * (2 - 1) * (2 * 2 + 1) * 4096 * (uint64_t)c.act_bytes / 2);
+        bool after_sync = false, before_gather = gather == DAG_NONE;
+        for (uint32_t k = 0; k < t->ndeps; k++)
+            after_sync |= dag_deps(g, t)[k] == sync;
+        ck_assert(after_sync);
+        for (uint32_t k = 0; gather != DAG_NONE && k < dag_task_get(g, gather)->ndeps; k++)
+            before_gather |= dag_deps(g, dag_task_get(g, gather))[k] == norm;
+        ck_assert(before_gather);
+        ck_assert_int_eq(gather != DAG_NONE, c.zero == 1 || c.zero == 2);
+    }
+    dag_free(g);
 }
 END_TEST
 
@@ -530,6 +574,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
+    tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");

@@ -43,8 +43,7 @@
  * A GEMM waits for its collective: TP communication is on the critical
  * path, unless --tp-overlap (below, "ring-exchange"). The norm weights,
  * replicated over TP, have their gradients all-reduced over TP once per
- * step under sequence parallelism (Megatron's _allreduce_layernorm_grads);
- * 2*hidden per layer, that collective is left out.
+ * step under sequence parallelism (norm_grads, below).
  */
 #include <string.h>
 
@@ -61,9 +60,10 @@ typedef struct prog {
     uint64_t T; /* tokens per rank, sequence-sharded (B*S/P) */
     uint32_t head_gid, dp_gid, tp_gid;
     int tp;
-    bool sp;        /* sequence parallelism */
-    bool overlap;   /* --tp-overlap: the ring-exchange pipelines below */
-    uint32_t after; /* a task the next GEMM waits for besides its buffers (DAG_NONE: none) */
+    bool sp;            /* sequence parallelism */
+    bool overlap;       /* --tp-overlap: the ring-exchange pipelines below */
+    uint32_t after;     /* a task the next GEMM or DP collective waits for besides its buffers (DAG_NONE: none) */
+    uint32_t grad_sync; /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
 } prog;
 
 /* With P_h = 1 head-sharded and sequence-sharded buffers are the same. */
@@ -296,6 +296,9 @@ static void dp_coll_after(prog *p, task_kind kind, task_op op, int layer, uint64
     if (n == 1) return;
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_DP, op, PHASE_REDUCE, layer);
+    bt_after(b, p->after);
+    p->after = DAG_NONE;
+    if (kind != TASK_ALLGATHER) p->grad_sync = id;
     dag_task *t = bt_task(b, id);
     t->group = p->dp_gid;
     t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
@@ -515,6 +518,36 @@ static void lm_head(prog *p)
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, hp, L, L);
 }
 
+/* The norm weights' gradients over TP (Megatron-Core's finalize_model_grads,
+ * megatron/core/distributed/finalize_model_grads.py: after the gradient
+ * reduction over DP, finish_grad_sync, it all-reduces the gradients of the
+ * parameters replicated over TP, _allreduce_non_tensor_model_parallel_grads,
+ * formerly _allreduce_layernorm_grads, in one coalesced buffer). Under
+ * sequence parallelism a rank's norm gradients cover its T/tp tokens only:
+ * the (2L+1) x hidden of them (two RMSNorms per block and the final one,
+ * at the gradients' precision) are summed over the TP group, once per step,
+ * before the optimizer step. Returns its id (DAG_NONE: none). */
+static uint32_t norm_grads(prog *p)
+{
+    if (p->tp == 1 || !p->sp) return DAG_NONE;
+    builder *b = p->b;
+    int L = p->m->layers;
+    uint64_t rows = 2 * (uint64_t)L + 1, hid = (uint64_t)p->m->hidden;
+    uint32_t id = bt_begin(b, TASK_ALLREDUCE, STREAM_TP, OP_TP_NORM_GRAD, PHASE_REDUCE, -1);
+    dag_task *t = bt_task(b, id);
+    t->group = p->tp_gid;
+    t->dim[0] = (uint32_t)rows;
+    t->dim[1] = (uint32_t)hid;
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    t->bytes = size_ring_coll_bytes(rows * hid, p->c->act_bytes, (uint64_t)p->tp, true);
+    t->buf = DAG_TP_GRAD;
+    bt_after(b, p->grad_sync);
+    for (int l = 0; l <= L; l++)
+        bt_reads(b, BUF_LB(l, LB_GRAD));
+    bt_end(b);
+    return id;
+}
+
 static void training_step(prog *p)
 {
     const config *c = p->c;
@@ -528,7 +561,9 @@ static void training_step(prog *p)
     embedding(p, PHASE_BWD);
     uint64_t all = model_params_tp(p->m, p->tp);
     if (c->zero == 1) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, all, 0, L);
+    p->after = norm_grads(p); /* the optimizer step, then the gather of its result, wait for it */
     if (c->zero == 1 || c->zero == 2) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, all, 0, L);
+    p->after = DAG_NONE;
 }
 
 /* The program of this rank for the config's scope. */
@@ -537,7 +572,7 @@ static void build_rank(builder *b)
     const config *c = bt_config(b);
     prog p = {b,        c,        &c->model, config_local_tokens(c), DAG_NONE,
               DAG_NONE, DAG_NONE, c->tp,     c->sequence_parallel,   c->tp_overlap,
-              DAG_NONE};
+              DAG_NONE, DAG_NONE};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
     p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
     if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);

@@ -26,7 +26,8 @@ static const char *const op_names[OP_COUNT] = {
     "lm_head",            "attn",               "a2a_qkv",            "a2a_o",              "a2a_do",
     "a2a_dqkv",           "kv",                 "dkv",                "dkv_acc",            "kv_rep_sum",
     "grad_allreduce",     "grad_reducescatter", "param_allgather",    "kv_gather",          "dkv_reduce",
-    "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss"};
+    "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss",
+    "tp_norm_grad"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 

@@ -92,11 +92,12 @@ typedef enum {
     OP_DKV_REDUCE, /* allgather: dK/dV reduce-scattered back to their owners (fp32) */
     /* TP collectives (STREAM_TP), named by the tensor, (T, hidden) of the
      * layer's tokens; build.c lists which kind runs in which phase */
-    OP_TP_X,     /* the block input: gathered for QKV; its gradient reduced */
-    OP_TP_H,     /* the MLP input: out-proj output reduced; gathered for gate/up; gradients likewise */
-    OP_TP_Y,     /* the block output: MLP-down output reduced; its gradient gathered */
-    OP_TP_EMBED, /* the vocab-parallel embedding's output reduced; its gradient gathered */
-    OP_TP_LOSS,  /* the vocab-parallel cross-entropy's per-token max, target logit and sum (3T fp32) */
+    OP_TP_X,         /* the block input: gathered for QKV; its gradient reduced */
+    OP_TP_H,         /* the MLP input: out-proj output reduced; gathered for gate/up; gradients likewise */
+    OP_TP_Y,         /* the block output: MLP-down output reduced; its gradient gathered */
+    OP_TP_EMBED,     /* the vocab-parallel embedding's output reduced; its gradient gathered */
+    OP_TP_LOSS,      /* the vocab-parallel cross-entropy's per-token max, target logit and sum (3T fp32) */
+    OP_TP_NORM_GRAD, /* the norm weights' gradients ((2L+1), hidden), summed over TP under sequence parallelism */
     OP_COUNT
 } task_op;
 

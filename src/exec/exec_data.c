@@ -17,6 +17,9 @@ static float *dalloc(xr *x, size_t n, bool *ok)
     return p;
 }
 
+/* Two RMSNorms per block and the final one, hidden each. */
+static size_t norm_grad_count(const xr *x) { return (2 * (size_t)x->c->model.layers + 1) * (size_t)x->c->model.hidden; }
+
 static void geometry(xr *x)
 {
     const config *c = x->c;
@@ -160,6 +163,7 @@ static void alloc_weights(xr *x, bool *ok)
     x->logits = dalloc(x, (size_t)x->T * (size_t)x->vocab, ok);
     x->loss = dalloc(x, (size_t)x->T * 3, ok);
     if (x->tp > 1) x->embed_part = dalloc(x, (size_t)x->T * hid, ok);
+    if (x->sp) x->norm_grad = dalloc(x, norm_grad_count(x), ok);
 }
 
 int xr_alloc(xr *x, char err[LOONG_ERRLEN])
@@ -389,6 +393,17 @@ static int gen_weights(xr *x)
     return rc;
 }
 
+/* Zeros for the norm gradients (xr.norm_grad). */
+static int zero_norm_grads(xr *x)
+{
+    if (!x->norm_grad) return 0;
+    size_t n = norm_grad_count(x);
+    float *z = calloc(n, sizeof *z);
+    int rc = z ? (int)x->ops->put(x->dev, x->norm_grad, z, n) : -1;
+    free(z);
+    return rc;
+}
+
 int xr_inputs(xr *x)
 {
     if (x->c->scope != SCOPE_STEP) {
@@ -399,6 +414,6 @@ int xr_inputs(xr *x)
     /* tp > 1: x_0 is the embedding's reduction (a task) of the partial rows */
     if (x->tp > 1 ? gen_embed_part(x) < 0 : gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0)
         return -1;
-    if (gen_loss_weights(x) < 0) return -1;
+    if (gen_loss_weights(x) < 0 || zero_norm_grads(x) != 0) return -1;
     return gen_weights(x);
 }

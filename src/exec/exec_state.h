@@ -80,6 +80,8 @@ typedef struct xr {
     float *logits;
     float *loss;       /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
     float *embed_part; /* tp > 1: (T, hidden), the vocab-parallel lookup's rows (xr_inputs) */
+    float *norm_grad;  /* sequence parallelism: ((2L+1), hidden), the norm gradients OP_TP_NORM_GRAD sums; the
+                        * executor has no norms, so they are zeros: the collective runs for its time, no check */
     int64_t *qpos;     /* (N) */
     int64_t *qstart;   /* (N): each query row's document start (docs.h); NULL for one document */
     int64_t *kpos;     /* (P_s, lanes, lane_tok): positions of each origin's lane rows */

@@ -640,8 +640,8 @@ static void tp_collective(emit *e, const dag_task *t)
     size_t count = (size_t)t->dim[0] * (size_t)t->dim[1];
     bool fwd = t->phase != PHASE_BWD, gather = t->kind == TASK_ALLGATHER;
     int l = t->layer;
-    if (t->op == OP_TP_LOSS) {
-        tp_op(e, DOP_ALLREDUCE, x->loss, count);
+    if (t->op == OP_TP_LOSS || t->op == OP_TP_NORM_GRAD) {
+        tp_op(e, DOP_ALLREDUCE, t->op == OP_TP_LOSS ? x->loss : x->norm_grad, count);
         return;
     }
     if (t->op == OP_TP_EMBED) { /* the lookup's partial rows reduced into x_0; its gradient gathered */

@@ -424,11 +424,12 @@ typedef struct tpcost {
     double fwd, bwd;           /* per block, exposed */
     double fwd_busy, bwd_busy; /* per block, compute added (--tp-overlap's chunks and adds) */
     double head, embed;        /* LM head (forward + backward), embedding (both) */
+    double norm;               /* the norm gradients' all-reduce, once per step (sequence parallelism) */
 } tpcost;
 
 static tpcost tp_costs(const config *c, const platform_spec *n)
 {
-    tpcost k = {0, 0, 0, 0, 0, 0};
+    tpcost k = {0, 0, 0, 0, 0, 0, 0};
     if (c->tp == 1) return k;
     double act = (double)config_local_tokens(c) * c->model.hidden * c->act_bytes;
     double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
@@ -440,6 +441,7 @@ static tpcost tp_costs(const config *c, const platform_spec *n)
         k.bwd = 2 * ag + 2 * rs;
         k.head = 2 * ag + rs + loss;
         k.embed = rs + ag;
+        k.norm = tp_coll(c, n, COLL_ALL_REDUCE, (2.0 * c->model.layers + 1) * c->model.hidden * c->act_bytes);
     } else {
         double ar = tp_coll(c, n, COLL_ALL_REDUCE, act);
         k.fwd = 2 * ar;
@@ -634,13 +636,16 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     }
     free(ready);
     if (z == 1) dp = maxd(dp, t) + k->rs_all;
-    if (z == 1 || z == 2) dp = maxd(dp, t) + k->ag_all;
-    out->step = maxd(t, dp);
+    /* the norm gradients' all-reduce after the gradient reduction; the
+     * parameters' all-gather after it (build.c's norm_grads) */
+    double norm = tk->norm > 0 ? maxd(t, dp) + tk->norm : 0;
+    if (z == 1 || z == 2) dp = maxd(maxd(dp, t), norm) + k->ag_all;
+    out->step = maxd(maxd(t, dp), norm);
     out->busy = busy;
     out->exposed = out->step - busy;
     out->a2a = L * lc->a2a;
     out->ring_wait = L * lc->ring_wait;
-    out->tp = L * lc->tp + tk->head + tk->embed;
+    out->tp = L * lc->tp + tk->head + tk->embed + tk->norm;
     out->dp_tail = out->step - t;
 }
 
