@@ -50,7 +50,9 @@ START_TEST(memory_llama3_8b)
     const double psi = L * layer_w + 2 * V * hid + hid;                                  /* 8,030,261,248 */
     const double T = 16384, Ns = 65536, P = 64;
     const double x = T * hid * 2, olse = Ns * 8 * d * 2 + Ns * 8 * 4;
-    const double none = x + T * 48 * d * 2 + (Ns * (8 + 4) * d * 2 + T * 32 * d * 2) + olse + x + 3 * T * ffn * 2;
+    /* x and its norm's output, qkv, the head-sharded q|kv and O, O and LSE, h and its norm's output, SwiGLU */
+    const double none =
+        2 * x + T * 48 * d * 2 + (Ns * (8 + 4) * d * 2 + T * 32 * d * 2) + olse + 2 * x + 3 * T * ffn * 2;
     /* ZeRO-1, selective: weights and grads whole, optimizer sharded */
     config c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SELECTIVE);
     memory_estimate m;
@@ -120,8 +122,8 @@ START_TEST(memory_7b_mha)
     near(m.attn_buffers, 2 * kv + 5 * dkv + olse + a2a, "dual-ring buffers");
     c = base("7b-mha", 128 * 1024, 8, 8, 1, RECOMPUTE_NONE);
     memory_estimate_config(&c, &m);
-    double none =
-        T * hid * 2 + T * 96 * d * 2 + Ns * (4 + 8) * d * 2 + T * 32 * d * 2 + olse + T * hid * 2 + 3 * T * ffn * 2;
+    double none = 2 * T * hid * 2 + T * 96 * d * 2 + Ns * (4 + 8) * d * 2 + T * 32 * d * 2 + olse + 2 * T * hid * 2 +
+                  3 * T * ffn * 2;
     near(m.act_per_layer, none, "none layer");
 }
 END_TEST
@@ -130,8 +132,9 @@ END_TEST
  * tokens of a CP rank). 7b-mha on a 2x4 context mesh, S = 128K: T = 16K,
  * no KV replication at tp 1, 2, 4. With sequence parallelism every tensor
  * a layer keeps is divided by tp (the paper's sbh 34/t); without it the
- * block and MLP inputs x and h stay whole (the paper's replicated 10 sbh:
- * here 2 T hidden a) and the rest is divided (24/t). Model states: the
+ * block and MLP inputs x and h and their norms' outputs stay whole (the
+ * paper's replicated 10 sbh less its two dropout masks: here 4 T hidden a)
+ * and the rest is divided (24/t). Model states: the
  * 1/tp shard of the weights with the norms replicated. */
 START_TEST(memory_tensor_parallel)
 {
@@ -146,7 +149,7 @@ START_TEST(memory_tensor_parallel)
             for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
                 double a1 = memory_layer_activations(&c1, (recompute_kind)r);
                 double a = memory_layer_activations(&c, (recompute_kind)r);
-                double whole = r == RECOMPUTE_NONE ? 2 * T * hid * 2 : T * hid * 2; /* x, h; x alone kept otherwise */
+                double whole = r == RECOMPUTE_NONE ? 4 * T * hid * 2 : T * hid * 2; /* x, h, norms; else x alone */
                 near(a, sp ? a1 / tp : whole + (a1 - whole) / tp, "TP layer activations");
             }
             memory_estimate_config(&c, &m);

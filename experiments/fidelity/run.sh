@@ -18,6 +18,9 @@
 #          platforms (the public issues and reports named per row).
 #   e2e    Megatron-LM's Table 1 rows without pipeline parallelism
 #          (experiments/tp-published: GPT 1.7B-18.4B, TP 1-8, A100).
+#   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 against
+#          loong's memory model (experiments/tp-memory; its OOM rows have
+#          no figure to take an error from).
 #
 # usage: experiments/fidelity/run.sh [--check FILE | --record FILE] [LOONG]
 #   --check FILE   compare each row's error with FILE's recorded one: exit 1
@@ -33,7 +36,7 @@ TOPO=$TOP/topologies
 MODE="" FILE=""
 case "${1:-}" in
 --check | --record) MODE=${1#--} FILE=${2:?$1 needs a file}; shift 2 ;;
--h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+-h | --help) sed -n '2,31p' "$0"; exit 0 ;;
 -*) echo "fidelity: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 L=${1:-${LOONG:-$TOP/build/loong}}
@@ -134,6 +137,14 @@ out=$("$TOP/experiments/tp-published/run.sh" "$L" 2>&1) || fail "experiments/tp-
 while read -r m tp gpus _ _ _ pub pred _; do
     row "e2e.megatron.$m" e2e "$gpus A100, tp$tp, seq 2K, full recompute" "Megatron-LM Table 1 (arXiv 2104.04473)" \
         "$pub" "$pred" TFLOP/s/GPU
+done < <(echo "$out" | grep -v '^#')
+
+# ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
+out=$("$TOP/experiments/tp-memory/run.sh" "$L" 2>&1) || fail "experiments/tp-memory failed: $(echo "$out" | tail -n 1)"
+while read -r r m seq tp sp mesh strat rc pub pred _; do
+    [ "$pub" = oom ] && continue # no figure to take an error from (the docs say which way each went)
+    row "mem.megatron.$r" mem "8 H100, $m, S $seq, tp$tp, $mesh $strat, $rc" "vuiseng9/megatron-tutorials (0b2c030)" \
+        "$pub" "$pred" GB/GPU
 done < <(echo "$out" | grep -v '^#')
 
 # ---- the table ----

@@ -39,7 +39,9 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     double qkv = k.T * k.qkv * k.d * k.a;
     double os = k.T * k.H * k.d * k.a;
     double head = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a + os : 0; /* P_h = 1 aliases them */
-    return x + qkv + head + o_lse + x /* h */ + 3 * k.T * k.ffn * k.a;
+    /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
+     * for their weight gradients */
+    return 4 * x + qkv + head + o_lse + 3 * k.T * k.ffn * k.a;
 }
 
 /* Ring slots, block output and all-to-all staging (see memory.h). */

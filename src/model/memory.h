@@ -23,16 +23,19 @@
  *   Tensor parallelism (Korthikanti et al. 2022, arXiv 2205.05198, Table 2,
  *   with S replaced by the T tokens a rank holds under CP): every tensor
  *   inside attention and the MLP holds the TP shard's heads or ffn/tp
- *   columns; x and h (the block and MLP inputs, the paper's replicated
- *   "10 sbh") are T/tp rows under sequence parallelism and all T without
+ *   columns; x and h (the block and MLP inputs) and their norms' outputs
+ *   (the paper's replicated "10 sbh", less its dropout masks: loong's
+ *   layer has no dropout) are T/tp rows under sequence parallelism and all T without
  *   it, so with sequence parallelism every term below is divided by tp
  *   (the paper's 34/t) and without it x and h are not (10 + 24/t). H, qkv
  *   and ffn below are the shard's: H/tp, (H + 2H_kv)/tp, ffn/tp.
  *
  *   activations kept per layer for the backward, by recompute policy:
- *     none:      x (T*hidden), qkv (T*(H+2H_kv)*d), the head-sharded q|kv
+ *     none:      x (T*hidden), its RMSNorm's output (QKV's input, T*hidden),
+ *                qkv (T*(H+2H_kv)*d), the head-sharded q|kv
  *                (N_s*(hq+2kvh)*d), O (N_s*hq*d) and its fp32 LSE (N_s*hq*4),
- *                O sequence-sharded (T*H*d), h (T*hidden), SwiGLU gate, up
+ *                O sequence-sharded (T*H*d), h (T*hidden) and its RMSNorm's
+ *                output (gate's and up's input, T*hidden), SwiGLU gate, up
  *                and product (3*T*ffn); with P_h = 1 the head-sharded
  *                buffers are the sequence-sharded ones (counted once);
  *     selective: x, O and LSE (Selective Checkpoint++ keeps the ring's
