@@ -260,6 +260,65 @@ START_TEST(tp_attention_shard)
 }
 END_TEST
 
+/* KV replication over TP (tiny: H = 8, H_kv = 2, d = 32, hidden 256) at
+ * tp 4 and 8: each shard holds H/tp query heads and one KV head, head
+ * t*H_kv/tp, so its QKV GEMM has (H/tp + 2) d columns; each block's
+ * backward adds one all-reduce of that head's (hidden, 2d) K and V weight
+ * gradient over its tp/H_kv shards, consecutive TP ranks, sending
+ * 2(r-1) ring chunks of ceil(size/r); the DP gradient collective of the
+ * block waits for it. _i = 1: beside P_h = 2 (replicated over P_h too). */
+START_TEST(tp_kv_replication)
+{
+    int tp = _i == 2 ? 8 : 4, ph = _i == 1 ? 2 : 1, r = tp / 2;
+    config c = tcfg("tiny", 16 * K, ph > 1 ? "usp" : "zigzag", ph, 2, 0, SCOPE_STEP);
+    c.tp = tp;
+    c.zero = 0;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert_int_eq(config_tp_kv_heads(&c), 1);
+    ck_assert_int_eq(config_tp_kv_repl(&c), r);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t hid = 256, d = 32, L = (uint64_t)m->layers;
+    uint64_t size = hid * 2 * d * (uint64_t)c.act_bytes, chunk = (size + (uint64_t)r - 1) / (uint64_t)r;
+    for (int rank = 0; rank < config_ranks(&c); rank++) {
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != rank) continue;
+            if (t->op == OP_QKV && t->phase == PHASE_FWD) ck_assert_uint_eq(t->dim[1], (8 / (uint64_t)tp + 2) * d);
+            if (t->op != OP_TP_KV_GRAD) continue;
+            n++;
+            ck_assert_int_eq(t->stream, STREAM_TP_KV);
+            ck_assert_int_eq(t->kind, TASK_ALLREDUCE);
+            ck_assert_uint_eq(t->bytes, 2 * (uint64_t)(r - 1) * chunk);
+            int members;
+            const int32_t *mem = dag_group(g, t->group, &members);
+            ck_assert_int_eq(members, r);
+            int t0 = config_tp_rank(&c, mem[0]);
+            ck_assert_int_eq(t0 % r, 0);
+            for (int k = 0; k < members; k++) { /* r consecutive shards of one KV head, this rank's among them */
+                ck_assert_int_eq(mem[k], mem[0] + k);
+                ck_assert_int_eq(config_tp_kv_head0(&c, config_tp_rank(&c, mem[k])), t0 / r);
+            }
+            ck_assert_int_eq(config_tp_kv_head0(&c, config_tp_rank(&c, rank)), t0 / r);
+            uint32_t nx;
+            const uint32_t *dp = dag_stream_tasks(g, rank, STREAM_DP, &nx);
+            bool waited = false;
+            for (uint32_t k = 0; k < nx; k++) {
+                const dag_task *u = dag_task_get(g, dp[k]);
+                if (u->layer != t->layer) continue;
+                for (uint32_t q = 0; q < u->ndeps; q++)
+                    waited |= dag_deps(g, u)[q] == i;
+            }
+            ck_assert_msg(waited, "block %d's gradient all-reduce does not wait for its KV replicas' sum", t->layer);
+        }
+        ck_assert_uint_eq(n, L);
+    }
+    dag_free(g);
+}
+END_TEST
+
 /* --tp-overlap (build.c's ring-exchange): each block's 8 all-gather/GEMM
  * and GEMM/reduce-scatter pairs become tp-1 ring steps of T/tp rows, so a
  * rank sends the same TP bytes as without overlap and its GEMMs do the
@@ -590,6 +649,7 @@ static Suite *dag_suite(void)
     tcase_add_test(tc, every_p2p_has_src);
     tcase_add_test(tc, communicators_are_mesh_groups);
     tcase_add_loop_test(tc, tp_attention_shard, 0, 4);
+    tcase_add_loop_test(tc, tp_kv_replication, 0, 3);
     tcase_add_loop_test(tc, tp_overlap_ring_exchange, 0, 2);
     tcase_add_test(tc, dp_of_single_context_rank);
     suite_add_tcase(s, tc);

@@ -162,6 +162,8 @@ static void attn_rows(case_table *t8)
                      meshes[i].strategy, meshes[i].extra);
         add_case(t8, "  dK ", "--model %s --seq 1K %s --scope attn", model, tp_layout[mdl]);
     }
+    /* tiny at tp 4 > H_kv = 2: each KV head on two shards, whose dK/dV --check sums */
+    add_case(t8, "  dK ", "--model tiny --seq 1K --tp 4 --mesh 1x2 --strategy zigzag --scope attn");
 }
 
 static void attn_fwd_rows(case_table *t8)
@@ -190,7 +192,10 @@ static void step_rows(case_table *t4)
  * and 4 (tiny-mha: tp must divide H_kv), beside P_h and P_s; together the
  * rows cover the single ring, the double ring, the dual ring (with KV
  * replication: H_kv/tp = 1 < P_h), the all-gather and Ulysses alone, ZeRO
- * 0-3, recompute none/selective/full, sequence parallelism on and off.
+ * 0-3, recompute none/selective/full, sequence parallelism on and off;
+ * and tp 4 with tiny (H_kv = 2): each KV head replicated on two shards,
+ * whose weight gradients the tp_kv all-reduce sums, alone and beside the
+ * replication over P_h = 2.
  * `want` is the run's description: TP on, with or without "sp". */
 static void tp_step_rows(case_table *t4, case_table *t8)
 {
@@ -206,6 +211,8 @@ static void tp_step_rows(case_table *t4, case_table *t8)
         {LOONG_SRCDIR "/tests/data/tiny-mha.model",
          "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --sequence-parallel off",
          "mesh 2x1 tp 4 ulysses", 8},
+        {"tiny", "--tp 4 --mesh 1x2 --strategy zigzag --zero 2", "mesh 1x2 tp 4 sp zigzag", 8},
+        {"tiny", "--tp 4 --mesh 2x1 --strategy ulysses --zero 1 --sequence-parallel off", "mesh 2x1 tp 4 ulysses", 8},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         add_case(rows[i].np == 4 ? t4 : t8, rows[i].want, "--model %s --seq 512 %s --scope step", rows[i].model,

@@ -58,7 +58,7 @@ typedef struct prog {
     const config *c;
     const model *m;
     uint64_t T; /* tokens per rank, sequence-sharded (B*S/P) */
-    uint32_t head_gid, dp_gid, tp_gid;
+    uint32_t head_gid, dp_gid, tp_gid, kv_gid;
     int tp;
     bool sp;            /* sequence parallelism */
     bool overlap;       /* --tp-overlap: the ring-exchange pipelines below */
@@ -434,7 +434,7 @@ static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD) fwd_gathers(p, l);
     const tp_gemm qkv = {
-        OP_QKV, (uint64_t)model_qkv_heads(m) * d / tp, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
+        OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
     column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
     attention_fwd_part(p, l, ph, with_ring);
     const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
@@ -445,6 +445,30 @@ static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
     column(p, OP_TP_H, ph, l, H, tbuf(p, l, LB_HG), gate_up, 2);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {tbuf(p, l, LB_YP)}, 1};
     row(p, OP_TP_Y, ph, l, &down, 1, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
+}
+
+/* tp > H_kv: the tp/H_kv shards holding one KV head (config_tp_kv_head0)
+ * each computed its K and V weights' gradient from their own query heads'
+ * dK/dV; an all-reduce among them (the tp_kv stream, a run of the TP
+ * group) sums those (hidden, 2d) columns before the gradient reduction
+ * over DP reads them. The input gradient needs nothing: each replica's
+ * part of it is in the partial sums TP reduces anyway. */
+static void kv_grad_replicas(prog *p, int l)
+{
+    int r = config_tp_kv_repl(p->c);
+    if (r == 1) return;
+    builder *b = p->b;
+    uint64_t hid = (uint64_t)p->m->hidden, cols = 2 * (uint64_t)p->m->head_dim; /* one KV head's K and V */
+    uint32_t id = bt_begin(b, TASK_ALLREDUCE, STREAM_TP_KV, OP_TP_KV_GRAD, PHASE_BWD, l);
+    dag_task *t = bt_task(b, id);
+    t->group = p->kv_gid;
+    t->dim[0] = (uint32_t)hid;
+    t->dim[1] = (uint32_t)cols;
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    t->bytes = size_ring_coll_bytes(hid * cols, p->c->act_bytes, (uint64_t)r, true);
+    bt_reads(b, BUF_LB(l, LB_GRAD));
+    bt_writes(b, BUF_LB(l, LB_GRAD));
+    bt_end(b);
 }
 
 static void layer_bwd(prog *p, int l)
@@ -475,11 +499,12 @@ static void layer_bwd(prog *p, int l)
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
     int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
     tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG)); /* x again, beside attention */
-    const tp_gemm qkv = {OP_QKV, (uint64_t)model_qkv_heads(m) * d / tp,
+    const tp_gemm qkv = {OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d,
                          hid,    {lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b},
                          5,      {tbuf(p, l, LB_DXP), G},
                          2};
     row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    kv_grad_replicas(p, l);
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, lp, l, l);
 }
@@ -570,12 +595,13 @@ static void training_step(prog *p)
 static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
-    prog p = {b,        c,        &c->model, config_local_tokens(c), DAG_NONE,
-              DAG_NONE, DAG_NONE, c->tp,     c->sequence_parallel,   c->tp_overlap,
-              DAG_NONE, DAG_NONE};
+    prog p = {b,        c,        &c->model, config_local_tokens(c), DAG_NONE,      DAG_NONE,
+              DAG_NONE, DAG_NONE, c->tp,     c->sequence_parallel,   c->tp_overlap, DAG_NONE,
+              DAG_NONE};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
     p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
     if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);
+    if (config_tp_kv_repl(c) > 1) p.kv_gid = bt_group_split(b, STREAM_TP_KV, CONFIG_TP_DIMS, c->model.kv_heads);
     switch (c->scope) {
     case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, true); break;
     case SCOPE_ATTN:

@@ -92,8 +92,33 @@ static int fail(char err[LOONG_ERRLEN], const char *msg)
 
 /* Megatron's column-parallel QKV gives each TP rank H/tp query heads and
  * H_kv/tp KV groups, and asserts that tp divides both
- * (megatron/core/transformer/attention.py); KV heads are not replicated
- * over TP, only over P_h below. */
+ * (megatron/core/transformer/attention.py). Beyond H_kv, with KV
+ * replication on, each of the tp/H_kv adjacent shards of a KV group holds
+ * that KV head (vLLM's and TransformerEngine-based GQA handling; Megatron
+ * itself refuses it), and the replicas' gradients of its weights are
+ * summed (build.c's kv_grad_replicas). */
+static int validate_tp_kv_heads(const config *c, char err[LOONG_ERRLEN])
+{
+    const model *m = &c->model;
+    int tp = c->tp;
+    if (m->kv_heads % tp == 0) return 0;
+    if (tp % m->kv_heads) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp %d neither divides the %d KV heads of %s nor is a multiple of them (each KV head on tp/H_kv "
+                 "shards): choose tp among the divisors or multiples of %d",
+                 tp, m->kv_heads, m->name, m->kv_heads);
+        return -1;
+    }
+    if (!c->kv_replication) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--tp %d exceeds the %d KV heads of %s and KV replication is off: use --kv-replication on "
+                 "(each KV head on %d shards; Megatron-Core refuses this) or tp <= %d",
+                 tp, m->kv_heads, m->name, tp / m->kv_heads, m->kv_heads);
+        return -1;
+    }
+    return 0;
+}
+
 static int validate_tp_heads(const config *c, char err[LOONG_ERRLEN])
 {
     const model *m = &c->model;
@@ -105,13 +130,7 @@ static int validate_tp_heads(const config *c, char err[LOONG_ERRLEN])
                  tp, m->heads, m->name, m->heads);
         return -1;
     }
-    if (m->kv_heads % tp) {
-        snprintf(err, LOONG_ERRLEN,
-                 "--tp %d must divide the %d KV heads of %s (H_kv %% tp == 0, as Megatron asserts): "
-                 "use tp <= %d and give the rest to P_h",
-                 tp, m->kv_heads, m->name, m->kv_heads);
-        return -1;
-    }
+    if (validate_tp_kv_heads(c, err) < 0) return -1;
     if (m->ffn % tp) {
         snprintf(err, LOONG_ERRLEN, "--tp %d must divide the FFN width %d of %s (column-parallel gate and up)", tp,
                  m->ffn, m->name);
@@ -408,7 +427,9 @@ int config_tp_nodes(const config *c)
 }
 
 int config_tp_heads(const config *c) { return c->model.heads / c->tp; }
-int config_tp_kv_heads(const config *c) { return c->model.kv_heads / c->tp; }
+int config_tp_kv_heads(const config *c) { return model_tp_kv_heads(&c->model, c->tp); }
+int config_tp_kv_repl(const config *c) { return c->tp > c->model.kv_heads ? c->tp / c->model.kv_heads : 1; }
+int config_tp_kv_head0(const config *c, int t) { return (int)((int64_t)t * c->model.kv_heads / c->tp); }
 
 int config_q_heads(const config *c) { return config_tp_heads(c) / c->p_head; }
 
@@ -555,7 +576,7 @@ static const knob_row knobs[KNOB_COUNT] = {
                         NULL,
                         0},
     [KNOB_KV_REPLICATION] = {{"kv_replication", "kv-replication", "on|off",
-                              "replicate KV heads when P_h > H_kv      [on]", true},
+                              "replicate KV heads when tp or P_h > H_kv [on]", true},
                              KT_BOOL,
                              offsetof(config, kv_replication),
                              onoff_sp,
@@ -915,7 +936,8 @@ void config_layout_name(const config *c, char *buf, size_t len)
         snprintf(ring, sizeof ring, "%s %s", part, ring_sp[c->ring].abbrev);
     char place[8] = "";
     if (c->p_head > 1 && c->p_seq > 1) snprintf(place, sizeof place, " %s", placement_sp[config_placement(c)].abbrev);
-    const char *repl = c->p_head > config_tp_kv_heads(c) ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
+    bool needs_repl = c->p_head > config_tp_kv_heads(c) || c->tp > c->model.kv_heads;
+    const char *repl = needs_repl ? (c->kv_replication ? " kv-repl" : " no-repl") : "";
     const char *sp = c->tp == 1 ? "" : c->tp_overlap ? " tp-ovl" : c->sequence_parallel ? "" : " no-sp";
     snprintf(buf, len, "%s%dx%d%s %s%s%s", dpx, c->p_head, c->p_seq, place, ring, repl, sp);
 }

@@ -57,7 +57,7 @@ typedef struct config {
     ring_kind ring;
     int window;          /* w: double-ring window; == p_seq for a single ring */
     int kv_stride;       /* allgather: KV heads per gather (0: all of the rank's) */
-    bool kv_replication; /* replicate KV heads when P_h > H_kv */
+    bool kv_replication; /* replicate KV heads when P_h > H_kv (head all-to-all) or tp > H_kv (TP shards) */
     scope_kind scope;
     int gpus_per_node;
     recompute_kind recompute;
@@ -138,9 +138,14 @@ int config_tp_rank(const config *c, int rank);
 /* Nodes the TP group of rank 0 spans: 1 when TP stays on NVLink. */
 int config_tp_nodes(const config *c);
 /* Heads of one TP shard (Megatron's column-parallel QKV): H / tp query
- * heads; H_kv / tp KV heads (tp divides H_kv, config_validate). */
+ * heads; H_kv / tp KV heads, or 1 when tp > H_kv (KV replication over TP:
+ * tp a multiple of H_kv, config_validate). */
 int config_tp_heads(const config *c);
 int config_tp_kv_heads(const config *c);
+/* Shards holding each KV head: tp / H_kv when tp > H_kv, else 1. */
+int config_tp_kv_repl(const config *c);
+/* The first KV head of TP rank t's shard: t * H_kv / tp (floor). */
+int config_tp_kv_head0(const config *c, int t);
 static inline int config_node(const config *c, int rank) { return rank / c->gpus_per_node; }
 static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_per_node; }
 /* Query heads and KV heads held per rank after the head all-to-all, of its

@@ -17,8 +17,8 @@
 static const char *const kind_names[TASK_KIND_COUNT] = {"gemm",       "attn_fwd",       "attn_bwd",  "merge",
                                                         "acc",        "send",           "recv",      "all_to_all",
                                                         "all_reduce", "reduce_scatter", "all_gather"};
-static const char *const stream_names[STREAM_COUNT] = {"comp",      "a2a",    "ring",  "ring_outer", "dkv",
-                                                       "dkv_outer", "ring_b", "dkv_b", "dp",         "tp"};
+static const char *const stream_names[STREAM_COUNT] = {"comp",   "a2a",   "ring", "ring_outer", "dkv",  "dkv_outer",
+                                                       "ring_b", "dkv_b", "dp",   "tp",         "tp_kv"};
 /* task_op's names, five to a row */
 /* clang-format off */
 static const char *const op_names[OP_COUNT] = {
@@ -27,7 +27,7 @@ static const char *const op_names[OP_COUNT] = {
     "a2a_dqkv",           "kv",                 "dkv",                "dkv_acc",            "kv_rep_sum",
     "grad_allreduce",     "grad_reducescatter", "param_allgather",    "kv_gather",          "dkv_reduce",
     "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss",
-    "tp_norm_grad"};
+    "tp_norm_grad",       "tp_kv_grad"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 
@@ -257,15 +257,10 @@ void bt_end(builder *b)
         match_collective(b, t);
 }
 
-uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
+/* The group of stream over dims with these members, interned. */
+static uint32_t intern_group(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n)
 {
     dag *g = b->g;
-    const config *c = &g->cfg;
-    mesh m = config_mesh(c);
-    mesh_dims in_dag = dims & ~MESH_BIT(MESH_DP); /* the DAG holds replica 0 */
-    int n = mesh_group_size(&m, in_dag);
-    int32_t *members = xmalloc_array((size_t)n, sizeof *members, "a collective group");
-    mesh_group_members(&m, in_dag, mesh_group_id(&m, in_dag, b->rank), members);
     for (uint32_t i = 0; i < g->ngroups; i++) {
         group_rec *gr = &g->groups[i];
         if (gr->stream == stream && gr->dims == dims && gr->n == n &&
@@ -288,6 +283,35 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
     g->nmembers += (uint32_t)n;
     b->coll_count[g->ngroups] = 0;
     return g->ngroups++;
+}
+
+/* The current rank's group over dims (in mesh order) and its size. */
+static int32_t *rank_group(builder *b, mesh_dims dims, int *n)
+{
+    mesh m = config_mesh(&b->g->cfg);
+    mesh_dims in_dag = dims & ~MESH_BIT(MESH_DP); /* the DAG holds replica 0 */
+    *n = mesh_group_size(&m, in_dag);
+    int32_t *members = xmalloc_array((size_t)*n, sizeof *members, "a collective group");
+    mesh_group_members(&m, in_dag, mesh_group_id(&m, in_dag, b->rank), members);
+    return members;
+}
+
+uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
+{
+    int n;
+    int32_t *members = rank_group(b, dims, &n);
+    return intern_group(b, stream, dims, members, n);
+}
+
+uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts)
+{
+    int n, k = 0;
+    int32_t *members = rank_group(b, dims, &n);
+    while (members[k] != b->rank)
+        k++;
+    int size = n / parts, first = k / size * size;
+    memmove(members, members + first, (size_t)size * sizeof *members);
+    return intern_group(b, stream, dims, members, size);
 }
 
 builder *bt_new(const config *c)

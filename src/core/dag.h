@@ -65,6 +65,7 @@ typedef enum {
     STREAM_DKV_B,      /* dual ring: dK/dV of chunk B */
     STREAM_DP,         /* gradient reduction / parameter gathering over the gradient group */
     STREAM_TP,         /* tensor-parallel activation collectives in the TP group */
+    STREAM_TP_KV,      /* tp > H_kv: the replicas of a KV head sum its weights' gradients */
     STREAM_COUNT
 } stream_kind;
 
@@ -98,6 +99,7 @@ typedef enum {
     OP_TP_EMBED,     /* the vocab-parallel embedding's output reduced; its gradient gathered */
     OP_TP_LOSS,      /* the vocab-parallel cross-entropy's per-token max, target logit and sum (3T fp32) */
     OP_TP_NORM_GRAD, /* the norm weights' gradients ((2L+1), hidden), summed over TP under sequence parallelism */
+    OP_TP_KV_GRAD,   /* tp > H_kv: a KV head's QKV weight-gradient columns (hidden, 2d), summed over its replicas */
     OP_COUNT
 } task_op;
 
@@ -175,7 +177,8 @@ const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n
  * members here are those of the DAG's ranks (replica 0, dp coordinate 0)
  * in mesh order; a group whose dimensions include dp spans the same
  * members of every replica too, which a backend widens to through
- * mesh_group_members() on config_mesh(). */
+ * mesh_group_members() on config_mesh(). The tp_kv stream's groups are
+ * runs of consecutive TP-group members (the shards of one KV head). */
 /* Members of collective group gid in the DAG; *n gets the size. */
 const int32_t *dag_group(const dag *g, uint32_t gid, int *n);
 uint32_t dag_ngroups(const dag *g);

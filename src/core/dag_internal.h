@@ -84,6 +84,10 @@ void bt_end(builder *b);
 /* Intern the communicator of stream over the mesh dimensions dims (the
  * group of the current rank; dag.h says which members); returns its index. */
 uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims);
+/* The same group over dims split into `parts` runs of consecutive members
+ * (mesh order; parts divides its size): the run that holds the current
+ * rank. Its dims are those it splits (a backend widens no split group). */
+uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts);
 
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);

@@ -197,8 +197,10 @@ uint64_t model_params(const model *m) { return (uint64_t)m->layers * model_layer
 
 uint64_t model_layer_params_tp(const model *m, int tp)
 {
-    uint64_t h = (uint64_t)m->hidden;
-    return (model_layer_params(m) - 2 * h) / (uint64_t)tp + 2 * h;
+    uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, t = (uint64_t)tp;
+    uint64_t qkv = h * (uint64_t)model_tp_qkv_heads(m, tp) * d;
+    uint64_t rest = (uint64_t)m->heads * d * h + 3 * h * (uint64_t)m->ffn; /* output projection, SwiGLU */
+    return qkv + rest / t + 2 * h;
 }
 
 uint64_t model_head_params_tp(const model *m, int tp)

@@ -48,6 +48,12 @@ int model_validate(const model *m, char err[LOONG_ERRLEN]);
 
 /* Heads the QKV projection produces: H query heads, H_kv K and H_kv V. */
 static inline int model_qkv_heads(const model *m) { return m->heads + 2 * m->kv_heads; }
+/* KV heads of one of tp tensor-parallel shards: H_kv / tp when tp divides
+ * H_kv, else 1: with tp a multiple of H_kv each KV head is replicated on
+ * tp / H_kv adjacent shards (config_validate refuses the rest). */
+static inline int model_tp_kv_heads(const model *m, int tp) { return m->kv_heads % tp ? 1 : m->kv_heads / tp; }
+/* QKV output heads of one TP shard: H / tp query heads, K and V of its KV heads. */
+static inline int model_tp_qkv_heads(const model *m, int tp) { return m->heads / tp + 2 * model_tp_kv_heads(m, tp); }
 
 /* Weights of one transformer block: QKV, output projection, three SwiGLU
  * matrices and two RMSNorm vectors. */
@@ -59,7 +65,8 @@ uint64_t model_head_params(const model *m);
 /* All weights: L blocks + untied embedding + LM head + final norm. */
 uint64_t model_params(const model *m);
 /* The same held by one of tp tensor-parallel ranks (Megatron's shards):
- * the QKV, output and MLP weights divided by tp, the norms replicated;
+ * the QKV, output and MLP weights divided by tp (QKV's K and V: of the
+ * shard's model_tp_kv_heads(), replicas included), the norms replicated;
  * the embedding and LM head vocab-parallel over ceil(V/tp) rows each
  * (Megatron pads the vocabulary to a multiple of tp). tp = 1: the above. */
 uint64_t model_layer_params_tp(const model *m, int tp);

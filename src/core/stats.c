@@ -110,7 +110,8 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
     config_describe(c, desc, sizeof desc);
     fprintf(f, "# loong dag: %s\n", desc);
     fprintf(f, "# %u tasks on %d ranks; KV heads per rank %d (replication x%d), query heads per rank %d\n",
-            dag_ntasks(g), config_ranks(c), config_kv_heads(c), config_kv_repl(c), config_q_heads(c));
+            dag_ntasks(g), config_ranks(c), config_kv_heads(c), config_kv_repl(c) * config_tp_kv_repl(c),
+            config_q_heads(c));
     bool tp = c->tp > 1; /* a tp column only when there is TP */
     fprintf(f, "#%5s %5s %4s %s%5s %5s %8s %8s %8s %12s %13s %13s %14s %14s %15s\n", "rank", "node", "gpu",
             tp ? "   tp " : "", "head", "ring", "tasks", "p2p", "colls", "pairs_M", "attn_GFLOP", "gemm_GFLOP",

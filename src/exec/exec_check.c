@@ -71,6 +71,25 @@ static float *columns(const xr *x, const float *a, size_t rows, size_t ld, size_
     return o;
 }
 
+/* The model's K or V (rows, H_kv d) from columns [c0, c0 + Hkv d) of
+ * every TP rank's block of a (rows, tp, ld) matrix: rank t's KV heads from
+ * config_tp_kv_head0(t). The shards of a replicated head (tp > H_kv) hold
+ * the same K and V, but each only the part of their gradient from its own
+ * query heads: grad sums them. */
+static float *kv_columns(const xr *x, const float *a, size_t rows, size_t ld, size_t c0, bool grad)
+{
+    size_t tp = (size_t)x->tp, d = (size_t)x->d, n = (size_t)x->Hkv * d, full = (size_t)x->c->model.kv_heads * d;
+    float *o = xcalloc(rows * full, sizeof *o, "the --check reference");
+    for (size_t r = 0; r < rows; r++)
+        for (size_t t = 0; t < tp; t++) {
+            float *dst = o + r * full + (size_t)config_tp_kv_head0(x->c, (int)t) * d;
+            const float *src = a + (r * tp + t) * ld + c0;
+            for (size_t i = 0; i < n; i++)
+                dst[i] = grad ? dst[i] + src[i] : src[i];
+        }
+    return o;
+}
+
 static double rel_err(const float *a, const double *b, size_t n)
 {
     double num = 0, den = 0;
@@ -369,11 +388,12 @@ static int check_attn(xr *x)
         row r[4] = {{"O", rel_err(o, memo.o, S * tp * hd), TOL_ATTN}};
         int n = 1;
         if (dqkv) {
-            float *a[3] = {columns(x, dqkv, S, w3, 0, hd), columns(x, dqkv, S, w3, hd, wk),
-                           columns(x, dqkv, S, w3, hd + wk, wk)};
+            size_t wkm = (size_t)x->c->model.kv_heads * d; /* the model's */
+            float *a[3] = {columns(x, dqkv, S, w3, 0, hd), kv_columns(x, dqkv, S, w3, hd, true),
+                           kv_columns(x, dqkv, S, w3, hd + wk, true)};
             r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * tp * hd), TOL_ATTN};
-            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * tp * wk), TOL_ATTN};
-            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * tp * wk), TOL_ATTN};
+            r[2] = (row){"dK", rel_err(a[1], memo.dk, S * wkm), TOL_ATTN};
+            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * wkm), TOL_ATTN};
             n = 4;
             for (int i = 0; i < 3; i++)
                 free(a[i]);
@@ -570,15 +590,17 @@ static int dump_write(xr *x, const char *dir, const char *stage, const char *nam
     return -1;
 }
 
-static int dump_seq(xr *x, const char *dir, const char *stage, const char *name, const float *dptr, int heads,
-                    int width_per_head, size_t col0, size_t ld, char err[LOONG_ERRLEN])
+/* kv: 0 query heads (tp shards of `heads`), 1 K or V, 2 their gradient
+ * (kv_columns); every tensor with the model's heads. */
+static int dump_seq(xr *x, const char *dir, const char *stage, const char *name, const float *dptr, int heads, int kv,
+                    size_t col0, size_t ld, char err[LOONG_ERRLEN])
 {
     float *all = gather_seq(x, dptr, (int)ld);
     int rc = 0;
     if (x->rank == 0) {
-        size_t S = (size_t)x->c->seq, w = (size_t)heads * (size_t)width_per_head;
-        float *a = columns(x, all, S, ld, col0, w); /* the model's heads: tp shards of `heads` */
-        size_t shape[3] = {S, (size_t)x->tp * (size_t)heads, (size_t)width_per_head};
+        size_t S = (size_t)x->c->seq, d = (size_t)x->d, w = (size_t)heads * d;
+        float *a = kv ? kv_columns(x, all, S, ld, col0, kv == 2) : columns(x, all, S, ld, col0, w);
+        size_t shape[3] = {S, kv ? (size_t)x->c->model.kv_heads : (size_t)x->tp * (size_t)heads, d};
         rc = dump_write(x, dir, stage, name, a, shape, 3, err);
         free(a);
     }
@@ -607,16 +629,17 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     const struct {
         const char *name;
         const float *p;
-        int heads;
+        int heads, kv;
         size_t col, ld;
     } t[] = {
-        {"q", ly->qkv_s, H, 0, w3},      {"k", ly->qkv_s, Hkv, hd, w3},        {"v", ly->qkv_s, Hkv, hd + wk, w3},
-        {"o", ly->o_s, H, 0, hd},        {"do", ly->do_s, H, 0, hd},           {"dq", ly->dqkv_s, H, 0, w3},
-        {"dk", ly->dqkv_s, Hkv, hd, w3}, {"dv", ly->dqkv_s, Hkv, hd + wk, w3},
+        {"q", ly->qkv_s, H, 0, 0, w3},         {"k", ly->qkv_s, Hkv, 1, hd, w3},
+        {"v", ly->qkv_s, Hkv, 1, hd + wk, w3}, {"o", ly->o_s, H, 0, 0, hd},
+        {"do", ly->do_s, H, 0, 0, hd},         {"dq", ly->dqkv_s, H, 0, 0, w3},
+        {"dk", ly->dqkv_s, Hkv, 2, hd, w3},    {"dv", ly->dqkv_s, Hkv, 2, hd + wk, w3},
     };
     int n = x->c->scope == SCOPE_ATTN ? 8 : 4;
     for (int i = 0; i < n; i++)
-        if (dump_seq(x, dir, stage, t[i].name, t[i].p, t[i].heads, d, t[i].col, t[i].ld, err)) rc = -1;
+        if (dump_seq(x, dir, stage, t[i].name, t[i].p, t[i].heads, t[i].kv, t[i].col, t[i].ld, err)) rc = -1;
     return rc;
 }
 

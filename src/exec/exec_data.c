@@ -164,6 +164,7 @@ static void alloc_weights(xr *x, bool *ok)
     x->loss = dalloc(x, (size_t)x->T * 3, ok);
     if (x->tp > 1) x->embed_part = dalloc(x, (size_t)x->T * hid, ok);
     if (x->sp) x->norm_grad = dalloc(x, norm_grad_count(x), ok);
+    if (config_tp_kv_repl(x->c) > 1) x->kv_grad = dalloc(x, hid * 2 * (size_t)x->Hkv * (size_t)x->d, ok);
 }
 
 int xr_alloc(xr *x, char err[LOONG_ERRLEN])
@@ -251,11 +252,12 @@ static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t 
 }
 
 /* Q, K, V of this rank's tokens in the GEMM layout [Q | K | V], of its TP
- * shard's heads (t * H/tp.. and t * H_kv/tp.. of the model's rows). */
+ * shard's heads (t * H/tp.. and config_tp_kv_head0(t).. of the model's rows). */
 static int gen_qkv(xr *x, float *qkv)
 {
     const model *m = &x->c->model;
     int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk, fq = m->heads * d, fk = m->kv_heads * d;
+    size_t k0 = (size_t)config_tp_kv_head0(x->c, x->t) * (size_t)d;
     float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host), *full = malloc((size_t)fq * sizeof *full);
     int rc = -1;
     for (int i = 0; host && full && i < x->T; i++) {
@@ -264,9 +266,9 @@ static int gen_qkv(xr *x, float *qkv)
         xr_gen_row(x->o->seed, GEN_Q, p, full, fq, 1.0f);
         memcpy(row, full + (size_t)x->t * (size_t)wq, (size_t)wq * sizeof *row);
         xr_gen_row(x->o->seed, GEN_K, p, full, fk, 1.0f);
-        memcpy(row + wq, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
+        memcpy(row + wq, full + k0, (size_t)wk * sizeof *row);
         xr_gen_row(x->o->seed, GEN_V, p, full, fk, 1.0f);
-        memcpy(row + wq + wk, full + (size_t)x->t * (size_t)wk, (size_t)wk * sizeof *row);
+        memcpy(row + wq + wk, full + k0, (size_t)wk * sizeof *row);
     }
     if (host && full) rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
     free(host);
@@ -305,13 +307,15 @@ void xr_tp_shard(const xr *x, int t, float *full, float *shard, bool to_shard)
 {
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, d = (size_t)x->d, tp = (size_t)x->tp, tt = (size_t)t;
-    size_t fq = (size_t)m->heads * d, fk = (size_t)m->kv_heads * d, sq = fq / tp, sk = fk / tp;
+    /* K and V: the shard's KV heads from config_tp_kv_head0 (tp > H_kv: the one it replicates) */
+    size_t fq = (size_t)m->heads * d, fk = (size_t)m->kv_heads * d, sq = fq / tp, sk = (size_t)x->Hkv * d;
+    size_t k0 = (size_t)config_tp_kv_head0(x->c, t) * d;
     size_t fw3 = fq + 2 * fk, sw3 = sq + 2 * sk, fffn = (size_t)m->ffn, sffn = (size_t)x->ffn;
     for (int l = 0; l < x->L; l++) {
         /* QKV (hid, (H+2Hkv)d): t's Q heads, then its K and V heads */
         cols(full, fw3, tt * sq, shard, sw3, 0, hid, sq, to_shard);
-        cols(full, fw3, fq + tt * sk, shard, sw3, sq, hid, sk, to_shard);
-        cols(full, fw3, fq + fk + tt * sk, shard, sw3, sq + sk, hid, sk, to_shard);
+        cols(full, fw3, fq + k0, shard, sw3, sq, hid, sk, to_shard);
+        cols(full, fw3, fq + fk + k0, shard, sw3, sq + sk, hid, sk, to_shard);
         full += hid * fw3;
         shard += hid * sw3;
         /* output projection (Hd, hid): t's rows */

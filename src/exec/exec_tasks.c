@@ -701,11 +701,30 @@ static bool lm_head_only(const xr *x, const dag_task *t)
     return x->c->zero == 3;
 }
 
+/* tp > H_kv: the K and V columns (hidden, 2 Hkv d) of block l's QKV weight
+ * gradient, adjacent in each row after the Q columns, summed over the
+ * shards of the KV head (the tp_kv communicator) in place. */
+static void kv_grad_replicas(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    size_t hid = (size_t)x->c->model.hidden, hd = (size_t)x->H * (size_t)x->d, kv = 2 * (size_t)x->Hkv * (size_t)x->d;
+    float *g = x->ly[t->layer].gw.qkv + hd;
+    copy2d(e, x->kv_grad, kv, g, hd + kv, hid, kv);
+    dev_op op = op_new(DOP_ALLREDUCE);
+    op.u.coll = (__typeof__(op.u.coll)){x->comm[STREAM_TP_KV], x->kv_grad, x->kv_grad, hid * kv};
+    emit_op(e, &op);
+    copy2d(e, g, hd + kv, x->kv_grad, kv, hid, kv);
+}
+
 static void collective(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     if (t->stream == STREAM_TP) {
         tp_collective(e, t);
+        return;
+    }
+    if (t->stream == STREAM_TP_KV) {
+        kv_grad_replicas(e, t);
         return;
     }
     if (t->op == OP_KV_GATHER || t->op == OP_DKV_REDUCE) {

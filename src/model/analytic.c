@@ -390,14 +390,15 @@ static double dp_coll(const config *c, const platform_spec *n, const int *member
 
 /* ---- tensor parallelism ---- */
 
-/* One TP collective of nccl-tests size `size` over TP group 0 (the ranks
- * its mesh places: inside a node by default, so NVLink/NVLS): NCCL's on a
- * GPU platform, else one ring over the members. */
-static double tp_coll(const config *c, const platform_spec *n, coll_op op, double size)
+/* One collective of nccl-tests size `size` over the first N members of
+ * TP group 0 (the ranks its mesh places: inside a node by default, so
+ * NVLink/NVLS; N < tp: the shards of KV head 0): NCCL's on a GPU
+ * platform, else one ring over the members. */
+static double tp_coll_of(const config *c, const platform_spec *n, int N, coll_op op, double size)
 {
-    if (c->tp == 1 || size <= 0) return 0;
+    if (N == 1 || size <= 0) return 0;
     mesh m = config_mesh(c);
-    int N = c->tp, *g = xmalloc_array((size_t)N, sizeof *g, "the TP group");
+    int *g = xmalloc_array((size_t)c->tp, sizeof *g, "the TP group");
     mesh_group_members(&m, CONFIG_TP_DIMS, 0, g);
     double t = -1;
     nccl_group grp;
@@ -418,6 +419,12 @@ static double tp_coll(const config *c, const platform_spec *n, coll_op op, doubl
     return t;
 }
 
+/* The same over the whole TP group. */
+static double tp_coll(const config *c, const platform_spec *n, coll_op op, double size)
+{
+    return tp_coll_of(c, n, c->tp, op, size);
+}
+
 /* The TP collectives of one layer as build.c emits them, each of the
  * (T, hidden) activations: forward, backward (without the recompute). */
 typedef struct tpcost {
@@ -425,12 +432,15 @@ typedef struct tpcost {
     double fwd_busy, bwd_busy; /* per block, compute added (--tp-overlap's chunks and adds) */
     double head, embed;        /* LM head (forward + backward), embedding (both) */
     double norm;               /* the norm gradients' all-reduce, once per step (sequence parallelism) */
+    double kv_rep;             /* per block, tp > H_kv: a KV head's weight gradient summed over its shards */
 } tpcost;
 
 static tpcost tp_costs(const config *c, const platform_spec *n)
 {
-    tpcost k = {0, 0, 0, 0, 0, 0, 0};
+    tpcost k = {0, 0, 0, 0, 0, 0, 0, 0};
     if (c->tp == 1) return k;
+    k.kv_rep = tp_coll_of(c, n, config_tp_kv_repl(c), COLL_ALL_REDUCE,
+                          2.0 * c->model.head_dim * c->model.hidden * c->act_bytes); /* build.c's kv_grad_replicas */
     double act = (double)config_local_tokens(c) * c->model.hidden * c->act_bytes;
     double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
     if (c->sequence_parallel) {
@@ -487,7 +497,7 @@ static double gemms(const config *c, const calib *cb, bool bwd)
 {
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)m->ffn / c->tp;
-    double qkv = (double)model_qkv_heads(m) * d / c->tp, o = (double)m->heads * d / c->tp;
+    double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)m->heads * d / c->tp;
     return gemm(cb, T, qkv, hid, bwd) + gemm(cb, T, hid, o, bwd) + 2 * gemm(cb, T, ffn, hid, bwd) +
            gemm(cb, T, hid, ffn, bwd);
 }
@@ -522,7 +532,7 @@ static void tp_overlap_costs(const config *c, const calib *cb, const platform_sp
     const model *m = &c->model;
     int tp = c->tp;
     double T = (double)config_local_tokens(c), rows = T / tp, hid = m->hidden, d = m->head_dim;
-    double ffn = (double)m->ffn / tp, qkv = (double)model_qkv_heads(m) * d / tp, o = (double)m->heads * d / tp;
+    double ffn = (double)m->ffn / tp, qkv = (double)model_tp_qkv_heads(m, tp) * d, o = (double)m->heads * d / tp;
     mesh ms = config_mesh(c);
     link l = link_between(n, 0, mesh_shift(&ms, 0, MESH_TP, 1)); /* a ring step: rank 0 to the next TP rank */
     double s = flow(&l, rows * hid * c->act_bytes);
@@ -602,7 +612,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
     double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
     double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true);
-    double t = tk->embed, dp = 0, busy = 0;
+    double t = tk->embed, dp = 0, busy = 0, kv = 0; /* kv: the tp_kv stream (tp > H_kv) */
     /* ZeRO-3 gathers as build.c issues them (bounded prefetch): ready[j]
      * is when block j's parameters are in (j = L: the LM head's) */
     double *ready = z == 3 ? xmalloc_array((size_t)L + 1, sizeof *ready, "the gathers' times") : NULL;
@@ -631,21 +641,24 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
          * the NIC with its ring for the part of it the ring is sending:
          * two flows, each at half the link */
         double share = l > 0 && k->multinode ? 1 + mind(1, lc->nic_bwd / lc->bwd) : 1;
-        if (z == 0) dp = maxd(dp, t) + k->ar_layer * share;
-        if (z >= 2) dp = maxd(dp, t) + k->rs_layer * share;
+        /* the block's gradient is complete once its KV replicas summed theirs */
+        double grads = tk->kv_rep > 0 ? (kv = maxd(kv, t) + tk->kv_rep) : t;
+        if (z == 0) dp = maxd(dp, grads) + k->ar_layer * share;
+        if (z >= 2) dp = maxd(dp, grads) + k->rs_layer * share;
     }
     free(ready);
-    if (z == 1) dp = maxd(dp, t) + k->rs_all;
+    double grads = maxd(t, kv);
+    if (z == 1) dp = maxd(dp, grads) + k->rs_all;
     /* the norm gradients' all-reduce after the gradient reduction; the
      * parameters' all-gather after it (build.c's norm_grads) */
-    double norm = tk->norm > 0 ? maxd(t, dp) + tk->norm : 0;
-    if (z == 1 || z == 2) dp = maxd(maxd(dp, t), norm) + k->ag_all;
-    out->step = maxd(maxd(t, dp), norm);
+    double norm = tk->norm > 0 ? maxd(grads, dp) + tk->norm : 0;
+    if (z == 1 || z == 2) dp = maxd(maxd(dp, grads), norm) + k->ag_all;
+    out->step = maxd(maxd(grads, dp), norm);
     out->busy = busy;
     out->exposed = out->step - busy;
     out->a2a = L * lc->a2a;
     out->ring_wait = L * lc->ring_wait;
-    out->tp = L * lc->tp + tk->head + tk->embed + tk->norm;
+    out->tp = L * lc->tp + tk->head + tk->embed + tk->norm; /* kv_rep: off the critical path, beside the next block */
     out->dp_tail = out->step - t;
 }
 

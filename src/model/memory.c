@@ -5,7 +5,7 @@
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 
-/* Per rank: H, qkv and ffn are the TP shard's (H/tp, (H+2H_kv)/tp heads,
+/* Per rank: H, qkv and ffn are the TP shard's (H/tp, H/tp + 2 KV heads,
  * ffn/tp); Tr is the tokens of the activations between the GEMMs (T/tp
  * under sequence parallelism, else T). */
 typedef struct dims {
@@ -21,7 +21,7 @@ static dims dims_of(const config *c)
                   BS / c->p_seq,
                   m->hidden,
                   m->heads / tp,
-                  model_qkv_heads(m) / tp,
+                  model_tp_qkv_heads(m, c->tp),
                   m->head_dim,
                   m->ffn / tp,
                   config_q_heads(c),
