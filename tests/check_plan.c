@@ -163,6 +163,42 @@ START_TEST(memory_tensor_parallel)
 }
 END_TEST
 
+/* Korthikanti et al. 2022's own examples (arXiv 2205.05198, Table 3: the
+ * 22B, h 6144, a 64, and the 175B, h 12288, a 96, both at s = 2048 and
+ * t = 8), with the paper's per-layer activation bytes (Table 2, bf16):
+ * with sequence parallelism sbh(34 + 5as/h)/t, of which FlashAttention
+ * keeps no 5as/h term (= the paper's selective recompute, 34 sbh/t);
+ * without it sbh(10 + 24/t); full recompute the 2sbh input (sharded by t
+ * under sequence parallelism). loong's layer has no dropout, so it keeps
+ * the paper's 34 and 10 less the two dropout masks (1 byte each per
+ * element: 2 sbh), plus FlashAttention's fp32 LSE, 4 s b a/t. Its
+ * SwiGLU of 8h/3 keeps the 16 sbh of the paper's GeLU MLP (4h in, 4h
+ * out); MHA, d = h/a. Then the CP substitution: on a 1x2 ring every term
+ * holds the rank's s/2 tokens instead of s. */
+START_TEST(memory_korthikanti_examples)
+{
+    static const struct {
+        int h, a;
+    } ex[] = {{6144, 64}, {12288, 96}};
+    const double t = 8, s = 2048, b = 1;
+    for (int i = 0; i < 2; i++)
+        for (int ps = 1; ps <= 2; ps++) {
+            config c = base("7b-mha", 2048, 1, ps, 1, RECOMPUTE_NONE);
+            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200};
+            c.tp = 8;
+            double S = s / ps, sbh = S * b * ex[i].h, lse = 4 * S * b * ex[i].a / t;
+            for (int sp = 1; sp >= 0; sp--) {
+                c.sequence_parallel = sp;
+                char err[LOONG_ERRLEN] = "";
+                ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+                double none = sp ? sbh * (34 - 2) / t + lse : sbh * (10 - 2 + 24 / t) + lse;
+                near(memory_layer_activations(&c, RECOMPUTE_NONE), none, "paper example, no recompute");
+                near(memory_layer_activations(&c, RECOMPUTE_FULL), sp ? 2 * sbh / t : 2 * sbh, "paper, full");
+            }
+        }
+}
+END_TEST
+
 /* Does task `to` wait, directly or through others, for task `from` of the
  * same rank? (cross-stream deps and each stream's order) */
 static bool waits_for(const dag *g, uint32_t to, uint32_t from)
@@ -532,6 +568,7 @@ int main(void)
     tcase_add_test(tc, memory_llama3_8b);
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_test(tc, memory_tensor_parallel);
+    tcase_add_test(tc, memory_korthikanti_examples);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);
