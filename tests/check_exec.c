@@ -195,7 +195,9 @@ static void step_rows(case_table *t4)
  * 0-3, recompute none/selective/full, sequence parallelism on and off;
  * and tp 4 with tiny (H_kv = 2): each KV head replicated on two shards,
  * whose weight gradients the tp_kv all-reduce sums, alone and beside the
- * replication over P_h = 2.
+ * replication over P_h = 2; and --tp-overlap's ring-exchange pairs (tp
+ * chunks of T/tp rows, each on its TP part, and the ring steps between
+ * them) at tp 2 and 4, beside the head all-to-all, under full recompute.
  * `want` is the run's description: TP on, with or without "sp". */
 static void tp_step_rows(case_table *t4, case_table *t8)
 {
@@ -213,6 +215,10 @@ static void tp_step_rows(case_table *t4, case_table *t8)
          "mesh 2x1 tp 4 ulysses", 8},
         {"tiny", "--tp 4 --mesh 1x2 --strategy zigzag --zero 2", "mesh 1x2 tp 4 sp zigzag", 8},
         {"tiny", "--tp 4 --mesh 2x1 --strategy ulysses --zero 1 --sequence-parallel off", "mesh 2x1 tp 4 ulysses", 8},
+        {"tiny", "--tp 2 --mesh 1x2 --strategy zigzag --zero 1 --tp-overlap on", "mesh 1x2 tp 2 sp overlapped", 4},
+        {LOONG_SRCDIR "/tests/data/tiny-mha.model",
+         "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --tp-overlap on",
+         "mesh 2x1 tp 4 sp overlapped", 8},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         add_case(rows[i].np == 4 ? t4 : t8, rows[i].want, "--model %s --seq 512 %s --scope step", rows[i].model,

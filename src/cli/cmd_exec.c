@@ -202,9 +202,6 @@ static int configure(exec_cli *e, config *c)
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
                         "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
-    if (c->tp_overlap)
-        return cli_fail("exec", "--tp-overlap models when TP communication runs, not what it computes: loong exec "
-                                "runs the same step without it (drop --tp-overlap)");
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

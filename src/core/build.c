@@ -193,7 +193,11 @@ static void tp_reduce(prog *p, task_op op, task_phase ph, int layer, int from, i
  * partial received at step j-1 and sent on at step j, and the last add
  * leaves the rank's own rows reduced (with the residual). Bytes per rank
  * are the collective's, (tp-1)/tp of the activations; the rows a GEMM
- * multiplies are the same, in tp pieces. */
+ * multiplies are the same, in tp pieces. The rows themselves (what an
+ * executor needs; the chunk GEMMs and adds carry j as their step): TP rank
+ * t's chunk j multiplies part (t - j) mod tp of the tokens on the gather
+ * side, and computes part (t - j - 1) mod tp on the scatter side, so the
+ * last add is of part t. */
 
 /* A GEMM of build.c's shapes for chunked emission: m = T/tp per chunk. */
 typedef struct tp_gemm {
@@ -203,22 +207,26 @@ typedef struct tp_gemm {
     int writes[2], nwrites;
 } tp_gemm;
 
-/* Chunk of g (m = T/tp rows) waiting for `after`, reading `also` too (its
- * ungathered input; -1: none). */
-static uint32_t tp_gemm_chunk(prog *p, const tp_gemm *g, task_phase ph, int layer, uint32_t after, int also)
+/* Chunk j of g (m = T/tp rows; its step is j) waiting for `after`,
+ * reading `also` too (its ungathered input; -1: none). */
+static uint32_t tp_gemm_chunk(prog *p, const tp_gemm *g, task_phase ph, int layer, int j, uint32_t after, int also)
 {
     int reads[6];
     memcpy(reads, g->reads, (size_t)g->nreads * sizeof *reads);
     reads[g->nreads] = also;
     p->after = after;
-    return gemm(p, g->op, ph, layer, p->T / (uint64_t)p->tp, g->n, g->k, reads, g->nreads + (also >= 0), g->writes,
-                g->nwrites);
+    uint32_t id = gemm(p, g->op, ph, layer, p->T / (uint64_t)p->tp, g->n, g->k, reads, g->nreads + (also >= 0),
+                       g->writes, g->nwrites);
+    bt_task(p->b, id)->step = (uint16_t)j;
+    return id;
 }
 
 /* One step of the TP ring: T/tp rows to the next TP rank, as many from the
- * previous, one group; after: the task whose result the send carries.
- * Returns the recv's id. */
-static uint32_t tp_step(prog *p, task_op op, task_phase ph, int layer, int step, bool grad, int read, uint32_t after)
+ * previous, one group; after: the task whose result the send carries;
+ * scatter: of a reduce-scatter's partial sums (DAG_F_TP_SCATTER), else of
+ * an all-gather. Returns the recv's id. */
+static uint32_t tp_step(prog *p, task_op op, task_phase ph, int layer, int step, bool grad, bool scatter, int read,
+                        uint32_t after)
 {
     builder *b = p->b;
     mesh m = config_mesh(p->c);
@@ -233,6 +241,7 @@ static uint32_t tp_step(prog *p, task_op op, task_phase ph, int layer, int step,
         t->dim[2] = (uint32_t)p->c->act_bytes;
         t->step = (uint16_t)step;
         t->buf = grad ? DAG_TP_GRAD : 0;
+        if (scatter) t->flags |= DAG_F_TP_SCATTER;
         if (recv) t->flags |= DAG_F_GROUPED;
         if (!recv) {
             t->bytes = rows * hid * (uint64_t)p->c->act_bytes;
@@ -252,9 +261,9 @@ static void tp_gather_gemms(prog *p, task_op op, task_phase ph, int layer, int f
     uint32_t recv = DAG_NONE;
     for (int j = 0; j < p->tp; j++) {
         uint32_t held = recv; /* the rows chunk j multiplies arrived with it (j = 0: own) */
-        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, grad, j == 0 ? from : -1, DAG_NONE);
+        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, grad, false, j == 0 ? from : -1, DAG_NONE);
         for (int i = 0; i < ng; i++)
-            tp_gemm_chunk(p, &g[i], ph, layer, held, from);
+            tp_gemm_chunk(p, &g[i], ph, layer, j, held, from);
     }
 }
 
@@ -267,7 +276,7 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
     uint32_t recv = DAG_NONE, ready = DAG_NONE;
     for (int j = 0; j < p->tp; j++) {
         for (int i = 0; i < ng; i++)
-            ready = tp_gemm_chunk(p, &g[i], ph, layer, DAG_NONE, -1);
+            ready = tp_gemm_chunk(p, &g[i], ph, layer, j, DAG_NONE, -1);
         if (j > 0) { /* the partial received + this chunk's */
             uint32_t id = bt_begin(b, TASK_ACC, STREAM_COMP, op, ph, layer);
             dag_task *t = bt_task(b, id);
@@ -275,12 +284,13 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
             t->dim[1] = (uint32_t)hid;
             t->dim[2] = 4;
             t->flops = rows * hid;
+            t->step = (uint16_t)j;
             bt_after(b, recv);
             if (j + 1 == p->tp) bt_writes(b, to);
             bt_end(b);
             ready = id;
         }
-        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, ph == PHASE_BWD, -1, ready);
+        if (j + 1 < p->tp) recv = tp_step(p, op, ph, layer, j, ph == PHASE_BWD, true, -1, ready);
     }
 }
 

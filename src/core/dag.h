@@ -106,9 +106,10 @@ typedef enum {
 typedef enum { PHASE_FWD, PHASE_BWD, PHASE_RECOMPUTE, PHASE_REDUCE } task_phase;
 
 enum {
-    DAG_F_GROUPED = 1, /* issued in one group with the previous task of its stream */
-    DAG_F_MASKED = 2,  /* attention block has masked (query, key) pairs: the kernel applies the mask */
-    DAG_F_ZERO = 4,    /* dKV send whose accumulator has no contribution yet: send zeros */
+    DAG_F_GROUPED = 1,    /* issued in one group with the previous task of its stream */
+    DAG_F_MASKED = 2,     /* attention block has masked (query, key) pairs: the kernel applies the mask */
+    DAG_F_ZERO = 4,       /* dKV send whose accumulator has no contribution yet: send zeros */
+    DAG_F_TP_SCATTER = 8, /* --tp-overlap: a ring step of a reduce-scatter's partial sums (else of an all-gather) */
 };
 
 /* KV and dKV buffer slots a ring task reads (attn, send, acc src) or writes

@@ -164,6 +164,7 @@ static void alloc_weights(xr *x, bool *ok)
     x->loss = dalloc(x, (size_t)x->T * 3, ok);
     if (x->tp > 1) x->embed_part = dalloc(x, (size_t)x->T * hid, ok);
     if (x->sp) x->norm_grad = dalloc(x, norm_grad_count(x), ok);
+    if (x->c->tp_overlap) x->tp_recv = dalloc(x, (size_t)x->T / (size_t)x->tp * hid, ok);
     if (config_tp_kv_repl(x->c) > 1) x->kv_grad = dalloc(x, hid * 2 * (size_t)x->Hkv * (size_t)x->d, ok);
 }
 

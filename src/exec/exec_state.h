@@ -80,6 +80,7 @@ typedef struct xr {
     float *logits;
     float *loss;       /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
     float *embed_part; /* tp > 1: (T, hidden), the vocab-parallel lookup's rows (xr_inputs) */
+    float *tp_recv;    /* --tp-overlap: (T/tp, hidden), the partial sum a reduce-scatter's ring step receives */
     float *kv_grad;    /* tp > H_kv: (hidden, 2 Hkv d), the QKV gradient's K and V columns the replicas sum */
     float *norm_grad;  /* sequence parallelism: ((2L+1), hidden), the norm gradients OP_TP_NORM_GRAD sums; the
                         * executor has no norms, so they are zeros: the collective runs for its time, no check */

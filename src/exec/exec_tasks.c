@@ -270,9 +270,15 @@ static void attn_bwd(emit *e, const dag_task *t)
     emit_op(e, &op);
 }
 
+static void ovl_acc(emit *e, const dag_task *t);
+
 static void acc(emit *e, const dag_task *t)
 {
     xr *x = e->x;
+    if (t->op == OP_TP_X || t->op == OP_TP_H || t->op == OP_TP_Y) { /* --tp-overlap */
+        ovl_acc(e, t);
+        return;
+    }
     if (t->op == OP_DKV_ACC) {
         dev_op op = op_new(DOP_AXPY);
         op.u.axpy = (__typeof__(op.u.axpy)){dkv_ptr(x, t->buf), dkv_ptr(x, t->buf2), slot_floats(x)};
@@ -461,9 +467,57 @@ int xr_local_layout(xr *x, int stream, task_op which, int layer)
  * projection and down write partial sums, and so do the column-parallel
  * GEMMs' input gradients; the TP reductions below add the residuals. */
 
+/* ---- --tp-overlap: build.c's ring-exchange pairs ----
+ * A pair's GEMMs run in tp chunks of T/tp rows, chunk j of a TP part of
+ * the tokens (step j of the task). Gather side (the all-gather before a
+ * column-parallel GEMM: forward QKV, gate and up; backward down and the
+ * output projection): chunk j multiplies part (t - j) mod tp, its own at
+ * j = 0 (read from the ungathered buffer) and then the rows step j-1
+ * received, which step j sends on. Scatter side (the reduce-scatter after
+ * a row-parallel GEMM: forward the output projection and down; backward
+ * up, gate and QKV): chunk j computes the partial sum of part
+ * (t - j - 1) mod tp, ACC j adds the partial step j-1 received, step j
+ * sends the sum on, and the last (j = tp - 1, the own part) is reduced. */
+
+/* Whether GEMM task t is on the scatter side of its pair. */
+static bool ovl_scatter_gemm(const dag_task *t)
+{
+    if (t->phase == PHASE_BWD) return t->op == OP_MLP_UP || t->op == OP_MLP_GATE || t->op == OP_QKV;
+    return t->op == OP_OUT_PROJ || t->op == OP_MLP_DOWN;
+}
+
+/* The TP part of chunk or step j on either side. */
+static int ovl_part(const xr *x, int j, bool scatter)
+{
+    return ((x->t - j - (scatter ? 1 : 0)) % x->tp + x->tp) % x->tp;
+}
+
+/* Rows [r0, r0 + n) of the T a GEMM task multiplies: all, or its chunk's
+ * part; own: a gather-side chunk 0, which reads the ungathered rows;
+ * first, last: whether it opens or closes its pair (or is whole). */
+typedef struct span {
+    size_t r0, n;
+    bool own, first, last;
+} span;
+
+static span gemm_span(const xr *x, const dag_task *t)
+{
+    if (!x->c->tp_overlap || t->op == OP_LM_HEAD) return (span){0, (size_t)x->T, false, true, true};
+    size_t n = (size_t)x->T / (size_t)x->tp;
+    bool scatter = ovl_scatter_gemm(t);
+    return (span){(size_t)ovl_part(x, t->step, scatter) * n, n, !scatter && t->step == 0, t->step == 0,
+                  t->step + 1 == x->tp};
+}
+
 /* The input a column-parallel GEMM reads: gathered under sequence
- * parallelism, else the block's own. */
-static const float *gathered(const xr *x, const float *gath, const float *own) { return x->sp ? gath : own; }
+ * parallelism (the own rows for a gather-side chunk 0), else the block's
+ * own. */
+static const float *gathered(const xr *x, const span *s, const float *gath, const float *own)
+{
+    return x->sp && !s->own ? gath : own;
+}
+
+#define ROWS(p, ld) ((p) + s.r0 * (size_t)(ld)) /* row s.r0 of a (T, ld) buffer */
 
 /* Per token of the LM head's logits z (T, vocab shard) and loss weights R:
  * sum(z * R) (the loss, sum(logits * R)), sum(z), sum(z^2) into loss (T, 3),
@@ -490,38 +544,50 @@ static void gemm_fwd(emit *e, const dag_task *t)
     const model *m = &x->c->model;
     int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
+    span s = gemm_span(x, t);
+    int n = (int)s.n;
     if (t->op == OP_LM_HEAD) {
         layer_t *top = &x->ly[x->L];
-        gemm(e, 0, 0, T, x->vocab, hid, gathered(x, top->xg, top->x), hid, x->lm_w, x->vocab, 0, x->logits, x->vocab);
+        gemm(e, 0, 0, T, x->vocab, hid, gathered(x, &s, top->xg, top->x), hid, x->lm_w, x->vocab, 0, x->logits,
+             x->vocab);
         loss_stats(e);
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
     switch (t->op) {
     case OP_QKV:
-        gemm(e, 0, 0, T, w3, hid, gathered(x, ly->xg, ly->x), hid, ly->w.qkv, w3, 0, ly->qkv_s, w3);
-        if (x->c->p_head == 1) a2a_qkv(e, t->layer);
+        gemm(e, 0, 0, n, w3, hid, ROWS(gathered(x, &s, ly->xg, ly->x), hid), hid, ly->w.qkv, w3, 0, ROWS(ly->qkv_s, w3),
+             w3);
+        if (x->c->p_head == 1 && s.last) a2a_qkv(e, t->layer);
         break;
     case OP_OUT_PROJ:
-        if (x->c->p_head == 1) a2a_o(e, t->layer);
+        if (x->c->p_head == 1 && s.first) a2a_o(e, t->layer);
         if (tp) {
-            gemm(e, 0, 0, T, hid, hd, ly->o_s, hd, ly->w.o, hid, 0, ly->hp, hid);
+            gemm(e, 0, 0, n, hid, hd, ROWS(ly->o_s, hd), hd, ly->w.o, hid, 0, ROWS(ly->hp, hid), hid);
             break;
         }
         copy2d(e, ly->h, (size_t)hid, ly->x, (size_t)hid, (size_t)T, (size_t)hid);
         gemm(e, 0, 0, T, hid, hd, ly->o_s, hd, ly->w.o, hid, 1, ly->h, hid);
         break;
-    case OP_MLP_GATE: gemm(e, 0, 0, T, ffn, hid, gathered(x, ly->hg, ly->h), hid, ly->w.g, ffn, 0, ly->g, ffn); break;
-    case OP_MLP_UP: gemm(e, 0, 0, T, ffn, hid, gathered(x, ly->hg, ly->h), hid, ly->w.u, ffn, 0, ly->u, ffn); break;
+    case OP_MLP_GATE:
+        gemm(e, 0, 0, n, ffn, hid, ROWS(gathered(x, &s, ly->hg, ly->h), hid), hid, ly->w.g, ffn, 0, ROWS(ly->g, ffn),
+             ffn);
+        break;
+    case OP_MLP_UP:
+        gemm(e, 0, 0, n, ffn, hid, ROWS(gathered(x, &s, ly->hg, ly->h), hid), hid, ly->w.u, ffn, 0, ROWS(ly->u, ffn),
+             ffn);
+        break;
     case OP_MLP_DOWN: {
-        dev_op op = op_new(DOP_SWIGLU);
-        op.u.swiglu.m = ly->m;
-        op.u.swiglu.g = ly->g;
-        op.u.swiglu.u = ly->u;
-        op.u.swiglu.n = (size_t)T * (size_t)ffn;
-        emit_op(e, &op);
+        if (s.first) { /* all T rows: every chunk of gate and up is done */
+            dev_op op = op_new(DOP_SWIGLU);
+            op.u.swiglu.m = ly->m;
+            op.u.swiglu.g = ly->g;
+            op.u.swiglu.u = ly->u;
+            op.u.swiglu.n = (size_t)T * (size_t)ffn;
+            emit_op(e, &op);
+        }
         if (tp) {
-            gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 0, ly->yp, hid);
+            gemm(e, 0, 0, n, hid, ffn, ROWS(ly->m, ffn), ffn, ly->w.dn, hid, 0, ROWS(ly->yp, hid), hid);
             break;
         }
         copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid);
@@ -532,52 +598,63 @@ static void gemm_fwd(emit *e, const dag_task *t)
     }
 }
 
+/* Backward: the input gradient of the span's rows, and its part of the
+ * weight gradient (accumulated over a pair's chunks). */
 static void gemm_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
     int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
+    span s = gemm_span(x, t);
+    int n = (int)s.n;
     if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
         layer_t *top = &x->ly[x->L];
         gemm(e, 0, 1, T, hid, x->vocab, x->r_lm, x->vocab, x->lm_w, x->vocab, 0, tp ? top->dxp : top->dx, hid);
-        gemm(e, 1, 0, hid, x->vocab, T, gathered(x, top->xg, top->x), hid, x->r_lm, x->vocab, 1, x->lm_gw, x->vocab);
+        gemm(e, 1, 0, hid, x->vocab, T, gathered(x, &s, top->xg, top->x), hid, x->r_lm, x->vocab, 1, x->lm_gw,
+             x->vocab);
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
-    const float *hin = gathered(x, ly->hg, ly->h);
+    const float *hin = ROWS(gathered(x, &s, ly->hg, ly->h), hid);
     switch (t->op) {
     case OP_MLP_DOWN: {
-        const float *dy = gathered(x, ly->dyg, next->dx);
-        gemm(e, 0, 1, T, ffn, hid, dy, hid, ly->w.dn, hid, 0, ly->dm, ffn);
-        gemm(e, 1, 0, ffn, hid, T, ly->m, ffn, dy, hid, 1, ly->gw.dn, hid);
+        const float *dy = ROWS(gathered(x, &s, ly->dyg, next->dx), hid);
+        gemm(e, 0, 1, n, ffn, hid, dy, hid, ly->w.dn, hid, 0, ROWS(ly->dm, ffn), ffn);
+        gemm(e, 1, 0, ffn, hid, n, ROWS(ly->m, ffn), ffn, dy, hid, 1, ly->gw.dn, hid);
         if (!tp) copy2d(e, ly->dh, (size_t)hid, next->dx, (size_t)hid, (size_t)T, (size_t)hid);
         break;
     }
     case OP_MLP_UP: {
-        dev_op op = op_new(DOP_SWIGLU);
-        op.u.swiglu = (__typeof__(op.u.swiglu)){1, NULL, ly->dg, ly->du, ly->g, ly->u, ly->dm, (size_t)T * (size_t)ffn};
-        emit_op(e, &op);
-        gemm(e, 0, 1, T, hid, ffn, ly->du, ffn, ly->w.u, ffn, tp ? 0 : 1, tp ? ly->dhp : ly->dh, hid);
-        gemm(e, 1, 0, hid, ffn, T, hin, hid, ly->du, ffn, 1, ly->gw.u, ffn);
+        if (s.first) { /* all T rows: every chunk of down's backward is done */
+            dev_op op = op_new(DOP_SWIGLU);
+            op.u.swiglu =
+                (__typeof__(op.u.swiglu)){1, NULL, ly->dg, ly->du, ly->g, ly->u, ly->dm, (size_t)T * (size_t)ffn};
+            emit_op(e, &op);
+        }
+        gemm(e, 0, 1, n, hid, ffn, ROWS(ly->du, ffn), ffn, ly->w.u, ffn, tp ? 0 : 1, ROWS(tp ? ly->dhp : ly->dh, hid),
+             hid);
+        gemm(e, 1, 0, hid, ffn, n, hin, hid, ROWS(ly->du, ffn), ffn, 1, ly->gw.u, ffn);
         break;
     }
     case OP_MLP_GATE:
-        gemm(e, 0, 1, T, hid, ffn, ly->dg, ffn, ly->w.g, ffn, 1, tp ? ly->dhp : ly->dh, hid);
-        gemm(e, 1, 0, hid, ffn, T, hin, hid, ly->dg, ffn, 1, ly->gw.g, ffn);
+        gemm(e, 0, 1, n, hid, ffn, ROWS(ly->dg, ffn), ffn, ly->w.g, ffn, 1, ROWS(tp ? ly->dhp : ly->dh, hid), hid);
+        gemm(e, 1, 0, hid, ffn, n, hin, hid, ROWS(ly->dg, ffn), ffn, 1, ly->gw.g, ffn);
         break;
     case OP_OUT_PROJ: {
-        const float *dh = gathered(x, ly->dhg, ly->dh);
-        gemm(e, 0, 1, T, hd, hid, dh, hid, ly->w.o, hid, 0, ly->do_s, hd);
-        if (x->c->p_head == 1) a2a_do(e, t->layer);
-        gemm(e, 1, 0, hd, hid, T, ly->o_s, hd, dh, hid, 1, ly->gw.o, hid);
+        const float *dh = ROWS(gathered(x, &s, ly->dhg, ly->dh), hid);
+        gemm(e, 0, 1, n, hd, hid, dh, hid, ly->w.o, hid, 0, ROWS(ly->do_s, hd), hd);
+        if (x->c->p_head == 1 && s.last) a2a_do(e, t->layer);
+        gemm(e, 1, 0, hd, hid, n, ROWS(ly->o_s, hd), hd, dh, hid, 1, ly->gw.o, hid);
         if (!tp) copy2d(e, ly->dx, (size_t)hid, ly->dh, (size_t)hid, (size_t)T, (size_t)hid);
         break;
     }
     case OP_QKV:
-        if (x->c->p_head == 1) a2a_dqkv(e, t->layer);
-        gemm(e, 0, 1, T, hid, w3, ly->dqkv_s, w3, ly->w.qkv, w3, tp ? 0 : 1, tp ? ly->dxp : ly->dx, hid);
-        gemm(e, 1, 0, hid, w3, T, gathered(x, ly->xg, ly->x), hid, ly->dqkv_s, w3, 1, ly->gw.qkv, w3);
+        if (x->c->p_head == 1 && s.first) a2a_dqkv(e, t->layer);
+        gemm(e, 0, 1, n, hid, w3, ROWS(ly->dqkv_s, w3), w3, ly->w.qkv, w3, tp ? 0 : 1, ROWS(tp ? ly->dxp : ly->dx, hid),
+             hid);
+        gemm(e, 1, 0, hid, w3, n, ROWS(gathered(x, &s, ly->xg, ly->x), hid), hid, ROWS(ly->dqkv_s, w3), w3, 1,
+             ly->gw.qkv, w3);
         break;
     default: break;
     }
@@ -684,6 +761,75 @@ static void tp_collective(emit *e, const dag_task *t)
     }
 }
 
+/* ---- --tp-overlap: the ring steps and adds of a pair (above) ---- */
+
+/* The buffers of a pair, as tp_collective's of its op, phase and side:
+ * gather side, the ungathered rows `from` and the gathered `to`; scatter
+ * side, the partial sums `from`, the result `to` and its residual. */
+typedef struct ovl_bufs {
+    float *from, *to;
+    const float *res;
+} ovl_bufs;
+
+static ovl_bufs ovl_buffers(const xr *x, const dag_task *t, bool scatter)
+{
+    layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    bool fwd = t->phase != PHASE_BWD;
+    switch (t->op) {
+    case OP_TP_X: return fwd ? (ovl_bufs){ly->x, ly->xg, NULL} : (ovl_bufs){ly->dxp, ly->dx, ly->dh};
+    case OP_TP_H:
+        if (fwd) return scatter ? (ovl_bufs){ly->hp, ly->h, ly->x} : (ovl_bufs){ly->h, ly->hg, NULL};
+        return scatter ? (ovl_bufs){ly->dhp, ly->dh, next->dx} : (ovl_bufs){ly->dh, ly->dhg, NULL};
+    default: /* OP_TP_Y */ return fwd ? (ovl_bufs){ly->yp, next->x, ly->h} : (ovl_bufs){next->dx, ly->dyg, NULL};
+    }
+}
+
+/* Floats of one TP part of a (T, hidden) buffer. */
+static size_t ovl_floats(const xr *x) { return (size_t)x->T / (size_t)x->tp * (size_t)x->c->model.hidden; }
+
+/* Step j (the send s, its recv r): gather side, part (t - j) mod tp on
+ * (from `from` at j = 0, then the rows received at step j-1), part
+ * (t - j - 1) mod tp into `to`; scatter side, the partial sum of part
+ * (t - j - 1) mod tp on, the next one in into x->tp_recv. */
+static void ovl_sendrecv(emit *e, const dag_task *s, const dag_task *r)
+{
+    xr *x = e->x;
+    bool scatter = s->flags & DAG_F_TP_SCATTER;
+    ovl_bufs b = ovl_buffers(x, s, scatter);
+    size_t n = ovl_floats(x);
+    int j = s->step;
+    dev_comm *c = x->comm[STREAM_TP];
+    dev_op op = op_new(DOP_SENDRECV);
+    op.u.p2p.comm = c;
+    float *src = scatter || j == 0 ? b.from : b.to;
+    op.u.p2p.sbuf = src + (size_t)ovl_part(x, j, scatter) * n;
+    op.u.p2p.sbytes = s->bytes;
+    op.u.p2p.to = x->ops->comm_rank(c, s->peer);
+    op.u.p2p.rbuf = scatter ? x->tp_recv : b.to + (size_t)ovl_part(x, j + 1, false) * n;
+    op.u.p2p.rbytes = dag_task_bytes_moved(x->g, r);
+    op.u.p2p.from = x->ops->comm_rank(c, r->peer);
+    op.stamp_end = e->slot;
+    op.stamp_start2 = op.stamp_end2 = (int)(r->id - x->base);
+    emit_op(e, &op);
+}
+
+/* ACC j of a scatter-side pair: the partial received at step j-1 added to
+ * chunk j's; the last, of the own part, written to `to` with the residual. */
+static void ovl_acc(emit *e, const dag_task *t)
+{
+    xr *x = e->x;
+    ovl_bufs b = ovl_buffers(x, t, true);
+    size_t n = ovl_floats(x), off = (size_t)ovl_part(x, t->step, true) * n;
+    dev_op op = op_new(DOP_AXPY);
+    op.u.axpy = (__typeof__(op.u.axpy)){b.from + off, x->tp_recv, n};
+    emit_op(e, &op);
+    if (t->step + 1 < x->tp) return;
+    copy2d(e, b.to + off, n, b.from + off, n, 1, n);
+    if (!b.res) return;
+    op.u.axpy = (__typeof__(op.u.axpy)){b.to + off, b.res + off, n};
+    emit_op(e, &op);
+}
+
 /* ---- gradient reduction ---- */
 
 static size_t layer_weights(const xr *x)
@@ -778,7 +924,7 @@ int xr_launch_task(xr *x, const dag_task *t)
     case TASK_MERGE: merge(&e, t); break;
     case TASK_ATTN_BWD: attn_bwd(&e, t); break;
     case TASK_ACC: acc(&e, t); break;
-    case TASK_SEND: sendrecv(&e, t, dag_task_get(x->g, t->id + 1)); break;
+    case TASK_SEND: (t->stream == STREAM_TP ? ovl_sendrecv : sendrecv)(&e, t, dag_task_get(x->g, t->id + 1)); break;
     case TASK_ALLTOALL: a2a(&e, t); break;
     case TASK_GEMM: t->phase == PHASE_BWD ? gemm_bwd(&e, t) : gemm_fwd(&e, t); break;
     case TASK_ALLREDUCE:
