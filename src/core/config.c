@@ -94,8 +94,8 @@ static int fail(char err[LOONG_ERRLEN], const char *msg)
  * H_kv/tp KV groups, and asserts that tp divides both
  * (megatron/core/transformer/attention.py). Beyond H_kv, with KV
  * replication on, each of the tp/H_kv adjacent shards of a KV group holds
- * that KV head (vLLM's and TransformerEngine-based GQA handling; Megatron
- * itself refuses it), and the replicas' gradients of its weights are
+ * that KV head (vLLM's QKVParallelLinear, vllm/model_executor/layers/
+ * linear.py; Megatron itself refuses it), and the replicas' gradients of its weights are
  * summed (build.c's kv_grad_replicas). */
 static int validate_tp_kv_heads(const config *c, char err[LOONG_ERRLEN])
 {
