@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/calib.h"
+#include "model/tiles.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -90,7 +91,7 @@ START_TEST(task_bytes_and_seconds)
     int seen = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
-        double s = calib_task_seconds(cb, &c, t);
+        double s = calib_task_seconds(cb, &c, NULL, t);
         if (t->kind == TASK_MERGE) {
             uint64_t elems = (uint64_t)t->dim[0] * t->dim[2] * (uint64_t)c.model.head_dim * (uint64_t)c.batch;
             ck_assert_uint_eq(calib_task_bytes(&c, t), elems * (8 + (uint64_t)c.act_bytes));
@@ -108,6 +109,62 @@ START_TEST(task_bytes_and_seconds)
     }
     ck_assert_int_eq(seen, 7);
     dag_free(g);
+    calib_free(cb);
+}
+END_TEST
+
+/* A table's tile lines time attention by the tiles a block touches: one
+ * causal block of S = 2K tokens of tiny (P_s = 1, contiguous) has
+ * S(S+1)/2 pairs, 16 * 17 / 2 = 136 tiles of 128 x 128 (the forward's) and
+ * twice as many of 64 x 128 (the backward's: two 64-row tiles per
+ * 128-column step of the diagonal), so each pass takes its FLOPs x tiles x
+ * area / pairs. calib_write keeps the lines. */
+START_TEST(tile_granular_attention)
+{
+    char err[LOONG_ERRLEN] = "", text[1024];
+    snprintf(text, sizeof text, "%stile attn_fwd 128x128\ntile attn_bwd 64x128\n", table);
+    calib *cb = calib_parse(text, "t.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    int br, bc;
+    ck_assert(calib_tile(cb, TASK_ATTN_FWD, &br, &bc) && br == 128 && bc == 128);
+    ck_assert(calib_tile(cb, TASK_ATTN_BWD, &br, &bc) && br == 64 && bc == 128);
+    ck_assert(!calib_tile(cb, TASK_GEMM, &br, &bc));
+    config c = tcfg("tiny", 2 * 1024, "ring", 1, 1, 0, SCOPE_ATTN);
+    c.partition = PART_CONTIGUOUS;
+    dag *g = tbuild(&c);
+    tiles *tl = tiles_new(cb, &c);
+    ck_assert_ptr_nonnull(tl);
+    const double S = 2048, pairs = S * (S + 1) / 2, fwd = 136 * 128.0 * 128, bwd = 272 * 64.0 * 128;
+    int seen = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind == TASK_ATTN_FWD) {
+            CLOSE(tiles_task_flops(tl, t), (double)t->flops * fwd / pairs);
+            CLOSE(calib_task_seconds(cb, &c, tl, t),
+                  calib_seconds(cb, TASK_ATTN_FWD, (double)t->flops * fwd / pairs, 0, (double)t->dim[0]));
+            seen |= 1;
+        } else if (t->kind == TASK_ATTN_BWD) {
+            CLOSE(tiles_task_flops(tl, t), (double)t->flops * bwd / pairs);
+            seen |= 2;
+        } else if (task_is_compute(t)) {
+            CLOSE(tiles_task_flops(tl, t), (double)t->flops);
+        }
+    }
+    ck_assert_int_eq(seen, 3);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(f, cb), 0);
+    fclose(f);
+    calib *back = calib_parse(buf, "written", err);
+    ck_assert_msg(back != NULL && calib_tile(back, TASK_ATTN_BWD, &br, &bc) && br == 64 && bc == 128, "%s", buf);
+    free(buf);
+    calib_free(back);
+    tiles_free(tl);
+    dag_free(g);
+    calib_free(cb);
+    cb = calib_parse(table, "t.calib", err);
+    ck_assert_ptr_null(tiles_new(cb, &c)); /* no tile line: exact pairs */
     calib_free(cb);
 }
 END_TEST
@@ -133,6 +190,12 @@ START_TEST(malformed_rows)
         {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm curve flops 4us 1G\n", "x:efficiency"},
         {"gpu x\npeak 1T guessed\n", "'assumed'"},
         {"gpu x assumed\n", "'gpu' takes one value"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile gemm 128x64\n", "attention kind"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_fwd 128\n", "'128' is not ROWSxCOLUMNS"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_fwd 0x64\n", "[1, 4096]"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_fwd 128x8192\n", "[1, 4096]"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_bwd 64x128z\n", "ROWSxCOLUMNS"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_bwd 64x128\ntile attn_bwd 64x64\n", "second 'tile'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[LOONG_ERRLEN] = "";
@@ -213,6 +276,7 @@ int main(void)
     tcase_add_test(tc, task_bytes_and_seconds);
     tcase_add_test(tc, malformed_rows);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, tile_granular_attention);
     tcase_add_test(tc, shipped_tables);
     suite_add_tcase(s, tc);
     return check_run(s);

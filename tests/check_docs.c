@@ -230,6 +230,117 @@ START_TEST(maps_tile_the_sequence)
 }
 END_TEST
 
+/* The start of the piece holding position p of part (s, a): its run of
+ * consecutive positions, cut at p's document (the kernel's varlen grid). */
+static uint64_t piece_start(const shard_map *m, int s, int a, const doc_layout *d, uint64_t S, uint64_t p)
+{
+    int n;
+    const shard_seg *sg = shard_segs(m, s, a, &n);
+    uint64_t run = 0, doc = docs_window_start(d, S, p);
+    for (int k = 0; k < n; k++)
+        if (sg[k].start <= p && p < sg[k].start + sg[k].len) run = sg[k].start;
+    return run > doc ? run : doc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Distinct keys among n (sorted in place). */
+static uint64_t distinct(uint64_t *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    uint64_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        u += i == 0 || v[i] != v[i - 1];
+    return u;
+}
+
+/* shard_tiles against enumeration: a tile is (query piece, row tile, key
+ * piece, column tile) with the grids from each piece's start, counted when
+ * it holds an unmasked pair; every partition, with and without documents,
+ * at 1x1 (the exact pairs) and two uneven shapes. Then shard_query_tiles,
+ * the keys being whole documents. */
+START_TEST(tiles_match_enumeration)
+{
+    static const int shapes[][2] = {{1, 1}, {3, 5}, {16, 8}};
+    const uint64_t S = 240;
+    uint64_t *keys = malloc(S * S * sizeof *keys);
+    for (int v = 0; v < 3; v++) {
+        const doc_layout *d = v == 0 ? NULL : random_layout(S - 7 * (uint64_t)v, (unsigned)(v + 10 * _i), 9 + 40 * v);
+        for (int pi = 0; pi < NPART; pi++) {
+            config c = map_config(partitions[pi], _i + 1, S, d);
+            const shard_map *m = shard_map_of(&c);
+            int parts = config_parts(&c);
+            uint64_t ct = config_chunk_tokens(&c);
+            for (int sh = 0; sh < 3; sh++) {
+                uint64_t br = (uint64_t)shapes[sh][0], bc = (uint64_t)shapes[sh][1];
+                for (int s = 0; s < c.p_seq; s++) {
+                    size_t nall = 0;
+                    uint64_t *all = malloc(parts * ct * S * sizeof *all);
+                    for (int a = 0; a < parts; a++) {
+                        for (int src = 0; src < c.p_seq; src++)
+                            for (int b = 0; b < parts; b++) {
+                                size_t n = 0;
+                                for (uint64_t i = 0; i < ct; i++)
+                                    for (uint64_t j = 0; j < ct; j++) {
+                                        uint64_t q = shard_pos(m, s, a, i), kp = shard_pos(m, src, b, j);
+                                        if (kp > q || kp < docs_window_start(d, S, q)) continue;
+                                        uint64_t qs = piece_start(m, s, a, d, S, q),
+                                                 ks = piece_start(m, src, b, d, S, kp);
+                                        keys[n++] = qs << 48 | (q - qs) / br << 32 | ks << 16 | (kp - ks) / bc;
+                                    }
+                                ck_assert_uint_eq(shard_tiles(m, s, a, src, b, (int)br, (int)bc), distinct(keys, n));
+                            }
+                        for (uint64_t i = 0; i < ct; i++) /* against every key: the documents whole */
+                            for (uint64_t kp = 0; kp < S; kp++) {
+                                uint64_t q = shard_pos(m, s, a, i), ds = docs_window_start(d, S, q);
+                                if (kp > q || kp < ds) continue;
+                                uint64_t qs = piece_start(m, s, a, d, S, q);
+                                all[nall++] =
+                                    (uint64_t)a << 62 | qs << 48 | (q - qs) / br << 32 | ds << 16 | (kp - ds) / bc;
+                            }
+                    }
+                    ck_assert_uint_eq(shard_query_tiles(m, s, (int)br, (int)bc), distinct(all, nall));
+                    free(all);
+                }
+            }
+        }
+    }
+    free(keys);
+}
+END_TEST
+
+/* Closed forms: one causal document of 1024 tokens in one block is n(n+1)/2
+ * tiles of 128 x 128 (n = 8) and twice that of 128 x 64 or 64 x 128; a
+ * block wholly in the past is every tile; 48 documents of 5 tokens are one
+ * tile each, 128 x 128 positions for 15 pairs. */
+START_TEST(tiles_closed_forms)
+{
+    config c = map_config(PART_CONTIGUOUS, 1, 1024, NULL);
+    const shard_map *m = shard_map_of(&c);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 0, 0, 128, 128), 36);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 0, 0, 128, 64), 72);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 0, 0, 64, 128), 72);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 0, 0, 1, 1), shard_pairs(m, 0, 0, 0, 0));
+    c = map_config(PART_CONTIGUOUS, 2, 1024, NULL);
+    m = shard_map_of(&c);
+    ck_assert_uint_eq(shard_tiles(m, 1, 0, 0, 0, 128, 64), 4 * 8);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 1, 0, 128, 64), 0);
+    char err[LOONG_ERRLEN] = "", list[48 * 2 + 1] = "";
+    for (int i = 0; i < 48; i++)
+        strcat(list, i ? ",5" : "5");
+    const doc_layout *d = docs_parse_list(list, 240, "--docs", err);
+    ck_assert_msg(d != NULL, "%s", err);
+    c = map_config(PART_CONTIGUOUS, 1, 240, d);
+    m = shard_map_of(&c);
+    ck_assert_uint_eq(shard_pairs(m, 0, 0, 0, 0), 48 * 15);
+    ck_assert_uint_eq(shard_tiles(m, 0, 0, 0, 0, 128, 128), 48);
+}
+END_TEST
+
 /* doc-zigzag gives each ring index pieces j and 2P_s-1-j of every document:
  * with lengths that are multiples of 2P_s the work is exactly equal. */
 START_TEST(doc_zigzag_balances_equal_documents)
@@ -393,6 +504,8 @@ static Suite *docs_suite(void)
     tc = tcase_create("partitions");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, maps_tile_the_sequence, 0, 4);
+    tcase_add_loop_test(tc, tiles_match_enumeration, 0, 3);
+    tcase_add_test(tc, tiles_closed_forms);
     tcase_add_loop_test(tc, doc_zigzag_balances_equal_documents, 0, 3);
     tcase_add_loop_test(tc, balanced_on_heavy_tail, 0, 2);
     suite_add_tcase(s, tc);

@@ -26,6 +26,7 @@
 
 #include "autoconf.h"
 #include "core/xalloc.h"
+#include "model/tiles.h"
 
 #ifndef HAVE_PROTOBUF_C
 
@@ -187,6 +188,7 @@ static int npu_of(const npu_map *m, int rank) { return rank % m->gpn * m->nodes 
 typedef struct writer {
     const dag *g;
     const calib *cb;
+    tiles *tiles; /* cb's attention tile work (NULL: exact pairs) */
     chakra_a2a a2a;
     npu_map map;
     FILE *f;
@@ -305,7 +307,7 @@ static int put_node(writer *w, const dag_task *t)
         nd.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
         attr_u64(&as, "num_ops", t->flops);
         attr_u64(&as, "tensor_size", tensor_bytes(dag_config(g), t));
-        if (w->cb) nd.duration_micros = (uint64_t)llround(calib_task_seconds(w->cb, dag_config(g), t) * 1e6);
+        if (w->cb) nd.duration_micros = (uint64_t)llround(calib_task_seconds(w->cb, dag_config(g), w->tiles, t) * 1e6);
     } else if (task_is_p2p(t)) {
         bool send = t->kind == TASK_SEND;
         nd.type = send ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE;
@@ -616,6 +618,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
         chmod(stage, 0777 & ~um);
     }
     writer w = {.g = g, .cb = cb, .a2a = o->a2a, .map = npu_map_of(dag_config(g))};
+    if (cb) w.tiles = tiles_new(cb, dag_config(g));
     uint32_t nt = dag_ntasks(g);
     uint32_t *first = NULL, *order = NULL;
     if (!rc) {
@@ -660,6 +663,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
     }
     if (rc && stage) remove_stage(stage, ranks);
     free(w.buf), free(w.data), free(w.ctrl), free(w.pred), free(w.npred), free(w.mates), free(w.nmates);
+    tiles_free(w.tiles);
     free(first), free(order);
     free(stage), free(dir);
     return rc;

@@ -24,6 +24,8 @@
 #include "docs.h"
 #include "xalloc.h"
 
+typedef struct tile_table tile_table;
+
 typedef struct seglist {
     shard_seg *v;
     uint64_t *off; /* off[i]: tokens before run i */
@@ -35,8 +37,9 @@ struct shard_map {
     uint64_t seq, ct;
     int p_seq, parts, cells;
     partition_kind partition;
-    seglist *lists;  /* [s * parts + part] */
-    uint64_t *pairs; /* [owner][owner], owner = s * parts + part (count_pairs) */
+    seglist *lists;    /* [s * parts + part] */
+    uint64_t *pairs;   /* [owner][owner], owner = s * parts + part (count_pairs) */
+    tile_table *tiles; /* the same per tile shape, on first use (shard_tiles) */
     shard_map *next;
 };
 
@@ -206,7 +209,7 @@ const shard_map *shard_map_of(const config *c)
 static shard_map *build_map(const config *c)
 {
     shard_map *m = xcalloc(1, sizeof *m, "a shard map");
-    *m = (shard_map){c->docs, c->seq, config_chunk_tokens(c), c->p_seq, config_parts(c), 0, c->partition, NULL,
+    *m = (shard_map){c->docs, c->seq, config_chunk_tokens(c), c->p_seq, config_parts(c), 0, c->partition, NULL, NULL,
                      NULL,    NULL};
     m->lists = xcalloc((size_t)m->p_seq * (size_t)m->parts, sizeof *m->lists, "a shard map");
     switch (c->partition) {
@@ -314,3 +317,111 @@ uint64_t shard_query_pairs(const shard_map *m, int s)
 }
 
 int shard_balanced_cells(const shard_map *m) { return m->cells; }
+
+/* ---- tiles (shard_tiles) ---- */
+
+/* One tile shape's table, like pairs: [owner][owner]. */
+struct tile_table {
+    int br, bc;
+    uint64_t *v;
+    tile_table *next;
+};
+
+/* Tiles of the causal grid of query piece [qa, qb) against key piece
+ * [ka, kb) of one document: row tile i holds queries up to
+ * min(qa + (i+1) br, qb) - 1 and touches every column tile whose first key
+ * is at or before that query. */
+static uint64_t piece_tiles(uint64_t qa, uint64_t qb, uint64_t ka, uint64_t kb, uint64_t br, uint64_t bc)
+{
+    if (ka >= qb || qa >= qb || ka >= kb) return 0;
+    uint64_t ncol = (kb - ka + bc - 1) / bc, n = 0;
+    for (uint64_t r0 = qa; r0 < qb; r0 += br) {
+        uint64_t qmax = (r0 + br < qb ? r0 + br : qb) - 1;
+        if (qmax < ka) continue;
+        uint64_t c = (qmax - ka) / bc + 1;
+        n += c < ncol ? c : ncol;
+    }
+    return n;
+}
+
+/* count_pairs' sweep at tile granularity: the pieces are the runs cut at
+ * the document's bounds. */
+static void count_tiles(const shard_map *m, tile_table *t)
+{
+    int owners = m->p_seq * m->parts, nr, r0 = 0;
+    t->v = xcalloc((size_t)owners * (size_t)owners, sizeof *t->v, "a shard map's tile table");
+    owned_run *r = all_runs(m, &nr);
+    for (int u = 0; u < ndocs(m); u++) {
+        uint64_t ds = doc_lo(m, u), de = doc_hi(m, u);
+        while (r0 < nr && r[r0].hi <= ds)
+            r0++;
+        for (int x = r0; x < nr && r[x].lo < de; x++) {
+            uint64_t qa = r[x].lo > ds ? r[x].lo : ds, qb = r[x].hi < de ? r[x].hi : de;
+            uint64_t *row = t->v + (size_t)r[x].owner * (size_t)owners;
+            for (int y = r0; y <= x; y++)
+                row[r[y].owner] += piece_tiles(qa, qb, r[y].lo > ds ? r[y].lo : ds, r[y].hi < de ? r[y].hi : de,
+                                               (uint64_t)t->br, (uint64_t)t->bc);
+        }
+    }
+    free(r);
+}
+
+/* The table of shape br x bc, built on first use (under the interning
+ * lock: maps are shared between threads). */
+static const tile_table *tiles_for(const shard_map *m, int br, int bc)
+{
+    shard_map *mm = (shard_map *)m; /* the cache is the map's only mutable part */
+    pthread_mutex_lock(&interned_mu);
+    tile_table *t = mm->tiles;
+    while (t && (t->br != br || t->bc != bc))
+        t = t->next;
+    if (!t) {
+        t = xcalloc(1, sizeof *t, "a shard map's tile table");
+        t->br = br;
+        t->bc = bc;
+        count_tiles(m, t);
+        t->next = mm->tiles;
+        mm->tiles = t;
+    }
+    pthread_mutex_unlock(&interned_mu);
+    return t;
+}
+
+uint64_t shard_tiles(const shard_map *m, int s, int a, int src, int k, int br, int bc)
+{
+    size_t owners = (size_t)m->p_seq * (size_t)m->parts;
+    return tiles_for(m, br, bc)->v[(size_t)(s * m->parts + a) * owners + (size_t)(src * m->parts + k)];
+}
+
+/* The last document starting at or before p (0 if none). */
+static int doc_at(const shard_map *m, uint64_t p)
+{
+    int lo = 0, hi = ndocs(m) - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (doc_lo(m, mid) <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+uint64_t shard_query_tiles(const shard_map *m, int s, int br, int bc)
+{
+    uint64_t n = 0;
+    for (int a = 0; a < m->parts; a++) {
+        const seglist *l = list_of(m, s, a);
+        for (int i = 0; i < l->n; i++) { /* each run cut at the documents it meets, against them whole */
+            uint64_t p = l->v[i].start, end = p + l->v[i].len;
+            for (int u = doc_at(m, p); p < end && u < ndocs(m); u++) {
+                uint64_t ds = doc_lo(m, u), de = doc_hi(m, u);
+                if (ds >= end) break;
+                uint64_t qa = p > ds ? p : ds, qb = de < end ? de : end;
+                if (qa < qb) n += piece_tiles(qa, qb, ds, de, (uint64_t)br, (uint64_t)bc);
+                p = qb > p ? qb : p;
+            }
+        }
+    }
+    return n;
+}

@@ -58,6 +58,18 @@ uint64_t shard_pairs(const shard_map *m, int s, int a, int src, int k);
  * every key: the attention work that index does, whatever the strategy. */
 uint64_t shard_query_pairs(const shard_map *m, int s);
 
+/* The same at the tile granularity of a FlashAttention-style kernel
+ * with br x bc tiles (query rows x key columns): the tiles that hold at
+ * least one unmasked pair, each computed in full, per sample and head. The
+ * kernel's grid starts at the first position of every piece, a run of
+ * consecutive positions of a part within one document (a varlen
+ * sequence: cu_seqlens), on both sides. br = bc = 1: shard_pairs. */
+uint64_t shard_tiles(const shard_map *m, int s, int a, int src, int k, int br, int bc);
+
+/* The same for ring index s's queries against every key of the sequence
+ * (the all-gather's block: the gathered keys are whole documents). */
+uint64_t shard_query_tiles(const shard_map *m, int s, int br, int bc);
+
 /* Cells per part (K) the balanced partition chose; 0 under the others. */
 int shard_balanced_cells(const shard_map *m);
 

@@ -1,6 +1,8 @@
 /* analytic: fast step-time model of the planner. See analytic.h. */
 #include "analytic.h"
 
+#include "tiles.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -127,6 +129,7 @@ typedef struct ringctx {
     double nic_bwd;       /* seconds of one layer's backward the ring keeps a NIC busy */
     int groups;           /* --ring allgather: KV-head groups, gathered one after another */
     double ag_s, rs_s;    /* one group's KV all-gather and fp32 dK/dV reduce-scatter */
+    tiles *tiles;         /* attention work at the kernels' tile granularity (NULL: exact pairs) */
 } ringctx;
 
 /* Compute seconds of step (s, src) forward (merges after the layer's first
@@ -143,10 +146,12 @@ static double step_compute(const ringctx *r, int s, int src, bool bwd, bool *fir
         uint64_t fl = size_attn_fwd_flops(r->c, bl.pairs);
         double tok = (double)q_tok;
         if (bwd) {
-            t += calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl), 0, tok);
+            double k = tiles_ratio(r->tiles, TASK_ATTN_BWD, s, src, bl.q_sel, bl.kv_sel);
+            t += calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl) * k, 0, tok);
             continue;
         }
-        t += calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl, 0, tok);
+        double k = tiles_ratio(r->tiles, TASK_ATTN_FWD, s, src, bl.q_sel, bl.kv_sel);
+        t += calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl * k, 0, tok);
         if (!*first) t += calib_seconds(r->cb, TASK_MERGE, 0, (double)size_merge_hbm_bytes(r->c, q_tok), tok);
         *first = false;
     }
@@ -231,8 +236,10 @@ static double gather_block(const ringctx *r, int s, bool bwd)
     uint64_t fl = size_attn_fwd_flops(r->c, ringgeo_query_pairs(r->c, s)) / (uint64_t)r->groups;
     double tok = (double)(r->c->seq / (uint64_t)r->c->p_seq);
     if (!fl) return 0;
-    return bwd ? calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl), 0, tok)
-               : calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl, 0, tok);
+    unsigned all = ringgeo_parts(r->c);
+    double k = tiles_ratio(r->tiles, bwd ? TASK_ATTN_BWD : TASK_ATTN_FWD, s, -1, all, all);
+    return bwd ? calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl) * k, 0, tok)
+               : calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl * k, 0, tok);
 }
 
 /* Gathers run back to back on their stream, group g's into the slot that
@@ -268,6 +275,7 @@ static void ring_setup(ringctx *r, const config *c, const calib *cb, const platf
 {
     r->c = c;
     r->cb = cb;
+    r->tiles = tiles_new(cb, c);
     r->f_fwd = calib_interference(cb, TASK_ATTN_FWD);
     r->f_bwd = calib_interference(cb, TASK_ATTN_BWD);
     r->lanes = ringgeo_lanes(c);
@@ -680,4 +688,5 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, ana
     dpcost k = dp_costs(c, n);
     step_walk(c, cb, &k, &worst, &tk, out);
     out->worst_s = ws;
+    tiles_free(r.tiles);
 }

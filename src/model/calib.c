@@ -9,6 +9,7 @@
 
 #include "core/infile.h"
 #include "core/xalloc.h"
+#include "tiles.h"
 
 #include "core/sizes.h"
 
@@ -35,6 +36,7 @@ struct calib {
     bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
     row rows[NKINDS];
     double interference[NKINDS]; /* slowdown of a kind's kernel per concurrent communication kernel */
+    int tile[NKINDS][2];         /* attention kernels' tile, query rows x key columns ('tile'); 0: none */
     unsigned given;              /* while parsing: header lines seen (HDR_*), each allowed once */
 };
 
@@ -206,6 +208,26 @@ static int parse_interference(const cursor *cu, calib *cb, char **tok, int ntok)
     return 0;
 }
 
+#define TILE_MAX 4096 /* rows or columns of a kernel's tile */
+
+/* tile attn_fwd|attn_bwd BRxBC */
+static int parse_tile(const cursor *cu, calib *cb, char **tok, int ntok)
+{
+    int kind = ntok == 3 ? task_kind_parse(tok[1]) : -1;
+    if (kind != TASK_ATTN_FWD && kind != TASK_ATTN_BWD)
+        return fail(cu,
+                    "'tile' takes an attention kind and its kernel's tile, rows x columns (tile attn_fwd 128x128)%s%s",
+                    "", "");
+    char *x = strchr(tok[2], 'x'), *e1, *e2;
+    long br = x ? strtol(tok[2], &e1, 10) : 0, bc = x ? strtol(x + 1, &e2, 10) : 0;
+    if (!x || e1 != x || *e2 || br < 1 || bc < 1 || br > TILE_MAX || bc > TILE_MAX)
+        return fail(cu, "tile '%s' is not ROWSxCOLUMNS with each in [1, 4096] (e.g. 128x64)%s", tok[2], "");
+    if (cb->tile[kind][0]) return fail(cu, "a second 'tile' line for %s%s", tok[1], "");
+    cb->tile[kind][0] = (int)br;
+    cb->tile[kind][1] = (int)bc;
+    return 0;
+}
+
 static int parse_line(const cursor *cu, calib *cb, char *line)
 {
     char *hash = strchr(line, '#');
@@ -220,11 +242,12 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
     if (!strcmp(tok[0], "gpu") || !strcmp(tok[0], "peak") || !strcmp(tok[0], "mem_bw"))
         return parse_header(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "interference")) return parse_interference(cu, cb, tok, ntok);
+    if (!strcmp(tok[0], "tile")) return parse_tile(cu, cb, tok, ntok);
     int kind = task_kind_parse(tok[0]);
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
-                    "unknown key or kind '%s': expected gpu, peak, mem_bw, interference, gemm, attn_fwd, attn_bwd, "
-                    "merge or acc%s",
+                    "unknown key or kind '%s': expected gpu, peak, mem_bw, interference, tile, gemm, attn_fwd, "
+                    "attn_bwd, merge or acc%s",
                     tok[0], "");
     return parse_row(cu, cb, kind, tok, ntok);
 }
@@ -368,10 +391,19 @@ double calib_seconds(const calib *cb, int kind, double flops, double bytes, doub
     return r->t0 + work / (efficiency(r, x) * ref);
 }
 
-double calib_task_seconds(const calib *cb, const config *c, const dag_task *t)
+bool calib_tile(const calib *cb, int kind, int *br, int *bc)
+{
+    if (kind < 0 || kind >= NKINDS || !cb->tile[kind][0]) return false;
+    *br = cb->tile[kind][0];
+    *bc = cb->tile[kind][1];
+    return true;
+}
+
+double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;
-    return calib_seconds(cb, t->kind, (double)t->flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
+    double flops = tl ? tiles_task_flops(tl, t) : (double)t->flops;
+    return calib_seconds(cb, t->kind, flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
 }
 
 int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN])
@@ -407,6 +439,8 @@ int calib_write(FILE *f, const calib *cb)
     }
     for (int k = 0; k < NKINDS; k++)
         if (cb->interference[k] > 0) fprintf(f, "interference %s %.17g\n", task_kind_name(k), cb->interference[k]);
+    for (int k = 0; k < NKINDS; k++)
+        if (cb->tile[k][0]) fprintf(f, "tile %s %dx%d\n", task_kind_name(k), cb->tile[k][0], cb->tile[k][1]);
     return ferror(f) ? -1 : 0;
 }
 

@@ -16,6 +16,9 @@
  *   interference F          a compute kernel runs (1 + F) x slower while
  *   interference KIND F     communication kernels (NCCL's SMs and HBM
  *                           traffic) run beside it on the same GPU [0: none]
+ *   tile KIND BRxBC         attn_fwd or attn_bwd: the kernel computes tiles
+ *                           of BR query rows x BC key columns, a partly
+ *                           masked tile in full [none: exact pairs]
  *
  * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
  * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc
@@ -87,8 +90,16 @@ double calib_interference(const calib *cb, int kind);
 bool calib_has_interference(const calib *cb);
 void calib_set_interference(calib *cb, int kind, double f);
 
-/* Seconds a compute task takes (0 for communication tasks). */
-double calib_task_seconds(const calib *cb, const config *c, const dag_task *t);
+/* The attention kernel's tile for kind (attn_fwd, attn_bwd), query rows x
+ * key columns, from the table's `tile` line; false when it has none (the
+ * kernel's work is then its exact (query, key) pairs). */
+bool calib_tile(const calib *cb, int kind, int *br, int *bc);
+
+/* Seconds a compute task takes (0 for communication tasks). tl (NULL:
+ * exact pairs) gives an attention task's work at its kernel's tile
+ * granularity (tiles.h). */
+typedef struct tiles tiles;
+double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t);
 
 /* Seconds for `kind` given its work (FLOPs or bytes, by kind) and abscissa
  * values, for callers without a dag_task (the planner). */

@@ -52,7 +52,7 @@ static void progress(sim_state *S, uint32_t k)
 /* A kernel's calibrated time, times its jitter draw (sim_run_dp). */
 static double kernel_seconds(const sim_stream *me, const dag_task *x)
 {
-    double d = calib_task_seconds(me->S->cb, me->S->c, x);
+    double d = calib_task_seconds(me->S->cb, me->S->c, me->S->tiles, x);
     return me->S->jitter ? d * me->S->jitter[me->off + x->id] : d;
 }
 
@@ -275,6 +275,7 @@ static void release(sim_state *S)
         sim_flow_release(&S->streams[i]);
     }
     free(S->streams);
+    tiles_free(S->tiles);
     free(S->pos);
     for (uint32_t i = 0; S->groups && i < (uint32_t)S->reps * dag_ngroups(S->g); i++)
         nccl_group_free(&S->groups[i]);
@@ -321,6 +322,7 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on
     int P = config_ranks(c);
     sim_state S = {.g = g, .c = c, .cb = cb, .hosts = sim_platform_hosts(pf), .progress = progress_on, .P = P};
     S.spec = sim_platform_nccl_spec(pf);
+    S.tiles = tiles_new(cb, c);
     S.interference = calib_has_interference(cb);
     dp_setup(&S, every_replica);
     size_t reps = (size_t)S.reps;

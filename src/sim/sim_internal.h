@@ -14,6 +14,7 @@
 #include <xbt/log.h>
 
 #include "model/nccl.h"
+#include "model/tiles.h"
 #include "model/whatif.h"
 #include "sim.h"
 
@@ -66,6 +67,7 @@ typedef struct sim_state {
     const dag *g;
     const config *c;
     const calib *cb;
+    tiles *tiles;          /* attention work at the kernels' tile granularity (NULL: exact pairs) */
     sg_host_t *hosts;      /* per global rank */
     sim_stream *streams;   /* reps * P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
     uint32_t *pos;         /* per task: position in its stream */
