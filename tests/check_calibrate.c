@@ -98,7 +98,7 @@ static int fit_paths(const char *const *paths, int n, const calib *base, bool st
         tp[i] = &t[i];
     }
     calibrate_points *p = calibrate_points_new();
-    int rc = calibrate_points_from_traces(p, tp, n, err);
+    int rc = calibrate_points_from_traces(p, tp, n, base, err);
     if (rc == 0) rc = calibrate_fit(p, base, strict, res, err);
     calibrate_points_free(p);
     for (int i = 0; i < n; i++)

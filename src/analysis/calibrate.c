@@ -2,6 +2,8 @@
  * measured traces. See calibrate.h. */
 #include "calibrate.h"
 
+#include "model/tiles.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,19 +121,21 @@ static double overlap_of(const span *s, size_t n, int rank, double a, double b)
     return b > a ? ov / (b - a) : 0;
 }
 
-static void compute_points(const trace *t, const dag *g, calibrate_points *p)
+static void compute_points(const trace *t, const dag *g, const calib *base, calibrate_points *p)
 {
     size_t ns;
     span *s = comm_spans(t, g, &ns);
+    tiles *tl = tiles_new(base, &t->cfg);
     for (size_t i = 0; i < t->n; i++) {
         const trace_ev *e = &t->ev[i];
         const dag_task *k = dag_task_get(g, e->id);
         if (!k || !task_is_compute(k) || e->dur <= 0) continue;
         uint64_t bytes = calib_task_bytes(&t->cfg, k);
-        double work = bytes ? (double)bytes : (double)k->flops;
+        double work = bytes ? (double)bytes : tiles_task_flops(tl, k);
         if (work > 0)
             calibrate_add_kind(p, k->kind, work, e->dur * 1e-6, overlap_of(s, ns, k->rank, e->ts, e->ts + e->dur));
     }
+    tiles_free(tl);
     free(s);
 }
 
@@ -182,7 +186,8 @@ static void link_points(const trace *t, const dag *g, calibrate_points *p)
     free(v);
 }
 
-int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, char err[LOONG_ERRLEN])
+int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, const calib *base,
+                                 char err[LOONG_ERRLEN])
 {
     for (int i = 0; i < n; i++) {
         dag *g = dag_build(&traces[i]->cfg, err);
@@ -194,7 +199,7 @@ int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces
             dag_free(g);
             return -1;
         }
-        compute_points(traces[i], g, p);
+        compute_points(traces[i], g, base, p);
         link_points(traces[i], g, p);
         dag_free(g);
         p->ninputs++;

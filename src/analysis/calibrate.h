@@ -50,9 +50,13 @@ void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double 
 /* The points of n measured traces: every compute task, and every transfer
  * from the later of its send's and recv's starts to the recv's end (waiting
  * for a late peer is not transfer time), weighted by the overlap-weighted
- * count of transfers sharing its sender's or receiver's link. Returns 0 or
- * -1 with a message (a trace whose configuration does not build). */
-int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, char err[LOONG_ERRLEN]);
+ * count of transfers sharing its sender's or receiver's link. An attention
+ * task's work is the tiles of base's tile lines (model/tiles.h), so that
+ * the fitted rate times what the table's users time; without them, its
+ * exact FLOPs. Returns 0 or -1 with a message (a trace whose configuration
+ * does not build). */
+int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, const calib *base,
+                                 char err[LOONG_ERRLEN]);
 
 typedef enum { CAL_ABSENT, CAL_FITTED, CAL_KEPT } calibrate_status;
 

@@ -139,7 +139,7 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
     }
     calibrate_result r;
     calibrate_points *pts = calibrate_points_new();
-    if (rc == 0 && (calibrate_points_from_traces(pts, tp, ntr, err) < 0 ||
+    if (rc == 0 && (calibrate_points_from_traces(pts, tp, ntr, cb, err) < 0 ||
                     calibrate_fit(pts, cb, strict, &r, err) < 0 || calibrate_apply(&r, cb, err) < 0))
         rc = cli_fail("calibrate", "%s", err);
     calibrate_points_free(pts);

@@ -274,16 +274,34 @@ static owned_run *all_runs(const shard_map *m, int *n)
     return r;
 }
 
-/* pairs[x][y]: unmasked pairs of owner x's queries against owner y's keys.
- * Pairs live inside one document, so each document adds, for every run x
- * that meets it and every run y at or before x in it, the pairs of their
- * parts inside the document: O(sum over documents of runs-met^2), which is
- * O(documents) when runs are long and O(P_s^2) per long document when the
- * partition splits every document. */
-static void count_pairs(shard_map *m)
+/* Tiles of the causal grid of query piece [qa, qb) against key piece
+ * [ka, kb) of one document: row tile i holds queries up to
+ * min(qa + (i+1) br, qb) - 1 and touches every column tile whose first key
+ * is at or before that query. */
+static uint64_t piece_tiles(uint64_t qa, uint64_t qb, uint64_t ka, uint64_t kb, uint64_t br, uint64_t bc)
+{
+    if (ka >= qb || qa >= qb || ka >= kb) return 0;
+    uint64_t ncol = (kb - ka + bc - 1) / bc, n = 0;
+    for (uint64_t r0 = qa; r0 < qb; r0 += br) {
+        uint64_t qmax = (r0 + br < qb ? r0 + br : qb) - 1;
+        if (qmax < ka) continue;
+        uint64_t c = (qmax - ka) / bc + 1;
+        n += c < ncol ? c : ncol;
+    }
+    return n;
+}
+
+/* table[x][y]: the work of owner x's queries against owner y's keys,
+ * unmasked pairs (br = 0) or tiles of br x bc. Work lives inside one
+ * document, so each document adds, for every run x that meets it and every
+ * run y at or before x in it, the work of their pieces inside the document
+ * (the runs cut at its bounds): O(sum over documents of runs-met^2), which
+ * is O(documents) when runs are long and O(P_s^2) per long document when
+ * the partition splits every document. */
+static uint64_t *owner_table(const shard_map *m, int br, int bc)
 {
     int owners = m->p_seq * m->parts, nr, r0 = 0;
-    m->pairs = xcalloc((size_t)owners * (size_t)owners, sizeof *m->pairs, "a shard map's pair table");
+    uint64_t *v = xcalloc((size_t)owners * (size_t)owners, sizeof *v, "a shard map's work table");
     owned_run *r = all_runs(m, &nr);
     for (int u = 0; u < ndocs(m); u++) {
         uint64_t ds = doc_lo(m, u), de = doc_hi(m, u);
@@ -291,14 +309,19 @@ static void count_pairs(shard_map *m)
             r0++;
         for (int x = r0; x < nr && r[x].lo < de; x++) {
             uint64_t qa = r[x].lo > ds ? r[x].lo : ds, qb = r[x].hi < de ? r[x].hi : de;
-            uint64_t *row = m->pairs + (size_t)r[x].owner * (size_t)owners;
-            for (int y = r0; y <= x; y++)
-                row[r[y].owner] += docs_pairs(NULL, m->seq, qa, qb, r[y].lo > ds ? r[y].lo : ds,
-                                              r[y].hi < de ? r[y].hi : de); /* causal: one document */
+            uint64_t *row = v + (size_t)r[x].owner * (size_t)owners;
+            for (int y = r0; y <= x; y++) {
+                uint64_t ka = r[y].lo > ds ? r[y].lo : ds, kb = r[y].hi < de ? r[y].hi : de;
+                row[r[y].owner] += br ? piece_tiles(qa, qb, ka, kb, (uint64_t)br, (uint64_t)bc)
+                                      : docs_pairs(NULL, m->seq, qa, qb, ka, kb); /* causal: one document */
+            }
         }
     }
     free(r);
+    return v;
 }
+
+static void count_pairs(shard_map *m) { m->pairs = owner_table(m, 0, 0); }
 
 uint64_t shard_pairs(const shard_map *m, int s, int a, int src, int k)
 {
@@ -327,45 +350,6 @@ struct tile_table {
     tile_table *next;
 };
 
-/* Tiles of the causal grid of query piece [qa, qb) against key piece
- * [ka, kb) of one document: row tile i holds queries up to
- * min(qa + (i+1) br, qb) - 1 and touches every column tile whose first key
- * is at or before that query. */
-static uint64_t piece_tiles(uint64_t qa, uint64_t qb, uint64_t ka, uint64_t kb, uint64_t br, uint64_t bc)
-{
-    if (ka >= qb || qa >= qb || ka >= kb) return 0;
-    uint64_t ncol = (kb - ka + bc - 1) / bc, n = 0;
-    for (uint64_t r0 = qa; r0 < qb; r0 += br) {
-        uint64_t qmax = (r0 + br < qb ? r0 + br : qb) - 1;
-        if (qmax < ka) continue;
-        uint64_t c = (qmax - ka) / bc + 1;
-        n += c < ncol ? c : ncol;
-    }
-    return n;
-}
-
-/* count_pairs' sweep at tile granularity: the pieces are the runs cut at
- * the document's bounds. */
-static void count_tiles(const shard_map *m, tile_table *t)
-{
-    int owners = m->p_seq * m->parts, nr, r0 = 0;
-    t->v = xcalloc((size_t)owners * (size_t)owners, sizeof *t->v, "a shard map's tile table");
-    owned_run *r = all_runs(m, &nr);
-    for (int u = 0; u < ndocs(m); u++) {
-        uint64_t ds = doc_lo(m, u), de = doc_hi(m, u);
-        while (r0 < nr && r[r0].hi <= ds)
-            r0++;
-        for (int x = r0; x < nr && r[x].lo < de; x++) {
-            uint64_t qa = r[x].lo > ds ? r[x].lo : ds, qb = r[x].hi < de ? r[x].hi : de;
-            uint64_t *row = t->v + (size_t)r[x].owner * (size_t)owners;
-            for (int y = r0; y <= x; y++)
-                row[r[y].owner] += piece_tiles(qa, qb, r[y].lo > ds ? r[y].lo : ds, r[y].hi < de ? r[y].hi : de,
-                                               (uint64_t)t->br, (uint64_t)t->bc);
-        }
-    }
-    free(r);
-}
-
 /* The table of shape br x bc, built on first use (under the interning
  * lock: maps are shared between threads). */
 static const tile_table *tiles_for(const shard_map *m, int br, int bc)
@@ -379,7 +363,7 @@ static const tile_table *tiles_for(const shard_map *m, int br, int bc)
         t = xcalloc(1, sizeof *t, "a shard map's tile table");
         t->br = br;
         t->bc = bc;
-        count_tiles(m, t);
+        t->v = owner_table(m, br, bc);
         t->next = mm->tiles;
         mm->tiles = t;
     }
