@@ -371,10 +371,12 @@ static const tile_table *tiles_for(const shard_map *m, int br, int bc)
     return t;
 }
 
+const uint64_t *shard_tile_table(const shard_map *m, int br, int bc) { return tiles_for(m, br, bc)->v; }
+
 uint64_t shard_tiles(const shard_map *m, int s, int a, int src, int k, int br, int bc)
 {
     size_t owners = (size_t)m->p_seq * (size_t)m->parts;
-    return tiles_for(m, br, bc)->v[(size_t)(s * m->parts + a) * owners + (size_t)(src * m->parts + k)];
+    return shard_tile_table(m, br, bc)[(size_t)(s * m->parts + a) * owners + (size_t)(src * m->parts + k)];
 }
 
 /* The last document starting at or before p (0 if none). */

@@ -65,6 +65,10 @@ uint64_t shard_query_pairs(const shard_map *m, int s);
  * consecutive positions of a part within one document (a varlen
  * sequence: cu_seqlens), on both sides. br = bc = 1: shard_pairs. */
 uint64_t shard_tiles(const shard_map *m, int s, int a, int src, int k, int br, int bc);
+/* The table behind shard_tiles for one shape, built once (thread-safe):
+ * entry [(s * parts + a) * owners + src * parts + k], owners = P_s x parts;
+ * reading it takes no lock. */
+const uint64_t *shard_tile_table(const shard_map *m, int br, int bc);
 
 /* The same for ring index s's queries against every key of the sequence
  * (the all-gather's block: the gathered keys are whole documents). */

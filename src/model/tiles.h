@@ -13,8 +13,10 @@
  * ring index s's queries (parts SEL_Q) against ring index src's keys
  * (parts SEL_KV); the all-gather's is s's queries against every key.
  *
- * The ratios are computed once per (kind, s, src, parts) and kept: not
- * thread-safe, one object per simulation or planner thread.
+ * The tile counts come from the shard map's tables, built once per tile
+ * shape and shared; the all-gather's ratios are kept per ring index in
+ * the object: not thread-safe, one object per simulation or planner
+ * thread.
  *
  * Layer: model (uses core only).
  */
