@@ -297,9 +297,11 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
 /* A ring collective over the gradient group moving `elems` elements,
  * sized for the DAG's P members of it; with P = 1 beside dp > 1 replicas
  * (a tp-only replica) for the whole group, the replicas' members, since a
- * one-member ring moves nothing (the simulator sizes it back alike). */
+ * one-member ring moves nothing (the simulator sizes it back alike). It
+ * reads buffer wait_buf too (-1: none) and waits for task p->after (then
+ * cleared); a gradient collective becomes p->grad_sync. */
 static void dp_coll_after(prog *p, task_kind kind, task_op op, int layer, uint64_t elems, int first, int last,
-                          int after)
+                          int wait_buf)
 {
     uint64_t n = (uint64_t)config_cp(p->c);
     if (n == 1) n = (uint64_t)p->c->dp;
@@ -312,7 +314,7 @@ static void dp_coll_after(prog *p, task_kind kind, task_op op, int layer, uint64
     dag_task *t = bt_task(b, id);
     t->group = p->dp_gid;
     t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
-    if (after >= 0) bt_reads(b, after);
+    if (wait_buf >= 0) bt_reads(b, wait_buf);
     for (int l = first; l <= last; l++) {
         if (kind == TASK_ALLGATHER)
             bt_writes(b, BUF_LB(l, LB_W));

@@ -711,19 +711,43 @@ static void tp_reduce(emit *e, float *out, float *part, const float *residual, s
     }
 }
 
+/* The buffers of TP collective (or --tp-overlap pair) t, by its op, phase
+ * and side: a gather's own rows `from` and the gathered `to`; a
+ * reduction's partial sums `from`, its result `to` and the residual added
+ * to it (NULL: none). */
+typedef struct tp_bufs {
+    float *from, *to;
+    const float *res;
+} tp_bufs;
+
+static tp_bufs tp_buffers(const xr *x, const dag_task *t, bool gather)
+{
+    layer_t *ly = &x->ly[t->layer], *next = t->layer < x->L ? &x->ly[t->layer + 1] : NULL;
+    bool fwd = t->phase != PHASE_BWD;
+    switch (t->op) {
+    case OP_TP_X: /* the block's (or LM head's) input gathered; its gradient reduced (+ dh) */
+        return gather ? (tp_bufs){ly->x, ly->xg, NULL} : (tp_bufs){ly->dxp, ly->dx, next ? ly->dh : NULL};
+    case OP_TP_H: /* forward: h = reduce(out-proj) + x, gathered for gate/up; backward likewise for dh */
+        if (!gather) return fwd ? (tp_bufs){ly->hp, ly->h, ly->x} : (tp_bufs){ly->dhp, ly->dh, next->dx};
+        if (!fwd && t->buf == DAG_TP_GRAD) return (tp_bufs){ly->dh, ly->dhg, NULL}; /* for out-proj's backward */
+        return (tp_bufs){ly->h, ly->hg, NULL}; /* forward, or again for up's and gate's weight gradients */
+    default: /* OP_TP_Y: forward x_{l+1} = reduce(down) + h; backward dx_{l+1} gathered */
+        return fwd ? (tp_bufs){ly->yp, next->x, ly->h} : (tp_bufs){next->dx, ly->dyg, NULL};
+    }
+}
+
 static void tp_collective(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     size_t count = (size_t)t->dim[0] * (size_t)t->dim[1];
-    bool fwd = t->phase != PHASE_BWD, gather = t->kind == TASK_ALLGATHER;
-    int l = t->layer;
+    bool gather = t->kind == TASK_ALLGATHER;
     if (t->op == OP_TP_LOSS || t->op == OP_TP_NORM_GRAD) {
         tp_op(e, DOP_ALLREDUCE, t->op == OP_TP_LOSS ? x->loss : x->norm_grad, count);
         return;
     }
     if (t->op == OP_TP_EMBED) { /* the lookup's partial rows reduced into x_0; its gradient gathered */
         layer_t *ly = &x->ly[0];
-        if (fwd) {
+        if (t->phase != PHASE_BWD) {
             copy2d(e, ly->xg, count, x->embed_part, count, 1, count);
             tp_reduce(e, ly->x, ly->xg, NULL, count);
         } else {
@@ -731,58 +755,14 @@ static void tp_collective(emit *e, const dag_task *t)
         }
         return;
     }
-    layer_t *ly = &x->ly[l], *next = l < x->L ? &x->ly[l + 1] : NULL;
-    switch (t->op) {
-    case OP_TP_X: /* the block's (or LM head's) input gathered; its gradient reduced (+ dh) */
-        if (gather)
-            tp_gather(e, ly->xg, ly->x, count);
-        else
-            tp_reduce(e, ly->dx, ly->dxp, next ? ly->dh : NULL, count);
-        break;
-    case OP_TP_H: /* forward: h = reduce(out-proj) + x, gathered for gate/up; backward likewise for dh */
-        if (fwd && gather)
-            tp_gather(e, ly->hg, ly->h, count);
-        else if (fwd)
-            tp_reduce(e, ly->h, ly->hp, ly->x, count);
-        else if (!gather)
-            tp_reduce(e, ly->dh, ly->dhp, next->dx, count);
-        else if (t->buf == DAG_TP_GRAD) /* dh, for the output projection's backward */
-            tp_gather(e, ly->dhg, ly->dh, count);
-        else /* h again, for up's and gate's weight gradients */
-            tp_gather(e, ly->hg, ly->h, count);
-        break;
-    case OP_TP_Y: /* forward: x_{l+1} = reduce(down) + h; backward: dx_{l+1} gathered */
-        if (fwd)
-            tp_reduce(e, next->x, ly->yp, ly->h, count);
-        else
-            tp_gather(e, ly->dyg, next->dx, count);
-        break;
-    default: break;
-    }
+    tp_bufs b = tp_buffers(x, t, gather);
+    if (gather)
+        tp_gather(e, b.to, b.from, count);
+    else
+        tp_reduce(e, b.to, b.from, b.res, count);
 }
 
 /* ---- --tp-overlap: the ring steps and adds of a pair (above) ---- */
-
-/* The buffers of a pair, as tp_collective's of its op, phase and side:
- * gather side, the ungathered rows `from` and the gathered `to`; scatter
- * side, the partial sums `from`, the result `to` and its residual. */
-typedef struct ovl_bufs {
-    float *from, *to;
-    const float *res;
-} ovl_bufs;
-
-static ovl_bufs ovl_buffers(const xr *x, const dag_task *t, bool scatter)
-{
-    layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
-    bool fwd = t->phase != PHASE_BWD;
-    switch (t->op) {
-    case OP_TP_X: return fwd ? (ovl_bufs){ly->x, ly->xg, NULL} : (ovl_bufs){ly->dxp, ly->dx, ly->dh};
-    case OP_TP_H:
-        if (fwd) return scatter ? (ovl_bufs){ly->hp, ly->h, ly->x} : (ovl_bufs){ly->h, ly->hg, NULL};
-        return scatter ? (ovl_bufs){ly->dhp, ly->dh, next->dx} : (ovl_bufs){ly->dh, ly->dhg, NULL};
-    default: /* OP_TP_Y */ return fwd ? (ovl_bufs){ly->yp, next->x, ly->h} : (ovl_bufs){next->dx, ly->dyg, NULL};
-    }
-}
 
 /* Floats of one TP part of a (T, hidden) buffer. */
 static size_t ovl_floats(const xr *x) { return (size_t)x->T / (size_t)x->tp * (size_t)x->c->model.hidden; }
@@ -795,7 +775,7 @@ static void ovl_sendrecv(emit *e, const dag_task *s, const dag_task *r)
 {
     xr *x = e->x;
     bool scatter = s->flags & DAG_F_TP_SCATTER;
-    ovl_bufs b = ovl_buffers(x, s, scatter);
+    tp_bufs b = tp_buffers(x, s, !scatter);
     size_t n = ovl_floats(x);
     int j = s->step;
     dev_comm *c = x->comm[STREAM_TP];
@@ -818,7 +798,7 @@ static void ovl_sendrecv(emit *e, const dag_task *s, const dag_task *r)
 static void ovl_acc(emit *e, const dag_task *t)
 {
     xr *x = e->x;
-    ovl_bufs b = ovl_buffers(x, t, true);
+    tp_bufs b = tp_buffers(x, t, false);
     size_t n = ovl_floats(x), off = (size_t)ovl_part(x, t->step, true) * n;
     dev_op op = op_new(DOP_AXPY);
     op.u.axpy = (__typeof__(op.u.axpy)){b.from + off, x->tp_recv, n};

@@ -5,9 +5,9 @@
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 
-/* Per rank: H, qkv and ffn are the TP shard's (H/tp, H/tp + 2 KV heads,
- * ffn/tp); Tr is the tokens of the activations between the GEMMs (T/tp
- * under sequence parallelism, else T). */
+/* Per rank: H, qkv and ffn are the TP shard's (H/tp; H/tp + 2 x its KV
+ * heads, H_kv/tp or the one it replicates: model_tp_qkv_heads; ffn/tp); Tr is the tokens of the activations between the
+ * GEMMs (T/tp under sequence parallelism, else T). */
 typedef struct dims {
     double T, Tr, Ns, hid, H, qkv, d, ffn, hq, kvh, a;
 } dims;
