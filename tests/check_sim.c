@@ -380,6 +380,72 @@ START_TEST(tp_collectives_on_critical_path)
 }
 END_TEST
 
+/* The pipeline bubble emerges from the DAG (pipeline.h's schedules), on
+ * free links and compute at 1e13 FLOP/s, pp 4 stages of a 32-block model
+ * (mesh 1x1: nothing but the stages' p2p, which costs ~1e-8 of a pass).
+ * With f and b a stage's forward and backward pass of one micro-batch and
+ * h the LM head's passes (vocab 1: ~1e-7 of a pass), the last stage sets
+ * the pace and (Narayanan et al. 2021, section 2.2.1) 1F1B and GPipe take
+ *   step = (p - 1)(f + b) + m (f + b + h),
+ * so stage 0's idle share of the step is (p - 1)/(m + p - 1) at h = 0;
+ * interleaved with v chunks per stage, (p - 1)/(v m + p - 1) (section
+ * 2.2.2): its h term is checked by its size, below 1e-6. */
+START_TEST(pipeline_bubble)
+{
+    static const struct {
+        schedule_kind s;
+        int m, v;
+    } rows[] = {{SCHED_1F1B, 8, 1},
+                {SCHED_GPIPE, 8, 1},
+                {SCHED_1F1B, 2, 1},
+                {SCHED_INTERLEAVED, 8, 2},
+                {SCHED_INTERLEAVED, 4, 4}};
+    config c = tcfg("tiny", 4 * K, "ulysses", 1, 1, 0, SCOPE_STEP);
+    c.model = (model){"wide", 32, 16384, 128, 8, 128, 53248, 1};
+    c.pp = 4;
+    c.gpus_per_node = 4;
+    c.micro_batches = rows[_i].m;
+    c.schedule = rows[_i].s;
+    c.vpp = rows[_i].v;
+    char path[128], err[LOONG_ERRLEN] = "";
+    platform_spec sp = plat_spec(1, 4, 4);
+    sp.nvlink_bw = 1e15;
+    sp.nvlink_lat = 0;
+    sp.nccl = 0;
+    calib *cb = calib_parse("gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e13\nattn_fwd line 0s 1e13\n"
+                            "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
+                            "slow", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    dag *g = tbuild(&c);
+    sim_result res;
+    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    double f = 0, b = 0, h = 0, busy0 = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (!task_is_compute(t)) continue;
+        if (t->rank == 0) busy0 += res.dur[i];
+        if (t->op == OP_LM_HEAD && t->mb == 0) h += res.dur[i];
+        if (t->rank == 1 && t->mb == 0) *(t->phase == PHASE_FWD ? &f : &b) += res.dur[i]; /* a middle stage */
+    }
+    double p = c.pp, m = c.micro_batches, v = c.vpp, idle = 1 - busy0 / res.makespan;
+    ck_assert_double_eq_tol(busy0, m * (f + b), 1e-9 * busy0);
+    if (c.schedule != SCHED_INTERLEAVED) {
+        assert_within(res.makespan, (p - 1) * (f + b) + m * (f + b + h), 1e-6, "pipeline step");
+        ck_assert_double_eq_tol(idle, ((p - 1) * (f + b) + m * h) / res.makespan, 1e-6);
+    } else {
+        ck_assert_msg(m * h / res.makespan < 1e-6, "the LM head is not negligible: %g", m * h / res.makespan);
+        ck_assert_msg(fabs(idle - (p - 1) / (v * m + p - 1)) < 1e-6, "interleaved bubble %.9f, closed form %.9f", idle,
+                      (p - 1) / (v * m + p - 1));
+    }
+    sim_result_free(&res);
+    dag_free(g);
+    calib_free(cb);
+    sim_platform_free(pf);
+}
+END_TEST
+
 /* The same input gives a byte-identical trace. */
 START_TEST(deterministic_trace)
 {
@@ -619,6 +685,7 @@ int main(void)
     tcase_add_test(tc, interference_slows_overlapped_kernels);
     tcase_add_test(tc, compute_bound_imbalance);
     tcase_add_test(tc, comm_bound_double_ring);
+    tcase_add_loop_test(tc, pipeline_bubble, 0, 5);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);

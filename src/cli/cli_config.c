@@ -136,8 +136,9 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                          KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
     static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
-    static const config_knob last[] = {KNOB_WINDOW, KNOB_KV_STRIDE, KNOB_ZERO,      KNOB_PREFETCH,
-                                       KNOB_DTYPE,  KNOB_DP,        KNOB_NCCL_ALGO, KNOB_NCCL_PROTO};
+    static const config_knob last[] = {KNOB_WINDOW,   KNOB_KV_STRIDE, KNOB_ZERO,      KNOB_PREFETCH,
+                                       KNOB_DTYPE,    KNOB_DP,        KNOB_PP,        KNOB_MICRO_BATCHES,
+                                       KNOB_SCHEDULE, KNOB_VPP,       KNOB_NCCL_ALGO, KNOB_NCCL_PROTO};
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
     if (parse_docs(cc, c, err) < 0) return -1;
@@ -156,6 +157,11 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                 "loong: warning: the TP group spans %d nodes (--tp %d, %d GPUs per node, placement %s): its "
                 "collectives, two or more per GEMM pair, cross the network\n",
                 nodes, c->tp, c->gpus_per_node, cc->val[KNOB_PLACEMENT] ? cc->val[KNOB_PLACEMENT] : "head-first");
+    if (c->pp > 1 && c->micro_batches < c->pp)
+        fprintf(stderr,
+                "loong: warning: --micro-batches %d < --pp %d: at most %d of the %d stages compute at once, and the "
+                "pipeline bubble dominates the step; use %d or more micro-batches\n",
+                c->micro_batches, c->pp, c->micro_batches, c->pp, 4 * c->pp);
     return 0;
 }
 

@@ -202,6 +202,10 @@ static int configure(exec_cli *e, config *c)
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
                         "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
+    if (c->pp > 1 || c->micro_batches > 1)
+        return cli_fail("exec",
+                        "loong exec runs one micro-batch without pipeline stages: drop --pp and --micro-batches, or "
+                        "predict the pipeline with loong sim");
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

@@ -204,9 +204,11 @@ static json_t *json_memory(const config *c)
     memory_estimate m;
     memory_estimate_config(c, &m);
     double layer = m.working + m.attn_buffers;
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights, "gradients", m.grads, "optimizer",
-                     m.optimizer, "activations", m.activations, "transient", layer > m.lm_head ? layer : m.lm_head,
-                     "peak", m.peak);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights, "gradients", m.grads, "optimizer",
+                          m.optimizer, "activations", m.activations, "transient", layer > m.lm_head ? layer : m.lm_head,
+                          "peak", m.peak);
+    if (j && c->pp > 1) json_object_set_new(j, "stage", json_integer(m.stage)); /* the tightest */
+    return j;
 }
 
 /* The --json summary: step time, throughput, MFU, the memory model's
@@ -229,7 +231,7 @@ static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb
         json_array_append_new(ranks, json_pack("{s:i, s:f, s:f, s:f}", "rank", r, "busy_s", tl.busy, "idle_s", tl.idle,
                                                "exposed_s", tl.exposed));
     }
-    double T = res->makespan, tokens = (double)c->batch * (double)c->seq;
+    double T = res->makespan, tokens = config_step_tokens(c);
     json_t *j =
         json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:I, s:i, s:f}", "config", config_to_json(c),
                   "step_s", T, "tokens_per_s_per_gpu", T > 0 ? tokens / (T * P) : 0, "mfu_pct",
@@ -490,7 +492,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
 {
     char desc[256], err[LOONG_ERRLEN];
     config_describe(c, desc, sizeof desc);
-    double tokens = (double)c->batch * (double)c->seq;
+    double tokens = config_step_tokens(c);
     int P = config_ranks(c);
     fprintf(f, "# loong sim --compose: %s\n", desc);
     whatif_write_header(f, &a->w);
@@ -523,7 +525,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
     if (o->table) write_compose_table(o->sm.f, a, c, k, L, step, exposed, tk);
     if (a->json) {
         platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
-        double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = (double)c->batch * c->seq;
+        double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = config_step_tokens(c);
         json_t *j = json_pack("{s:o, s:f, s:f, s:f, s:f, s:o, s:b, s:i}", "config", config_to_json(c), "step_s", step,
                               "tokens_per_s_per_gpu", tokens / (step * config_ranks(c)), "mfu_pct",
                               peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
@@ -549,6 +551,9 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     if (c->scope != SCOPE_STEP || L < 3 || a->trace)
         return cli_fail("sim", "--compose needs --scope step, a model of 3 or more layers and no --trace (a composed "
                                "run has no full trace)");
+    if (c->pp > 1 || c->micro_batches > 1)
+        return cli_fail("sim", "--compose learns a step from its layers, not from pipeline stages and micro-batches: "
+                               "drop --compose (a pipelined step is simulated whole) or use --pp 1 --micro-batches 1");
     sim_outputs out;
     if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs")};

@@ -193,7 +193,7 @@ int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gp
             const plan_layout *l = &ls[i];
             if (l->removed || (l->sim_step >= 0) != sim) continue;
             const config *c = &l->c;
-            double step = plan_step(l), tps = (double)c->batch * (double)c->seq / (step * config_ranks(c));
+            double step = plan_step(l), tps = config_step_tokens(c) / (step * config_ranks(c));
             int f = nfam < 16 ? family_of(c->strategy, fam, &nfam) : 15;
             fprintf(d, "%.6f %.6f %d\n", l->mem.peak / 1e9, tps, f + 1);
             points++;
@@ -201,7 +201,7 @@ int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gp
         fprintf(d, "\n\n");
     }
     const plan_layout *p = &ls[pick];
-    double step = plan_step(p), tps = (double)p->c.batch * (double)p->c.seq / (step * config_ranks(&p->c));
+    double step = plan_step(p), tps = config_step_tokens(&p->c) / (step * config_ranks(&p->c));
     fprintf(d, "%.6f %.6f\n\n\n", p->mem.peak / 1e9, tps); /* index 2: the pick */
     /* index 3: the pick's split, the analytical model's shares of its step */
     const analytic_result *a = &p->an;

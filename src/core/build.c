@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "dag_internal.h"
+#include "pipeline.h"
 #include "ring.h"
 #include "ringgeo.h"
 #include "sizes.h"
@@ -64,6 +65,8 @@ typedef struct prog {
     bool overlap;       /* --tp-overlap: the ring-exchange pipelines below */
     uint32_t after;     /* a task the next GEMM or DP collective waits for besides its buffers (DAG_NONE: none) */
     uint32_t grad_sync; /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
+    int stage;          /* pipeline stage (pipeline.h) */
+    bool last_mb;       /* the pass being emitted is of the last micro-batch: the gradients are complete */
 } prog;
 
 /* With P_h = 1 head-sharded and sequence-sharded buffers are the same. */
@@ -294,6 +297,9 @@ static void tp_gemms_scatter(prog *p, task_op op, task_phase ph, int layer, cons
     }
 }
 
+/* Whether the rank's stage holds block l (l = L: the weights outside). */
+static bool stage_holds(const prog *p, int l) { return pipe_holds(p->c, p->stage, l); }
+
 /* A ring collective over the gradient group moving `elems` elements,
  * sized for the DAG's P members of it; with P = 1 beside dp > 1 replicas
  * (a tp-only replica) for the whole group, the replicas' members, since a
@@ -316,6 +322,7 @@ static void dp_coll_after(prog *p, task_kind kind, task_op op, int layer, uint64
     t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
     if (wait_buf >= 0) bt_reads(b, wait_buf);
     for (int l = first; l <= last; l++) {
+        if (!stage_holds(p, l)) continue;
         if (kind == TASK_ALLGATHER)
             bt_writes(b, BUF_LB(l, LB_W));
         else
@@ -516,9 +523,21 @@ static void layer_bwd(prog *p, int l)
                          5,      {tbuf(p, l, LB_DXP), G},
                          2};
     row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    if (!p->last_mb) return; /* the gradients accumulate over the micro-batches */
     kv_grad_replicas(p, l);
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
     if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, lp, l, l);
+}
+
+/* The head's gradient reduction (ZeRO 0, 2), once its gradient is
+ * complete; wait_buf: the buffer that says so. */
+static void head_grads(prog *p, int wait_buf)
+{
+    int L = p->m->layers;
+    uint64_t hp = pipe_head_params(p->c, p->stage); /* in the gradient slot of index L */
+    if (!p->last_mb) return;
+    if (p->c->zero == 0) dp_coll_after(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, hp, L, L, wait_buf);
+    if (p->c->zero >= 2) dp_coll_after(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, hp, L, L, wait_buf);
 }
 
 /* The vocab-parallel embedding: each TP rank looks up the tokens of its
@@ -527,32 +546,43 @@ static void layer_bwd(prog *p, int l)
  * into the embedding rows (backward, after block 0). */
 static void embedding(prog *p, task_phase ph)
 {
-    if (ph == PHASE_FWD)
+    if (ph == PHASE_FWD) {
         tp_reduce(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_XG), BUF_LB(0, LB_X));
-    else
-        tp_gather(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_DX), BUF_LB(0, LB_DYG));
+        return;
+    }
+    tp_gather(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_DX), BUF_LB(0, LB_DYG));
+    /* pipelined, the first stage reduces the embedding's gradient itself
+     * (else the LM head's reduction covers it) */
+    if (p->c->pp > 1) head_grads(p, p->tp > 1 && p->sp ? BUF_LB(0, LB_DYG) : BUF_LB(0, LB_DX));
 }
 
-/* LM head forward and backward; its buffers live at index L. Vocab-
+/* LM head forward, then backward; its buffers live at index L. Vocab-
  * parallel: (T, hid) x (hid, ceil(V/tp)), then the cross-entropy's
  * statistics reduced over TP. */
-static void lm_head(prog *p)
+static void lm_head_fwd(prog *p)
 {
     const config *c = p->c;
     const model *m = p->m;
-    int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
+    int L = m->layers, W = BUF_LB(L, LB_W);
     uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
-    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp, hp = model_head_params_tp(m, p->tp);
+    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
     if (c->zero == 3 && c->prefetch == 0) param_gather(p, L, BUF_LB(L, LB_X)); /* else prefetched */
     tp_gather(p, OP_TP_X, PHASE_FWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
     gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(tbuf(p, L, LB_XG), W), WRITES(BUF_LB(L, LB_M)));
     tp_coll_sized(p, TASK_ALLREDUCE, OP_TP_LOSS, PHASE_FWD, L, 3 * T, 4, BUF_LB(L, LB_M), BUF_LB(L, LB_M));
+}
+
+static void lm_head_bwd(prog *p)
+{
+    const model *m = p->m;
+    int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
+    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
     tp_gather(p, OP_TP_X, PHASE_BWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
     gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), tbuf(p, L, LB_XG), W),
          WRITES(tbuf(p, L, LB_DXP), G));
     tp_reduce(p, OP_TP_X, PHASE_BWD, L, tbuf(p, L, LB_DXP), BUF_LB(L, LB_DX));
-    if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, -1, hp, L, L);
-    if (c->zero >= 2) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, hp, L, L);
+    head_grads(p, -1);
 }
 
 /* The norm weights' gradients over TP (Megatron-Core's finalize_model_grads,
@@ -568,8 +598,8 @@ static uint32_t norm_grads(prog *p)
 {
     if (p->tp == 1 || !p->sp) return DAG_NONE;
     builder *b = p->b;
-    int L = p->m->layers;
-    uint64_t rows = 2 * (uint64_t)L + 1, hid = (uint64_t)p->m->hidden;
+    int L = p->m->layers, last = p->stage == p->c->pp - 1;
+    uint64_t rows = 2 * (uint64_t)(L / p->c->pp) + (uint64_t)last, hid = (uint64_t)p->m->hidden;
     uint32_t id = bt_begin(b, TASK_ALLREDUCE, STREAM_TP, OP_TP_NORM_GRAD, PHASE_REDUCE, -1);
     dag_task *t = bt_task(b, id);
     t->group = p->tp_gid;
@@ -580,23 +610,117 @@ static uint32_t norm_grads(prog *p)
     t->buf = DAG_TP_GRAD;
     bt_after(b, p->grad_sync);
     for (int l = 0; l <= L; l++)
-        bt_reads(b, BUF_LB(l, LB_GRAD));
+        if (stage_holds(p, l)) bt_reads(b, BUF_LB(l, LB_GRAD));
     bt_end(b);
     return id;
+}
+
+/* The pipeline p2p of one virtual-stage boundary (pipeline.h): a send to
+ * or a recv from the matching rank of the stage `dir` away, of the hidden
+ * states of this rank's tokens (T/tp of them under sequence parallelism:
+ * Megatron sends the sequence-parallel shard), out of or into buffer
+ * buf; layer: the first block of the later virtual stage; grouped: with
+ * the task before it on its stream. */
+static void pp_p2p(prog *p, bool grad, bool recv, int dir, int layer, int buf, bool grouped)
+{
+    builder *b = p->b;
+    mesh m = config_mesh(p->c);
+    uint64_t rows = p->sp && p->tp > 1 ? p->T / (uint64_t)p->tp : p->T, hid = (uint64_t)p->m->hidden;
+    uint32_t id = bt_begin(b, recv ? TASK_RECV : TASK_SEND, grad ? STREAM_PP_GRAD : STREAM_PP,
+                           grad ? OP_PP_GRAD : OP_PP_ACT, grad ? PHASE_BWD : PHASE_FWD, layer);
+    dag_task *t = bt_task(b, id);
+    t->peer = mesh_shift(&m, bt_rank(b), MESH_PP, dir);
+    t->dim[0] = (uint32_t)rows;
+    t->dim[1] = (uint32_t)hid;
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    if (grouped) t->flags |= DAG_F_GROUPED;
+    if (recv) {
+        bt_writes(b, buf);
+    } else {
+        t->bytes = rows * hid * (uint64_t)p->c->act_bytes;
+        bt_reads(b, buf);
+    }
+    bt_end(b);
+}
+
+/* The recv of pass op's input, unless its chunk starts the model (a
+ * forward) or ends it (a backward): activations from the previous virtual
+ * stage into its first block's input, or gradients from the next into
+ * its last block's output gradient, in op's micro-batch. */
+static bool pass_recv(prog *p, const pipe_op *op, bool grouped)
+{
+    const config *c = p->c;
+    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_chunk_layers(c);
+    if (op->bwd ? pipe_is_last(c, p->stage, op->chunk) : pipe_is_first(c, p->stage, op->chunk)) return false;
+    bt_set_micro_batch(p->b, op->mb);
+    if (op->bwd)
+        pp_p2p(p, true, true, 1, end, BUF_LB(end, LB_DX), grouped);
+    else
+        pp_p2p(p, false, true, -1, first, BUF_LB(first, LB_X), grouped);
+    return true;
+}
+
+/* One pass (a forward or backward of one chunk and micro-batch): its
+ * blocks, from the embedding or its input recv to the LM head or its
+ * output send. As Megatron's schedules batch a pass's output send with
+ * the next pass's input recv in one batch_isend_irecv
+ * (send_forward_recv_forward and the like, p2p_communication.py), the
+ * send is grouped with the recv of the next pass in the same direction,
+ * `next` (NULL: none): the ring of the interleaved schedule's last stage
+ * back to stage 0 deadlocks on blocking sends otherwise. */
+static void pass(prog *p, const pipe_op *op, const pipe_op *next, bool recv_first)
+{
+    const config *c = p->c;
+    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_chunk_layers(c);
+    if (recv_first) pass_recv(p, op, false);
+    bt_set_micro_batch(p->b, op->mb);
+    p->last_mb = op->mb == c->micro_batches - 1;
+    bool sent = false;
+    if (!op->bwd) {
+        if (pipe_is_first(c, p->stage, op->chunk)) embedding(p, PHASE_FWD);
+        for (int l = first; l < end; l++)
+            layer_fwd(p, l, PHASE_FWD, true);
+        if (pipe_is_last(c, p->stage, op->chunk))
+            lm_head_fwd(p);
+        else
+            pp_p2p(p, false, false, 1, end, BUF_LB(end, LB_X), false), sent = true;
+    } else {
+        if (pipe_is_last(c, p->stage, op->chunk)) lm_head_bwd(p);
+        for (int l = end - 1; l >= first; l--)
+            layer_bwd(p, l);
+        if (pipe_is_first(c, p->stage, op->chunk))
+            embedding(p, PHASE_BWD);
+        else
+            pp_p2p(p, true, false, -1, first, BUF_LB(first, LB_DX), false), sent = true;
+    }
+    if (next) pass_recv(p, next, sent);
+}
+
+/* The passes of the rank's stage in the schedule's order (pipeline.h);
+ * a chunk's backward of the last micro-batch completes its gradients. */
+static void pipeline_passes(prog *p)
+{
+    const config *c = p->c;
+    int n = pipe_nops(c);
+    pipe_op *ops = xmalloc_array((size_t)n, sizeof *ops, "a pipeline schedule");
+    pipe_ops(c, p->stage, ops);
+    bool seen[2] = {false, false}; /* a forward, a backward emitted: its successor's recv went with it */
+    for (int i = 0; i < n; i++) {
+        const pipe_op *next = NULL;
+        for (int j = i + 1; j < n && !next; j++)
+            if (ops[j].bwd == ops[i].bwd) next = &ops[j];
+        pass(p, &ops[i], next, !seen[ops[i].bwd]);
+        seen[ops[i].bwd] = true;
+    }
+    free(ops);
 }
 
 static void training_step(prog *p)
 {
     const config *c = p->c;
     int L = p->m->layers;
-    embedding(p, PHASE_FWD);
-    for (int l = 0; l < L; l++)
-        layer_fwd(p, l, PHASE_FWD, true);
-    lm_head(p);
-    for (int l = L - 1; l >= 0; l--)
-        layer_bwd(p, l);
-    embedding(p, PHASE_BWD);
-    uint64_t all = model_params_tp(p->m, p->tp);
+    pipeline_passes(p);
+    uint64_t all = pipe_stage_params(c, p->stage);
     if (c->zero == 1) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, all, 0, L);
     p->after = norm_grads(p); /* the optimizer step, then the gather of its result, wait for it */
     if (c->zero == 1 || c->zero == 2) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, all, 0, L);
@@ -607,9 +731,21 @@ static void training_step(prog *p)
 static void build_rank(builder *b)
 {
     const config *c = bt_config(b);
-    prog p = {b,        c,        &c->model, config_local_tokens(c), DAG_NONE,      DAG_NONE,
-              DAG_NONE, DAG_NONE, c->tp,     c->sequence_parallel,   c->tp_overlap, DAG_NONE,
-              DAG_NONE};
+    prog p = {b,
+              c,
+              &c->model,
+              config_local_tokens(c),
+              DAG_NONE,
+              DAG_NONE,
+              DAG_NONE,
+              DAG_NONE,
+              c->tp,
+              c->sequence_parallel,
+              c->tp_overlap,
+              DAG_NONE,
+              DAG_NONE,
+              pipe_stage(c, bt_rank(b)),
+              true};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
     p.dp_gid = bt_group(b, STREAM_DP, CONFIG_GRAD_DIMS);
     if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);

@@ -24,6 +24,10 @@ void config_defaults(config *c)
     c->p_head = 8;
     c->p_seq = 8;
     c->dp = 1;
+    c->pp = 1;
+    c->micro_batches = 1;
+    c->schedule = SCHED_1F1B;
+    c->vpp = 1;
     snprintf(c->strategy, sizeof c->strategy, "loongtrain");
     config_set_placement(c, PLACE_HEAD_FIRST);
     c->partition = PART_ZIGZAG;
@@ -55,6 +59,7 @@ static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, 
 static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
 static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
+static const spelling schedule_sp[] = {{"1f1b", "1f1b"}, {"gpipe", "gpipe"}, {"interleaved", "il"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
 
@@ -81,6 +86,7 @@ NAMES(partition, partition_kind)
 NAMES(ring, ring_kind)
 NAMES(scope, scope_kind)
 NAMES(recompute, recompute_kind)
+const char *schedule_name(schedule_kind v) { return schedule_sp[v].name; }
 
 /* ---- validation ---- */
 
@@ -243,14 +249,16 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
 {
     const model *m = &c->model;
     uint64_t attn, gemm, total;
+    uint64_t mb = (uint64_t)c->micro_batches;
     uint64_t fa[] = {
-        14, c->seq, c->seq, (uint64_t)m->heads, (uint64_t)m->head_dim, (uint64_t)c->batch, (uint64_t)m->layers};
-    uint64_t fg[] = {16, c->seq, (uint64_t)c->batch, model_params(m)};
-    if (!units_mul_n(&attn, 7, fa) || !units_mul_n(&gemm, 4, fg) || !units_add(attn, gemm, &total)) {
+        14, c->seq, c->seq, (uint64_t)m->heads, (uint64_t)m->head_dim, (uint64_t)c->batch, (uint64_t)m->layers, mb};
+    uint64_t fg[] = {16, c->seq, (uint64_t)c->batch, model_params(m), mb};
+    if (!units_mul_n(&attn, 8, fa) || !units_mul_n(&gemm, 5, fg) || !units_add(attn, gemm, &total)) {
         return fail(err, "the FLOP count of this configuration overflows 64-bit arithmetic: "
                          "reduce --seq, --batch or the model size");
     }
-    uint64_t est = (uint64_t)config_ranks(c) * (uint64_t)(m->layers + 1) * (24ull * (uint64_t)c->p_seq + 64);
+    uint64_t est =
+        (uint64_t)config_ranks(c) * (uint64_t)(m->layers / c->pp + 1) * mb * (24ull * (uint64_t)c->p_seq + 64);
     if (est > MAX_TASKS) {
         snprintf(err, LOONG_ERRLEN,
                  "this configuration would need up to %.3g tasks (~%.0f GB of task memory), more than loong builds "
@@ -290,6 +298,47 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* Pipeline parallelism and micro-batches (pipeline.h). ZeRO-2 and -3
+ * shard the gradients and parameters that accumulate over micro-batches:
+ * DeepSpeed's pipeline engine refuses them (deepspeed/runtime/pipe/
+ * engine.py), Megatron pipelines with its distributed optimizer, ZeRO-1
+ * (megatron/core/optimizer/distrib_optimizer.py), so loong does too. */
+static int validate_pipeline(const config *c, char err[LOONG_ERRLEN])
+{
+    if (c->micro_batches < 1) return fail(err, "--micro-batches must be at least 1");
+    if (c->vpp < 1) return fail(err, "--vpp must be at least 1 (1: one model chunk per stage)");
+    if ((c->pp > 1 || c->micro_batches > 1) && c->scope != SCOPE_STEP)
+        return fail(err, "--pp and --micro-batches shape a training step: use --scope step");
+    if (c->schedule == SCHED_INTERLEAVED && (c->pp < 2 || c->vpp < 2))
+        return fail(err, "--schedule interleaved needs --pp 2 or more and --vpp 2 or more model chunks per stage");
+    if (c->vpp > 1 && c->schedule != SCHED_INTERLEAVED)
+        return fail(err, "--vpp applies to --schedule interleaved: add it, or drop --vpp");
+    int chunks = c->pp * c->vpp;
+    if (c->model.layers % chunks) {
+        char vpp[24] = "";
+        if (c->vpp > 1) snprintf(vpp, sizeof vpp, " --vpp %d", c->vpp);
+        snprintf(err, LOONG_ERRLEN,
+                 "--pp %d%s: the %d layers do not split into %d equal stage chunks: use a pp%s that divides %d", c->pp,
+                 vpp, c->model.layers, chunks, c->vpp > 1 ? " x vpp" : "", c->model.layers);
+        return -1;
+    }
+    if (c->schedule == SCHED_INTERLEAVED && c->micro_batches % c->pp) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--micro-batches %d: the interleaved schedule runs micro-batches in groups of --pp %d "
+                 "(Megatron's): use a multiple of %d",
+                 c->micro_batches, c->pp, c->pp);
+        return -1;
+    }
+    if (c->zero >= 2 && (c->pp > 1 || c->micro_batches > 1)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--zero %d with %s: gradients accumulate over micro-batches, which ZeRO-2/3 shard (DeepSpeed's "
+                 "pipeline engine refuses them; Megatron pipelines with ZeRO-1): use --zero 0 or 1",
+                 c->zero, c->pp > 1 ? "--pp" : "--micro-batches");
+        return -1;
+    }
+    return 0;
+}
+
 int config_check_prefetch(int prefetch, char err[LOONG_ERRLEN])
 {
     if (prefetch >= 0 && prefetch <= CONFIG_MAX_PREFETCH) return 0;
@@ -305,6 +354,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->batch < 1) return fail(err, "--batch must be positive");
     if (c->p_head < 1 || c->p_seq < 1) return fail(err, "--mesh needs positive P_h and P_s, e.g. 4x16");
     if (c->tp < 1) return fail(err, "--tp must be at least 1 (1: no tensor parallelism)");
+    if (c->pp < 1) return fail(err, "--pp must be at least 1 (1: no pipeline parallelism)");
     if ((!c->sequence_parallel || c->tp_overlap) && c->tp == 1)
         return fail(err,
                     "--sequence-parallel off and --tp-overlap apply to --tp 2 or more: give --tp or leave them out");
@@ -332,6 +382,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (config_check_prefetch(c->prefetch, err) < 0) return -1;
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
+    if (validate_pipeline(c, err) < 0) return -1;
     return validate_overflow(c, err);
 }
 
@@ -371,6 +422,7 @@ mesh config_mesh(const config *c)
     m.degree[MESH_TP] = c->tp;
     m.degree[MESH_HEAD] = c->p_head;
     m.degree[MESH_SEQ] = c->p_seq;
+    m.degree[MESH_PP] = c->pp;
     m.degree[MESH_DP] = c->dp;
     memcpy(m.order, c->order, sizeof m.order);
     return m;
@@ -542,6 +594,35 @@ static const knob_row knobs[KNOB_COUNT] = {
                  offsetof(config, dp),
                  NULL,
                  0},
+    [KNOB_PP] = {{"pp", "pp", "N",
+                  "pipeline stages (outside CP, inside DP): the\n"
+                  "layers split evenly over them                [1]",
+                  false},
+                 KT_INT,
+                 offsetof(config, pp),
+                 NULL,
+                 0},
+    [KNOB_MICRO_BATCHES] = {{"micro_batches", "micro-batches", "M",
+                             "micro-batches of --batch samples per step and\n"
+                             "pipeline (pp 1: gradient accumulation)       [1]",
+                             false},
+                            KT_INT,
+                            offsetof(config, micro_batches),
+                            NULL,
+                            0},
+    [KNOB_SCHEDULE] = {{"schedule", "schedule", "S",
+                        "pipeline schedule: 1f1b | gpipe | interleaved\n"
+                        "(Megatron's, --vpp chunks per stage)       [1f1b]",
+                        false},
+                       KNOB_ENUM(schedule, schedule_sp)},
+    [KNOB_VPP] = {{"vpp", "vpp", "V",
+                   "interleaved: model chunks per stage (Megatron's\n"
+                   "virtual pipeline size)                        [1]",
+                   false},
+                  KT_INT,
+                  offsetof(config, vpp),
+                  NULL,
+                  0},
     [KNOB_STRATEGY] = {{"strategy", "strategy", "NAME", "preset over the knobs below (Strategies) [loongtrain]", true},
                        KT_STRING,
                        offsetof(config, strategy),
@@ -662,16 +743,19 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_NCCL_ALGO && c->nccl_algo == COLL_ALGO_AUTO) ||
            (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1) ||
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
-           (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1);
+           (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
+           (k == KNOB_PP && c->pp == 1) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
+           (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
- * tp's and prefetch's (1) and sequence_parallel's (on), set by
- * config_from_json. */
+ * tp's, pp's, micro_batches', vpp's and prefetch's (1) and
+ * sequence_parallel's (on), set by config_from_json. */
 static bool optional_knob(int k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
-           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH;
+           k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
+           k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -873,6 +957,9 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     c->dp = 1;
     c->tp = 1;
     c->prefetch = 1;
+    c->pp = 1;
+    c->micro_batches = 1;
+    c->vpp = 1;
     c->sequence_parallel = true;
     if (!json_is_object(j)) {
         snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");
@@ -908,11 +995,16 @@ void config_describe(const config *c, char *buf, size_t len)
 {
     char seq[32];
     units_fmt_count(c->seq, seq, sizeof seq);
-    char dp[64] = "", place[64];
+    char dp[128] = "", place[64];
     if (c->dp > 1) snprintf(dp, sizeof dp, " dp %d", c->dp);
     if (c->tp > 1)
         snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s%s", c->tp, c->sequence_parallel ? " sp" : "",
                  c->tp_overlap ? " overlapped" : "");
+    if (c->pp > 1)
+        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " pp %d %s%s", c->pp, schedule_name(c->schedule),
+                 c->vpp > 1 ? " v" : "");
+    if (c->vpp > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), "%d", c->vpp);
+    if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
              c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition),
@@ -926,6 +1018,7 @@ void config_layout_name(const config *c, char *buf, size_t len)
 {
     char dpx[32] = "", ring[40];
     if (c->dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", c->dp);
+    if (c->pp > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "pp%d*", c->pp);
     if (c->tp > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "tp%d*", c->tp);
     const char *part = partition_sp[c->partition].abbrev;
     if (c->p_seq == 1)

@@ -34,6 +34,8 @@ typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_k
 /* A forced NCCL algorithm and protocol for the collectives (NCCL_ALGO,
  * NCCL_PROTO; model/nccl.h numbers them from 0 in this order, auto = -1). */
 typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_NVLS } coll_algo_kind;
+/* The pipeline schedule (pipeline.h says each one's order). */
+typedef enum { SCHED_1F1B, SCHED_GPIPE, SCHED_INTERLEAVED } schedule_kind;
 typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL128 } coll_proto_kind;
 
 /* --prefetch's bound (a model has fewer blocks; more gathers everything). */
@@ -51,6 +53,10 @@ typedef struct config {
     int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
     int p_seq;                  /* P_s: sequence-parallel degree (ring) */
     int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
+    int pp;                     /* pipeline stages (1: none) */
+    int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
+    schedule_kind schedule;     /* the pipeline schedule */
+    int vpp;                    /* v: model chunks per stage (interleaved; else 1) */
     mesh_dim order[MESH_NDIMS]; /* the mesh's order, fastest first (the placement knob) */
     char strategy[32];          /* preset name the knobs came from (informational) */
     partition_kind partition;
@@ -98,6 +104,7 @@ int partition_parse(const char *s, partition_kind *out);
 int ring_parse(const char *s, ring_kind *out);
 int scope_parse(const char *s, scope_kind *out);
 int recompute_parse(const char *s, recompute_kind *out);
+const char *schedule_name(schedule_kind s);
 
 /* ---- the mesh ---- */
 /* Set the order to a named one. */
@@ -107,7 +114,7 @@ placement_kind config_placement(const config *c);
 /* The placement as the knob spells it: the order's name ("head-first",
  * "context-first") or, for another order, the order ("seq-tp-head-pp-dp"). */
 void config_placement_text(const config *c, char *buf, size_t len);
-/* The device mesh: degrees tp, head P_h, seq P_s, pp 1, dp, in c's order. */
+/* The device mesh: degrees tp, head P_h, seq P_s, pp, dp, in c's order. */
 mesh config_mesh(const config *c);
 /* The TP group: the ranks that share one layer's weights as shards. */
 #define CONFIG_TP_DIMS MESH_BIT(MESH_TP)
@@ -121,9 +128,9 @@ mesh config_mesh(const config *c);
 /* Context-parallel ranks, the ranks a sample's tokens are shared over:
  * P = P_h * P_s. */
 static inline int config_cp(const config *c) { return c->p_head * c->p_seq; }
-/* Ranks of the DAG, one data-parallel replica: tp * P. */
-static inline int config_ranks(const config *c) { return c->tp * config_cp(c); }
-/* Ranks of the whole mesh: dp * tp * P. */
+/* Ranks of the DAG, one data-parallel replica: tp * P * pp. */
+static inline int config_ranks(const config *c) { return c->tp * config_cp(c) * c->pp; }
+/* Ranks of the whole mesh: dp * tp * P * pp. */
 static inline int config_world(const config *c) { return c->dp * config_ranks(c); }
 /* Rank of mesh coordinates (head index h in [0,P_h), ring index s in
  * [0,P_s)) in replica 0, TP rank 0. */
@@ -167,6 +174,11 @@ int config_parts(const config *c);
 /* Tokens per rank for the sequence-sharded GEMMs: B * S / P (a TP group
  * shares them: each GEMM takes all T with 1/tp of the weights). */
 uint64_t config_local_tokens(const config *c);
+/* Tokens of one training step of the DAG's replica: B * S * m. */
+static inline double config_step_tokens(const config *c)
+{
+    return (double)c->batch * (double)c->seq * (double)c->micro_batches;
+}
 
 /* ---- the knobs: one description of a configuration ----
  * Every knob of a config, in the order of the configuration JSON. A knob's
@@ -184,6 +196,10 @@ typedef enum {
     KNOB_TP_OVERLAP,
     KNOB_MESH,
     KNOB_DP,
+    KNOB_PP,
+    KNOB_MICRO_BATCHES,
+    KNOB_SCHEDULE,
+    KNOB_VPP,
     KNOB_STRATEGY,
     KNOB_PLACEMENT,
     KNOB_PARTITION,

@@ -17,8 +17,8 @@
 static const char *const kind_names[TASK_KIND_COUNT] = {"gemm",       "attn_fwd",       "attn_bwd",  "merge",
                                                         "acc",        "send",           "recv",      "all_to_all",
                                                         "all_reduce", "reduce_scatter", "all_gather"};
-static const char *const stream_names[STREAM_COUNT] = {"comp",   "a2a",   "ring", "ring_outer", "dkv",  "dkv_outer",
-                                                       "ring_b", "dkv_b", "dp",   "tp",         "tp_kv"};
+static const char *const stream_names[STREAM_COUNT] = {
+    "comp", "a2a", "ring", "ring_outer", "dkv", "dkv_outer", "ring_b", "dkv_b", "dp", "tp", "tp_kv", "pp", "pp_grad"};
 /* task_op's names, five to a row */
 /* clang-format off */
 static const char *const op_names[OP_COUNT] = {
@@ -27,7 +27,7 @@ static const char *const op_names[OP_COUNT] = {
     "a2a_dqkv",           "kv",                 "dkv",                "dkv_acc",            "kv_rep_sum",
     "grad_allreduce",     "grad_reducescatter", "param_allgather",    "kv_gather",          "dkv_reduce",
     "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss",
-    "tp_norm_grad",       "tp_kv_grad"};
+    "tp_norm_grad",       "tp_kv_grad",         "pp_act",             "pp_grad"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 
@@ -113,6 +113,7 @@ typedef struct chanlist {
 } chanlist;
 
 typedef struct bufstate {
+    uint32_t gen; /* the rank it was last touched for (builder.gen): older is untouched */
     uint32_t writer;
     uint32_t reader[STREAM_COUNT];
 } bufstate;
@@ -122,9 +123,12 @@ struct builder {
     int rank;
     uint32_t cur;
     uint32_t cand[STREAM_COUNT];
-    int *pend_r, npr, *pend_w, npw; /* buffers of the open task (capacity 2 * nbufs) */
+    int *pend_r, npr, *pend_w, npw, npend; /* buffers of the open task (capacity npend) */
     bufstate *bufs;
     int nbufs;
+    uint32_t gen;         /* bumped per rank: bufs of another generation are untouched */
+    int mb;               /* the micro-batch of the tasks begun now */
+    int mb_stride;        /* buffers of one micro-batch's layers */
     chanlist *chans;      /* per rank */
     uint32_t *coll_count; /* per group: collectives the current rank issued */
     uint32_t ccap;
@@ -154,6 +158,7 @@ uint32_t bt_begin(builder *b, task_kind kind, stream_kind stream, task_op op, ta
     t->op = (uint8_t)op;
     t->phase = (uint8_t)phase;
     t->layer = (int16_t)layer;
+    t->mb = (uint16_t)b->mb;
     b->cur = id;
     for (int s = 0; s < STREAM_COUNT; s++)
         b->cand[s] = DAG_NONE;
@@ -170,19 +175,45 @@ void bt_after(builder *b, uint32_t id)
     if (b->cand[d->stream] == DAG_NONE || b->cand[d->stream] < id) b->cand[d->stream] = id;
 }
 
+void bt_set_micro_batch(builder *b, int mb) { b->mb = mb; }
+
+/* The buffer of the current micro-batch: activations are per micro-batch,
+ * a layer's weights and gradients (accumulated) shared; and its state,
+ * reset on its first touch for this rank. */
+static int mb_buf(const builder *b, int buf)
+{
+    if (buf < BUF_LAYER0) return buf;
+    int k = (buf - BUF_LAYER0) % LB_COUNT;
+    return k == LB_W || k == LB_GRAD ? buf : buf + b->mb * b->mb_stride;
+}
+
+static bufstate *buf_state(builder *b, int buf)
+{
+    bufstate *st = &b->bufs[buf];
+    if (st->gen != b->gen) {
+        st->gen = b->gen;
+        st->writer = DAG_NONE;
+        for (int s = 0; s < STREAM_COUNT; s++)
+            st->reader[s] = DAG_NONE;
+    }
+    return st;
+}
+
 void bt_reads(builder *b, int buf)
 {
-    bt_after(b, b->bufs[buf].writer);
-    if (b->npr < 2 * b->nbufs) b->pend_r[b->npr++] = buf;
+    buf = mb_buf(b, buf);
+    bt_after(b, buf_state(b, buf)->writer);
+    if (b->npr < b->npend) b->pend_r[b->npr++] = buf;
 }
 
 void bt_writes(builder *b, int buf)
 {
-    bufstate *st = &b->bufs[buf];
+    buf = mb_buf(b, buf);
+    bufstate *st = buf_state(b, buf);
     bt_after(b, st->writer);
     for (int s = 0; s < STREAM_COUNT; s++)
         bt_after(b, st->reader[s]);
-    if (b->npw < 2 * b->nbufs) b->pend_w[b->npw++] = buf;
+    if (b->npw < b->npend) b->pend_w[b->npw++] = buf;
 }
 
 static chan *chan_find(chanlist *cl, int stream, int peer, int dir, bool create)
@@ -321,11 +352,13 @@ builder *bt_new(const config *c)
     int ranks = config_ranks(c);
     g->cfg = *c;
     b->g = g;
-    b->nbufs = BUF_LB(c->model.layers + 1, 0);
-    b->bufs = xmalloc_array((size_t)b->nbufs, sizeof *b->bufs, "the DAG builder's buffers");
+    b->mb_stride = (c->model.layers + 1) * LB_COUNT;
+    b->nbufs = BUF_LAYER0 + c->micro_batches * b->mb_stride;
+    b->npend = 2 * BUF_LB(c->model.layers + 1, 0);
+    b->bufs = xcalloc((size_t)b->nbufs, sizeof *b->bufs, "the DAG builder's buffers");
     b->chans = xcalloc((size_t)ranks, sizeof *b->chans, "the DAG builder's channels");
-    b->pend_r = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_r, "the DAG builder's buffers");
-    b->pend_w = xmalloc_array(2 * (size_t)b->nbufs, sizeof *b->pend_w, "the DAG builder's buffers");
+    b->pend_r = xmalloc_array((size_t)b->npend, sizeof *b->pend_r, "the DAG builder's buffers");
+    b->pend_w = xmalloc_array((size_t)b->npend, sizeof *b->pend_w, "the DAG builder's buffers");
     b->blocks = ringgeo_blocks_new(c);
     return b;
 }
@@ -333,11 +366,8 @@ builder *bt_new(const config *c)
 void bt_start_rank(builder *b, int rank)
 {
     b->rank = rank;
-    for (int i = 0; i < b->nbufs; i++) {
-        b->bufs[i].writer = DAG_NONE;
-        for (int s = 0; s < STREAM_COUNT; s++)
-            b->bufs[i].reader[s] = DAG_NONE;
-    }
+    b->gen++; /* from 1: xcalloc'd states (gen 0) are untouched */
+    b->mb = 0;
     if (b->ccap) memset(b->coll_count, 0, b->ccap * sizeof *b->coll_count);
 }
 

@@ -26,6 +26,13 @@
  * block; their backward counts 2.5x (recompute of P plus four GEMMs, the
  * FlashAttention-2 backward). GEMMs count 2*m*n*k, their backward 4*m*n*k.
  *
+ * Pipeline parallelism (pp > 1, pipeline.h): a rank runs its stage's
+ * layers for m micro-batches in the schedule's order; each task carries
+ * its micro-batch, and a stage's activations and their gradients move to
+ * the matching rank of the next and previous stage by p2p on STREAM_PP
+ * and STREAM_PP_GRAD (T tokens' hidden states, T/tp under sequence
+ * parallelism). Gradient collectives follow the last micro-batch.
+ *
  * Building is deterministic: the same config gives the same ids.
  * The dag owns all memory; task pointers stay valid until dag_free().
  *
@@ -66,6 +73,8 @@ typedef enum {
     STREAM_DP,         /* gradient reduction / parameter gathering over the gradient group */
     STREAM_TP,         /* tensor-parallel activation collectives in the TP group */
     STREAM_TP_KV,      /* tp > H_kv: the replicas of a KV head sum its weights' gradients */
+    STREAM_PP,         /* pipeline: activations to the next stage, from the previous */
+    STREAM_PP_GRAD,    /* pipeline: activation gradients to the previous stage, from the next */
     STREAM_COUNT
 } stream_kind;
 
@@ -100,6 +109,8 @@ typedef enum {
     OP_TP_LOSS,      /* the vocab-parallel cross-entropy's per-token max, target logit and sum (3T fp32) */
     OP_TP_NORM_GRAD, /* the norm weights' gradients ((2L+1), hidden), summed over TP under sequence parallelism */
     OP_TP_KV_GRAD,   /* tp > H_kv: a KV head's QKV weight-gradient columns (hidden, 2d), summed over its replicas */
+    OP_PP_ACT,       /* pipeline p2p: a virtual stage's output activations (T/tp, hidden) to the next */
+    OP_PP_GRAD,      /* pipeline p2p: their gradient back */
     OP_COUNT
 } task_op;
 
@@ -147,6 +158,7 @@ typedef struct dag_task {
     int16_t layer; /* transformer block; -1 for model-level tasks */
     uint16_t ndeps;
     uint16_t step;  /* ring step (outer*w + inner) of ring tasks */
+    uint16_t mb;    /* micro-batch (0 .. m-1; the step's collectives: the last) */
     uint8_t stream; /* stream_kind */
     uint8_t kind;   /* task_kind */
     uint8_t op;     /* task_op */

@@ -61,6 +61,9 @@ typedef struct builder builder;
 builder *bt_new(const config *c);
 /* Start the program of `rank`: forget the previous rank's buffer state. */
 void bt_start_rank(builder *b, int rank);
+/* The micro-batch of the tasks begun from now on (0 at each rank's start):
+ * the activation buffers named from now on are that micro-batch's. */
+void bt_set_micro_batch(builder *b, int mb);
 /* After the first rank: reserve room for `ranks` programs of its size. */
 int bt_reserve(builder *b, int ranks, char err[LOONG_ERRLEN]);
 /* Free a builder and its unfinished DAG. */

@@ -36,8 +36,10 @@ static void write_task_json(FILE *f, const dag *g, const dag_task *t)
     write_int_or_null(f, t->match == DAG_NONE ? -1 : (int64_t)t->match);
     fprintf(f, ",\"step\":%u,\"src\":", t->step);
     write_int_or_null(f, t->src);
-    fprintf(f, ",\"dims\":[%u,%u,%u],\"sel\":%u,\"buf\":%u,\"buf2\":%u,\"flags\":%u}", t->dim[0], t->dim[1], t->dim[2],
+    fprintf(f, ",\"dims\":[%u,%u,%u],\"sel\":%u,\"buf\":%u,\"buf2\":%u,\"flags\":%u", t->dim[0], t->dim[1], t->dim[2],
             t->sel, t->buf, t->buf2, t->flags);
+    if (dag_config(g)->micro_batches > 1) fprintf(f, ",\"mb\":%u", t->mb); /* absent: one micro-batch, as before */
+    fputc('}', f);
 }
 
 int dag_write_json(FILE *f, const dag *g)

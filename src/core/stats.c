@@ -52,7 +52,8 @@ void stats_compute(const dag *g, rank_stats *out)
 uint64_t stats_model_flops(const config *c)
 {
     const model *m = &c->model;
-    uint64_t B = (uint64_t)c->batch, S = c->seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
+    uint64_t B = (uint64_t)c->batch * (uint64_t)c->micro_batches, S = c->seq, H = (uint64_t)m->heads,
+             d = (uint64_t)m->head_dim;
     uint64_t sq = S * S; /* with documents, the same half-square per document */
     if (c->docs) {
         sq = 0;

@@ -125,13 +125,15 @@ static int task_event(FILE *f, const dag *g, const dag_task *t, double ts_us, do
     static const char fmt[] =
         "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
         "\"args\":{\"id\":%u,\"kind\":\"%s\",\"op\":\"%s\",\"phase\":\"%s\",\"layer\":%d,\"flops\":%llu,"
-        "\"bytes\":%llu,\"peer\":%d,\"step\":%u}},\n";
+        "\"bytes\":%llu,\"peer\":%d,\"step\":%u%s}},\n";
     char label[96];
     dag_task_label(t, label, sizeof label);
 #define TASK_EVENT_ARGS                                                                                                \
     label, task_kind_name(t->kind), t->rank, t->stream, ts_us, dur_us, t->id, task_kind_name(t->kind),                 \
         task_op_name(t->op), task_phase_name(t->phase), t->layer, (unsigned long long)t->flops,                        \
-        (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step
+        (unsigned long long)dag_task_bytes_moved(g, t), t->peer, t->step, mb
+    char mb[24] = ""; /* the micro-batch, when the step has more than one */
+    if (dag_config(g)->micro_batches > 1) snprintf(mb, sizeof mb, ",\"mb\":%u", t->mb);
     int n = f ? fprintf(f, fmt, TASK_EVENT_ARGS) : snprintf(NULL, 0, fmt, TASK_EVENT_ARGS);
 #undef TASK_EVENT_ARGS
     return n;

@@ -388,7 +388,7 @@ static void report(const xr *x, const double *steps, int n, int median_iter)
     printf("# %5s %12s\n", "iter", "step_ms");
     for (int i = 0; i < n; i++)
         printf("  %5d %12.3f%s\n", i, steps[i] * 1e3, i < x->o->warmup ? "  (warm-up)" : "");
-    double tok = (double)x->c->seq * x->c->batch;
+    double tok = config_step_tokens(x->c);
     printf("# median step %.3f ms (iteration %d); %.0f tokens/s/rank\n", steps[median_iter] * 1e3, median_iter,
            tok / steps[median_iter] / x->P);
 }

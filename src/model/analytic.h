@@ -54,6 +54,7 @@ typedef struct analytic_result {
     double ring_wait; /* compute-stream wait on ring transfers per step */
     double dp_tail;   /* data-parallel communication not hidden */
     double tp;        /* tensor-parallel collectives per step (exposed) */
+    double bubble;    /* pipeline: the largest share of the step a stage's passes leave it idle (0: none) */
     int worst_s;      /* ring index of the critical rank */
 } analytic_result;
 

@@ -2,6 +2,7 @@
 #include "memory.h"
 
 #include "core/dag.h"
+#include "core/pipeline.h"
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 
@@ -81,10 +82,10 @@ double memory_gathered_params(const config *c)
     return (w - 1) * lp + (w > L ? hp : hp > lp ? hp : lp);
 }
 
-static void model_states(const config *c, memory_estimate *out)
+static void model_states(const config *c, int stage, memory_estimate *out)
 {
     mesh m = config_mesh(c);
-    double psi = (double)model_params_tp(&c->model, c->tp), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
+    double psi = (double)pipe_stage_params(c, stage), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->weights = 2 * psi;
     out->grads = 2 * psi;
     out->optimizer = 12 * psi;
@@ -93,11 +94,13 @@ static void model_states(const config *c, memory_estimate *out)
     if (c->zero >= 3) out->weights = 2 * psi / n + 2 * memory_gathered_params(c);
 }
 
-void memory_estimate_config(const config *c, memory_estimate *out)
+void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
 {
-    model_states(c, out);
+    model_states(c, stage, out);
+    out->stage = stage;
     out->act_per_layer = memory_layer_activations(c, c->recompute);
-    out->activations = c->model.layers * out->act_per_layer;
+    out->in_flight = pipe_peak_in_flight(c, stage);
+    out->activations = out->in_flight * pipe_chunk_layers(c) * out->act_per_layer;
     double full = memory_layer_activations(c, RECOMPUTE_NONE);
     out->working = full + (c->recompute != RECOMPUTE_NONE ? full : 0);
     /* sequence parallelism: a layer's backward holds two gathered (T, hidden)
@@ -105,8 +108,19 @@ void memory_estimate_config(const config *c, memory_estimate *out)
     if (c->tp > 1 && c->sequence_parallel) out->working += 2 * dims_of(c).T * c->model.hidden * c->act_bytes;
     out->attn_buffers = attention_buffers(c);
     double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
-    out->lm_head = 2 * dims_of(c).T * vocab * c->act_bytes;
+    bool head = c->pp == 1 || stage == c->pp - 1;
+    out->lm_head = head ? 2 * dims_of(c).T * vocab * c->act_bytes : 0;
     double transient = out->working + out->attn_buffers;
     if (out->lm_head > transient) transient = out->lm_head;
     out->peak = out->weights + out->grads + out->optimizer + out->activations + transient;
+}
+
+void memory_estimate_config(const config *c, memory_estimate *out)
+{
+    memory_estimate_stage(c, 0, out);
+    for (int s = 1; s < c->pp; s++) {
+        memory_estimate e;
+        memory_estimate_stage(c, s, &e);
+        if (e.peak > out->peak) *out = e;
+    }
 }

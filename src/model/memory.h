@@ -15,7 +15,7 @@
  * heads (replicas included) per rank.
  *
  *   model states (mixed precision, Adam: ZeRO paper's 2 + 2 + 12 bytes per
- *   parameter): weights 2Ψ, gradients 2Ψ, fp32 master + momentum + variance
+ *   parameter; Ψ of the rank's pipeline stage): weights 2Ψ, gradients 2Ψ, fp32 master + momentum + variance
  *   12Ψ; stage 1 shards the optimizer (12Ψ/N), stage 2 also the gradients
  *   (2Ψ/N), stage 3 also the weights (2Ψ/N plus two gathered blocks, the
  *   current one and the prefetched next: 2 * 2 * W_layer).
@@ -68,6 +68,16 @@
  *   peak = model states + L * kept per layer
  *          + max(LM head, working set + attention buffers).
  *
+ *   Pipeline parallelism (pp stages of v chunks, m micro-batches): a
+ *   stage's model states are those of its blocks and, on the first, the
+ *   embedding, on the last the LM head and final norm (Ψ_stage,
+ *   pipe_stage_params); its activations are those of the chunk passes its
+ *   schedule holds at once, pipe_peak_in_flight (1F1B: pp - stage passes
+ *   of L/pp layers, the 1F1B bound of Narayanan et al. 2021; interleaved:
+ *   stage 0 holds (1 + (pp-1)/(pp v)) times that; GPipe: m), each of
+ *   L/(pp v) layers kept; the LM head's logits live on the last stage.
+ *   So "L * kept per layer" above is in_flight * L/(pp v) * kept.
+ *
  * Layer: model (uses core only: no SimGrid, no executor, no measurements).
  */
 #ifndef LOONG_MEMORY_H
@@ -78,16 +88,21 @@
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
     double act_per_layer;             /* kept for the backward, one layer */
-    double activations;               /* L * act_per_layer */
+    double in_flight;                 /* chunk passes whose activations the stage keeps at once */
+    double activations;               /* in_flight * L/(pp v) * act_per_layer */
     double working;                   /* gradients (+ recompute) of one layer */
     double attn_buffers;              /* ring slots, block output, all-to-all staging */
     double lm_head;                   /* logits and their gradient */
     double peak;                      /* the model's per-rank peak */
+    int stage;                        /* the pipeline stage it is of */
 } memory_estimate;
 
 /* Per-rank peak memory of a validated config (ZeRO shards over its
- * gradient group, c->dp * P ranks). Never fails. */
+ * gradient group, c->dp * P ranks): of its tightest pipeline stage (the
+ * first, usually: it holds the most micro-batches in flight). Never fails. */
 void memory_estimate_config(const config *c, memory_estimate *out);
+/* The same for the ranks of one stage (0 .. pp-1). */
+void memory_estimate_stage(const config *c, int stage, memory_estimate *out);
 
 /* Bytes of the activations one layer keeps under c->recompute (the table
  * above), exposed for tests. */

@@ -211,7 +211,7 @@ static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
     const config *c = &l->c;
     row r;
     r.step = plan_step(l);
-    r.tps = (double)c->batch * (double)c->seq / (r.step * config_ranks(c));
+    r.tps = config_step_tokens(c) / (r.step * config_ranks(c));
     r.mfu = l->model_flops > 0 ? 100 * l->model_flops / (r.step * config_ranks(c) * peak)
                                : 100 * stats_mfu(c, r.step, peak);
     r.mem_gb = l->mem.peak / 1e9;

@@ -93,7 +93,7 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
     for (int r = 0; r < P; r++)
         rt[r] = time_of_rank(g, res, r);
     rank_flops(g, rt);
-    double tokens = (double)c->batch * (double)c->seq;
+    double tokens = config_step_tokens(c);
     double mfu = stats_mfu(c, T, calib_peak(cb));
     const char *what = c->scope == SCOPE_STEP ? "training step" : "one attention layer";
     fprintf(f, "# step time: %.6f s (%s, %s)\n", T, what, scope_name(c->scope));

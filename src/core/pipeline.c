@@ -1,0 +1,109 @@
+/* pipeline: stages, chunks and the schedules' order. See pipeline.h. */
+#include "pipeline.h"
+
+#include <stdlib.h>
+
+#include "xalloc.h"
+
+int pipe_nops(const config *c) { return 2 * c->micro_batches * c->vpp; }
+
+int pipe_stage(const config *c, int rank)
+{
+    mesh m = config_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&m, rank, co);
+    return co[MESH_PP];
+}
+
+int pipe_chunk_layers(const config *c) { return c->model.layers / (c->pp * c->vpp); }
+
+int pipe_first_layer(const config *c, int stage, int chunk) { return (chunk * c->pp + stage) * pipe_chunk_layers(c); }
+
+bool pipe_is_first(const config *c, int stage, int chunk)
+{
+    (void)c;
+    return stage == 0 && chunk == 0;
+}
+
+bool pipe_is_last(const config *c, int stage, int chunk) { return stage == c->pp - 1 && chunk == c->vpp - 1; }
+
+int pipe_neighbour(const config *c, int stage, int chunk, int dir)
+{
+    (void)chunk; /* the next virtual stage of the last stage is stage 0's next chunk */
+    return (stage + dir + c->pp) % c->pp;
+}
+
+bool pipe_holds(const config *c, int stage, int l)
+{
+    if (c->pp == 1) return true;
+    if (l == c->model.layers) return stage == 0 || stage == c->pp - 1;
+    return l / pipe_chunk_layers(c) % c->pp == stage;
+}
+
+uint64_t pipe_head_params(const config *c, int stage)
+{
+    uint64_t all = model_head_params_tp(&c->model, c->tp), emb = (all - (uint64_t)c->model.hidden) / 2;
+    if (c->pp == 1) return all;
+    return stage == 0 ? emb : stage == c->pp - 1 ? all - emb : 0;
+}
+
+uint64_t pipe_stage_params(const config *c, int stage)
+{
+    uint64_t blocks = (uint64_t)(c->model.layers / c->pp);
+    return blocks * model_layer_params_tp(&c->model, c->tp) + pipe_head_params(c, stage);
+}
+
+/* Megatron's virtual micro-batch k of the interleaved schedule. */
+static pipe_op interleaved_op(const config *c, int k, bool bwd)
+{
+    int group = c->pp * c->vpp, chunk = k % group / c->pp;
+    pipe_op op = {bwd, bwd ? c->vpp - 1 - chunk : chunk, k / group * c->pp + k % c->pp};
+    return op;
+}
+
+/* Warm-up forwards of stage: the passes before its first backward. */
+static int warmup(const config *c, int stage, int total)
+{
+    int w;
+    if (c->schedule == SCHED_GPIPE) return total;
+    if (c->schedule == SCHED_INTERLEAVED) {
+        if (c->micro_batches == c->pp) return total; /* Megatron's all_warmup_microbatches */
+        w = (c->pp - stage - 1) * 2 + (c->vpp - 1) * c->pp;
+    } else {
+        w = c->pp - stage - 1;
+    }
+    return w < total ? w : total;
+}
+
+static pipe_op op_at(const config *c, int k, bool bwd)
+{
+    if (c->schedule == SCHED_INTERLEAVED) return interleaved_op(c, k, bwd);
+    pipe_op op = {bwd, 0, k};
+    return op;
+}
+
+void pipe_ops(const config *c, int stage, pipe_op *out)
+{
+    int total = c->micro_batches * c->vpp, w = warmup(c, stage, total), n = 0;
+    for (int k = 0; k < w; k++)
+        out[n++] = op_at(c, k, false);
+    for (int k = 0; k < total - w; k++) { /* steady state: one forward, one backward */
+        out[n++] = op_at(c, w + k, false);
+        out[n++] = op_at(c, k, true);
+    }
+    for (int k = total - w; k < total; k++)
+        out[n++] = op_at(c, k, true);
+}
+
+int pipe_peak_in_flight(const config *c, int stage)
+{
+    int n = pipe_nops(c), live = 0, peak = 0;
+    pipe_op *v = xmalloc_array((size_t)n, sizeof *v, "a pipeline schedule");
+    pipe_ops(c, stage, v);
+    for (int i = 0; i < n; i++) {
+        live += v[i].bwd ? -1 : 1;
+        if (live > peak) peak = live;
+    }
+    free(v);
+    return peak;
+}

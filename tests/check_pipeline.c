@@ -1,0 +1,294 @@
+/* Pipeline parallelism (core/pipeline.h, build.c): the schedules' order
+ * against Megatron-Core's closed forms, the DAG's stage p2p bytes, its
+ * FLOPs conserved over stages and micro-batches, gradient collectives
+ * after the last micro-batch, and the live activations a stage's program
+ * holds against the memory model's count. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "core/pipeline.h"
+#include "dag_util.h"
+#include "model/memory.h"
+#include "check_run.h"
+
+#define K 1024ull
+
+/* llama3-8b (32 layers) at 8K on a 2x2 context mesh, pp stages. */
+static config pcfg(int pp, int m, schedule_kind sched, int vpp, int tp)
+{
+    config c = tcfg("llama3-8b", 8 * K, "usp", 2, 2, 0, SCOPE_STEP);
+    c.pp = pp;
+    c.micro_batches = m;
+    c.schedule = sched;
+    c.vpp = vpp;
+    c.tp = tp;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    return c;
+}
+
+/* The schedules' rows of the tests below: (pp, m, schedule, vpp). */
+static const struct {
+    int pp, m;
+    schedule_kind s;
+    int v;
+} rows[] = {{4, 8, SCHED_1F1B, 1},        {4, 2, SCHED_1F1B, 1},        {4, 8, SCHED_GPIPE, 1},
+            {2, 4, SCHED_INTERLEAVED, 2}, {4, 8, SCHED_INTERLEAVED, 2}, {4, 4, SCHED_INTERLEAVED, 4},
+            {1, 3, SCHED_1F1B, 1}};
+#define NROWS ((int)(sizeof rows / sizeof *rows))
+
+static pipe_op *ops_of(const config *c, int stage)
+{
+    pipe_op *ops = malloc((size_t)pipe_nops(c) * sizeof *ops);
+    ck_assert_ptr_nonnull(ops);
+    pipe_ops(c, stage, ops);
+    return ops;
+}
+
+/* Every (chunk, micro-batch) runs forward once and backward once, its
+ * forward first; the warm-up (the forwards before the steady state's
+ * first forward-backward pair) is
+ * Megatron's: 1F1B min(pp - s - 1, m), interleaved (pp - s - 1) * 2 +
+ * (v - 1) * pp (all of them when m == pp), GPipe all; after it passes
+ * alternate one forward, one backward until the forwards run out. */
+START_TEST(schedule_order)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    int total = c.micro_batches * c.vpp, n = pipe_nops(&c);
+    ck_assert_int_eq(n, 2 * total);
+    for (int s = 0; s < c.pp; s++) {
+        pipe_op *ops = ops_of(&c, s);
+        int fpos[64][8], bpos[64][8], warm = 0;
+        for (int k = 0; k < 64; k++)
+            for (int j = 0; j < 8; j++)
+                fpos[k][j] = bpos[k][j] = -1;
+        while (warm < n && !ops[warm].bwd)
+            warm++;
+        for (int i = 0; i < n; i++) {
+            int(*pos)[8] = ops[i].bwd ? bpos : fpos;
+            ck_assert_int_eq(pos[ops[i].mb][ops[i].chunk], -1);
+            pos[ops[i].mb][ops[i].chunk] = i;
+        }
+        for (int k = 0; k < c.micro_batches; k++)
+            for (int j = 0; j < c.vpp; j++)
+                ck_assert(fpos[k][j] >= 0 && bpos[k][j] > fpos[k][j]);
+        int want = c.schedule == SCHED_GPIPE  ? total
+                   : c.schedule == SCHED_1F1B ? c.pp - s - 1
+                   : c.micro_batches == c.pp  ? total
+                                              : (c.pp - s - 1) * 2 + (c.vpp - 1) * c.pp;
+        want = want < total ? want : total;
+        ck_assert_int_eq(warm, want + (want < total)); /* the steady state opens with a forward */
+        warm = want;
+        for (int i = warm; i < warm + 2 * (total - warm); i++)
+            ck_assert_int_eq(ops[i].bwd, (i - warm) % 2 == 1);
+        free(ops);
+    }
+}
+END_TEST
+
+/* Megatron's interleaved order (get_model_chunk_id): virtual micro-batch
+ * k runs chunk (k mod pp v) / pp forward, v - 1 minus that backward, on
+ * micro-batch (k / (pp v)) pp + k mod pp: with pp 2, v 2, m 4 the
+ * forwards of every stage are chunk 0 on 0, 1; chunk 1 on 0, 1; chunk 0
+ * on 2, 3; chunk 1 on 2, 3. */
+START_TEST(interleaved_chunks)
+{
+    config c = pcfg(2, 4, SCHED_INTERLEAVED, 2, 1);
+    static const int chunk[] = {0, 0, 1, 1, 0, 0, 1, 1}, mb[] = {0, 1, 0, 1, 2, 3, 2, 3};
+    for (int s = 0; s < 2; s++) {
+        pipe_op *ops = ops_of(&c, s);
+        int f = 0, b = 0;
+        for (int i = 0; i < pipe_nops(&c); i++) {
+            if (!ops[i].bwd) {
+                ck_assert_int_eq(ops[i].chunk, chunk[f]);
+                ck_assert_int_eq(ops[i].mb, mb[f++]);
+            } else {
+                ck_assert_int_eq(ops[i].chunk, 1 - chunk[b]);
+                ck_assert_int_eq(ops[i].mb, mb[b++]);
+            }
+        }
+        free(ops);
+    }
+    /* Megatron's strided layers: 32 layers over 2 stages of 2 chunks */
+    ck_assert_int_eq(pipe_chunk_layers(&c), 8);
+    ck_assert_int_eq(pipe_first_layer(&c, 0, 1), 16);
+    ck_assert_int_eq(pipe_first_layer(&c, 1, 0), 8);
+}
+END_TEST
+
+/* Passes in flight at a stage's peak: 1F1B min(pp - s, m); GPipe m;
+ * interleaved, stage 0 holds pp v + pp - 1 chunk passes of L/(pp v)
+ * layers, (1 + (pp - 1)/(pp v)) times 1F1B's L layers (Narayanan et al.
+ * 2021, section 2.2.2). */
+START_TEST(peak_in_flight)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    for (int s = 0; s < c.pp; s++) {
+        int got = pipe_peak_in_flight(&c, s);
+        if (c.schedule == SCHED_GPIPE) ck_assert_int_eq(got, c.micro_batches);
+        if (c.schedule == SCHED_1F1B) ck_assert_int_eq(got, c.pp - s < c.micro_batches ? c.pp - s : c.micro_batches);
+    }
+    if (c.schedule == SCHED_INTERLEAVED && c.micro_batches > c.pp) {
+        double layers = pipe_peak_in_flight(&c, 0) * pipe_chunk_layers(&c);
+        double want = c.model.layers * (1 + (c.pp - 1.0) / (c.pp * c.vpp));
+        ck_assert_double_eq_tol(layers, want, 1e-9);
+    }
+}
+END_TEST
+
+/* Each virtual-stage boundary moves, per micro-batch, the sending rank's
+ * T = S/P tokens' hidden states (T/tp under sequence parallelism) to the
+ * rank one step along pp, and their gradient back: a stage sends one
+ * activation per chunk it does not end the model with and one gradient
+ * per chunk it does not start it with, for each micro-batch. */
+START_TEST(stage_p2p_bytes)
+{
+    int tp = _i % 2 ? 2 : 1;
+    config c = pcfg(rows[_i / 2].pp, rows[_i / 2].m, rows[_i / 2].s, rows[_i / 2].v, tp);
+    dag *g = tbuild(&c);
+    mesh msh = config_mesh(&c);
+    uint64_t rows_ = config_local_tokens(&c) / (uint64_t)tp;
+    uint64_t each = rows_ * (uint64_t)c.model.hidden * (uint64_t)c.act_bytes;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        int s = pipe_stage(&c, r), acts = 0, grads = 0;
+        for (int j = 0; j < c.vpp; j++) {
+            acts += !pipe_is_last(&c, s, j);
+            grads += !pipe_is_first(&c, s, j);
+        }
+        for (int op = OP_PP_ACT; op <= OP_PP_GRAD; op++) {
+            int want = (op == OP_PP_ACT ? acts : grads) * c.micro_batches;
+            ck_assert_uint_eq(count_tasks(g, r, TASK_SEND, op), (uint64_t)want);
+            ck_assert_uint_eq(sum_bytes(g, r, TASK_SEND, op), (uint64_t)want * each);
+        }
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != r || !task_is_p2p(t) || (t->op != OP_PP_ACT && t->op != OP_PP_GRAD)) continue;
+            int dir = (t->op == OP_PP_ACT) == (t->kind == TASK_SEND) ? 1 : -1;
+            ck_assert_int_eq(t->peer, mesh_shift(&msh, r, MESH_PP, dir));
+            ck_assert_uint_lt(t->mb, (unsigned)c.micro_batches);
+        }
+    }
+    dag_free(g);
+}
+END_TEST
+
+/* The pipelined step computes m micro-batches of the unpipelined one:
+ * the GEMM and attention FLOPs of all stages are m times pp = 1's. */
+START_TEST(flops_conserved)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    config one = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    dag *g = tbuild(&c), *g1 = tbuild(&one);
+    for (int k = TASK_GEMM; k <= TASK_ATTN_BWD; k++)
+        ck_assert_uint_eq(sum_flops(g, -1, k), (uint64_t)c.micro_batches * sum_flops(g1, -1, k));
+    dag_free(g);
+    dag_free(g1);
+}
+END_TEST
+
+/* Gradients accumulate over the micro-batches: ZeRO-0's all-reduces run
+ * once per block and per stage's outer weights, after that block's last
+ * backward (micro-batch m - 1); ZeRO-1's reduce-scatter covers the
+ * stage's own parameters. */
+START_TEST(grads_after_last_micro_batch)
+{
+    config c = pcfg(4, 8, _i ? SCHED_INTERLEAVED : SCHED_1F1B, _i ? 2 : 1, 1);
+    c.zero = 0;
+    dag *g = tbuild(&c);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        int s = pipe_stage(&c, r), n = 0;
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            if (t->rank != r || t->op != OP_GRAD_ALLREDUCE) continue;
+            n++;
+            ck_assert_uint_eq(t->mb, (unsigned)c.micro_batches - 1);
+            if (t->layer >= 0) ck_assert(pipe_holds(&c, s, t->layer));
+        }
+        ck_assert_int_eq(n, c.model.layers / c.pp + (pipe_head_params(&c, s) > 0));
+    }
+    dag_free(g);
+    c.zero = 1;
+    g = tbuild(&c);
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint32_t n;
+        const uint32_t *ids = dag_stream_tasks(g, r, STREAM_DP, &n);
+        ck_assert_uint_eq(n, 2); /* the reduce-scatter, the gather */
+        uint64_t N = (uint64_t)config_cp(&c), elems = pipe_stage_params(&c, pipe_stage(&c, r));
+        uint64_t bytes = elems * (uint64_t)c.act_bytes;
+        ck_assert_uint_eq(dag_task_get(g, ids[0])->bytes, (N - 1) * ((bytes + N - 1) / N)); /* ring chunks */
+    }
+    dag_free(g);
+}
+END_TEST
+
+/* The memory model's in-flight activations per stage are those its DAG
+ * program holds: walking a stage rank's compute stream, a block's
+ * activations of micro-batch k live from its forward's first GEMM to its
+ * backward's last (the QKV backward); the most alive at once equal the
+ * model's in_flight chunk passes of L/(pp v) blocks. */
+START_TEST(live_activations_match_memory)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    dag *g = tbuild(&c);
+    mesh msh = config_mesh(&c);
+    for (int s = 0; s < c.pp; s++) {
+        int coord[MESH_NDIMS] = {0};
+        coord[MESH_PP] = s;
+        int r = mesh_rank(&msh, coord), live = 0, peak = 0;
+        uint32_t n;
+        const uint32_t *ids = dag_stream_tasks(g, r, STREAM_COMP, &n);
+        char *alive = calloc((size_t)c.model.layers * (size_t)c.micro_batches, 1);
+        for (uint32_t i = 0; i < n; i++) {
+            const dag_task *t = dag_task_get(g, ids[i]);
+            if (t->kind != TASK_GEMM || t->op != OP_QKV || t->layer < 0) continue;
+            char *a = &alive[(size_t)t->mb * (size_t)c.model.layers + (size_t)t->layer];
+            if (t->phase == PHASE_FWD && !*a) *a = 1, live++;
+            if (t->phase == PHASE_BWD && *a) *a = 0, live--;
+            if (live > peak) peak = live;
+        }
+        free(alive);
+        memory_estimate e;
+        memory_estimate_stage(&c, s, &e);
+        ck_assert_double_eq_tol(e.activations / e.act_per_layer, (double)peak, 1e-9);
+    }
+    dag_free(g);
+}
+END_TEST
+
+/* Every schedule's DAG holds the contract (dag_validate: acyclic under
+ * group semantics, p2p matched); pp 1 with one micro-batch has no pp
+ * task and every task of micro-batch 0. */
+START_TEST(schedules_validate)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, _i % 2 ? 2 : 1);
+    dag *g = tbuild(&c); /* validates */
+    dag_free(g);
+    config one = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    g = tbuild(&one);
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        ck_assert_uint_lt(dag_task_get(g, i)->stream, STREAM_PP);
+        ck_assert_uint_eq(dag_task_get(g, i)->mb, 0);
+    }
+    dag_free(g);
+}
+END_TEST
+
+static Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("schedules");
+    tcase_add_loop_test(tc, schedule_order, 0, NROWS);
+    tcase_add_test(tc, interleaved_chunks);
+    tcase_add_loop_test(tc, peak_in_flight, 0, NROWS);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dag");
+    tcase_add_loop_test(tc, stage_p2p_bytes, 0, 2 * NROWS);
+    tcase_add_loop_test(tc, flops_conserved, 0, NROWS);
+    tcase_add_loop_test(tc, grads_after_last_micro_batch, 0, 2);
+    tcase_add_loop_test(tc, live_activations_match_memory, 0, NROWS);
+    tcase_add_loop_test(tc, schedules_validate, 0, NROWS);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return check_run(pipeline_suite()); }
