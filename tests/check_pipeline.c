@@ -110,7 +110,7 @@ START_TEST(interleaved_chunks)
         free(ops);
     }
     /* Megatron's strided layers: 32 layers over 2 stages of 2 chunks */
-    ck_assert_int_eq(pipe_chunk_layers(&c), 8);
+    ck_assert_int_eq(pipe_chunk_layers(&c, 0), 8);
     ck_assert_int_eq(pipe_first_layer(&c, 0, 1), 16);
     ck_assert_int_eq(pipe_first_layer(&c, 1, 0), 8);
 }
@@ -129,7 +129,7 @@ START_TEST(peak_in_flight)
         if (c.schedule == SCHED_1F1B) ck_assert_int_eq(got, c.pp - s < c.micro_batches ? c.pp - s : c.micro_batches);
     }
     if (c.schedule == SCHED_INTERLEAVED && c.micro_batches > c.pp) {
-        double layers = pipe_peak_in_flight(&c, 0) * pipe_chunk_layers(&c);
+        double layers = pipe_peak_in_flight(&c, 0) * pipe_chunk_layers(&c, 0);
         double want = c.model.layers * (1 + (c.pp - 1.0) / (c.pp * c.vpp));
         ck_assert_double_eq_tol(layers, want, 1e-9);
     }
@@ -273,6 +273,46 @@ START_TEST(schedules_validate)
 }
 END_TEST
 
+/* Megatron's uneven split: the first and last stages' layers named, the
+ * rest even over the others; every block on exactly one stage, the
+ * stages' parameters summing to the model's, and the step's FLOPs m times
+ * the unpipelined one's. Llama 3 405B's 126 layers over 16 stages: 7 on
+ * the first and last, 8 on the others (Dubey et al. 2024, section 3.3.2). */
+START_TEST(uneven_split)
+{
+    config c = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    ck_assert(model_preset("llama3-405b", &c.model, err) == 0);
+    c.pp = 16;
+    c.pp_first = c.pp_last = 7;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert_int_eq(pipe_chunk_layers(&c, 0), 7);
+    ck_assert_int_eq(pipe_chunk_layers(&c, 8), 8);
+    ck_assert_int_eq(pipe_chunk_layers(&c, 15), 7);
+    uint64_t params = 0;
+    for (int s = 0; s < c.pp; s++)
+        params += pipe_stage_params(&c, s);
+    ck_assert_uint_eq(params, model_params_tp(&c.model, 1));
+    for (int l = 0; l < c.model.layers; l++) {
+        int holders = 0;
+        for (int s = 0; s < c.pp; s++)
+            if (pipe_holds(&c, s, l)) {
+                holders++;
+                ck_assert(l >= pipe_first_layer(&c, s, 0) && l < pipe_first_layer(&c, s, 0) + pipe_chunk_layers(&c, s));
+            }
+        ck_assert_int_eq(holders, 1);
+    }
+    config u = pcfg(4, 8, SCHED_1F1B, 1, _i ? 2 : 1), one = pcfg(1, 1, SCHED_1F1B, 1, _i ? 2 : 1);
+    u.pp_first = 6;
+    u.pp_last = 10;
+    ck_assert_msg(config_validate(&u, err) == 0, "%s", err);
+    dag *g = tbuild(&u), *g1 = tbuild(&one);
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), 8 * sum_flops(g1, -1, TASK_GEMM));
+    dag_free(g);
+    dag_free(g1);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -287,6 +327,7 @@ static Suite *pipeline_suite(void)
     tcase_add_loop_test(tc, grads_after_last_micro_batch, 0, 2);
     tcase_add_loop_test(tc, live_activations_match_memory, 0, NROWS);
     tcase_add_loop_test(tc, schedules_validate, 0, NROWS);
+    tcase_add_loop_test(tc, uneven_split, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -136,9 +136,10 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                          KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
     static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
-    static const config_knob last[] = {KNOB_WINDOW,   KNOB_KV_STRIDE, KNOB_ZERO,      KNOB_PREFETCH,
-                                       KNOB_DTYPE,    KNOB_DP,        KNOB_PP,        KNOB_MICRO_BATCHES,
-                                       KNOB_SCHEDULE, KNOB_VPP,       KNOB_NCCL_ALGO, KNOB_NCCL_PROTO};
+    static const config_knob last[] = {
+        KNOB_WINDOW,    KNOB_KV_STRIDE,     KNOB_ZERO,     KNOB_PREFETCH, KNOB_DTYPE,           KNOB_DP,
+        KNOB_PP,        KNOB_MICRO_BATCHES, KNOB_SCHEDULE, KNOB_VPP,      KNOB_PP_FIRST_LAYERS, KNOB_PP_LAST_LAYERS,
+        KNOB_NCCL_ALGO, KNOB_NCCL_PROTO};
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
     if (parse_docs(cc, c, err) < 0) return -1;

@@ -1,5 +1,6 @@
 /* config: validation, geometry and serialisation of a run. See config.h. */
 #include "config.h"
+#include "pipeline.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -243,16 +244,26 @@ static int validate_seq(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
-/* Prove the largest totals fit in 64 bits: 14*S^2*H*d*B*L (attention fwd +
- * bwd, full blocks, with recompute) plus 16*S*B*params. */
+/* Prove the largest per-rank totals fit in 64 bits: 14*S^2*H*d*B*L
+ * (attention fwd + bwd, full blocks, with recompute) plus 16*S*B*params,
+ * of a pipeline stage's layers and parameters, times its m micro-batches
+ * (the whole step's totals over all ranks are summed in floating point:
+ * stats). */
 static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
 {
     const model *m = &c->model;
     uint64_t attn, gemm, total;
-    uint64_t mb = (uint64_t)c->micro_batches;
-    uint64_t fa[] = {
-        14, c->seq, c->seq, (uint64_t)m->heads, (uint64_t)m->head_dim, (uint64_t)c->batch, (uint64_t)m->layers, mb};
-    uint64_t fg[] = {16, c->seq, (uint64_t)c->batch, model_params(m), mb};
+    uint64_t mb = (uint64_t)c->micro_batches, layers = (uint64_t)m->layers, params = model_params(m);
+    if (c->pp > 1) {
+        layers = params = 0;
+        for (int s = 0; s < c->pp; s++) {
+            uint64_t l = (uint64_t)(pipe_chunk_layers(c, s) * c->vpp), p = pipe_stage_params(c, s) * (uint64_t)c->tp;
+            layers = l > layers ? l : layers;
+            params = p > params ? p : params;
+        }
+    }
+    uint64_t fa[] = {14, c->seq, c->seq, (uint64_t)m->heads, (uint64_t)m->head_dim, (uint64_t)c->batch, layers, mb};
+    uint64_t fg[] = {16, c->seq, (uint64_t)c->batch, params, mb};
     if (!units_mul_n(&attn, 8, fa) || !units_mul_n(&gemm, 5, fg) || !units_add(attn, gemm, &total)) {
         return fail(err, "the FLOP count of this configuration overflows 64-bit arithmetic: "
                          "reduce --seq, --batch or the model size");
@@ -298,6 +309,24 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* Megatron's uneven split (--decoder-first/last-pipeline-num-layers,
+ * transformer_block.py's get_num_layers_to_build): the layers not on the
+ * named first and last stages divide evenly over the others. */
+static int validate_uneven(const config *c, char err[LOONG_ERRLEN])
+{
+    if (c->pp < 2 || c->vpp > 1)
+        return fail(err, "--pp-first-layers and --pp-last-layers split --pp 2 or more stages without --vpp");
+    int L = c->model.layers, rest = L - c->pp_first - c->pp_last, k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
+    if (rest < k || (k ? rest % k : rest)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--pp-first-layers %d --pp-last-layers %d: the other %d of the %d layers do not split evenly over "
+                 "the other %d stages, one or more each: choose counts that leave a multiple of %d",
+                 c->pp_first, c->pp_last, rest, L, k, k ? k : 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* Pipeline parallelism and micro-batches (pipeline.h). ZeRO-2 and -3
  * shard the gradients and parameters that accumulate over micro-batches:
  * DeepSpeed's pipeline engine refuses them (deepspeed/runtime/pipe/
@@ -313,6 +342,9 @@ static int validate_pipeline(const config *c, char err[LOONG_ERRLEN])
         return fail(err, "--schedule interleaved needs --pp 2 or more and --vpp 2 or more model chunks per stage");
     if (c->vpp > 1 && c->schedule != SCHED_INTERLEAVED)
         return fail(err, "--vpp applies to --schedule interleaved: add it, or drop --vpp");
+    if (c->pp_first < 0 || c->pp_last < 0)
+        return fail(err, "--pp-first-layers and --pp-last-layers count layers: 1 or more");
+    if (c->pp_first || c->pp_last) return validate_uneven(c, err);
     int chunks = c->pp * c->vpp;
     if (c->model.layers % chunks) {
         char vpp[24] = "";
@@ -623,6 +655,20 @@ static const knob_row knobs[KNOB_COUNT] = {
                   offsetof(config, vpp),
                   NULL,
                   0},
+    [KNOB_PP_FIRST_LAYERS] = {{"pp_first_layers", "pp-first-layers", "N",
+                               "layers of the first stage, the rest even over\n"
+                               "the others (Megatron's)              [even split]",
+                               false},
+                              KT_NONNEG,
+                              offsetof(config, pp_first),
+                              NULL,
+                              0},
+    [KNOB_PP_LAST_LAYERS] = {{"pp_last_layers", "pp-last-layers", "N",
+                              "layers of the last stage (with the LM head) [even]", false},
+                             KT_NONNEG,
+                             offsetof(config, pp_last),
+                             NULL,
+                             0},
     [KNOB_STRATEGY] = {{"strategy", "strategy", "NAME", "preset over the knobs below (Strategies) [loongtrain]", true},
                        KT_STRING,
                        offsetof(config, strategy),
@@ -745,7 +791,8 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
-           (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1);
+           (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
+           (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
@@ -755,7 +802,8 @@ static bool optional_knob(int k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
-           k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP;
+           k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
+           k == KNOB_PP_LAST_LAYERS;
 }
 
 char *config_knob_text(const config *c, config_knob k)

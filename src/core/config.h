@@ -57,6 +57,7 @@ typedef struct config {
     int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
     schedule_kind schedule;     /* the pipeline schedule */
     int vpp;                    /* v: model chunks per stage (interleaved; else 1) */
+    int pp_first, pp_last;      /* layers of the first and last stage (0: an even share; pipeline.h) */
     mesh_dim order[MESH_NDIMS]; /* the mesh's order, fastest first (the placement knob) */
     char strategy[32];          /* preset name the knobs came from (informational) */
     partition_kind partition;
@@ -200,6 +201,8 @@ typedef enum {
     KNOB_MICRO_BATCHES,
     KNOB_SCHEDULE,
     KNOB_VPP,
+    KNOB_PP_FIRST_LAYERS,
+    KNOB_PP_LAST_LAYERS,
     KNOB_STRATEGY,
     KNOB_PLACEMENT,
     KNOB_PARTITION,

@@ -15,9 +15,28 @@ int pipe_stage(const config *c, int rank)
     return co[MESH_PP];
 }
 
-int pipe_chunk_layers(const config *c) { return c->model.layers / (c->pp * c->vpp); }
+static bool uneven(const config *c) { return c->pp_first || c->pp_last; }
 
-int pipe_first_layer(const config *c, int stage, int chunk) { return (chunk * c->pp + stage) * pipe_chunk_layers(c); }
+/* An uneven split's layers on each stage the split does not name. */
+static int middle_layers(const config *c)
+{
+    int k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
+    return k ? (c->model.layers - c->pp_first - c->pp_last) / k : 0;
+}
+
+int pipe_chunk_layers(const config *c, int stage)
+{
+    if (!uneven(c)) return c->model.layers / (c->pp * c->vpp);
+    if (stage == 0 && c->pp_first) return c->pp_first;
+    if (stage == c->pp - 1 && c->pp_last) return c->pp_last;
+    return middle_layers(c);
+}
+
+int pipe_first_layer(const config *c, int stage, int chunk)
+{
+    if (!uneven(c)) return (chunk * c->pp + stage) * pipe_chunk_layers(c, stage);
+    return stage == 0 ? 0 : pipe_chunk_layers(c, 0) + (stage - 1) * middle_layers(c); /* v = 1 */
+}
 
 bool pipe_is_first(const config *c, int stage, int chunk)
 {
@@ -37,7 +56,9 @@ bool pipe_holds(const config *c, int stage, int l)
 {
     if (c->pp == 1) return true;
     if (l == c->model.layers) return stage == 0 || stage == c->pp - 1;
-    return l / pipe_chunk_layers(c) % c->pp == stage;
+    if (!uneven(c)) return l / pipe_chunk_layers(c, stage) % c->pp == stage;
+    int first = pipe_first_layer(c, stage, 0);
+    return l >= first && l < first + pipe_chunk_layers(c, stage);
 }
 
 uint64_t pipe_head_params(const config *c, int stage)
@@ -49,7 +70,7 @@ uint64_t pipe_head_params(const config *c, int stage)
 
 uint64_t pipe_stage_params(const config *c, int stage)
 {
-    uint64_t blocks = (uint64_t)(c->model.layers / c->pp);
+    uint64_t blocks = (uint64_t)(pipe_chunk_layers(c, stage) * c->vpp);
     return blocks * model_layer_params_tp(&c->model, c->tp) + pipe_head_params(c, stage);
 }
 

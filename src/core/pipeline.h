@@ -12,7 +12,10 @@
  * interleaved assignment: stage 0 holds chunks 0, pp, 2pp, ... of the
  * model); the embedding runs on virtual stage 0, the LM head and loss on
  * the last, pp v - 1. An activation travels from virtual stage u to u+1,
- * its gradient back.
+ * its gradient back. An uneven split (v = 1: c->pp_first and c->pp_last
+ * layers on the first and last stages, the rest even over the others,
+ * Megatron's --decoder-first/last-pipeline-num-layers) moves the
+ * boundaries only.
  *
  * Schedules (megatron/core/pipeline_parallel/schedules.py):
  *   gpipe: every forward, then every backward (Huang et al. 2019);
@@ -53,8 +56,8 @@ void pipe_ops(const config *c, int stage, pipe_op *out);
 /* The stage of rank (its coordinate along pp). */
 int pipe_stage(const config *c, int rank);
 
-/* Layers of every virtual stage: L / (pp v). */
-int pipe_chunk_layers(const config *c);
+/* Layers of each chunk of `stage`: L / (pp v), or the uneven split's. */
+int pipe_chunk_layers(const config *c, int stage);
 
 /* The first layer of chunk `chunk` of `stage`. */
 int pipe_first_layer(const config *c, int stage, int chunk);

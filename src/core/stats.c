@@ -49,23 +49,24 @@ void stats_compute(const dag *g, rank_stats *out)
     }
 }
 
-uint64_t stats_model_flops(const config *c)
+double stats_model_flops(const config *c)
 {
     const model *m = &c->model;
-    uint64_t B = (uint64_t)c->batch * (uint64_t)c->micro_batches, S = c->seq, H = (uint64_t)m->heads,
-             d = (uint64_t)m->head_dim;
+    uint64_t B1 = (uint64_t)c->batch, S = c->seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
     uint64_t sq = S * S; /* with documents, the same half-square per document */
     if (c->docs) {
         sq = 0;
         for (int i = 0; i < docs_count(c->docs); i++)
             sq += docs_length(c->docs, i) * docs_length(c->docs, i);
     }
-    uint64_t attn_fwd = 2 * B * sq * H * d;
+    uint64_t attn_fwd = 2 * B1 * sq * H * d;
     if (c->scope == SCOPE_ATTN_FWD) return attn_fwd;
     if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
     uint64_t hid = (uint64_t)m->hidden;
     uint64_t w_layer = model_layer_params(m) - 2 * hid;
-    return (uint64_t)m->layers * (6 * B * S * w_layer + 3 * attn_fwd) + 6 * B * S * hid * (uint64_t)m->vocab;
+    uint64_t per_mb =
+        (uint64_t)m->layers * (6 * B1 * S * w_layer + 3 * attn_fwd) + 6 * B1 * S * hid * (uint64_t)m->vocab;
+    return (double)per_mb * c->micro_batches; /* m micro-batches: beyond 2^64 at 405B scale */
 }
 
 double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu)
@@ -78,12 +79,13 @@ static void print_summary(FILE *f, const dag *g, const rank_stats *rs)
 {
     const config *c = dag_config(g);
     int P = config_ranks(c);
-    uint64_t amin = UINT64_MAX, amax = 0, total = 0, sum_attn = 0;
+    uint64_t amin = UINT64_MAX, amax = 0;
+    double total = 0, sum_attn = 0; /* over every rank: beyond 2^64 at scale */
     for (int r = 0; r < P; r++) {
         if (rs[r].flops_attn < amin) amin = rs[r].flops_attn;
         if (rs[r].flops_attn > amax) amax = rs[r].flops_attn;
-        total += rs[r].flops;
-        sum_attn += rs[r].flops_attn;
+        total += (double)rs[r].flops;
+        sum_attn += (double)rs[r].flops_attn;
     }
     fprintf(f, "# attention per rank: min %.3f max %.3f mean %.3f GFLOP; max/min %.4f, max/mean %.4f (1 = balanced)\n",
             amin / 1e9, amax / 1e9, sum_attn / 1e9 / P, amin ? (double)amax / (double)amin : 0.0,

@@ -41,7 +41,7 @@ typedef struct rank_stats {
 void stats_compute(const dag *g, rank_stats *out);
 
 /* The MFU numerator of the formula above (whole batch, all ranks). */
-uint64_t stats_model_flops(const config *c);
+double stats_model_flops(const config *c);
 
 /* MFU in [0, 1+] for a measured or predicted step time. */
 double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu);

@@ -462,7 +462,8 @@ static tpcost tp_costs(const config *c, const platform_spec *n)
         k.head = 2 * ag + rs + loss;
         k.head_fwd = ag + loss;
         k.embed = rs + ag;
-        k.norm = tp_coll(c, n, COLL_ALL_REDUCE, (2.0 * c->model.layers / c->pp + 1) * c->model.hidden * c->act_bytes);
+        k.norm = tp_coll(c, n, COLL_ALL_REDUCE,
+                         (2.0 * pipe_chunk_layers(c, 0) * c->vpp + 1) * c->model.hidden * c->act_bytes);
     } else {
         double ar = tp_coll(c, n, COLL_ALL_REDUCE, act);
         k.fwd = 2 * ar;
@@ -691,13 +692,13 @@ static double pp_hop(const config *c, const platform_spec *n)
  * recurrence, a pass starting when its stage is free and its input has
  * arrived (the producing pass's end plus one hop); then each stage's
  * gradient reduction over DP after its last backward. Passes cost their
- * blocks' layer cost (the same on every stage) plus the embedding on
+ * blocks' layer cost (the same per block on every stage) plus the embedding on
  * virtual stage 0 and the LM head on the last; DP collectives are not
  * overlapped with the passes but for ZeRO-0's, which follow the last
  * micro-batch's backward block by block. */
 typedef struct pipe_walk {
     const config *c;
-    double f, b;                    /* one chunk's forward and backward pass */
+    double f, b;                    /* one block's share of a forward and a backward pass */
     double f_first, f_last, b_last; /* the extras of the first and last virtual stages */
     double hop;
     double *fdone, *bdone; /* by virtual stage and micro-batch; < 0: not yet */
@@ -706,7 +707,7 @@ typedef struct pipe_walk {
 static double pass_seconds(const pipe_walk *w, int stage, const pipe_op *op)
 {
     const config *c = w->c;
-    double t = op->bwd ? w->b : w->f;
+    double t = (op->bwd ? w->b : w->f) * pipe_chunk_layers(c, stage);
     if (!op->bwd && pipe_is_first(c, stage, op->chunk)) t += w->f_first;
     if (pipe_is_last(c, stage, op->chunk)) t += op->bwd ? w->b_last : w->f_last;
     return t;
@@ -759,17 +760,11 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
                           const tpcost *tk, analytic_result *out)
 {
     const model *m = &c->model;
-    int pp = c->pp, L = m->layers, Lc = pipe_chunk_layers(c), nv = pp * c->vpp, mb = c->micro_batches;
+    int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
     double T = (double)config_local_tokens(c), v = (double)((m->vocab + c->tp - 1) / c->tp);
-    pipe_walk w = {c,
-                   Lc * lc->fwd,
-                   Lc * lc->bwd,
-                   tk->embed,
-                   gemm(cb, T, v, m->hidden, false) + tk->head_fwd,
-                   gemm(cb, T, v, m->hidden, true) + tk->head - tk->head_fwd,
-                   pp_hop(c, n),
-                   NULL,
-                   NULL};
+    double lm_f = gemm(cb, T, v, m->hidden, false), lm_b = gemm(cb, T, v, m->hidden, true);
+    pipe_walk w = {c,    lc->fwd, lc->bwd, tk->embed, lm_f + tk->head_fwd, lm_b + tk->head - tk->head_fwd, pp_hop(c, n),
+                   NULL, NULL};
     size_t cells = (size_t)nv * (size_t)mb;
     w.fdone = xmalloc_array(cells, sizeof *w.fdone, "the pipeline walk");
     w.bdone = xmalloc_array(cells, sizeof *w.bdone, "the pipeline walk");
@@ -782,13 +777,14 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     mesh msh = config_mesh(c);
     int N = mesh_group_size(&msh, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&msh, CONFIG_GRAD_DIMS, 0, g);
-    double step = 0, ends = 0, idle = 0;
+    double step = 0, ends = 0, idle = 0, lp = (double)model_layer_params_tp(m, c->tp);
     int worst = 0;
     for (int s = 0; s < pp; s++) {
-        double dp = free_at[s], lp = (double)model_layer_params_tp(m, c->tp);
+        double dp = free_at[s];
+        int blocks = pipe_chunk_layers(c, s) * c->vpp;
         if (c->zero == 0) { /* block by block behind the last backward, then the head's */
             dp = last_b[s];
-            for (int l = 0; l < Lc * c->vpp; l++)
+            for (int l = 0; l < blocks; l++)
                 dp = maxd(dp, last_b[s] + (l + 1) * lc->bwd) + dp_coll(c, n, g, N, (uint64_t)lp, true);
             if (pipe_head_params(c, s)) dp = maxd(dp, free_at[s]) + dp_coll(c, n, g, N, pipe_head_params(c, s), true);
         }
@@ -800,14 +796,14 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);
     }
-    double lm = w.f_last - tk->head_fwd + w.b_last - (tk->head - tk->head_fwd); /* the LM head's GEMMs */
-    double busy_w = (double)mb * (Lc * c->vpp * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm : 0));
+    double blocks = pipe_chunk_layers(c, worst) * c->vpp;
+    double busy_w = (double)mb * (blocks * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm_f + lm_b : 0));
     out->step = step;
     out->busy = busy_w;
     out->exposed = step - busy_w;
-    out->a2a = (double)mb * L / pp * lc->a2a;
-    out->ring_wait = (double)mb * L / pp * lc->ring_wait;
-    out->tp = (double)mb * (L / pp * lc->tp + tk->head + tk->embed) + tk->norm;
+    out->a2a = (double)mb * blocks * lc->a2a;
+    out->ring_wait = (double)mb * blocks * lc->ring_wait;
+    out->tp = (double)mb * (blocks * lc->tp + tk->head + tk->embed) + tk->norm;
     out->dp_tail = step - ends;
     out->bubble = idle / step;
     free(g);
