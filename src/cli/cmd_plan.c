@@ -48,6 +48,12 @@ static void plan_usage(FILE *f)
             "  --platform FILE       platform from loong topo (its loong_spec gives the links)\n"
             "                                                         [" DEFAULT_PLATFORM "]\n"
             "  --gpus N              GPUs to use                     [all of the platform's]\n"
+            "  --pp N|auto           pipeline stages: gpus = dp x pp x tp x P_h x P_s; auto\n"
+            "                        searches every divisor the layers split over, with\n"
+            "                        1F1B and interleaved (v 2) schedules                [1]\n"
+            "  --global-batch G      samples per step over all replicas: every layout runs\n"
+            "                        G / (dp x batch) micro-batches, the same work  [with\n"
+            "                        --pp: 16M tokens, Llama 3's; else one per replica]\n"
             "  --dp N|auto           data-parallel replicas: gpus = dp x P_h x P_s; auto\n"
             "                        searches every divisor                              [1]\n"
             "  --gpu-mem SIZE        memory per GPU for the model, e.g. 80GB or 74.5GiB\n"
@@ -87,6 +93,8 @@ static void plan_usage(FILE *f)
             "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
             "  --model, --seq [1M], --batch, --zero [searched: 0-3], --recompute [searched],\n"
             "  --tp [searched: the divisors of the GPUs per node], --sequence-parallel, --dtype,\n"
+            "  --micro-batches (instead of --global-batch), --schedule and --vpp [searched\n"
+            "  with --pp], --pp-first-layers and --pp-last-layers (with --pp N),\n"
             "  --gpus-per-node (must match the platform), and the documents: --docs,\n"
             "  --docs-file or --doc-dist with --seed (plan then searches the packed-document\n"
             "  partitions too)\n"
@@ -98,7 +106,8 @@ static void plan_usage(FILE *f)
 }
 
 typedef struct plan_args {
-    const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot;
+    const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot, *pp;
+    int global_batch;                 /* 0: not given */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     bool exact, full_layers, quiet, robust, why_removed;
     double tie;
@@ -138,17 +147,29 @@ static int parse_tie(const char *s, double *out)
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     static const struct option own[] = {
-        {"platform", required_argument, 0, 'p'}, {"gpus", required_argument, 0, 'g'},
-        {"gpu-mem", required_argument, 0, 'm'},  {"calib", required_argument, 0, 'c'},
-        {"top", required_argument, 0, 'k'},      {"exact", no_argument, 0, 'x'},
-        {"full-layers", no_argument, 0, 'F'},    {"show", required_argument, 0, 'S'},
-        {"why-removed", no_argument, 0, 'W'},    {"json", required_argument, 0, 'J'},
-        {"plot", required_argument, 0, 'P'},     {"jobs", required_argument, 0, 'j'},
-        {"rows", required_argument, 0, 'r'},     {"csv", required_argument, 0, 'C'},
-        {"output", required_argument, 0, 'o'},   {"quiet", no_argument, 0, 'q'},
-        {"draws", required_argument, 0, 'd'},    {"robust", no_argument, 0, 'R'},
-        {"tie", required_argument, 0, 'T'},      CLI_WHATIF_OPTIONS,
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"platform", required_argument, 0, 'p'},
+        {"gpus", required_argument, 0, 'g'},
+        {"gpu-mem", required_argument, 0, 'm'},
+        {"calib", required_argument, 0, 'c'},
+        {"top", required_argument, 0, 'k'},
+        {"exact", no_argument, 0, 'x'},
+        {"full-layers", no_argument, 0, 'F'},
+        {"show", required_argument, 0, 'S'},
+        {"why-removed", no_argument, 0, 'W'},
+        {"json", required_argument, 0, 'J'},
+        {"plot", required_argument, 0, 'P'},
+        {"jobs", required_argument, 0, 'j'},
+        {"rows", required_argument, 0, 'r'},
+        {"csv", required_argument, 0, 'C'},
+        {"output", required_argument, 0, 'o'},
+        {"quiet", no_argument, 0, 'q'},
+        {"draws", required_argument, 0, 'd'},
+        {"robust", no_argument, 0, 'R'},
+        {"tie", required_argument, 0, 'T'},
+        {"global-batch", required_argument, 0, 'G'},
+        CLI_WHATIF_OPTIONS,
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     int opt;
@@ -184,6 +205,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'd': rc = parse_count(optarg, "--draws", &a->draws, false); break;
         case 'R': a->robust = true; break;
         case 'T': rc = parse_tie(optarg, &a->tie); break;
+        case 'G': rc = parse_count(optarg, "--global-batch", &a->global_batch, false); break;
         case 'h': plan_usage(stdout); return -1;
         default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
         }
@@ -215,6 +237,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
 
 typedef struct plan_ctx {
     plan_request req;
+    config pk; /* the pipeline knobs given (schedule, vpp, uneven split), for the layouts */
     platform_spec spec;
     calib *cb;
     int rank, size;
@@ -246,6 +269,56 @@ static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRL
     return -1;
 }
 
+/* --pp N|auto and the knobs that go with it: read here (the base config
+ * has one stage), applied to the layouts (plan_enumerate). Without --pp
+ * and --global-batch each layout runs --micro-batches per replica; with
+ * --pp and no --micro-batches the global batch defaults to 16M tokens
+ * (Llama 3 405B's, Dubey et al. 2024, section 3.4.1) in whole samples. */
+static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LOONG_ERRLEN])
+{
+    config_defaults(&x->pk);
+    static const config_knob own[] = {KNOB_SCHEDULE, KNOB_VPP, KNOB_PP_FIRST_LAYERS, KNOB_PP_LAST_LAYERS};
+    for (int i = 0; i < 4; i++) {
+        if (v[own[i]] && config_knob_parse(&x->pk, own[i], v[own[i]], err) < 0) return -1;
+        if (v[own[i]] && !v[KNOB_PP]) {
+            snprintf(err, LOONG_ERRLEN, "--%s applies to pipelined layouts: add --pp N or --pp auto",
+                     config_knob_get(own[i])->option);
+            return -1;
+        }
+    }
+    bool split = x->pk.pp_first || x->pk.pp_last;
+    x->req.search_schedule = !v[KNOB_SCHEDULE] && !v[KNOB_VPP];
+    a->pp = v[KNOB_PP];
+    x->req.pp = 1;
+    if (a->pp && !strcmp(a->pp, "auto"))
+        x->req.pp = 0;
+    else if (a->pp && units_parse_int(a->pp, "--pp", &x->req.pp, err) < 0)
+        return -1;
+    if (x->req.pp > 1 && x->req.gpus % x->req.pp) {
+        snprintf(err, LOONG_ERRLEN, "--pp %d does not divide --gpus %d", x->req.pp, x->req.gpus);
+        return -1;
+    }
+    if (split && x->req.pp < 2) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--pp-first-layers and --pp-last-layers split a given --pp N of 2 or more: "
+                 "give --pp N");
+        return -1;
+    }
+    if (a->global_batch && v[KNOB_MICRO_BATCHES]) {
+        snprintf(err, LOONG_ERRLEN, "--global-batch and --micro-batches both set the micro-batches: give one");
+        return -1;
+    }
+    x->req.global_batch = a->global_batch;
+    if (!a->global_batch && !v[KNOB_MICRO_BATCHES] && x->req.pp != 1) {
+        uint64_t seq = 0;
+        if (units_parse_count(v[KNOB_SEQ], "--seq", &seq, err) < 0) return -1;
+        double g = 16.0 * 1024 * 1024 / (double)seq;
+        x->req.global_batch = g < 1 ? 1 : (int)(g + 0.5);
+    }
+    v[KNOB_PP] = v[KNOB_SCHEDULE] = v[KNOB_VPP] = v[KNOB_PP_FIRST_LAYERS] = v[KNOB_PP_LAST_LAYERS] = NULL;
+    return 0;
+}
+
 static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
 {
     /* the source tree's topologies/, else the installed one by name */
@@ -274,6 +347,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     v[KNOB_DP] = NULL;
     const char *tp = v[KNOB_TP]; /* a degree, else searched: the base config has none */
     v[KNOB_TP] = NULL;
+    if (pipeline_knobs(a, x, v, err) < 0) return -1;
     /* valid with tp > 1 only: read by the knobs' own parser, applied to
      * the layouts (plan_enumerate) */
     config tpk;
@@ -296,6 +370,10 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     x->req.base.tp_overlap = overlap;
     x->req.base.prefetch = tpk.prefetch;
     if (config_check_prefetch(tpk.prefetch, err) < 0) return -1;
+    x->req.base.schedule = x->pk.schedule;
+    x->req.base.vpp = x->pk.vpp;
+    x->req.base.pp_first = x->pk.pp_first;
+    x->req.base.pp_last = x->pk.pp_last;
     x->req.tp = 0;
     if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
     if (x->req.tp && x->req.gpus % x->req.tp) {
@@ -448,7 +526,7 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
  * (docs/sim.md); every layer with --full-layers. */
 static plan_compose compose_mode(const plan_args *a, const config *c)
 {
-    if (a->full_layers) return PLAN_EVERY_LAYER;
+    if (a->full_layers || c->pp > 1 || c->micro_batches > 1) return PLAN_EVERY_LAYER; /* stages: simulated whole */
     if (sim_compose_exact(c)) return PLAN_TWO_LAYERS;
     return c->scope == SCOPE_STEP && c->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
 }
@@ -651,9 +729,9 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
             if (ls[i].removed) continue;
             analytic_result *m = &mean[i], *v = &ls[i].an;
             add_draw(&m->step, &lo[i], &hi[i], v->step, d);
-            double *fm[] = {&m->busy, &m->exposed, &m->a2a, &m->ring_wait, &m->dp_tail, &m->tp};
-            const double fv[] = {v->busy, v->exposed, v->a2a, v->ring_wait, v->dp_tail, v->tp};
-            for (int k = 0; k < 6; k++)
+            double *fm[] = {&m->busy, &m->exposed, &m->a2a, &m->ring_wait, &m->dp_tail, &m->tp, &m->bubble};
+            const double fv[] = {v->busy, v->exposed, v->a2a, v->ring_wait, v->dp_tail, v->tp, v->bubble};
+            for (int k = 0; k < 7; k++)
                 *fm[k] = d == 0 ? fv[k] : *fm[k] + (fv[k] - *fm[k]) / (d + 1);
             m->worst_s = v->worst_s;
             double mf = (double)stats_model_flops(&ls[i].c);

@@ -180,6 +180,9 @@ int sim_child_run(char *const argv[], const char *what, sim_child_result *res, c
     return sim_child_finish(&ch, status, what, res, err);
 }
 
-bool sim_compose_exact(const config *c) { return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3; }
+bool sim_compose_exact(const config *c)
+{
+    return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1;
+}
 
 double sim_compose(double one, double two, int layers) { return one + (layers - 1) * (two - one); }

@@ -245,29 +245,29 @@ static int validate_seq(const config *c, char err[LOONG_ERRLEN])
 }
 
 /* Prove the largest per-rank totals fit in 64 bits: 14*S^2*H*d*B*L
- * (attention fwd + bwd, full blocks, with recompute) plus 16*S*B*params,
- * of a pipeline stage's layers and parameters, times its m micro-batches
- * (the whole step's totals over all ranks are summed in floating point:
- * stats). */
+ * (attention fwd + bwd, full blocks, with recompute; a rank's share of
+ * it at most twice the mean, the contiguous partition's imbalance) plus
+ * 16*S*B*params (GEMMs; a rank's share exactly 1/(P*tp)), of a pipeline
+ * stage's layers and parameters, times the m micro-batches. The whole
+ * step's totals over every rank are summed in floating point (stats). */
 static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
 {
     const model *m = &c->model;
-    uint64_t attn, gemm, total;
-    uint64_t mb = (uint64_t)c->micro_batches, layers = (uint64_t)m->layers, params = model_params(m);
+    long double layers = m->layers, params = (long double)model_params(m), share = (long double)config_cp(c) * c->tp;
     if (c->pp > 1) {
         layers = params = 0;
         for (int s = 0; s < c->pp; s++) {
-            uint64_t l = (uint64_t)(pipe_chunk_layers(c, s) * c->vpp), p = pipe_stage_params(c, s) * (uint64_t)c->tp;
+            long double l = pipe_chunk_layers(c, s) * c->vpp, p = (long double)pipe_stage_params(c, s) * c->tp;
             layers = l > layers ? l : layers;
             params = p > params ? p : params;
         }
     }
-    uint64_t fa[] = {14, c->seq, c->seq, (uint64_t)m->heads, (uint64_t)m->head_dim, (uint64_t)c->batch, layers, mb};
-    uint64_t fg[] = {16, c->seq, (uint64_t)c->batch, params, mb};
-    if (!units_mul_n(&attn, 8, fa) || !units_mul_n(&gemm, 5, fg) || !units_add(attn, gemm, &total)) {
+    long double S = (long double)c->seq, B = c->batch, mb = c->micro_batches;
+    long double attn = 14 * S * S * m->heads * m->head_dim * B * layers * mb / (share > 2 ? share / 2 : 1);
+    long double gemm = 16 * S * B * params * mb / share;
+    if (attn + gemm >= 0x1p63L)
         return fail(err, "the FLOP count of this configuration overflows 64-bit arithmetic: "
                          "reduce --seq, --batch or the model size");
-    }
     uint64_t est =
         (uint64_t)config_ranks(c) * (uint64_t)(m->layers / c->pp + 1) * mb * (24ull * (uint64_t)c->p_seq + 64);
     if (est > MAX_TASKS) {

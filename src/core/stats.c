@@ -52,21 +52,19 @@ void stats_compute(const dag *g, rank_stats *out)
 double stats_model_flops(const config *c)
 {
     const model *m = &c->model;
-    uint64_t B1 = (uint64_t)c->batch, S = c->seq, H = (uint64_t)m->heads, d = (uint64_t)m->head_dim;
-    uint64_t sq = S * S; /* with documents, the same half-square per document */
+    double B = c->batch, S = (double)c->seq, H = m->heads, d = m->head_dim;
+    double sq = S * S; /* with documents, the same half-square per document */
     if (c->docs) {
         sq = 0;
         for (int i = 0; i < docs_count(c->docs); i++)
-            sq += docs_length(c->docs, i) * docs_length(c->docs, i);
+            sq += (double)docs_length(c->docs, i) * (double)docs_length(c->docs, i);
     }
-    uint64_t attn_fwd = 2 * B1 * sq * H * d;
+    double attn_fwd = 2 * B * sq * H * d;
     if (c->scope == SCOPE_ATTN_FWD) return attn_fwd;
     if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
-    uint64_t hid = (uint64_t)m->hidden;
-    uint64_t w_layer = model_layer_params(m) - 2 * hid;
-    uint64_t per_mb =
-        (uint64_t)m->layers * (6 * B1 * S * w_layer + 3 * attn_fwd) + 6 * B1 * S * hid * (uint64_t)m->vocab;
-    return (double)per_mb * c->micro_batches; /* m micro-batches: beyond 2^64 at 405B scale */
+    double hid = m->hidden, w_layer = (double)(model_layer_params(m) - 2 * (uint64_t)m->hidden);
+    /* in floating point: m micro-batches of a 405B model pass 2^64 */
+    return c->micro_batches * (m->layers * (6 * B * S * w_layer + 3 * attn_fwd) + 6 * B * S * hid * m->vocab);
 }
 
 double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu)

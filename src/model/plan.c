@@ -45,6 +45,15 @@ static void add_layout(vec *a, const plan_request *req, const config *c)
     snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_name_of(c));
     config_layout_name(c, l->name, sizeof l->name);
     size_t k = strlen(l->name);
+    if (c->pp > 1 || c->micro_batches > 1) { /* the pipeline's schedule and micro-batches */
+        const char *s = c->pp == 1                   ? ""
+                        : c->schedule == SCHED_GPIPE ? " gpipe"
+                        : c->schedule == SCHED_1F1B  ? " 1f1b"
+                                                     : " il";
+        k += (size_t)snprintf(l->name + k, sizeof l->name - k, "%s", s);
+        if (c->vpp > 1) k += (size_t)snprintf(l->name + k, sizeof l->name - k, "%d", c->vpp);
+        k += (size_t)snprintf(l->name + k, sizeof l->name - k, " m%d", c->micro_batches);
+    }
     if (req->search_zero) k += (size_t)snprintf(l->name + k, sizeof l->name - k, " z%d", c->zero);
     if (req->search_recompute) snprintf(l->name + k, sizeof l->name - k, " %s", recompute_abbrev(c->recompute));
     if (config_validate(&l->c, l->reason) < 0) l->removed = true;
@@ -84,6 +93,55 @@ static void add_rings(vec *a, const plan_request *req, config c)
     }
 }
 
+/* The layouts of one mesh at every ZeRO stage, recompute policy,
+ * placement and KV replication (add_rings for each). */
+static void add_knobs(vec *a, const plan_request *req, config c);
+
+/* The micro-batches a layout of dp replicas runs for the request's global
+ * batch: every schedule (pipeline.h) that applies at c.pp, one layout each;
+ * a global batch that dp x batch does not divide removes the layout. */
+static void add_pipeline(vec *a, const plan_request *req, config c)
+{
+    int per = c.dp * c.batch;
+    c.micro_batches = req->global_batch ? (req->global_batch % per ? 1 : req->global_batch / per) : c.micro_batches;
+    if (req->global_batch && req->global_batch % per) {
+        plan_layout *l = vec_push(a);
+        l->c = c;
+        config_layout_name(&c, l->name, sizeof l->name);
+        l->removed = true;
+        snprintf(l->reason, sizeof l->reason,
+                 "--global-batch %d samples do not split over dp %d x --batch %d: no whole number of micro-batches",
+                 req->global_batch, c.dp, c.batch);
+        return;
+    }
+    if (c.pp == 1 || !req->search_schedule) {
+        if (c.pp == 1) c.schedule = SCHED_1F1B, c.vpp = 1;
+        add_knobs(a, req, c);
+        return;
+    }
+    c.schedule = SCHED_1F1B;
+    c.vpp = 1;
+    add_knobs(a, req, c);
+    if (c.model.layers % (2 * c.pp) || c.micro_batches % c.pp) return; /* interleaving needs both */
+    c.schedule = SCHED_INTERLEAVED;
+    c.vpp = 2;
+    add_knobs(a, req, c);
+}
+
+/* pp stages of L layers that do not split evenly: Llama 3 405B's way
+ * (126 layers over 16 stages, 7 on the first and last, Dubey et al. 2024,
+ * section 3.3.2), ceil(L/pp) on the middle stages and the rest halved
+ * over the first and last, which also hold the embedding and the LM head.
+ * Returns false when that leaves them fewer than one layer each. */
+static bool uneven_split(int L, int pp, int *first, int *last)
+{
+    if (pp < 3) return false;
+    int mid = (L + pp - 1) / pp, rest = L - (pp - 2) * mid;
+    *first = rest / 2;
+    *last = rest - *first;
+    return *first >= 1;
+}
+
 static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIMS])
 {
     config c = req->base;
@@ -91,6 +149,13 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.p_seq = degree[MESH_SEQ];
     c.dp = degree[MESH_DP];
     c.tp = degree[MESH_TP];
+    c.pp = degree[MESH_PP];
+    if (c.model.layers % c.pp && !c.pp_first && !c.pp_last) uneven_split(c.model.layers, c.pp, &c.pp_first, &c.pp_last);
+    add_pipeline(a, req, c);
+}
+
+static void add_knobs(vec *a, const plan_request *req, config c)
+{
     if (c.tp == 1) { /* --sequence-parallel off and --tp-overlap apply to tp > 1 */
         c.sequence_parallel = true;
         c.tp_overlap = false;
@@ -100,6 +165,7 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     int nplace = ph > 1 && ps > 1 ? 2 : 1;
     int nrepl = c.model.kv_heads % c.tp == 0 && ph > c.model.kv_heads / c.tp ? 2 : 1;
     int z0 = req->search_zero ? 0 : c.zero, z1 = req->search_zero ? 3 : c.zero;
+    if (req->search_zero && (c.pp > 1 || c.micro_batches > 1)) z1 = 1; /* ZeRO-2/3 accumulate nothing (config.c) */
     int r0 = req->search_recompute ? RECOMPUTE_NONE : (int)c.recompute,
         r1 = req->search_recompute ? RECOMPUTE_FULL : (int)c.recompute;
     int prefetch = c.prefetch; /* --prefetch applies to the ZeRO-3 layouts */
@@ -119,16 +185,19 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
 plan_layout *plan_enumerate(const plan_request *req, int *n)
 {
     vec a = {0};
-    static const mesh_dim searched[] = {MESH_DP, MESH_TP, MESH_HEAD, MESH_SEQ};
-    int nf = mesh_factorisations(req->gpus, searched, 4, NULL);
+    static const mesh_dim searched[] = {MESH_DP, MESH_PP, MESH_TP, MESH_HEAD, MESH_SEQ};
+    int nf = mesh_factorisations(req->gpus, searched, 5, NULL);
     int(*f)[MESH_NDIMS] = xmalloc_array((size_t)nf, sizeof *f, "the plan's meshes");
-    mesh_factorisations(req->gpus, searched, 4, f);
-    int gpn = req->base.gpus_per_node;
+    mesh_factorisations(req->gpus, searched, 5, f);
+    int gpn = req->base.gpus_per_node, L = req->base.model.layers;
     for (int i = 0; i < nf; i++) {
-        int tp = f[i][MESH_TP];
+        int tp = f[i][MESH_TP], pp = f[i][MESH_PP];
         /* TP stays inside a node (NVLink): tp among the divisors of its GPUs */
         bool tp_ok = req->tp ? tp == req->tp : gpn % tp == 0;
-        if ((!req->dp || f[i][MESH_DP] == req->dp) && tp_ok) add_mesh(&a, req, f[i]);
+        /* stages of equal layers, or Llama 3's uneven split (below) */
+        int first, last;
+        bool pp_ok = req->pp ? pp == req->pp : L % pp == 0 || uneven_split(L, pp, &first, &last);
+        if ((!req->dp || f[i][MESH_DP] == req->dp) && tp_ok && pp_ok) add_mesh(&a, req, f[i]);
     }
     free(f);
     *n = a.n;
@@ -233,7 +302,9 @@ static void fmt_speedup(char *buf, size_t len, double v)
 /* The baseline columns a table has: only those with a feasible baseline. */
 typedef struct table_cols {
     bool ring, uly;
-    bool tp; /* some layout has tp > 1 */
+    bool tp;    /* some layout has tp > 1 */
+    bool pp;    /* some layout has pipeline stages: the bubble column */
+    int name_w; /* the layout column's width */
 } table_cols;
 
 static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp,
@@ -248,6 +319,18 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              recompute_name(b->recompute));
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
+    if (req->pp != 1 || req->global_batch) {
+        char pp[32] = "searched";
+        if (req->pp) snprintf(pp, sizeof pp, "%d", req->pp);
+        fprintf(f, "# pipeline: pp %s, schedule %s; ", pp,
+                req->search_schedule ? "searched (1f1b, il2: interleaved v 2)" : schedule_name(b->schedule));
+        if (req->global_batch)
+            fprintf(f, "global batch %d samples (%.3g M tokens) per step: m = %d / (dp x %d) micro-batches\n",
+                    req->global_batch, req->global_batch * (double)b->seq * b->batch / (1 << 20), req->global_batch,
+                    b->batch);
+        else
+            fprintf(f, "%d micro-batches per replica\n", b->micro_batches);
+    }
     bool two = rp->compose & PLAN_TWO_LAYERS, period = rp->compose & PLAN_PERIOD;
     char how[160] = "";
     if (two || period)
@@ -270,9 +353,10 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
             "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
             100 * rp->tie);
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
-    fprintf(f, "#%4s %3s %-34s %5s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", "layout", "by", "analytic_s",
-            "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
+    fprintf(f, "#%4s %3s %-*s %5s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", cols->name_w, "layout", "by",
+            "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
     if (cols->tp) fprintf(f, " %6s", "tp_%");
+    if (cols->pp) fprintf(f, " %8s", "bubble_%");
     if (cols->ring) fprintf(f, " %8s", "vs_ring");
     if (cols->uly) fprintf(f, " %8s", "vs_uly");
     if (rp->robust) fprintf(f, " %11s %10s %10s %9s", "straggler_%", "slowNIC_%", "jitter_%", "worst_%");
@@ -306,10 +390,11 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     char a[16], b[16];
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
-    fprintf(f, " %4d %3s %-34s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", l->name,
-            l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps,
-            r->mfu, r->mem_gb, r->exposed);
+    fprintf(f, " %4d %3s %-*s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", cols->name_w,
+            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
+            r->tps, r->mfu, r->mem_gb, r->exposed);
     if (cols->tp) fprintf(f, " %6.2f", r->tp_pct);
+    if (cols->pp) fprintf(f, " %8.2f", 100 * l->an.bubble);
     if (cols->ring) fprintf(f, " %8s", a);
     if (cols->uly) fprintf(f, " %8s", b);
     if (robust) write_robust(f, l);
@@ -412,9 +497,15 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
 {
     int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
-    table_cols cols = {ring >= 0, uly >= 0, false};
-    for (int i = 0; i < n; i++)
+    table_cols cols = {ring >= 0, uly >= 0, false, false, 34};
+    for (int i = 0; i < n; i++) {
         cols.tp |= ls[i].c.tp > 1 && !ls[i].removed;
+        cols.pp |= ls[i].c.pp > 1 && !ls[i].removed;
+    }
+    for (int i = 0; cols.pp && i < n; i++) { /* the pipelines' longer names */
+        int w = (int)strlen(ls[i].name);
+        if (!ls[i].removed && w > cols.name_w) cols.name_w = w;
+    }
     write_header(f, n, m, req, rp, &cols);
     int rows = rp->rows > 0 && rp->rows < m ? rp->rows : m;
     for (int k = 0; k < rows; k++) {
