@@ -340,6 +340,48 @@ START_TEST(enumeration_count)
 }
 END_TEST
 
+/* Five dimensions (--pp auto, a global batch of 8 samples on 32 GPUs):
+ * every layout uses the 32 GPUs as dp x pp x tp x P; its micro-batches do
+ * the global batch (m dp B = 8) or it is removed for that reason; every
+ * pp dividing 32 that llama3-8b's 32 layers split over appears; pipelined
+ * layouts run ZeRO 0 or 1, 1F1B or interleaved with v 2 only where the
+ * layers split into 2 pp chunks and m is a multiple of pp. */
+START_TEST(pipeline_enumeration)
+{
+    plan_request req = {0};
+    req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+    req.gpus = 32;
+    req.dp = 0;
+    req.pp = PLAN_PP_AUTO;
+    req.global_batch = 8;
+    req.search_zero = req.search_schedule = true;
+    req.gpu_mem = 1e15;
+    int n, seen_pp[33] = {0}, interleaved = 0;
+    plan_layout *ls = plan_enumerate(&req, &n);
+    for (int i = 0; i < n; i++) {
+        const config *c = &ls[i].c;
+        ck_assert_int_eq(config_world(c), 32);
+        if (ls[i].removed) {
+            if (8 % (c->dp * c->batch)) ck_assert_ptr_nonnull(strstr(ls[i].reason, "--global-batch 8"));
+            continue;
+        }
+        ck_assert_int_eq(c->micro_batches * c->dp * c->batch, 8);
+        seen_pp[c->pp]++;
+        if (c->pp > 1) ck_assert_int_le(c->zero, 1);
+        if (c->schedule == SCHED_INTERLEAVED) {
+            interleaved++;
+            ck_assert_int_eq(c->vpp, 2);
+            ck_assert_int_eq(c->model.layers % (2 * c->pp), 0);
+            ck_assert_int_eq(c->micro_batches % c->pp, 0);
+        }
+    }
+    for (int pp = 1; pp <= 8; pp *= 2)
+        ck_assert_msg(seen_pp[pp] > 0, "no feasible layout of pp %d", pp);
+    ck_assert_int_gt(interleaved, 0);
+    free(ls);
+}
+END_TEST
+
 static calib *h100(void)
 {
     char err[LOONG_ERRLEN];
@@ -570,6 +612,7 @@ int main(void)
     tcase_add_test(tc, memory_tensor_parallel);
     tcase_add_test(tc, memory_korthikanti_examples);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
+    tcase_add_test(tc, pipeline_enumeration);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);
     tcase_add_test(tc, oom_breakdown);

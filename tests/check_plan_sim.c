@@ -1,6 +1,7 @@
 /* loong plan against SimGrid: the analytical model within 3 % of `loong
  * sim` on average (6 % per case) on a stated set of small configurations,
- * data parallelism and compute-communication interference included (with a report of where
+ * data parallelism, compute-communication interference and pipeline
+ * stages and micro-batches included (with a report of where
  * they disagree most), and the composition of 1- and 2-layer simulations
  * T(L) = T(1) + (L-1)(T(2) - T(1)) within 1 % of the full L-layer one. */
 #include <check.h>
@@ -45,34 +46,43 @@ typedef struct scase {
     const char *recompute;
     int dp;        /* data-parallel replicas (0: 1) */
     double interf; /* `interference F` added to the GPU's table */
+    int pp, m;     /* pipeline stages and micro-batches (0: 1) */
+    const char *schedule; /* with pp: 1f1b or gpipe */
 } scase;
 
 /* The stated set: compute-bound and communication-bound, every ring mode
  * and partition, both placements, KV replication, ZeRO 0/1/3, recompute. */
 static const scase cases[] = {
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 3, "full", 0, 0},
-    {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0},
-    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective", 0, 0},
-    {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none", 0, 0},
-    {"dgx-h100-4n", "h100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 3, "selective", 2, 0},
-    {"dgx-h100-4n", "h100", "64K", 4, 4, "head-first", "zigzag", "single", 4, 0, "none", 4, 0},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 1, "none", 1, 0.1},
-    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 3, "none", 2, 0.1},
-    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 2, 0.2},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 3, "full", 0, 0, 0, 0, NULL},
+    {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
+    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective", 0, 0, 0, 0, NULL},
+    {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 3, "selective", 2, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "64K", 4, 4, "head-first", "zigzag", "single", 4, 0, "none", 4, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 1, "none", 1, 0.1, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 3, "none", 2, 0.1, 0, 0, NULL},
+    {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 2, 0.2, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "selective", 0, 0, 2, 4, "1f1b"},
+    {"dgx-h100-4n", "h100", "64K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 0, 0, 2, 8, "gpipe"},
+    {"dgx-h100-4n", "h100", "128K", 1, 8, "head-first", "zigzag", "single", 8, 1, "none", 2, 0, 2, 2, "1f1b"},
+    {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0, 1, 4, NULL},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 static void describe(const scase *k, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s dp%d i%g", k->platform, k->seq, k->ph, k->ps,
-             k->placement, k->partition, k->ring, k->window, k->zero, k->recompute, k->dp ? k->dp : 1, k->interf);
+    int n = snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s dp%d i%g", k->platform, k->seq, k->ph, k->ps,
+                     k->placement, k->partition, k->ring, k->window, k->zero, k->recompute, k->dp ? k->dp : 1,
+                     k->interf);
+    if (k->m && n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " pp%d %s m%d", k->pp ? k->pp : 1, k->schedule ? k->schedule : "", k->m);
 }
 
 /* The case's calibration table: the GPU's, plus its interference line. */
@@ -104,9 +114,11 @@ static double simulate(const scase *k, const char *model, int layers)
     if (layers < 0) snprintf(lay, sizeof lay, "--compose");
     run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "%s.xml --model %s --seq %s --mesh %dx%d --strategy usp "
                                      "--placement %s --partition %s --ring %s --window %d --zero %d --recompute %s "
-                                     "--scope step --quiet --json - --dp %d --calib %s %s",
+                                     "--scope step --quiet --json - --dp %d --pp %d --micro-batches %d --schedule %s "
+                                     "--calib %s %s",
                            k->platform, model, k->seq, k->ph, k->ps, k->placement, k->partition, k->ring, k->window,
-                           k->zero, k->recompute, k->dp ? k->dp : 1, calib_file(k), lay);
+                           k->zero, k->recompute, k->dp ? k->dp : 1, k->pp ? k->pp : 1, k->m ? k->m : 1,
+                           k->schedule ? k->schedule : "1f1b", calib_file(k), lay);
     ck_assert_msg(r.status == 0, "loong sim: %s", r.err);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
@@ -135,6 +147,9 @@ static double analytic(const scase *k, const char *model)
     c.window = k->window;
     c.zero = k->zero;
     c.dp = k->dp ? k->dp : 1;
+    c.pp = k->pp ? k->pp : 1;
+    c.micro_batches = k->m ? k->m : 1;
+    if (k->schedule && !strcmp(k->schedule, "gpipe")) c.schedule = SCHED_GPIPE;
     ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
     platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
@@ -208,9 +223,9 @@ START_TEST(compose_every_zero_stage)
 {
     const char *model = model_file(40);
     static const scase zc[] = {
-        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 4, 0},
-        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "single", 4, 2, "none", 2, 0},
-        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 3, "selective", 4, 0},
+        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 4, 0, 0, 0, NULL},
+        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "single", 4, 2, "none", 2, 0, 0, 0, NULL},
+        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 3, "selective", 4, 0, 0, 0, NULL},
     };
     for (int i = 0; i < 3; i++) {
         double comp = simulate(&zc[i], model, -1), full = simulate(&zc[i], model, 0);

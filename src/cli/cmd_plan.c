@@ -291,14 +291,14 @@ static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LO
     a->pp = v[KNOB_PP];
     x->req.pp = 1;
     if (a->pp && !strcmp(a->pp, "auto"))
-        x->req.pp = 0;
+        x->req.pp = PLAN_PP_AUTO;
     else if (a->pp && units_parse_int(a->pp, "--pp", &x->req.pp, err) < 0)
         return -1;
     if (x->req.pp > 1 && x->req.gpus % x->req.pp) {
         snprintf(err, LOONG_ERRLEN, "--pp %d does not divide --gpus %d", x->req.pp, x->req.gpus);
         return -1;
     }
-    if (split && x->req.pp < 2) {
+    if (split && (x->req.pp < 2 || x->req.pp == PLAN_PP_AUTO)) {
         snprintf(err, LOONG_ERRLEN,
                  "--pp-first-layers and --pp-last-layers split a given --pp N of 2 or more: "
                  "give --pp N");

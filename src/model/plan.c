@@ -196,7 +196,8 @@ plan_layout *plan_enumerate(const plan_request *req, int *n)
         bool tp_ok = req->tp ? tp == req->tp : gpn % tp == 0;
         /* stages of equal layers, or Llama 3's uneven split (below) */
         int first, last;
-        bool pp_ok = req->pp ? pp == req->pp : L % pp == 0 || uneven_split(L, pp, &first, &last);
+        bool pp_ok =
+            req->pp != PLAN_PP_AUTO ? pp == (req->pp ? req->pp : 1) : L % pp == 0 || uneven_split(L, pp, &first, &last);
         if ((!req->dp || f[i][MESH_DP] == req->dp) && tp_ok && pp_ok) add_mesh(&a, req, f[i]);
     }
     free(f);
@@ -319,9 +320,9 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              recompute_name(b->recompute));
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
-    if (req->pp != 1 || req->global_batch) {
+    if (req->pp > 1 || req->pp == PLAN_PP_AUTO || req->global_batch) {
         char pp[32] = "searched";
-        if (req->pp) snprintf(pp, sizeof pp, "%d", req->pp);
+        if (req->pp != PLAN_PP_AUTO) snprintf(pp, sizeof pp, "%d", req->pp);
         fprintf(f, "# pipeline: pp %s, schedule %s; ", pp,
                 req->search_schedule ? "searched (1f1b, il2: interleaved v 2)" : schedule_name(b->schedule));
         if (req->global_batch)

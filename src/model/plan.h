@@ -66,12 +66,14 @@ typedef struct plan_layout {
     char robust_what[PLAN_PERT_COUNT][WHATIF_NAME];
 } plan_layout;
 
+#define PLAN_PP_AUTO (-1)
+
 typedef struct plan_request {
     config base; /* model, seq, batch, zero, recompute, dtype, gpus per node */
     int gpus;
     int dp;         /* data-parallel degree; 0 = every divisor of gpus */
     int tp;         /* tensor-parallel degree; 0 = every divisor of the GPUs per node */
-    int pp;         /* pipeline stages; 0 = every divisor of gpus the layers split over */
+    int pp;         /* pipeline stages (0: 1); PLAN_PP_AUTO: every divisor of gpus the layers split over */
     /* samples per step over all replicas: each layout runs global_batch /
      * (dp x batch) micro-batches (equal work); 0: one per replica */
     int global_batch;
