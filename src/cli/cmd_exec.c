@@ -22,7 +22,7 @@ static void exec_usage(FILE *f)
             "       mpirun -np P loong exec --cases FILE [options for every case]\n"
             "       loong exec --device cuda --transport local [configuration] [...]\n"
             "\n"
-            "Run the DAG of one configuration on tp x P_h x P_s MPI ranks: every rank builds\n"
+            "Run the DAG of one configuration on tp x P_h x P_s x pp MPI ranks: every rank builds\n"
             "the same DAG and executes its own tasks, each stream a worker thread, with\n"
             "non-blocking MPI on one communicator per stream and group. Activations are fp32\n"
             "on the CPU device (--dtype defaults to fp32 here); B must be 1.\n"
@@ -202,10 +202,9 @@ static int configure(exec_cli *e, config *c)
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "
                         "drop --dp %d, or predict the replicas with loong sim --dp %d",
                         c->dp, c->dp);
-    if (c->pp > 1 || c->micro_batches > 1)
-        return cli_fail("exec",
-                        "loong exec runs one micro-batch without pipeline stages: drop --pp and --micro-batches, or "
-                        "predict the pipeline with loong sim");
+    if (e->o.dump_dir && (c->pp > 1 || c->micro_batches > 1))
+        return cli_fail("exec", "--dump writes one micro-batch's tensors of a run without stages: drop it, or drop "
+                                "--pp and --micro-batches");
     if (c->kv_stride && c->kv_stride != config_kv_heads(c))
         return cli_fail("exec",
                         "loong exec gathers all %d KV heads of a rank at once: leave out --kv-stride (strided "

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "core/pipeline.h"
 #include "core/xalloc.h"
 #include "exec_state.h"
 #include "npy.h"
@@ -103,18 +104,24 @@ static double rel_err(const float *a, const double *b, size_t n)
 
 /* ---- references (rank 0) ---- */
 
-static double *gen_seq(const xr *x, int tensor, int width, float scale)
+/* The (S, width) rows of `tensor` of the sample whose first row is row0. */
+static double *gen_sample(const xr *x, int tensor, int width, float scale, int64_t row0)
 {
     size_t S = (size_t)x->c->seq;
     double *o = xmalloc(S * (size_t)width * sizeof *o, "the --check reference");
     float *row = xmalloc((size_t)width * sizeof *row, "the --check reference");
     for (size_t p = 0; p < S; p++) {
-        xr_gen_row(x->o->seed, tensor, (int64_t)p, row, width, scale);
+        xr_gen_row(x->o->seed, tensor, row0 + (int64_t)p, row, width, scale);
         for (int k = 0; k < width; k++)
             o[p * (size_t)width + (size_t)k] = row[k];
     }
     free(row);
     return o;
+}
+
+static double *gen_seq(const xr *x, int tensor, int width, float scale)
+{
+    return gen_sample(x, tensor, width, scale, 0);
 }
 
 static void dgemm(int ta, int tb, int m, int n, int k, const double *a, int lda, const double *b, int ldb, double beta,
@@ -175,7 +182,10 @@ static void ref_loss_stats(double *stats, const double *z, const double *R, size
  * z = x_L Wlm with loss sum(z * R). Returns the weight gradients of the
  * whole model (tp = 1's layout of the executor's gradient buffer, wfull
  * floats), and the per-token loss statistics (S, 3) in *stats. */
-static double *ref_step(const xr *x, double **stats)
+/* The float64 step of one sample (the micro-batch whose inputs start at
+ * row row0): the weight gradients (wfull, tp = 1's layout), and its loss
+ * statistics (S, 3) into *stats. */
+static double *ref_step(const xr *x, int64_t row0, double **stats)
 {
     const model *m = &x->c->model;
     int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
@@ -192,8 +202,8 @@ static double *ref_step(const xr *x, double **stats)
     free(row);
     size_t per = (size_t)hid * (size_t)w3 + (size_t)hd * (size_t)hid + 3 * (size_t)hid * (size_t)ffn;
     ref_layer *ly = xcalloc((size_t)L + 1, sizeof *ly, "the --check reference");
-    ly[0].x = gen_seq(x, GEN_X, hid, 1.0f);
-    double *R = gen_seq(x, GEN_R, V, 1.0f / (float)V);
+    ly[0].x = gen_sample(x, GEN_X, hid, 1.0f, row0);
+    double *R = gen_sample(x, GEN_R, V, 1.0f / (float)V, row0);
     double *q = xmalloc(Sz * (size_t)hd * sizeof *q, "the --check reference"),
            *k = xmalloc(Sz * (size_t)wk * sizeof *k, "the --check reference"),
            *v = xmalloc(Sz * (size_t)wk * sizeof *v, "the --check reference"),
@@ -409,42 +419,49 @@ static int check_attn(xr *x)
  * on rank 0 (NULL elsewhere). Every rank calls it. */
 typedef struct loss_rows {
     float *stats;
-    int64_t *pos;
+    int64_t *pos; /* mb * S + the token's position */
 } loss_rows;
 
+/* Every rank's loss statistics of its tokens, every micro-batch's, on
+ * rank 0 (those of the last pipeline stage's ranks count). */
 static loss_rows gather_loss(xr *x)
 {
-    size_t T = (size_t)x->T, P = (size_t)x->P;
-    float *mine = xmalloc(T * 3 * sizeof *mine, "the --check reference");
-    int64_t *pos = xmalloc(T * sizeof *pos, "the --check reference");
+    size_t T = (size_t)x->T, P = (size_t)x->P, n = T * (size_t)x->mbs;
+    float *mine = xmalloc(n * 3 * sizeof *mine, "the --check reference");
+    int64_t *pos = xmalloc(n * sizeof *pos, "the --check reference");
     loss_rows all = {NULL, NULL};
-    x->ops->get(x->dev, mine, x->loss, T * 3);
-    for (int i = 0; i < x->T; i++)
-        pos[i] = xr_seq_pos(x, i);
+    x->ops->get(x->dev, mine, x->loss_all, n * 3);
+    for (int k = 0; k < x->mbs; k++)
+        for (int i = 0; i < x->T; i++)
+            pos[(size_t)k * T + (size_t)i] = (int64_t)k * (int64_t)x->c->seq + xr_seq_pos(x, i);
     if (x->rank == 0) {
-        all.stats = xmalloc(P * T * 3 * sizeof *all.stats, "the --check reference");
-        all.pos = xmalloc(P * T * sizeof *all.pos, "the --check reference");
+        all.stats = xmalloc(P * n * 3 * sizeof *all.stats, "the --check reference");
+        all.pos = xmalloc(P * n * sizeof *all.pos, "the --check reference");
     }
-    x->w->gather(x->w, mine, T * 3 * sizeof *mine, all.stats);
-    x->w->gather(x->w, pos, T * sizeof *pos, all.pos);
+    x->w->gather(x->w, mine, n * 3 * sizeof *mine, all.stats);
+    x->w->gather(x->w, pos, n * sizeof *pos, all.pos);
     free(mine);
     free(pos);
     return all;
 }
 
-/* Every rank's loss statistics against the reference's rows (S, 3) of
- * their tokens: the worst column, each relative to its largest value. */
+/* The last stage's ranks' loss statistics against the reference's rows
+ * (m S, 3) of their tokens: the worst column, each relative to its
+ * largest value. */
 static double loss_err(const xr *x, const loss_rows *a, const double *ref)
 {
-    size_t n = (size_t)x->P * (size_t)x->T;
+    size_t per = (size_t)x->T * (size_t)x->mbs, all = (size_t)x->mbs * (size_t)x->c->seq;
     double worst = 0;
     for (size_t c = 0; c < 3; c++) {
         double num = 0, den = 0;
-        for (size_t k = 0; k < n; k++) {
-            double e = fabs((double)a->stats[3 * k + c] - ref[3 * (size_t)a->pos[k] + c]);
-            if (!(e <= num)) num = e; /* NaN propagates */
+        for (int r = 0; r < x->P; r++) {
+            if (pipe_stage(x->c, r) != x->c->pp - 1) continue; /* the LM head's stage */
+            for (size_t k = (size_t)r * per; k < (size_t)(r + 1) * per; k++) {
+                double e = fabs((double)a->stats[3 * k + c] - ref[3 * (size_t)a->pos[k] + c]);
+                if (!(e <= num)) num = e; /* NaN propagates */
+            }
         }
-        for (size_t p = 0; p < (size_t)x->c->seq; p++)
+        for (size_t p = 0; p < all; p++)
             if (fabs(ref[3 * p + c]) > den) den = fabs(ref[3 * p + c]);
         double err = den > 0 ? num / den : num;
         if (!(err <= worst)) worst = err;
@@ -452,33 +469,83 @@ static double loss_err(const xr *x, const loss_rows *a, const double *ref)
     return worst;
 }
 
+/* Rank r's weight gradients (its TP shard, wcount floats at shard) into
+ * full (tp = 1's layout), for the blocks its pipeline stage holds and the
+ * LM head's on the last stage; full's other blocks and other TP ranks'
+ * columns are kept (KV replicas over TP write the same columns alike).
+ * Over the ranks of every (stage, TP rank) this rebuilds the model's.
+ * tmp: wfull floats of scratch. */
+static void put_stage_grads(const xr *x, int r, const float *shard, float *full, float *tmp)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, per = (size_t)model_qkv_heads(m) * (size_t)m->head_dim * hid +
+                                          (size_t)m->heads * (size_t)m->head_dim * hid + 3 * hid * (size_t)m->ffn;
+    int s = pipe_stage(x->c, r);
+    memcpy(tmp, full, x->wfull * sizeof *tmp);
+    if (x->tp == 1)
+        memcpy(tmp, shard, x->wcount * sizeof *tmp);
+    else
+        xr_tp_shard(x, config_tp_rank(x->c, r), tmp, (float *)shard, false);
+    for (int l = 0; l <= x->L; l++) {
+        bool held = l < x->L ? pipe_holds(x->c, s, l) : s == x->c->pp - 1;
+        size_t o = (size_t)l * per, n = l < x->L ? per : hid * (size_t)m->vocab;
+        if (held) memcpy(full + o, tmp + o, n * sizeof *full);
+    }
+}
+
 /* The reduced weight gradients of the whole model on rank 0 (wfull floats,
- * tp = 1's layout; NULL elsewhere): every rank holds its TP shard's (the
- * reduce-scattered ones gathered, finish_layouts), and the first rank of
- * each TP rank gives it. Every rank calls it. */
+ * tp = 1's layout; NULL elsewhere): every rank holds its TP shard's of its
+ * stage's blocks (the reduce-scattered ones gathered, finish_layouts),
+ * and the first rank of each (stage, TP rank) gives them. Every rank
+ * calls it. */
 static float *model_grads(xr *x)
 {
-    float *mine = xmalloc(x->wcount * sizeof *mine, "the --check reference"), *all = NULL, *full = NULL;
+    float *mine = xmalloc(x->wcount * sizeof *mine, "the --check reference"), *all = NULL, *full = NULL, *tmp = NULL;
     x->ops->get(x->dev, mine, x->gbuf, x->wcount);
-    if (x->tp == 1) {
+    if (x->tp == 1 && x->c->pp == 1) {
         if (x->rank == 0) return mine;
         free(mine);
         return NULL;
     }
     if (x->rank == 0) {
         all = xmalloc((size_t)x->P * x->wcount * sizeof *all, "the --check reference");
-        full = xmalloc(x->wfull * sizeof *full, "the --check reference");
+        full = xcalloc(x->wfull, sizeof *full, "the --check reference");
+        tmp = xmalloc(x->wfull * sizeof *tmp, "the --check reference");
     }
     x->w->gather(x->w, mine, x->wcount * sizeof *mine, all);
-    for (int t = 0; x->rank == 0 && t < x->tp; t++) {
-        int r = 0;
-        while (config_tp_rank(x->c, r) != t)
-            r++;
-        xr_tp_shard(x, t, full, all + (size_t)r * x->wcount, false);
+    mesh msh = config_mesh(x->c);
+    for (int r = 0; x->rank == 0 && r < x->P; r++) {
+        int co[MESH_NDIMS];
+        mesh_coords(&msh, r, co);
+        if (co[MESH_HEAD] == 0 && co[MESH_SEQ] == 0) put_stage_grads(x, r, all + (size_t)r * x->wcount, full, tmp);
     }
     free(mine);
     free(all);
+    free(tmp);
     return full;
+}
+
+/* The float64 reference of the whole step: every micro-batch's sample,
+ * the weight gradients summed over them (as the DAG accumulates them) and
+ * their loss statistics (m S, 3) into *stats. */
+static double *ref_steps(const xr *x, double **stats)
+{
+    size_t S = (size_t)x->c->seq;
+    double *sum = NULL;
+    *stats = xmalloc((size_t)x->mbs * S * 3 * sizeof **stats, "the --check reference");
+    for (int k = 0; k < x->mbs; k++) {
+        double *st, *g = ref_step(x, (int64_t)k * (int64_t)S, &st);
+        memcpy(*stats + (size_t)k * S * 3, st, S * 3 * sizeof *st);
+        free(st);
+        if (!sum) {
+            sum = g;
+            continue;
+        }
+        for (size_t i = 0; i < x->wfull; i++)
+            sum[i] += g[i];
+        free(g);
+    }
+    return sum;
 }
 
 static int check_step(xr *x)
@@ -489,7 +556,7 @@ static int check_step(xr *x)
     loss_rows lr = gather_loss(x);
     gathered(x);
     if (x->rank != 0) return 0;
-    double *ref_loss, *ref = ref_step(x, &ref_loss);
+    double *ref_loss, *ref = ref_steps(x, &ref_loss);
     const model *m = &x->c->model;
     size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
     size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;

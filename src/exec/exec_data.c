@@ -46,6 +46,19 @@ static void geometry(xr *x)
     x->lane_parts[0] = (int)ringgeo_lane_parts(c, 0);
     x->lane_parts[1] = (int)ringgeo_lane_parts(c, 1);
     x->L = c->scope == SCOPE_STEP ? m->layers : 1;
+    x->mbs = c->micro_batches;
+}
+
+void xr_select_mb(xr *x, int mb)
+{
+    size_t T = (size_t)x->T, k = (size_t)mb;
+    x->ly = x->ly_all + k * ((size_t)x->L + 1);
+    x->row0 = (int64_t)mb * (int64_t)x->c->seq;
+    if (!x->r_lm_all) return; /* attention scopes */
+    x->r_lm = x->r_lm_all + k * T * (size_t)x->vocab;
+    x->logits = x->logits_all + k * T * (size_t)x->vocab;
+    x->loss = x->loss_all + k * T * 3;
+    if (x->embed_all) x->embed_part = x->embed_all + k * T * (size_t)x->c->model.hidden;
 }
 
 int64_t xr_pos(const xr *x, int s, int part, int i)
@@ -159,10 +172,16 @@ static void alloc_weights(xr *x, bool *ok)
     }
     x->lm_w = w;
     x->lm_gw = gw;
-    x->r_lm = dalloc(x, (size_t)x->T * (size_t)x->vocab, ok);
-    x->logits = dalloc(x, (size_t)x->T * (size_t)x->vocab, ok);
-    x->loss = dalloc(x, (size_t)x->T * 3, ok);
-    if (x->tp > 1) x->embed_part = dalloc(x, (size_t)x->T * hid, ok);
+    size_t mbs = (size_t)x->mbs;
+    x->r_lm_all = dalloc(x, mbs * (size_t)x->T * (size_t)x->vocab, ok);
+    x->logits_all = dalloc(x, mbs * (size_t)x->T * (size_t)x->vocab, ok);
+    x->loss_all = dalloc(x, mbs * (size_t)x->T * 3, ok);
+    if (x->tp > 1) x->embed_all = dalloc(x, mbs * (size_t)x->T * hid, ok);
+    for (int k = 1; *ok && k < x->mbs; k++) /* one set of weights: every micro-batch's views of it */
+        for (int l = 0; l < x->L; l++) {
+            x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l].w = x->ly[l].w;
+            x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l].gw = x->ly[l].gw;
+        }
     if (x->sp) x->norm_grad = dalloc(x, norm_grad_count(x), ok);
     if (x->c->tp_overlap) x->tp_recv = dalloc(x, (size_t)x->T / (size_t)x->tp * hid, ok);
     if (config_tp_kv_repl(x->c) > 1) x->kv_grad = dalloc(x, hid * 2 * (size_t)x->Hkv * (size_t)x->d, ok);
@@ -173,13 +192,15 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
     geometry(x);
     bool ok = true;
     bool step = x->c->scope == SCOPE_STEP;
-    x->ly = calloc((size_t)x->L + 1, sizeof *x->ly);
+    x->ly_all = calloc((size_t)x->mbs * ((size_t)x->L + 1), sizeof *x->ly_all);
+    x->ly = x->ly_all;
     x->qpos = malloc((size_t)x->N * sizeof *x->qpos);
     if (x->c->docs && !(x->qstart = malloc((size_t)x->N * sizeof *x->qstart))) ok = false;
     x->kpos = malloc((size_t)x->c->p_seq * (size_t)x->lanes * (size_t)x->lane_tok * sizeof *x->kpos);
     if (!x->ly || !x->qpos || !x->kpos) ok = false;
-    for (int l = 0; ok && l < x->L; l++)
-        alloc_layer(x, &x->ly[l], &ok);
+    for (int k = 0; ok && k < x->mbs; k++)
+        for (int l = 0; ok && l < x->L; l++)
+            alloc_layer(x, &x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l], &ok);
     size_t slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d;
     for (int k = 0; ok && k < x->lanes; k++) {
         for (int i = KV_IN0; i < KV_SLOTS; i++)
@@ -200,13 +221,16 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
     x->a2a_recv = dalloc(x, a2a, &ok);
     if (step && ok) {
         size_t hid = (size_t)x->c->model.hidden;
-        for (int l = 0; ok && l <= x->L; l++) {
-            x->ly[l].x = dalloc(x, (size_t)x->T * hid, &ok);
-            x->ly[l].dx = dalloc(x, (size_t)x->T * hid, &ok);
-            if (l < x->L) alloc_step_layer(x, &x->ly[l], &ok);
-            alloc_tp_layer(x, &x->ly[l], l == x->L, &ok);
-        }
+        for (int k = 0; ok && k < x->mbs; k++)
+            for (int l = 0; ok && l <= x->L; l++) {
+                layer_t *y = &x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l];
+                y->x = dalloc(x, (size_t)x->T * hid, &ok);
+                y->dx = dalloc(x, (size_t)x->T * hid, &ok);
+                if (l < x->L) alloc_step_layer(x, y, &ok);
+                alloc_tp_layer(x, y, l == x->L, &ok);
+            }
         if (ok) alloc_weights(x, &ok);
+        if (ok) xr_select_mb(x, 0);
     }
     if (!ok) {
         snprintf(err, LOONG_ERRLEN,
@@ -221,7 +245,7 @@ void xr_free(xr *x)
 {
     /* the device releases everything it allocated when it closes; host-side
      * arrays are ours */
-    free(x->ly);
+    free(x->ly_all);
     free(x->qpos);
     free(x->qstart);
     free(x->kpos);
@@ -246,7 +270,8 @@ static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t 
     float *host = malloc((size_t)rows * (size_t)width * sizeof *host);
     if (!host) return -1;
     for (int i = 0; i < rows; i++)
-        xr_gen_row(x->o->seed, tensor, pos ? pos(x, i) : i, host + (size_t)i * (size_t)width, width, scale);
+        xr_gen_row(x->o->seed, tensor, x->row0 + (pos ? pos(x, i) : i), host + (size_t)i * (size_t)width, width,
+                   scale); /* row0: the micro-batch's sample */
     int rc = x->ops->put(x->dev, dst, host, (size_t)rows * (size_t)width);
     free(host);
     return rc;
@@ -352,7 +377,7 @@ static int gen_loss_weights(xr *x)
     int rc = -1;
     if (row && host) {
         for (size_t i = 0; i < T; i++) {
-            xr_gen_row(x->o->seed, GEN_R, xr_seq_pos(x, (int)i), row, (int)V, 1.0f / (float)V);
+            xr_gen_row(x->o->seed, GEN_R, x->row0 + xr_seq_pos(x, (int)i), row, (int)V, 1.0f / (float)V);
             memcpy(host + i * sv, row + v0, n * sizeof *row);
         }
         rc = x->ops->put(x->dev, x->r_lm, host, T * sv);
@@ -372,7 +397,7 @@ static int gen_embed_part(xr *x)
     if (!host) return -1;
     for (int i = 0; i < x->T; i++)
         if (xr_embed_owner(x, i) == x->t)
-            xr_gen_row(x->o->seed, GEN_X, xr_seq_pos(x, i), host + (size_t)i * hid, (int)hid, 1.0f);
+            xr_gen_row(x->o->seed, GEN_X, x->row0 + xr_seq_pos(x, i), host + (size_t)i * hid, (int)hid, 1.0f);
     int rc = x->ops->put(x->dev, x->embed_part, host, T * hid);
     free(host);
     return rc;
@@ -416,9 +441,15 @@ int xr_inputs(xr *x)
         return gen_do(x, x->ly[0].do_s);
     }
     const model *m = &x->c->model;
-    /* tp > 1: x_0 is the embedding's reduction (a task) of the partial rows */
-    if (x->tp > 1 ? gen_embed_part(x) < 0 : gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0)
-        return -1;
-    if (gen_loss_weights(x) < 0 || zero_norm_grads(x) != 0) return -1;
+    /* micro-batch k is sample k: its input rows from k * S on; tp > 1: x_0
+     * is the embedding's reduction (a task) of the partial rows */
+    for (int k = 0; k < x->mbs; k++) {
+        xr_select_mb(x, k);
+        if (x->tp > 1 ? gen_embed_part(x) < 0 : gen_rows(x, x->ly[0].x, GEN_X, x->T, m->hidden, xr_seq_pos, 1.0f) < 0)
+            return -1;
+        if (gen_loss_weights(x) < 0) return -1;
+    }
+    xr_select_mb(x, 0);
+    if (zero_norm_grads(x) != 0) return -1;
     return gen_weights(x);
 }

@@ -44,12 +44,15 @@ static int agree(const world *w, int rc) { return w->max_int(w, rc); }
 static int check_world(const world *w, const config *c, int rank, int size)
 {
     if (size != config_ranks(c)) {
+        char with[40] = "", dims[40] = "";
+        if (c->tp > 1 || c->pp > 1)
+            snprintf(with, sizeof with, " with%s%s", c->tp > 1 ? " --tp" : "", c->pp > 1 ? " --pp" : "");
+        snprintf(dims, sizeof dims, "%s%s", c->tp > 1 ? "tp x " : "", c->pp > 1 ? "pp x " : "");
         if (rank == 0)
             fprintf(stderr,
                     "loong exec: error: mpirun started %d ranks but mesh %dx%d%s needs %sP_h x P_s = %d: use mpirun "
                     "-np %d\n",
-                    size, c->p_head, c->p_seq, c->tp > 1 ? " with --tp" : "", c->tp > 1 ? "tp x " : "", config_ranks(c),
-                    config_ranks(c));
+                    size, c->p_head, c->p_seq, with, dims, config_ranks(c), config_ranks(c));
         return 2;
     }
     unsigned long long h = config_hash(c),
@@ -233,11 +236,14 @@ static int launch_all(xr *x)
 {
     for (uint32_t i = 0; i < x->ntasks; i++) {
         const dag_task *t = dag_task_get(x->g, x->base + i);
-        if (t->kind == TASK_RECV) continue; /* issued with its send */
-        const dag_task *r = t->kind == TASK_SEND ? dag_task_get(x->g, t->id + 1) : NULL;
-        if (r && (r->kind != TASK_RECV || !(r->flags & DAG_F_GROUPED) || r->stream != t->stream)) return -1;
+        if (t->kind == TASK_RECV && (t->flags & DAG_F_GROUPED)) continue; /* issued with its send */
+        const dag_task *r = t->kind == TASK_SEND && i + 1 < x->ntasks ? dag_task_get(x->g, t->id + 1) : NULL;
+        bool grouped = r && r->kind == TASK_RECV && (r->flags & DAG_F_GROUPED) && r->stream == t->stream;
+        bool pp = t->stream == STREAM_PP || t->stream == STREAM_PP_GRAD; /* a pipeline send or recv may be alone */
+        if (!grouped) r = NULL;
+        if ((t->kind == TASK_SEND && !grouped && !pp) || (t->kind == TASK_RECV && !pp)) return -1;
         if (wait_deps(x, t, t->stream) || (r && wait_deps(x, r, t->stream))) return -1;
-        if (xr_launch_task(x, t)) return -1;
+        if (xr_launch_task(x, t, r)) return -1;
         if (devq_record(x->q, t->stream, (int)i)) return -1;
         if (r && devq_record(x->q, t->stream, (int)(r->id - x->base))) return -1;
     }

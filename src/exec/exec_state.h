@@ -15,6 +15,12 @@
  *     order); the whole sequence's dK/dV per slot DKV_BLK0/1, same layout.
  *   step scope: x[l] (T, hidden) for l = 0..L, h, g, u, m per layer, and
  *     weights/grads per layer in one contiguous buffer each.
+ *   pipeline parallelism and micro-batches (m > 1): the activations above
+ *     (ly, and the LM head's logits, loss, loss weights and embedding rows)
+ *     once per micro-batch, ly_all[mb * (L+1) + l]; xr_select_mb points
+ *     ly and those at a task's micro-batch; the weights and their
+ *     gradients are one set (the gradients accumulate). Every rank holds
+ *     every layer's weights; a stage computes, and reduces, its own.
  *   tensor parallelism (tp > 1, TP rank t of the TP group): every width
  *     above is the TP shard's: H/tp query heads and H_kv/tp KV heads (Q, K,
  *     V of heads t*H/tp.. in qkv_s), ffn/tp, vocab ceil(V/tp); weights are
@@ -65,7 +71,11 @@ typedef struct xr {
     int H, Hkv, Hkv_eff, hq, kvh, d, R; /* H, Hkv: of the TP shard */
     int ffn, vocab;                     /* of the TP shard: ffn/tp, ceil(V/tp) */
     int lanes, lane_tok, lane_parts[2];
-    int L;                 /* layers with buffers: 1 for attn scopes */
+    int L;           /* layers with buffers: 1 for attn scopes */
+    int mbs;         /* micro-batches with buffers (c->micro_batches) */
+    layer_t *ly_all; /* [mbs * (L+1)]: every micro-batch's layers; ly is the selected one's */
+    float *r_lm_all, *logits_all, *loss_all, *embed_all; /* [mbs] of r_lm, logits, loss, embed_part */
+    int64_t row0;          /* the selected micro-batch's first input row, mb * S (its sample) */
     uint32_t base, ntasks; /* this rank's task ids: [base, base + ntasks) */
     layer_t *ly;
     float *kv_slot[2][KV_SLOTS];
@@ -116,6 +126,9 @@ void xr_free(xr *x);
 int64_t xr_pos(const xr *x, int s, int part, int i);
 /* Global position of sequence-sharded row i of this rank. */
 int64_t xr_seq_pos(const xr *x, int i);
+/* Point x's activations (ly, logits, loss, r_lm, embed_part, row0) at
+ * micro-batch mb's. */
+void xr_select_mb(xr *x, int mb);
 /* Fill the inputs of this rank from the seed (mesh-independent slices). */
 int xr_inputs(xr *x);
 /* Weights in the executor's layout: the whole model (tp = 1's wbuf, wfull
@@ -130,8 +143,9 @@ static inline int xr_embed_owner(const xr *x, int i) { return i % x->tp; }
 void xr_gen_row(uint64_t seed, int tensor, int64_t row, float *out, int n, float scale);
 enum { GEN_Q, GEN_K, GEN_V, GEN_DO, GEN_X, GEN_W, GEN_R };
 
-/* exec_tasks.c: launch the ops of task t (and of its grouped recv). */
-int xr_launch_task(xr *x, const dag_task *t);
+/* exec_tasks.c: launch the ops of task t and of recv, the recv grouped
+ * with it (NULL: none; t itself may be a pipeline recv on its own). */
+int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv);
 /* P_h = 1 has no all-to-all tasks: launch the layout change of all-to-all
  * `which` on stream (untimed), e.g. for --check after an attn scope. */
 int xr_local_layout(xr *x, int stream, task_op which, int layer);

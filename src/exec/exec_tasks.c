@@ -207,8 +207,9 @@ static void attn_fwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[t->layer];
-    if (x->cur_layer_o[t->phase] != t->layer) {
-        x->cur_layer_o[t->phase] = t->layer;
+    int key = t->layer + t->mb * (x->L + 1); /* one micro-batch's layer after another's may be the same layer */
+    if (x->cur_layer_o[t->phase] != key) {
+        x->cur_layer_o[t->phase] = key;
         x->o_init[t->phase] = false;
     }
     view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
@@ -252,8 +253,9 @@ static void attn_bwd(emit *e, const dag_task *t)
     xr *x = e->x;
     layer_t *ly = &x->ly[t->layer];
     size_t hqd = (size_t)x->hq * (size_t)x->d, kvd = (size_t)x->kvh * (size_t)x->d;
-    if (x->cur_layer_dq != t->layer) {
-        x->cur_layer_dq = t->layer;
+    int key = t->layer + t->mb * (x->L + 1);
+    if (x->cur_layer_dq != key) {
+        x->cur_layer_dq = key;
         zero(e, ly->dq_h, (size_t)x->N * hqd);
     }
     view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
@@ -687,6 +689,42 @@ static void tp_op(emit *e, dev_op_kind kind, float *buf, size_t count)
     emit_op(e, &op);
 }
 
+/* ---- pipeline p2p (STREAM_PP, STREAM_PP_GRAD) ----
+ * The boundary block's input x (activations) or its gradient dx, of the
+ * task's own micro-batch: this rank's rows, its part under sequence
+ * parallelism (the DAG's dim[0] rows). */
+static float *pp_buf(const xr *x, const dag_task *t)
+{
+    /* its own micro-batch's: a send's grouped recv is the next pass's */
+    const layer_t *ly = &x->ly_all[(size_t)t->mb * ((size_t)x->L + 1) + (size_t)t->layer];
+    float *buf = t->op == OP_PP_ACT ? ly->x : ly->dx;
+    size_t off, n, count = (size_t)x->T * (size_t)x->c->model.hidden;
+    own_part(x, count, &off, &n);
+    return buf + off;
+}
+
+/* A send s and the recv r grouped with it, or either alone (NULL). */
+static void pp_sendrecv(emit *e, const dag_task *s, const dag_task *r)
+{
+    xr *x = e->x;
+    dev_comm *c = x->comm[(s ? s : r)->stream];
+    dev_op op = op_new(DOP_SENDRECV);
+    op.u.p2p = (__typeof__(op.u.p2p)){c, NULL, NULL, 0, 0, -1, -1};
+    if (s) {
+        op.u.p2p.sbuf = pp_buf(x, s);
+        op.u.p2p.sbytes = s->bytes;
+        op.u.p2p.to = x->ops->comm_rank(c, s->peer);
+        op.stamp_end = e->slot;
+    }
+    if (r) {
+        op.u.p2p.rbuf = pp_buf(x, r);
+        op.u.p2p.rbytes = dag_task_bytes_moved(x->g, r);
+        op.u.p2p.from = x->ops->comm_rank(c, r->peer);
+        op.stamp_start2 = op.stamp_end2 = (int)(r->id - x->base);
+    }
+    emit_op(e, &op);
+}
+
 /* All-gather: the own rows of `from` into `to`, then gathered in place. */
 static void tp_gather(emit *e, float *to, const float *from, size_t count)
 {
@@ -892,9 +930,11 @@ int xr_gather_grads(xr *x)
     return 0;
 }
 
-int xr_launch_task(xr *x, const dag_task *t)
+int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv)
 {
     emit e = {x, t->stream, (int)(t->id - x->base), 0, false, {0}, false, 0};
+    xr_select_mb(x, t->mb);
+    bool pp = t->stream == STREAM_PP || t->stream == STREAM_PP_GRAD;
     const exec_opts *o = x->o;
     bool its_recv = t->kind == TASK_SEND && (int)t->id + 1 == o->fail_task; /* the recv issued with this send */
     if (o->fail_rank == x->rank && o->fail_at == FAULT_TASK && ((int)t->id == o->fail_task || its_recv))
@@ -904,7 +944,13 @@ int xr_launch_task(xr *x, const dag_task *t)
     case TASK_MERGE: merge(&e, t); break;
     case TASK_ATTN_BWD: attn_bwd(&e, t); break;
     case TASK_ACC: acc(&e, t); break;
-    case TASK_SEND: (t->stream == STREAM_TP ? ovl_sendrecv : sendrecv)(&e, t, dag_task_get(x->g, t->id + 1)); break;
+    case TASK_SEND:
+        if (pp)
+            pp_sendrecv(&e, t, recv);
+        else
+            (t->stream == STREAM_TP ? ovl_sendrecv : sendrecv)(&e, t, recv);
+        break;
+    case TASK_RECV: pp_sendrecv(&e, NULL, t); break; /* a pipeline recv on its own */
     case TASK_ALLTOALL: a2a(&e, t); break;
     case TASK_GEMM: t->phase == PHASE_BWD ? gemm_bwd(&e, t) : gemm_fwd(&e, t); break;
     case TASK_ALLREDUCE:
