@@ -579,6 +579,10 @@ START_TEST(step_matches_dag)
            tp_types);
     ck_assert_int_gt(tp_types[ALL_GATHER], 0);
     ck_assert_int_gt(tp_types[REDUCE_SCATTER], 0);
+    /* pipeline parallelism: the stages' activation and gradient p2p are
+     * send and recv nodes between the stages' NPUs, checked like the ring's */
+    verify("--model tiny --seq 4K --mesh 1x2 --pp 2 --micro-batches 2 --gpus-per-node 4 --strategy usp --scope step", 4,
+           "", false, tp_types);
 }
 END_TEST
 
