@@ -335,7 +335,18 @@ static int validate_uneven(const config *c, char err[LOONG_ERRLEN])
 static int validate_pipeline(const config *c, char err[LOONG_ERRLEN])
 {
     if (c->micro_batches < 1) return fail(err, "--micro-batches must be at least 1");
+    if (c->pp > c->model.layers || c->vpp > c->model.layers) {
+        snprintf(err, LOONG_ERRLEN, "--pp %d --vpp %d: more stage chunks than the model's %d layers", c->pp, c->vpp,
+                 c->model.layers);
+        return -1;
+    }
     if (c->vpp < 1) return fail(err, "--vpp must be at least 1 (1: one model chunk per stage)");
+    if ((long long)c->micro_batches * c->vpp > CONFIG_MAX_MICRO_BATCHES) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--micro-batches %d x --vpp %d passes per stage are more than loong schedules (%d): use fewer",
+                 c->micro_batches, c->vpp, CONFIG_MAX_MICRO_BATCHES);
+        return -1;
+    }
     if ((c->pp > 1 || c->micro_batches > 1) && c->scope != SCOPE_STEP)
         return fail(err, "--pp and --micro-batches shape a training step: use --scope step");
     if (c->schedule == SCHED_INTERLEAVED && (c->pp < 2 || c->vpp < 2))

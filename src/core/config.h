@@ -38,6 +38,9 @@ typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_NVLS } 
 typedef enum { SCHED_1F1B, SCHED_GPIPE, SCHED_INTERLEAVED } schedule_kind;
 typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL128 } coll_proto_kind;
 
+/* The bound of m x v, a stage's passes each way (2^20: a schedule stays small). */
+#define CONFIG_MAX_MICRO_BATCHES (1 << 20)
+
 /* --prefetch's bound (a model has fewer blocks; more gathers everything). */
 #define CONFIG_MAX_PREFETCH 1024
 
