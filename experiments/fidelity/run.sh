@@ -17,7 +17,9 @@
 #   coll   nccl-tests bus bandwidth at 8 GiB on the shipped DGX H100
 #          platforms (the public issues and reports named per row).
 #   e2e    Megatron-LM's Table 1 rows without pipeline parallelism
-#          (experiments/tp-published: GPT 1.7B-18.4B, TP 1-8, A100).
+#          (experiments/tp-published: GPT 1.7B-18.4B, TP 1-8, A100), and its
+#          three smallest with it (experiments/pp-published: GPT 39.1B-
+#          145.6B, TP 8, PP 2-8, 1F1B and interleaved, A100).
 #   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 against
 #          loong's memory model (experiments/tp-memory; its OOM rows have
 #          no figure to take an error from).
@@ -136,6 +138,14 @@ coll_row 32 alltoall 49.5 "NVIDIA/nccl-tests#267"
 out=$("$TOP/experiments/tp-published/run.sh" "$L" 2>&1) || fail "experiments/tp-published failed: $(echo "$out" | tail -n 1)"
 while read -r m tp gpus _ _ _ pub pred _; do
     row "e2e.megatron.$m" e2e "$gpus A100, tp$tp, seq 2K, full recompute" "Megatron-LM Table 1 (arXiv 2104.04473)" \
+        "$pub" "$pred" TFLOP/s/GPU
+done < <(echo "$out" | grep -v '^#')
+
+# ---- end to end, pipelined: Table 1's PP rows (experiments/pp-published; its 3 smallest) ----
+out=$("$TOP/experiments/pp-published/run.sh" "$L" 3 2>&1) || fail "experiments/pp-published failed: $(echo "$out" | tail -n 1)"
+while read -r m tp pp gpus _ _ mb sched _ _ pub pred _; do
+    [ "$pred" = skipped ] && continue
+    row "e2e.megatron.$m" e2e "$gpus A100, tp$tp pp$pp $sched m$mb, seq 2K" "Megatron-LM Table 1 (arXiv 2104.04473)" \
         "$pub" "$pred" TFLOP/s/GPU
 done < <(echo "$out" | grep -v '^#')
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Llama 3 405B's layout on a laptop: one training step of llama3-405b at
+# S = 131,072 on 16,384 H100s, TP 8 x CP 16 x PP 16 x DP 8 (Dubey et al.
+# 2024, section 3.3.2: context parallelism by all-gather, 126 layers over 16
+# stages as 7, 8 x 14, 7; a global batch of 16M tokens: 128 samples, so
+# m = 16 micro-batches of one sample per pipeline), 1F1B, ZeRO-1, on
+# `loong topo --preset superpod --nodes 2048` (2,048 DGX H100 nodes, DGX
+# SuperPOD's three-tier rail fabric), the data-parallel replicas by
+# symmetry. Beside it, in the same run: the 256-GPU llama3-8b step (S = 1M,
+# mesh 8x8 loongtrain, dp 4, ZeRO-1) on the 32-node H100 platform, and the
+# five-dimensional plan of llama3-405b at 131K on the 16,384 GPUs
+# (`loong plan --pp auto`, analytical: --top 0). Wall seconds and peak RSS
+# (/usr/bin/time) of each, and their ratios to the 8B step.
+# Goals (the pipeline issue): the step in <= 60 s and <= 8 GB; the plan in
+# <= 120 s.
+# usage: experiments/pp-scale/run.sh [LOONG]   (default build/loong)
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+L=${1:-$TOP/build/loong}
+[ -x "$L" ] || { echo "pp-scale: no loong at $L (build first)" >&2; exit 2; }
+T=$(mktemp -d /tmp/loong-pp-scale-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+CAL=$TOP/topologies/h100.calib
+
+# wall_s rss_MB of "$@" (its stdout to $T/out)
+timed() {
+    /usr/bin/time -o "$T/time" -f '%e %M' "$@" >"$T/out"
+    awk '{printf "%s %.0f\n", $1, $2 / 1024}' "$T/time"
+}
+
+"$L" topo --preset superpod --nodes 2048 -o "$T/sp2048.xml" 2>"$T/topo.err"
+echo "# platform: $(head -1 "$T/topo.err" 2>/dev/null || true)"
+grep -o '2048 nodes x 8 h100 GPUs[^.]*' "$T/sp2048.xml" | head -1 | sed 's/^/#   /'
+
+read -r w8 m8 < <(timed "$L" sim --platform "$TOP/topologies/dgx-h100-32n.xml" --calib "$CAL" --model llama3-8b \
+    --seq 1M --mesh 8x8 --strategy loongtrain --window 4 --dp 4 --zero 1 --quiet --links 0)
+s8=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
+
+read -r w405 m405 < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" --model llama3-405b --seq 128K \
+    --tp 8 --mesh 1x16 --strategy ring --ring allgather --partition zigzag --pp 16 --pp-first-layers 7 \
+    --pp-last-layers 7 --micro-batches 16 --dp 8 --zero 1 --quiet --links 0)
+s405=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
+mfu405=$(sed -n 's/^# MFU: \([0-9.]*\) %.*/\1/p' "$T/out")
+tasks=$("$L" dag --model llama3-405b --seq 128K --tp 8 --mesh 1x16 --strategy ring --ring allgather \
+    --partition zigzag --pp 16 --pp-first-layers 7 --pp-last-layers 7 --micro-batches 16 --dp 8 --zero 1 |
+    sed -n 's/^# \([0-9]*\) tasks on.*/\1/p')
+
+read -r wp mp < <(timed "$L" plan --platform "$T/sp2048.xml" --calib "$CAL" --model llama3-405b --seq 128K \
+    --pp auto --top 0 --quiet)
+npl=$(sed -n 's/^# \([0-9]*\) layouts enumerated.*/\1/p' "$T/out")
+best=$(awk '/^ +1 /{print $2, $3, $4, $5, $6, $7, $8, $9; exit}' "$T/out")
+
+printf '# %-58s %10s %8s %9s %12s\n' run wall_s RSS_MB wall_x predicted
+printf '  %-58s %10s %8s %9s %12s\n' "llama3-8b S=1M 8x8 x dp 4 (256 GPUs), 32 nodes" "$w8" "$m8" 1.00 "${s8} s"
+printf '  %-58s %10s %8s %9.2f %12s\n' "llama3-405b S=128K tp8 x 1x16 x pp16 x dp8 (16384 GPUs)" "$w405" "$m405" \
+    "$(awk -v a="$w405" -v b="$w8" 'BEGIN {print a / b}')" "${s405} s"
+printf '  %-58s %10s %8s %9.2f %12s\n' "loong plan --pp auto, llama3-405b S=128K, 16384 GPUs" "$wp" "$mp" \
+    "$(awk -v a="$wp" -v b="$w8" 'BEGIN {print a / b}')" "$npl layouts"
+echo "# the 405B step: $tasks tasks in one replica, MFU $mfu405 %; the plan's best: $best"
