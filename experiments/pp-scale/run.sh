@@ -29,9 +29,8 @@ timed() {
     awk '{printf "%s %.0f\n", $1, $2 / 1024}' "$T/time"
 }
 
-"$L" topo --preset superpod --nodes 2048 -o "$T/sp2048.xml" 2>"$T/topo.err"
-echo "# platform: $(head -1 "$T/topo.err" 2>/dev/null || true)"
-grep -o '2048 nodes x 8 h100 GPUs[^.]*' "$T/sp2048.xml" | head -1 | sed 's/^/#   /'
+"$L" topo --preset superpod --nodes 2048 -o "$T/sp2048.xml"
+grep -o '2048 nodes x 8 h100 GPUs[^.]*' "$T/sp2048.xml" | head -1 | sed 's/^/# platform: /'
 
 read -r w8 m8 < <(timed "$L" sim --platform "$TOP/topologies/dgx-h100-32n.xml" --calib "$CAL" --model llama3-8b \
     --seq 1M --mesh 8x8 --strategy loongtrain --window 4 --dp 4 --zero 1 --quiet --links 0)
