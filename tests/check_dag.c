@@ -92,7 +92,8 @@ START_TEST(step_gemms_conserved)
     uint64_t fwd = 2 * S * (wl * (uint64_t)m->layers + hid * (uint64_t)m->vocab);
     uint64_t gemm = sum_flops(g, -1, TASK_GEMM);
     ck_assert_uint_eq(gemm, 3 * fwd); /* forward + backward at 2x */
-    ck_assert_double_eq(stats_model_flops(&c), (double)(3 * fwd + (uint64_t)m->layers * 6 * S * S * (uint64_t)m->heads * d));
+    ck_assert_double_eq(stats_model_flops(&c),
+                        (double)(3 * fwd + (uint64_t)m->layers * 6 * S * S * (uint64_t)m->heads * d));
     dag_free(g);
 }
 END_TEST

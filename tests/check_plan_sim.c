@@ -44,9 +44,9 @@ typedef struct scase {
     const char *placement, *partition, *ring;
     int window, zero;
     const char *recompute;
-    int dp;        /* data-parallel replicas (0: 1) */
-    double interf; /* `interference F` added to the GPU's table */
-    int pp, m;     /* pipeline stages and micro-batches (0: 1) */
+    int dp;               /* data-parallel replicas (0: 1) */
+    double interf;        /* `interference F` added to the GPU's table */
+    int pp, m;            /* pipeline stages and micro-batches (0: 1) */
     const char *schedule; /* with pp: 1f1b or gpipe */
 } scase;
 
@@ -78,9 +78,9 @@ static const scase cases[] = {
 
 static void describe(const scase *k, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s dp%d i%g", k->platform, k->seq, k->ph, k->ps,
-                     k->placement, k->partition, k->ring, k->window, k->zero, k->recompute, k->dp ? k->dp : 1,
-                     k->interf);
+    int n =
+        snprintf(buf, len, "%s S=%s %dx%d %s %s %s w=%d zero%d %s dp%d i%g", k->platform, k->seq, k->ph, k->ps,
+                 k->placement, k->partition, k->ring, k->window, k->zero, k->recompute, k->dp ? k->dp : 1, k->interf);
     if (k->m && n > 0 && (size_t)n < len)
         snprintf(buf + n, len - (size_t)n, " pp%d %s m%d", k->pp ? k->pp : 1, k->schedule ? k->schedule : "", k->m);
 }

@@ -71,14 +71,14 @@ typedef struct plan_layout {
 typedef struct plan_request {
     config base; /* model, seq, batch, zero, recompute, dtype, gpus per node */
     int gpus;
-    int dp;         /* data-parallel degree; 0 = every divisor of gpus */
-    int tp;         /* tensor-parallel degree; 0 = every divisor of the GPUs per node */
-    int pp;         /* pipeline stages (0: 1); PLAN_PP_AUTO: every divisor of gpus the layers split over */
+    int dp; /* data-parallel degree; 0 = every divisor of gpus */
+    int tp; /* tensor-parallel degree; 0 = every divisor of the GPUs per node */
+    int pp; /* pipeline stages (0: 1); PLAN_PP_AUTO: every divisor of gpus the layers split over */
     /* samples per step over all replicas: each layout runs global_batch /
      * (dp x batch) micro-batches (equal work); 0: one per replica */
     int global_batch;
     bool search_schedule; /* pp > 1: 1F1B and interleaved (v = 2), else base's schedule and vpp */
-    double gpu_mem; /* bytes per GPU available to the model's tensors */
+    double gpu_mem;       /* bytes per GPU available to the model's tensors */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
 } plan_request;
