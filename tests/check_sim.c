@@ -61,6 +61,29 @@ static dag *simulate(const char *path, config *c, sim_result *res)
     return g;
 }
 
+/* Simulate c on one node of gpn GPUs with free links (NVLink at 1e15 B/s,
+ * no latency, no NCCL launch latencies, which are not links) and compute
+ * at a fixed rate, 1e13 FLOP/s, so that compute alone sets the timings. */
+static dag *simulate_free_links(config *c, int gpn, sim_result *res)
+{
+    char path[128], err[LOONG_ERRLEN] = "";
+    platform_spec sp = plat_spec(1, gpn, gpn);
+    sp.nvlink_bw = 1e15;
+    sp.nvlink_lat = 0;
+    sp.nccl = 0;
+    calib *cb = calib_parse("gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e13\nattn_fwd line 0s 1e13\n"
+                            "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
+                            "slow", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    dag *g = tbuild(c);
+    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    calib_free(cb);
+    sim_platform_free(pf);
+    return g;
+}
+
 static void assert_within(double got, double want, double tol, const char *what)
 {
     ck_assert_msg(fabs(got - want) <= tol * want, "%s: simulated %.9g s, closed form %.9g s (off by %.3f %%)", what,
@@ -335,26 +358,14 @@ START_TEST(tp_collectives_on_critical_path)
     c.sequence_parallel = _i % 3 != 1;
     c.tp_overlap = _i % 3 == 2;
     bool free_links = _i >= 3; /* one platform per process: SimGrid starts once */
-    char path[128], err[LOONG_ERRLEN] = "";
+    char path[128];
     platform_spec sp = plat_spec(1, 2, 2);
     sim_result res;
     dag *g;
     if (!free_links) {
         g = simulate(plat_write(&sp, "p.xml", path, sizeof path), &c, &res);
-    } else { /* GEMMs at 1e13 FLOP/s */
-        sp.nvlink_bw = 1e15;
-        sp.nvlink_lat = 0;
-        sp.nccl = 0; /* p2p flows: NCCL's launch latencies are not links */
-        calib *cb = calib_parse("gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e13\nattn_fwd line 0s 1e13\n"
-                                "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
-                                "slow", err);
-        ck_assert_msg(cb != NULL, "%s", err);
-        sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
-        ck_assert_msg(pf != NULL, "%s", err);
-        g = tbuild(&c);
-        ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
-        calib_free(cb);
-        sim_platform_free(pf);
+    } else {
+        g = simulate_free_links(&c, 2, &res);
     }
     double comm = 0, busy = 0;
     int n = 0;
@@ -407,20 +418,8 @@ START_TEST(pipeline_bubble)
     c.micro_batches = rows[_i].m;
     c.schedule = rows[_i].s;
     c.vpp = rows[_i].v;
-    char path[128], err[LOONG_ERRLEN] = "";
-    platform_spec sp = plat_spec(1, 4, 4);
-    sp.nvlink_bw = 1e15;
-    sp.nvlink_lat = 0;
-    sp.nccl = 0;
-    calib *cb = calib_parse("gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e13\nattn_fwd line 0s 1e13\n"
-                            "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
-                            "slow", err);
-    ck_assert_msg(cb != NULL, "%s", err);
-    sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
-    ck_assert_msg(pf != NULL, "%s", err);
-    dag *g = tbuild(&c);
     sim_result res;
-    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    dag *g = simulate_free_links(&c, 4, &res);
     double f = 0, b = 0, h = 0, busy0 = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -441,8 +440,6 @@ START_TEST(pipeline_bubble)
     }
     sim_result_free(&res);
     dag_free(g);
-    calib_free(cb);
-    sim_platform_free(pf);
 }
 END_TEST
 
