@@ -610,6 +610,32 @@ START_TEST(dp_symmetric_vs_full)
 }
 END_TEST
 
+/* TP rank 0 of each TP group simulated, the other TP ranks by symmetry
+ * (--tp-mode symmetric), against every TP rank simulated: their programs
+ * are the same on GPUs of their own NVLink links and rail NICs, so the
+ * step agrees within 1 %, beside CP, PP, DP and sequence parallelism off. */
+START_TEST(tp_symmetric_vs_full)
+{
+    static const char *cases[] = {
+        "--seq 16K --tp 2 --mesh 2x2 --zero 1",
+        "--seq 16K --tp 4 --mesh 1x4 --pp 2 --micro-batches 2 --zero 0 --dp 2",
+        "--seq 32K --tp 8 --mesh 1x4 --zero 3 --recompute selective",
+        "--seq 16K --tp 2 --mesh 4x1 --sequence-parallel off --pp 2 --micro-batches 4 --schedule gpipe",
+    };
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --tp-mode symmetric", cases[i]);
+        double sym = step_time(plat, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --tp-mode full", cases[i]);
+        double full = step_time(plat, cal, args);
+        printf("# tp by symmetry vs in full: %-72s %.6f s %.6f s (%+.3f %%)\n", cases[i], sym, full,
+               100 * (sym - full) / full);
+        assert_within(sym, full, 0.01, cases[i]);
+    }
+}
+END_TEST
+
 /* The trace's size, estimated before simulating (--trace-max refuses on
  * it), against the file written: within 10 %, whole and filtered. */
 START_TEST(trace_size_estimate)
@@ -689,6 +715,7 @@ int main(void)
     tcase_set_timeout(cli, 120);
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);
+    tcase_add_test(cli, tp_symmetric_vs_full);
     tcase_add_test(cli, dp_is_recorded);
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);

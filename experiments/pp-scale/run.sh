@@ -6,7 +6,9 @@
 # m = 16 micro-batches of one sample per pipeline), 1F1B, ZeRO-1, on
 # `loong topo --preset superpod --nodes 2048` (2,048 DGX H100 nodes, DGX
 # SuperPOD's three-tier rail fabric), the data-parallel replicas by
-# symmetry. Beside it, in the same run: the 256-GPU llama3-8b step (S = 1M,
+# symmetry, the TP ranks by symmetry too (--tp-mode symmetric), and again
+# with every TP rank simulated (--tp-mode full; FULL=0 skips it, ~3.5 min).
+# Beside it, in the same run: the 256-GPU llama3-8b step (S = 1M,
 # mesh 8x8 loongtrain, dp 4, ZeRO-1) on the 32-node H100 platform, and the
 # five-dimensional plan of llama3-405b at 131K on the 16,384 GPUs
 # (`loong plan --pp auto`, analytical: --top 0). Wall seconds and peak RSS
@@ -36,14 +38,22 @@ read -r w8 m8 < <(timed "$L" sim --platform "$TOP/topologies/dgx-h100-32n.xml" -
     --seq 1M --mesh 8x8 --strategy loongtrain --window 4 --dp 4 --zero 1 --quiet --links 0)
 s8=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
 
-read -r w405 m405 < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" --model llama3-405b --seq 128K \
-    --tp 8 --mesh 1x16 --strategy ring --ring allgather --partition zigzag --pp 16 --pp-first-layers 7 \
-    --pp-last-layers 7 --micro-batches 16 --dp 8 --zero 1 --quiet --links 0)
+L405="--model llama3-405b --seq 128K --tp 8 --mesh 1x16 --strategy ring --ring allgather --partition zigzag --pp 16
+    --pp-first-layers 7 --pp-last-layers 7 --micro-batches 16 --dp 8 --zero 1"
+# shellcheck disable=SC2086
+read -r w405 m405 < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" $L405 --tp-mode symmetric --quiet \
+    --links 0)
 s405=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
 mfu405=$(sed -n 's/^# MFU: \([0-9.]*\) %.*/\1/p' "$T/out")
 tasks=$("$L" dag --model llama3-405b --seq 128K --tp 8 --mesh 1x16 --strategy ring --ring allgather \
     --partition zigzag --pp 16 --pp-first-layers 7 --pp-last-layers 7 --micro-batches 16 --dp 8 --zero 1 |
     sed -n 's/^# \([0-9]*\) tasks on.*/\1/p')
+
+if [ "${FULL:-1}" = 1 ]; then # the same step with every TP rank simulated
+    # shellcheck disable=SC2086
+    read -r wf mf < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" $L405 --tp-mode full --quiet --links 0)
+    sf=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
+fi
 
 read -r wp mp < <(timed "$L" plan --platform "$T/sp2048.xml" --calib "$CAL" --model llama3-405b --seq 128K \
     --pp auto --top 0 --quiet)
@@ -52,8 +62,10 @@ best=$(awk '/^ +1 /{print $2, $3, $4, $5, $6, $7, $8, $9; exit}' "$T/out")
 
 printf '# %-58s %10s %8s %9s %12s\n' run wall_s RSS_MB wall_x predicted
 printf '  %-58s %10s %8s %9s %12s\n' "llama3-8b S=1M 8x8 x dp 4 (256 GPUs), 32 nodes" "$w8" "$m8" 1.00 "${s8} s"
-printf '  %-58s %10s %8s %9.2f %12s\n' "llama3-405b S=128K tp8 x 1x16 x pp16 x dp8 (16384 GPUs)" "$w405" "$m405" \
+printf '  %-58s %10s %8s %9.2f %12s\n' "llama3-405b S=128K tp8 x 1x16 x pp16 x dp8, --tp-mode symmetric" "$w405" "$m405" \
     "$(awk -v a="$w405" -v b="$w8" 'BEGIN {print a / b}')" "${s405} s"
+[ "${FULL:-1}" = 1 ] && printf '  %-58s %10s %8s %9.2f %12s\n' "the same, --tp-mode full (every TP rank simulated)" \
+    "$wf" "$mf" "$(awk -v a="$wf" -v b="$w8" 'BEGIN {print a / b}')" "${sf} s"
 printf '  %-58s %10s %8s %9.2f %12s\n' "loong plan --pp auto, llama3-405b S=128K, 16384 GPUs" "$wp" "$mp" \
     "$(awk -v a="$wp" -v b="$w8" 'BEGIN {print a / b}')" "$npl layouts"
 echo "# the 405B step: $tasks tasks in one replica, MFU $mfu405 %; the plan's best: $best"

@@ -46,6 +46,9 @@ static void sim_usage(FILE *f)
             "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
             "                        whole nodes; the platform needs P GPUs); full: every replica\n"
             "                        (N x P GPUs)                                           [symmetric]\n"
+            "  --tp-mode M           symmetric: simulate TP rank 0 of each TP group, the others by\n"
+            "                        symmetry (TP groups inside a node, no --tp-overlap); full: every\n"
+            "                        TP rank                                                     [full]\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -66,6 +69,7 @@ typedef struct sim_args {
     bool out_given;   /* -o was given: with --json -, the table goes only there */
     int links, layers;
     bool every_replica; /* --dp-mode full */
+    bool tp_symmetric;  /* --tp-mode symmetric */
     trace_filter flt;
     bool quiet, timing, compose;
     char **sg_args; /* --cfg= and --log= for SimGrid */
@@ -117,6 +121,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"timing", no_argument, 0, 'T'},
         {"compose", no_argument, 0, 'C'},
         {"dp-mode", required_argument, 0, 'M'},
+        {"tp-mode", required_argument, 0, 'U'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -149,6 +154,11 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
             a->every_replica = !strcmp(optarg, "full");
+            break;
+        case 'U':
+            if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
+                return cli_fail("sim", "--tp-mode '%s' is not one of: symmetric, full", optarg);
+            a->tp_symmetric = !strcmp(optarg, "symmetric");
             break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
@@ -191,6 +201,9 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
                 config_world(c),
                 a->every_replica ? "every replica simulated" : "one replica simulated, the others by symmetry");
+    if (a->tp_symmetric)
+        fprintf(f, "# tensor parallelism: TP rank 0 of each of the TP groups simulated, the other %d by symmetry\n",
+                c->tp - 1);
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
@@ -371,7 +384,7 @@ static int simulate(sim_args *a, const config *c)
     }
     double t1 = cli_now();
     sim_result res;
-    int bugs = 0, rc = sim_run_dp(pf, g, cb, !a->quiet, a->every_replica, &res, err);
+    int bugs = 0, rc = sim_run_fold(pf, g, cb, !a->quiet, a->every_replica, a->tp_symmetric, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
         rc = write_outputs(g, cb, &res, a, pf, &out, &bugs, err);

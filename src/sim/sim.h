@@ -78,7 +78,6 @@ typedef struct sim_result {
     double wall_s; /* wall-clock seconds of the simulation itself */
 } sim_result;
 
-
 /* Simulate g on pf with compute durations from cb. Checks that the
  * platform has enough GPU hosts and the same GPUs per node as the config.
  * `progress` prints a line to stderr every few seconds of wall time on long
@@ -96,6 +95,16 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, sim_
  * traffic). res covers replica 0's tasks and the makespan of all. */
 int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, sim_result *res,
                char err[LOONG_ERRLEN]);
+/* The same, and with tp_symmetric the TP ranks by symmetry too: only TP
+ * rank 0 of each TP group runs (mesh_fold over tp), as every TP rank runs
+ * the same program on its own GPU, NVLink links and rail NIC; its TP
+ * collectives take NCCL's time on the idle group (their flows all fold
+ * onto the sender), and every other TP rank's tasks get its times. Needs
+ * NCCL's collectives, TP groups inside a node and no --tp-overlap (whose
+ * ring steps are p2p between TP ranks); the links report then counts the
+ * representatives' flows only. */
+int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, bool tp_symmetric,
+                 sim_result *res, char err[LOONG_ERRLEN]);
 void sim_result_free(sim_result *res);
 
 /* Write the #-headed summary with units: step time; per-rank busy, idle and

@@ -44,6 +44,7 @@ static void progress(sim_state *S, uint32_t k)
     if (now - S->last_report < 2.0) return;
     S->last_report = now;
     uint64_t n = (uint64_t)dag_ntasks(S->g) * (uint64_t)S->reps;
+    if (S->folded & MESH_BIT(MESH_TP)) n /= (uint64_t)S->c->tp; /* TP rank 0's tasks run */
     fprintf(stderr, "loong sim: %llu of %llu tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
             (unsigned long long)S->completed, (unsigned long long)n, 100.0 * (double)S->completed / (double)n,
             simgrid_get_clock(), now - S->wall0);
@@ -178,6 +179,8 @@ static void spawn(sim_state *S)
 {
     for (int g = 0; g < S->reps * S->P; g++)
         for (int s = 0; s < STREAM_COUNT; s++) {
+            if ((S->folded & MESH_BIT(MESH_TP)) && mesh_fold(&S->mesh, MESH_BIT(MESH_TP), g) != g)
+                continue; /* a TP rank other than 0: by symmetry (sim_run_fold) */
             sim_stream *st = sim_stream_of(S, g, s);
             int r = mesh_fold(&S->mesh, MESH_BIT(MESH_DP), g);
             st->S = S;
@@ -288,13 +291,49 @@ static void release(sim_state *S)
 
 /* The replicas: their mesh, how many run, and the platform their
  * gradient groups take (with as many nodes as every replica's ranks; by
- * symmetry they need not exist). */
-static void dp_setup(sim_state *S, bool every_replica)
+ * symmetry they need not exist); and the dimensions run by symmetry. */
+static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
 {
     S->mesh = config_mesh(S->c);
     S->dp = S->c->dp;
     S->reps = every_replica ? S->dp : 1;
+    S->folded = (S->reps < S->dp ? MESH_BIT(MESH_DP) : 0) | (tp_symmetric ? MESH_BIT(MESH_TP) : 0);
     if (S->spec) S->dp_spec = nccl_spec_holding(S->spec, mesh_size(&S->mesh), 0);
+}
+
+/* TP by symmetry: what it needs (sim_run_fold). */
+static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
+{
+    const config *c = S->c;
+    const char *why = c->tp < 2                ? "there is no TP group (--tp 1)"
+                      : !S->spec               ? "it takes NCCL's time of a collective, and this platform runs none"
+                      : c->tp_overlap          ? "--tp-overlap's ring steps are p2p between the TP ranks"
+                      : config_tp_nodes(c) > 1 ? "a TP group spans nodes, whose NICs its members share"
+                                               : NULL;
+    if (!why) return 0;
+    snprintf(err, LOONG_ERRLEN, "--tp-mode symmetric: %s; use --tp-mode full", why);
+    return -1;
+}
+
+/* Every folded TP rank's tasks take its TP rank 0's times, task for task
+ * along each stream (their programs are the same). */
+static void unfold_tp(sim_state *S, uint32_t n)
+{
+    if (!(S->folded & MESH_BIT(MESH_TP))) return;
+    for (int rep = 0; rep < S->reps; rep++)
+        for (int r = 0; r < S->P; r++) {
+            int r0 = mesh_fold(&S->mesh, MESH_BIT(MESH_TP), r);
+            if (r0 == r) continue;
+            size_t off = (size_t)rep * n;
+            for (int s = 0; s < STREAM_COUNT; s++) {
+                uint32_t k, k0;
+                const uint32_t *ids = dag_stream_tasks(S->g, r, s, &k), *ids0 = dag_stream_tasks(S->g, r0, s, &k0);
+                for (uint32_t i = 0; i < k && i < k0; i++) {
+                    S->start[off + ids[i]] = S->start[off + ids0[i]];
+                    S->dur[off + ids[i]] = S->dur[off + ids0[i]];
+                }
+            }
+        }
 }
 
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
@@ -315,6 +354,12 @@ static void collect_times(sim_state *S, uint32_t n, sim_result *res)
 int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, bool every_replica, sim_result *res,
                char err[LOONG_ERRLEN])
 {
+    return sim_run_fold(pf, g, cb, progress_on, every_replica, false, res, err);
+}
+
+int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, bool every_replica,
+                 bool tp_symmetric, sim_result *res, char err[LOONG_ERRLEN])
+{
     memset(res, 0, sizeof *res);
     const config *c = dag_config(g);
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
@@ -324,7 +369,11 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on
     S.spec = sim_platform_nccl_spec(pf);
     S.tiles = tiles_new(cb, c);
     S.interference = calib_has_interference(cb);
-    dp_setup(&S, every_replica);
+    dp_setup(&S, every_replica, tp_symmetric);
+    if (tp_symmetric && check_tp_fold(&S, err) < 0) {
+        tiles_free(S.tiles);
+        return -1;
+    }
     size_t reps = (size_t)S.reps;
     if (S.interference) {
         S.comm_active = xcalloc(reps * (size_t)P, sizeof *S.comm_active, "the communication kernels");
@@ -342,6 +391,7 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on
     int rc = sim_start_checked(&S, S.hosts[0], (int)reps * P, spawn_streams, &S, err);
     res->wall_s = wall_now() - S.wall0;
     if (rc == 0) rc = check_finished(&S, err);
+    unfold_tp(&S, n);
     collect_times(&S, n, res);
     if (rc == 0) sim_links_collect(S.links, res);
     release(&S);

@@ -168,7 +168,7 @@ static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(c
 static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool fold)
 {
     int r = g->rank[member];
-    if (fold) r = mesh_fold(&me->S->mesh, MESH_BIT(MESH_DP), r);
+    if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
     return r == me->rank ? -1 : r;
 }
 
@@ -254,7 +254,7 @@ static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
 }
 
 /* A collective as NCCL runs it. A group over dp folds when the other
- * replicas are simulated by symmetry. */
+ * replicas are simulated by symmetry, a TP group when the TP ranks are. */
 static void nccl_collective(sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
@@ -265,7 +265,7 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     int n; /* the DAG's members, whose count sized the task; one member: the replicas' (build.c) */
     dag_group(S->g, t->group, &n);
     if (n == 1) n = S->dp;
-    bool fold = spans_dp(S, t->group) && S->reps < S->dp;
+    bool fold = (dag_group_dims(S->g, t->group) & S->folded) != 0; /* it spans a dimension run by symmetry */
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
                                 (int)c->nccl_proto - 1, fold);

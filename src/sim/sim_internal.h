@@ -75,6 +75,7 @@ typedef struct sim_state {
     int P;                 /* ranks of one replica (the DAG's) */
     mesh mesh;             /* the config's: every replica's ranks */
     int reps;              /* replicas simulated: dp in full, 1 by symmetry */
+    mesh_dims folded;      /* the dimensions simulated by symmetry: dp (one replica), tp (TP rank 0) */
     int dp;                /* replicas the gradient collectives span */
     platform_spec dp_spec; /* the platform, with nodes for all dp * P ranks */
     bool interference;     /* the table slows kernels that overlap communication (calib.h) */
