@@ -69,6 +69,30 @@ START_TEST(nccl_knobs_parsed)
 }
 END_TEST
 
+/* The pipeline knobs travel in the configuration JSON (left out at their
+ * defaults, so pp 1 reads as before), tasks carry their micro-batch, and
+ * fewer micro-batches than stages is allowed with a warning. */
+START_TEST(pipeline_knobs_parsed)
+{
+    run_result r = run_cmd(LOONG " dag --seq 8K --mesh 2 --pp 4 --micro-batches 8 --schedule interleaved --vpp 2 "
+                                 "--format json");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"pp\":4"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"micro_batches\":8"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"schedule\":\"interleaved\""));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"vpp\":2"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"mb\":1"));
+    ck_assert_ptr_null(strstr(r.err, "warning"));
+    r = run_cmd(LOONG " dag --seq 8K --mesh 2 --format json");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_null(strstr(r.out, "\"pp\""));
+    ck_assert_ptr_null(strstr(r.out, "\"mb\""));
+    r = run_cmd(LOONG " dag --seq 8K --mesh 2 --pp 4 --micro-batches 2 -o /dev/null");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.err, "warning: --micro-batches 2 < --pp 4"));
+}
+END_TEST
+
 START_TEST(stats_table)
 {
     run_result r = run_cmd(LOONG " dag --model tiny --seq 4K --mesh 2x4 --strategy zigzag --scope attn");
@@ -233,6 +257,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, nccl_knobs_parsed);
+    tcase_add_test(tc, pipeline_knobs_parsed);
     tcase_add_test(tc, stats_table);
     tcase_add_test(tc, json_schema);
     tcase_add_test(tc, json_records_docs);
