@@ -81,7 +81,7 @@ START_TEST(pipeline_knobs_parsed)
     ck_assert_ptr_nonnull(strstr(r.out, "\"micro_batches\":8"));
     ck_assert_ptr_nonnull(strstr(r.out, "\"schedule\":\"interleaved\""));
     ck_assert_ptr_nonnull(strstr(r.out, "\"vpp\":2"));
-    ck_assert_ptr_nonnull(strstr(r.out, "\"mb\":1"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"mb\":0"));
     ck_assert_ptr_null(strstr(r.err, "warning"));
     r = run_cmd(LOONG " dag --seq 8K --mesh 2 --format json");
     ck_assert_int_eq(r.status, 0);
