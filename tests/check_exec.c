@@ -126,7 +126,8 @@ static void expect_table_ok(const case_table *t, const batch_result *b)
 }
 
 /* Under the sanitizers (LOONG_SANITIZED, make check's second pass, five
- * times slower) the tables run one row in `every` of each kind, every
+ * times slower) the tables run one row in `every` of each kind (attention
+ * and documents 1 in 6, steps 1 in 2), every
  * code path still among them, so that the pass fits CI's time; the
  * normal pass runs them all. */
 static bool sampled(int i, int every)
@@ -169,7 +170,7 @@ static void attn_rows(case_table *t8)
     for (int mdl = 0; mdl < 2; mdl++) {
         const char *model = mdl ? "tiny" : LOONG_SRCDIR "/tests/data/tiny-mha.model";
         for (int i = 0; i < NMESH; i++) /* sanitized: each mesh under one of the models */
-            if (sampled(i + mdl, 4))
+            if (sampled(i + mdl, 6))
                 add_case(t8, "  dK ", "--model %s --seq 1K --mesh %s --strategy %s %s --scope attn", model,
                          meshes[i].mesh, meshes[i].strategy, meshes[i].extra);
         add_case(t8, "  dK ", "--model %s --seq 1K %s --scope attn", model, tp_layout[mdl]);
@@ -284,7 +285,7 @@ static void document_rows(case_table *t4, case_table *t8)
             for (int mi = 0; mi < 3; mi++) {
                 bool two = pi == 1 || pi >= 3;
                 const char *ring = two ? rings[(li + mi) % 4] : rings[(li + mi) % 3];
-                if (sampled(li + pi + mi, 4))
+                if (sampled(li + pi + mi, 6))
                     add_case(doc_meshes[mi].np == 8 ? t8 : t4, NULL,
                              "--model tiny --seq 1K --mesh %s %s --partition %s --docs %s --scope attn",
                              doc_meshes[mi].mesh, ring, doc_partitions[pi], doc_layouts[li]);
