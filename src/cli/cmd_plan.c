@@ -108,6 +108,7 @@ static void plan_usage(FILE *f)
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot, *pp;
     int global_batch;                 /* 0: not given */
+    bool nccl;                        /* the platform runs NCCL's collectives (what --tp-mode symmetric needs) */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     bool exact, full_layers, quiet, robust, why_removed;
     double tie;
@@ -326,6 +327,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return -1;
     a->platform = a->where;
     if (read_platform(a, x, err) < 0) return -1;
+    a->nccl = x->spec.nccl != 0;
     cli_config cc = a->cc;
     char gpn[16];
     snprintf(gpn, sizeof gpn, "%d", x->spec.gpus_per_node);
@@ -540,9 +542,13 @@ static char **run_argv(const plan_args *a, const plan_layout *ls, const run *u)
      * smaller ones are all simulated (check_gpus: then they fit) */
     const config *c = &ls[u->layout].c;
     bool whole = config_ranks(c) % c->gpus_per_node == 0;
-    const char *extra[WHATIF_MAX * 3 + 4] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
+    const char *extra[WHATIF_MAX * 3 + 5] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
     int ne = c->dp > 1 ? 2 : 1, nw = whatif_argv(u->w, wv);
     if (u->compose) extra[ne++] = "--compose";
+    /* a pipelined layout is simulated whole: its TP ranks by symmetry where
+     * that is exact (loong sim --tp-mode; no what-if, which may pick one) */
+    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && a->nccl && nw == 0)
+        extra[ne++] = "--tp-mode=symmetric";
     for (int i = 0; i < nw; i++)
         extra[ne++] = wv[i];
     char **v = sim_child_argv(c, &sp, extra, ne);
