@@ -583,6 +583,23 @@ static void assert_rejected(const char *platform, const char *extra, const char 
     ck_assert_msg(atoi(ls.out) == 0, "temporary files left behind");
 }
 
+/* Each case's step with `mode`=symmetric against `mode`=full on platform
+ * (llama3-8b blocks x 2): within 1 %. */
+static void symmetric_vs_full(const char *platform, const char *mode, const char *const *cases, size_t n)
+{
+    const char *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < n; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s %s symmetric", cases[i], mode);
+        double sym = step_time(platform, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s %s full", cases[i], mode);
+        double full = step_time(platform, cal, args);
+        printf("# %s symmetric vs full: %-72s %.6f s %.6f s (%+.3f %%)\n", mode, cases[i], sym, full,
+               100 * (sym - full) / full);
+        assert_within(sym, full, 0.01, cases[i]);
+    }
+}
+
 /* Data parallelism by symmetry (one replica simulated) against every
  * replica simulated, on up to 256 GPUs: within 1 %; and replicas matter
  * (the gradient collectives span them all). */
@@ -594,16 +611,7 @@ START_TEST(dp_symmetric_vs_full)
         "--seq 16K --mesh 1x8 --zero 0 --dp 16",
     };
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-32n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char args[256];
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --dp-mode symmetric", cases[i]);
-        double sym = step_time(plat, cal, args);
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --dp-mode full", cases[i]);
-        double full = step_time(plat, cal, args);
-        printf("# dp by symmetry vs in full: %-48s %.6f s %.6f s (%+.3f %%)\n", cases[i], sym, full,
-               100 * (sym - full) / full);
-        assert_within(sym, full, 0.01, cases[i]);
-    }
+    symmetric_vs_full(plat, "--dp-mode", cases, sizeof cases / sizeof cases[0]);
     double one = step_time(plat, cal, "--model llama3-8b --layers 2 --seq 16K --mesh 2x4 --zero 3 --dp 1");
     double many = step_time(plat, cal, "--model llama3-8b --layers 2 --seq 16K --mesh 2x4 --zero 3 --dp 32");
     ck_assert_msg(many > 1.05 * one, "32 replicas' gradient collectives should cost: %.6f vs %.6f s", many, one);
@@ -622,17 +630,7 @@ START_TEST(tp_symmetric_vs_full)
         "--seq 32K --tp 8 --mesh 1x4 --zero 3 --recompute selective",
         "--seq 16K --tp 2 --mesh 4x1 --sequence-parallel off --pp 2 --micro-batches 4 --schedule gpipe",
     };
-    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char args[256];
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --tp-mode symmetric", cases[i]);
-        double sym = step_time(plat, cal, args);
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --tp-mode full", cases[i]);
-        double full = step_time(plat, cal, args);
-        printf("# tp by symmetry vs in full: %-72s %.6f s %.6f s (%+.3f %%)\n", cases[i], sym, full,
-               100 * (sym - full) / full);
-        assert_within(sym, full, 0.01, cases[i]);
-    }
+    symmetric_vs_full(LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", "--tp-mode", cases, sizeof cases / sizeof cases[0]);
 }
 END_TEST
 

@@ -777,7 +777,8 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     mesh msh = config_mesh(c);
     int N = mesh_group_size(&msh, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&msh, CONFIG_GRAD_DIMS, 0, g);
-    double step = 0, ends = 0, idle = 0, lp = (double)model_layer_params_tp(m, c->tp);
+    double step = 0, ends = 0, idle = 0;
+    double ar_layer = c->zero == 0 ? dp_coll(c, n, g, N, model_layer_params_tp(m, c->tp), true) : 0;
     int worst = 0;
     for (int s = 0; s < pp; s++) {
         double dp = free_at[s];
@@ -785,13 +786,15 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
         if (c->zero == 0) { /* block by block behind the last backward, then the head's */
             dp = last_b[s];
             for (int l = 0; l < blocks; l++)
-                dp = maxd(dp, last_b[s] + (l + 1) * lc->bwd) + dp_coll(c, n, g, N, (uint64_t)lp, true);
+                dp = maxd(dp, last_b[s] + (l + 1) * lc->bwd) + ar_layer;
             if (pipe_head_params(c, s)) dp = maxd(dp, free_at[s]) + dp_coll(c, n, g, N, pipe_head_params(c, s), true);
         }
         dp = maxd(dp, free_at[s]);
-        if (c->zero == 1) dp += dp_coll(c, n, g, N, pipe_stage_params(c, s), false);
+        /* ZeRO-1: the stage's reduce-scatter, the norms, then the all-gather of as many elements */
+        double rs_all = c->zero == 1 ? dp_coll(c, n, g, N, pipe_stage_params(c, s), false) : 0;
+        dp += rs_all;
         dp += tk->norm;
-        if (c->zero == 1) dp += dp_coll(c, n, g, N, pipe_stage_params(c, s), false);
+        dp += rs_all;
         if (dp > step) step = dp, worst = s;
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);
@@ -827,12 +830,13 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, ana
             ws = s;
         }
     }
-    dpcost k = dp_costs(c, n);
     out->bubble = 0;
-    if (c->pp > 1 || c->micro_batches > 1)
+    if (c->pp > 1 || c->micro_batches > 1) {
         pipeline_walk(c, cb, n, &worst, &tk, out);
-    else
+    } else {
+        dpcost k = dp_costs(c, n);
         step_walk(c, cb, &k, &worst, &tk, out);
+    }
     out->worst_s = ws;
     tiles_free(r.tiles);
 }
