@@ -186,6 +186,8 @@ static void link_points(const trace *t, const dag *g, calibrate_points *p)
     free(v);
 }
 
+void calibrate_count_input(calibrate_points *p) { p->ninputs++; }
+
 int calibrate_points_from_traces(calibrate_points *p, const trace *const *traces, int n, const calib *base,
                                  char err[LOONG_ERRLEN])
 {

@@ -45,6 +45,9 @@ void calibrate_points_free(calibrate_points *p);
  * clean ones' lines; every kind's line then from all its kernels with F
  * divided out. */
 void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped);
+/* One more input (a trace, a profiler trace set) the points came from,
+ * for the report. */
+void calibrate_count_input(calibrate_points *p);
 /* One transfer of link class c: `bytes` (times its sharing) in `seconds`. */
 void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds);
 /* The points of n measured traces: every compute task, and every transfer

@@ -97,6 +97,8 @@ int cmd_sim(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+/* loong compare --kineto (cmd_compare_kineto.c), which cmd_compare hands over to. */
+int cmd_compare_kineto(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_coll(int argc, char **argv);

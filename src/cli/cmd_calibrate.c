@@ -11,6 +11,9 @@
 #include "core/afile.h"
 #include "core/xalloc.h"
 #include "analysis/calibrate.h"
+#include "analysis/kineto_calib.h"
+#include "analysis/kprofile.h"
+#include "core/infile.h"
 #include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 #include "cli.h"
@@ -20,6 +23,8 @@ static void calibrate_usage(FILE *f)
     fprintf(f, "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
                "                       [--strict]\n"
                "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR\n"
+               "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
+               "                       [--steps N|N-M] [--kernel-names FILE] [--strict]\n"
                "\n"
                "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
                "and acc) and per link class (same node, other node) alpha and beta from the\n"
@@ -45,6 +50,15 @@ static void calibrate_usage(FILE *f)
                "                    squares on relative error, NCCL's tuner choosing per size);\n"
                "                    each log's header gives its op, GPUs and nodes. Writes\n"
                "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
+               "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
+               "                    .json.gz, or directories of them): attention and GEMM rates from\n"
+               "                    the kernels whose shapes record_shapes gave, interference from\n"
+               "                    their overlap with NCCL kernels, and the platform's links from\n"
+               "                    the NCCL kernels of known size and group (as nccl-tests logs:\n"
+               "                    the fastest instance per size). Says what it fitted and what\n"
+               "                    it could not; writes both files\n"
+               "  --steps N|N-M     with --kineto: the ProfilerStep#N to use        [every step]\n"
+               "  --kernel-names F  with --kineto: rules 'KIND GLOB' ahead of the shipped table\n"
                "  -h, --help        this text\n"
                "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
                "--strict, on a kind that cannot be fitted.\n");
@@ -226,6 +240,110 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
     return rc;
 }
 
+static kineto_names *names_of(const char *path, char err[LOONG_ERRLEN])
+{
+    kineto_names *n = kineto_names_default();
+    char *text = path ? infile_read(path, "kernel-name table", INFILE_TEXT_MAX, NULL, err) : NULL;
+    if (path && (!text || kineto_names_add(n, text, path, err) < 0)) {
+        kineto_names_free(n);
+        n = NULL;
+    }
+    free(text);
+    return n;
+}
+
+/* The compute fit of --kineto; a set without shaped kernels keeps the
+ * table (said), unless --strict. */
+static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_calib_counts *cnt,
+                          char err[LOONG_ERRLEN])
+{
+    calibrate_points *pts = calibrate_points_new();
+    kineto_calib_points(pts, set, cb, cnt);
+    int rc = 0;
+    if (!cnt->shaped) {
+        printf("# compute: not fitted: none of the %zu attention and GEMM kernels has its shapes (profile with "
+               "record_shapes=True; varlen attention has none): the table is kept\n",
+               cnt->compute);
+        if (strict) rc = -1, snprintf(err, LOONG_ERRLEN, "--strict: no compute kernel with shapes to fit");
+    } else {
+        calibrate_result r;
+        rc = calibrate_fit(pts, cb, strict, &r, err);
+        if (rc == 0) rc = calibrate_apply(&r, cb, err);
+        if (rc == 0) {
+            printf("# compute: %zu of %zu attention and GEMM kernels have their work from the shapes\n", cnt->shaped,
+                   cnt->compute);
+            calibrate_print(stdout, &r);
+        }
+    }
+    calibrate_points_free(pts);
+    return rc;
+}
+
+static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *rep);
+
+/* The link fit of --kineto: sp becomes the fitted platform, or stays. */
+static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_counts *cnt)
+{
+    nccl_log *logs;
+    int nlogs;
+    kineto_calib_logs(set, sp->gpus_per_node, &logs, &nlogs, cnt);
+    char err[LOONG_ERRLEN] = "";
+    nccl_fit_report rep = {0};
+    platform_spec fitted;
+    if (!sp->nccl)
+        snprintf(err, LOONG_ERRLEN, "the platform runs no NCCL collectives (nccl=0)");
+    else if (!nlogs)
+        snprintf(err, LOONG_ERRLEN, "none of the %zu NCCL kernels has its size and group (PyTorch >= 2.2 writes them)",
+                 cnt->nccl);
+    else if (nccl_fit(sp, logs, nlogs, &fitted, &rep, err) == 0) {
+        printf("# links: %zu of %zu NCCL kernels have their size and group\n", cnt->sized, cnt->nccl);
+        print_nccl_fit(logs, nlogs, &rep);
+        *sp = fitted;
+    }
+    if (err[0]) printf("# links: not fitted: %s: the platform's links are kept\n", err);
+    nccl_fit_report_free(&rep);
+    for (int i = 0; i < nlogs; i++)
+        nccl_log_free(&logs[i]);
+    free(logs);
+}
+
+static int run_kineto(int npaths, char **paths, const char *platform, const char *base, const char *dir, bool strict,
+                      const char *steps, const char *names_file, const char *origin)
+{
+    char err[LOONG_ERRLEN] = "";
+    platform_spec sp;
+    if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
+        return cli_fail("calibrate", "%s", err);
+    calib *cb = calib_for_platform(platform, sp.gpu, base, err);
+    kineto_names *names = cb ? names_of(names_file, err) : NULL;
+    if (!names) {
+        calib_free(cb);
+        return cli_fail("calibrate", "%s", err);
+    }
+    kineto_set set;
+    int rc = kineto_set_open((const char *const *)paths, npaths, names, steps, &set, err);
+    kineto_names_free(names);
+    if (rc < 0) {
+        calib_free(cb);
+        return cli_fail("calibrate", "%s", err);
+    }
+    kineto_set_print(stdout, &set, 5);
+    kineto_calib_counts cnt = {0};
+    rc = kineto_compute(&set, cb, strict, &cnt, err);
+    if (rc == 0) kineto_links(&set, &sp, &cnt);
+    if (rc == 0 && !cnt.shaped && !cnt.sized)
+        rc = -1, snprintf(err, LOONG_ERRLEN,
+                          "nothing to fit: no attention or GEMM kernel with shapes and no NCCL kernel with a size "
+                          "(profile with record_shapes=True on PyTorch >= 2.2)");
+    if (rc == 0 && write_outputs(dir, platform, cb, &sp, origin, err) == 0)
+        printf("# wrote %s/%s.calib and %s/ with the platform\n", dir, sp.gpu, dir);
+    else
+        rc = cli_fail("calibrate", "%s", err);
+    kineto_set_free(&set);
+    calib_free(cb);
+    return rc;
+}
+
 int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -235,10 +353,13 @@ int cmd_calibrate(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {"strict", no_argument, 0, 's'},
         {"nccl-tests", no_argument, 0, 'n'},
+        {"kineto", no_argument, 0, 'k'},
+        {"steps", required_argument, 0, 'S'},
+        {"kernel-names", required_argument, 0, 'N'},
         {0, 0, 0, 0},
     };
-    const char *platform = NULL, *base = NULL, *dir = NULL;
-    bool strict = false, nccl_tests = false;
+    const char *platform = NULL, *base = NULL, *dir = NULL, *steps = NULL, *names = NULL;
+    bool strict = false, nccl_tests = false, kineto = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -248,15 +369,22 @@ int cmd_calibrate(int argc, char **argv)
         case 'o': dir = optarg; break;
         case 's': strict = true; break;
         case 'n': nccl_tests = true; break;
+        case 'k': kineto = true; break;
+        case 'S': steps = optarg; break;
+        case 'N': names = optarg; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
             return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
                             argv[optind - 1]);
         }
     }
+    if (nccl_tests && kineto)
+        return cli_fail("calibrate", "--nccl-tests and --kineto name two kinds of input: give one");
+    if ((steps || names) && !kineto)
+        return cli_fail("calibrate", "--steps and --kernel-names read profiler traces: add --kineto");
     if (optind >= argc)
         return cli_fail("calibrate", "give at least one measured %s: see loong calibrate --help",
-                        nccl_tests ? "nccl-tests log" : "trace");
+                        nccl_tests ? "nccl-tests log" : kineto ? "profiler trace (or directory)" : "trace");
     if (!platform) return cli_fail("calibrate", "--platform is required (the platform to fit, written by loong topo)");
     if (!dir) return cli_fail("calibrate", "-o OUTDIR is required");
     char where[4096], err[LOONG_ERRLEN];
@@ -267,5 +395,6 @@ int cmd_calibrate(int argc, char **argv)
     for (int i = 0; i < argc && n < sizeof origin; i++)
         n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
     if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, dir, origin);
+    if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, dir, strict, steps, names, origin);
     return run(argc - optind, argv + optind, platform, base, dir, strict, origin);
 }

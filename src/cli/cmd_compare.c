@@ -13,6 +13,8 @@ static void compare_usage(FILE *f)
 {
     fprintf(f, "usage: loong compare PREDICTED.json MEASURED.json [--by kind|rank|layer] [--top N]\n"
                "                     [--plot GANTT.png] [--error-plot ERRORS.png] [--max-error PCT]\n"
+               "       loong compare --kineto TRACE|DIR ... (--predicted PRED.json | --platform FILE ...)\n"
+               "                     PyTorch profiler traces: see loong compare --kineto --help\n"
                "\n"
                "Match the tasks of two traces of the same configuration by id (typically\n"
                "loong sim's and loong exec's) and print, with units: the step time of both\n"
@@ -100,6 +102,8 @@ static int check_both(const trace *p, const char *pn, const trace *m, const char
 
 int cmd_compare(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--kineto")) return cmd_compare_kineto(argc, argv);
     cmp_cli o = {NULL, NULL, CMP_BY_KIND, 10, -1};
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;

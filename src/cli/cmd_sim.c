@@ -1,9 +1,14 @@
 /* loong sim: replay a configuration's DAG on a SimGrid platform. */
+#include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "analysis/kineto_write.h"
 #include "core/afile.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
@@ -29,6 +34,9 @@ static void sim_usage(FILE *f)
             "  --platform FILE       SimGrid platform XML with loong GPU hosts       (required)\n"
             "  --calib FILE          calibration table              [<platform dir>/<gpu>.calib]\n"
             "  --trace FILE          write the predicted Chrome/Perfetto trace there (atomically)\n"
+            "  --trace-format F      chrome: loong's trace (one file); kineto: the PyTorch profiler's\n"
+            "                        form, --trace DIR then gets DIR/rank<N>.pt.trace.json per rank,\n"
+            "                        read by loong compare/calibrate --kineto            [chrome]\n"
             "  --trace-rank R        only rank R in the trace                           [all]\n"
             "  --trace-layer L       only layer L (and model-level tasks) in the trace   [all]\n"
             "  --trace-max SIZE      refuse, before simulating, a trace estimated above SIZE\n"
@@ -72,6 +80,7 @@ typedef struct sim_args {
     bool tp_symmetric;  /* --tp-mode symmetric */
     trace_filter flt;
     bool quiet, timing, compose;
+    bool kineto; /* --trace-format kineto */
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
     whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */
@@ -113,6 +122,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"trace-rank", required_argument, 0, 'R'},
         {"trace-layer", required_argument, 0, 'L'},
         {"trace-max", required_argument, 0, 'X'},
+        {"trace-format", required_argument, 0, 'K'},
         {"output", required_argument, 0, 'o'},
         {"links", required_argument, 0, 'l'},
         {"json", required_argument, 0, 'j'},
@@ -138,6 +148,11 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'p': a->platform = optarg; break;
         case 'c': a->calib = optarg; break;
         case 't': a->trace = optarg; break;
+        case 'K':
+            if (strcmp(optarg, "chrome") && strcmp(optarg, "kineto"))
+                return cli_fail("sim", "--trace-format '%s' is not one of: chrome, kineto", optarg);
+            a->kineto = !strcmp(optarg, "kineto");
+            break;
         case 'o':
             a->out = optarg;
             a->out_given = true;
@@ -271,6 +286,53 @@ static int dump_json(FILE *f, json_t *j)
     return rc;
 }
 
+/* --trace-format kineto: DIR must be a directory to write into, or
+ * creatable; checked before the work, created only at the end. */
+static int kineto_dir_check(const char *dir, char err[LOONG_ERRLEN])
+{
+    struct stat st;
+    char *copy = xstrdup(dir, "the trace directory");
+    const char *bad = NULL;
+    if (stat(dir, &st) == 0)
+        bad = !S_ISDIR(st.st_mode) ? "exists and is not a directory" : access(dir, W_OK) ? "is not writable" : NULL;
+    else if (access(dirname(copy), W_OK) != 0)
+        bad = "cannot be created (its parent is missing or not writable)";
+    free(copy);
+    if (bad)
+        snprintf(err, LOONG_ERRLEN,
+                 "--trace '%.100s' %s: with --trace-format kineto give a directory for the per-rank files", dir, bad);
+    return bad ? -1 : 0;
+}
+
+/* DIR/rank<N>.pt.trace.json for every rank (or only `rank`), each written
+ * whole; a failure removes the ones already written. */
+static int kineto_dir_write(const char *dir, const dag *g, const sim_result *res, int rank, char err[LOONG_ERRLEN])
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, LOONG_ERRLEN, "cannot create '%.150s': %s", dir, strerror(errno));
+        return -1;
+    }
+    int ranks = config_ranks(dag_config(g)), r = rank >= 0 ? rank : 0, last = rank >= 0 ? rank : ranks - 1, rc = 0;
+    char path[4200];
+    for (; r <= last && rc == 0; r++) {
+        snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, r);
+        afile f;
+        rc = afile_open(&f, path, err);
+        if (rc == 0 && kineto_write_rank(f.f, g, r, res->start, res->dur) < 0) {
+            afile_abort(&f);
+            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%.150s'", path);
+        } else if (rc == 0) {
+            rc = afile_commit(&f, err);
+        }
+    }
+    if (rc < 0)
+        for (int q = rank >= 0 ? rank : 0; q < r - 1; q++) {
+            snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, q);
+            unlink(path);
+        }
+    return rc;
+}
+
 /* The output files of one run: opened (as temporaries) before any work, so
  * that an unwritable path fails at once, and committed together at the end:
  * a failure leaves no new file and an existing one untouched. */
@@ -283,7 +345,7 @@ static int open_outputs(const sim_args *a, sim_outputs *o, char err[LOONG_ERRLEN
 {
     memset(o, 0, sizeof *o);
     o->table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
-    int rc = a->trace ? afile_open(&o->tr, a->trace, err) : 0;
+    int rc = a->trace ? (a->kineto ? kineto_dir_check(a->trace, err) : afile_open(&o->tr, a->trace, err)) : 0;
     if (rc == 0 && o->table) rc = afile_open(&o->sm, a->out, err);
     if (rc == 0 && a->json) rc = afile_open(&o->js, a->json, err);
     if (rc < 0) {
@@ -307,8 +369,9 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     char *mem = NULL;
     size_t memlen = 0;
     int rc = 0;
-    if (a->trace && trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt,
-                                whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
+    if (a->trace && !a->kineto &&
+        trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt,
+                    whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");
@@ -321,7 +384,8 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     free(mem);
     if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
-    if (rc == 0 && a->trace) rc = afile_commit(&o->tr, err);
+    if (rc == 0 && a->trace && !a->kineto) rc = afile_commit(&o->tr, err);
+    if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, res, a->flt.rank, err);
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
     if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
     if (rc < 0) abort_outputs(o);
@@ -605,6 +669,12 @@ static int check_against_config(const sim_args *a, const config *c)
     if (a->flt.rank >= config_ranks(c))
         return cli_fail("sim", "--trace-rank %d is not a rank of mesh %dx%d: use 0..%d", a->flt.rank, c->p_head,
                         c->p_seq, config_ranks(c) - 1);
+    if (a->kineto && !a->trace)
+        return cli_fail("sim", "--trace-format kineto says how --trace DIR is written, and no --trace was given: add "
+                               "--trace DIR");
+    if (a->kineto && a->flt.layer >= 0)
+        return cli_fail("sim", "--trace-layer cuts a step, and a profiler trace holds whole steps: drop --trace-layer "
+                               "with --trace-format kineto");
     if (a->flt.layer >= c->model.layers)
         return cli_fail("sim", "--trace-layer %d is not a layer of the %d simulated: use 0..%d", a->flt.layer,
                         c->model.layers, c->model.layers - 1);

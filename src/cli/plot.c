@@ -170,6 +170,29 @@ int plot_error_bars(const char *png, const cmp_summary *sm, cmp_by by, char err[
     return rc;
 }
 
+int plot_pair_bars(const char *png, const char *const *names, const double *pred_ms, const double *meas_ms, int n,
+                   const char *title, char err[LOONG_ERRLEN])
+{
+    if (have_gnuplot(err) < 0) return -1;
+    char dpath[64], spath[64];
+    FILE *d, *s;
+    if (open_temps("bars", dpath, spath, &d, &s, err) < 0) return -1;
+    for (int k = 0; k < n; k++)
+        fprintf(d, "%s %.6f %.6f\n", names[k], pred_ms[k], meas_ms[k]);
+    fclose(d);
+    fprintf(s,
+            "set terminal pngcairo size 1000,500 font ',10'\nset output '%s.tmp'\nset style data histograms\n"
+            "set style histogram clustered gap 1\nset style fill solid 0.85 border -1\nset ylabel 'time per rank "
+            "and step (ms)'\nset title '%s'\nset xtics rotate by -30\nset yrange [0:*]\nset termoption noenhanced\n"
+            "plot '%s' using 2:xtic(1) title 'predicted', '' using 3 title 'measured'\n",
+            png, title, dpath);
+    fclose(s);
+    int rc = run_gnuplot(spath, png, err);
+    unlink(dpath);
+    unlink(spath);
+    return rc;
+}
+
 /* A layout's family for the plan's colours: its strategy. */
 static int family_of(const char *strategy, const char **names, int *n)
 {

@@ -27,4 +27,9 @@ int plot_plan(const char *png, const plan_layout *ls, int n, int pick, double gp
 /* Bars of the median and mean absolute percentage error per group. */
 int plot_error_bars(const char *png, const cmp_summary *s, cmp_by by, char err[LOONG_ERRLEN]);
 
+/* Bars of predicted and measured time per group (n groups named
+ * names[i], milliseconds), side by side, under `title`. */
+int plot_pair_bars(const char *png, const char *const *names, const double *pred_ms, const double *meas_ms, int n,
+                   const char *title, char err[LOONG_ERRLEN]);
+
 #endif

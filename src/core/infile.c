@@ -2,6 +2,7 @@
 #include "infile.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,8 @@ static FILE *open_checked(const char *path, const char *what, size_t max, size_t
     return f;
 }
 
-char *infile_read(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN])
+static char *read_whole(const char *path, const char *what, size_t max, size_t *len, bool text,
+                        char err[LOONG_ERRLEN])
 {
     size_t size;
     FILE *f = open_checked(path, what, max, &size, err);
@@ -82,7 +84,7 @@ char *infile_read(const char *path, const char *what, size_t max, size_t *len, c
         return NULL;
     }
     buf[n] = '\0';
-    if (memchr(buf, '\0', n)) {
+    if (text && memchr(buf, '\0', n)) {
         snprintf(err, LOONG_ERRLEN, "%s '%s' holds a NUL byte at offset %zu: it is not a text file", what, path,
                  strlen(buf));
         free(buf);
@@ -90,6 +92,16 @@ char *infile_read(const char *path, const char *what, size_t max, size_t *len, c
     }
     if (len) *len = n;
     return buf;
+}
+
+char *infile_read(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN])
+{
+    return read_whole(path, what, max, len, true, err);
+}
+
+char *infile_read_bytes(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN])
+{
+    return read_whole(path, what, max, len, false, err);
 }
 
 char *infile_next_line(char **cursor)

@@ -25,6 +25,10 @@
  * a directory, a file over max bytes, or (text) a NUL byte. */
 char *infile_read(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN]);
 
+/* The same for a binary input (a gzip file): NUL bytes allowed; the
+ * buffer still ends with a NUL after its *len bytes. */
+char *infile_read_bytes(const char *path, const char *what, size_t max, size_t *len, char err[LOONG_ERRLEN]);
+
 /* The size of a regular file, or -1 (not one, or unreadable). */
 long long infile_size(const char *path);
 

@@ -1,0 +1,165 @@
+/* kineto_calib: calibration points and nccl-tests logs from profiler
+ * traces. See kineto_calib.h. */
+#include "kineto_calib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/xalloc.h"
+
+typedef struct span {
+    double a, b;
+} span;
+
+static int by_start(const void *x, const void *y)
+{
+    double a = ((const span *)x)->a, b = ((const span *)y)->a;
+    return (a > b) - (a < b);
+}
+
+/* The rank's NCCL kernels of the chosen steps as disjoint sorted spans. */
+static span *comm_spans(const kineto_rank *r, size_t *n)
+{
+    span *v = xmalloc_array(r->nk + 1, sizeof *v, "a rank's communication spans");
+    size_t m = 0, w = 0;
+    for (size_t j = 0; j < r->nk; j++)
+        if (r->k[j].step >= 0 && kineto_kind_is_comm(r->k[j].kind))
+            v[m++] = (span){r->k[j].ts, r->k[j].ts + r->k[j].dur};
+    qsort(v, m, sizeof *v, by_start);
+    for (size_t i = 0; i < m; i++) {
+        if (w && v[i].a <= v[w - 1].b)
+            v[w - 1].b = fmax(v[w - 1].b, v[i].b);
+        else
+            v[w++] = v[i];
+    }
+    *n = w;
+    return v;
+}
+
+/* The fraction of [a, b) that the spans cover. */
+static double covered(const span *v, size_t n, double a, double b)
+{
+    if (b <= a) return 0;
+    size_t lo = 0, hi = n; /* the first span ending after a */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid].b <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double s = 0;
+    for (size_t i = lo; i < n && v[i].a < b; i++)
+        s += fmin(b, v[i].b) - fmax(a, v[i].a);
+    return s / (b - a);
+}
+
+void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *base, kineto_calib_counts *n)
+{
+    for (int i = 0; i < s->n; i++) {
+        const kineto_rank *r = &s->r[i];
+        size_t nc;
+        span *comm = comm_spans(r, &nc);
+        for (size_t j = 0; j < r->nk; j++) {
+            const kineto_kernel *k = &r->k[j];
+            if (k->step < 0 || (k->kind != TASK_GEMM && k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD))
+                continue;
+            n->compute++;
+            if (k->flops <= 0 || k->dur <= 0) continue;
+            n->shaped++;
+            calibrate_add_kind(p, k->kind, kineto_kernel_work(k, base), k->dur / 1e6,
+                               covered(comm, nc, k->ts, k->ts + k->dur));
+        }
+        free(comm);
+    }
+    calibrate_count_input(p);
+}
+
+/* ---- NCCL kernels as nccl-tests logs ---- */
+
+static coll_op op_of_kind(int kind)
+{
+    switch (kind) {
+    case TASK_ALLREDUCE: return COLL_ALL_REDUCE;
+    case TASK_ALLGATHER: return COLL_ALL_GATHER;
+    case TASK_REDUCESCATTER: return COLL_REDUCE_SCATTER;
+    case TASK_ALLTOALL: return COLL_ALLTOALL;
+    default: return COLL_SENDRECV;
+    }
+}
+
+/* Nodes that hold the group of k on nodes of gpn GPUs: its ranks from the
+ * args, else consecutive ranks. */
+static int nodes_of(const kineto_kernel *k, int gpn)
+{
+    int start = k->pg_stride ? k->pg_start : 0, stride = k->pg_stride ? k->pg_stride : 1, nodes = 0, last = -1;
+    for (int i = 0; i < k->group; i++) {
+        int node = (int)(((long long)start + (long long)i * stride) / gpn);
+        if (node != last) nodes++, last = node;
+    }
+    return nodes;
+}
+
+typedef struct sample {
+    int op, gpus, nodes;
+    double size, time;
+} sample;
+
+static int by_log(const void *a, const void *b)
+{
+    const sample *x = a, *y = b;
+    if (x->op != y->op) return x->op - y->op;
+    if (x->gpus != y->gpus) return x->gpus - y->gpus;
+    if (x->nodes != y->nodes) return x->nodes - y->nodes;
+    return (x->size > y->size) - (x->size < y->size);
+}
+
+void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs, kineto_calib_counts *n)
+{
+    size_t cap = 0, m = 0;
+    sample *v = NULL;
+    for (int i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->r[i].nk; j++) {
+            const kineto_kernel *k = &s->r[i].k[j];
+            if (k->step < 0 || !kineto_kind_is_comm(k->kind)) continue;
+            n->nccl++;
+            bool p2p = k->kind == KINETO_P2P;
+            if (k->kind == KINETO_NCCL_OTHER || k->bytes <= 0 || k->dur <= 0 || (!p2p && k->group < 2)) continue;
+            n->sized++;
+            if (m == cap) v = xrealloc_array(v, cap = cap ? 2 * cap : 256, sizeof *v, "the NCCL kernels");
+            /* a p2p's peer is not in the trace: assume the other node when
+             * nodes hold one GPU, else the same node */
+            int gpus = p2p ? 2 : k->group, nodes = p2p ? (gpn == 1 ? 2 : 1) : nodes_of(k, gpn);
+            v[m++] = (sample){op_of_kind(k->kind), gpus, nodes, k->bytes, k->dur / 1e6};
+        }
+    qsort(v, m, sizeof *v, by_log);
+    *logs = NULL;
+    *nlogs = 0;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        while (j < m && v[j].op == v[i].op && v[j].gpus == v[i].gpus && v[j].nodes == v[i].nodes)
+            j++;
+        *logs = xrealloc_array(*logs, (size_t)*nlogs + 1, sizeof **logs, "the NCCL logs");
+        nccl_log *l = &(*logs)[(*nlogs)++];
+        memset(l, 0, sizeof *l);
+        snprintf(l->path, sizeof l->path, "kineto %s %d GPUs / %d nodes", coll_op_name(v[i].op), v[i].gpus,
+                 v[i].nodes);
+        l->op = v[i].op;
+        l->has_op = true;
+        l->gpus = v[i].gpus;
+        l->nodes = v[i].nodes;
+        l->rows = xmalloc_array(j - i, sizeof *l->rows, "an NCCL log's rows");
+        for (size_t a = i; a < j;) { /* one size: its fastest instance */
+            size_t b = a;
+            double t = INFINITY;
+            while (b < j && v[b].size == v[a].size)
+                t = fmin(t, v[b++].time);
+            l->rows[l->nrows++] = (nccl_log_row){v[a].size, t, 0};
+            a = b;
+        }
+        i = j;
+    }
+    free(v);
+}

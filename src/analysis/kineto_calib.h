@@ -1,0 +1,38 @@
+/*
+ * kineto_calib: what `loong calibrate --kineto` fits from profiler traces.
+ *
+ *   - Compute: every attention and GEMM kernel of the chosen steps whose
+ *     work the shapes gave (kineto.h) is one point of calibrate.h's fit,
+ *     its work at the base table's tile granularity, with the fraction of
+ *     it that NCCL kernels on the same rank overlapped (the interference
+ *     fit). The fit, its bounds and its report are the traces' own.
+ *   - Links: the NCCL kernels of known size and group become nccl-tests
+ *     logs, one per (collective, group size, nodes), a row per size: the
+ *     fastest instance over ranks and steps, since a collective kernel
+ *     starts when its rank launches it and waits there for the others (the
+ *     last to arrive waits least); nccl_fit.h then fits the platform as it
+ *     fits nccl-tests' own logs.
+ *
+ * Layer: analysis (uses core, model and GSL).
+ */
+#ifndef LOONG_KINETO_CALIB_H
+#define LOONG_KINETO_CALIB_H
+
+#include "analysis/calibrate.h"
+#include "analysis/kineto.h"
+#include "analysis/nccl_log.h"
+
+typedef struct kineto_calib_counts {
+    size_t compute, shaped; /* attention and GEMM kernels; those with work */
+    size_t nccl, sized;     /* NCCL kernels; those with size and group */
+} kineto_calib_counts;
+
+/* Add the compute points of s's chosen steps to p. */
+void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *base, kineto_calib_counts *n);
+
+/* The NCCL kernels of s's chosen steps as nccl-tests logs, for a platform
+ * of gpus_per_node GPUs per node (*logs malloc'd; free each with
+ * nccl_log_free). Sizes seen once are kept: a fit weighs every size. */
+void kineto_calib_logs(const kineto_set *s, int gpus_per_node, nccl_log **logs, int *nlogs, kineto_calib_counts *n);
+
+#endif
