@@ -5,6 +5,7 @@
  * bad input is one message; and the round trip prediction -> Kineto form
  * -> calibrate recovers the table's rates within 2 %. */
 #include <check.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "analysis/kineto_write.h"
 #include "analysis/kprofile.h"
 #include "model/tiles.h"
+#include "cli_util.h"
 #include "dag_util.h"
 
 #define HTA LOONG_SRCDIR "/tests/data/kineto/hta/"
@@ -502,6 +504,64 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* The commands end to end: loong sim writes both forms, loong compare
+ * --kineto finds no difference between them (given the prediction, or
+ * simulating it from options or from a DAG JSON), and loong calibrate
+ * --kineto recovers the table the simulation ran with. */
+START_TEST(cli_end_to_end)
+{
+#ifndef HAVE_SIMGRID
+    return; /* no loong sim to predict with */
+#endif
+    char *d = tmpdir();
+    char *table = write_temp(d, "rt.calib", TABLE, strlen(TABLE));
+    const char *cfg = "--model tiny --seq 8K --mesh 2x2 --strategy usp --scope step";
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-1n.xml";
+    run_result r = run_cmd("%s sim --platform %s --calib %s %s --trace %s/k --trace-format kineto --quiet && %s sim "
+                           "--platform %s --calib %s %s --trace %s/pred.json --quiet && %s dag %s --format json >%s/dag.json",
+                           LOONG_BIN, plat, table, cfg, d, LOONG_BIN, plat, table, cfg, d, LOONG_BIN, cfg, d);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *how[3] = {"--predicted %s/pred.json", "--platform %s --calib %s %s", "--platform %s --calib %s --config %s/dag.json"};
+    for (int i = 0; i < 3; i++) {
+        char pred[1024];
+        if (i == 0) snprintf(pred, sizeof pred, how[0], d);
+        if (i == 1) snprintf(pred, sizeof pred, how[1], plat, table, cfg);
+        if (i == 2) snprintf(pred, sizeof pred, how[2], plat, table, d);
+        r = run_cmd("%s compare --kineto %s/k %s --json %s/cmp.json --max-error 0.001", LOONG_BIN, d, pred, d);
+        ck_assert_msg(r.status == 0, "%s: %s", pred, r.err);
+        char path[512];
+        snprintf(path, sizeof path, "%s/cmp.json", d);
+        json_error_t je;
+        json_t *j = json_load_file(path, 0, &je), *k;
+        ck_assert_ptr_nonnull(j);
+        ck_assert_double_eq_tol(json_real_value(json_object_get(j, "step_error_pct")), 0, 1e-6);
+        size_t at;
+        json_array_foreach(json_object_get(j, "kinds"), at, k)
+        {
+            json_t *e = json_object_get(k, "error_pct");
+            ck_assert_msg(json_is_real(e) && fabs(json_real_value(e)) < 1e-3, "%s",
+                          json_string_value(json_object_get(k, "kind")));
+        }
+        json_decref(j);
+    }
+    r = run_cmd("%s calibrate --kineto %s/k --platform %s --calib %s -o %s/fit", LOONG_BIN, d, plat, table, d);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char path[512], err[LOONG_ERRLEN];
+    snprintf(path, sizeof path, "%s/fit/h100.calib", d);
+    calib *fit = calib_load(path, err), *want = calib_parse(TABLE, "table", err);
+    ck_assert_msg(fit && want, "%s", err);
+    static const int kinds[] = {TASK_ATTN_FWD, TASK_ATTN_BWD, TASK_GEMM};
+    for (int i = 0; i < 3; i++) /* time of a 1 GFLOP kernel of each kind */
+        ck_assert_msg(rel(calib_seconds(fit, kinds[i], 1e12, 0, 4096), calib_seconds(want, kinds[i], 1e12, 0, 4096)) <
+                          0.02,
+                      "%s", task_kind_name(kinds[i]));
+    calib_free(fit);
+    calib_free(want);
+    free(table);
+    rmdir_all(d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kineto");
@@ -513,6 +573,7 @@ int main(void)
     tcase_add_test(tc, public_traces);
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, cli_end_to_end);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

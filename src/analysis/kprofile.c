@@ -325,13 +325,13 @@ static void print_err(FILE *f, double e)
 static void print_kinds(FILE *f, const kprof *pred, const kprof *meas, int lo, int hi)
 {
     fprintf(f, "# per kind: kernel time per rank and step (mean over the %d ranks compared)\n", hi - lo);
-    fprintf(f, "#%-12s %12s %12s %9s %10s %10s\n", "kind", "predicted_ms", "measured_ms", "error_%", "pred_n",
+    fprintf(f, "#%-14s %12s %12s %9s %10s %10s\n", "kind", "predicted_ms", "measured_ms", "error_%", "pred_n",
             "meas_n");
     for (int k = 0; k < KINETO_KINDS; k++) {
         double pu = kind_mean(pred, k, lo, hi, false), mu = kind_mean(meas, k, lo, hi, false);
         double pn = kind_mean(pred, k, lo, hi, true), mn = kind_mean(meas, k, lo, hi, true);
         if (pn == 0 && mn == 0) continue;
-        fprintf(f, " %-12s %12.3f %12.3f", kineto_kind_name(k), pu / 1e3, mu / 1e3);
+        fprintf(f, " %-14s %12.3f %12.3f", kineto_kind_name(k), pu / 1e3, mu / 1e3);
         print_err(f, err_pct(pu, mu));
         fprintf(f, " %10.1f %10.1f\n", pn, mn);
     }
