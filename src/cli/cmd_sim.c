@@ -36,7 +36,7 @@ static void sim_usage(FILE *f)
             "  --trace FILE          write the predicted Chrome/Perfetto trace there (atomically)\n"
             "  --trace-format F      chrome: loong's trace (one file); kineto: the PyTorch profiler's\n"
             "                        form, --trace DIR then gets DIR/rank<N>.pt.trace.json per rank,\n"
-            "                        read by loong compare/calibrate --kineto            [chrome]\n"
+            "                        what loong compare and calibrate read from PyTorch [chrome]\n"
             "  --trace-rank R        only rank R in the trace                           [all]\n"
             "  --trace-layer L       only layer L (and model-level tasks) in the trace   [all]\n"
             "  --trace-max SIZE      refuse, before simulating, a trace estimated above SIZE\n"
