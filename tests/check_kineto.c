@@ -444,8 +444,13 @@ START_TEST(round_trip)
     t.ev = calloc(n, sizeof *t.ev);
     for (uint32_t i = 0; i < n; i++) {
         const dag_task *k = dag_task_get(g, i);
-        t.ev[t.n++] = (trace_ev){.ts = trace_us(st[i]), .dur = trace_us(du[i]), .id = i, .rank = k->rank,
-                                 .stream = k->stream, .kind = k->kind, .layer = k->layer};
+        t.ev[t.n++] = (trace_ev){.ts = trace_us(st[i]),
+                                 .dur = trace_us(du[i]),
+                                 .id = i,
+                                 .rank = k->rank,
+                                 .stream = k->stream,
+                                 .kind = k->kind,
+                                 .layer = k->layer};
     }
     kprof pp, pm;
     kprof_of_trace(&t, g, &pp);
@@ -517,11 +522,13 @@ START_TEST(cli_end_to_end)
     char *table = write_temp(d, "rt.calib", TABLE, strlen(TABLE));
     const char *cfg = "--model tiny --seq 8K --mesh 2x2 --strategy usp --scope step";
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-1n.xml";
-    run_result r = run_cmd("%s sim --platform %s --calib %s %s --trace %s/k --trace-format kineto --quiet && %s sim "
-                           "--platform %s --calib %s %s --trace %s/pred.json --quiet && %s dag %s --format json >%s/dag.json",
-                           LOONG_BIN, plat, table, cfg, d, LOONG_BIN, plat, table, cfg, d, LOONG_BIN, cfg, d);
+    run_result r =
+        run_cmd("%s sim --platform %s --calib %s %s --trace %s/k --trace-format kineto --quiet && %s sim "
+                "--platform %s --calib %s %s --trace %s/pred.json --quiet && %s dag %s --format json >%s/dag.json",
+                LOONG_BIN, plat, table, cfg, d, LOONG_BIN, plat, table, cfg, d, LOONG_BIN, cfg, d);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    const char *how[3] = {"--predicted %s/pred.json", "--platform %s --calib %s %s", "--platform %s --calib %s --config %s/dag.json"};
+    const char *how[3] = {"--predicted %s/pred.json", "--platform %s --calib %s %s",
+                          "--platform %s --calib %s --config %s/dag.json"};
     for (int i = 0; i < 3; i++) {
         char pred[1024];
         if (i == 0) snprintf(pred, sizeof pred, how[0], d);

@@ -143,8 +143,8 @@ static int name_index(parse *p, const char *name)
     if (r->nnames == p->cap_names) {
         p->cap_names = p->cap_names ? 2 * p->cap_names : 64;
         r->names = xrealloc_array(r->names, (size_t)p->cap_names, sizeof *r->names, "a trace's kernel names");
-        r->name_count = xrealloc_array(r->name_count, (size_t)p->cap_names, sizeof *r->name_count,
-                                       "a trace's kernel names");
+        r->name_count =
+            xrealloc_array(r->name_count, (size_t)p->cap_names, sizeof *r->name_count, "a trace's kernel names");
     }
     r->names[r->nnames] = xstrdup(name, "a kernel name");
     r->name_count[r->nnames] = 1;
@@ -308,7 +308,7 @@ static int concrete_bool(const json_t *args, int i)
     return -1;
 }
 
-static bool attn_shape(const char *opname, const json_t *args, kineto_kernel *k)
+static bool attn_op_shape(const char *opname, const json_t *args, kineto_kernel *k)
 {
     const json_t *dims = json_object_get(args, "Input Dims");
     for (size_t i = 0; i < sizeof attn_ops / sizeof attn_ops[0]; i++) {
@@ -356,7 +356,7 @@ static void shapes(parse *p, const json_t *args, const json_t *launch, kineto_ke
     if (!opname) return;
     const json_t *oargs = json_object_get(op, "args");
     if (k->kind == TASK_ATTN_FWD || k->kind == TASK_ATTN_BWD)
-        attn_shape(opname, oargs, k);
+        attn_op_shape(opname, oargs, k);
     else if (k->kind == TASK_GEMM)
         k->flops = gemm_flops(opname, oargs);
     if (k->flops > 0) p->r->shaped++;

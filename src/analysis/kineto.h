@@ -86,7 +86,7 @@ typedef struct kineto_kernel {
     int name;   /* index into kineto_rank.names */
     int step;   /* index into the set's chosen steps, -1 outside them (kineto_set_open) */
     int algo, proto;
-    int group;           /* NCCL group size, 0 unknown */
+    int group;               /* NCCL group size, 0 unknown */
     int pg_start, pg_stride; /* its global ranks start + i x stride; stride 0: unknown */
     /* attention shapes (flops > 0 and an attention kind): one call's block */
     int batch, heads, head_dim;
@@ -95,16 +95,16 @@ typedef struct kineto_kernel {
 } kineto_kernel;
 
 typedef struct kineto_stream {
-    int64_t id;          /* the trace's stream (kernel args "stream", else tid) */
-    double compute_us;   /* kernel time of compute kinds and other */
-    double comm_us;      /* kernel time of NCCL kinds */
-    char pg[48];         /* the process group of its NCCL kernels ("" none or several) */
-    bool pg_mixed;       /* NCCL kernels of several process groups */
+    int64_t id;        /* the trace's stream (kernel args "stream", else tid) */
+    double compute_us; /* kernel time of compute kinds and other */
+    double comm_us;    /* kernel time of NCCL kinds */
+    char pg[48];       /* the process group of its NCCL kernels ("" none or several) */
+    bool pg_mixed;     /* NCCL kernels of several process groups */
 } kineto_stream;
 
 typedef struct kineto_step {
-    int number;      /* N of ProfilerStep#N; -1: the whole trace (no annotations) */
-    double ts, end;  /* CPU span, µs from the rank's first event */
+    int number;     /* N of ProfilerStep#N; -1: the whole trace (no annotations) */
+    double ts, end; /* CPU span, µs from the rank's first event */
 } kineto_step;
 
 typedef struct kineto_rank {
@@ -153,8 +153,8 @@ typedef struct kineto_set {
  * differ, or one rank twice), a rank missing, a rank without distributed
  * info among several, steps that do not match across ranks, a chosen step
  * a rank lacks. */
-int kineto_set_open(const char *const *paths, int npaths, const kineto_names *names, const char *steps,
-                    kineto_set *s, char err[LOONG_ERRLEN]);
+int kineto_set_open(const char *const *paths, int npaths, const kineto_names *names, const char *steps, kineto_set *s,
+                    char err[LOONG_ERRLEN]);
 void kineto_set_free(kineto_set *s);
 
 /* The FLOPs a kernel's tile-granular work amounts to under cb's tile

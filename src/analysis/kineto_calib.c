@@ -64,8 +64,7 @@ void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *
         span *comm = comm_spans(r, &nc);
         for (size_t j = 0; j < r->nk; j++) {
             const kineto_kernel *k = &r->k[j];
-            if (k->step < 0 || (k->kind != TASK_GEMM && k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD))
-                continue;
+            if (k->step < 0 || (k->kind != TASK_GEMM && k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD)) continue;
             n->compute++;
             if (k->flops <= 0 || k->dur <= 0) continue;
             n->shaped++;
@@ -144,8 +143,7 @@ void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs
         *logs = xrealloc_array(*logs, (size_t)*nlogs + 1, sizeof **logs, "the NCCL logs");
         nccl_log *l = &(*logs)[(*nlogs)++];
         memset(l, 0, sizeof *l);
-        snprintf(l->path, sizeof l->path, "kineto %s %d GPUs / %d nodes", coll_op_name(v[i].op), v[i].gpus,
-                 v[i].nodes);
+        snprintf(l->path, sizeof l->path, "kineto %s %d GPUs / %d nodes", coll_op_name(v[i].op), v[i].gpus, v[i].nodes);
         l->op = v[i].op;
         l->has_op = true;
         l->gpus = v[i].gpus;

@@ -54,10 +54,7 @@ struct kineto_names {
     int n;
 };
 
-static int parse_kind(const char *s)
-{
-    return !strcmp(s, "nccl") ? KIND_NCCL : kineto_kind_parse(s);
-}
+static int parse_kind(const char *s) { return !strcmp(s, "nccl") ? KIND_NCCL : kineto_kind_parse(s); }
 
 int kineto_names_add(kineto_names *t, const char *text, const char *name, char err[LOONG_ERRLEN])
 {
@@ -135,9 +132,9 @@ static int nccl_op_kind(const char *op)
         const char *name;
         int kind;
     } ops[] = {
-        {"AllReduce", TASK_ALLREDUCE}, {"AllGather", TASK_ALLGATHER}, {"ReduceScatter", TASK_REDUCESCATTER},
-        {"AllToAll", TASK_ALLTOALL},   {"AlltoAll", TASK_ALLTOALL},   {"SendRecv", KINETO_P2P},
-        {"Send", KINETO_P2P},          {"Recv", KINETO_P2P},          {"Broadcast", KINETO_NCCL_OTHER},
+        {"AllReduce", TASK_ALLREDUCE}, {"AllGather", TASK_ALLGATHER},  {"ReduceScatter", TASK_REDUCESCATTER},
+        {"AllToAll", TASK_ALLTOALL},   {"AlltoAll", TASK_ALLTOALL},    {"SendRecv", KINETO_P2P},
+        {"Send", KINETO_P2P},          {"Recv", KINETO_P2P},           {"Broadcast", KINETO_NCCL_OTHER},
         {"Reduce", KINETO_NCCL_OTHER}, {"Generic", KINETO_NCCL_OTHER},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -149,10 +146,10 @@ static int nccl_op_kind(const char *op)
  * Longer names first, so that "_f16" is not read out of "_bf16". */
 static void dtype_of(const char *name, char out[16])
 {
-    static const char *const types[] = {"__nv_bfloat16", "rawfp8e4m3", "fp8e4m3", "fp8e5m2", "uint64_t", "uint32_t",
-                                        "uint8_t",       "int64_t",    "int32_t", "int8_t",  "rawbf16",  "double",
-                                        "float",         "half",       "bf16",    "f16",     "f32",      "f64",
-                                        "u8",            "i8",         "u32",     "i32",     "u64",      "i64"};
+    static const char *const types[] = {
+        "__nv_bfloat16", "rawfp8e4m3", "fp8e4m3", "fp8e5m2", "uint64_t", "uint32_t", "uint8_t", "int64_t",
+        "int32_t",       "int8_t",     "rawbf16", "double",  "float",    "half",     "bf16",    "f16",
+        "f32",           "f64",        "u8",      "i8",      "u32",      "i32",      "u64",     "i64"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         size_t n = strlen(types[i]);
         for (const char *p = strchr(name, '_'); p; p = strchr(p + 1, '_'))

@@ -83,11 +83,12 @@ static int check_run(kineto_set *s, char err[LOONG_ERRLEN])
     for (int i = 0; i < s->n; i++) {
         const kineto_rank *b = &s->r[i];
         if (b->world != a->world || strcmp(b->nccl_version, a->nccl_version))
-            return snprintf(err, LOONG_ERRLEN,
-                            "traces of different runs mixed: '%.50s' (world %d, NCCL %.16s) and '%.50s' (world %d, NCCL "
-                            "%.16s): give one run's traces",
-                            a->path, a->world, a->nccl_version[0] ? a->nccl_version : "?", b->path, b->world,
-                            b->nccl_version[0] ? b->nccl_version : "?"),
+            return snprintf(
+                       err, LOONG_ERRLEN,
+                       "traces of different runs mixed: '%.50s' (world %d, NCCL %.16s) and '%.50s' (world %d, NCCL "
+                       "%.16s): give one run's traces",
+                       a->path, a->world, a->nccl_version[0] ? a->nccl_version : "?", b->path, b->world,
+                       b->nccl_version[0] ? b->nccl_version : "?"),
                    -1;
         if (i && b->rank == s->r[i - 1].rank)
             return snprintf(err, LOONG_ERRLEN,
@@ -173,16 +174,15 @@ static void assign_steps(kineto_set *s)
                     break;
                 }
                 for (int q = 0; q < r->nsteps; q++)
-                    if (r->steps[q].number == s->steps[c] && k->launch >= r->steps[q].ts &&
-                        k->launch < r->steps[q].end)
+                    if (r->steps[q].number == s->steps[c] && k->launch >= r->steps[q].ts && k->launch < r->steps[q].end)
                         k->step = c;
             }
         }
     }
 }
 
-int kineto_set_open(const char *const *paths, int npaths, const kineto_names *names, const char *steps,
-                    kineto_set *s, char err[LOONG_ERRLEN])
+int kineto_set_open(const char *const *paths, int npaths, const kineto_names *names, const char *steps, kineto_set *s,
+                    char err[LOONG_ERRLEN])
 {
     memset(s, 0, sizeof *s);
     char **files = NULL;

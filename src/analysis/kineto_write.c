@@ -14,8 +14,8 @@
 
 /* Kineto numbers CUDA streams from 7 (the default stream's neighbours);
  * loong's stream s becomes s + 7. */
-#define STREAM_BASE 7
-#define CPU_PID     1
+#define STREAM_BASE      7
+#define CPU_PID          1
 #define CORRELATION_BASE 1000000
 
 typedef struct writer {
@@ -53,15 +53,15 @@ static void launch(writer *w, const char *kernel, const char *opname, json_t *op
                        opname ? opname : "loong::task", "pid", CPU_PID, "tid", CPU_PID, "ts", ts, "dur", 0.0, "args",
                        op_args));
     event(w, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:i, s:i}}", "ph", "X", "cat", "cuda_runtime", "name",
-                       "cudaLaunchKernel", "pid", CPU_PID, "tid", CPU_PID, "ts", ts, "dur", 0.0, "args",
-                       "External id", c, "correlation", corr));
+                       "cudaLaunchKernel", "pid", CPU_PID, "tid", CPU_PID, "ts", ts, "dur", 0.0, "args", "External id",
+                       c, "correlation", corr));
     if (!kargs) kargs = json_object();
     json_object_set_new(kargs, "External id", json_integer(c));
     json_object_set_new(kargs, "correlation", json_integer(corr));
     json_object_set_new(kargs, "device", json_integer(0));
     json_object_set_new(kargs, "stream", json_integer(stream + STREAM_BASE));
-    event(w, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:o}", "ph", "X", "cat", "kernel", "name", kernel, "pid",
-                       0, "tid", stream + STREAM_BASE, "ts", ts, "dur", dur, "args", kargs));
+    event(w, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:o}", "ph", "X", "cat", "kernel", "name", kernel, "pid", 0,
+                       "tid", stream + STREAM_BASE, "ts", ts, "dur", dur, "args", kargs));
 }
 
 /* An attention block as one FlashAttention call, when its exact pairs are
@@ -158,9 +158,9 @@ static json_t *nccl_args(const dag_task *t, double size, int n)
     json_int_t elems = (json_int_t)(half ? size / 2 : size);
     json_int_t in = t->kind == TASK_ALLGATHER ? elems / (n ? n : 1) : elems;
     json_int_t out = t->kind == TASK_REDUCESCATTER ? elems / (n ? n : 1) : elems;
-    return json_pack("{s:s, s:I, s:I, s:i, s:s, s:s}", "Collective name", collective_name(t->kind), "In msg nelems",
-                     in, "Out msg nelems", out, "Group size", n, "dtype", half ? "BFloat16" : "Byte",
-                     "Process Group Name", stream_name(t->stream));
+    return json_pack("{s:s, s:I, s:I, s:i, s:s, s:s}", "Collective name", collective_name(t->kind), "In msg nelems", in,
+                     "Out msg nelems", out, "Group size", n, "dtype", half ? "BFloat16" : "Byte", "Process Group Name",
+                     stream_name(t->stream));
 }
 
 /* A ring step's send and its grouped recv are one SendRecv kernel. */

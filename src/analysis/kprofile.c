@@ -188,8 +188,8 @@ void kprof_of_kineto(const kineto_set *set, kprof *p)
         for (size_t j = 0; j < r->nk; j++) {
             const kineto_kernel *k = &r->k[j];
             if (k->step < 0) continue;
-            add(&s, (slice){k->ts, k->ts + k->dur, k->bytes, i, k->step, k->stream, k->kind,
-                            kineto_kind_is_comm(k->kind)});
+            add(&s,
+                (slice){k->ts, k->ts + k->dur, k->bytes, i, k->step, k->stream, k->kind, kineto_kind_is_comm(k->kind)});
         }
     }
     build(&s, set->n, set->nsteps, p);
@@ -222,7 +222,13 @@ static slice slice_of(const dag *g, const dag_task *d, const trace_ev *e)
     } else if (task_is_p2p(d)) {
         bytes = (double)dag_task_bytes_moved(g, d);
     }
-    return (slice){e->ts, e->ts + e->dur, bytes, e->rank, 0, e->stream, task_is_p2p(d) ? KINETO_P2P : d->kind,
+    return (slice){e->ts,
+                   e->ts + e->dur,
+                   bytes,
+                   e->rank,
+                   0,
+                   e->stream,
+                   task_is_p2p(d) ? KINETO_P2P : d->kind,
                    !task_is_compute(d)};
 }
 
@@ -436,8 +442,8 @@ json_t *kprof_compare_json(const kprof *pred, const kprof *meas)
     return json_pack("{s:f, s:f, s:o, s:i, s:i, s:i, s:o, s:o, s:o}", "predicted_step_ms", pred->run_step_us / 1e3,
                      "measured_step_ms", meas->run_step_us / 1e3, "step_error_pct",
                      num_or_null(err_pct(pred->run_step_us, meas->run_step_us)), "predicted_ranks", pred->nranks,
-                     "measured_ranks", meas->nranks, "steps", meas->nsteps, "kinds", kinds, "ranks", rk,
-                     "collectives", cl);
+                     "measured_ranks", meas->nranks, "steps", meas->nsteps, "kinds", kinds, "ranks", rk, "collectives",
+                     cl);
 }
 
 /* ---- what the traces mapped ---- */
@@ -466,8 +472,9 @@ static void print_unknown(FILE *f, const kineto_rank *r, int top)
     for (int i = 0; i < r->nnames; i++)
         if (other[i]) v[nv++] = (named){i, r->name_count[i]};
     qsort(v, (size_t)nv, sizeof *v, by_count);
-    fprintf(f, "# rank %d: %zu of %zu kernels (%.3f ms, %d names) named by no rule: kind 'other' (--kernel-names adds "
-               "rules)\n",
+    fprintf(f,
+            "# rank %d: %zu of %zu kernels (%.3f ms, %d names) named by no rule: kind 'other' (--kernel-names adds "
+            "rules)\n",
             r->rank, r->unknown, r->nk, us / 1e3, nv);
     for (int i = 0; i < nv && i < top; i++)
         fprintf(f, "#   %8u  %.110s\n", v[i].n, r->names[v[i].i]);
@@ -490,7 +497,9 @@ void kineto_set_print(FILE *f, const kineto_set *s, int top)
             const char *role = st->comm_us > 0 && st->compute_us > 0 ? "mixed" : st->comm_us > 0 ? "comm" : "compute";
             fprintf(f, " %5d %10lld %-12s %12.3f %12.3f  %s\n", r->rank, (long long)st->id, role, st->compute_us / 1e3,
                     st->comm_us / 1e3,
-                    st->pg_mixed ? "several (not mapped to one communicator)" : st->pg[0] ? st->pg : "-");
+                    st->pg_mixed ? "several (not mapped to one communicator)"
+                    : st->pg[0]  ? st->pg
+                                 : "-");
         }
     }
     size_t shaped = 0, compute = 0;

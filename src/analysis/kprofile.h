@@ -36,7 +36,7 @@ typedef struct kprof_coll {
 
 typedef struct kprof {
     int nranks, nsteps;
-    int rank0; /* the first rank: index i is rank rank0 + i */
+    int rank0;       /* the first rank: index i is rank rank0 + i */
     double *kind_us; /* [rank * KINETO_KINDS + kind], per step */
     double *kind_n;
     double *step_us;    /* [rank], per step */

@@ -384,7 +384,9 @@ int cmd_calibrate(int argc, char **argv)
         return cli_fail("calibrate", "--steps and --kernel-names read profiler traces: add --kineto");
     if (optind >= argc)
         return cli_fail("calibrate", "give at least one measured %s: see loong calibrate --help",
-                        nccl_tests ? "nccl-tests log" : kineto ? "profiler trace (or directory)" : "trace");
+                        nccl_tests ? "nccl-tests log"
+                        : kineto   ? "profiler trace (or directory)"
+                                   : "trace");
     if (!platform) return cli_fail("calibrate", "--platform is required (the platform to fit, written by loong topo)");
     if (!dir) return cli_fail("calibrate", "-o OUTDIR is required");
     char where[4096], err[LOONG_ERRLEN];

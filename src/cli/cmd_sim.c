@@ -80,7 +80,7 @@ typedef struct sim_args {
     bool tp_symmetric;  /* --tp-mode symmetric */
     trace_filter flt;
     bool quiet, timing, compose;
-    bool kineto; /* --trace-format kineto */
+    bool kineto;    /* --trace-format kineto */
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
     whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */

@@ -58,8 +58,7 @@ static FILE *open_checked(const char *path, const char *what, size_t max, size_t
     return f;
 }
 
-static char *read_whole(const char *path, const char *what, size_t max, size_t *len, bool text,
-                        char err[LOONG_ERRLEN])
+static char *read_whole(const char *path, const char *what, size_t max, size_t *len, bool text, char err[LOONG_ERRLEN])
 {
     size_t size;
     FILE *f = open_checked(path, what, max, &size, err);
