@@ -509,6 +509,56 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* Attention kernels of many block geometries (causal diagonals, partial
+ * tiles, rectangles) timed at 64 x 128 tiles: calibrate measures that
+ * tile against a base table that declares 128 x 128, and the rate. */
+START_TEST(tile_is_measured)
+{
+    static const int64_t sq[] = {100, 300, 700, 1000, 1500, 2200, 3000, 4100, 5000, 8192};
+    kineto_rank r = {0};
+    r.k = calloc(2 * 10, sizeof *r.k);
+    for (int i = 0; i < 20; i++) {
+        kineto_kernel *k = &r.k[r.nk++];
+        *k = (kineto_kernel){.kind = TASK_ATTN_FWD, .step = 0, .batch = 1, .heads = 32, .head_dim = 128};
+        k->sq = sq[i % 10];
+        k->sk = i < 10 ? k->sq : 2 * k->sq + 77;
+        k->causal = i < 10;
+        k->flops = 4.0 * (double)kineto_attn_pairs(k->sq, k->sk, k->causal) * 128 * 32;
+        k->dur = 1e6 * (20e-6 + kineto_kernel_work_at(k, 64, 128) / 500e12);
+    }
+    kineto_set s = {.r = &r, .n = 1, .nsteps = 1};
+    char err[LOONG_ERRLEN];
+    calib *base = calib_parse(TABLE, "table", err);
+    calibrate_points *pts = calibrate_points_new();
+    kineto_calib_counts cnt = {0};
+    kineto_calib_points(pts, &s, base, &cnt);
+    calibrate_result res;
+    ck_assert_msg(calibrate_fit(pts, base, false, &res, err) == 0, "%s", err);
+    ck_assert(res.tile[0].measured);
+    ck_assert_int_ge(res.tile[0].chosen, 0);
+    ck_assert_int_eq(calibrate_tile_shapes[res.tile[0].chosen][0], 64);
+    ck_assert_int_eq(calibrate_tile_shapes[res.tile[0].chosen][1], 128);
+    ck_assert(rel(1 / res.kind[TASK_ATTN_FWD].line.c1, 500e12) < 0.02);
+    ck_assert(rel(res.kind[TASK_ATTN_FWD].line.c0, 20e-6) < 0.02);
+    ck_assert_int_eq(calibrate_apply(&res, base, err), 0);
+    int br, bc;
+    ck_assert(calib_tile(base, TASK_ATTN_FWD, &br, &bc));
+    ck_assert(br == 64 && bc == 128);
+    /* one geometry per shape class cannot tell shapes apart: none is taken */
+    calibrate_points_free(pts);
+    pts = calibrate_points_new();
+    r.nk = 4; /* sq 100, 300, 700, 1000 causal: four block sizes still tell */
+    for (size_t i = 0; i < r.nk; i++)
+        r.k[i].sq = r.k[i].sk = 4096, r.k[i].dur *= 1 + 0.0 * (double)i;
+    kineto_calib_points(pts, &s, base, &cnt);
+    ck_assert_int_eq(calibrate_fit(pts, base, false, &res, err), 0);
+    ck_assert_int_eq(res.tile[0].chosen, -1);
+    calibrate_points_free(pts);
+    calib_free(base);
+    free(r.k);
+}
+END_TEST
+
 /* The commands end to end: loong sim writes both forms, loong compare
  * --kineto finds no difference between them (given the prediction, or
  * simulating it from options or from a DAG JSON), and loong calibrate
@@ -581,6 +631,7 @@ int main(void)
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, cli_end_to_end);
+    tcase_add_test(tc, tile_is_measured);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -15,9 +15,13 @@
 
 typedef struct points {
     double *x, *y;
-    double *phi; /* compute points: the fraction of the kernel that communication overlapped */
-    int n, cap;
+    double *phi;             /* compute points: the fraction of the kernel that communication overlapped */
+    double *cand[CAL_TILES]; /* attention points: the work at each candidate tile */
+    int n, cap, ncand;       /* ncand: points that came with candidates */
 } points;
+
+const int calibrate_tile_shapes[CAL_TILES][2] = {{0, 0},    {64, 64},   {64, 128}, {128, 64},
+                                                 {128, 128}, {128, 256}, {256, 128}};
 
 /* A kernel counts as overlapped (an interference point) above this
  * fraction, and as clean (a point of its kind's line) below the other. */
@@ -36,7 +40,11 @@ static void push(points *p, double x, double y, double phi)
         p->x = xrealloc_array(p->x, (size_t)p->cap, sizeof *p->x, "the calibration's points");
         p->y = xrealloc_array(p->y, (size_t)p->cap, sizeof *p->y, "the calibration's points");
         p->phi = xrealloc_array(p->phi, (size_t)p->cap, sizeof *p->phi, "the calibration's points");
+        for (int c = 0; c < CAL_TILES; c++)
+            p->cand[c] = xrealloc_array(p->cand[c], (size_t)p->cap, sizeof *p->cand[c], "the calibration's points");
     }
+    for (int c = 0; c < CAL_TILES; c++)
+        p->cand[c][p->n] = 0;
     p->x[p->n] = x;
     p->phi[p->n] = phi;
     p->y[p->n++] = y;
@@ -50,16 +58,33 @@ calibrate_points *calibrate_points_new(void)
 void calibrate_points_free(calibrate_points *p)
 {
     if (!p) return;
+    points *all[TASK_KIND_COUNT + LINK_CLASSES];
     for (int k = 0; k < TASK_KIND_COUNT; k++)
-        free(p->kind[k].x), free(p->kind[k].y), free(p->kind[k].phi);
+        all[k] = &p->kind[k];
     for (int c = 0; c < LINK_CLASSES; c++)
-        free(p->link[c].x), free(p->link[c].y), free(p->link[c].phi);
+        all[TASK_KIND_COUNT + c] = &p->link[c];
+    for (int i = 0; i < TASK_KIND_COUNT + LINK_CLASSES; i++) {
+        free(all[i]->x), free(all[i]->y), free(all[i]->phi);
+        for (int c = 0; c < CAL_TILES; c++)
+            free(all[i]->cand[c]);
+    }
     free(p);
 }
 
 void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped)
 {
     if (kind >= 0 && kind < TASK_KIND_COUNT) push(&p->kind[kind], work, seconds, overlapped);
+}
+
+void calibrate_add_attn(calibrate_points *p, int kind, const double work[1 + CAL_TILES], double seconds,
+                        double overlapped)
+{
+    if (kind != TASK_ATTN_FWD && kind != TASK_ATTN_BWD) return;
+    points *pt = &p->kind[kind];
+    push(pt, work[0], seconds, overlapped);
+    for (int c = 0; c < CAL_TILES; c++)
+        pt->cand[c][pt->n - 1] = work[1 + c];
+    pt->ncand++;
 }
 
 void calibrate_add_link(calibrate_points *p, link_class c, double bytes, double seconds)
@@ -125,17 +150,28 @@ static void compute_points(const trace *t, const dag *g, const calib *base, cali
 {
     size_t ns;
     span *s = comm_spans(t, g, &ns);
-    tiles *tl = tiles_new(base, &t->cfg);
+    tiles *tl = tiles_new(base, &t->cfg), *cand[CAL_TILES];
+    for (int c = 0; c < CAL_TILES; c++)
+        cand[c] = tiles_new_shape(&t->cfg, calibrate_tile_shapes[c][0], calibrate_tile_shapes[c][1]);
     for (size_t i = 0; i < t->n; i++) {
         const trace_ev *e = &t->ev[i];
         const dag_task *k = dag_task_get(g, e->id);
         if (!k || !task_is_compute(k) || e->dur <= 0) continue;
         uint64_t bytes = calib_task_bytes(&t->cfg, k);
-        double work = bytes ? (double)bytes : tiles_task_flops(tl, k);
-        if (work > 0)
-            calibrate_add_kind(p, k->kind, work, e->dur * 1e-6, overlap_of(s, ns, k->rank, e->ts, e->ts + e->dur));
+        double work[1 + CAL_TILES] = {bytes ? (double)bytes : tiles_task_flops(tl, k)};
+        double phi = overlap_of(s, ns, k->rank, e->ts, e->ts + e->dur);
+        if (work[0] <= 0) continue;
+        if (k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD) {
+            calibrate_add_kind(p, k->kind, work[0], e->dur * 1e-6, phi);
+            continue;
+        }
+        for (int c = 0; c < CAL_TILES; c++)
+            work[1 + c] = tiles_task_flops(cand[c], k);
+        calibrate_add_attn(p, k->kind, work, e->dur * 1e-6, phi);
     }
     tiles_free(tl);
+    for (int c = 0; c < CAL_TILES; c++)
+        tiles_free(cand[c]);
     free(s);
 }
 
@@ -337,6 +373,52 @@ static void fit_kinds(const calibrate_points *p, calibrate_result *r)
         fit_kind(&p->kind[k], k, g, &r->kind[k]);
 }
 
+/* The relative rms residual of a robust line through the clean points
+ * (x[i], y[i]) (no communication beside them: interference would blur
+ * the shape); infinite when no line fits. */
+static double clean_rms(const double *x, const points *pt)
+{
+    double *cx = xmalloc_array((size_t)pt->n + 1, sizeof *cx, "a tile candidate's points");
+    double *cy = xmalloc_array((size_t)pt->n + 1, sizeof *cy, "a tile candidate's points");
+    int n = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (pt->phi[i] < PHI_CLEAN) cx[n] = x[i], cy[n++] = pt->y[i];
+    fit_line l;
+    char err[LOONG_ERRLEN];
+    double rms = n >= 3 && fit_linear_bounded(cx, cy, n, MAX_T0, "a tile candidate", &l, err) == 0 ? l.rel_rms
+                                                                                                  : INFINITY;
+    free(cx);
+    free(cy);
+    return rms;
+}
+
+/* Measure kind's tile (calibrate_tile_of): q's points of that kind then
+ * carry the chosen shape's work. */
+static void choose_tile(calibrate_points *q, int kind, calibrate_tile_of *o)
+{
+    points *pt = &q->kind[kind];
+    o->chosen = o->ambiguous = -1;
+    if (pt->n < 3 || pt->ncand != pt->n) return;
+    o->base_rms = clean_rms(pt->x, pt);
+    if (!isfinite(o->base_rms)) return; /* fewer than 3 clean kernels */
+    o->measured = true;
+    int best = -1;
+    for (int c = 0; c < CAL_TILES; c++) {
+        o->rms[c] = clean_rms(pt->cand[c], pt);
+        if (best < 0 || o->rms[c] < o->rms[best]) best = c;
+    }
+    if (!(o->rms[best] < 0.9 * o->base_rms && o->base_rms - o->rms[best] > 1e-3)) return;
+    /* shapes that fit as well as the best: the points cannot tell them
+     * apart (too few block geometries), so none is taken */
+    for (int c = 0; c < CAL_TILES; c++)
+        if (c != best && o->rms[c] <= fmax(1.1 * o->rms[best], o->rms[best] + 1e-4)) {
+            o->ambiguous = c;
+            return;
+        }
+    o->chosen = best;
+    pt->x = pt->cand[best]; /* q is a shallow copy: p's arrays stay as they were */
+}
+
 int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
                   char err[LOONG_ERRLEN])
 {
@@ -344,6 +426,10 @@ int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, cal
     r->ninputs = p->ninputs;
     char what[64];
     bool any = false;
+    calibrate_points q = *p;
+    choose_tile(&q, TASK_ATTN_FWD, &r->tile[0]);
+    choose_tile(&q, TASK_ATTN_BWD, &r->tile[1]);
+    p = &q;
     fit_kinds(p, r);
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
         bound_rate(base, k, &r->kind[k], r);
@@ -365,6 +451,10 @@ int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]
 {
     if (r->raise_peak > 0) calib_raise_reference(cb, TASK_GEMM, r->raise_peak);
     if (r->raise_mem_bw > 0) calib_raise_reference(cb, TASK_MERGE, r->raise_mem_bw);
+    for (int i = 0; i < 2; i++)
+        if (r->tile[i].chosen >= 0)
+            calib_set_tile(cb, i ? TASK_ATTN_BWD : TASK_ATTN_FWD, calibrate_tile_shapes[r->tile[i].chosen][0],
+                           calibrate_tile_shapes[r->tile[i].chosen][1]);
     for (int k = 0; k < TASK_KIND_COUNT; k++)
         if (r->kind[k].status == CAL_FITTED &&
             calib_set_line(cb, k, r->kind[k].line.c0, 1 / r->kind[k].line.c1, err) < 0)
@@ -397,6 +487,33 @@ static void print_line(FILE *f, const char *name, const fit_line *l, double rate
 
 static const char header[] = "#%-11s %8s %11s %16s %9s %9s %9s %8s\n";
 
+/* Each measured tile: the candidates' rms, the one taken. */
+static void print_tiles(FILE *f, const calibrate_result *r)
+{
+    for (int i = 0; i < 2; i++) {
+        const calibrate_tile_of *o = &r->tile[i];
+        if (!o->measured) continue;
+        fprintf(f, "# tile %s: rms_rel_%% of a line through each shape's work: base table %.3f", i ? "attn_bwd" : "attn_fwd",
+                100 * o->base_rms);
+        for (int c = 0; c < CAL_TILES; c++) {
+            if (calibrate_tile_shapes[c][0])
+                fprintf(f, ", %dx%d %.3f", calibrate_tile_shapes[c][0], calibrate_tile_shapes[c][1], 100 * o->rms[c]);
+            else
+                fprintf(f, ", exact pairs %.3f", 100 * o->rms[c]);
+        }
+        if (o->ambiguous >= 0)
+            fprintf(f, ": the base table's kept (the shapes that fit best fit alike, %dx%d among them: measure "
+                       "blocks of more sizes)\n",
+                    calibrate_tile_shapes[o->ambiguous][0], calibrate_tile_shapes[o->ambiguous][1]);
+        else if (o->chosen < 0)
+            fprintf(f, ": the base table's kept (none fits 10 %% and 0.1 points better)\n");
+        else if (calibrate_tile_shapes[o->chosen][0])
+            fprintf(f, ": %dx%d taken\n", calibrate_tile_shapes[o->chosen][0], calibrate_tile_shapes[o->chosen][1]);
+        else
+            fprintf(f, ": exact pairs taken (no tile)\n");
+    }
+}
+
 void calibrate_print(FILE *f, const calibrate_result *r)
 {
     fprintf(f,
@@ -419,6 +536,7 @@ void calibrate_print(FILE *f, const calibrate_result *r)
             fprintf(f, " %-11s %8d %11s %16s   (no transfer of this class in the inputs: left as is)\n", link_name(c),
                     0, "-", "-");
     }
+    print_tiles(f, r);
     if (r->interference_fitted)
         fprintf(f,
                 "# interference: kernels run %.2f %% slower while communication overlaps them (%d overlapped "

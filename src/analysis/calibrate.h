@@ -45,6 +45,21 @@ void calibrate_points_free(calibrate_points *p);
  * clean ones' lines; every kind's line then from all its kernels with F
  * divided out. */
 void calibrate_add_kind(calibrate_points *p, int kind, double work, double seconds, double overlapped);
+/* The attention kernels' tile shapes calibrate chooses among (calib.h's
+ * `tile` line), rows x columns: exact pairs (0 x 0), then the shapes
+ * FlashAttention-2 and -3 launch for head dimensions up to 128
+ * (csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h,
+ * hopper/tile_size.h). */
+enum { CAL_TILES = 7 };
+extern const int calibrate_tile_shapes[CAL_TILES][2];
+
+/* One attention kernel (attn_fwd, attn_bwd): work[0] its FLOPs at the
+ * base table's tile (exact pairs without one), work[1 + i] at
+ * calibrate_tile_shapes[i]; seconds and overlapped as calibrate_add_kind.
+ * A kind whose every point came this way has its tile measured: the shape
+ * whose work fits a line best. */
+void calibrate_add_attn(calibrate_points *p, int kind, const double work[1 + CAL_TILES], double seconds,
+                        double overlapped);
 /* One more input (a trace, a profiler trace set) the points came from,
  * for the report. */
 void calibrate_count_input(calibrate_points *p);
@@ -69,8 +84,20 @@ typedef struct calibrate_fit_of {
     char reason[160];        /* why it was kept */
 } calibrate_fit_of;
 
+/* The tile measured for one attention kind, from its kernels without
+ * communication beside them: each candidate's relative rms residual
+ * against its own line; `chosen` is the index of the shape taken, or -1
+ * when the base table's stays: no candidate fits clearly better (10 %
+ * lower rms and 0.1 points), or two fit alike (`ambiguous`: the other). */
+typedef struct calibrate_tile_of {
+    bool measured;
+    int chosen, ambiguous;
+    double base_rms, rms[CAL_TILES];
+} calibrate_tile_of;
+
 typedef struct calibrate_result {
     calibrate_fit_of kind[TASK_KIND_COUNT];
+    calibrate_tile_of tile[2]; /* attn_fwd, attn_bwd */
     calibrate_fit_of link[LINK_CLASSES];
     double raise_peak, raise_mem_bw; /* an assumed reference raised to this rate, else 0 */
     double interference;             /* fitted F */
@@ -86,8 +113,9 @@ typedef struct calibrate_result {
 int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, calibrate_result *r,
                   char err[LOONG_ERRLEN]);
 
-/* Raise the references r noted, then replace the fitted kinds' rows of cb
- * by their lines. Returns 0, or -1 with a message. */
+/* Raise the references r noted, set the tiles it measured, then replace
+ * the fitted kinds' rows of cb by their lines. Returns 0, or -1 with a
+ * message. */
 int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]);
 
 /* Kinds and link classes kept from the base table. */

@@ -638,13 +638,18 @@ uint64_t kineto_attn_tiles(int64_t sq, int64_t sk, bool causal, int br, int bc)
     return n;
 }
 
-double kineto_kernel_work(const kineto_kernel *k, const calib *cb)
+double kineto_kernel_work_at(const kineto_kernel *k, int br, int bc)
 {
-    int br, bc;
-    if (k->flops <= 0 || (k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD) || !cb ||
-        !calib_tile(cb, k->kind, &br, &bc))
+    if (k->flops <= 0 || (k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD) || br <= 0 || bc <= 0)
         return k->flops;
     uint64_t pairs = kineto_attn_pairs(k->sq, k->sk, k->causal);
     if (!pairs) return k->flops;
     return k->flops * (double)kineto_attn_tiles(k->sq, k->sk, k->causal, br, bc) * br * bc / (double)pairs;
+}
+
+double kineto_kernel_work(const kineto_kernel *k, const calib *cb)
+{
+    int br, bc;
+    if (!cb || !calib_tile(cb, k->kind, &br, &bc)) return k->flops;
+    return kineto_kernel_work_at(k, br, bc);
 }

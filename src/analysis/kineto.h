@@ -161,6 +161,8 @@ void kineto_set_free(kineto_set *s);
  * shape for its kind (model/tiles.h's convention: flops x tiles x area /
  * exact pairs); k->flops when cb declares none or k is not attention. */
 double kineto_kernel_work(const kineto_kernel *k, const calib *cb);
+/* The same at a br x bc tile (0 x 0: k->flops). */
+double kineto_kernel_work_at(const kineto_kernel *k, int br, int bc);
 
 /* The exact unmasked (query, key) pairs and the br x bc tiles of one
  * FlashAttention call of sq queries against sk keys; causal aligns the

@@ -68,8 +68,15 @@ void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *
             n->compute++;
             if (k->flops <= 0 || k->dur <= 0) continue;
             n->shaped++;
-            calibrate_add_kind(p, k->kind, kineto_kernel_work(k, base), k->dur / 1e6,
-                               covered(comm, nc, k->ts, k->ts + k->dur));
+            double phi = covered(comm, nc, k->ts, k->ts + k->dur);
+            double work[1 + CAL_TILES] = {kineto_kernel_work(k, base)};
+            if (k->kind == TASK_GEMM) {
+                calibrate_add_kind(p, k->kind, work[0], k->dur / 1e6, phi);
+                continue;
+            }
+            for (int c = 0; c < CAL_TILES; c++)
+                work[1 + c] = kineto_kernel_work_at(k, calibrate_tile_shapes[c][0], calibrate_tile_shapes[c][1]);
+            calibrate_add_attn(p, k->kind, work, k->dur / 1e6, phi);
         }
         free(comm);
     }

@@ -399,6 +399,13 @@ bool calib_tile(const calib *cb, int kind, int *br, int *bc)
     return true;
 }
 
+void calib_set_tile(calib *cb, int kind, int br, int bc)
+{
+    if (kind != TASK_ATTN_FWD && kind != TASK_ATTN_BWD) return;
+    cb->tile[kind][0] = br > 0 && bc > 0 ? br : 0;
+    cb->tile[kind][1] = br > 0 && bc > 0 ? bc : 0;
+}
+
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;

@@ -95,6 +95,10 @@ void calib_set_interference(calib *cb, int kind, double f);
  * kernel's work is then its exact (query, key) pairs). */
 bool calib_tile(const calib *cb, int kind, int *br, int *bc);
 
+/* Set kind's tile (attn_fwd, attn_bwd) to br x bc; 0 x 0 removes it
+ * (exact pairs). What `loong calibrate` does with a tile it measured. */
+void calib_set_tile(calib *cb, int kind, int br, int bc);
+
 /* Seconds a compute task takes (0 for communication tasks). tl (NULL:
  * exact pairs) gives an attention task's work at its kernel's tile
  * granularity (tiles.h). */

@@ -14,6 +14,16 @@ struct tiles {
     double *query[2];       /* [pass][s]: the all-gather block's ratio, 0 until computed */
 };
 
+/* tl with its passes' shapes set: the map and tables. */
+static tiles *tiles_init(tiles *tl, const config *c)
+{
+    tl->c = c;
+    tl->m = shard_map_of(c);
+    for (int p = 0; p < 2; p++)
+        if (tl->tile[p][0]) tl->tab[p] = shard_tile_table(tl->m, tl->tile[p][0], tl->tile[p][1]);
+    return tl;
+}
+
 tiles *tiles_new(const calib *cb, const config *c)
 {
     tiles *tl = xcalloc(1, sizeof *tl, "the attention tile work");
@@ -24,11 +34,16 @@ tiles *tiles_new(const calib *cb, const config *c)
         free(tl);
         return NULL;
     }
-    tl->c = c;
-    tl->m = shard_map_of(c);
+    return tiles_init(tl, c);
+}
+
+tiles *tiles_new_shape(const config *c, int br, int bc)
+{
+    if (br <= 0 || bc <= 0) return NULL;
+    tiles *tl = xcalloc(1, sizeof *tl, "the attention tile work");
     for (int p = 0; p < 2; p++)
-        if (tl->tile[p][0]) tl->tab[p] = shard_tile_table(tl->m, tl->tile[p][0], tl->tile[p][1]);
-    return tl;
+        tl->tile[p][0] = br, tl->tile[p][1] = bc;
+    return tiles_init(tl, c);
 }
 
 void tiles_free(tiles *tl)

@@ -29,6 +29,9 @@
  * declares no tile for either attention kind (every task is then timed
  * by its exact FLOPs). */
 tiles *tiles_new(const calib *cb, const config *c);
+/* The same with one br x bc tile for both passes (what `loong calibrate`
+ * tries); NULL for 0 x 0 (exact pairs). */
+tiles *tiles_new_shape(const config *c, int br, int bc);
 void tiles_free(tiles *tl);
 
 /* The FLOPs the kernel of task t computes: t->flops scaled as above for an
