@@ -221,6 +221,41 @@ START_TEST(log_of_many_nodes)
 }
 END_TEST
 
+/* Logs as they are published: named "allreduce" without the "Collective
+ * test starting" line, every line prefixed by srun --label's "N: ", and
+ * Open MPI's chatter inside the table: the same rows as the plain log. */
+START_TEST(published_log_forms)
+{
+    const double size[] = {1 << 20, 1 << 22, 1 << 26}, us[] = {100, 180, 1000};
+    nccl_log plain, other;
+    char err[LOONG_ERRLEN], cmd[1024];
+    const char *path = write_log("plain.log", "all_reduce", 16, 2, size, us, 3, true);
+    ck_assert_msg(nccl_log_read(path, &plain, err) == 0, "%s", err);
+    static const char *forms[] = {
+        "grep -v 'Collective test starting' %s > %s/h100-2node-allreduce-1M-64M.log",
+        "sed 's/^/ 0: /' %s > %s/all_reduce-srun.log",
+        "sed '/^ *4194304/a 8 more processes have sent help message help-mtl-ofi.txt / OFI call fail' %s > "
+        "%s/all_reduce-ompi.log",
+    };
+    static const char *names[] = {"h100-2node-allreduce-1M-64M.log", "all_reduce-srun.log", "all_reduce-ompi.log"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, forms[i], path, dir);
+        ck_assert_int_eq(system(cmd), 0);
+        char p2[256];
+        snprintf(p2, sizeof p2, "%s/%s", dir, names[i]);
+        ck_assert_msg(nccl_log_read(p2, &other, err) == 0, "%s: %s", names[i], err);
+        ck_assert_msg(other.has_op && other.op == COLL_ALL_REDUCE, "%s", names[i]);
+        ck_assert_int_eq(other.gpus, plain.gpus);
+        ck_assert_int_eq(other.nodes, plain.nodes);
+        ck_assert_int_eq(other.nrows, plain.nrows);
+        for (int r = 0; r < plain.nrows; r++)
+            ck_assert_double_eq(other.rows[r].time_s, plain.rows[r].time_s);
+        nccl_log_free(&other);
+    }
+    nccl_log_free(&plain);
+}
+END_TEST
+
 /* --compare takes the log's op, GPUs, nodes and sizes; its simulated column
  * is loong coll's for the same sizes, its error (sim - meas) / meas. */
 START_TEST(compare_with_a_log)
@@ -301,6 +336,15 @@ START_TEST(nccl_tests_round_trip)
     static const char *names[] = {"nvlink_bw", "nic_bw", "nvlink_lat", "nic_lat", "ll128_eff", "tree_eff", "nvls_eff"};
     for (int k = 0; k < 7; k++)
         assert_close(have[k], want[k], 0.02, names[k]);
+    /* --hold keeps a parameter at the platform's value, the others fitted */
+    res = run_cmd("%s --hold nic_bw,nvls_eff -o %s/held", cmd, dir);
+    ck_assert_msg(res.status == 0, "%s", res.err);
+    ck_assert_ptr_nonnull(strstr(res.out, "held at the platform's value"));
+    snprintf(path, sizeof path, "%s/held/base.xml", dir);
+    ck_assert_msg(platform_spec_read(path, &got, err) == 0, "%s", err);
+    ck_assert_double_eq(got.nic_bw, base.nic_bw);
+    ck_assert_double_eq(got.nvls_eff, base.nvls_eff);
+    assert_close(got.nvlink_lat, truth.nvlink_lat, 0.25, "nvlink_lat with the NIC held");
 }
 END_TEST
 
@@ -367,6 +411,7 @@ int main(void)
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);
     tcase_set_timeout(cli, 120);
     tcase_add_test(tc, log_of_many_nodes);
+    tcase_add_test(tc, published_log_forms);
     tcase_add_test(cli, compare_with_a_log);
     tcase_add_test(cli, nccl_tests_round_trip);
     tcase_add_test(cli, bad_input);

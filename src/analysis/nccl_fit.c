@@ -20,6 +20,13 @@ static double *field(platform_spec *sp, int k)
 static const char *const names[NCCL_FIT_PARAMS] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat",
                                                    "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff"};
 
+int nccl_fit_param_parse(const char *name)
+{
+    for (int k = 0; k < NCCL_FIT_PARAMS; k++)
+        if (!strcmp(name, names[k])) return k;
+    return -1;
+}
+
 double nccl_fit_predict(const platform_spec *sp, const nccl_log *log, double size)
 {
     platform_spec s = nccl_spec_holding(sp, log->gpus, log->nodes);
@@ -71,12 +78,14 @@ static int fit_f(const gsl_vector *x, void *data, gsl_vector *f)
     return GSL_SUCCESS;
 }
 
-/* A parameter is free when some point's time moves with it. */
-static void find_free(problem *pb, double *r0, double *r1)
+/* A parameter is free when it is not held and some point's time moves
+ * with it. */
+static void find_free(problem *pb, unsigned hold, double *r0, double *r1)
 {
     residuals(pb, &pb->base, r0);
     pb->nfree = 0;
     for (int k = 0; k < NCCL_FIT_PARAMS; k++) {
+        if (hold >> k & 1) continue;
         platform_spec s = pb->base;
         *field(&s, k) *= k >= 4 ? 0.9 : 1.1; /* efficiencies stay <= 1 */
         residuals(pb, &s, r1);
@@ -160,7 +169,8 @@ static int solve(problem *pb, gsl_vector *x, int *iters, char err[LOONG_ERRLEN])
     return 0;
 }
 
-int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, platform_spec *out, nccl_fit_report *rep,
+int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigned hold, platform_spec *out,
+             nccl_fit_report *rep,
              char err[LOONG_ERRLEN])
 {
     memset(rep, 0, sizeof *rep);
@@ -170,7 +180,7 @@ int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, platfor
         pb.npoints += logs[l].nrows;
     double *r0 = xmalloc_array((size_t)pb.npoints, sizeof *r0, "the residuals");
     double *r1 = xmalloc_array((size_t)pb.npoints, sizeof *r1, "the residuals");
-    find_free(&pb, r0, r1);
+    find_free(&pb, hold, r0, r1);
     free(r0);
     free(r1);
     if (pb.nfree == 0 || pb.npoints < pb.nfree + 2) {
@@ -188,7 +198,7 @@ int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, platfor
         for (int k = 4; k < NCCL_FIT_PARAMS; k++) /* an efficiency above 1 is not physical */
             if (*field(out, k) > 1) *field(out, k) = 1;
         for (int k = 0; k < NCCL_FIT_PARAMS; k++)
-            rep->p[k] = (nccl_fit_param){names[k], *field(&pb.base, k), *field(out, k), false};
+            rep->p[k] = (nccl_fit_param){names[k], *field(&pb.base, k), *field(out, k), false, hold >> k & 1};
         for (int i = 0; i < pb.nfree; i++)
             rep->p[pb.free_k[i]].fitted = true;
         report_logs(&pb, out, rep);

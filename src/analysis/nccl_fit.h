@@ -21,8 +21,13 @@ enum { NCCL_FIT_PARAMS = 8 };
 typedef struct nccl_fit_param {
     const char *name; /* the loong_spec key */
     double base, value;
-    bool fitted; /* false: kept from the platform (no point depends on it) */
+    bool fitted; /* false: kept from the platform (held, or no point depends on it) */
+    bool held;   /* the caller held it at the platform's value */
 } nccl_fit_param;
+
+/* The parameter named `name` (nvlink_bw, nic_bw, nvlink_lat, nic_lat,
+ * ll_eff, ll128_eff, tree_eff, nvls_eff), or -1. */
+int nccl_fit_param_parse(const char *name);
 
 typedef struct nccl_fit_log {
     double r2;               /* of the absolute times */
@@ -37,12 +42,16 @@ typedef struct nccl_fit_report {
     int iterations;
 } nccl_fit_report;
 
-/* Fit `base` to the logs; *out gets the fitted platform (base with the
+/* Fit `base` to the logs, the parameters of the `hold` mask (bit k:
+ * parameter k) kept at base's values (a figure the logs would pull past a
+ * physical bound, such as a NIC above its line rate where NCCL runs an
+ * algorithm the model lacks); *out gets the fitted platform (base with the
  * fitted fields replaced). Returns 0, or -1 with a one-line message: a log
  * without ranks or op, more GPUs per node than the platform has, fewer
  * points than parameters to fit, a fit that does not converge. Free the
  * report with nccl_fit_report_free. */
-int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, platform_spec *out, nccl_fit_report *rep,
+int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigned hold, platform_spec *out,
+             nccl_fit_report *rep,
              char err[LOONG_ERRLEN]);
 void nccl_fit_report_free(nccl_fit_report *rep);
 

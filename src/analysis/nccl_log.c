@@ -21,19 +21,30 @@ typedef struct reader {
     int cap;
 } reader;
 
-/* "# Collective test starting: all_reduce_perf" or a file name that holds
- * an op name. */
+/* "# Collective test starting: all_reduce_perf", or a file name that holds
+ * an op name, with or without its underscore ("allreduce", as published
+ * logs are often named), in any case. */
 static void op_from(nccl_log *log, const char *text)
 {
     if (log->has_op) return;
     static const coll_op order[] = {COLL_REDUCE_SCATTER, COLL_ALL_REDUCE, COLL_ALL_GATHER,
                                     COLL_ALLTOALL,       COLL_SENDRECV,   COLL_BROADCAST};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (strstr(text, coll_op_name(order[i]))) {
+    char flat[256], name[32];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 1 < sizeof flat; p++)
+        if (*p != '_' && *p != '-') flat[n++] = (char)tolower((unsigned char)*p);
+    flat[n] = 0;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        size_t m = 0;
+        for (const char *p = coll_op_name(order[i]); *p && m + 1 < sizeof name; p++)
+            if (*p != '_') name[m++] = *p;
+        name[m] = 0;
+        if (strstr(text, coll_op_name(order[i])) || strstr(flat, name)) {
             log->op = order[i];
             log->has_op = true;
             return;
         }
+    }
 }
 
 /* A "#  Rank N Group G Pid P on HOST ..." line: one more GPU, and HOST if
@@ -72,6 +83,9 @@ static int row(reader *r, char *line, int lineno, char err[LOONG_ERRLEN])
     for (char *t = strtok(line, " \t\r\n"); t && n < 16; t = strtok(NULL, " \t\r\n"))
         tok[n++] = t;
     nccl_log *log = r->log;
+    /* a line of chatter that starts with a digit (Open MPI's "8 more
+     * processes have sent help message ..."): its count column is a word */
+    if (n >= 2 && strspn(tok[1], "0123456789") != strlen(tok[1])) return 0;
     if (n < 9) {
         snprintf(err, LOONG_ERRLEN,
                  "%.100s: line %d is a row cut short (%d of 9+ columns): rerun nccl-tests to the end", log->path,
@@ -130,6 +144,12 @@ int nccl_log_parse(const char *text, const char *path, nccl_log *log, char err[L
     while (rc == 0 && (line = infile_next_line(&cursor))) {
         lineno++;
         char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        /* srun --label and mpirun --tag-output put "N: " or "[1,N]<stdout>:" before every line */
+        size_t d = strspn(p, "0123456789");
+        if (d && p[d] == ':') p += d + 1;
+        if (*p == '[' && strstr(p, "]<stdout>:")) p = strstr(p, "]<stdout>:") + 10;
         while (isspace((unsigned char)*p))
             p++;
         if (*p) empty = false;

@@ -22,7 +22,7 @@ static void calibrate_usage(FILE *f)
 {
     fprintf(f, "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
                "                       [--strict]\n"
-               "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR\n"
+               "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
                "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
                "                       [--steps N|N-M] [--kernel-names FILE] [--strict]\n"
                "\n"
@@ -50,6 +50,11 @@ static void calibrate_usage(FILE *f)
                "                    squares on relative error, NCCL's tuner choosing per size);\n"
                "                    each log's header gives its op, GPUs and nodes. Writes\n"
                "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
+               "  --hold P[,P...]   with --nccl-tests: keep these parameters at the platform's values\n"
+               "                    (nvlink_bw, nic_bw, nvlink_lat, nic_lat, ll_eff, ll128_eff,\n"
+               "                    tree_eff, nvls_eff), e.g. a NIC at its line rate\n"
+               "  --op OP           with --nccl-tests: the collective of logs that do not name\n"
+               "                    theirs (all_reduce, all_gather, reduce_scatter, alltoall, ...)\n"
                "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
                "                    .json.gz, or directories of them): attention and GEMM rates from\n"
                "                    the kernels whose shapes record_shapes gave, interference from\n"
@@ -183,7 +188,9 @@ static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *r
     printf("#%-11s %14s %14s  %s\n", "parameter", "platform", "fitted", "status");
     for (int k = 0; k < NCCL_FIT_PARAMS; k++)
         printf(" %-11s %14.6g %14.6g  %s\n", rep->p[k].name, rep->p[k].base, rep->p[k].value,
-               rep->p[k].fitted ? "fitted" : "kept from the platform: no logged size depends on it");
+               rep->p[k].fitted ? "fitted"
+               : rep->p[k].held ? "held at the platform's value (--hold)"
+                                : "kept from the platform: no logged size depends on it");
     printf("#%-39s %-14s %5s %5s %6s %8s %8s %8s\n", "log", "op", "gpus", "nodes", "sizes", "R^2", "rms_%", "max_%");
     for (int l = 0; l < n; l++)
         printf(" %-39.39s %-14s %5d %5d %6d %8.4f %8.2f %8.2f\n", logs[l].path, coll_op_name(logs[l].op), logs[l].gpus,
@@ -211,7 +218,27 @@ static int write_platform(const char *dir, const char *platform, const platform_
     return afile_commit(&a, err);
 }
 
-static int run_nccl_tests(int nlogs, char **paths, const char *platform, const char *dir, const char *origin)
+/* --hold NAME[,NAME...]: the parameters kept at the platform's values. */
+static int parse_hold(const char *list, unsigned *mask, char err[LOONG_ERRLEN])
+{
+    char *copy = xstrdup(list, "--hold"), *save = NULL;
+    int rc = 0;
+    for (char *t = strtok_r(copy, ",", &save); t && rc == 0; t = strtok_r(NULL, ",", &save)) {
+        int k = nccl_fit_param_parse(t);
+        if (k < 0)
+            rc = -1, snprintf(err, LOONG_ERRLEN,
+                              "--hold '%.40s' is not a parameter: nvlink_bw, nic_bw, nvlink_lat, nic_lat, ll_eff, "
+                              "ll128_eff, tree_eff, nvls_eff",
+                              t);
+        else
+            *mask |= 1u << k;
+    }
+    free(copy);
+    return rc;
+}
+
+static int run_nccl_tests(int nlogs, char **paths, const char *platform, const char *dir, const char *origin,
+                          unsigned hold, const char *op)
 {
     char err[LOONG_ERRLEN] = "";
     platform_spec sp, fitted;
@@ -223,9 +250,15 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
     nccl_log *logs = xcalloc((size_t)nlogs, sizeof *logs, "the nccl-tests logs");
     nccl_fit_report rep = {0};
     int rc = 0;
-    for (int i = 0; i < nlogs && rc == 0; i++)
+    coll_op forced = COLL_ALL_REDUCE;
+    if (op && coll_op_parse(op, &forced) < 0)
+        rc = cli_fail("calibrate", "--op '%s' is not one of: all_reduce, all_gather, reduce_scatter, alltoall, "
+                                   "sendrecv, broadcast", op);
+    for (int i = 0; i < nlogs && rc == 0; i++) {
         if (nccl_log_read(paths[i], &logs[i], err) < 0) rc = cli_fail("calibrate", "%s", err);
-    if (rc == 0 && nccl_fit(&sp, logs, nlogs, &fitted, &rep, err) < 0) rc = cli_fail("calibrate", "%s", err);
+        if (rc == 0 && op && !logs[i].has_op) logs[i].op = forced, logs[i].has_op = true;
+    }
+    if (rc == 0 && nccl_fit(&sp, logs, nlogs, hold, &fitted, &rep, err) < 0) rc = cli_fail("calibrate", "%s", err);
     if (rc == 0) {
         print_nccl_fit(logs, nlogs, &rep);
         if (write_platform(dir, platform, &fitted, origin, err) < 0)
@@ -295,7 +328,7 @@ static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_
     else if (!nlogs)
         snprintf(err, LOONG_ERRLEN, "none of the %zu NCCL kernels has its size and group (PyTorch >= 2.2 writes them)",
                  cnt->nccl);
-    else if (nccl_fit(sp, logs, nlogs, &fitted, &rep, err) == 0) {
+    else if (nccl_fit(sp, logs, nlogs, 0, &fitted, &rep, err) == 0) {
         printf("# links: %zu of %zu NCCL kernels have their size and group\n", cnt->sized, cnt->nccl);
         print_nccl_fit(logs, nlogs, &rep);
         *sp = fitted;
@@ -354,11 +387,13 @@ int cmd_calibrate(int argc, char **argv)
         {"strict", no_argument, 0, 's'},
         {"nccl-tests", no_argument, 0, 'n'},
         {"kineto", no_argument, 0, 'k'},
+        {"hold", required_argument, 0, 'H'},
+        {"op", required_argument, 0, 'O'},
         {"steps", required_argument, 0, 'S'},
         {"kernel-names", required_argument, 0, 'N'},
         {0, 0, 0, 0},
     };
-    const char *platform = NULL, *base = NULL, *dir = NULL, *steps = NULL, *names = NULL;
+    const char *platform = NULL, *base = NULL, *dir = NULL, *steps = NULL, *names = NULL, *hold = NULL, *op = NULL;
     bool strict = false, nccl_tests = false, kineto = false;
     int opt;
     opterr = 0;
@@ -372,6 +407,8 @@ int cmd_calibrate(int argc, char **argv)
         case 'k': kineto = true; break;
         case 'S': steps = optarg; break;
         case 'N': names = optarg; break;
+        case 'H': hold = optarg; break;
+        case 'O': op = optarg; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
             return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
@@ -382,6 +419,11 @@ int cmd_calibrate(int argc, char **argv)
         return cli_fail("calibrate", "--nccl-tests and --kineto name two kinds of input: give one");
     if ((steps || names) && !kineto)
         return cli_fail("calibrate", "--steps and --kernel-names read profiler traces: add --kineto");
+    if ((hold || op) && !nccl_tests)
+        return cli_fail("calibrate", "--hold and --op are about nccl-tests logs: add --nccl-tests");
+    unsigned held = 0;
+    char herr[LOONG_ERRLEN];
+    if (hold && parse_hold(hold, &held, herr) < 0) return cli_fail("calibrate", "%s", herr);
     if (optind >= argc)
         return cli_fail("calibrate", "give at least one measured %s: see loong calibrate --help",
                         nccl_tests ? "nccl-tests log"
@@ -396,7 +438,7 @@ int cmd_calibrate(int argc, char **argv)
     size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
     for (int i = 0; i < argc && n < sizeof origin; i++)
         n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
-    if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, dir, origin);
+    if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, dir, origin, held, op);
     if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, dir, strict, steps, names, origin);
     return run(argc - optind, argv + optind, platform, base, dir, strict, origin);
 }
