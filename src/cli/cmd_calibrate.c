@@ -192,9 +192,12 @@ static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *r
                : rep->p[k].held ? "held at the platform's value (--hold)"
                                 : "kept from the platform: no logged size depends on it");
     printf("#%-39s %-14s %5s %5s %6s %8s %8s %8s\n", "log", "op", "gpus", "nodes", "sizes", "R^2", "rms_%", "max_%");
-    for (int l = 0; l < n; l++)
-        printf(" %-39.39s %-14s %5d %5d %6d %8.4f %8.2f %8.2f\n", logs[l].path, coll_op_name(logs[l].op), logs[l].gpus,
+    for (int l = 0; l < n; l++) {
+        const char *base = strrchr(logs[l].path, '/');
+        printf(" %-39.39s %-14s %5d %5d %6d %8.4f %8.2f %8.2f\n", base ? base + 1 : logs[l].path,
+               coll_op_name(logs[l].op), logs[l].gpus,
                logs[l].nodes, rep->logs[l].n, rep->logs[l].r2, 100 * rep->logs[l].rel_rms, 100 * rep->logs[l].rel_max);
+    }
     printf("# all: rms relative residual %.2f %%, largest %.2f %%\n", 100 * rep->all.rel_rms, 100 * rep->all.rel_max);
 }
 
