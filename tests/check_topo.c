@@ -160,18 +160,28 @@ START_TEST(rail_two_tiers_is_the_fat_tree)
 }
 END_TEST
 
-/* The shipped DGX-H100 platforms are what loong topo generates today. */
+/* The shipped DGX-H100 datasheet platforms are what loong topo generates
+ * today; the fitted ones beside them are those platforms with the link
+ * figures loong calibrate --nccl-tests fitted (NVLink below the datasheet,
+ * the NIC held at its line rate), made by calibrate. */
 START_TEST(shipped_topologies)
 {
     static const int nodes[] = {1, 4, 8, 16, 32};
     for (int i = 0; i < 5; i++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn.xml", LOONG_SRCDIR, nodes[i]);
+        snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn-datasheet.xml", LOONG_SRCDIR, nodes[i]);
         char *xml = read_text(path);
         ck_assert_int_eq(count(xml, "<host "), 8 * nodes[i]);
         ck_assert_int_eq(count(xml, "sharing_policy=\"SPLITDUPLEX\""), count(xml, "<link "));
         ck_assert(fabs(attr_of(xml, "node0-gpu0-nvlink", "bandwidth") - 450) < 1e-9);
         ck_assert(fabs(attr_of(xml, "node0-nic7", "bandwidth") - 50) < 1e-9);
+        free(xml);
+        snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn.xml", LOONG_SRCDIR, nodes[i]);
+        xml = read_text(path);
+        ck_assert_int_eq(count(xml, "<host "), 8 * nodes[i]);
+        ck_assert(attr_of(xml, "node0-gpu0-nvlink", "bandwidth") < 450);
+        ck_assert(fabs(attr_of(xml, "node0-nic7", "bandwidth") - 50) < 1e-9);
+        ck_assert_ptr_nonnull(strstr(xml, "value=\"loong calibrate --nccl-tests"));
         free(xml);
     }
 }

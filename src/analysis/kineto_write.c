@@ -168,7 +168,7 @@ static void comm(writer *w, const dag_task *t, const dag_task *pair, double ts, 
 {
     const dag *g = w->g;
     if (pair) {
-        double end = fmax(ts + dur, trace_us(w->start[pair->id] + w->dur[pair->id]));
+        double end = fmax(ts + dur, trace_us(w->start[pair->id]) + trace_us(w->dur[pair->id]));
         ts = fmin(ts, trace_us(w->start[pair->id]));
         dur = end - ts;
         if (pair->kind == TASK_SEND) t = pair; /* the kernel is named for the send it carries */
