@@ -515,9 +515,9 @@ START_TEST(floyd_and_dijkstra_platforms_agree)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         /* the shipped datasheet file (what loong topo writes), its
          * DijkstraCache form, the previous generator's */
-        run_result r = run_cmd(
-            "sed 's/routing=\"Floyd\"/routing=\"DijkstraCache\"/' %s/topologies/%s-datasheet.xml >%s/dij.xml",
-            LOONG_SRCDIR, rows[i].platform, dir);
+        run_result r =
+            run_cmd("sed 's/routing=\"Floyd\"/routing=\"DijkstraCache\"/' %s/topologies/%s-datasheet.xml >%s/dij.xml",
+                    LOONG_SRCDIR, rows[i].platform, dir);
         ck_assert_int_eq(r.status, 0);
         char plat[3][1200];
         snprintf(plat[0], sizeof plat[0], "%s/topologies/%s-datasheet.xml", LOONG_SRCDIR, rows[i].platform);

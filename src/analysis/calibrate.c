@@ -20,7 +20,7 @@ typedef struct points {
     int n, cap, ncand;       /* ncand: points that came with candidates */
 } points;
 
-const int calibrate_tile_shapes[CAL_TILES][2] = {{0, 0},    {64, 64},   {64, 128}, {128, 64},
+const int calibrate_tile_shapes[CAL_TILES][2] = {{0, 0},     {64, 64},   {64, 128}, {128, 64},
                                                  {128, 128}, {128, 256}, {256, 128}};
 
 /* A kernel counts as overlapped (an interference point) above this
@@ -385,8 +385,8 @@ static double clean_rms(const double *x, const points *pt)
         if (pt->phi[i] < PHI_CLEAN) cx[n] = x[i], cy[n++] = pt->y[i];
     fit_line l;
     char err[LOONG_ERRLEN];
-    double rms = n >= 3 && fit_linear_bounded(cx, cy, n, MAX_T0, "a tile candidate", &l, err) == 0 ? l.rel_rms
-                                                                                                  : INFINITY;
+    double rms =
+        n >= 3 && fit_linear_bounded(cx, cy, n, MAX_T0, "a tile candidate", &l, err) == 0 ? l.rel_rms : INFINITY;
     free(cx);
     free(cy);
     return rms;
@@ -493,8 +493,8 @@ static void print_tiles(FILE *f, const calibrate_result *r)
     for (int i = 0; i < 2; i++) {
         const calibrate_tile_of *o = &r->tile[i];
         if (!o->measured) continue;
-        fprintf(f, "# tile %s: rms_rel_%% of a line through each shape's work: base table %.3f", i ? "attn_bwd" : "attn_fwd",
-                100 * o->base_rms);
+        fprintf(f, "# tile %s: rms_rel_%% of a line through each shape's work: base table %.3f",
+                i ? "attn_bwd" : "attn_fwd", 100 * o->base_rms);
         for (int c = 0; c < CAL_TILES; c++) {
             if (calibrate_tile_shapes[c][0])
                 fprintf(f, ", %dx%d %.3f", calibrate_tile_shapes[c][0], calibrate_tile_shapes[c][1], 100 * o->rms[c]);
@@ -502,8 +502,9 @@ static void print_tiles(FILE *f, const calibrate_result *r)
                 fprintf(f, ", exact pairs %.3f", 100 * o->rms[c]);
         }
         if (o->ambiguous >= 0)
-            fprintf(f, ": the base table's kept (the shapes that fit best fit alike, %dx%d among them: measure "
-                       "blocks of more sizes)\n",
+            fprintf(f,
+                    ": the base table's kept (the shapes that fit best fit alike, %dx%d among them: measure "
+                    "blocks of more sizes)\n",
                     calibrate_tile_shapes[o->ambiguous][0], calibrate_tile_shapes[o->ambiguous][1]);
         else if (o->chosen < 0)
             fprintf(f, ": the base table's kept (none fits 10 %% and 0.1 points better)\n");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "core/infile.h"
@@ -151,16 +152,18 @@ static int name_index(parse *p, const char *name)
     return r->nnames++;
 }
 
-static int stream_index(parse *p, int64_t id)
+/* The (device, stream) of a kernel: a process that drives several GPUs
+ * numbers each one's streams from 7 again. */
+static int stream_index(parse *p, int64_t device, int64_t id)
 {
     kineto_rank *r = p->r;
     for (int i = 0; i < r->nstreams; i++)
-        if (r->streams[i].id == id) return i;
+        if (r->streams[i].id == id && r->streams[i].device == device) return i;
     if (r->nstreams == p->cap_streams) {
         p->cap_streams = p->cap_streams ? 2 * p->cap_streams : 8;
         r->streams = xrealloc_array(r->streams, (size_t)p->cap_streams, sizeof *r->streams, "a trace's streams");
     }
-    r->streams[r->nstreams] = (kineto_stream){.id = id};
+    r->streams[r->nstreams] = (kineto_stream){.id = id, .device = device};
     return r->nstreams++;
 }
 
@@ -389,7 +392,7 @@ static int kernel(parse *p, const json_t *e, double ts, double dur, char err[LOO
     k->kind = kineto_names_classify(p->names, name);
     k->name = name_index(p, name);
     int64_t sid = int_arg(args, "stream", int_arg(e, "tid", -1));
-    k->stream = stream_index(p, sid);
+    k->stream = stream_index(p, int_arg(args, "device", int_arg(e, "pid", 0)), sid);
     const keyed *c = find(p->corr, p->ncorr, int_arg(args, "correlation", -1));
     const json_t *launch = c ? p->ev[c->i] : NULL;
     if (launch) k->launch = num(json_object_get(launch, "ts"), 0) - r->t0_us;
@@ -518,9 +521,21 @@ static void distributed(kineto_rank *r, const json_t *root)
     snprintf(r->nccl_version, sizeof r->nccl_version, "%s", v ? v : "");
 }
 
+/* Peak memory to parse a trace, per byte of its JSON: jansson's objects
+ * for the events (core/trace.c measured 17 on loong's own traces). */
+#define KINETO_MEM_PER_BYTE 17
+
 static int parse_json(const char *text, size_t len, const char *path, const kineto_names *names, kineto_rank *r,
                       char err[LOONG_ERRLEN])
 {
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if ((double)len * KINETO_MEM_PER_BYTE > phys) {
+        snprintf(err, LOONG_ERRLEN,
+                 "'%.100s' is %.1f GiB of JSON: parsing it needs ~%.0f GiB, more than this machine's %.0f GiB: profile "
+                 "fewer steps",
+                 path, (double)len / (1 << 30), (double)len * KINETO_MEM_PER_BYTE / (1 << 30), phys / (1 << 30));
+        return -1;
+    }
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_DECODE_ANY, &je);
     if (!root) {
@@ -640,8 +655,7 @@ uint64_t kineto_attn_tiles(int64_t sq, int64_t sk, bool causal, int br, int bc)
 
 double kineto_kernel_work_at(const kineto_kernel *k, int br, int bc)
 {
-    if (k->flops <= 0 || (k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD) || br <= 0 || bc <= 0)
-        return k->flops;
+    if (k->flops <= 0 || (k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD) || br <= 0 || bc <= 0) return k->flops;
     uint64_t pairs = kineto_attn_pairs(k->sq, k->sk, k->causal);
     if (!pairs) return k->flops;
     return k->flops * (double)kineto_attn_tiles(k->sq, k->sk, k->causal, br, bc) * br * bc / (double)pairs;

@@ -96,6 +96,7 @@ typedef struct kineto_kernel {
 
 typedef struct kineto_stream {
     int64_t id;        /* the trace's stream (kernel args "stream", else tid) */
+    int64_t device;    /* kernel args "device", else pid */
     double compute_us; /* kernel time of compute kinds and other */
     double comm_us;    /* kernel time of NCCL kinds */
     char pg[48];       /* the process group of its NCCL kernels ("" none or several) */

@@ -170,8 +170,7 @@ static int solve(problem *pb, gsl_vector *x, int *iters, char err[LOONG_ERRLEN])
 }
 
 int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigned hold, platform_spec *out,
-             nccl_fit_report *rep,
-             char err[LOONG_ERRLEN])
+             nccl_fit_report *rep, char err[LOONG_ERRLEN])
 {
     memset(rep, 0, sizeof *rep);
     if (check_logs(base, logs, nlogs, err) < 0) return -1;

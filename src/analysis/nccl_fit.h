@@ -51,8 +51,7 @@ typedef struct nccl_fit_report {
  * points than parameters to fit, a fit that does not converge. Free the
  * report with nccl_fit_report_free. */
 int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigned hold, platform_spec *out,
-             nccl_fit_report *rep,
-             char err[LOONG_ERRLEN]);
+             nccl_fit_report *rep, char err[LOONG_ERRLEN]);
 void nccl_fit_report_free(nccl_fit_report *rep);
 
 /* The time model/nccl.h predicts for one logged size on spec sp (the log's

@@ -20,53 +20,54 @@
 
 static void calibrate_usage(FILE *f)
 {
-    fprintf(f, "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-               "                       [--strict]\n"
-               "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
-               "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-               "                       [--steps N|N-M] [--kernel-names FILE] [--strict]\n"
-               "\n"
-               "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
-               "and acc) and per link class (same node, other node) alpha and beta from the\n"
-               "point-to-point transfers, counting how many transfers shared the link at once.\n"
-               "The fits are robust (GSL, bisquare) on relative error. Prints R^2, relative\n"
-               "residuals and outliers per fit. Writes OUTDIR/<gpu>.calib (the base table with\n"
-               "the fitted kinds replaced) and OUTDIR/<platform name> (IN.xml regenerated with\n"
-               "the fitted NVLink / NIC latency and bandwidth); `loong sim --platform\n"
-               "OUTDIR/<platform name>` uses both.\n"
-               "\n"
-               "A kind whose fit fails (too few points, one size, no growth with size) or is\n"
-               "not physical (faster than the table's peak or mem_bw, t0 outside [0, 10 ms])\n"
-               "keeps the base table's row and gets a '# kept from base:' line with the reason.\n"
-               "A rate above a reference that the base table marks 'assumed' raises it.\n"
-               "\n"
-               "  --platform FILE   platform written by loong topo (it records its spec)\n"
-               "  --calib FILE      base table                 [<platform dir>/<gpu>.calib]\n"
-               "  -o, --output DIR  where to write (created if missing)\n"
-               "  --strict          any kind that would be kept from base is an error (exit 2)\n"
-               "  --nccl-tests      the inputs are nccl-tests logs (all_reduce_perf ... output):\n"
-               "                    fit NVLink and NIC latency and bandwidth and NCCL's LL,\n"
-               "                    LL128, tree and NVLS efficiencies (GSL nonlinear least\n"
-               "                    squares on relative error, NCCL's tuner choosing per size);\n"
-               "                    each log's header gives its op, GPUs and nodes. Writes\n"
-               "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
-               "  --hold P[,P...]   with --nccl-tests: keep these parameters at the platform's values\n"
-               "                    (nvlink_bw, nic_bw, nvlink_lat, nic_lat, ll_eff, ll128_eff,\n"
-               "                    tree_eff, nvls_eff), e.g. a NIC at its line rate\n"
-               "  --op OP           with --nccl-tests: the collective of logs that do not name\n"
-               "                    theirs (all_reduce, all_gather, reduce_scatter, alltoall, ...)\n"
-               "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
-               "                    .json.gz, or directories of them): attention and GEMM rates from\n"
-               "                    the kernels whose shapes record_shapes gave, interference from\n"
-               "                    their overlap with NCCL kernels, and the platform's links from\n"
-               "                    the NCCL kernels of known size and group (as nccl-tests logs:\n"
-               "                    the fastest instance per size). Says what it fitted and what\n"
-               "                    it could not; writes both files\n"
-               "  --steps N|N-M     with --kineto: the ProfilerStep#N to use        [every step]\n"
-               "  --kernel-names F  with --kineto: rules 'KIND GLOB' ahead of the shipped table\n"
-               "  -h, --help        this text\n"
-               "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
-               "--strict, on a kind that cannot be fitted.\n");
+    fprintf(f,
+            "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
+            "                       [--strict]\n"
+            "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
+            "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
+            "                       [--steps N|N-M] [--kernel-names FILE] [--strict]\n"
+            "\n"
+            "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
+            "and acc) and per link class (same node, other node) alpha and beta from the\n"
+            "point-to-point transfers, counting how many transfers shared the link at once.\n"
+            "The fits are robust (GSL, bisquare) on relative error. Prints R^2, relative\n"
+            "residuals and outliers per fit. Writes OUTDIR/<gpu>.calib (the base table with\n"
+            "the fitted kinds replaced) and OUTDIR/<platform name> (IN.xml regenerated with\n"
+            "the fitted NVLink / NIC latency and bandwidth); `loong sim --platform\n"
+            "OUTDIR/<platform name>` uses both.\n"
+            "\n"
+            "A kind whose fit fails (too few points, one size, no growth with size) or is\n"
+            "not physical (faster than the table's peak or mem_bw, t0 outside [0, 10 ms])\n"
+            "keeps the base table's row and gets a '# kept from base:' line with the reason.\n"
+            "A rate above a reference that the base table marks 'assumed' raises it.\n"
+            "\n"
+            "  --platform FILE   platform written by loong topo (it records its spec)\n"
+            "  --calib FILE      base table                 [<platform dir>/<gpu>.calib]\n"
+            "  -o, --output DIR  where to write (created if missing)\n"
+            "  --strict          any kind that would be kept from base is an error (exit 2)\n"
+            "  --nccl-tests      the inputs are nccl-tests logs (all_reduce_perf ... output):\n"
+            "                    fit NVLink and NIC latency and bandwidth and NCCL's LL,\n"
+            "                    LL128, tree and NVLS efficiencies (GSL nonlinear least\n"
+            "                    squares on relative error, NCCL's tuner choosing per size);\n"
+            "                    each log's header gives its op, GPUs and nodes. Writes\n"
+            "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
+            "  --hold P[,P...]   with --nccl-tests: keep these parameters at the platform's values\n"
+            "                    (nvlink_bw, nic_bw, nvlink_lat, nic_lat, ll_eff, ll128_eff,\n"
+            "                    tree_eff, nvls_eff), e.g. a NIC at its line rate\n"
+            "  --op OP           with --nccl-tests: the collective of logs that do not name\n"
+            "                    theirs (all_reduce, all_gather, reduce_scatter, alltoall, ...)\n"
+            "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
+            "                    .json.gz, or directories of them): attention and GEMM rates from\n"
+            "                    the kernels whose shapes record_shapes gave, interference from\n"
+            "                    their overlap with NCCL kernels, and the platform's links from\n"
+            "                    the NCCL kernels of known size and group (as nccl-tests logs:\n"
+            "                    the fastest instance per size). Says what it fitted and what\n"
+            "                    it could not; writes both files\n"
+            "  --steps N|N-M     with --kineto: the ProfilerStep#N to use        [every step]\n"
+            "  --kernel-names F  with --kineto: rules 'KIND GLOB' ahead of the shipped table\n"
+            "  -h, --help        this text\n"
+            "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
+            "--strict, on a kind that cannot be fitted.\n");
 }
 
 /* Map the link fits onto the platform's spec: a same-node path crosses two
@@ -195,8 +196,8 @@ static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *r
     for (int l = 0; l < n; l++) {
         const char *base = strrchr(logs[l].path, '/');
         printf(" %-39.39s %-14s %5d %5d %6d %8.4f %8.2f %8.2f\n", base ? base + 1 : logs[l].path,
-               coll_op_name(logs[l].op), logs[l].gpus,
-               logs[l].nodes, rep->logs[l].n, rep->logs[l].r2, 100 * rep->logs[l].rel_rms, 100 * rep->logs[l].rel_max);
+               coll_op_name(logs[l].op), logs[l].gpus, logs[l].nodes, rep->logs[l].n, rep->logs[l].r2,
+               100 * rep->logs[l].rel_rms, 100 * rep->logs[l].rel_max);
     }
     printf("# all: rms relative residual %.2f %%, largest %.2f %%\n", 100 * rep->all.rel_rms, 100 * rep->all.rel_max);
 }
@@ -255,8 +256,10 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
     int rc = 0;
     coll_op forced = COLL_ALL_REDUCE;
     if (op && coll_op_parse(op, &forced) < 0)
-        rc = cli_fail("calibrate", "--op '%s' is not one of: all_reduce, all_gather, reduce_scatter, alltoall, "
-                                   "sendrecv, broadcast", op);
+        rc = cli_fail("calibrate",
+                      "--op '%s' is not one of: all_reduce, all_gather, reduce_scatter, alltoall, "
+                      "sendrecv, broadcast",
+                      op);
     for (int i = 0; i < nlogs && rc == 0; i++) {
         if (nccl_log_read(paths[i], &logs[i], err) < 0) rc = cli_fail("calibrate", "%s", err);
         if (rc == 0 && op && !logs[i].has_op) logs[i].op = forced, logs[i].has_op = true;
