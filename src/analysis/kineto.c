@@ -506,7 +506,7 @@ static int read_events(parse *p, char err[LOONG_ERRLEN])
             step(p, name, ts, dur);
         }
     }
-    qsort(r->steps, (size_t)r->nsteps, sizeof *r->steps, by_step_ts);
+    if (r->nsteps > 1) qsort(r->steps, (size_t)r->nsteps, sizeof *r->steps, by_step_ts);
     return 0;
 }
 

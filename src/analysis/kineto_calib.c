@@ -27,7 +27,7 @@ static span *comm_spans(const kineto_rank *r, size_t *n)
     for (size_t j = 0; j < r->nk; j++)
         if (r->k[j].step >= 0 && kineto_kind_is_comm(r->k[j].kind))
             v[m++] = (span){r->k[j].ts, r->k[j].ts + r->k[j].dur};
-    qsort(v, m, sizeof *v, by_start);
+    if (m > 1) qsort(v, m, sizeof *v, by_start);
     for (size_t i = 0; i < m; i++) {
         if (w && v[i].a <= v[w - 1].b)
             v[w - 1].b = fmax(v[w - 1].b, v[i].b);
@@ -140,7 +140,7 @@ void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs
             int gpus = p2p ? 2 : k->group, nodes = p2p ? (gpn == 1 ? 2 : 1) : nodes_of(k, gpn);
             v[m++] = (sample){op_of_kind(k->kind), gpus, nodes, k->bytes, k->dur / 1e6};
         }
-    qsort(v, m, sizeof *v, by_log);
+    if (m > 1) qsort(v, m, sizeof *v, by_log);
     *logs = NULL;
     *nlogs = 0;
     for (size_t i = 0; i < m;) {

@@ -51,7 +51,7 @@ static int by_start(const void *x, const void *y)
 /* Merge v into disjoint spans in place; returns their count. */
 static size_t merge(span *v, size_t n)
 {
-    qsort(v, n, sizeof *v, by_start);
+    if (n > 1) qsort(v, n, sizeof *v, by_start);
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
         if (w && v[i].a <= v[w - 1].b) {
@@ -138,7 +138,7 @@ static void build(slices *s, int nranks, int nsteps, kprof *p)
     p->step_us = xcalloc((size_t)nranks + 1, sizeof *p->step_us, "a profile");
     p->exposed_us = xcalloc((size_t)nranks + 1, sizeof *p->exposed_us, "a profile");
     double *slowest = xcalloc((size_t)nsteps + 1, sizeof *slowest, "a profile");
-    qsort(s->v, s->n, sizeof *s->v, by_group);
+    if (s->n > 1) qsort(s->v, s->n, sizeof *s->v, by_group);
     double per = 1.0 / nsteps;
     for (size_t i = 0; i < s->n;) {
         size_t j = i; /* [i, j): one (rank, step) */
@@ -176,7 +176,7 @@ static void build(slices *s, int nranks, int nsteps, kprof *p)
         p->coll[i].us *= per;
         p->coll[i].n *= per;
     }
-    qsort(p->coll, (size_t)p->ncoll, sizeof *p->coll, by_coll);
+    if (p->ncoll > 1) qsort(p->coll, (size_t)p->ncoll, sizeof *p->coll, by_coll);
     free(slowest);
 }
 
@@ -471,7 +471,7 @@ static void print_unknown(FILE *f, const kineto_rank *r, int top)
         if (r->k[j].kind == KINETO_OTHER) other[r->k[j].name] = true;
     for (int i = 0; i < r->nnames; i++)
         if (other[i]) v[nv++] = (named){i, r->name_count[i]};
-    qsort(v, (size_t)nv, sizeof *v, by_count);
+    if (nv > 1) qsort(v, (size_t)nv, sizeof *v, by_count);
     fprintf(f,
             "# rank %d: %zu of %zu kernels (%.3f ms, %d names) named by no rule: kind 'other' (--kernel-names adds "
             "rules)\n",
