@@ -15,9 +15,9 @@
 
 typedef struct points {
     double *x, *y;
-    double *phi;             /* compute points: the fraction of the kernel that communication overlapped */
-    double *cand[CAL_TILES]; /* attention points: the work at each candidate tile */
-    int n, cap, ncand;       /* ncand: points that came with candidates */
+    double *phi;                /* compute points: the fraction of the kernel that communication overlapped */
+    double *cand[CAL_TILES];    /* attention points: the work at each candidate tile */
+    int n, cap, ncand, candcap; /* ncand: points that came with candidates */
 } points;
 
 const int calibrate_tile_shapes[CAL_TILES][2] = {{0, 0},     {64, 64},   {64, 128}, {128, 64},
@@ -40,11 +40,7 @@ static void push(points *p, double x, double y, double phi)
         p->x = xrealloc_array(p->x, (size_t)p->cap, sizeof *p->x, "the calibration's points");
         p->y = xrealloc_array(p->y, (size_t)p->cap, sizeof *p->y, "the calibration's points");
         p->phi = xrealloc_array(p->phi, (size_t)p->cap, sizeof *p->phi, "the calibration's points");
-        for (int c = 0; c < CAL_TILES; c++)
-            p->cand[c] = xrealloc_array(p->cand[c], (size_t)p->cap, sizeof *p->cand[c], "the calibration's points");
     }
-    for (int c = 0; c < CAL_TILES; c++)
-        p->cand[c][p->n] = 0;
     p->x[p->n] = x;
     p->phi[p->n] = phi;
     p->y[p->n++] = y;
@@ -82,6 +78,11 @@ void calibrate_add_attn(calibrate_points *p, int kind, const double work[1 + CAL
     if (kind != TASK_ATTN_FWD && kind != TASK_ATTN_BWD) return;
     points *pt = &p->kind[kind];
     push(pt, work[0], seconds, overlapped);
+    if (pt->candcap < pt->cap) { /* the candidates' arrays follow the points' */
+        for (int c = 0; c < CAL_TILES; c++)
+            pt->cand[c] = xrealloc_array(pt->cand[c], (size_t)pt->cap, sizeof *pt->cand[c], "the calibration's points");
+        pt->candcap = pt->cap;
+    }
     for (int c = 0; c < CAL_TILES; c++)
         pt->cand[c][pt->n - 1] = work[1 + c];
     pt->ncand++;
