@@ -7,39 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timeline.h"
 #include "core/xalloc.h"
 
-typedef struct span {
-    double a, b;
-} span;
-
-static int by_start(const void *x, const void *y)
-{
-    double a = ((const span *)x)->a, b = ((const span *)y)->a;
-    return (a > b) - (a < b);
-}
-
 /* The rank's NCCL kernels of the chosen steps as disjoint sorted spans. */
-static span *comm_spans(const kineto_rank *r, size_t *n)
+static tl_span *comm_spans(const kineto_rank *r, size_t *n)
 {
-    span *v = xmalloc_array(r->nk + 1, sizeof *v, "a rank's communication spans");
-    size_t m = 0, w = 0;
+    tl_span *v = xmalloc_array(r->nk + 1, sizeof *v, "a rank's communication spans");
+    size_t m = 0;
     for (size_t j = 0; j < r->nk; j++)
         if (r->k[j].step >= 0 && kineto_kind_is_comm(r->k[j].kind))
-            v[m++] = (span){r->k[j].ts, r->k[j].ts + r->k[j].dur};
-    if (m > 1) qsort(v, m, sizeof *v, by_start);
-    for (size_t i = 0; i < m; i++) {
-        if (w && v[i].a <= v[w - 1].b)
-            v[w - 1].b = fmax(v[w - 1].b, v[i].b);
-        else
-            v[w++] = v[i];
-    }
-    *n = w;
+            v[m++] = (tl_span){r->k[j].ts, r->k[j].ts + r->k[j].dur};
+    *n = tl_merge(v, m);
     return v;
 }
 
 /* The fraction of [a, b) that the spans cover. */
-static double covered(const span *v, size_t n, double a, double b)
+static double covered(const tl_span *v, size_t n, double a, double b)
 {
     if (b <= a) return 0;
     size_t lo = 0, hi = n; /* the first span ending after a */
@@ -61,7 +45,7 @@ void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *
     for (int i = 0; i < s->n; i++) {
         const kineto_rank *r = &s->r[i];
         size_t nc;
-        span *comm = comm_spans(r, &nc);
+        tl_span *comm = comm_spans(r, &nc);
         for (size_t j = 0; j < r->nk; j++) {
             const kineto_kernel *k = &r->k[j];
             if (k->step < 0 || (k->kind != TASK_GEMM && k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD)) continue;

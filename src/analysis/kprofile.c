@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/timeline.h"
 #include "core/xalloc.h"
 #include "model/nccl.h"
 
@@ -38,69 +39,22 @@ static int by_group(const void *a, const void *b)
     return (x->ts > y->ts) - (x->ts < y->ts);
 }
 
-typedef struct span {
-    double a, b;
-} span;
-
-static int by_start(const void *x, const void *y)
-{
-    double a = ((const span *)x)->a, b = ((const span *)y)->a;
-    return (a > b) - (a < b);
-}
-
-/* Merge v into disjoint spans in place; returns their count. */
-static size_t merge(span *v, size_t n)
-{
-    if (n > 1) qsort(v, n, sizeof *v, by_start);
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (w && v[i].a <= v[w - 1].b) {
-            if (v[i].b > v[w - 1].b) v[w - 1].b = v[i].b;
-        } else {
-            v[w++] = v[i];
-        }
-    }
-    return w;
-}
-
-static double length(const span *v, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s += v[i].b - v[i].a;
-    return s;
-}
-
-/* The length of the intersection of two sets of disjoint sorted spans. */
-static double overlap(const span *x, size_t nx, const span *y, size_t ny)
-{
-    double s = 0;
-    for (size_t i = 0, j = 0; i < nx && j < ny;) {
-        double a = fmax(x[i].a, y[j].a), b = fmin(x[i].b, y[j].b);
-        if (b > a) s += b - a;
-        if (x[i].b < y[j].b)
-            i++;
-        else
-            j++;
-    }
-    return s;
-}
-
 /* Exposed communication of one (rank, step): v[0..n) are its slices. */
 static double exposed_of(const slice *v, size_t n)
 {
-    span *c = xmalloc_array(n + 1, sizeof *c, "a profile's spans"), *o = xmalloc_array(n + 1, sizeof *o, "spans");
+    tl_span *c = xmalloc_array(n + 1, sizeof *c, "a profile's spans");
+    tl_span *o = xmalloc_array(n + 1, sizeof *o, "a profile's spans");
     size_t nc = 0, no = 0;
     for (size_t i = 0; i < n; i++) {
-        span s = {v[i].ts, v[i].end};
+        tl_span s = {v[i].ts, v[i].end};
         if (kineto_kind_is_comm(v[i].kind))
             c[nc++] = s;
         else
             o[no++] = s;
     }
-    nc = merge(c, nc);
-    no = merge(o, no);
-    double e = length(c, nc) - overlap(c, nc, o, no);
+    nc = tl_merge(c, nc);
+    no = tl_merge(o, no);
+    double e = tl_length(c, nc) - tl_overlap(c, nc, o, no);
     free(c);
     free(o);
     return e;

@@ -55,6 +55,12 @@ int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_E
  * and calibration tables. Returns 0, or -1 on a write error. */
 int cli_list_data(FILE *f);
 
+/* The kernel-name table of --kernel-names FILE: its rules ahead of the
+ * shipped ones (analysis/kineto.h), or the shipped ones alone (path NULL).
+ * NULL with a message for an unreadable file or a bad rule. */
+typedef struct kineto_names kineto_names;
+kineto_names *cli_kernel_names(const char *path, char err[LOONG_ERRLEN]);
+
 /* ---- the perturbation options of sim, coll and plan (cli_whatif.c) ---- */
 enum { CLI_OPT_STRAGGLER = 2000, CLI_OPT_SLOW_LINK, CLI_OPT_FAIL_LINK, CLI_OPT_JITTER };
 #define CLI_WHATIF_OPTIONS                                                                                             \

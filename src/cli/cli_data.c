@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "analysis/kineto.h"
+#include "core/infile.h"
 #include "cli.h"
 #include "core/datapath.h"
 #include "core/xalloc.h"
@@ -85,4 +87,16 @@ int cli_list_data(FILE *f)
         free(files);
     }
     return ferror(f) ? -1 : 0;
+}
+
+kineto_names *cli_kernel_names(const char *path, char err[LOONG_ERRLEN])
+{
+    kineto_names *n = kineto_names_default();
+    char *text = path ? infile_read(path, "kernel-name table", INFILE_TEXT_MAX, NULL, err) : NULL;
+    if (path && (!text || kineto_names_add(n, text, path, err) < 0)) {
+        kineto_names_free(n);
+        n = NULL;
+    }
+    free(text);
+    return n;
 }

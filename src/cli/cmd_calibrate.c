@@ -279,18 +279,6 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
     return rc;
 }
 
-static kineto_names *names_of(const char *path, char err[LOONG_ERRLEN])
-{
-    kineto_names *n = kineto_names_default();
-    char *text = path ? infile_read(path, "kernel-name table", INFILE_TEXT_MAX, NULL, err) : NULL;
-    if (path && (!text || kineto_names_add(n, text, path, err) < 0)) {
-        kineto_names_free(n);
-        n = NULL;
-    }
-    free(text);
-    return n;
-}
-
 /* The compute fit of --kineto; a set without shaped kernels keeps the
  * table (said), unless --strict. */
 static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_calib_counts *cnt,
@@ -354,7 +342,7 @@ static int run_kineto(int npaths, char **paths, const char *platform, const char
     if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
         return cli_fail("calibrate", "%s", err);
     calib *cb = calib_for_platform(platform, sp.gpu, base, err);
-    kineto_names *names = cb ? names_of(names_file, err) : NULL;
+    kineto_names *names = cb ? cli_kernel_names(names_file, err) : NULL;
     if (!names) {
         calib_free(cb);
         return cli_fail("calibrate", "%s", err);

@@ -190,20 +190,6 @@ static int prediction(const kargs *a, trace *t, dag **g, char err[LOONG_ERRLEN])
     return 0;
 }
 
-static kineto_names *names_of(const char *path, char err[LOONG_ERRLEN])
-{
-    kineto_names *n = kineto_names_default();
-    if (!path) return n;
-    char *text = infile_read(path, "kernel-name table", INFILE_TEXT_MAX, NULL, err);
-    if (!text || kineto_names_add(n, text, path, err) < 0) {
-        free(text);
-        kineto_names_free(n);
-        return NULL;
-    }
-    free(text);
-    return n;
-}
-
 static int plot(const char *png, const kprof *p, const kprof *m, char err[LOONG_ERRLEN])
 {
     const char *names[KINETO_KINDS];
@@ -249,7 +235,7 @@ int cmd_compare_kineto(int argc, char **argv)
     if (rc) return rc < 0 ? 0 : rc;
     char err[LOONG_ERRLEN];
     if (a.plot && afile_check(a.plot, err) < 0) return cli_fail("compare", "%s", err);
-    kineto_names *names = names_of(a.names, err);
+    kineto_names *names = cli_kernel_names(a.names, err);
     if (!names) return cli_fail("compare", "%s", err);
     kineto_set set;
     rc = kineto_set_open((const char *const *)argv + optind, argc - optind, names, a.steps, &set, err);

@@ -5,20 +5,15 @@
 
 #include "xalloc.h"
 
-typedef struct span {
-    double a, b;
-} span;
-
 static int by_start(const void *x, const void *y)
 {
-    double a = ((const span *)x)->a, b = ((const span *)y)->a;
+    double a = ((const tl_span *)x)->a, b = ((const tl_span *)y)->a;
     return (a > b) - (a < b);
 }
 
-/* Sort and merge into a disjoint union; returns the count. */
-static size_t merge_spans(span *s, size_t n)
+size_t tl_merge(tl_span *s, size_t n)
 {
-    qsort(s, n, sizeof *s, by_start);
+    if (n > 1) qsort(s, n, sizeof *s, by_start);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && s[i].a <= s[m - 1].b) {
@@ -30,7 +25,7 @@ static size_t merge_spans(span *s, size_t n)
     return m;
 }
 
-static double length(const span *s, size_t n)
+double tl_length(const tl_span *s, size_t n)
 {
     double sum = 0;
     for (size_t i = 0; i < n; i++)
@@ -38,8 +33,7 @@ static double length(const span *s, size_t n)
     return sum;
 }
 
-/* Length of the intersection of two disjoint sorted span lists. */
-static double overlap(const span *u, size_t nu, const span *c, size_t nc)
+double tl_overlap(const tl_span *u, size_t nu, const tl_span *c, size_t nc)
 {
     double sum = 0;
     size_t i = 0, j = 0;
@@ -55,7 +49,7 @@ static double overlap(const span *u, size_t nu, const span *c, size_t nc)
 }
 
 /* Spans of the rank's compute stream (comp) or of all its other streams. */
-static span *collect(const dag *g, const double *start, const double *dur, int r, bool comp, size_t *n)
+static tl_span *collect(const dag *g, const double *start, const double *dur, int r, bool comp, size_t *n)
 {
     size_t cap = 0, m = 0;
     for (int s = 0; s < STREAM_COUNT; s++) {
@@ -63,25 +57,25 @@ static span *collect(const dag *g, const double *start, const double *dur, int r
         dag_stream_tasks(g, r, s, &k);
         if ((s == STREAM_COMP) == comp) cap += k;
     }
-    span *v = xmalloc_array(cap, sizeof *v, "a rank's timeline");
+    tl_span *v = xmalloc_array(cap, sizeof *v, "a rank's timeline");
     for (int s = 0; s < STREAM_COUNT; s++) {
         if ((s == STREAM_COMP) != comp) continue;
         uint32_t k;
         const uint32_t *ids = dag_stream_tasks(g, r, s, &k);
         for (uint32_t i = 0; i < k; i++)
-            if (dur[ids[i]] > 0) v[m++] = (span){start[ids[i]], start[ids[i]] + dur[ids[i]]};
+            if (dur[ids[i]] > 0) v[m++] = (tl_span){start[ids[i]], start[ids[i]] + dur[ids[i]]};
     }
-    *n = merge_spans(v, m);
+    *n = tl_merge(v, m);
     return v;
 }
 
 void timeline_rank(const dag *g, const double *start, const double *dur, int rank, double makespan, rank_timeline *out)
 {
     size_t nc, nu;
-    span *c = collect(g, start, dur, rank, true, &nc), *u = collect(g, start, dur, rank, false, &nu);
-    out->busy = length(c, nc);
-    out->comm = length(u, nu);
-    out->exposed = out->comm - overlap(u, nu, c, nc);
+    tl_span *c = collect(g, start, dur, rank, true, &nc), *u = collect(g, start, dur, rank, false, &nu);
+    out->busy = tl_length(c, nc);
+    out->comm = tl_length(u, nu);
+    out->exposed = out->comm - tl_overlap(u, nu, c, nc);
     out->idle = makespan - out->busy - out->exposed;
     if (out->idle < 0) out->idle = 0;
     free(c);

@@ -18,6 +18,19 @@ typedef struct rank_timeline {
     double idle;    /* makespan - busy - exposed (never negative) */
 } rank_timeline;
 
+/* A time interval [a, b), and sets of them as sorted disjoint unions: what
+ * timeline_rank computes with, shared with the analyses of traces that
+ * have no DAG (profiler traces). */
+typedef struct tl_span {
+    double a, b;
+} tl_span;
+/* Sort s and merge it in place into its disjoint union; returns the count. */
+size_t tl_merge(tl_span *s, size_t n);
+/* The summed length of n disjoint spans. */
+double tl_length(const tl_span *s, size_t n);
+/* The length of the intersection of two disjoint sorted span lists. */
+double tl_overlap(const tl_span *u, size_t nu, const tl_span *c, size_t nc);
+
 /* start[id], dur[id] in any one unit (seconds or microseconds), indexed by
  * task id; makespan in the same unit. Zero-length tasks are ignored. */
 void timeline_rank(const dag *g, const double *start, const double *dur, int rank, double makespan, rank_timeline *out);
