@@ -134,7 +134,7 @@ void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs
         *logs = xrealloc_array(*logs, (size_t)*nlogs + 1, sizeof **logs, "the NCCL logs");
         nccl_log *l = &(*logs)[(*nlogs)++];
         memset(l, 0, sizeof *l);
-        snprintf(l->path, sizeof l->path, "kineto %s %d GPUs / %d nodes", coll_op_name(v[i].op), v[i].gpus, v[i].nodes);
+        snprintf(l->path, sizeof l->path, "kineto %s, %d GPUs, %d nodes", coll_op_name(v[i].op), v[i].gpus, v[i].nodes);
         l->op = v[i].op;
         l->has_op = true;
         l->gpus = v[i].gpus;
