@@ -539,6 +539,8 @@ static int parse_json(const char *text, size_t len, const char *path, const kine
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_DECODE_ANY, &je);
     if (!root) {
+        for (char *c = je.text; *c; c++) /* jansson quotes the input, control bytes included: one line */
+            if ((unsigned char)*c < 0x20) *c = '?';
         snprintf(err, LOONG_ERRLEN, "'%.100s' is not JSON (line %d: %.60s): give a PyTorch profiler trace", path,
                  je.line, je.text);
         return -1;
