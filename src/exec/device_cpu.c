@@ -9,12 +9,14 @@
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "devq.h"
+#include "world.h"
 
 struct dev_comm {
     MPI_Comm comm;
@@ -28,6 +30,7 @@ struct dev {
     double *t0, *t1; /* timestamp slots */
     dev_comm **comms;
     int ncomms;
+    atomic_int computing; /* this rank's stream threads inside a kernel now */
 };
 
 static double cpu_now(dev *d)
@@ -55,11 +58,17 @@ static int mpi_check(dev *d, int rc, const char *what, const char *file, int lin
 
 /* ---- ops ---- */
 
-/* Wait for requests without spinning: MPI's blocking waits busy-poll, and
- * on a CPU shared by ranks and their stream threads a spinning
- * communication thread steals the core a kernel runs on. Poll, yield for a
- * while, then sleep 50 us between polls. slots[i] (if >= 0) gets the time
- * request i completed. */
+/* Wait for requests. Open MPI's nonblocking collectives and its shared
+ * memory transport advance only inside an MPI call, so a wait that sleeps
+ * between polls stretches a transfer to its fragments times the sleep (a
+ * 2-rank gradient reduce-scatter at the end of a step: 48-53 ms against
+ * 3-6 ms). A busy-polling wait, though, steals the core a kernel runs on.
+ * So, with a core per rank and no stream thread of this rank inside a
+ * kernel, the communication is all the rank waits for, and the wait polls
+ * back to back, yielding in between; otherwise (a kernel runs, or ranks
+ * share cores and an idle rank's polls would take a computing rank's
+ * core) it polls between 50 us sleeps after 64 yields. slots[i] (if >= 0)
+ * gets the time request i completed. */
 static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots)
 {
     int left = 0;
@@ -74,7 +83,7 @@ static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots)
             polls = 0;
             continue;
         }
-        if (polls < 64) {
+        if (polls < 64 || (!world_oversubscribed() && atomic_load_explicit(&d->computing, memory_order_relaxed) == 0)) {
             sched_yield();
         } else {
             struct timespec ts = {0, 50000};
@@ -215,6 +224,13 @@ static void run_small(const dev_op *op)
     }
 }
 
+/* MPI's ops; every other op (the all-to-all's pack and unpack copies
+ * included) computes on the core, and the wait rule counts it a kernel. */
+static bool communicates(dev_op_kind k)
+{
+    return k == DOP_SENDRECV || k == DOP_ALLTOALL || k == DOP_ALLREDUCE || k == DOP_REDUCESCATTER || k == DOP_ALLGATHER;
+}
+
 /* devq's run hook: one op on the calling stream thread. */
 static void cpu_run(void *ctx, int stream, const dev_op *op)
 {
@@ -223,6 +239,8 @@ static void cpu_run(void *ctx, int stream, const dev_op *op)
     double t = cpu_now(d);
     if (op->stamp_start >= 0) d->t0[op->stamp_start] = t;
     if (op->stamp_start2 >= 0) d->t0[op->stamp_start2] = t;
+    bool kernel = !communicates(op->kind);
+    if (kernel) atomic_fetch_add_explicit(&d->computing, 1, memory_order_relaxed);
     switch (op->kind) {
     case DOP_ATTN_FWD:
         attn_block_fwd(op->u.attn.o, op->u.attn.lse, op->u.attn.q, op->u.attn.k, op->u.attn.v, op->u.attn.qpos,
@@ -246,6 +264,7 @@ static void cpu_run(void *ctx, int stream, const dev_op *op)
     case DOP_ALLGATHER: run_collective(d, op); break;
     default: run_small(op); break;
     }
+    if (kernel) atomic_fetch_sub_explicit(&d->computing, 1, memory_order_relaxed);
     if (op->stamp_end >= 0 && op->kind != DOP_SENDRECV) d->t1[op->stamp_end] = cpu_now(d);
 }
 
