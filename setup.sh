@@ -112,12 +112,12 @@ check)
     grep -q '^FUZZ_CC = .' build/Makefile || (cd build && ./config.status --recheck >/dev/null && ./config.status >/dev/null)
     # the bad-input catalogue runs once, in the sanitizer pass below, which
     # checks each entry as this build would and its error path besides
-    run_pass "test suite: normal build" 360 \
+    run_pass "test suite: normal build" 240 \
         env LOONG_TEST_RECORD="$record/normal" LOONG_SKIP_BADINPUT=1 make -s -C build -j"$JOBS" check
     # the tarball out of tree, source read-only, under ASan + UBSan
     # (AM_DISTCHECK_CONFIGURE_FLAGS): the sanitizer pass; the fidelity
     # table's simulations give the same numbers there and have just run
-    run_pass "make distcheck: ASan + UBSan suite of the tarball" 360 \
+    run_pass "make distcheck: ASan + UBSan suite of the tarball" 480 \
         env LOONG_TEST_RECORD="$record/asan" LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
     run_pass "fuzz: replay corpora, explore changed parsers" 180 make -s -C build fuzz-run FUZZ_SECONDS=60
     pass_table

@@ -31,6 +31,7 @@ struct dev {
     dev_comm **comms;
     int ncomms;
     atomic_int computing; /* this rank's stream threads inside a kernel now */
+    bool shared_cores;    /* more ranks than cores on this node */
 };
 
 static double cpu_now(dev *d)
@@ -83,7 +84,7 @@ static int wait_quietly(dev *d, MPI_Request *rq, int n, const int *slots)
             polls = 0;
             continue;
         }
-        if (polls < 64 || (!world_oversubscribed() && atomic_load_explicit(&d->computing, memory_order_relaxed) == 0)) {
+        if (polls < 64 || (!d->shared_cores && atomic_load_explicit(&d->computing, memory_order_relaxed) == 0)) {
             sched_yield();
         } else {
             struct timespec ts = {0, 50000};
@@ -368,6 +369,7 @@ static dev *cpu_open(int rank, int nstreams, int nslots, char err[LOONG_ERRLEN])
         return NULL;
     }
     d->rank = rank;
+    d->shared_cores = world_oversubscribed();
     d->nslots = nslots > 0 ? nslots : 1;
     d->t0 = calloc((size_t)d->nslots, sizeof *d->t0);
     d->t1 = calloc((size_t)d->nslots, sizeof *d->t1);
