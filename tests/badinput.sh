@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The bad-input catalogue (tests/badinput.cat): each entry runs loong once on
-# one bad input, in a fresh directory holding the fixtures of tests/data/bad
-# and pre-existing output files (keep.*). Each must
+# one bad input, in a directory holding the fixtures of tests/data/bad and
+# pre-existing output files (keep.*), as the first entry found them. Each
+# must
 #   - exit with status 2,
 #   - print exactly one line on stderr, "loong CMD: error: ...", matching
 #     the entry's pattern (the option or file it names),
-#   - create no file, and leave every existing file byte-identical.
+#   - create no file or directory, and write no existing file (its size and
+#     modification time stay).
 # Under the sanitizer build any ASan/UBSan report adds lines and fails the
 # entry; one notice is not a report and is dropped: SimGrid ends an actor by
 # unwinding its stack with an exception, and ASan, seeing a throw on a stack
