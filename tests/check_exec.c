@@ -374,9 +374,23 @@ START_TEST(trace_invariants)
     char path[] = "/tmp/loong-exec-trace-XXXXXX";
     close(mkstemp(path));
     run_result r = run_cmd(MPIRUN " --model tiny --seq 2K --mesh 2x2 --strategy loongtrain --window 2 --scope attn "
-                                  "--iters 3 --warmup 1 --trace %s",
+                                  "--iters 3 --warmup 1 --trace-iter fastest --trace %s",
                            4, path);
     ck_assert_msg(r.status == 0, "%s", r.err);
+    /* --trace-iter fastest: the traced iteration is the fastest timed one */
+    double fastest, step;
+    int fi, traced, it, timed = 0;
+    const char *f = strstr(r.out, "# fastest step "), *tr = strstr(r.out, "# trace: iteration ");
+    ck_assert_msg(f && sscanf(f, "# fastest step %lf ms (iteration %d)", &fastest, &fi) == 2, "%s", r.out);
+    ck_assert_msg(tr && sscanf(tr, "# trace: iteration %d", &traced) == 1 && traced == fi, "%s", r.out);
+    const char *l = strstr(r.out, "#  iter"), *end = strstr(r.out, "# median step");
+    ck_assert_msg(l && end, "%s", r.out);
+    for (l = strchr(l, '\n'); l && l < end; l = strchr(l + 1, '\n')) /* the iteration table */
+        if (sscanf(l + 1, " %d %lf", &it, &step) == 2 && it >= 1) { /* iteration 0 is the warm-up */
+            ck_assert_msg(step >= fastest - 5e-4, "iteration %d took %.3f ms, under the fastest %.3f", it, step, fastest);
+            timed++;
+        }
+    ck_assert_msg(timed >= 3, "%d timed iterations in\n%s", timed, r.out);
     trace t;
     char err[LOONG_ERRLEN];
     ck_assert_msg(trace_read(path, &t, err) == 0, "%s", err);
@@ -649,6 +663,7 @@ static int bad_rows(bad_row *r, const char *tracedir)
         {"--batch 2", "use --batch 1"},
         {"--dtype bf16", "use --dtype fp32"},
         {"--iters 0", "--iters must be positive"},
+        {"--trace-iter min", "--trace-iter 'min' is not median or fastest"},
         {"--fail-rank 1", "go together"},
         {"--mesh 1x2 --strategy allgather --kv-stride 1", "leave out --kv-stride"},
         {"--mesh 2x2 --strategy usp", "use mpirun -np 4"},

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The validation loop on this machine, end to end:
 #   1. measure with `loong exec` (CPU device, 2 ranks = 2 cores) on 10
-#      configurations (strategies, sizes, scopes), in 3 rounds that visit
-#      the configurations forward, backward, forward, and keep each
-#      configuration's fastest round: this machine is shared, its speed
-#      drifts by up to 25 % over minutes, and interference only ever adds
-#      time, so the fastest round is the closest to what it can do;
+#      configurations (strategies, sizes, scopes), in --rounds rounds (5)
+#      that visit the configurations forward, backward, forward..., and
+#      keep each configuration's fastest timed iteration over all rounds
+#      (loong exec --trace-iter fastest): this machine is shared, its cores
+#      slow down by up to 35 % for seconds to minutes at a time, and
+#      interference only ever adds time, so the fastest iteration is the closest to what it
+#      can do (iterations of one run share a slow spell: rounds spread out
+#      in time beat iterations);
 #   2. calibrate compute rates and the MPI link from the first half;
 #   3. predict the other half with `loong sim` on a platform describing this
 #      machine (one node, one "GPU" per core, kind cpu), fitted in step 2;
@@ -19,26 +22,30 @@
 # --repeat N the whole loop runs N times and the MAPE of each repetition,
 # their mean and spread, and the kinds kept from the base table follow.
 #
-# usage: experiments/validate-cpu/run.sh [--repeat N] [--quick] [--max-mape PCT] [--nice N] [path/to/loong] [outdir]
+# usage: experiments/validate-cpu/run.sh [--repeat N] [--rounds N] [--quick] [--max-mape PCT] [--nice N]
+#                                        [path/to/loong] [outdir]
+#   --rounds N      measuring rounds per configuration (default 5; 3 with --quick)
 #   --quick         5 attention configurations (3 to calibrate, 2 held out), 2
 #                   timed iterations: a smoke test of the loop, about 1 min
 #   --max-mape PCT  exit 1 when a repetition's MAPE exceeds PCT
 #   --nice N        the ranks' niceness, -20 .. 19 (default -19; 0: as started)
 # Exit status: 0; 1 above --max-mape; 2 when a step of the loop fails.
 set -uo pipefail
-REPEAT=1 QUICK=0 MAX="" NICE=-19
+REPEAT=1 QUICK=0 MAX="" NICE=-19 ROUNDS=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --repeat) REPEAT=${2:?--repeat needs a count}; shift 2 ;;
+    --rounds) ROUNDS=${2:?--rounds needs a count}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --max-mape) MAX=${2:?--max-mape needs a percentage}; shift 2 ;;
     --nice) NICE=${2:?--nice needs a niceness}; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     -*) echo "validate-cpu: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
 done
 case "$REPEAT" in ''|*[!0-9]*|0) echo "validate-cpu: --repeat takes a positive count" >&2; exit 2 ;; esac
+case "${ROUNDS:-1}" in *[!0-9]*|0) echo "validate-cpu: --rounds takes a positive count (e.g. --rounds 5)" >&2; exit 2 ;; esac
 case "$NICE" in -[0-9]|-1[0-9]|-20|[0-9]|1[0-9]) ;; *) echo "validate-cpu: --nice takes a niceness in -20 .. 19 (e.g. --nice 0)" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 LOONG=$(readlink -f "${1:-$HERE/../../build/loong}")
@@ -62,7 +69,7 @@ if [ $QUICK -eq 1 ]; then
       "zz-8k|--mesh 2 --strategy zigzag|--seq 8K --scope attn"
       "lt-4k|--mesh 1x2 --strategy loongtrain --window 1|--seq 4K --scope attn"
     )
-    NTRAIN=3 ITERS=2
+    NTRAIN=3 ITERS=2 ROUNDS=${ROUNDS:-3}
 else
     CONFIGS=(
       "zz-4k|--mesh 2 --strategy zigzag|--seq 4K --scope attn"
@@ -76,9 +83,8 @@ else
       "ring-4k|--mesh 2 --strategy ring|--seq 4K --scope attn"
       "uly-step-2k|--mesh 2 --strategy ulysses|--seq 2K --scope step"
     )
-    NTRAIN=5 ITERS=3
+    NTRAIN=5 ITERS=2 ROUNDS=${ROUNDS:-5}
 fi
-ROUNDS=3
 
 fail() { echo "validate-cpu: $*" >&2; exit 2; }
 
@@ -93,18 +99,18 @@ loop() {
         [ $((r % 2)) -eq 0 ] && order=$(echo "$order" | tac)
         for i in $order; do
             IFS='|' read -r name layout size <<<"${CONFIGS[$i]}"
-            nice -n "$NICE" mpirun --oversubscribe -np 2 "$LOONG" exec $COMMON $layout $size --iters $ITERS --warmup 1 \
+            nice -n "$NICE" mpirun --oversubscribe -np 2 "$LOONG" exec $COMMON $layout $size --iters $ITERS --warmup 1 --trace-iter fastest \
                 --trace "$out/$name.r$r.json" >"$out/$name.r$r.txt" 2>"$out/$name.exec.err" ||
                 fail "measuring $name failed: $(head -c 300 "$out/$name.exec.err")"
         done
     done
-    for c in "${CONFIGS[@]}"; do # the fastest round is the measurement
+    for c in "${CONFIGS[@]}"; do # the fastest round's fastest iteration is the measurement
         name=${c%%|*}
         r=$(for ((i = 1; i <= ROUNDS; i++)); do
-            echo "$(sed -nE 's/^# median step ([0-9.]+) ms.*/\1/p' "$out/$name.r$i.txt") $i"
+            echo "$(sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' "$out/$name.r$i.txt") $i"
         done | sort -g | head -n 1 | cut -d' ' -f2)
         cp "$out/$name.r$r.json" "$out/$name.measured.json"
-        echo "   $name: rounds $(for ((i = 1; i <= ROUNDS; i++)); do sed -nE 's/^# median step ([0-9.]+) ms.*/\1/p' \
+        echo "   $name: rounds $(for ((i = 1; i <= ROUNDS; i++)); do sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' \
             "$out/$name.r$i.txt"; done | paste -sd' ') ms; fastest round $r" >&2
     done
     echo "# 2. calibrating from the first $NTRAIN" >&2

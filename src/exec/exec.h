@@ -20,6 +20,7 @@
 typedef struct exec_opts {
     uint64_t seed;
     int iters, warmup;
+    bool trace_fastest; /* --trace-iter fastest: trace the fastest timed iteration, not the median */
     bool check;
     const char *trace_path;   /* NULL: none */
     const char *dump_dir;     /* NULL: none */

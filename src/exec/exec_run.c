@@ -384,7 +384,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void report(const xr *x, const double *steps, int n, int median_iter)
+/* The per-iteration table, then the median and the fastest timed
+ * iteration: scripts read both lines. */
+static void report(const xr *x, const double *steps, int n, int median_iter, int fastest_iter)
 {
     if (x->rank != 0) return;
     char desc[256];
@@ -397,6 +399,16 @@ static void report(const xr *x, const double *steps, int n, int median_iter)
     double tok = config_step_tokens(x->c);
     printf("# median step %.3f ms (iteration %d); %.0f tokens/s/rank\n", steps[median_iter] * 1e3, median_iter,
            tok / steps[median_iter] / x->P);
+    printf("# fastest step %.3f ms (iteration %d)\n", steps[fastest_iter] * 1e3, fastest_iter);
+}
+
+/* The timed iteration whose step is `v`. */
+static int iteration_of(const xr *x, const double *steps, double v)
+{
+    int i = x->o->warmup;
+    while (steps[i] != v)
+        i++;
+    return i;
 }
 
 /* The reported iteration's stamps, on rank 0, for the trace (written last). */
@@ -420,11 +432,10 @@ static int run_iterations(xr *x, double offset, measured *m, char err[LOONG_ERRL
     if (rc == 0) {
         memcpy(sorted, steps + x->o->warmup, (size_t)x->o->iters * sizeof *sorted);
         qsort(sorted, (size_t)x->o->iters, sizeof *sorted, cmp_double);
-        double med = sorted[(x->o->iters - 1) / 2];
-        int mi = x->o->warmup;
-        while (steps[mi] != med)
-            mi++;
-        report(x, steps, total, mi);
+        int median = iteration_of(x, steps, sorted[(x->o->iters - 1) / 2]);
+        int fastest = iteration_of(x, steps, sorted[0]);
+        int mi = x->o->trace_fastest ? fastest : median;
+        report(x, steps, total, median, fastest);
         xr_watch(x, "the report");
         rc = agree(x->w,
                    gather_stamps(x, st + (size_t)mi * x->ntasks, en + (size_t)mi * x->ntasks, &m->gs, &m->gd) ? 1 : 0)
