@@ -386,8 +386,9 @@ START_TEST(trace_invariants)
     const char *l = strstr(r.out, "#  iter"), *end = strstr(r.out, "# median step");
     ck_assert_msg(l && end, "%s", r.out);
     for (l = strchr(l, '\n'); l && l < end; l = strchr(l + 1, '\n')) /* the iteration table */
-        if (sscanf(l + 1, " %d %lf", &it, &step) == 2 && it >= 1) { /* iteration 0 is the warm-up */
-            ck_assert_msg(step >= fastest - 5e-4, "iteration %d took %.3f ms, under the fastest %.3f", it, step, fastest);
+        if (sscanf(l + 1, " %d %lf", &it, &step) == 2 && it >= 1) {  /* iteration 0 is the warm-up */
+            ck_assert_msg(step >= fastest - 5e-4, "iteration %d took %.3f ms, under the fastest %.3f", it, step,
+                          fastest);
             timed++;
         }
     ck_assert_msg(timed >= 3, "%d timed iterations in\n%s", timed, r.out);

@@ -25,26 +25,30 @@
 # usage: experiments/validate-cpu/run.sh [--repeat N] [--rounds N] [--quick] [--max-mape PCT] [--nice N]
 #                                        [path/to/loong] [outdir]
 #   --rounds N      measuring rounds per configuration (default 5; 3 with --quick)
+#   --max-wait S    seconds per repetition the machine gate may wait for slow
+#                   spells to pass (default 600; 0: no gate, no probes)
 #   --quick         5 attention configurations (3 to calibrate, 2 held out), 2
 #                   timed iterations: a smoke test of the loop, about 1 min
 #   --max-mape PCT  exit 1 when a repetition's MAPE exceeds PCT
 #   --nice N        the ranks' niceness, -20 .. 19 (default -19; 0: as started)
 # Exit status: 0; 1 above --max-mape; 2 when a step of the loop fails.
 set -uo pipefail
-REPEAT=1 QUICK=0 MAX="" NICE=-19 ROUNDS=""
+REPEAT=1 QUICK=0 MAX="" NICE=-19 ROUNDS="" MAXWAIT=600
 while [ $# -gt 0 ]; do
     case "$1" in
     --repeat) REPEAT=${2:?--repeat needs a count}; shift 2 ;;
     --rounds) ROUNDS=${2:?--rounds needs a count}; shift 2 ;;
+    --max-wait) MAXWAIT=${2:?--max-wait needs seconds}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --max-mape) MAX=${2:?--max-mape needs a percentage}; shift 2 ;;
     --nice) NICE=${2:?--nice needs a niceness}; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     -*) echo "validate-cpu: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
 done
 case "$REPEAT" in ''|*[!0-9]*|0) echo "validate-cpu: --repeat takes a positive count" >&2; exit 2 ;; esac
+case "$MAXWAIT" in ''|*[!0-9]*) echo "validate-cpu: --max-wait takes whole seconds (0: no machine gate)" >&2; exit 2 ;; esac
 case "${ROUNDS:-1}" in *[!0-9]*|0) echo "validate-cpu: --rounds takes a positive count (e.g. --rounds 5)" >&2; exit 2 ;; esac
 case "$NICE" in -[0-9]|-1[0-9]|-20|[0-9]|1[0-9]) ;; *) echo "validate-cpu: --nice takes a niceness in -20 .. 19 (e.g. --nice 0)" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -88,17 +92,51 @@ fi
 
 fail() { echo "validate-cpu: $*" >&2; exit 2; }
 
+# The machine gate. Before each measuring run, one single-rank run on each
+# core at once (loong exec, ring 1K attn, no messages) times the machine; a probe more than GATE_TOL
+# above the fastest seen in this invocation means a slow spell, and the
+# loop waits for it to pass (5 s steps, up to --max-wait seconds per
+# repetition, then it measures anyway and counts the run as SLOW).
+PROBE="--model tiny --mesh 1 --strategy ring --seq 1K --scope attn --iters 4 --warmup 1"
+GATE_TOL=5 BEST_PROBE="" WAITED=0 SLOW=0 PROBES=0
+probe() { # prints the slower core's fastest step, ms
+    local c
+    for c in 0 1; do
+        nice -n "$NICE" taskset -c $c "$LOONG" exec $PROBE >"$1/probe.$c.txt" 2>"$1/probe.err" &
+    done
+    wait
+    cat "$1/probe.0.txt" "$1/probe.1.txt" | sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' | sort -g | tail -n 1
+}
+gate() {
+    local p
+    while :; do
+        p=$(probe "$1")
+        PROBES=$((PROBES + 1))
+        [ -n "$p" ] || fail "the machine probe failed: $(head -c 300 "$1/probe.err")"
+        if [ -z "$BEST_PROBE" ] || awk -v p="$p" -v b="$BEST_PROBE" 'BEGIN{exit !(p < b)}'; then BEST_PROBE=$p; fi
+        awk -v p="$p" -v b="$BEST_PROBE" -v t="$GATE_TOL" 'BEGIN{exit !(p <= b * (1 + t / 100))}' && return 0
+        if [ "$WAITED" -ge "$MAXWAIT" ]; then
+            SLOW=$((SLOW + 1))
+            return 0
+        fi
+        sleep 5
+        WAITED=$((WAITED + 5))
+    done
+}
+
 # One loop into directory $1; prints the table and sets MAPE, WORST, KEPT.
 loop() {
     local out=$1 c name layout size
     mkdir -p "$out"
     echo "# 1. measuring ${#CONFIGS[@]} configurations with loong exec on 2 ranks, $ROUNDS rounds" >&2
     local r i order
+    WAITED=0 SLOW=0 PROBES=0
     for ((r = 1; r <= ROUNDS; r++)); do
         order=$(seq 0 $((${#CONFIGS[@]} - 1)))
         [ $((r % 2)) -eq 0 ] && order=$(echo "$order" | tac)
         for i in $order; do
             IFS='|' read -r name layout size <<<"${CONFIGS[$i]}"
+            [ "$MAXWAIT" -gt 0 ] && gate "$out"
             nice -n "$NICE" mpirun --oversubscribe -np 2 "$LOONG" exec $COMMON $layout $size --iters $ITERS --warmup 1 --trace-iter fastest \
                 --trace "$out/$name.r$r.json" >"$out/$name.r$r.txt" 2>"$out/$name.exec.err" ||
                 fail "measuring $name failed: $(head -c 300 "$out/$name.exec.err")"
@@ -113,6 +151,7 @@ loop() {
         echo "   $name: rounds $(for ((i = 1; i <= ROUNDS; i++)); do sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' \
             "$out/$name.r$i.txt"; done | paste -sd' ') ms; fastest round $r" >&2
     done
+    [ "$MAXWAIT" -gt 0 ] && echo "   machine gate: $PROBES probes, fastest ${BEST_PROBE} ms; waited ${WAITED} s for slow spells to pass; $SLOW run(s) measured in one (--max-wait ${MAXWAIT} s spent)" >&2
     echo "# 2. calibrating from the first $NTRAIN" >&2
     "$LOONG" topo --nodes 1 --gpus-per-node 2 --nics-per-node 2 --gpu cpu -o "$out/cpu-2.xml" || fail "loong topo failed"
     cp "$TOPO/cpu.calib" "$out/cpu.calib"
