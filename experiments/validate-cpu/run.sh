@@ -26,14 +26,14 @@
 #                                        [path/to/loong] [outdir]
 #   --rounds N      measuring rounds per configuration (default 5; 3 with --quick)
 #   --max-wait S    seconds per repetition the machine gate may wait for slow
-#                   spells to pass (default 600; 0: no gate, no probes)
+#                   spells to pass (default 300; 0: no gate, no probes)
 #   --quick         5 attention configurations (3 to calibrate, 2 held out), 2
 #                   timed iterations: a smoke test of the loop, about 1 min
 #   --max-mape PCT  exit 1 when a repetition's MAPE exceeds PCT
 #   --nice N        the ranks' niceness, -20 .. 19 (default -19; 0: as started)
 # Exit status: 0; 1 above --max-mape; 2 when a step of the loop fails.
 set -uo pipefail
-REPEAT=1 QUICK=0 MAX="" NICE=-19 ROUNDS="" MAXWAIT=600
+REPEAT=1 QUICK=0 MAX="" NICE=-19 ROUNDS="" MAXWAIT=300
 while [ $# -gt 0 ]; do
     case "$1" in
     --repeat) REPEAT=${2:?--repeat needs a count}; shift 2 ;;
@@ -98,7 +98,7 @@ fail() { echo "validate-cpu: $*" >&2; exit 2; }
 # loop waits for it to pass (5 s steps, up to --max-wait seconds per
 # repetition, then it measures anyway and counts the run as SLOW).
 PROBE="--model tiny --mesh 1 --strategy ring --seq 1K --scope attn --iters 4 --warmup 1"
-GATE_TOL=5 BEST_PROBE="" WAITED=0 SLOW=0 PROBES=0
+GATE_TOL=10 BEST_PROBE="" WAITED=0 SLOW=0 PROBES=0
 probe() { # prints the slower core's fastest step, ms
     local c
     for c in 0 1; do
@@ -112,6 +112,7 @@ gate() {
     while :; do
         p=$(probe "$1")
         PROBES=$((PROBES + 1))
+        echo "$(date +%T) $p" >>"$1/gate.log"
         [ -n "$p" ] || fail "the machine probe failed: $(head -c 300 "$1/probe.err")"
         if [ -z "$BEST_PROBE" ] || awk -v p="$p" -v b="$BEST_PROBE" 'BEGIN{exit !(p < b)}'; then BEST_PROBE=$p; fi
         awk -v p="$p" -v b="$BEST_PROBE" -v t="$GATE_TOL" 'BEGIN{exit !(p <= b * (1 + t / 100))}' && return 0
