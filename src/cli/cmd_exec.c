@@ -33,7 +33,7 @@ static void exec_usage(FILE *f)
             "  --trace FILE          measured Chrome trace of one timed iteration\n"
             "  --trace-iter WHICH    that iteration: median, or fastest (the closest to\n"
             "                        what a shared machine can do: noise only adds\n"
-            "                        time)                                    [median]\n"
+            "                        time)                                         [median]\n"
             "  --dump DIR            gathered inputs and outputs as .npy files\n"
             "  --iters N             timed iterations                              [3]\n"
             "  --warmup N            untimed iterations first                      [1]\n"
