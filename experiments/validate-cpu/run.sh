@@ -6,9 +6,10 @@
 #      keep each configuration's fastest timed iteration over all rounds
 #      (loong exec --trace-iter fastest): this machine is shared, its cores
 #      slow down by up to 35 % for seconds to minutes at a time, and
-#      interference only ever adds time, so the fastest iteration is the closest to what it
-#      can do (iterations of one run share a slow spell: rounds spread out
-#      in time beat iterations);
+#      interference only ever adds time, so the fastest iteration is the
+#      closest to what it can do (iterations of one run share a slow spell:
+#      rounds spread out in time beat iterations), and a machine gate
+#      waits out slow spells before each run;
 #   2. calibrate compute rates and the MPI link from the first half;
 #   3. predict the other half with `loong sim` on a platform describing this
 #      machine (one node, one "GPU" per core, kind cpu), fitted in step 2;
@@ -22,8 +23,8 @@
 # --repeat N the whole loop runs N times and the MAPE of each repetition,
 # their mean and spread, and the kinds kept from the base table follow.
 #
-# usage: experiments/validate-cpu/run.sh [--repeat N] [--rounds N] [--quick] [--max-mape PCT] [--nice N]
-#                                        [path/to/loong] [outdir]
+# usage: experiments/validate-cpu/run.sh [--repeat N] [--rounds N] [--max-wait S] [--quick]
+#                                        [--max-mape PCT] [--nice N] [path/to/loong] [outdir]
 #   --rounds N      measuring rounds per configuration (default 5; 3 with --quick)
 #   --max-wait S    seconds per repetition the machine gate may wait for slow
 #                   spells to pass (default 300; 0: no gate, no probes)
@@ -42,7 +43,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1; shift ;;
     --max-mape) MAX=${2:?--max-mape needs a percentage}; shift 2 ;;
     --nice) NICE=${2:?--nice needs a niceness}; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) echo "validate-cpu: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -92,9 +93,12 @@ fi
 
 fail() { echo "validate-cpu: $*" >&2; exit 2; }
 
+# The fastest timed iteration a `loong exec` report ($1) gives, ms.
+fastest_ms() { sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' "$1"; }
+
 # The machine gate. Before each measuring run, one single-rank run on each
-# core at once (loong exec, ring 1K attn, no messages) times the machine; a probe more than GATE_TOL
-# above the fastest seen in this invocation means a slow spell, and the
+# core at once (loong exec, ring 1K attn, no messages) times the machine; a
+# probe more than GATE_TOL % above the fastest seen in this invocation means a slow spell, and the
 # loop waits for it to pass (5 s steps, up to --max-wait seconds per
 # repetition, then it measures anyway and counts the run as SLOW).
 PROBE="--model tiny --mesh 1 --strategy ring --seq 1K --scope attn --iters 4 --warmup 1"
@@ -105,7 +109,7 @@ probe() { # prints the slower core's fastest step, ms
         nice -n "$NICE" taskset -c $c "$LOONG" exec $PROBE >"$1/probe.$c.txt" 2>"$1/probe.err" &
     done
     wait
-    cat "$1/probe.0.txt" "$1/probe.1.txt" | sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' | sort -g | tail -n 1
+    { fastest_ms "$1/probe.0.txt"; fastest_ms "$1/probe.1.txt"; } | sort -g | tail -n 1
 }
 gate() {
     local p
@@ -146,13 +150,13 @@ loop() {
     for c in "${CONFIGS[@]}"; do # the fastest round's fastest iteration is the measurement
         name=${c%%|*}
         r=$(for ((i = 1; i <= ROUNDS; i++)); do
-            echo "$(sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' "$out/$name.r$i.txt") $i"
+            echo "$(fastest_ms "$out/$name.r$i.txt") $i"
         done | sort -g | head -n 1 | cut -d' ' -f2)
         cp "$out/$name.r$r.json" "$out/$name.measured.json"
-        echo "   $name: rounds $(for ((i = 1; i <= ROUNDS; i++)); do sed -nE 's/^# fastest step ([0-9.]+) ms.*/\1/p' \
-            "$out/$name.r$i.txt"; done | paste -sd' ') ms; fastest round $r" >&2
+        echo "   $name: rounds $(for ((i = 1; i <= ROUNDS; i++)); do fastest_ms "$out/$name.r$i.txt"; done |
+            paste -sd' ') ms; fastest round $r" >&2
     done
-    [ "$MAXWAIT" -gt 0 ] && echo "   machine gate: $PROBES probes, fastest ${BEST_PROBE} ms; waited ${WAITED} s for slow spells to pass; $SLOW run(s) measured in one (--max-wait ${MAXWAIT} s spent)" >&2
+    [ "$MAXWAIT" -gt 0 ] && echo "   machine gate: $PROBES probes, fastest ${BEST_PROBE} ms; waited ${WAITED} s for slow spells to pass; $SLOW run(s) measured in one (--max-wait ${MAXWAIT} s)" >&2
     echo "# 2. calibrating from the first $NTRAIN" >&2
     "$LOONG" topo --nodes 1 --gpus-per-node 2 --nics-per-node 2 --gpu cpu -o "$out/cpu-2.xml" || fail "loong topo failed"
     cp "$TOPO/cpu.calib" "$out/cpu.calib"
