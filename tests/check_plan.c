@@ -488,6 +488,49 @@ START_TEST(tie_and_robust_pick)
 }
 END_TEST
 
+/* A scored layout of llama3-8b at 128K on 16 GPUs: dp replicas of a
+ * 1 x (16 / dp) ring, m micro-batches each, a planted step. */
+static plan_layout planted(int dp, int m, double step)
+{
+    plan_layout l;
+    memset(&l, 0, sizeof l);
+    l.c = base("llama3-8b", 128 << 10, 1, 16 / dp, 1, RECOMPUTE_SELECTIVE);
+    l.c.dp = dp;
+    l.c.micro_batches = m;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&l.c, err) == 0, "%s", err);
+    snprintf(l.name, sizeof l.name, "dp%d m%d", dp, m);
+    l.sim_step = step;
+    for (int k = 0; k < PLAN_PERT_COUNT; k++)
+        l.robust[k] = -1;
+    return l;
+}
+
+/* The objective at equal work: every layout of a global batch of 8
+ * samples on 16 GPUs runs dp x m = 8, so the ranking is the order of the
+ * planted step times whatever dp is (step x P ranked dp8 first, as the
+ * old key did); "ahead" ratios are step ratios. With the micro-batches
+ * fixed per replica instead, a replica's samples differ: GPU-seconds per
+ * sample, 16 step / (dp m), decides. */
+START_TEST(rank_at_equal_work)
+{
+    plan_layout ls[4] = {planted(8, 1, 2.0), planted(2, 4, 1.5), planted(1, 8, 1.8), planted(4, 2, 1.6)};
+    int idx[4], want[4] = {1, 3, 2, 0};
+    ck_assert_int_eq(plan_rank(ls, 4, idx), 4);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(idx[k] == want[k], "rank %d: %s, want %s", k + 1, ls[idx[k]].name, ls[want[k]].name);
+    for (int k = 0; k < 4; k++)
+        near(plan_gpu_seconds(&ls[k]), ls[k].sim_step * 16 / 8, "GPU-seconds per sample");
+    near(plan_gpu_seconds(&ls[0]) / plan_gpu_seconds(&ls[1]), 2.0 / 1.5, "a throughput ratio");
+    ck_assert_int_eq(plan_recommend(ls, idx, 4, 0.01), 1);
+    /* one micro-batch per replica: dp 8 does 8 samples in 1.0 s (2 GPU-s each), dp 2 two in 0.3 s (2.4) */
+    plan_layout fixed[2] = {planted(2, 1, 0.3), planted(8, 1, 1.0)};
+    ck_assert_int_eq(plan_rank(fixed, 2, idx), 2);
+    ck_assert_int_eq(idx[0], 1);
+    near(plan_gpu_seconds(&fixed[0]), 0.3 * 16 / 2, "dp 2, GPU-seconds per sample");
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -511,7 +554,7 @@ START_TEST(oom_breakdown)
 {
     const char *csv = "/tmp/loong-plan-oom.csv", *txt = "/tmp/loong-plan-oom.txt";
     const char *args = " --platform " LOONG_SRCDIR "/topologies/dgx-h100-1n.xml --model llama3-8b --seq 32K "
-                       "--gpu-mem 40GB --top 0 --recompute selective --tp 1";
+                       "--gpu-mem 40GB --top 0 --recompute selective --tp 1 --dp 1 --micro-batches 1";
     run_result r = run_cmd(LOONG_BIN " plan%s --zero 1 --csv %s -o %s", args, csv, txt);
     ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 8 GPUs: the leanest"));
@@ -615,6 +658,7 @@ int main(void)
     tcase_add_test(tc, pipeline_enumeration);
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);
+    tcase_add_test(tc, rank_at_equal_work);
     tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);

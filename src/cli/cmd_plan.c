@@ -271,10 +271,10 @@ static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRL
 }
 
 /* --pp N|auto and the knobs that go with it: read here (the base config
- * has one stage), applied to the layouts (plan_enumerate). Without --pp
- * and --global-batch each layout runs --micro-batches per replica; with
- * --pp and no --micro-batches the global batch defaults to 16M tokens
- * (Llama 3 405B's, Dubey et al. 2024, section 3.4.1) in whole samples. */
+ * has one stage), applied to the layouts (plan_enumerate). The global
+ * batch, with or without --pp, is --global-batch, else 16M tokens (Llama 3
+ * 405B's, Dubey et al. 2024, section 3.4.1) in whole samples: every layout
+ * does the same work. --micro-batches M instead gives each replica M. */
 static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LOONG_ERRLEN])
 {
     config_defaults(&x->pk);
@@ -310,7 +310,8 @@ static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LO
         return -1;
     }
     x->req.global_batch = a->global_batch;
-    if (!a->global_batch && !v[KNOB_MICRO_BATCHES] && x->req.pp != 1) {
+    if (!a->global_batch && !v[KNOB_MICRO_BATCHES]) {
+        x->req.global_batch_default = true;
         uint64_t seq = 0;
         if (units_parse_count(v[KNOB_SEQ], "--seq", &seq, err) < 0) return -1;
         double g = 16.0 * 1024 * 1024 / (double)seq;
@@ -382,7 +383,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "--tp %d does not divide --gpus %d", x->req.tp, x->req.gpus);
         return -1;
     }
-    x->req.dp = 1;
+    x->req.dp = 0; /* searched unless given */
     if (a->dp && !strcmp(a->dp, "auto"))
         x->req.dp = 0;
     else if (a->dp && units_parse_int(a->dp, "--dp", &x->req.dp, err) < 0)

@@ -226,9 +226,12 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
 
 double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step : l->an.step; }
 
-/* GPU-seconds per sample: what ranking compares, so that layouts with
- * different data-parallel degrees compare by throughput per GPU. */
-double plan_gpu_seconds(const plan_layout *l) { return plan_step(l) * config_ranks(&l->c); }
+/* Samples one step processes over all replicas: dp x m micro-batches x B. */
+static double step_samples(const config *c) { return (double)c->dp * c->micro_batches * c->batch; }
+
+double plan_per_sample(const plan_layout *l, double step) { return step * config_world(&l->c) / step_samples(&l->c); }
+
+double plan_gpu_seconds(const plan_layout *l) { return plan_per_sample(l, plan_step(l)); }
 
 static int by_rank(const void *x, const void *y, void *arg)
 {
@@ -308,6 +311,28 @@ typedef struct table_cols {
     int name_w; /* the layout column's width */
 } table_cols;
 
+/* "# work:" the global batch every layout processes, or the micro-batches
+ * per replica (--micro-batches), and the data-parallel degrees searched. */
+static void write_work(FILE *f, const plan_request *req)
+{
+    const config *b = &req->base;
+    char dp[48] = "dp searched";
+    if (req->dp) snprintf(dp, sizeof dp, "dp %d", req->dp);
+    if (!req->global_batch) {
+        fprintf(f,
+                "# work: %d micro-batch(es) of %d sample(s) per replica (--micro-batches), %s; ranked by "
+                "GPU-seconds per sample\n",
+                b->micro_batches, b->batch, dp);
+        return;
+    }
+    fprintf(f,
+            "# work: global batch %d samples (%.3g M tokens%s) per step for every layout, m = %d / (dp x %d) "
+            "micro-batches, %s; ranked by time per global batch\n",
+            req->global_batch, req->global_batch * (double)b->seq / (1 << 20),
+            req->global_batch_default ? ", the default: Llama 3's 16M-token batch" : "", req->global_batch, b->batch,
+            dp);
+}
+
 static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp,
                          const table_cols *cols)
 {
@@ -320,17 +345,12 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              recompute_name(b->recompute));
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
-    if (req->pp > 1 || req->pp == PLAN_PP_AUTO || req->global_batch) {
+    write_work(f, req);
+    if (req->pp > 1 || req->pp == PLAN_PP_AUTO) {
         char pp[32] = "searched";
         if (req->pp != PLAN_PP_AUTO) snprintf(pp, sizeof pp, "%d", req->pp);
-        fprintf(f, "# pipeline: pp %s, schedule %s; ", pp,
+        fprintf(f, "# pipeline: pp %s, schedule %s\n", pp,
                 req->search_schedule ? "searched (1f1b, il2: interleaved v 2)" : schedule_name(b->schedule));
-        if (req->global_batch)
-            fprintf(f, "global batch %d samples (%.3g M tokens) per step: m = %d / (dp x %d) micro-batches\n",
-                    req->global_batch, req->global_batch * (double)b->seq * b->batch / (1 << 20), req->global_batch,
-                    b->batch);
-        else
-            fprintf(f, "%d micro-batches per replica\n", b->micro_batches);
     }
     bool two = rp->compose & PLAN_TWO_LAYERS, period = rp->compose & PLAN_PERIOD;
     char how[160] = "";
@@ -646,6 +666,15 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
                           uly >= 0 ? json_string(ls[uly].name) : json_null(), "removed", json_removed(ls, n),
                           "enumerated", n, "simulated", rp->simulated, "runs", rp->runs);
     if (!j) xalloc_die(0, "the plan's JSON");
+    json_t *jr = json_object_get(j, "request");
+    json_object_set_new(jr, "global_batch", req->global_batch ? json_integer(req->global_batch) : json_null());
+    json_object_set_new(jr, "global_batch_tokens",
+                        req->global_batch ? json_real((double)req->global_batch * (double)req->base.seq) : json_null());
+    json_object_set_new(jr, "global_batch_default", json_boolean(req->global_batch_default));
+    json_object_set_new(jr, "micro_batches_per_replica",
+                        req->global_batch ? json_null() : json_integer(req->base.micro_batches));
+    json_object_set_new(jr, "ranked_by",
+                        json_string(req->global_batch ? "time per global batch" : "GPU-seconds per sample"));
     if (rp->perturbed) json_object_set_new(j, "perturbed", json_string(rp->perturbed));
     int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF ? 0 : -1;
     json_decref(j);

@@ -18,9 +18,9 @@
  * when P_h <= H_kv) are one layout.
  *
  * Ranking: simulated layouts first, then the rest, each by predicted
- * GPU-seconds per sample (step time x P, i.e. tokens/s/GPU; equal to step
- * time order when dp = 1); ties by enumeration order. Speedups are the
- * same throughput ratios. Deterministic, so the
+ * GPU-seconds per sample (plan_per_sample: at one global batch on one GPU
+ * count, the order of time per global batch); ties by enumeration order.
+ * Speedups are the same throughput ratios. Deterministic, so the
  * serial and MPI sweeps print the same table.
  *
  * Layer: model (uses core only: no SimGrid, no executor, no measurements).
@@ -77,8 +77,9 @@ typedef struct plan_request {
     /* samples per step over all replicas: each layout runs global_batch /
      * (dp x batch) micro-batches (equal work); 0: one per replica */
     int global_batch;
-    bool search_schedule; /* pp > 1: 1F1B and interleaved (v = 2), else base's schedule and vpp */
-    double gpu_mem;       /* bytes per GPU available to the model's tensors */
+    bool global_batch_default; /* global_batch is the default (16M tokens), not --global-batch */
+    bool search_schedule;      /* pp > 1: 1F1B and interleaved (v = 2), else base's schedule and vpp */
+    double gpu_mem;            /* bytes per GPU available to the model's tensors */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
 } plan_request;
@@ -159,7 +160,14 @@ int plan_streams(const plan_layout *l);
  * and their worst steps do not tie too), then the simplest, then the
  * fastest. Returns an index into ls. */
 int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie);
-/* GPU-seconds per sample (step x ranks): what the ranking compares. */
+/* GPU-seconds per sample: a step of `step` seconds times the GPUs of all
+ * replicas (dp x tp x P x pp), over the samples it processes (dp x m x B).
+ * At equal work (one global batch) on equal GPUs its order is the order of
+ * time per global batch; with --micro-batches fixed per replica it is still
+ * the throughput per GPU. */
+double plan_per_sample(const plan_layout *l, double step);
+/* plan_per_sample of the layout's predicted step: what the ranking, the
+ * ties, "ahead" and every vs_* figure compare. */
 double plan_gpu_seconds(const plan_layout *l);
 /* Why `pick` (plan_recommend's) rather than the fastest idx[0] when they
  * differ, and with --robust how the fastest and the most robust fare: "#"

@@ -78,13 +78,13 @@ int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
     double wmin = 0;
     for (int i = 0; i < nt; i++) {
         robust &= robust_ran(&ls[tied[i]]);
-        double w = plan_worst_step(&ls[tied[i]]) * config_ranks(&ls[tied[i]].c);
+        double w = plan_per_sample(&ls[tied[i]], plan_worst_step(&ls[tied[i]]));
         if (i == 0 || w < wmin) wmin = w;
     }
     if (robust) { /* keep those whose worst case ties with the most robust */
         int k = 0;
         for (int i = 0; i < nt; i++)
-            if (plan_worst_step(&ls[tied[i]]) * config_ranks(&ls[tied[i]].c) <= wmin * (1 + tie)) tied[k++] = tied[i];
+            if (plan_per_sample(&ls[tied[i]], plan_worst_step(&ls[tied[i]])) <= wmin * (1 + tie)) tied[k++] = tied[i];
         nt = k;
     }
     int pick = tied[0], sp = plan_streams(&ls[pick]);
@@ -145,7 +145,7 @@ static void write_tie(FILE *f, const plan_layout *ls, const int *idx, int m, int
     }
     fprintf(f, "# tie: the fastest, %s, is only %.2f %% ahead, within the model's %.2f %% error; %s is chosen as ",
             best->name, 100 * (plan_gpu_seconds(p) / plan_gpu_seconds(best) - 1), 100 * rp->tie, p->name);
-    double wp = plan_worst_step(p) * config_ranks(&p->c), wb = plan_worst_step(best) * config_ranks(&best->c);
+    double wp = plan_per_sample(p, plan_worst_step(p)), wb = plan_per_sample(best, plan_worst_step(best));
     if (robust_ran(p) && robust_ran(best) && wp * (1 + rp->tie) < wb)
         fprintf(f, "the more robust (worst case +%.1f %% under %s, against +%.1f %% under %s)\n",
                 100 * (plan_worst_step(p) / plan_step(p) - 1), plan_pert_name(weakest(p)),
@@ -161,8 +161,8 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
 {
     int r = -1;
     for (int k = 0; k < m; k++)
-        if (robust_ran(&ls[idx[k]]) && (r < 0 || plan_worst_step(&ls[idx[k]]) * config_ranks(&ls[idx[k]].c) <
-                                                     plan_worst_step(&ls[r]) * config_ranks(&ls[r].c)))
+        if (robust_ran(&ls[idx[k]]) && (r < 0 || plan_per_sample(&ls[idx[k]], plan_worst_step(&ls[idx[k]])) <
+                                                     plan_per_sample(&ls[r], plan_worst_step(&ls[r]))))
             r = idx[k];
     if (r < 0) return;
     const plan_layout *best = &ls[idx[0]], *rb = &ls[r];
