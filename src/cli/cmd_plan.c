@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,10 @@ static void plan_usage(FILE *f)
             "                        (its rank) instead of the table; the table's recommended\n"
             "                        line gives the pick's\n"
             "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
+            "  --sim-timeout S       a simulation running longer is stopped, and its layout\n"
+            "                        keeps its analytical score, marked model* (0: no\n"
+            "                        limit); so is one estimated to need more memory than\n"
+            "                        this machine has, or more time than S            [600]\n"
             "  --rows N              table rows to print (0: all)                         [20]\n"
             "  --csv FILE            write every layout, ranked, as CSV (atomically)\n"
             "  --json FILE           write the plan as JSON: every row with its loong sim\n"
@@ -110,6 +115,7 @@ typedef struct plan_args {
     int global_batch;                 /* 0: not given */
     bool nccl;                        /* the platform runs NCCL's collectives (what --tp-mode symmetric needs) */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
+    double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;
     double tie;
     cli_config cc;
@@ -132,6 +138,17 @@ static int parse_count(const char *s, const char *what, int *out, bool zero_ok)
         return 0;
     }
     if (units_parse_int(s, what, out, err) < 0) return cli_fail("plan", "%s", err);
+    return 0;
+}
+
+/* Seconds, 0 or more ("0": no limit). */
+static int parse_seconds(const char *s, const char *what, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || v < 0)
+        return cli_fail("plan", "%s '%s' is not a number of seconds, 0 or more (0: no limit)", what, s);
+    *out = v;
     return 0;
 }
 
@@ -168,6 +185,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"robust", no_argument, 0, 'R'},
         {"tie", required_argument, 0, 'T'},
         {"global-batch", required_argument, 0, 'G'},
+        {"sim-timeout", required_argument, 0, 'O'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -207,6 +225,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'R': a->robust = true; break;
         case 'T': rc = parse_tie(optarg, &a->tie); break;
         case 'G': rc = parse_count(optarg, "--global-batch", &a->global_batch, false); break;
+        case 'O': rc = parse_seconds(optarg, "--sim-timeout", &a->sim_timeout); break;
         case 'h': plan_usage(stdout); return -1;
         default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
         }
@@ -490,14 +509,21 @@ typedef struct run {
     bool compose;       /* the child composes the layers from their period (loong sim --compose) */
     const whatif *w;    /* the perturbations it runs under */
     sim_child ch;
-    double step, exposed; /* results, NAN until done */
+    double started;       /* cli_now() at its start */
+    double tasks;         /* plan_task_estimate: its share of the ETA */
+    double step, exposed; /* results, NAN until done; RUN_TIMED_OUT or RUN_FAILED */
+    char why[LOONG_ERRLEN];
 } run;
+
+/* A run's step when it produced none (negative, to survive gather_runs' max). */
+#define RUN_TIMED_OUT (-1.0)
+#define RUN_FAILED (-2.0)
 
 #define PROGRESS_EVERY_S 5.0
 
 /* Progress on stderr: a bar on a terminal; elsewhere (a log, CI) a line
  * every PROGRESS_EVERY_S seconds with what is done, left and an ETA. */
-static void progress(const plan_args *a, const plan_ctx *x, const char *what, int done, int total)
+static void progress(const plan_args *a, const plan_ctx *x, const char *what, int done, int total, double eta)
 {
     static const char *phase;
     static double start, last;
@@ -513,10 +539,10 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
         if (done == total) fputc('\n', stderr);
     } else if (now - last >= PROGRESS_EVERY_S && done < total) {
         last = now;
-        double eta = done > 0 ? (now - start) / done * (total - done) : 0;
+        if (eta < 0) eta = done > 0 ? (now - start) / done * (total - done) : -1;
         fprintf(stderr, "loong plan: %s: %d of %d done, %d left, %.0f s so far%s", what, done, total, total - done,
-                now - start, done > 0 ? "" : "\n");
-        if (done > 0) fprintf(stderr, ", about %.0f s to go\n", eta);
+                now - start, eta >= 0 ? "" : "\n");
+        if (eta >= 0) fprintf(stderr, ", about %.0f s to go\n", eta);
     }
     fflush(stderr);
 }
@@ -573,26 +599,90 @@ static int start_run(const plan_args *a, const plan_layout *ls, run *u, char err
  * there). Malloc'd. */
 static char *layout_command(const plan_args *a, const plan_layout *ls, int i)
 {
-    run u = {i, 0, compose_mode(a, &ls[i].c) != PLAN_EVERY_LAYER, &a->w, {0, -1, -1}, NAN, NAN};
+    run u = {.layout = i,
+             .compose = compose_mode(a, &ls[i].c) != PLAN_EVERY_LAYER,
+             .w = &a->w,
+             .ch = {0, -1, -1},
+             .step = NAN,
+             .exposed = NAN};
     char **v = run_argv(a, ls, &u);
     char *cmd = sim_child_command(v);
     sim_child_argv_free(v);
     return cmd;
 }
 
-/* Run runs[i] for i = first, first + stride, ... at most `jobs` at once.
- * A child's summary is a few hundred bytes, far below a pipe's buffer, so
- * it is read after the child exits. */
+/* Seconds left for runs[i] (i = first, first + stride, ...) not done yet,
+ * from their estimated tasks at the rate of those done so far, or at
+ * PLAN_SIM_TASKS_PER_S a job before any is done. */
+static double sim_eta(const run *runs, int n, int first, int stride, int jobs, double elapsed)
+{
+    double done = 0, left = 0, now = cli_now();
+    for (int i = first; i < n; i += stride)
+        if (!isnan(runs[i].step))
+            done += runs[i].tasks;
+    double rate = done > 0 && elapsed > 1 ? done / elapsed : PLAN_SIM_TASKS_PER_S * jobs;
+    for (int i = first; i < n; i += stride) /* a running one has done its time at a job's share of the rate */
+        if (isnan(runs[i].step))
+            left += fmax(0, runs[i].tasks - (runs[i].ch.pid > 0 ? (now - runs[i].started) * rate / jobs : 0));
+    return left / rate;
+}
+
+/* Stop every running child past --sim-timeout (its run: RUN_TIMED_OUT). */
+static void stop_overdue(const plan_args *a, run *runs, int n, int first, int stride)
+{
+    double now = cli_now();
+    for (int i = first; a->sim_timeout > 0 && i < n; i += stride)
+        if (runs[i].ch.pid > 0 && isnan(runs[i].step) && now - runs[i].started > a->sim_timeout) {
+            kill(runs[i].ch.pid, SIGKILL); /* its own children die with it (sim_child_guard) */
+            runs[i].step = RUN_TIMED_OUT;
+            snprintf(runs[i].why, sizeof runs[i].why, "stopped at --sim-timeout %.0f s", a->sim_timeout);
+        }
+}
+
+/* The child of pid `pid` exited with `status`: its run's result, or why it
+ * has none. Returns the run, or NULL when pid is none of ours. */
+static run *reap(const plan_layout *ls, run *runs, int n, int first, int stride, pid_t pid, int status)
+{
+    for (int i = first; i < n; i += stride) {
+        run *u = &runs[i];
+        if (u->ch.pid != pid) continue;
+        u->ch.pid = 0;
+        sim_child_result res;
+        char why[LOONG_ERRLEN];
+        int rc = sim_child_finish(&u->ch, status, ls[u->layout].name, &res, why);
+        if (u->step == RUN_TIMED_OUT) return u;
+        if (rc < 0) {
+            u->step = RUN_FAILED;
+            snprintf(u->why, sizeof u->why, "%s", why);
+            return u;
+        }
+        u->step = res.step;
+        u->exposed = res.exposed;
+        return u;
+    }
+    return NULL;
+}
+
+/* Run runs[i] for i = first, first + stride, ... at most `jobs` at once,
+ * each stopped at --sim-timeout. A run that fails or is stopped keeps its
+ * reason (run.why); only a child that cannot be started is an error. A
+ * child's summary is a few hundred bytes, far below a pipe's buffer, so it
+ * is read after the child exits. */
 static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls, run *runs, int n, int first,
                    int stride, int jobs, char err[LOONG_ERRLEN])
 {
     int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
+    double t0 = cli_now(), eta = sim_eta(runs, n, first, stride, jobs, 0);
+    if (!a->quiet && x->rank == 0 && mine > 0)
+        fprintf(stderr, "loong plan: simulating: %d run(s) of about %.3g tasks in all, about %.0f s at %d at once\n",
+                mine, eta * PLAN_SIM_TASKS_PER_S * jobs, eta, jobs);
     while (done < mine) {
         while (rc == 0 && running < jobs && next < n) {
             if (start_run(a, ls, &runs[next], err) < 0) {
                 rc = -1;
                 break;
             }
+            runs[next].started = cli_now();
             running++;
             next += stride;
         }
@@ -601,28 +691,16 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid == 0) { /* none done yet: a progress line is due every few seconds, even so */
             nanosleep(&(struct timespec){0, 100000000}, NULL);
-            progress(a, x, "simulating", done, mine);
+            stop_overdue(a, runs, n, first, stride);
+            progress(a, x, "simulating", done, mine, sim_eta(runs, n, first, stride, jobs, cli_now() - t0));
             continue;
         }
         if (pid < 0 && errno == EINTR) continue;
         if (pid < 0) break;
-        for (int i = first; i < n; i += stride) {
-            run *u = &runs[i];
-            if (u->ch.pid != pid) continue;
-            u->ch.pid = 0;
-            running--;
-            done++;
-            sim_child_result res;
-            char why[LOONG_ERRLEN];
-            if (sim_child_finish(&u->ch, status, ls[u->layout].name, &res, why) < 0) {
-                if (rc == 0) snprintf(err, LOONG_ERRLEN, "%s", why);
-                rc = -1;
-                continue;
-            }
-            u->step = res.step;
-            u->exposed = res.exposed;
-        }
-        progress(a, x, "simulating", done, mine);
+        if (!reap(ls, runs, n, first, stride, pid, status)) continue;
+        running--;
+        done++;
+        progress(a, x, "simulating", done, mine, sim_eta(runs, n, first, stride, jobs, cli_now() - t0));
     }
     return rc;
 }
@@ -646,11 +724,26 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
     return np;
 }
 
+/* The layers a run of layout c simulates: 1 or 2 (composed), up to the
+ * period search's (loong sim --compose), or all. */
+static int run_layers(plan_compose m, int k, const config *c)
+{
+    int L = c->model.layers;
+    return m == PLAN_TWO_LAYERS ? 1 + k : m == PLAN_PERIOD ? (L < 2 * 19 ? L : 2 * 19) : L;
+}
+
+/* The replicas are simulated in full when smaller than a node (run_argv). */
+static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c) % c->gpus_per_node != 0; }
+
 /* Simulates layouts pick[0..np) of this draw into step[] and exposed[],
  * covering the layers as each layout's compose_mode says; ORs the modes
- * used into *used; returns the loong sim runs, or -1. */
+ * used into *used. A layout whose run failed or was stopped gets step
+ * RUN_FAILED or RUN_TIMED_OUT and why[i] (a generic one when another MPI
+ * rank ran it). Returns the loong sim runs, or -1 when a child could not
+ * be started. */
 static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
-                    unsigned *used, const whatif *ws, double *step, double *exposed, char err[LOONG_ERRLEN])
+                    unsigned *used, const whatif *ws, double *step, double *exposed, char (*why)[160],
+                    char err[LOONG_ERRLEN])
 {
     int L = x->req.base.model.layers, nr = 0;
     int *first = xcalloc((size_t)np + 1, sizeof *first, "the plan's simulations"); /* [np + 1] runs of pick i */
@@ -663,20 +756,22 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
     first[np] = nr;
     run *runs = xcalloc((size_t)nr, sizeof *runs, "the plan's simulations");
     for (int i = 0; i < np; i++) {
-        plan_compose m = compose_mode(a, &ls[pick[i]].c);
+        const config *c = &ls[pick[i]].c;
+        plan_compose m = compose_mode(a, c);
         for (int k = first[i]; k < first[i + 1]; k++)
-            runs[k] = (run){pick[i],
-                            m == PLAN_TWO_LAYERS ? 1 + k - first[i] : 0,
-                            m == PLAN_PERIOD,
-                            ws ? &ws[i] : &a->w,
-                            {0, -1, -1},
-                            NAN,
-                            NAN};
+            runs[k] = (run){.layout = pick[i],
+                            .layers = m == PLAN_TWO_LAYERS ? 1 + k - first[i] : 0,
+                            .compose = m == PLAN_PERIOD,
+                            .w = ws ? &ws[i] : &a->w,
+                            .ch = {0, -1, -1},
+                            .tasks = plan_task_estimate(c, run_layers(m, k - first[i], c), full_replicas(c)),
+                            .step = NAN,
+                            .exposed = NAN};
     }
     int jobs = a->jobs / x->size > 0 ? a->jobs / x->size : 1;
     int rc = run_all(a, x, ls, runs, nr, x->rank, x->size, jobs, err);
     rc = (int)max_over_ranks(x, rc < 0 ? 1 : 0) ? -1 : 0;
-    if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "a simulation failed on another MPI rank");
+    if (rc < 0 && !err[0]) snprintf(err, LOONG_ERRLEN, "a simulation could not be started on another MPI rank");
     double *v = xmalloc_array((size_t)(2 * nr + 1), sizeof *v, "the plan's simulations");
     for (int i = 0; i < nr; i++) {
         v[2 * i] = runs[i].step;
@@ -686,6 +781,14 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
     for (int i = 0; rc == 0 && i < np; i++) {
         double *r = &v[2 * first[i]];
         bool two = first[i + 1] - first[i] == 2;
+        why[i][0] = '\0';
+        for (int k = first[i]; k < first[i + 1]; k++)
+            if (v[2 * k] < 0) { /* failed or stopped: the layout has no simulated step */
+                step[i] = v[2 * k];
+                snprintf(why[i], sizeof why[i], "%.159s",
+                         runs[k].why[0] ? runs[k].why : "its simulation failed on another MPI rank");
+            }
+        if (why[i][0]) continue;
         step[i] = two ? sim_compose(r[0], r[2], L) : r[0];
         exposed[i] = two ? sim_compose(r[1], r[3], L) : r[1];
     }
@@ -744,7 +847,7 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
             double mf = (double)stats_model_flops(&ls[i].c);
             ls[i].model_flops = d == 0 ? mf : ls[i].model_flops + (mf - ls[i].model_flops) / (d + 1);
         }
-        progress(a, x, "scoring draws", d + 1, a->draws > 1 ? a->draws : 0);
+        progress(a, x, "scoring draws", d + 1, a->draws > 1 ? a->draws : 0, -1);
     }
     for (int i = 0; rc == 0 && i < n; i++)
         if (!ls[i].removed) ls[i].an = mean[i], ls[i].step_lo = lo[i], ls[i].step_hi = hi[i];
@@ -754,13 +857,50 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
     return rc;
 }
 
+/* This machine's memory, bytes (0 when unknown). */
+static double phys_bytes(void) { return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE); }
+
+/* Keep in pick[0..np) the layouts a simulation can hold: at most this
+ * machine's memory over the simulations run at once, and an estimated
+ * time within --sim-timeout; mark the others (plan_layout.unsimulated).
+ * Returns how many are kept. */
+static int simulable(const plan_args *a, const plan_ctx *x, plan_layout *ls, int *pick, int np)
+{
+    int k = 0, jobs = a->jobs < 1 ? 1 : a->jobs;
+    double mem = phys_bytes() / (x->size > jobs ? x->size : jobs);
+    for (int i = 0; i < np; i++) {
+        plan_layout *l = &ls[pick[i]];
+        plan_compose m = compose_mode(a, &l->c);
+        double tasks = 0;
+        for (int r = 0; r < (m == PLAN_TWO_LAYERS ? 2 : 1); r++)
+            tasks = fmax(tasks, plan_task_estimate(&l->c, run_layers(m, r, &l->c), full_replicas(&l->c)));
+        double bytes = tasks * PLAN_SIM_BYTES_PER_TASK, secs = tasks / PLAN_SIM_TASKS_PER_S;
+        if (mem > 0 && bytes > mem)
+            snprintf(l->unsimulated, sizeof l->unsimulated,
+                     "about %.3g tasks, ~%.0f GB: more than the %.0f GB a simulation has, this machine's %.0f GB over "
+                     "%d at once",
+                     tasks, bytes / 1e9, mem / 1e9, phys_bytes() / 1e9, jobs);
+        else if (a->sim_timeout > 0 && secs > a->sim_timeout)
+            snprintf(l->unsimulated, sizeof l->unsimulated,
+                     "about %.3g tasks, an estimated %.0f s: more than --sim-timeout %.0f s", tasks, secs,
+                     a->sim_timeout);
+        else
+            pick[k++] = pick[i];
+        if (l->unsimulated[0] && !a->quiet && x->rank == 0)
+            fprintf(stderr, "loong plan: %s is not simulated (%s); its analytical score stands\n", l->name,
+                    l->unsimulated);
+    }
+    return k;
+}
+
 /* Simulate the picks under every draw: sim_step is the mean, step_lo/hi the
  * range. Returns the loong sim runs, or -1. */
 static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, unsigned *mode,
                           char err[LOONG_ERRLEN])
 {
     int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
-    int np = pick_layouts(a, ls, n, pick), runs = 0;
+    int np = simulable(a, x, ls, pick, pick_layouts(a, ls, n, pick)), runs = 0;
+    char(*why)[160] = xcalloc((size_t)np + 1, sizeof *why, "the plan's simulations");
     double *step = xcalloc((size_t)np + 1, sizeof *step, "the plan's simulations");
     double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the plan's simulations");
     double *mean = xcalloc((size_t)np + 1, sizeof *mean, "the plan's draws"),
@@ -768,18 +908,27 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, mode, NULL, step, exposed, err);
+        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1
+                                                  : simulate(a, x, ls, pick, np, mode, NULL, step, exposed, why, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
+            plan_layout *l = &ls[pick[i]];
+            if (why[i][0] && !l->unsimulated[0]) {
+                snprintf(l->unsimulated, sizeof l->unsimulated, "%s", why[i]);
+                if (!a->quiet && x->rank == 0)
+                    fprintf(stderr, "loong plan: %s is not simulated (%s); its analytical score stands\n", l->name,
+                            why[i]);
+            }
             add_draw(&mean[i], &lo[i], &hi[i], step[i], d);
             mexp[i] = d == 0 ? exposed[i] : mexp[i] + (exposed[i] - mexp[i]) / (d + 1);
         }
     }
     for (int i = 0; runs >= 0 && i < np; i++) {
         plan_layout *l = &ls[pick[i]];
+        if (l->unsimulated[0]) continue; /* a draw failed: the analytical score stands */
         l->sim_step = mean[i], l->sim_exposed = mexp[i], l->step_lo = lo[i], l->step_hi = hi[i];
     }
-    free(pick), free(step), free(exposed), free(mean), free(lo), free(hi), free(mexp);
+    free(pick), free(why), free(step), free(exposed), free(mean), free(lo), free(hi), free(mexp);
     return runs;
 }
 
@@ -825,22 +974,26 @@ static int simulate_robust(const plan_args *a, plan_ctx *x, plan_layout *ls, int
     char(*what)[WHATIF_NAME] = xcalloc((size_t)np + 1, sizeof *what, "the robust runs");
     double *step = xcalloc((size_t)np + 1, sizeof *step, "the robust runs");
     double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the robust runs");
+    char(*why)[160] = xcalloc((size_t)np + 1, sizeof *why, "the robust runs");
     for (int c = 0; runs >= 0 && c < ROBUST_CANDIDATES; c++) {
         plan_pert kind = PLAN_PERT_STRAGGLER;
         for (int i = 0; i < np; i++) {
             ws[i] = a->w;
             kind = robust_candidate(x, &ls[pick[i]], c, &ws[i], what[i], sizeof what[i]);
         }
-        int r = simulate(a, x, ls, pick, np, mode, ws, step, exposed, err);
+        int r = simulate(a, x, ls, pick, np, mode, ws, step, exposed, why, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             plan_layout *l = &ls[pick[i]];
-            if (step[i] <= l->robust[kind]) continue;
+            if (why[i][0] && !a->quiet && x->rank == 0)
+                fprintf(stderr, "loong plan: warning: %s under %s not simulated (%s): that perturbation is left out\n",
+                        l->name, what[i], why[i]);
+            if (why[i][0] || step[i] <= l->robust[kind]) continue;
             l->robust[kind] = step[i];
             snprintf(l->robust_what[kind], sizeof l->robust_what[kind], "%s", what[i]);
         }
     }
-    free(pick), free(ws), free(what), free(step), free(exposed);
+    free(pick), free(ws), free(what), free(step), free(exposed), free(why);
     return runs;
 }
 
@@ -1053,7 +1206,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
 
 int cmd_plan(int argc, char **argv)
 {
-    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = PLAN_TIE_DEFAULT};
+    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = PLAN_TIE_DEFAULT, .sim_timeout = 600};
     plan_ctx x = {0};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;

@@ -7,6 +7,7 @@
 
 #include "autoconf.h"
 #include "cli.h"
+#include "sim_child.h"
 
 static const cli_command commands[] = {
     {"dag", "build, validate and print the task DAG of a configuration", cmd_dag},
@@ -36,6 +37,7 @@ static void version(void) { printf("loong %s\n", PACKAGE_VERSION); }
 
 int main(int argc, char **argv)
 {
+    sim_child_guard();
     if (argc < 2) {
         fprintf(stderr, "loong: error: give a command (");
         for (size_t i = 0; i < NCOMMANDS; i++)

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +107,9 @@ int sim_child_start(sim_child *ch, char *const argv[], char err[LOONG_ERRLEN])
     posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
     if (ch->log >= 0) posix_spawn_file_actions_adddup2(&fa, ch->log, 2);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
+    char parent[32]; /* the child dies with this process (sim_child_guard) */
+    snprintf(parent, sizeof parent, "%ld", (long)getpid());
+    setenv(SIM_CHILD_ENV, parent, 1);
     int rc = posix_spawn(&ch->pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fd[1]);
@@ -178,6 +183,14 @@ int sim_child_run(char *const argv[], const char *what, sim_child_result *res, c
     while (waitpid(ch.pid, &status, 0) < 0 && errno == EINTR)
         ;
     return sim_child_finish(&ch, status, what, res, err);
+}
+
+void sim_child_guard(void)
+{
+    const char *parent = getenv(SIM_CHILD_ENV);
+    if (!parent) return;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if ((long)getppid() != strtol(parent, NULL, 10)) _exit(2); /* the parent died before prctl */
 }
 
 bool sim_compose_exact(const config *c)

@@ -49,6 +49,15 @@ typedef struct sim_child_result {
     double exposed; /* mean exposed communication per rank, seconds */
 } sim_child_result;
 
+/* The environment variable that tells a child its parent's pid. */
+#define SIM_CHILD_ENV "LOONG_SIM_CHILD"
+
+/* Called first in main: in a child (SIM_CHILD_ENV set), die with the
+ * parent (Linux's PR_SET_PDEATHSIG), so that a child the planner kills at
+ * --sim-timeout takes its own children (loong sim --compose's) with it,
+ * and none outlives an interrupted plan. */
+void sim_child_guard(void);
+
 /* Start /proc/self/exe with argv. Returns 0, or -1 with a message. */
 int sim_child_start(sim_child *ch, char *const argv[], char err[LOONG_ERRLEN]);
 

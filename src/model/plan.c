@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dag.h"
 #include "core/docs.h"
 #include "core/stats.h"
 #include "core/strategy.h"
@@ -224,6 +225,35 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
     }
 }
 
+/* Tasks of c with `per` layers in each stage chunk and `m` micro-batches
+ * (NAN when it cannot be built). */
+static double tasks_of(const config *c, int per, int m)
+{
+    config s = *c;
+    s.model.layers = per * c->pp * c->vpp;
+    s.pp_first = s.pp_last = 0;
+    s.micro_batches = m;
+    char err[LOONG_ERRLEN];
+    dag *g = config_validate(&s, err) == 0 ? dag_build(&s, err) : NULL;
+    if (!g) return NAN;
+    double n = dag_ntasks(g);
+    dag_free(g);
+    return n;
+}
+
+double plan_task_estimate(const config *c, int layers, bool full_dp)
+{
+    /* tasks = a l m + b m + c l + d in the layers per chunk l and the
+     * micro-batches m: four small DAGs give the four terms */
+    int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
+    double n11 = tasks_of(c, 1, m0), n21 = tasks_of(c, 2, m0), n12 = tasks_of(c, 1, 2 * m0),
+           n22 = tasks_of(c, 2, 2 * m0);
+    if (isnan(n11 + n21 + n12 + n22)) return INFINITY;
+    double l = (double)(layers > 0 ? layers : c->model.layers) / chunks - 1, m = (double)c->micro_batches / m0 - 1;
+    double n = n11 + l * (n21 - n11) + m * (n12 - n11) + l * m * (n22 - n21 - n12 + n11);
+    return full_dp ? n * c->dp : n;
+}
+
 double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step : l->an.step; }
 
 /* Samples one step processes over all replicas: dp x m micro-batches x B. */
@@ -237,7 +267,7 @@ static int by_rank(const void *x, const void *y, void *arg)
 {
     int i = *(const int *)x, j = *(const int *)y;
     const plan_layout *ls = arg, *a = &ls[i], *b = &ls[j];
-    bool sa = a->sim_step >= 0, sb = b->sim_step >= 0;
+    bool sa = plan_picked(a), sb = plan_picked(b);
     if (sa != sb) return sa ? -1 : 1;
     double ta = plan_gpu_seconds(a), tb = plan_gpu_seconds(b);
     if (ta != tb) return ta < tb ? -1 : 1;
@@ -374,7 +404,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
             "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
             100 * rp->tie);
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
-    fprintf(f, "#%4s %3s %-*s %5s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", cols->name_w, "layout", "by",
+    fprintf(f, "#%4s %3s %-*s %6s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", cols->name_w, "layout", "by",
             "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
     if (cols->tp) fprintf(f, " %6s", "tp_%");
     if (cols->pp) fprintf(f, " %8s", "bubble_%");
@@ -390,6 +420,10 @@ static bool ties_best(const plan_layout *l, const plan_layout *best, double tie)
     return l != best && (l->sim_step >= 0) == (best->sim_step >= 0) &&
            plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
 }
+
+bool plan_picked(const plan_layout *l) { return l->sim_step >= 0 || l->unsimulated[0]; }
+
+const char *plan_by(const plan_layout *l) { return l->sim_step >= 0 ? "sim" : l->unsimulated[0] ? "model*" : "model"; }
 
 static void write_robust(FILE *f, const plan_layout *l)
 {
@@ -411,8 +445,8 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     char a[16], b[16];
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
-    fprintf(f, " %4d %3s %-*s %5s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", cols->name_w,
-            l->name, l->sim_step >= 0 ? "sim" : "model", l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
+    fprintf(f, " %4d %3s %-*s %6s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", cols->name_w,
+            l->name, plan_by(l), l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
             r->tps, r->mfu, r->mem_gb, r->exposed);
     if (cols->tp) fprintf(f, " %6.2f", r->tp_pct);
     if (cols->pp) fprintf(f, " %8.2f", 100 * l->an.bubble);
@@ -443,12 +477,23 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
     fprintf(f, "# why: %s, %.1f tokens/s/GPU (step %.3f s, %.2f %% MFU, %.1f %% of the step exposed communication)",
             pick == idx[0] ? "highest predicted throughput" : "tied with the fastest (below)", r.tps, r.step, r.mfu,
             share);
-    if (m > 1 && pick == idx[0])
+    if (m > 1 && pick == idx[0] && plan_picked(&ls[idx[1]]) == plan_picked(best))
         fprintf(f, ", %.2f %% ahead of the runner-up %s",
                 100 * (plan_gpu_seconds(&ls[idx[1]]) / plan_gpu_seconds(best) - 1), ls[idx[1]].name);
+    if (best->unsimulated[0]) fprintf(f, "; the analytical model's step: not simulated (%s)", best->unsimulated);
     if (ring >= 0 && ring != pick) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
     fprintf(f, "; peak memory %.1f GB\n", r.mem_gb);
     plan_write_choice(f, ls, idx, m, pick, rp);
+}
+
+/* "# model*:" a line for each layout picked for simulation and not
+ * simulated, with why: its analytical score stands. */
+static void write_unsimulated(FILE *f, const plan_layout *ls, const int *idx, int m)
+{
+    for (int k = 0; k < m; k++)
+        if (ls[idx[k]].unsimulated[0])
+            fprintf(f, "# model*: rank %d, %s, not simulated (%s): the analytical model's step stands\n", k + 1,
+                    ls[idx[k]].name, ls[idx[k]].unsimulated);
 }
 
 /* A reason with its numbers as '#': layouts removed for the same cause
@@ -523,7 +568,7 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
         cols.tp |= ls[i].c.tp > 1 && !ls[i].removed;
         cols.pp |= ls[i].c.pp > 1 && !ls[i].removed;
     }
-    for (int i = 0; cols.pp && i < n; i++) { /* the pipelines' longer names */
+    for (int i = 0; i < n; i++) { /* the longest name of a feasible layout */
         int w = (int)strlen(ls[i].name);
         if (!ls[i].removed && w > cols.name_w) cols.name_w = w;
     }
@@ -534,6 +579,7 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
         write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust, &cols);
     }
     if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
+    write_unsimulated(f, ls, idx, m);
     fprintf(f, "# baselines: best pure ring (Megatron-CP, %s P_s = P): %s; best pure Ulysses (P_s = 1): %s%s\n",
             req->base.docs ? "doc-zigzag (TransformerEngine's THD)" : "zigzag",
             ring >= 0 ? ls[ring].name : "none feasible", uly >= 0 ? ls[uly].name : "none feasible",
@@ -547,6 +593,16 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
     if (m) write_why(f, ls, idx, m, ring, uly, rp); /* last: what the user acts on */
     free(idx);
     return ferror(f) ? -1 : 0;
+}
+
+/* A CSV field: empty, or quoted with its quotes made single. */
+static void csv_text(FILE *f, const char *s)
+{
+    if (!s[0]) return;
+    fputc('"', f);
+    for (; *s; s++)
+        fputc(*s == '"' ? '\'' : *s, f);
+    fputc('"', f);
 }
 
 static void csv_layout(FILE *f, const plan_layout *l)
@@ -565,7 +621,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
     fprintf(f, "rank,layout,dp,p_head,p_seq,placement,partition,ring,window,kv_replication,status,reason,by,"
                "analytic_s,step_s,tokens_per_s_per_gpu,mfu_pct,peak_mem_GB,exposed_comm_s,speedup_vs_ring,"
                "speedup_vs_ulysses,step_min_s,step_max_s,tie,straggler_step_s,straggler_on,slow_nic_step_s,"
-               "slow_nic_on,jitter_step_s,worst_step_s,zero,recompute,tp,tp_comm_pct\n");
+               "slow_nic_on,jitter_step_s,worst_step_s,zero,recompute,tp,tp_comm_pct,not_simulated\n");
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
         row r = row_of(ls, idx[k], ring, uly, rp->peak);
@@ -583,7 +639,9 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
             fprintf(f, ",%.9g", plan_worst_step(l));
         else
             fprintf(f, ",");
-        fprintf(f, ",%d,%s,%d,%.3f\n", l->c.zero, recompute_name(l->c.recompute), l->c.tp, r.tp_pct);
+        fprintf(f, ",%d,%s,%d,%.3f,", l->c.zero, recompute_name(l->c.recompute), l->c.tp, r.tp_pct);
+        csv_text(f, l->unsimulated);
+        fputc('\n', f);
     }
     for (int i = 0; i < n; i++) {
         if (!ls[i].removed) continue;
@@ -593,7 +651,7 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
         snprintf(reason, sizeof reason, "%s", ls[i].reason);
         for (char *p = reason; *p; p++)
             if (*p == '"') *p = '\'';
-        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,,%d,%s,%d,\n", reason, ls[i].c.zero,
+        fprintf(f, ",removed,\"%s\",,,,,,,,,,,,,,,,,,,,%d,%s,%d,,\n", reason, ls[i].c.zero,
                 recompute_name(ls[i].c.recompute), ls[i].c.tp);
     }
     free(idx);
@@ -622,6 +680,7 @@ static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, co
     json_object_set_new(j, "tp", json_integer(c->tp));
     json_object_set_new(j, "tp_comm_pct", json_real(r->tp_pct));
     if (rp->commands && rp->commands[i]) json_object_set_new(j, "command", json_string(rp->commands[i]));
+    json_object_set_new(j, "not_simulated", l->unsimulated[0] ? json_string(l->unsimulated) : json_null());
     return j;
 }
 

@@ -17,7 +17,8 @@
  * knobs that change nothing (placement when P_h or P_s is 1, replication
  * when P_h <= H_kv) are one layout.
  *
- * Ranking: simulated layouts first, then the rest, each by predicted
+ * Ranking: the layouts picked for simulation first (simulated, or marked
+ * model* when they could not be), then the rest, each by predicted
  * GPU-seconds per sample (plan_per_sample: at one global batch on one GPU
  * count, the order of time per global batch); ties by enumeration order.
  * Speedups are the same throughput ratios. Deterministic, so the
@@ -64,7 +65,27 @@ typedef struct plan_layout {
      * not run) and which one that was ("rank 7", "node3-nic7") */
     double robust[PLAN_PERT_COUNT];
     char robust_what[PLAN_PERT_COUNT][WHATIF_NAME];
+    /* picked for simulation and not simulated (too large for this machine,
+     * over --sim-timeout, the child failed): why; the analytical score
+     * stands, marked "model*" in the table */
+    char unsimulated[160];
 } plan_layout;
+
+/* Bytes a simulation holds per task: the DAG as built (DAG_BYTES_PER_TASK)
+ * and SimGrid's activity for it, about as much again (peak RSS of loong sim
+ * at 0.19M and 0.45M tasks, docs/plan.md). */
+#define PLAN_SIM_BYTES_PER_TASK (2 * DAG_BYTES_PER_TASK)
+/* Tasks a simulation replays per second on one core, for the first
+ * estimate of its time (loong sim --timing on the 2-core VM of docs/plan.md:
+ * 0.41-0.49 M/s); the progress line then uses the rate it measures. */
+#define PLAN_SIM_TASKS_PER_S 4e5
+
+/* The tasks of c's DAG simulated with `layers` layers (0: the model's),
+ * estimated from a DAG of one layer per stage chunk and the fewest
+ * micro-batches its schedule takes (both grow the tasks linearly), times
+ * the replicas when they are simulated in full (`full_dp`). INFINITY when
+ * that small DAG cannot be built. */
+double plan_task_estimate(const config *c, int layers, bool full_dp);
 
 #define PLAN_PP_AUTO (-1)
 
@@ -96,6 +117,14 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
 /* Ranking order of the feasible layouts: fills idx with their indices, best
  * first; returns their count. */
 int plan_rank(const plan_layout *ls, int n, int *idx);
+
+/* Picked for simulation, simulated or not: the ranking's first group,
+ * ordered by its predictions (a layout the simulator could not hold keeps
+ * its place among those it did). */
+bool plan_picked(const plan_layout *l);
+/* The table's `by`: "sim", "model", or "model*" (picked for simulation and
+ * not simulated: plan_layout.unsimulated says why). */
+const char *plan_by(const plan_layout *l);
 
 /* Predicted step of a scored layout: simulated if available, else analytical. */
 double plan_step(const plan_layout *l);

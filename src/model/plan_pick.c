@@ -65,6 +65,25 @@ static bool simpler(const plan_layout *a, int sa, const plan_layout *b, int sb)
     return config_kv_repl(&a->c) < config_kv_repl(&b->c);
 }
 
+/* The worst step over --robust's perturbations, per sample (the ranking's unit). */
+static double worst_per_sample(const plan_layout *l) { return plan_per_sample(l, plan_worst_step(l)); }
+
+/* Whether --robust's worst cases removed the fastest from the tie: the
+ * tied layouts all ran them, and the fastest's is not within tie of the
+ * best worst case among them. */
+static bool robustness_decided(const plan_layout *ls, const int *idx, int m, double tie)
+{
+    const plan_layout *best = &ls[idx[0]];
+    double wmin = worst_per_sample(best);
+    for (int k = 0; k < m; k++) {
+        const plan_layout *l = &ls[idx[k]];
+        if (k > 0 && !(same_kind(l, best) && plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie))) continue;
+        if (!robust_ran(l)) return false;
+        if (worst_per_sample(l) < wmin) wmin = worst_per_sample(l);
+    }
+    return worst_per_sample(best) > wmin * (1 + tie);
+}
+
 int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
 {
     const plan_layout *best = &ls[idx[0]];
@@ -78,13 +97,13 @@ int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
     double wmin = 0;
     for (int i = 0; i < nt; i++) {
         robust &= robust_ran(&ls[tied[i]]);
-        double w = plan_per_sample(&ls[tied[i]], plan_worst_step(&ls[tied[i]]));
+        double w = worst_per_sample(&ls[tied[i]]);
         if (i == 0 || w < wmin) wmin = w;
     }
     if (robust) { /* keep those whose worst case ties with the most robust */
         int k = 0;
         for (int i = 0; i < nt; i++)
-            if (plan_per_sample(&ls[tied[i]], plan_worst_step(&ls[tied[i]])) <= wmin * (1 + tie)) tied[k++] = tied[i];
+            if (worst_per_sample(&ls[tied[i]]) <= wmin * (1 + tie)) tied[k++] = tied[i];
         nt = k;
     }
     int pick = tied[0], sp = plan_streams(&ls[pick]);
@@ -145,19 +164,17 @@ static void write_tie(FILE *f, const plan_layout *ls, const int *idx, int m, int
     }
     fprintf(f, "# tie: the fastest, %s, is only %.2f %% ahead, within the model's %.2f %% error; %s is chosen as ",
             best->name, 100 * (plan_gpu_seconds(p) / plan_gpu_seconds(best) - 1), 100 * rp->tie, p->name);
-    double wp = plan_per_sample(p, plan_worst_step(p)), wb = plan_per_sample(best, plan_worst_step(best));
-    if (robust_ran(p) && robust_ran(best) && wp * (1 + rp->tie) < wb)
+    if (robustness_decided(ls, idx, m, rp->tie))
         fprintf(f, "the more robust (worst case +%.1f %% under %s, against +%.1f %% under %s)\n",
                 100 * (plan_worst_step(p) / plan_step(p) - 1), plan_pert_name(weakest(p)),
                 100 * (plan_worst_step(best) / plan_step(best) - 1), plan_pert_name(weakest(best)));
     else
-        fprintf(f, "the simpler (%d streams%s, against %d%s)%s\n", plan_streams(p),
-                config_kv_repl(&p->c) > 1 ? ", KV replication" : "", plan_streams(best),
-                config_kv_repl(&best->c) > 1 ? ", KV replication" : "",
+        fprintf(f, "the simpler (%d streams and KV replication x%d, against %d and x%d)%s\n", plan_streams(p),
+                config_kv_repl(&p->c), plan_streams(best), config_kv_repl(&best->c),
                 robust_ran(p) ? "" : "; --robust would weigh how each copes with a straggler or a slow NIC first");
 }
 
-static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
+static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m, int pick, double tie)
 {
     int r = -1;
     for (int k = 0; k < m; k++)
@@ -173,6 +190,16 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
         fprintf(f, "# robust: the clean winner is also the most robust\n");
         return;
     }
+    bool tied = same_kind(rb, best) && plan_gpu_seconds(rb) <= plan_gpu_seconds(best) * (1 + tie);
+    if (r != pick && tied)
+        fprintf(f, "# robust: the recommended %s is as robust within the %.2f %% tie (+%.1f %% at worst) and simpler\n",
+                ls[pick].name, 100 * tie, 100 * (plan_worst_step(&ls[pick]) / plan_step(&ls[pick]) - 1));
+    else if (r != pick) /* robustness only decides among layouts tied on the clean step */
+        fprintf(f,
+                "# robust: %s is not recommended: its clean step is %.2f %% behind the fastest, outside the %.2f %% "
+                "tie, and robustness only decides among tied layouts; the recommended %s slows +%.1f %% at worst\n",
+                rb->name, 100 * (plan_gpu_seconds(rb) / plan_gpu_seconds(best) - 1), 100 * tie, ls[pick].name,
+                100 * (plan_worst_step(&ls[pick]) / plan_step(&ls[pick]) - 1));
     char gb[200], gr[200];
     geometry(best, gb, sizeof gb);
     geometry(rb, gr, sizeof gr);
@@ -186,5 +213,5 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m)
 void plan_write_choice(FILE *f, const plan_layout *ls, const int *idx, int m, int pick, const plan_report *rp)
 {
     write_tie(f, ls, idx, m, pick, rp);
-    if (rp->robust) write_robust(f, ls, idx, m);
+    if (rp->robust) write_robust(f, ls, idx, m, pick, rp->tie);
 }
