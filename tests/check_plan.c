@@ -531,6 +531,30 @@ START_TEST(rank_at_equal_work)
 }
 END_TEST
 
+/* A plan always finishes: a pick whose simulation is stopped at
+ * --sim-timeout (every child takes longer than 0.02 s: loading SimGrid
+ * alone does), or estimated over it, keeps its analytical score, marked
+ * model* in the table and with its reason in the JSON; nothing is lost. */
+START_TEST(unsimulated_keep_their_score)
+{
+    static const char *const cases[][2] = {{"0.02", "stopped at --sim-timeout 0.02 s"},
+                                           {"1e-9", "more than --sim-timeout 1e-09 s"}};
+    for (int k = 0; k < 2; k++) {
+        run_result r = run_cmd(PLAN " --gpus 8 --dp 1 --micro-batches 1 --seq 16K --zero 1 --recompute selective "
+                                    "--top 1 --rows 3 --sim-timeout %s --json /tmp/loong-plan-unsim.json",
+                               cases[k][0]);
+        ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+        ck_assert_msg(strstr(r.out, " model* ") && !strstr(r.out, "   sim "), "%.900s", r.out); /* the by column */
+        ck_assert_msg(strstr(r.out, cases[k][1]), "no '%s' in:\n%.900s", cases[k][1], r.out);
+        ck_assert_ptr_nonnull(strstr(r.out, "# recommended: "));
+        char *j = read_text("/tmp/loong-plan-unsim.json");
+        ck_assert_msg(strstr(j, "\"not_simulated\": \"") != NULL, "%s", j);
+        free(j);
+    }
+    unlink("/tmp/loong-plan-unsim.json");
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -538,6 +562,8 @@ START_TEST(bad_input)
     one_line_exit2("--gpus 128 --top 0"); /* the platform has 64 */
     one_line_exit2("--gpu-mem 80XB --top 0");
     one_line_exit2("--gpu-mem 80 --top 0");
+    one_line_exit2("--sim-timeout -1 --top 0");
+    one_line_exit2("--sim-timeout 5m --top 0");
     one_line_exit2("--mesh 8x8");
     one_line_exit2("--draws 2 --top 0"); /* draws need a histogram */
     one_line_exit2("--doc-dist " LOONG_SRCDIR "/tests/data/negative.dist --top 0");
@@ -659,6 +685,7 @@ int main(void)
     tcase_add_test(tc, oom_reason_and_cost);
     tcase_add_test(tc, tie_and_robust_pick);
     tcase_add_test(tc, rank_at_equal_work);
+    tcase_add_test(tc, unsimulated_keep_their_score);
     tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);

@@ -517,7 +517,7 @@ typedef struct run {
 
 /* A run's step when it produced none (negative, to survive gather_runs' max). */
 #define RUN_TIMED_OUT (-1.0)
-#define RUN_FAILED (-2.0)
+#define RUN_FAILED    (-2.0)
 
 #define PROGRESS_EVERY_S 5.0
 
@@ -618,8 +618,7 @@ static double sim_eta(const run *runs, int n, int first, int stride, int jobs, d
 {
     double done = 0, left = 0, now = cli_now();
     for (int i = first; i < n; i += stride)
-        if (!isnan(runs[i].step))
-            done += runs[i].tasks;
+        if (!isnan(runs[i].step)) done += runs[i].tasks;
     double rate = done > 0 && elapsed > 1 ? done / elapsed : PLAN_SIM_TASKS_PER_S * jobs;
     for (int i = first; i < n; i += stride) /* a running one has done its time at a job's share of the rate */
         if (isnan(runs[i].step))
@@ -635,7 +634,7 @@ static void stop_overdue(const plan_args *a, run *runs, int n, int first, int st
         if (runs[i].ch.pid > 0 && isnan(runs[i].step) && now - runs[i].started > a->sim_timeout) {
             kill(runs[i].ch.pid, SIGKILL); /* its own children die with it (sim_child_guard) */
             runs[i].step = RUN_TIMED_OUT;
-            snprintf(runs[i].why, sizeof runs[i].why, "stopped at --sim-timeout %.0f s", a->sim_timeout);
+            snprintf(runs[i].why, sizeof runs[i].why, "stopped at --sim-timeout %g s", a->sim_timeout);
         }
 }
 
@@ -882,7 +881,7 @@ static int simulable(const plan_args *a, const plan_ctx *x, plan_layout *ls, int
                      tasks, bytes / 1e9, mem / 1e9, phys_bytes() / 1e9, jobs);
         else if (a->sim_timeout > 0 && secs > a->sim_timeout)
             snprintf(l->unsimulated, sizeof l->unsimulated,
-                     "about %.3g tasks, an estimated %.0f s: more than --sim-timeout %.0f s", tasks, secs,
+                     "about %.3g tasks, an estimated %.0f s: more than --sim-timeout %g s", tasks, secs,
                      a->sim_timeout);
         else
             pick[k++] = pick[i];
@@ -908,8 +907,8 @@ static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int 
     double *hi = xcalloc((size_t)np + 1, sizeof *hi, "the plan's draws");
     double *mexp = xcalloc((size_t)np + 1, sizeof *mexp, "the plan's draws");
     for (int d = 0; runs >= 0 && d < a->draws; d++) {
-        int r = use_draw(a, x, ls, n, d, err) < 0 ? -1
-                                                  : simulate(a, x, ls, pick, np, mode, NULL, step, exposed, why, err);
+        int r =
+            use_draw(a, x, ls, n, d, err) < 0 ? -1 : simulate(a, x, ls, pick, np, mode, NULL, step, exposed, why, err);
         runs = r < 0 ? -1 : runs + r;
         for (int i = 0; r >= 0 && i < np; i++) {
             plan_layout *l = &ls[pick[i]];

@@ -446,8 +446,8 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     fmt_speedup(a, sizeof a, r->vs_ring);
     fmt_speedup(b, sizeof b, r->vs_uly);
     fprintf(f, " %4d %3s %-*s %6s %11.3f %11.3f %9.2f %12.1f %7.2f %10.1f %12.3f", rank, tie ? "=" : "", cols->name_w,
-            l->name, plan_by(l), l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step,
-            r->tps, r->mfu, r->mem_gb, r->exposed);
+            l->name, plan_by(l), l->an.step, r->step, 100 * (l->step_hi - l->step_lo) / r->step, r->tps, r->mfu,
+            r->mem_gb, r->exposed);
     if (cols->tp) fprintf(f, " %6.2f", r->tp_pct);
     if (cols->pp) fprintf(f, " %8.2f", 100 * l->an.bubble);
     if (cols->ring) fprintf(f, " %8s", a);
