@@ -531,6 +531,31 @@ START_TEST(rank_at_equal_work)
 }
 END_TEST
 
+/* The planner's task estimate (four small DAGs, bilinear in the layers
+ * per chunk and the micro-batches) against the DAG built whole: one
+ * replica with micro-batches, a 1F1B pipeline with TP, an interleaved one. */
+START_TEST(task_estimate)
+{
+    static const struct {
+        int tp, ph, ps, pp, vpp, m;
+    } k[] = {{1, 2, 4, 1, 1, 3}, {2, 1, 2, 2, 1, 4}, {1, 2, 2, 2, 2, 4}};
+    for (int i = 0; i < 3; i++) {
+        config c = base("llama3-8b", 16 << 10, k[i].ph, k[i].ps, 1, RECOMPUTE_SELECTIVE);
+        c.tp = k[i].tp, c.pp = k[i].pp, c.vpp = k[i].vpp, c.micro_batches = k[i].m;
+        c.schedule = k[i].vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+        char err[LOONG_ERRLEN];
+        ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+        dag *g = dag_build(&c, err);
+        ck_assert_msg(g != NULL, "%s", err);
+        double est = plan_task_estimate(&c, 0, false), n = dag_ntasks(g);
+        printf("# task estimate, case %d: %.0f against %.0f built\n", i, est, n);
+        ck_assert_msg(fabs(est - n) <= 0.01 * n, "case %d: estimated %.0f tasks, built %.0f", i, est, n);
+        ck_assert(fabs(plan_task_estimate(&c, 0, true) - est * c.dp) <= 1e-9 * est);
+        dag_free(g);
+    }
+}
+END_TEST
+
 /* A plan always finishes: a pick whose simulation is stopped at
  * --sim-timeout (every child takes longer than 0.02 s: loading SimGrid
  * alone does), or estimated over it, keeps its analytical score, marked
@@ -686,6 +711,7 @@ int main(void)
     tcase_add_test(tc, tie_and_robust_pick);
     tcase_add_test(tc, rank_at_equal_work);
     tcase_add_test(tc, unsimulated_keep_their_score);
+    tcase_add_test(tc, task_estimate);
     tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);

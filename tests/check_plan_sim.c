@@ -282,7 +282,7 @@ START_TEST(robust_columns)
 {
     const char *model = model_file(4), *csv = "/tmp/loong-plan-robust.csv";
     run_result r = run_cmd(LOONG_BIN " plan --platform " TOPO "dgx-h100-1n.xml --model %s --seq 64K --top 1 --robust "
-                                     "--quiet --csv %s",
+                                     "--dp 1 --micro-batches 1 --quiet --csv %s",
                            model, csv);
     ck_assert_msg(r.status == 0, "plan --robust: %s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "straggler_%"));
@@ -333,7 +333,7 @@ START_TEST(show_reproduces_rows)
         char plan[512];
         snprintf(plan, sizeof plan,
                  LOONG_BIN " plan --platform " TOPO "dgx-h100-1n.xml --model %s --seq 32K --zero %d "
-                           "--top 2 --quiet",
+                           "--dp 1 --micro-batches 1 --top 2 --quiet",
                  model, z[i].zero);
         run_result r = run_cmd("%s --csv %s -o /dev/null", plan, csv);
         ck_assert_msg(r.status == 0, "plan: %s", r.err);

@@ -246,8 +246,9 @@ double plan_task_estimate(const config *c, int layers, bool full_dp)
     /* tasks = a l m + b m + c l + d in the layers per chunk l and the
      * micro-batches m: four small DAGs give the four terms */
     int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
-    double n11 = tasks_of(c, 1, m0), n21 = tasks_of(c, 2, m0), n12 = tasks_of(c, 1, 2 * m0),
-           n22 = tasks_of(c, 2, 2 * m0);
+    bool mb = c->micro_batches > m0; /* else the micro-batch terms are not needed (and ZeRO-2/3 refuse them) */
+    double n11 = tasks_of(c, 1, m0), n21 = tasks_of(c, 2, m0), n12 = mb ? tasks_of(c, 1, 2 * m0) : n11,
+           n22 = mb ? tasks_of(c, 2, 2 * m0) : n21;
     if (isnan(n11 + n21 + n12 + n22)) return INFINITY;
     double l = (double)(layers > 0 ? layers : c->model.layers) / chunks - 1, m = (double)c->micro_batches / m0 - 1;
     double n = n11 + l * (n21 - n11) + m * (n12 - n11) + l * m * (n22 - n21 - n12 + n11);
