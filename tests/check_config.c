@@ -162,6 +162,40 @@ START_TEST(overflow)
     c.batch = 1 << 20;
     char err[LOONG_ERRLEN];
     ck_assert_int_eq(config_validate(&c, err), -1);
+    /* one task must fit 2^63: llama3-405b on one rank has one causal
+     * block, whose backward is S(S+1)/2 pairs x 4*d*H x 2.5 FLOPs, 5.8e18
+     * at S = 8M, 2.3e19 at 16M */
+    ck_assert_int_eq(tcfg_try(&c, "llama3-405b", 8ull << 20, "ulysses", 1, 1, 0, SCOPE_STEP, err), 0);
+    ck_assert_int_eq(tcfg_try(&c, "llama3-405b", 16ull << 20, "ulysses", 1, 1, 0, SCOPE_STEP, err), -1);
+    ck_assert_msg(strstr(err, "2^63") && strstr(err, "--mesh") && strstr(err, "--batch"), "%s", err);
+}
+END_TEST
+
+/* llama3-70b at 1M: layouts of 8 and 256 GPUs whose per-rank FLOPs over
+ * layers and micro-batches the old 64-bit bound refused (and loong plan's
+ * 1x1 base config), now totalled in floating point: they validate. */
+START_TEST(no_total_overflow)
+{
+    static const struct {
+        int ph, ps, tp, pp, dp, m;
+    } rows[] = {
+        {1, 1, 1, 1, 1, 1},  /* loong plan's base config */
+        {1, 1, 8, 1, 1, 16}, /* 8 GPUs */
+        {1, 1, 1, 8, 1, 32}, /* 8 GPUs */
+        {8, 32, 1, 1, 1, 1}, /* 256 GPUs: loong sim --mesh 8x32 */
+        {1, 1, 8, 4, 8, 32}, /* 256 GPUs */
+        {1, 4, 8, 8, 1, 64}, /* 256 GPUs */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        config c =
+            tcfg("llama3-70b", 1 << 20, rows[i].ps > 1 ? "usp" : "ulysses", rows[i].ph, rows[i].ps, 0, SCOPE_STEP);
+        c.tp = rows[i].tp;
+        c.pp = rows[i].pp;
+        c.dp = rows[i].dp;
+        c.micro_batches = rows[i].m;
+        char err[LOONG_ERRLEN];
+        ck_assert_msg(config_validate(&c, err) == 0, "row %zu: %s", i, err);
+    }
 }
 END_TEST
 
@@ -400,6 +434,7 @@ int main(void)
     tcase_add_test(tc, model_file_long_comment);
     tcase_add_test(tc, constraints);
     tcase_add_test(tc, overflow);
+    tcase_add_test(tc, no_total_overflow);
     tcase_add_test(tc, geometry);
     tcase_add_test(tc, strategies);
     tcase_add_test(tc, json_and_hash);

@@ -1,13 +1,16 @@
 /* Pipeline parallelism (core/pipeline.h, build.c): the schedules' order
  * against Megatron-Core's closed forms, the DAG's stage p2p bytes, its
  * FLOPs conserved over stages and micro-batches, gradient collectives
- * after the last micro-batch, and the live activations a stage's program
- * holds against the memory model's count. */
+ * after the last micro-batch, the live activations a stage's program
+ * holds against the memory model's count, and the largest size the counts
+ * hold (llama3-405b at 4M tokens, a 16M-token global batch). */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/pipeline.h"
 #include "dag_util.h"
+#include "model/analytic.h"
 #include "model/memory.h"
 #include "check_run.h"
 
@@ -313,6 +316,102 @@ START_TEST(uneven_split)
 }
 END_TEST
 
+/* ---- the largest size: llama3-405b at S = 4M, 16M tokens a step ----
+ * A rank's FLOPs over its stage's layers and micro-batches pass 2^64
+ * here (uint64_t would wrap); each task's stay below 2^63 (config.c,
+ * task_size_bound). */
+
+#define S4M (4 * K * K)
+
+/* llama3-405b at S = 4M, batch 1, m micro-batches, on tp x (1 x P_s) x pp. */
+static config big(int tp, int ps, int pp, int m)
+{
+    config c = tcfg("llama3-405b", S4M, ps > 1 ? "usp" : "ulysses", 1, ps, 0, SCOPE_STEP);
+    c.tp = tp;
+    c.pp = pp;
+    c.micro_batches = m;
+    return c;
+}
+
+/* GEMM weights of one block, from the model's dimensions: QKV, output, SwiGLU. */
+static long double block_weights(const model *m)
+{
+    long double h = m->hidden, d = m->head_dim;
+    return h * (m->heads + 2.0L * m->kv_heads) * d + (long double)m->heads * d * h + 3 * h * m->ffn;
+}
+
+static void assert_rel(long double got, long double want, const char *what)
+{
+    ck_assert_msg(fabsl(got - want) <= 1e-12L * want, "%s: %.17Lg, closed form %.17Lg", what, got, want);
+}
+
+/* tp 8 x 1x2 x pp 2, 4 micro-batches of one 4M sample (the old per-rank
+ * bound, 14*S^2*H*d*L_stage*m/(P*tp/2), was 1.3e20 and refused it): it
+ * validates; the step's model FLOPs are stats.h's closed form, 6 x block
+ * weights x tokens per layer + the causal attention term 6*tokens*S*H*d
+ * per layer + the LM head's 6 x tokens x hidden x vocab; the analytical
+ * step is finite, positive and at most the peak's rate (MFU <= 1); every
+ * stage's memory peak is finite and above its weights. No DAG: the
+ * analytical paths only. */
+START_TEST(size_405b_4m_analytic)
+{
+    config c = big(8, 2, 2, 4);
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    const model *m = &c.model;
+    long double S = (long double)c.seq, tokens = S * c.batch * c.micro_batches;
+    ck_assert(tokens == 16.0L * K * K); /* 16M */
+    long double want = 6 * tokens * (m->layers * block_weights(m) + (long double)m->hidden * m->vocab) +
+                       6 * tokens * S * m->layers * m->heads * m->head_dim;
+    assert_rel(stats_model_flops(&c), want, "model FLOPs");
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    platform_spec net;
+    ck_assert_int_eq(platform_spec_defaults("h100", &net, err), 0);
+    analytic_result r;
+    analytic_step(&c, cb, &net, &r);
+    ck_assert_msg(isfinite(r.step) && r.step > 0 && r.busy > 0 && r.busy <= r.step, "step %g busy %g", r.step, r.busy);
+    ck_assert_double_le(want, r.step * config_ranks(&c) * calib_peak(cb));
+    calib_free(cb);
+    for (int s = 0; s < c.pp; s++) {
+        memory_estimate e;
+        memory_estimate_stage(&c, s, &e);
+        ck_assert_msg(isfinite(e.peak) && e.peak > e.weights && e.weights > 0, "stage %d: peak %g", s, e.peak);
+    }
+}
+END_TEST
+
+/* The same model and global batch on 1x1 x pp 2 (no recompute), as a DAG
+ * (3000 tasks a rank): each rank's attention FLOPs, 4 micro-batches x 63
+ * layers x (forward + 2.5x backward) of S(S+1)/2 pairs x 4*d*H, are 5e20,
+ * past 2^64; stats_compute() returns them and the GEMMs' (the last stage
+ * with the LM head) to 1e-12 of the closed forms. */
+START_TEST(size_405b_4m_stats)
+{
+    config c = big(1, 1, 2, 4);
+    c.recompute = RECOMPUTE_NONE;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    const model *m = &c.model;
+    long double S = (long double)c.seq, mb = c.micro_batches, L = m->layers / c.pp;
+    long double fwd = S * (S + 1) / 2 * 4 * m->head_dim * m->heads;
+    long double attn = mb * L * 3.5L * fwd, gemm = mb * L * 6 * S * block_weights(m);
+    ck_assert(attn > 0x1p64L);
+    dag *g = tbuild(&c);
+    rank_stats rs[2];
+    stats_compute(g, rs);
+    mesh msh = config_mesh(&c);
+    for (int r = 0; r < 2; r++) {
+        int coord[MESH_NDIMS];
+        mesh_coords(&msh, r, coord);
+        int stage = coord[MESH_PP];
+        assert_rel(rs[r].flops_attn, attn, "attention FLOPs of a rank");
+        assert_rel(rs[r].flops_gemm, gemm + (stage == 1 ? mb * 6 * S * m->hidden * m->vocab : 0), "GEMM FLOPs");
+    }
+    dag_free(g);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -328,6 +427,8 @@ static Suite *pipeline_suite(void)
     tcase_add_loop_test(tc, live_activations_match_memory, 0, NROWS);
     tcase_add_loop_test(tc, schedules_validate, 0, NROWS);
     tcase_add_loop_test(tc, uneven_split, 0, 2);
+    tcase_add_test(tc, size_405b_4m_analytic);
+    tcase_add_test(tc, size_405b_4m_stats);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -244,30 +244,66 @@ static int validate_seq(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
-/* Prove the largest per-rank totals fit in 64 bits: 14*S^2*H*d*B*L
- * (attention fwd + bwd, full blocks, with recompute; a rank's share of
- * it at most twice the mean, the contiguous partition's imbalance) plus
- * 16*S*B*params (GEMMs; a rank's share exactly 1/(P*tp)), of a pipeline
- * stage's layers and parameters, times the m micro-batches. The whole
- * step's totals over every rank are summed in floating point (stats). */
-static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
+/* The widest activation row or weight matrix side of a block or the LM
+ * head, in elements: what one GEMM's n (or a transfer's row) spans. */
+static long double widest(const model *m)
+{
+    long double w = m->hidden, qkv = (long double)(m->heads + 2 * m->kv_heads) * m->head_dim;
+    long double mlp = 2.0L * m->ffn; /* a fused gate and up projection */
+    w = qkv > w ? qkv : w;
+    w = mlp > w ? mlp : w;
+    return m->vocab > w ? m->vocab : w;
+}
+
+/* An upper bound on the FLOPs and bytes of any single task of c (a task's
+ * fields are uint64_t, and traces and Chakra read them as int64). A task
+ * is one attention block (under --ring allgather one KV-stride group of a
+ * rank's queries against every key), one GEMM, one merge or accumulation,
+ * one transfer or collective: never a sum over layers, micro-batches or
+ * ranks, which every module totals in floating point (stats.h).
+ *   attention: a rank holds n = S/P_s query positions per sample; under
+ *     the causal mask the most (query, key) pairs n positions can see is
+ *     the last n's, n*S - n(n-1)/2 (S(S+1)/2 at P_s = 1; the balanced
+ *     partition's equal shares, S(S+1)/(2 P_s), and document masks stay
+ *     below it); backward 2.5x the forward's 4*d*hq*B per pair (sizes.h).
+ *   GEMM: backward 4*m*n*k, m the rank's B*S/P tokens, n*k at most
+ *     hidden x widest() (not divided by tp: a bound).
+ *   bytes: 2x (a ring all-reduce) an fp32 tensor of B*S/P_s tokens of
+ *     widest() elements, or of every parameter.
+ * For llama3-405b at S = 4M, B = 1 on one rank (1x1, tp 1), the largest
+ * task is the backward of its one causal block, S(S+1)/2 pairs * 4*128*128
+ * * 2.5 = 1.44e18 FLOPs (the bound is exact there): 2^63 / 6.4. Its
+ * largest GEMM (the LM head's backward) is 4*S*16384*128256 = 3.5e16. */
+static long double task_size_bound(const config *c)
 {
     const model *m = &c->model;
-    long double layers = m->layers, params = (long double)model_params(m), share = (long double)config_cp(c) * c->tp;
-    if (c->pp > 1) {
-        layers = params = 0;
-        for (int s = 0; s < c->pp; s++) {
-            long double l = pipe_chunk_layers(c, s) * c->vpp, p = (long double)pipe_stage_params(c, s) * c->tp;
-            layers = l > layers ? l : layers;
-            params = p > params ? p : params;
-        }
+    long double S = (long double)c->seq, n = S / c->p_seq, B = c->batch;
+    long double pairs = n * S - n * (n - 1) / 2;
+    long double attn = pairs * 4 * m->head_dim * config_q_heads(c) * B * 5 / 2;
+    long double gemm = 4 * (long double)config_local_tokens(c) * m->hidden * widest(m);
+    long double act = 8 * B * n * widest(m), params = 8 * (long double)model_params(m);
+    long double b = attn > gemm ? attn : gemm;
+    b = act > b ? act : b;
+    return params > b ? params : b;
+}
+
+/* What must fit 64 bits: each task's FLOPs and bytes (task_size_bound),
+ * and the task count (a DAG's ids are 32-bit, its memory finite). Totals
+ * over tasks, layers, micro-batches and ranks are floating point and
+ * have no such limit. */
+static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
+{
+    long double task = task_size_bound(c);
+    if (task >= 0x1p63L) {
+        snprintf(err, LOONG_ERRLEN,
+                 "one task (attention block, GEMM or transfer) of this configuration reaches %.3Lg FLOPs or bytes, "
+                 "above the 2^63 a task holds: spread it over a larger --mesh or --tp, or use a smaller --batch "
+                 "(--micro-batches keep the samples)",
+                 task);
+        return -1;
     }
-    long double S = (long double)c->seq, B = c->batch, mb = c->micro_batches;
-    long double attn = 14 * S * S * m->heads * m->head_dim * B * layers * mb / (share > 2 ? share / 2 : 1);
-    long double gemm = 16 * S * B * params * mb / share;
-    if (attn + gemm >= 0x1p63L)
-        return fail(err, "the FLOP count of this configuration overflows 64-bit arithmetic: "
-                         "reduce --seq, --batch or the model size");
+    const model *m = &c->model;
+    uint64_t mb = (uint64_t)c->micro_batches;
     uint64_t est =
         (uint64_t)config_ranks(c) * (uint64_t)(m->layers / c->pp + 1) * mb * (24ull * (uint64_t)c->p_seq + 64);
     if (est > MAX_TASKS) {

@@ -1,8 +1,10 @@
 /*
  * sizes: the FLOP, byte and element counts that the DAG builder, the
  * analytical and memory models, the calibration and the executor all
- * derive from a config, each defined once. Exact 64-bit integers
- * (config_validate() proved that the largest totals fit). Tensor shapes
+ * derive from a config, each defined once. Exact 64-bit integers: each is
+ * one task's count, which config_validate() bounds below 2^63; sums over
+ * tasks, layers or micro-batches are for the caller to total in floating
+ * point (stats.h), as they pass 2^64 at scale. Tensor shapes
  * follow DESIGN.md: T = B*S/P tokens per rank sequence-sharded, hq query
  * heads and kvh KV heads per rank after the head all-to-all.
  *

@@ -77,17 +77,17 @@ static void print_summary(FILE *f, const dag *g, const rank_stats *rs)
 {
     const config *c = dag_config(g);
     int P = config_ranks(c);
-    uint64_t amin = UINT64_MAX, amax = 0;
+    double amin = (double)rs[0].flops_attn, amax = 0;
     double total = 0, sum_attn = 0; /* over every rank: beyond 2^64 at scale */
     for (int r = 0; r < P; r++) {
-        if (rs[r].flops_attn < amin) amin = rs[r].flops_attn;
-        if (rs[r].flops_attn > amax) amax = rs[r].flops_attn;
+        double a = (double)rs[r].flops_attn;
+        amin = a < amin ? a : amin;
+        amax = a > amax ? a : amax;
         total += (double)rs[r].flops;
         sum_attn += (double)rs[r].flops_attn;
     }
     fprintf(f, "# attention per rank: min %.3f max %.3f mean %.3f GFLOP; max/min %.4f, max/mean %.4f (1 = balanced)\n",
-            amin / 1e9, amax / 1e9, sum_attn / 1e9 / P, amin ? (double)amax / (double)amin : 0.0,
-            sum_attn ? (double)amax * P / (double)sum_attn : 0.0);
+            amin / 1e9, amax / 1e9, sum_attn / 1e9 / P, amin ? amax / amin : 0.0, sum_attn ? amax * P / sum_attn : 0.0);
     const shard_map *m = shard_map_of(c);
     uint64_t pmax = 0, ptotal = 0;
     for (int s = 0; s < c->p_seq; s++) {
@@ -130,8 +130,8 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
         if (tp) snprintf(tpc, sizeof tpc, "%5d ", config_tp_rank(c, r));
         fprintf(f, " %5d %5d %4d %s%5d %5d %8u %8u %8u %12.3f %13.3f %13.3f %14.3f %14.3f %15.3f\n", r,
                 config_node(c, r), config_gpu(c, r), tpc, h, s, st->tasks, p2p, coll, shard_query_pairs(m, s) / 1e6,
-                st->flops_attn / 1e9, st->flops_gemm / 1e9, st->flops / 1e9, st->bytes_intra / 1e6,
-                st->bytes_inter / 1e6);
+                (double)st->flops_attn / 1e9, (double)st->flops_gemm / 1e9, (double)st->flops / 1e9,
+                (double)st->bytes_intra / 1e6, (double)st->bytes_inter / 1e6);
     }
     print_summary(f, g, rs);
 }

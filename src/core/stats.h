@@ -24,13 +24,18 @@
 
 #include "dag.h"
 
+/* A rank's totals over its tasks, layers and micro-batches pass 2^64 at
+ * scale (llama3-405b at S = 4M on a few ranks), while each task's own
+ * count fits (config_validate). long double holds them: its 64-bit (x86-64)
+ * or 113-bit (aarch64) mantissa keeps every total below 2^64 exact, so the
+ * sums that fit uint64_t print as they did, and beyond it rounds at 1e-19. */
 typedef struct rank_stats {
-    uint64_t flops;          /* all compute tasks */
-    uint64_t flops_attn;     /* attention blocks, forward and backward */
-    uint64_t flops_attn_fwd; /* attention blocks, forward (and recompute) */
-    uint64_t flops_gemm;
-    uint64_t bytes_intra; /* sent to ranks on the same node */
-    uint64_t bytes_inter; /* sent to ranks on other nodes */
+    long double flops;          /* all compute tasks */
+    long double flops_attn;     /* attention blocks, forward and backward */
+    long double flops_attn_fwd; /* attention blocks, forward (and recompute) */
+    long double flops_gemm;
+    long double bytes_intra; /* sent to ranks on the same node */
+    long double bytes_inter; /* sent to ranks on other nodes */
     uint32_t tasks;
     uint32_t by_kind[TASK_KIND_COUNT];
 } rank_stats;
