@@ -59,9 +59,8 @@ static void sim_usage(FILE *f)
             "                        TP rank                                                     [full]\n"
             "                        A perturbation that makes the replicas or TP ranks differ turns\n"
             "                        their fold off, with a note (see Perturbations below)\n"
-            "  --gpu-mem SIZE        memory per GPU the predicted peak is checked against, e.g. 80GB\n"
-            "                        (scope step; above it: predicted OOM)   [by GPU kind: 80GB h100/a100,\n"
-            "                                                                 141GB h200]\n"
+            "  --gpu-mem SIZE        GPU memory the predicted peak is checked against (scope step;\n"
+            "                        above it: predicted OOM, a warning)  [80GB h100/a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -72,7 +71,7 @@ static void sim_usage(FILE *f)
             "2 on bad input.\n"
             "\nExample:\n"
             "  loong sim --platform topologies/dgx-h100-8n.xml --model llama3-8b --seq 1M --mesh 8x8 \\\n"
-            "            --strategy loongtrain --window 4 --scope step --trace predicted.json\n",
+            "            --strategy loongtrain --window 4 --scope step --recompute selective --trace predicted.json\n",
             cli_whatif_help(), cli_config_help());
 }
 
