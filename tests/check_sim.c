@@ -706,6 +706,24 @@ START_TEST(memory_verdict)
 }
 END_TEST
 
+/* With dp replicas the throughput and MFU lines count every replica's
+ * tokens on every replica's GPUs: dp x B x S tokens on dp x P GPUs. */
+START_TEST(summary_counts_every_replica)
+{
+    char plat[128];
+    platform_spec sp = plat_spec(2, 4, 4);
+    plat_write(&sp, "p.xml", plat, sizeof plat);
+    run_result r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 8K "
+                           "--mesh 1x4 --gpus-per-node 4 --dp 2 --scope step",
+                           LOONG_BIN, plat, LOONG_SRCDIR);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char want[96];
+    snprintf(want, sizeof want, "(%d tokens per training step on %d GPUs)", 2 * 8192, 2 * 4);
+    ck_assert_msg(strstr(r.out, want) != NULL, "no '%s' in: %s", want, r.out);
+    ck_assert_msg(strstr(r.out, "x 8 GPUs x peak") != NULL, "the MFU line: %s", r.out);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
@@ -764,6 +782,7 @@ int main(void)
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);
     tcase_add_test(cli, bad_inputs);
     tcase_add_test(cli, memory_verdict);
+    tcase_add_test(cli, summary_counts_every_replica);
     tcase_add_test(cli, trace_size_estimate);
     suite_add_tcase(s, cli);
     return check_run(s);
