@@ -663,6 +663,67 @@ START_TEST(trace_size_estimate)
 }
 END_TEST
 
+/* The predicted peak per GPU against the GPU's memory: above it, a
+ * "predicted OOM" in the summary, "oom": true in the JSON and one warning
+ * line on stderr, exit 0; below it none of those. The peak is the memory
+ * model's (memory_bytes.peak), checked against --gpu-mem on either side of
+ * it and against the platform's 80 GB H100s by default. */
+static run_result sim_mem(const char *platform, const char *extra)
+{
+    return run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 32K --mesh 2x4 "
+                   "--gpus-per-node 8 --scope step %s",
+                   LOONG_BIN, platform, LOONG_SRCDIR, extra);
+}
+
+START_TEST(memory_verdict)
+{
+    char plat[128], arg[64], js[160];
+    platform_spec sp = plat_spec(1, 8, 8);
+    plat_write(&sp, "p.xml", plat, sizeof plat);
+    snprintf(js, sizeof js, "--json %s/s.json", dir);
+    run_result r = sim_mem(plat, js);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "# memory: predicted peak ") && strstr(r.out, "fits in 80.0 GB (h100)"), "%s", r.out);
+    ck_assert_msg(!strstr(r.out, "predicted OOM") && !strstr(r.err, "OOM"), "%s%s", r.out, r.err);
+    char path[160];
+    snprintf(path, sizeof path, "%s/s.json", dir);
+    char *text = read_text(path), *p = strstr(text, "\"peak\":");
+    ck_assert_ptr_nonnull(p);
+    double peak = atof(p + 7);
+    ck_assert_msg(peak > 0 && strstr(text, "\"oom\":false"), "%s", text);
+    free(text);
+    snprintf(arg, sizeof arg, "--gpu-mem %.0fB", peak * 0.99);
+    r = sim_mem(plat, arg);
+    ck_assert_msg(r.status == 0, "an OOM exits %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "# memory: predicted OOM: peak ") && strstr(r.out, "(--gpu-mem); cheapest fix: --"),
+                  "%s", r.out);
+    ck_assert_msg(count_lines(r.err) == 1 && strstr(r.err, "warning: predicted OOM") && strstr(r.err, "cheapest fix"),
+                  "%s", r.err);
+    snprintf(arg, sizeof arg, "--gpu-mem %.0fB", peak * 1.01);
+    r = sim_mem(plat, arg);
+    ck_assert_msg(r.status == 0 && r.err[0] == '\0' && strstr(r.out, "(--gpu-mem)\n"), "%s%s", r.out, r.err);
+    ck_assert_ptr_null(strstr(r.out, "OOM"));
+}
+END_TEST
+
+/* With dp replicas the throughput and MFU lines count every replica's
+ * tokens on every replica's GPUs: dp x B x S tokens on dp x P GPUs. */
+START_TEST(summary_counts_every_replica)
+{
+    char plat[128];
+    platform_spec sp = plat_spec(2, 4, 4);
+    plat_write(&sp, "p.xml", plat, sizeof plat);
+    run_result r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 8K "
+                           "--mesh 1x4 --gpus-per-node 4 --dp 2 --scope step",
+                           LOONG_BIN, plat, LOONG_SRCDIR);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char want[96];
+    snprintf(want, sizeof want, "(%d tokens per training step on %d GPUs)", 2 * 8192, 2 * 4);
+    ck_assert_msg(strstr(r.out, want) != NULL, "no '%s' in: %s", want, r.out);
+    ck_assert_msg(strstr(r.out, "x 8 GPUs x peak") != NULL, "the MFU line: %s", r.out);
+}
+END_TEST
+
 START_TEST(bad_inputs)
 {
     char good[128], small[128], path[160], text[512];
@@ -720,6 +781,8 @@ int main(void)
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);
     tcase_add_test(cli, bad_inputs);
+    tcase_add_test(cli, memory_verdict);
+    tcase_add_test(cli, summary_counts_every_replica);
     tcase_add_test(cli, trace_size_estimate);
     suite_add_tcase(s, cli);
     return check_run(s);

@@ -243,6 +243,104 @@ START_TEST(disconnected_fabric)
 }
 END_TEST
 
+/* ---- every perturbation under every fold, against every copy simulated ----
+ * A fold simulates one data-parallel replica (--dp-mode symmetric) or TP
+ * rank 0 of each TP group (--tp-mode symmetric) and copies it. A
+ * perturbation of a copy it skips (or of the representative alone) makes
+ * the copies differ, so loong sim must turn the fold off (a note on stderr)
+ * and give exactly the full run's step, or refuse (exit 2) when the full run
+ * needs GPUs the platform lacks. Each row: a fold, its configuration, a
+ * perturbation that changes the full run's step, and the expectation. On 2
+ * nodes x 4 H100s, tiny, 8K tokens: a few hundredths of a second a run. */
+typedef struct fold_row {
+    const char *mode;    /* --dp-mode or --tp-mode */
+    const char *layout;  /* the configuration under the fold */
+    const char *perturb; /* the what-if options */
+    int expect;          /* 0: the fold is switched off (note); 2: refused; 1: the fold stays (invariant) */
+} fold_row;
+
+#define DP_LAYOUT "--mesh 1x4 --dp 2 --zero 1"
+#define TP_LAYOUT "--mesh 1x4 --tp 2"
+
+static const fold_row fold_rows[] = {
+    /* data-parallel replicas: replica 1 is node 1 */
+    {"--dp-mode", DP_LAYOUT, "--straggler 5", 0},
+    {"--dp-mode", DP_LAYOUT, "--straggler 1", 0}, /* replica 0's GPU alone: the fold would copy it */
+    {"--dp-mode", DP_LAYOUT, "--slow-link node1-nic0:4", 0},
+    {"--dp-mode", DP_LAYOUT, "--fail-link node1-nic0", 0},
+    {"--dp-mode", DP_LAYOUT, "--jitter 5", 0},
+    {"--dp-mode", DP_LAYOUT, "--straggler 1 --straggler 5", 1},      /* the same GPU of every replica: exact */
+    {"--dp-mode", "--mesh 1x4 --dp 4 --zero 1", "--straggler 5", 2}, /* 16 GPUs on a platform of 8 */
+    /* TP ranks: TP rank 1 is every odd GPU, its ring traffic on rail 1 */
+    {"--tp-mode", TP_LAYOUT, "--straggler 3", 0},
+    {"--tp-mode", TP_LAYOUT, "--straggler 0", 0},
+    {"--tp-mode", TP_LAYOUT, "--slow-link node0-nic1:4", 0},
+    {"--tp-mode", TP_LAYOUT, "--slow-link node0-gpu1-nvlink:4", 0},
+    {"--tp-mode", TP_LAYOUT, "--fail-link node0-nic1", 0},
+    {"--tp-mode", TP_LAYOUT, "--jitter 5", 0},
+};
+
+/* One run's step (its --json - summary), and its exit status and stderr. */
+static double fold_step(const char *platform, const fold_row *x, const char *mode, const char *perturb, run_result *r)
+{
+    *r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 8K "
+                 "--gpus-per-node 4 --scope step %s %s %s %s --json -",
+                 LOONG_BIN, platform, LOONG_SRCDIR, x->layout, x->mode, mode, perturb);
+    const char *p = strstr(r->out, "\"step_s\":");
+    return r->status == 0 && p ? atof(p + 9) : -1;
+}
+
+/* One row against its full run (and the clean full step of its layout). */
+static void fold_case(const char *path, const fold_row *x, double clean)
+{
+    run_result sym, full;
+    double s = fold_step(path, x, "symmetric", x->perturb, &sym);
+    if (x->expect == 2) {
+        ck_assert_msg(sym.status == 2 && count_lines(sym.err) == 1, "%s %s: exit %d: %s", x->layout, x->perturb,
+                      sym.status, sym.err);
+        ck_assert_ptr_nonnull(strstr(sym.err, "every replica must be simulated"));
+        ck_assert_ptr_nonnull(strstr(sym.err, "loong topo"));
+        ck_assert_int_eq(sym.out_len, 0);
+        return;
+    }
+    double f = fold_step(path, x, "full", x->perturb, &full);
+    ck_assert_msg(s > 0 && f > 0, "%s %s: exit %d / %d: %s%s", x->layout, x->perturb, sym.status, full.status, sym.err,
+                  full.err);
+    printf("# %s symmetric %-28s %-30s %.9f s, full %.9f s, clean %.9f s\n", x->mode, x->layout, x->perturb, s, f,
+           clean);
+    /* the perturbation bites, so a fold left on would have answered otherwise */
+    ck_assert_msg(fabs(f - clean) > 1e-3 * clean, "%s: the full step %.9g s is the clean one", x->perturb, f);
+    if (x->expect == 0) {
+        ck_assert_msg(fabs(s - f) <= 1e-12 * f, "%s %s: folded %.12g s, full %.12g s", x->mode, x->perturb, s, f);
+        ck_assert_msg(strstr(sym.err, "symmetric switched off") && strstr(sym.err, "simulated in full") &&
+                          count_lines(sym.err) == 1,
+                      "no one-line note: %s", sym.err);
+    } else { /* the fold stays: the copies still run alike (exact to 1e-8 here) */
+        ck_assert_msg(fabs(s - f) <= 1e-6 * f, "%s %s: folded %.12g s, full %.12g s", x->mode, x->perturb, s, f);
+        ck_assert_msg(sym.err[0] == '\0', "a note for a fold that stays: %s", sym.err);
+    }
+}
+
+START_TEST(every_kind_under_every_fold)
+{
+    char path[128];
+    platform_spec sp = plat_spec(2, 4, 4);
+    plat_write(&sp, "p.xml", path, sizeof path);
+    const char *layout = NULL;
+    double clean = 0;
+    for (size_t i = 0; i < sizeof fold_rows / sizeof fold_rows[0]; i++) {
+        const fold_row *x = &fold_rows[i];
+        if (x->expect != 2 && (!layout || strcmp(layout, x->layout))) { /* the clean step, once per layout */
+            run_result r;
+            clean = fold_step(path, x, "full", "", &r);
+            ck_assert_msg(clean > 0, "%s: exit %d: %s", x->layout, r.status, r.err);
+            layout = x->layout;
+        }
+        fold_case(path, x, clean);
+    }
+}
+END_TEST
+
 /* The parser: the forms and the refusals. */
 START_TEST(parse)
 {
@@ -293,6 +391,7 @@ int main(void)
     tcase_add_test(cli, jitter_seeds);
     tcase_add_test(cli, summary_header);
     tcase_add_test(cli, disconnected_fabric);
+    tcase_add_test(cli, every_kind_under_every_fold);
     suite_add_tcase(s, cli);
     return check_run(s);
 }

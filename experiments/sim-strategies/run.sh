@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's worked example: ring, zigzag, usp and loongtrain for one
 # training step of llama3-8b at S = 1M tokens on 64 H100s (dgx-h100-8n:
-# 8 DGX nodes, NVSwitch + 8 x 400 Gb/s rail NICs), default calibration.
+# 8 DGX nodes, NVSwitch + 8 x 400 Gb/s rail NICs), default calibration;
+# selective recompute, so the step fits the 80 GB H100s (50.7 GB).
 # usage: experiments/sim-strategies/run.sh [path/to/loong]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -10,7 +11,7 @@ PLAT=$HERE/../../topologies/dgx-h100-8n.xml
 printf '# %-30s %12s %14s %8s %14s %14s\n' strategy step_time_s tokens/s/GPU MFU_% exposed_comm_s busiest_link_%
 run() {
     local name=$1; shift
-    "$LOONG" sim --quiet --platform "$PLAT" --model llama3-8b --seq 1M --scope step --links 1 "$@" \
+    "$LOONG" sim --quiet --platform "$PLAT" --model llama3-8b --seq 1M --scope step --recompute selective --links 1 "$@" \
         -o /tmp/loong-sim-strategy.txt
     local f=/tmp/loong-sim-strategy.txt
     printf '  %-30s %12s %14s %8s %14s %14s\n' "$name" \

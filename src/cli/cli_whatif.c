@@ -7,6 +7,7 @@ const char *cli_whatif_help(void)
 {
     return "Perturbations (what-if; each may be repeated, and shows in the summary and the trace):\n"
            "  --straggler RANK[:F]  rank RANK's GPU runs its kernels F times slower          [F 1.25]\n"
+           "                        (any rank of the run, every data-parallel replica's)\n"
            "  --slow-link NAME[:F]  link NAME at 1/F of its bandwidth, e.g. node0-nic0:2      [F 2]\n"
            "  --fail-link NAME      link NAME down: traffic reroutes through another GPU (PXN:\n"
            "                        another rail; or another node); refused when no path\n"

@@ -57,6 +57,10 @@ static void sim_usage(FILE *f)
             "  --tp-mode M           symmetric: simulate TP rank 0 of each TP group, the others by\n"
             "                        symmetry (TP groups inside a node, no --tp-overlap); full: every\n"
             "                        TP rank                                                     [full]\n"
+            "                        A perturbation that makes the replicas or TP ranks differ turns\n"
+            "                        their fold off, with a note (see Perturbations below)\n"
+            "  --gpu-mem SIZE        GPU memory the predicted peak is checked against (scope step;\n"
+            "                        above it: predicted OOM, a warning)  [80GB h100/a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -67,7 +71,7 @@ static void sim_usage(FILE *f)
             "2 on bad input.\n"
             "\nExample:\n"
             "  loong sim --platform topologies/dgx-h100-8n.xml --model llama3-8b --seq 1M --mesh 8x8 \\\n"
-            "            --strategy loongtrain --window 4 --scope step --trace predicted.json\n",
+            "            --strategy loongtrain --window 4 --scope step --recompute selective --trace predicted.json\n",
             cli_whatif_help(), cli_config_help());
 }
 
@@ -76,8 +80,11 @@ typedef struct sim_args {
     double trace_max; /* bytes, 0: no limit */
     bool out_given;   /* -o was given: with --json -, the table goes only there */
     int links, layers;
-    bool every_replica; /* --dp-mode full */
-    bool tp_symmetric;  /* --tp-mode symmetric */
+    bool every_replica;            /* --dp-mode full */
+    bool tp_symmetric;             /* --tp-mode symmetric */
+    bool dp_mode_given;            /* --dp-mode was given (else symmetric is sim's choice) */
+    bool dp_unfolded, tp_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
+    double gpu_mem;                /* --gpu-mem, bytes; 0: the GPU kind's */
     trace_filter flt;
     bool quiet, timing, compose;
     bool kineto;    /* --trace-format kineto */
@@ -132,6 +139,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"compose", no_argument, 0, 'C'},
         {"dp-mode", required_argument, 0, 'M'},
         {"tp-mode", required_argument, 0, 'U'},
+        {"gpu-mem", required_argument, 0, 'G'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -169,6 +177,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
             a->every_replica = !strcmp(optarg, "full");
+            a->dp_mode_given = true;
             break;
         case 'U':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
@@ -178,6 +187,12 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
+        case 'G': {
+            char err[LOONG_ERRLEN];
+            if (units_parse_mem(optarg, "--gpu-mem", &a->gpu_mem, err) < 0) return cli_fail("sim", "%s", err);
+            if (!(a->gpu_mem > 0)) return cli_fail("sim", "--gpu-mem '%s' must be above 0 (e.g. 80GB)", optarg);
+            break;
+        }
         case 'X': {
             char err[LOONG_ERRLEN];
             if (units_parse_mem(optarg, "--trace-max", &a->trace_max, err) < 0) return cli_fail("sim", "%s", err);
@@ -204,7 +219,109 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     return 0;
 }
 
-static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf)
+/* ---- memory: the memory model's peak per GPU against the GPU's memory ---- */
+
+typedef struct mem_check {
+    double peak;     /* predicted per-GPU peak, bytes (memory_estimate_config) */
+    double gpu_mem;  /* what it is checked against; 0: unknown (no line of verdict) */
+    char source[40]; /* where gpu_mem comes from: "--gpu-mem" or the GPU kind */
+    bool oom;        /* peak above gpu_mem */
+    char fix[80];    /* the cheapest change that fits (oom only) */
+    double fix_peak; /* its peak, bytes; 0: none found */
+} mem_check;
+
+/* c with one change applied, if it is still a valid configuration. */
+typedef struct mem_fix {
+    int recompute, zero, dp_times; /* -1 / 0: unchanged */
+} mem_fix;
+
+/* The changes tried, cheapest to the user first (as loong plan tries them):
+ * a recompute policy (costs compute), a ZeRO stage (costs communication),
+ * both, then more data-parallel replicas under ZeRO-3 (costs GPUs). */
+static const mem_fix mem_fixes[] = {
+    {RECOMPUTE_SELECTIVE, -1, 0},
+    {RECOMPUTE_FULL, -1, 0},
+    {-1, 1, 0},
+    {-1, 2, 0},
+    {-1, 3, 0},
+    {RECOMPUTE_FULL, 3, 0},
+    {-1, 3, 2},
+    {-1, 3, 4},
+    {-1, 3, 8},
+};
+
+/* The first change of mem_fixes that fits gpu_mem: 0 with its options and
+ * peak, or -1. */
+static int cheapest_fix(const config *c, double gpu_mem, char *what, size_t len, double *peak)
+{
+    char err[LOONG_ERRLEN];
+    for (size_t i = 0; i < sizeof mem_fixes / sizeof *mem_fixes; i++) {
+        const mem_fix *x = &mem_fixes[i];
+        if ((x->recompute >= 0 && x->recompute <= (int)c->recompute) ||
+            (!x->dp_times && x->zero >= 0 && x->zero <= c->zero))
+            continue;
+        config t = *c;
+        if (x->recompute >= 0) t.recompute = (recompute_kind)x->recompute;
+        if (x->zero >= 0) t.zero = x->zero;
+        if (x->dp_times) t.dp = c->dp * x->dp_times;
+        if (config_validate(&t, err) < 0) continue;
+        memory_estimate m;
+        memory_estimate_config(&t, &m);
+        if (m.peak > gpu_mem) continue;
+        int n = 0;
+        if (x->recompute >= 0) n += snprintf(what + n, len - (size_t)n, "--recompute %s", recompute_name(t.recompute));
+        if (x->zero >= 0 && t.zero != c->zero)
+            n += snprintf(what + n, len - (size_t)n, "%s--zero %d", n ? " " : "", t.zero);
+        if (x->dp_times) /* more GPUs */
+            snprintf(what + n, len - (size_t)n, "%s--dp %d (%d GPUs)", n ? " " : "", t.dp, config_world(&t));
+        *peak = m.peak;
+        return 0;
+    }
+    return -1;
+}
+
+/* The predicted peak of c against --gpu-mem or the memory of GPU `kind`. */
+static void memory_check(const sim_args *a, const config *c, const char *kind, mem_check *m)
+{
+    memset(m, 0, sizeof *m);
+    memory_estimate e;
+    memory_estimate_config(c, &e);
+    m->peak = e.peak;
+    m->gpu_mem = a->gpu_mem > 0 ? a->gpu_mem : platform_spec_gpu_mem(kind);
+    snprintf(m->source, sizeof m->source, "%s", a->gpu_mem > 0 ? "--gpu-mem" : kind);
+    m->oom = m->gpu_mem > 0 && m->peak > m->gpu_mem;
+    if (m->oom && cheapest_fix(c, m->gpu_mem, m->fix, sizeof m->fix, &m->fix_peak) < 0)
+        snprintf(m->fix, sizeof m->fix, "a smaller --seq, or more context-parallel ranks (a larger --mesh)");
+}
+
+/* The summary's memory line (a training step only: the model counts a
+ * step's tensors, not one attention layer's). */
+static void write_memory_line(FILE *f, const config *c, const mem_check *m)
+{
+    if (c->scope != SCOPE_STEP) return;
+    if (!(m->gpu_mem > 0))
+        fprintf(f, "# memory: predicted peak %.1f GB per GPU (%s: no GPU memory known; --gpu-mem SIZE checks it)\n",
+                m->peak / 1e9, m->source);
+    else if (m->oom)
+        fprintf(f, "# memory: predicted OOM: peak %.1f GB per GPU, above %.1f GB (%s); cheapest fix: %s\n",
+                m->peak / 1e9, m->gpu_mem / 1e9, m->source, m->fix);
+    else
+        fprintf(f, "# memory: predicted peak %.1f GB per GPU, fits in %.1f GB (%s)\n", m->peak / 1e9, m->gpu_mem / 1e9,
+                m->source);
+}
+
+/* One line on stderr when the step does not fit; the run goes on (its
+ * timing may still be wanted), and the summary says predicted OOM too. */
+static void warn_oom(const config *c, const mem_check *m)
+{
+    if (c->scope != SCOPE_STEP || !m->oom) return;
+    fprintf(stderr, "loong sim: warning: predicted OOM: %.1f GB of %.1f GB per GPU; cheapest fix: %s", m->peak / 1e9,
+            m->gpu_mem / 1e9, m->fix);
+    if (m->fix_peak > 0) fprintf(stderr, " (%.1f GB)", m->fix_peak / 1e9);
+    fputc('\n', stderr);
+}
+
+static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf, const mem_check *mc)
 {
     char desc[256];
     config_describe(dag_config(g), desc, sizeof desc);
@@ -215,15 +332,21 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
                 config_world(c),
-                a->every_replica ? "every replica simulated" : "one replica simulated, the others by symmetry");
+                a->dp_unfolded     ? "every replica simulated (the perturbation makes them differ: not folded)"
+                : a->every_replica ? "every replica simulated"
+                                   : "one replica simulated, the others by symmetry");
     if (a->tp_symmetric)
         fprintf(f, "# tensor parallelism: TP rank 0 of each of the TP groups simulated, the other %d by symmetry\n",
                 c->tp - 1);
+    if (a->tp_unfolded)
+        fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: --tp-mode "
+                   "symmetric off)\n");
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
         fprintf(f, " %s", a->sg_args[i]);
     fputc('\n', f);
+    write_memory_line(f, c, mc);
 }
 
 /* The memory model's per-rank terms (bytes) of c, as the plan prints them. */
@@ -270,11 +393,21 @@ static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb
     return j;
 }
 
-/* The summary with the perturbations it ran under, if any. */
-static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const whatif *w)
+/* The memory verdict beside memory_bytes (a training step, a known GPU memory). */
+static void json_memory_verdict(json_t *j, const config *c, const mem_check *m)
+{
+    if (c->scope != SCOPE_STEP || !(m->gpu_mem > 0)) return;
+    json_object_set_new(j, "gpu_mem_bytes", json_real(m->gpu_mem));
+    json_object_set_new(j, "oom", json_boolean(m->oom));
+}
+
+/* The summary with the perturbations it ran under, if any, and the memory verdict. */
+static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const whatif *w,
+                               const mem_check *m)
 {
     json_t *j = json_summary(g, res, cb);
     if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
+    json_memory_verdict(j, dag_config(g), m);
     return j;
 }
 
@@ -364,7 +497,7 @@ static void abort_outputs(sim_outputs *o)
 
 /* Write every output, then commit them all. */
 static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf,
-                         sim_outputs *o, int *bugs, char err[LOONG_ERRLEN])
+                         const mem_check *mc, sim_outputs *o, int *bugs, char err[LOONG_ERRLEN])
 {
     char *mem = NULL;
     size_t memlen = 0;
@@ -376,13 +509,13 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");
     if (rc == 0) {
-        write_header(f, g, a, pf);
+        write_header(f, g, a, pf, mc);
         if (sim_summary_write(f, g, cb, res, a->links, bugs) < 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
     }
     if (!o->table && f) fclose(f);
     free(mem);
-    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w)) < 0)
+    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w, mc)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
     if (rc == 0 && a->trace && !a->kineto) rc = afile_commit(&o->tr, err);
     if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, res, a->flt.rank, err);
@@ -439,6 +572,8 @@ static int simulate(sim_args *a, const config *c)
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
     dag *g = cb ? dag_build(c, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf);
+    mem_check mc = {0};
+    if (g) memory_check(a, c, sim_platform_kind(pf), &mc);
     if (!g || check_trace_size(a, g, err) < 0) {
         abort_outputs(&out);
         dag_free(g);
@@ -451,8 +586,9 @@ static int simulate(sim_args *a, const config *c)
     int bugs = 0, rc = sim_run_fold(pf, g, cb, !a->quiet, a->every_replica, a->tp_symmetric, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
-        rc = write_outputs(g, cb, &res, a, pf, &out, &bugs, err);
+        rc = write_outputs(g, cb, &res, a, pf, &mc, &out, &bugs, err);
         sim_result_free(&res);
+        if (rc == 0) warn_oom(c, &mc);
     } else {
         abort_outputs(&out);
     }
@@ -564,15 +700,16 @@ static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
  * under ZeRO-1 (exact), the three equal ones of the period search. */
 static int period_span(const config *c) { return c->zero == 1 ? 1 : 3; }
 
-static void write_compose_table(FILE *f, const sim_args *a, const config *c, int k, int L, double step, double exposed,
-                                double tk)
+static void write_compose_table(FILE *f, const sim_args *a, const config *c, const mem_check *mc, int k, int L,
+                                double step, double exposed, double tk)
 {
     char desc[256], err[LOONG_ERRLEN];
     config_describe(c, desc, sizeof desc);
-    double tokens = config_step_tokens(c);
-    int P = config_ranks(c);
+    double tokens = config_step_tokens(c) * c->dp; /* every replica's, on all their GPUs */
+    int P = config_world(c);
     fprintf(f, "# loong sim --compose: %s\n", desc);
     whatif_write_header(f, &a->w);
+    write_memory_line(f, c, mc);
     fprintf(f, "# platform %s; ", a->platform);
     int j = period_span(c); /* the increments averaged */
     if (k > 0)
@@ -590,7 +727,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, int
     platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
     if (platform_spec_read(a->platform, &sp, err) == 0)
         fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
-                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) / 1e12, P, sp.peak / 1e12);
+                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) * c->dp / 1e12, P, sp.peak / 1e12);
     fprintf(f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
 }
 
@@ -599,7 +736,10 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
 {
     char err[LOONG_ERRLEN] = "";
     int rc = 0;
-    if (o->table) write_compose_table(o->sm.f, a, c, k, L, step, exposed, tk);
+    platform_spec ps; /* the GPU kind, without loading SimGrid here */
+    mem_check mc;
+    memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
+    if (o->table) write_compose_table(o->sm.f, a, c, &mc, k, L, step, exposed, tk);
     if (a->json) {
         platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
         double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = config_step_tokens(c);
@@ -608,6 +748,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
                               peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
                               json_memory(c), "composed", k > 0, "period_from_layers", k);
         if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
+        if (j) json_memory_verdict(j, c, &mc);
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
@@ -618,6 +759,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
         abort_outputs(o);
         return cli_fail("sim", "%s", err);
     }
+    warn_oom(c, &mc);
     return 0;
 }
 
@@ -654,12 +796,58 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     return rc;
 }
 
-/* Flags that only make sense against the configuration: checked before any work. */
-static int check_against_config(const sim_args *a, const config *c)
+/* A fold is exact only while the copies it skips run alike. A perturbation
+ * that makes them differ (whatif_breaks_fold) turns the fold off, with a
+ * note on stderr: the default --dp-mode symmetric, and an explicit
+ * --dp-mode or --tp-mode symmetric too (a wrong step is worse than a slower
+ * run). Refused when every replica would need GPUs the platform lacks. */
+static int unfold_for_whatif(sim_args *a, const config *c)
+{
+    mesh m = config_mesh(c);
+    char why[LOONG_ERRLEN], err[LOONG_ERRLEN];
+    int world = config_world(c);
+    if (c->dp > 1 && !a->every_replica && whatif_breaks_fold(&a->w, &m, MESH_DP, why, sizeof why)) {
+        platform_spec sp;
+        if (platform_spec_read(a->platform, &sp, err) == 0 && sp.nodes * sp.gpus_per_node < world) {
+            int nodes = (world + sp.gpus_per_node - 1) / sp.gpus_per_node;
+            return cli_fail("sim",
+                            "%s, so every replica must be simulated (%d GPUs; folded, the step would be "
+                            "wrong), and %s has %d: use a platform of %d nodes (loong topo --gpu %s --nodes %d "
+                            "--gpus-per-node %d)",
+                            why, world, a->platform, sp.nodes * sp.gpus_per_node, nodes, sp.gpu, nodes,
+                            sp.gpus_per_node);
+        }
+        if (a->dp_mode_given)
+            fprintf(stderr,
+                    "loong sim: note: --dp-mode symmetric switched off: %s, so folding would give a wrong step; "
+                    "every replica is simulated in full (%d GPUs)\n",
+                    why, world);
+        else
+            fprintf(stderr,
+                    "loong sim: note: data-parallel replicas not folded (the default --dp-mode symmetric): %s; every "
+                    "replica is simulated in full (%d GPUs)\n",
+                    why, world);
+        a->every_replica = a->dp_unfolded = true;
+    }
+    if (c->tp > 1 && a->tp_symmetric && whatif_breaks_fold(&a->w, &m, MESH_TP, why, sizeof why)) {
+        fprintf(stderr,
+                "loong sim: note: --tp-mode symmetric switched off: %s, so folding would give a wrong step; every "
+                "TP rank is simulated in full\n",
+                why);
+        a->tp_symmetric = false;
+        a->tp_unfolded = true;
+    }
+    return 0;
+}
+
+/* Flags that only make sense against the configuration: checked before any
+ * work. A straggler may be any rank of the run, every replica's: one the
+ * fold would skip turns the fold off (unfold_for_whatif). */
+static int check_against_config(sim_args *a, const config *c)
 {
     char err[LOONG_ERRLEN];
-    if (whatif_check_ranks(&a->w, a->every_replica ? config_world(c) : config_ranks(c), err) < 0)
-        return cli_fail("sim", "%s", err);
+    if (whatif_check_ranks(&a->w, config_world(c), err) < 0) return cli_fail("sim", "%s", err);
+    if (unfold_for_whatif(a, c)) return 2;
     if ((a->flt.rank >= 0 || a->flt.layer >= 0) && !a->trace)
         return cli_fail("sim", "--trace-rank and --trace-layer select what --trace FILE writes: add --trace FILE");
     if (a->trace_max > 0 && !a->trace)

@@ -44,6 +44,12 @@ static const gpu_kind kinds[] = {
 
 const char *platform_spec_kinds(void) { return "h100, h200, a100, cpu"; }
 
+double platform_spec_gpu_mem(const char *gpu)
+{
+    if (!strcmp(gpu, "h200")) return 141e9;
+    return !strcmp(gpu, "h100") || !strcmp(gpu, "a100") ? 80e9 : 0;
+}
+
 /* NCCL's protocol and algorithm efficiencies (src/graph/tuning.cc, 2.19:
  * ring LL busBw x 1/4, LL128 x 0.92, tree x 0.92, NVLS ratio 5/6); what a
  * platform without them in its loong_spec reads. */

@@ -91,6 +91,10 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
 /* Comma-separated known GPU kinds, for --help. */
 const char *platform_spec_kinds(void);
 
+/* Memory of one GPU of kind `gpu`, in bytes (datasheet: 80 GB H100 and
+ * A100 SXM, 141 GB H200); 0 for a kind without one (cpu, unknown). */
+double platform_spec_gpu_mem(const char *gpu);
+
 /* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1,
  * a rail fabric its switches can build). Returns 0 or -1 with a message
  * naming the option. */

@@ -114,11 +114,63 @@ int whatif_check_ranks(const whatif *w, int nranks, char err[LOONG_ERRLEN])
 {
     for (int i = 0; i < w->nstrag; i++)
         if (w->strag[i].rank >= nranks) {
-            snprintf(err, LOONG_ERRLEN, "--straggler %d is not a rank of this run: use 0..%d", w->strag[i].rank,
-                     nranks - 1);
+            snprintf(err, LOONG_ERRLEN,
+                     "--straggler %d is not a rank of this run: use 0..%d (every rank of every data-parallel replica)",
+                     w->strag[i].rank, nranks - 1);
             return -1;
         }
     return 0;
+}
+
+/* The time factor of rank r's kernels under w's stragglers. */
+static double straggler_factor(const whatif *w, int r)
+{
+    double f = 1;
+    for (int i = 0; i < w->nstrag; i++)
+        if (w->strag[i].rank == r) f *= w->strag[i].factor;
+    return f;
+}
+
+/* The first straggler whose d-group of m is not slowed alike, or -1. */
+static int uneven_straggler(const whatif *w, const mesh *m, mesh_dim d)
+{
+    int n = mesh_group_size(m, MESH_BIT(d)), *members = xmalloc_array((size_t)n, sizeof *members, "a mesh group");
+    int found = -1;
+    for (int i = 0; i < w->nstrag && found < 0; i++) {
+        int r = w->strag[i].rank;
+        if (r >= mesh_size(m)) continue; /* whatif_check_ranks refuses it */
+        mesh_group_members(m, MESH_BIT(d), mesh_group_id(m, MESH_BIT(d), r), members);
+        double f = straggler_factor(w, r);
+        for (int k = 0; k < n && found < 0; k++)
+            if (straggler_factor(w, members[k]) != f) found = i;
+    }
+    free(members);
+    return found;
+}
+
+bool whatif_breaks_fold(const whatif *w, const mesh *m, mesh_dim d, char *why, size_t len)
+{
+    if (m->degree[d] < 2) return false;
+    bool dp = d == MESH_DP;
+    const char *copies = dp ? "the data-parallel replicas" : "the ranks of a TP group";
+    int s = uneven_straggler(w, m, d);
+    if (s >= 0) {
+        int r = w->strag[s].rank, k = mesh_group_index(m, MESH_BIT(d), r);
+        if (dp)
+            snprintf(why, len,
+                     "--straggler %d slows a GPU of data-parallel replica %d and not the same GPU of the others", r, k);
+        else
+            snprintf(why, len, "--straggler %d slows TP rank %d of its TP group and not the others", r, k);
+    } else if (w->nslow || w->nfail) {
+        bool slow = w->nslow > 0;
+        snprintf(why, len, "%s %s changes one link, which %s do not all cross alike",
+                 slow ? "--slow-link" : "--fail-link", slow ? w->slow[0].name : w->fail[0].name, copies);
+    } else if (w->jitter > 0) {
+        snprintf(why, len, "--jitter draws every kernel's factor on its own, so %s no longer run alike", copies);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 void whatif_describe(const whatif *w, char *buf, size_t len)

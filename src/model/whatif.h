@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/mesh.h"
 #include "core/units.h"
 
 /* Perturbations of each kind one run takes. */
@@ -58,8 +59,21 @@ int whatif_set_jitter(whatif *w, const char *arg, char err[LOONG_ERRLEN]);
 /* True when w perturbs anything (jitter 0 does not). */
 bool whatif_any(const whatif *w);
 
-/* Every straggler a rank of the `nranks` simulated: -1 with a message. */
+/* Every straggler a rank of the `nranks` of the run (every replica's):
+ * -1 with a message. */
 int whatif_check_ranks(const whatif *w, int nranks, char err[LOONG_ERRLEN]);
+
+/* Whether w breaks the fold of dimension d of mesh m: a backend that runs
+ * d's ranks by symmetry (one representative per d-group, mesh_fold) is
+ * exact only while every member of a group runs the same program on the
+ * same hardware. A straggler breaks it unless every member of its group
+ * straggles by the same factor; a slow or failed link always does (a link
+ * belongs to one GPU, node or switch, which the members do not all cross
+ * alike); jitter always does (every rank and replica draws its own). False
+ * when d has degree 1. When true, why (len bytes) gets the reason, e.g.
+ * "--straggler 200 slows a GPU of data-parallel replica 1 and not the same
+ * GPU of the others". Never fails. */
+bool whatif_breaks_fold(const whatif *w, const mesh *m, mesh_dim d, char *why, size_t len);
 
 /* One line: "straggler rank 3 x1.25; slow link node0-nic0 x2; failed link
  * leaf-r0-0-up; jitter 5 % (lognormal, seed 1)". */

@@ -102,7 +102,10 @@ int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress, b
  * onto the sender), and every other TP rank's tasks get its times. Needs
  * NCCL's collectives, TP groups inside a node and no --tp-overlap (whose
  * ring steps are p2p between TP ranks); the links report then counts the
- * representatives' flows only. */
+ * representatives' flows only. A fold that the platform's perturbations
+ * break (whatif_breaks_fold: the skipped copies would no longer run alike)
+ * is not taken: those replicas or TP ranks are simulated in full, and
+ * every replica then needs its GPUs on the platform. */
 int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, bool tp_symmetric,
                  sim_result *res, char err[LOONG_ERRLEN]);
 void sim_result_free(sim_result *res);

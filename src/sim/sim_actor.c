@@ -175,12 +175,21 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     return 0;
 }
 
+/* Whether global rank g runs (a TP rank other than 0 runs by symmetry
+ * under the TP fold: sim_run_fold). */
+static bool rank_runs(const sim_state *S, int g)
+{
+    return !(S->folded & MESH_BIT(MESH_TP)) || mesh_fold(&S->mesh, MESH_BIT(MESH_TP), g) == g;
+}
+
+/* Every stream's tasks and every task's position, then the actors: an
+ * actor started from another actor (sim_start_checked, with failed links)
+ * may run before the spawning loop ends, and its first cross-stream wait
+ * reads the positions of tasks on streams spawned after it. */
 static void spawn(sim_state *S)
 {
     for (int g = 0; g < S->reps * S->P; g++)
-        for (int s = 0; s < STREAM_COUNT; s++) {
-            if ((S->folded & MESH_BIT(MESH_TP)) && mesh_fold(&S->mesh, MESH_BIT(MESH_TP), g) != g)
-                continue; /* a TP rank other than 0: by symmetry (sim_run_fold) */
+        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
             sim_stream *st = sim_stream_of(S, g, s);
             int r = mesh_fold(&S->mesh, MESH_BIT(MESH_DP), g);
             st->S = S;
@@ -191,8 +200,12 @@ static void spawn(sim_state *S)
             st->ids = dag_stream_tasks(S->g, r, s, &st->n);
             for (uint32_t i = 0; i < st->n; i++)
                 S->pos[st->ids[i]] = i;
+            if (st->n) st->sem = sg_sem_init(0);
+        }
+    for (int g = 0; g < S->reps * S->P; g++)
+        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
+            sim_stream *st = sim_stream_of(S, g, s);
             if (!st->n) continue;
-            st->sem = sg_sem_init(0);
             char name[48];
             snprintf(name, sizeof name, "r%d.%s", g, stream_name(s));
             sg_actor_t a = sg_actor_init(name, S->hosts[g]);
@@ -336,6 +349,24 @@ static void unfold_tp(sim_state *S, uint32_t n)
         }
 }
 
+/* A fold is exact only while the copies it skips run alike; a perturbation
+ * that makes them differ (whatif_breaks_fold) turns it off, so a folded run
+ * never returns the clean step for a perturbed cluster. loong sim decides
+ * this first and says so (or refuses); this keeps every caller right. */
+static void unfold_perturbed(const sim_faults *F, const config *c, bool *every_replica, bool *tp_symmetric)
+{
+    mesh m = config_mesh(c);
+    char why[LOONG_ERRLEN];
+    if (!*every_replica && whatif_breaks_fold(&F->w, &m, MESH_DP, why, sizeof why)) {
+        XBT_VERB("data-parallel replicas simulated in full: %s", why);
+        *every_replica = true;
+    }
+    if (*tp_symmetric && whatif_breaks_fold(&F->w, &m, MESH_TP, why, sizeof why)) {
+        XBT_VERB("TP ranks simulated in full: %s", why);
+        *tp_symmetric = false;
+    }
+}
+
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
 {
     return sim_run_dp(pf, g, cb, progress_on, false, res, err);
@@ -362,6 +393,7 @@ int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_
 {
     memset(res, 0, sizeof *res);
     const config *c = dag_config(g);
+    unfold_perturbed(sim_platform_faults(pf), c, &every_replica, &tp_symmetric);
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);

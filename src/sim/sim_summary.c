@@ -93,14 +93,16 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
     for (int r = 0; r < P; r++)
         rt[r] = time_of_rank(g, res, r);
     rank_flops(g, rt);
-    double tokens = config_step_tokens(c);
+    /* every replica's tokens and FLOPs on all its GPUs: the same ratios as one replica's */
+    double tokens = config_step_tokens(c) * c->dp;
+    int world = config_world(c);
     double mfu = stats_mfu(c, T, calib_peak(cb));
     const char *what = c->scope == SCOPE_STEP ? "training step" : "one attention layer";
     fprintf(f, "# step time: %.6f s (%s, %s)\n", T, what, scope_name(c->scope));
-    fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per %s on %d GPUs)\n", T > 0 ? tokens / (T * P) : 0,
-            tokens, what, P);
+    fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per %s on %d GPUs)\n", T > 0 ? tokens / (T * world) : 0,
+            tokens, what, world);
     fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n", 100 * mfu,
-            (double)stats_model_flops(c) / 1e12, P, calib_peak(cb) / 1e12);
+            (double)stats_model_flops(c) * c->dp / 1e12, world, calib_peak(cb) / 1e12);
     *bugs = 0;
     if (mfu > 1 + 1e-9) {
         fprintf(f, "# BUG: MFU %.2f %% is above 100 %%: the prediction beats the hardware peak\n", 100 * mfu);
