@@ -263,7 +263,12 @@ typedef struct plan_ctx {
     int rank, size;
 } plan_ctx;
 
-static double default_gpu_mem(const char *kind) { return !strcmp(kind, "h200") ? 141e9 : 80e9; }
+/* The GPU kind's memory (platform_spec_gpu_mem), 80 GB for a kind without one (cpu). */
+static double default_gpu_mem(const char *kind)
+{
+    double m = platform_spec_gpu_mem(kind);
+    return m > 0 ? m : 80e9;
+}
 
 static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
 {
