@@ -148,6 +148,11 @@ START_TEST(recovers_known_parameters)
     for (int c = 0; c < LINK_CLASSES; c++)
         ck_assert(res.link[c].line.r2 > 0.9);
     ck_assert_int_eq(calibrate_kept(&res), 0);
+    /* 1 % noise: every fitted parameter passes the gate */
+    fit_gate g = {0};
+    calibrate_judge(&res, &g);
+    ck_assert_int_ge(g.n, 5); /* attn_fwd, attn_bwd, merge and two link classes at least */
+    ck_assert_int_eq(fit_gate_failing(&g, FIT_GATE_MIN_R2), 0);
     calib_free(base);
     unlink(p1);
     unlink(p2);
@@ -252,6 +257,57 @@ START_TEST(bounded_start_up)
     ck_assert_msg(fit_linear_bounded(x, y, 6, 0.1, "unbounded", &f, err) == 0, "%s", err);
     ck_assert(!f.t0_bounded);
     ck_assert_msg(close_to(f.c0, 0.012) < 1e-6 && close_to(f.c1, 1e-11) < 1e-6, "c0 %g c1 %g", f.c0, f.c1);
+}
+END_TEST
+
+/* fit_r2 against closed forms, and its degenerate cases. */
+START_TEST(r2_closed_forms)
+{
+    double y[] = {1, 2, 3, 4}, exact[] = {1, 2, 3, 4}, mean[] = {2.5, 2.5, 2.5, 2.5}, half[] = {1.5, 2, 3, 3.5};
+    double r2;
+    char why[FIT_WHY_LEN];
+    ck_assert_int_eq(fit_r2(y, exact, 4, 2, &r2, why), 0);
+    ck_assert_double_eq(r2, 1);
+    ck_assert_int_eq(fit_r2(y, mean, 4, 2, &r2, why), 0); /* the mean explains nothing */
+    ck_assert_double_eq_tol(r2, 0, 1e-15);
+    ck_assert_int_eq(fit_r2(y, half, 4, 2, &r2, why), 0); /* residual 0.25+0+0+0.25 of a variance of 5 */
+    ck_assert_double_eq_tol(r2, 1 - 0.5 / 5, 1e-15);
+    double flat[] = {3, 3, 3};
+    ck_assert_int_eq(fit_r2(flat, flat, 3, 2, &r2, why), -1);
+    ck_assert_msg(isnan(r2) && strstr(why, "no variance"), "%s", why);
+    ck_assert_int_eq(fit_r2(y, exact, 2, 2, &r2, why), -1);
+    ck_assert_msg(isnan(r2) && strstr(why, "2 point(s) for 2 parameter(s)"), "%s", why);
+}
+END_TEST
+
+/* Noise: two sizes, each with the times 1 and 3 (x 100 us), the larger
+ * size 0.2 slower. The least-squares line explains d^2 / (d^2 + 4) =
+ * 0.0099 of the variance (between sizes d^2, within them 4), and no line
+ * explains more: the robust fit's R^2 is at most that, the gate refuses
+ * the kind, and says so by name. */
+START_TEST(noise_is_refused)
+{
+    calibrate_points *p = calibrate_points_new();
+    const double t[] = {1e-4, 3e-4};
+    for (int rep = 0; rep < 4; rep++)
+        for (int i = 0; i < 2; i++) {
+            calibrate_add_kind(p, TASK_MERGE, 1e6, t[i], 0);
+            calibrate_add_kind(p, TASK_MERGE, 2e6, t[i] + 0.2e-4, 0);
+        }
+    calib *base = table(ROOMY);
+    calibrate_result res;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(calibrate_fit(p, base, false, &res, err) == 0, "%s", err);
+    ck_assert_msg(res.kind[TASK_MERGE].status == CAL_FITTED, "%s", res.kind[TASK_MERGE].reason);
+    ck_assert_msg(res.kind[TASK_MERGE].line.r2 <= 0.04 / 4.04 + 1e-12, "R^2 %g", res.kind[TASK_MERGE].line.r2);
+    fit_gate g = {0};
+    calibrate_judge(&res, &g);
+    ck_assert_int_eq(fit_gate_failing(&g, FIT_GATE_MIN_R2), 1);
+    char d[256];
+    fit_gate_describe(&g.item[0], FIT_GATE_MIN_R2, d, sizeof d);
+    ck_assert_msg(strstr(d, "merge: R^2 = ") == d && strstr(d, "over 16 points, below --min-r2 0.5"), "%s", d);
+    calib_free(base);
+    calibrate_points_free(p);
 }
 END_TEST
 
@@ -422,6 +478,8 @@ int main(void)
     tcase_add_test(tc, references);
     tcase_add_test(tc, bounded_start_up);
     tcase_add_test(tc, degenerate_input);
+    tcase_add_test(tc, r2_closed_forms);
+    tcase_add_test(tc, noise_is_refused);
 #ifdef HAVE_SIMGRID
     tcase_add_test(tc, round_trip_through_sim);
     tcase_add_test(tc, interference_round_trip);

@@ -193,6 +193,48 @@ START_TEST(bad_input)
 }
 END_TEST
 
+/* Abbreviated long options are refused by every command, naming the
+ * option as typed and the options it could have meant: getopt_long would
+ * take an unambiguous prefix as the option (`--sequence 128K` set
+ * --sequence-parallel). The same options typed in full are accepted
+ * (the last column: an exact spelling, checked not to be refused as
+ * unknown). */
+static const struct {
+    const char *cmd, *args, *typed, *meant, *exact;
+} abbreviated[] = {
+    {"dag", "--sequence 128K", "--sequence", "--seq or --sequence-parallel", "--sequence-parallel 2"},
+    {"dag", "--sequence=2", "--sequence", "--seq or --sequence-parallel", "--sequence-parallel=2"},
+    {"dag", "--mod tiny", "--mod", "--model", "--model tiny"},
+    {"sim", "--plat dgx-h100-1n --model tiny", "--plat", "--platform", "--platform dgx-h100-1n"},
+    {"plan", "--gpu 8", "--gpu", "--gpus-per-node, --gpus or --gpu-mem", "--gpus 8"},
+    {"exec", "--check-", "--check-", "--check", "--check"},
+    {"calibrate", "--nccl x.log --platform p.xml -o o", "--nccl", "--nccl-tests", "--nccl-tests"},
+    {"topo", "--node 2", "--node", "--nodes or --nodes-per-leaf", "--nodes 2"},
+    {"coll", "--plat x.xml", "--plat", "--platform", "--platform dgx-h100-1n"},
+    {"compare", "--max-err 5 a.json b.json", "--max-err", "--max-error", "--max-error 5"},
+};
+
+START_TEST(abbreviations_refused)
+{
+    const char *cmd = abbreviated[_i].cmd;
+#ifndef HAVE_SIMGRID
+    if (!strcmp(cmd, "sim")) return;
+#endif
+#ifndef HAVE_MPI
+    if (!strcmp(cmd, "exec")) return;
+#endif
+    run_result r = run_cmd(LOONG " %s %s", cmd, abbreviated[_i].args);
+    ck_assert_msg(r.status == 2, "%s %s: exit %d", cmd, abbreviated[_i].args, r.status);
+    ck_assert_msg(count_lines(r.err) == 1, "%s", r.err);
+    char want[256];
+    snprintf(want, sizeof want, "loong %s: error: unknown option '%s' (did you mean %s", cmd, abbreviated[_i].typed,
+             abbreviated[_i].meant);
+    ck_assert_msg(strstr(r.err, want) == r.err, "%s\nwanted: %s", r.err, want);
+    r = run_cmd(LOONG " %s %s --help", cmd, abbreviated[_i].exact); /* --help: parsed, then nothing run */
+    ck_assert_msg(!strstr(r.err, "unknown option"), "%s %s: %s", cmd, abbreviated[_i].exact, r.err);
+}
+END_TEST
+
 /* The DAG JSON's config records a layout: count, tokens, hash, lengths;
  * and a document list reads back from it. */
 START_TEST(json_records_docs)
@@ -262,6 +304,7 @@ int main(void)
     tcase_add_test(tc, json_schema);
     tcase_add_test(tc, json_records_docs);
     tcase_add_loop_test(tc, bad_input, 0, (int)(sizeof bad_inputs / sizeof bad_inputs[0]));
+    tcase_add_loop_test(tc, abbreviations_refused, 0, (int)(sizeof abbreviated / sizeof abbreviated[0]));
     tcase_add_test(tc, unwritable_output);
     tcase_add_test(tc, data_path_from_anywhere);
     tcase_add_test(tc, no_cuda_libraries_linked);

@@ -325,6 +325,13 @@ START_TEST(nccl_tests_round_trip)
     run_result res = run_cmd("%s", cmd);
     ck_assert_msg(res.status == 0, "%s", res.err);
     printf("%s", res.out);
+    /* times the model generated: every fitted parameter explains all of
+     * the variance of its sizes (R^2 = 1), and passes the gate silently */
+    int judged = 0;
+    for (const char *at = strstr(res.out, "fitted, R^2 "); at; at = strstr(at + 1, "fitted, R^2 "), judged++)
+        ck_assert_double_eq_tol(atof(at + strlen("fitted, R^2 ")), 1.0, 1e-4);
+    ck_assert_int_eq(judged, 7);
+    ck_assert_msg(!res.err[0], "%s", res.err);
     platform_spec got;
     char path[160], err[LOONG_ERRLEN];
     snprintf(path, sizeof path, "%s/fit/base.xml", dir);
@@ -345,6 +352,47 @@ START_TEST(nccl_tests_round_trip)
     ck_assert_double_eq(got.nic_bw, base.nic_bw);
     ck_assert_double_eq(got.nvls_eff, base.nvls_eff);
     assert_close(got.nvlink_lat, truth.nvlink_lat, 0.25, "nvlink_lat with the NIC held");
+}
+END_TEST
+
+/* A log of noise: 20 sizes whose times alternate 100 and 300 us. Any
+ * prediction that does not fall as the size grows (NCCL's model: the
+ * fastest of algorithms that each take longer on more bytes) explains at
+ * most 1/10 of their variance (the best such prediction pools each
+ * falling pair: residual 2 per pair for 9 pairs, against a variance of 20
+ * (us/100)^2), so nvlink_lat, on which every size depends, is below the
+ * gate. calibrate names it and writes nothing; --force writes, a warning
+ * per parameter, named in the origin. */
+START_TEST(nccl_tests_noise_refused)
+{
+    platform_spec sp = plat_spec(1, 8, 8);
+    char plat[128];
+    snprintf(plat, sizeof plat, "%s", write_platform(&sp, "noise.xml"));
+    double size[20], us[20];
+    for (int i = 0; i < 20; i++)
+        size[i] = 8.0 * (1u << i), us[i] = i % 2 ? 300 : 100;
+    const char *log = write_log("noise.log", "all_reduce", 8, 1, size, us, 20, true);
+    run_result r = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/noise %s", LOONG_BIN, plat, dir, log);
+    ck_assert_msg(r.status == 2, "exit %d\n%s", r.status, r.err);
+    int lines = count_lines(r.err);
+    const char *lat = strstr(r.err, "error: nvlink_lat: R^2 = ");
+    ck_assert_msg(lat && strstr(r.err, "--force"), "%s", r.err);
+    ck_assert_msg(atof(lat + strlen("error: nvlink_lat: R^2 = ")) <= 0.1 + 1e-9, "above the bound of 1/10: %s", r.err);
+    char path[200], err[LOONG_ERRLEN];
+    snprintf(path, sizeof path, "%s/noise", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "calibrate wrote a refused fit");
+    r = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/noise %s --force", LOONG_BIN, plat, dir, log);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_int_eq(count_lines(r.err), lines);
+    ck_assert_msg(strstr(r.err, "warning: nvlink_lat: R^2 = ") && strstr(r.err, "written anyway"), "%s", r.err);
+    snprintf(path, sizeof path, "%s/noise/noise.xml", dir);
+    platform_spec got;
+    ck_assert_msg(platform_spec_read(path, &got, err) == 0, "%s", err);
+    r = run_cmd("grep -c 'loong_origin.*forced past --min-r2 0.5: .*nvlink_lat R^2' %s", path);
+    ck_assert_msg(atoi(r.out) == 1, "the origin does not name the forced parameters");
+    /* a --min-r2 that is no share of variance is bad input */
+    r = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/noise2 --min-r2 1.5 %s", LOONG_BIN, plat, dir, log);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "--min-r2 '1.5'"), "%s", r.err);
 }
 END_TEST
 
@@ -414,6 +462,7 @@ int main(void)
     tcase_add_test(tc, published_log_forms);
     tcase_add_test(cli, compare_with_a_log);
     tcase_add_test(cli, nccl_tests_round_trip);
+    tcase_add_test(cli, nccl_tests_noise_refused);
     tcase_add_test(cli, bad_input);
     suite_add_tcase(s, cli);
     return check_run(s);

@@ -4,6 +4,8 @@
 
 #include "model/tiles.h"
 
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,34 +333,70 @@ static bool clean_line(const points *all, int k, calibrate_fit_of *o)
     return ok;
 }
 
-/* g = F/(1+F) from the mostly overlapped kernels of the kinds that also
- * have clean ones, against the clean kernels' lines: a kernel progresses
- * at 1/(1+F) of its rate while overlapped, so its time is line / (1 - g
- * phi), least squares on 1 - line/time = g phi. *n gets the kernels used. */
-static double estimate_g(const calibrate_points *p, int *n)
+/* The mostly overlapped kernels of the kinds that also have clean ones:
+ * their overlap phi, time t and clean line's time l. */
+typedef struct overlapped {
+    double *phi, *t, *l;
+    int n, cap;
+} overlapped;
+
+static void overlapped_push(overlapped *o, double phi, double t, double l)
 {
-    double num = 0, den = 0;
-    *n = 0;
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 64;
+        o->phi = xrealloc_array(o->phi, (size_t)o->cap, sizeof *o->phi, "the overlapped kernels");
+        o->t = xrealloc_array(o->t, (size_t)o->cap, sizeof *o->t, "the overlapped kernels");
+        o->l = xrealloc_array(o->l, (size_t)o->cap, sizeof *o->l, "the overlapped kernels");
+    }
+    o->phi[o->n] = phi, o->t[o->n] = t, o->l[o->n++] = l;
+}
+
+static void overlapped_collect(const calibrate_points *p, overlapped *o)
+{
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
         const points *pt = &p->kind[k];
-        calibrate_fit_of o;
-        if (!clean_line(pt, k, &o)) continue;
-        for (int i = 0; i < pt->n; i++) {
-            if (pt->phi[i] < PHI_OVERLAPPED) continue;
-            num += pt->phi[i] * (1 - (o.line.c0 + o.line.c1 * pt->x[i]) / pt->y[i]);
-            den += pt->phi[i] * pt->phi[i];
-            (*n)++;
-        }
+        calibrate_fit_of c;
+        if (!clean_line(pt, k, &c)) continue;
+        for (int i = 0; i < pt->n; i++)
+            if (pt->phi[i] >= PHI_OVERLAPPED)
+                overlapped_push(o, pt->phi[i], pt->y[i], c.line.c0 + c.line.c1 * pt->x[i]);
     }
-    return den > 0 ? num / den : 0;
+}
+
+/* g = F/(1+F) from the overlapped kernels against their clean lines: a
+ * kernel progresses at 1/(1+F) of its rate while overlapped, so its time
+ * is line / (1 - g phi): least squares through the origin on
+ * 1 - line/time = g phi (gsl_fit_mul). */
+static double estimate_g(const overlapped *o)
+{
+    if (o->n < 1) return 0;
+    double *z = xmalloc_array((size_t)o->n, sizeof *z, "the overlapped kernels"), g = 0, cov, ss;
+    for (int i = 0; i < o->n; i++)
+        z[i] = 1 - o->l[i] / o->t[i];
+    if (gsl_fit_mul(o->phi, 1, z, 1, (size_t)o->n, &g, &cov, &ss) != GSL_SUCCESS) g = 0;
+    free(z);
+    return g;
+}
+
+/* R^2 of the overlapped kernels' times under their clean lines slowed by
+ * g (the data F was fitted to, one parameter). */
+static void interference_r2(const overlapped *o, double g, calibrate_result *r)
+{
+    double *pred = xmalloc_array((size_t)o->n + 1, sizeof *pred, "the overlapped kernels");
+    for (int i = 0; i < o->n; i++)
+        pred[i] = o->l[i] / (1 - g * o->phi[i]);
+    fit_r2(o->t, pred, o->n, 1, &r->interference_r2, r->interference_degenerate);
+    free(pred);
 }
 
 /* The interference, then every kind's line from all its kernels with it
  * divided out (with none measured: the plain fit of every kernel). */
 static void fit_kinds(const calibrate_points *p, calibrate_result *r)
 {
-    int n;
-    double g = estimate_g(p, &n);
+    overlapped o = {0};
+    overlapped_collect(p, &o);
+    int n = o.n;
+    double g = estimate_g(&o);
     r->interference_points = n;
     r->interference_fitted = n >= 5 && g < 0.95;
     if (n < 5)
@@ -370,24 +408,25 @@ static void fit_kinds(const calibrate_points *p, calibrate_result *r)
     if (g < 0) g = 0;
     if (!r->interference_fitted) g = 0;
     r->interference = g / (1 - g);
+    if (r->interference_fitted) interference_r2(&o, g, r);
+    free(o.phi), free(o.t), free(o.l);
     for (int k = 0; k < TASK_KIND_COUNT; k++)
         fit_kind(&p->kind[k], k, g, &r->kind[k]);
 }
 
 /* The relative rms residual of a robust line through the clean points
  * (x[i], y[i]) (no communication beside them: interference would blur
- * the shape); infinite when no line fits. */
-static double clean_rms(const double *x, const points *pt)
+ * the shape), the line in *l; infinite when no line fits. */
+static double clean_rms(const double *x, const points *pt, fit_line *l)
 {
     double *cx = xmalloc_array((size_t)pt->n + 1, sizeof *cx, "a tile candidate's points");
     double *cy = xmalloc_array((size_t)pt->n + 1, sizeof *cy, "a tile candidate's points");
     int n = 0;
     for (int i = 0; i < pt->n; i++)
         if (pt->phi[i] < PHI_CLEAN) cx[n] = x[i], cy[n++] = pt->y[i];
-    fit_line l;
     char err[LOONG_ERRLEN];
     double rms =
-        n >= 3 && fit_linear_bounded(cx, cy, n, MAX_T0, "a tile candidate", &l, err) == 0 ? l.rel_rms : INFINITY;
+        n >= 3 && fit_linear_bounded(cx, cy, n, MAX_T0, "a tile candidate", l, err) == 0 ? l->rel_rms : INFINITY;
     free(cx);
     free(cy);
     return rms;
@@ -400,12 +439,13 @@ static void choose_tile(calibrate_points *q, int kind, calibrate_tile_of *o)
     points *pt = &q->kind[kind];
     o->chosen = o->ambiguous = -1;
     if (pt->n < 3 || pt->ncand != pt->n) return;
-    o->base_rms = clean_rms(pt->x, pt);
+    fit_line line[CAL_TILES], base;
+    o->base_rms = clean_rms(pt->x, pt, &base);
     if (!isfinite(o->base_rms)) return; /* fewer than 3 clean kernels */
     o->measured = true;
     int best = -1;
     for (int c = 0; c < CAL_TILES; c++) {
-        o->rms[c] = clean_rms(pt->cand[c], pt);
+        o->rms[c] = clean_rms(pt->cand[c], pt, &line[c]);
         if (best < 0 || o->rms[c] < o->rms[best]) best = c;
     }
     if (!(o->rms[best] < 0.9 * o->base_rms && o->base_rms - o->rms[best] > 1e-3)) return;
@@ -417,6 +457,7 @@ static void choose_tile(calibrate_points *q, int kind, calibrate_tile_of *o)
             return;
         }
     o->chosen = best;
+    o->line = line[best];
     pt->x = pt->cand[best]; /* q is a shallow copy: p's arrays stay as they were */
 }
 
@@ -464,6 +505,31 @@ int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]
     return 0;
 }
 
+static void judge_line(fit_gate *g, const char *name, const fit_line *l)
+{
+    fit_gate_add(g, name, l->r2, l->n, l->degenerate);
+}
+
+void calibrate_judge(const calibrate_result *r, fit_gate *g)
+{
+    char name[64];
+    for (int k = 0; k < TASK_KIND_COUNT; k++)
+        if (r->kind[k].status == CAL_FITTED) judge_line(g, task_kind_name(k), &r->kind[k].line);
+    for (int c = 0; c < LINK_CLASSES; c++)
+        if (r->link[c].status == CAL_FITTED) {
+            snprintf(name, sizeof name, "%s links (%s)", link_name(c),
+                     c == LINK_INTRA ? "nvlink_lat, nvlink_bw" : "nic_lat, nic_bw");
+            judge_line(g, name, &r->link[c].line);
+        }
+    for (int i = 0; i < 2; i++)
+        if (r->tile[i].chosen >= 0) {
+            snprintf(name, sizeof name, "tile %s", i ? "attn_bwd" : "attn_fwd");
+            judge_line(g, name, &r->tile[i].line);
+        }
+    if (r->interference_fitted)
+        fit_gate_add(g, "interference", r->interference_r2, r->interference_points, r->interference_degenerate);
+}
+
 int calibrate_kept(const calibrate_result *r)
 {
     int n = 0;
@@ -478,11 +544,15 @@ int calibrate_kept(const calibrate_result *r)
 
 static void print_line(FILE *f, const char *name, const fit_line *l, double rate, const char *unit)
 {
-    char note[64] = "";
+    char note[FIT_WHY_LEN + 64] = "", r2[16] = "-";
     if (l->through_origin) snprintf(note, sizeof note, "  (t0 < 0 came out: fitted through 0)");
     if (l->t0_bounded)
         snprintf(note, sizeof note, "  (t0 > %g ms came out: fitted with t0 = %g ms)", MAX_T0 * 1e3, MAX_T0 * 1e3);
-    fprintf(f, " %-11s %8d %11.3f %11.3f %-4s %9.5f %9.2f %9.2f %8d%s\n", name, l->n, l->c0 * 1e6, rate, unit, l->r2,
+    if (l->degenerate[0])
+        snprintf(note + strlen(note), sizeof note - strlen(note), "  (no R^2: %s)", l->degenerate);
+    else
+        snprintf(r2, sizeof r2, "%9.5f", l->r2);
+    fprintf(f, " %-11s %8d %11.3f %11.3f %-4s %9s %9.2f %9.2f %8d%s\n", name, l->n, l->c0 * 1e6, rate, unit, r2,
             100 * l->rel_rms, 100 * l->rel_max, l->outliers, note);
 }
 
@@ -539,11 +609,16 @@ void calibrate_print(FILE *f, const calibrate_result *r)
                     0, "-", "-");
     }
     print_tiles(f, r);
-    if (r->interference_fitted)
+    if (r->interference_fitted && r->interference_degenerate[0])
         fprintf(f,
                 "# interference: kernels run %.2f %% slower while communication overlaps them (%d overlapped "
-                "kernels)\n",
-                100 * r->interference, r->interference_points);
+                "kernels; no R^2: %s)\n",
+                100 * r->interference, r->interference_points, r->interference_degenerate);
+    else if (r->interference_fitted)
+        fprintf(f,
+                "# interference: kernels run %.2f %% slower while communication overlaps them (%d overlapped "
+                "kernels, R^2 %.5f of their times)\n",
+                100 * r->interference, r->interference_points, r->interference_r2);
     else
         fprintf(f, "# interference: kept from base: %s\n", r->interference_reason);
     for (int k = 0; k < TASK_KIND_COUNT; k++)

@@ -29,6 +29,7 @@
 
 #include "core/trace.h"
 #include "fit.h"
+#include "fit_gate.h"
 #include "model/calib.h"
 
 typedef enum { LINK_INTRA, LINK_INTER, LINK_CLASSES } link_class;
@@ -93,6 +94,7 @@ typedef struct calibrate_tile_of {
     bool measured;
     int chosen, ambiguous;
     double base_rms, rms[CAL_TILES];
+    fit_line line; /* the chosen shape's line through the clean kernels */
 } calibrate_tile_of;
 
 typedef struct calibrate_result {
@@ -102,7 +104,9 @@ typedef struct calibrate_result {
     double raise_peak, raise_mem_bw; /* an assumed reference raised to this rate, else 0 */
     double interference;             /* fitted F */
     bool interference_fitted;        /* else kept from the base table, for interference_reason */
-    int interference_points;         /* overlapped kernels it came from */
+    double interference_r2;          /* R^2 of the overlapped kernels' times under their clean lines slowed by F */
+    char interference_degenerate[FIT_WHY_LEN]; /* why interference_r2 means nothing, or "" */
+    int interference_points;                   /* overlapped kernels it came from */
     char interference_reason[120];
     int ninputs; /* traces (or other inputs) the points came from */
 } calibrate_result;
@@ -117,6 +121,10 @@ int calibrate_fit(const calibrate_points *p, const calib *base, bool strict, cal
  * the fitted kinds' rows of cb by their lines. Returns 0, or -1 with a
  * message. */
 int calibrate_apply(const calibrate_result *r, calib *cb, char err[LOONG_ERRLEN]);
+
+/* Every parameter r would write (fitted kinds and link classes, a fitted
+ * interference, a chosen tile) with its R^2, into g. */
+void calibrate_judge(const calibrate_result *r, fit_gate *g);
 
 /* Kinds and link classes kept from the base table. */
 int calibrate_kept(const calibrate_result *r);

@@ -8,22 +8,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* R^2 of the absolute times, relative residuals. */
+#include "core/xalloc.h"
+
+int fit_r2(const double *y, const double *pred, int n, int nparams, double *r2, char why[FIT_WHY_LEN])
+{
+    *r2 = NAN;
+    why[0] = 0;
+    if (n <= nparams) {
+        snprintf(why, FIT_WHY_LEN, "%d point(s) for %d parameter(s): the fit passes through them whatever they are", n,
+                 nparams);
+        return -1;
+    }
+    double mean = gsl_stats_mean(y, 1, (size_t)n), ss_tot = gsl_stats_tss_m(y, 1, (size_t)n, mean), ss_res = 0;
+    if (!(ss_tot > n * (1e-9 * mean) * (1e-9 * mean))) {
+        snprintf(why, FIT_WHY_LEN, "all %d measured values are equal: there is no variance to explain", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        ss_res += (y[i] - pred[i]) * (y[i] - pred[i]);
+    *r2 = 1 - ss_res / ss_tot;
+    return 0;
+}
+
+/* R^2 of the absolute times (2 parameters, or 1 with c0 fixed), relative
+ * residuals. */
 static void residuals(const double *x, const double *y, int n, fit_line *f)
 {
-    double mean = 0, ss_tot = 0, ss_res = 0, rel2 = 0;
-    for (int i = 0; i < n; i++)
-        mean += y[i] / n;
+    double rel2 = 0, *p = xmalloc_array((size_t)n, sizeof *p, "a fit's predictions");
     f->rel_max = 0;
     for (int i = 0; i < n; i++) {
-        double p = f->c0 + f->c1 * x[i], r = y[i] - p, rel = (p - y[i]) / y[i];
-        ss_res += r * r;
-        ss_tot += (y[i] - mean) * (y[i] - mean);
+        double pi = f->c0 + f->c1 * x[i], rel = (pi - y[i]) / y[i];
+        p[i] = pi;
         rel2 += rel * rel;
         if (fabs(rel) > f->rel_max) f->rel_max = fabs(rel);
     }
     f->rel_rms = sqrt(rel2 / n);
-    f->r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+    fit_r2(y, p, n, f->through_origin || f->t0_bounded ? 1 : 2, &f->r2, f->degenerate);
+    free(p);
 }
 
 /* Tukey's bisquare weight of a residual u standardised by tune * scale. */

@@ -44,6 +44,7 @@ typedef struct problem {
     const nccl_log *logs;
     int nlogs, npoints;
     int free_k[NCCL_FIT_PARAMS], nfree; /* the fitted parameters' indices */
+    unsigned char *dep;                 /* [npoints]: bit k when the point's time moves with parameter k */
 } problem;
 
 static platform_spec spec_at(const problem *pb, const gsl_vector *x)
@@ -79,7 +80,7 @@ static int fit_f(const gsl_vector *x, void *data, gsl_vector *f)
 }
 
 /* A parameter is free when it is not held and some point's time moves
- * with it. */
+ * with it; pb->dep records which points do. */
 static void find_free(problem *pb, unsigned hold, double *r0, double *r1)
 {
     residuals(pb, &pb->base, r0);
@@ -89,12 +90,35 @@ static void find_free(problem *pb, unsigned hold, double *r0, double *r1)
         platform_spec s = pb->base;
         *field(&s, k) *= k >= 4 ? 0.9 : 1.1; /* efficiencies stay <= 1 */
         residuals(pb, &s, r1);
+        bool moves = false;
         for (int i = 0; i < pb->npoints; i++)
             if (fabs(r1[i] - r0[i]) > 1e-9) {
-                pb->free_k[pb->nfree++] = k;
-                break;
+                pb->dep[i] |= (unsigned char)(1u << k);
+                moves = true;
             }
+        if (moves) pb->free_k[pb->nfree++] = k;
     }
+}
+
+/* Parameter k's R^2: over the logged times that move with it, at the
+ * fitted spec s. Degenerate with one such time: the other parameters are
+ * pinned by the whole fit (at least two points more than parameters), so
+ * k alone answers to these times. */
+static void param_r2(const problem *pb, const platform_spec *s, int k, nccl_fit_param *o)
+{
+    double *y = xmalloc_array((size_t)pb->npoints, sizeof *y, "the fit's R^2");
+    double *p = xmalloc_array((size_t)pb->npoints, sizeof *p, "the fit's R^2");
+    int n = 0, i = 0;
+    for (int l = 0; l < pb->nlogs; l++)
+        for (int j = 0; j < pb->logs[l].nrows; j++, i++) {
+            if (!(pb->dep[i] >> k & 1)) continue;
+            y[n] = pb->logs[l].rows[j].time_s;
+            p[n++] = nccl_fit_predict(s, &pb->logs[l], pb->logs[l].rows[j].size);
+        }
+    o->n = n;
+    fit_r2(y, p, n, 1, &o->r2, o->degenerate);
+    free(y);
+    free(p);
 }
 
 static int check_logs(const platform_spec *base, const nccl_log *logs, int nlogs, char err[LOONG_ERRLEN])
@@ -179,12 +203,14 @@ int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigne
         pb.npoints += logs[l].nrows;
     double *r0 = xmalloc_array((size_t)pb.npoints, sizeof *r0, "the residuals");
     double *r1 = xmalloc_array((size_t)pb.npoints, sizeof *r1, "the residuals");
+    pb.dep = xcalloc((size_t)pb.npoints, sizeof *pb.dep, "the residuals");
     find_free(&pb, hold, r0, r1);
     free(r0);
     free(r1);
     if (pb.nfree == 0 || pb.npoints < pb.nfree + 2) {
         snprintf(err, LOONG_ERRLEN, "%d logged sizes cannot fit %d parameters: give longer sweeps (-b 8 -e 8G -f 2)",
                  pb.npoints, pb.nfree);
+        free(pb.dep);
         return -1;
     }
     gsl_vector *x = gsl_vector_alloc((size_t)pb.nfree);
@@ -197,13 +223,23 @@ int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigne
         for (int k = 4; k < NCCL_FIT_PARAMS; k++) /* an efficiency above 1 is not physical */
             if (*field(out, k) > 1) *field(out, k) = 1;
         for (int k = 0; k < NCCL_FIT_PARAMS; k++)
-            rep->p[k] = (nccl_fit_param){names[k], *field(&pb.base, k), *field(out, k), false, hold >> k & 1};
-        for (int i = 0; i < pb.nfree; i++)
+            rep->p[k] = (nccl_fit_param){
+                .name = names[k], .base = *field(&pb.base, k), .value = *field(out, k), .held = hold >> k & 1};
+        for (int i = 0; i < pb.nfree; i++) {
             rep->p[pb.free_k[i]].fitted = true;
+            param_r2(&pb, out, pb.free_k[i], &rep->p[pb.free_k[i]]);
+        }
         report_logs(&pb, out, rep);
     }
     gsl_vector_free(x);
+    free(pb.dep);
     return rc;
+}
+
+void nccl_fit_judge(const nccl_fit_report *rep, fit_gate *g)
+{
+    for (int k = 0; k < NCCL_FIT_PARAMS; k++)
+        if (rep->p[k].fitted) fit_gate_add(g, rep->p[k].name, rep->p[k].r2, rep->p[k].n, rep->p[k].degenerate);
 }
 
 void nccl_fit_report_free(nccl_fit_report *rep)

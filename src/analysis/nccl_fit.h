@@ -14,6 +14,8 @@
 #ifndef LOONG_NCCL_FIT_H
 #define LOONG_NCCL_FIT_H
 
+#include "analysis/fit.h"
+#include "analysis/fit_gate.h"
 #include "analysis/nccl_log.h"
 
 enum { NCCL_FIT_PARAMS = 8 };
@@ -23,6 +25,12 @@ typedef struct nccl_fit_param {
     double base, value;
     bool fitted; /* false: kept from the platform (held, or no point depends on it) */
     bool held;   /* the caller held it at the platform's value */
+    /* fitted: R^2 of the logged times that depend on it (move with it) at
+     * the fitted platform, over n of them; degenerate says why there is
+     * none (one such time, or equal times) */
+    double r2;
+    int n;
+    char degenerate[FIT_WHY_LEN];
 } nccl_fit_param;
 
 /* The parameter named `name` (nvlink_bw, nic_bw, nvlink_lat, nic_lat,
@@ -53,6 +61,9 @@ typedef struct nccl_fit_report {
 int nccl_fit(const platform_spec *base, const nccl_log *logs, int nlogs, unsigned hold, platform_spec *out,
              nccl_fit_report *rep, char err[LOONG_ERRLEN]);
 void nccl_fit_report_free(nccl_fit_report *rep);
+
+/* Every fitted parameter of rep with its R^2, into g. */
+void nccl_fit_judge(const nccl_fit_report *rep, fit_gate *g);
 
 /* The time model/nccl.h predicts for one logged size on spec sp (the log's
  * GPUs over its nodes, the tuner's algorithm and protocol). */

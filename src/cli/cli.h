@@ -23,8 +23,25 @@ typedef struct cli_command {
     int (*run)(int argc, char **argv);
 } cli_command;
 
-/* Print "loong CMD: error: MSG" and return 2 (for `return cli_fail(...)`). */
+/* Print "loong CMD: error: MSG" and return 2 (for `return cli_fail(...)`).
+ * Right after cli_getopt_long diagnosed a long option ('?' below), MSG is
+ * that diagnosis instead: every command's '?' branch calls cli_fail. */
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* getopt_long without abbreviations. glibc's getopt_long takes any
+ * unambiguous prefix of a long option, so `--sequence 128K` silently set
+ * --sequence-parallel. This returns what getopt_long returns, except '?'
+ * for a long option not typed in full (its name up to '='); for that and
+ * for an unknown or ambiguous long option that is a prefix of real ones
+ * (or has one as its prefix), the next cli_fail says "unknown option
+ * '--sequence' (did you mean --seq or --sequence-parallel?): see loong CMD
+ * --help". optind then points past the option as typed. */
+int cli_getopt_long(int argc, char *const argv[], const char *shortopts, const struct option *longopts, int *longindex);
+/* Every command's option loop calls getopt_long; this sends each call
+ * through cli_getopt_long, so that no command (nor a new one) takes
+ * abbreviations. cli_config.c calls the real one as (getopt_long)(...). */
+#define getopt_long(argc, argv, shortopts, longopts, longindex)                                                        \
+    cli_getopt_long(argc, argv, shortopts, longopts, longindex)
 
 /* Monotonic wall-clock seconds, and this process's peak resident memory. */
 double cli_now(void);

@@ -94,9 +94,17 @@ static int parse_docs(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
 
 bool cli_quiet;
 
+/* cli_getopt_long's diagnosis of the last option, for cli_fail; "" when none. */
+static char option_error[LOONG_ERRLEN];
+
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
     if (cli_quiet) return 2;
+    if (option_error[0]) {
+        fprintf(stderr, "loong %s: error: %s: see loong %s --help\n", cmd, option_error, cmd);
+        option_error[0] = 0;
+        return 2;
+    }
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "loong %s: error: ", cmd);
@@ -104,6 +112,59 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+/* The long options that `typed` (without "--" and "=...") is a prefix
+ * of, or that are a prefix of it, as "--a, --b or --c" into buf (at most
+ * 6); 0 when none. */
+static int related_options(const char *typed, size_t len, const struct option *o, char *buf, size_t cap)
+{
+    const char *names[6];
+    int n = 0;
+    for (; o->name && n < 6; o++) {
+        size_t l = strlen(o->name);
+        if ((l > len && !strncmp(o->name, typed, len)) || (l < len && !strncmp(o->name, typed, l)))
+            names[n++] = o->name;
+    }
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && w < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s--%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+    return n;
+}
+
+/* The argv element of the long option getopt_long just returned: the
+ * last one consumed, or the one before when its argument came apart. */
+static int long_option_at(char *const argv[], const struct option *o)
+{
+    int at = optind - 1;
+    if (o->has_arg == required_argument && optarg == argv[at] && at > 0) at--;
+    return at;
+}
+
+int cli_getopt_long(int argc, char *const argv[], const char *shortopts, const struct option *longopts, int *longindex)
+{
+    option_error[0] = 0;
+    int idx = -1, opt = (getopt_long)(argc, argv, shortopts, longopts, &idx);
+    if (longindex) *longindex = idx;
+    /* a long option taken, or one getopt found unknown or ambiguous
+     * (optopt 0; not a short option's argument that starts with "--") */
+    if (idx < 0 && !(opt == '?' && optopt == 0)) return opt;
+    int at = idx >= 0 ? long_option_at(argv, &longopts[idx]) : optind - 1;
+    if (at < 1 || at >= argc || strncmp(argv[at], "--", 2) || !argv[at][2]) return opt;
+    const char *typed = argv[at] + 2, *eq = strchr(typed, '=');
+    size_t len = eq ? (size_t)(eq - typed) : strlen(typed);
+    if (idx >= 0 && strlen(longopts[idx].name) == len) return opt; /* typed in full */
+    for (const struct option *o = longopts; idx < 0 && o->name; o++)
+        if (strlen(o->name) == len && !strncmp(o->name, typed, len)) return opt; /* in full, its argument missing */
+    char near[400];
+    int n = related_options(typed, len, longopts, near, sizeof near);
+    if (idx < 0 && !n) return opt; /* unknown and like no option: the command's own message */
+    snprintf(option_error, sizeof option_error, "unknown option '--%.*s'%s%s%s", (int)len, typed,
+             n ? " (did you mean " : "", near, n ? "?)" : "");
+    optind = at + 1;
+    optarg = NULL;
+    return '?';
 }
 
 /* --mesh: PhxPs, or a total rank count that the strategy splits. */

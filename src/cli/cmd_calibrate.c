@@ -22,10 +22,11 @@ static void calibrate_usage(FILE *f)
 {
     fprintf(f,
             "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-            "                       [--strict]\n"
+            "                       [--strict] [--min-r2 X] [--force]\n"
             "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
+            "                       [--min-r2 X] [--force]\n"
             "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-            "                       [--steps N|N-M] [--kernel-names FILE] [--strict]\n"
+            "                       [--steps N|N-M] [--kernel-names FILE] [--strict] [--min-r2 X] [--force]\n"
             "\n"
             "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
             "and acc) and per link class (same node, other node) alpha and beta from the\n"
@@ -40,6 +41,12 @@ static void calibrate_usage(FILE *f)
             "not physical (faster than the table's peak or mem_bw, t0 outside [0, 10 ms])\n"
             "keeps the base table's row and gets a '# kept from base:' line with the reason.\n"
             "A rate above a reference that the base table marks 'assumed' raises it.\n"
+            "\n"
+            "Every fitted parameter is judged before anything is written: one whose fit\n"
+            "explains less than --min-r2 of the variance of its data (R^2 of the absolute\n"
+            "times), or whose fit is degenerate (no more points than parameters, equal\n"
+            "times), is named on stderr with its R^2, and nothing is written (exit 2),\n"
+            "unless --force.\n"
             "\n"
             "  --platform FILE   platform written by loong topo (it records its spec)\n"
             "  --calib FILE      base table                 [<platform dir>/<gpu>.calib]\n"
@@ -65,9 +72,14 @@ static void calibrate_usage(FILE *f)
             "                    it could not; writes both files\n"
             "  --steps N|N-M     with --kineto: the ProfilerStep#N to use        [every step]\n"
             "  --kernel-names F  with --kineto: rules 'KIND GLOB' ahead of the shipped table\n"
+            "  --min-r2 X        the least R^2 (share of variance explained, 0..1) of a\n"
+            "                    parameter's fit for it to be written              [0.5]\n"
+            "  --force           write parameters below --min-r2 anyway: a warning each, and\n"
+            "                    the files' origin names them\n"
             "  -h, --help        this text\n"
-            "\nExit status: 0 (kinds kept from base included); 2 on bad input or, with\n"
-            "--strict, on a kind that cannot be fitted.\n");
+            "\nExit status: 0 (kinds kept from base included); 2 on bad input, on a\n"
+            "parameter below --min-r2 (without --force) or, with --strict, on a kind that\n"
+            "cannot be fitted.\n");
 }
 
 /* Map the link fits onto the platform's spec: a same-node path crosses two
@@ -85,6 +97,41 @@ static void apply_links(const calibrate_result *r, platform_spec *sp)
         sp->nic_lat = lat > 0 ? lat : 0;
         sp->nic_bw = 1 / out->c1;
     }
+}
+
+/* Where the fitted files go and what they record. */
+typedef struct cal_out {
+    const char *dir;
+    char origin[4096]; /* the command line; with --force, then the note */
+    char note[1024];   /* with --force: the parameters written below min_r2, or "" */
+    double min_r2;
+    bool force;
+} cal_out;
+
+/* The fit gate (analysis/fit_gate.h), before anything is written: each
+ * parameter of g below o->min_r2 (or without an R^2) is one line on
+ * stderr, and the calibration writes nothing (-1); with --force the lines
+ * are warnings, and the note goes into the files' origin. */
+static int judge(const fit_gate *g, cal_out *o)
+{
+    if (!fit_gate_failing(g, o->min_r2)) return 0;
+    for (int i = 0; i < g->n; i++) {
+        char d[256];
+        if (!fit_gate_fails(&g->item[i], o->min_r2) || cli_quiet) continue;
+        fit_gate_describe(&g->item[i], o->min_r2, d, sizeof d);
+        if (o->force)
+            fprintf(stderr, "loong calibrate: warning: %s: written anyway (--force)\n", d);
+        else
+            fprintf(stderr,
+                    "loong calibrate: error: %s: nothing written; fit more or better data, or give --force to write "
+                    "it anyway\n",
+                    d);
+    }
+    if (!o->force) return -1;
+    fit_gate_note(g, o->min_r2, o->note, sizeof o->note);
+    size_t n = strlen(o->origin);
+    snprintf(o->origin + n, sizeof o->origin - n, " (%s)", o->note);
+    return 0;
 }
 
 /* OUTDIR must be a writable directory, or creatable: checked before the
@@ -113,9 +160,10 @@ static int open_in(const char *dir, const char *name, afile *a, char err[LOONG_E
 }
 
 /* Both fitted files are written, then both renamed into place. */
-static int write_outputs(const char *dir, const char *platform, const calib *cb, const platform_spec *sp,
-                         const char *origin, char err[LOONG_ERRLEN])
+static int write_outputs(const char *platform, const calib *cb, const platform_spec *sp, const cal_out *o,
+                         char err[LOONG_ERRLEN])
 {
+    const char *dir = o->dir;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         snprintf(err, LOONG_ERRLEN, "cannot create '%s': %s", dir, strerror(errno));
         return -1;
@@ -125,7 +173,8 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
     afile c = {0}, p = {0};
     int rc = open_in(dir, table, &c, err);
     if (rc == 0) rc = open_in(dir, platform, &p, err);
-    if (rc == 0 && (calib_write(c.f, cb) < 0 || platform_spec_write(p.f, sp, origin) < 0))
+    if (rc == 0 && o->note[0]) fprintf(c.f, "# %s (loong calibrate --force)\n", o->note);
+    if (rc == 0 && (calib_write(c.f, cb) < 0 || platform_spec_write(p.f, sp, o->origin) < 0))
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error in '%s'", dir);
     if (rc == 0) rc = afile_commit(&c, err);
     if (rc == 0) rc = afile_commit(&p, err);
@@ -136,9 +185,9 @@ static int write_outputs(const char *dir, const char *platform, const calib *cb,
     return rc;
 }
 
-static int run(int ntr, char **paths, const char *platform, const char *base, const char *dir, bool strict,
-               const char *origin)
+static int run(int ntr, char **paths, const char *platform, const char *base, bool strict, cal_out *o)
 {
+    const char *dir = o->dir;
     char err[LOONG_ERRLEN] = "";
     platform_spec sp;
     if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
@@ -163,10 +212,15 @@ static int run(int ntr, char **paths, const char *platform, const char *base, co
                     calibrate_fit(pts, cb, strict, &r, err) < 0 || calibrate_apply(&r, cb, err) < 0))
         rc = cli_fail("calibrate", "%s", err);
     calibrate_points_free(pts);
+    fit_gate g = {0};
     if (rc == 0) {
         apply_links(&r, &sp);
         calibrate_print(stdout, &r);
-        if (write_outputs(dir, platform, cb, &sp, origin, err) < 0)
+        calibrate_judge(&r, &g);
+        fflush(stdout);
+        if (judge(&g, o) < 0)
+            rc = 2;
+        else if (write_outputs(platform, cb, &sp, o, err) < 0)
             rc = cli_fail("calibrate", "%s", err);
         else
             printf("# wrote %s/%s.calib and %s/ with the fitted platform\n", dir, sp.gpu, dir);
@@ -187,11 +241,19 @@ static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *r
     printf("# loong calibrate --nccl-tests: %d log(s), %d sizes; %d of %d parameters fitted (%d iterations)\n", n,
            rep->all.n, nfit, NCCL_FIT_PARAMS, rep->iterations);
     printf("#%-11s %14s %14s  %s\n", "parameter", "platform", "fitted", "status");
-    for (int k = 0; k < NCCL_FIT_PARAMS; k++)
-        printf(" %-11s %14.6g %14.6g  %s\n", rep->p[k].name, rep->p[k].base, rep->p[k].value,
-               rep->p[k].fitted ? "fitted"
-               : rep->p[k].held ? "held at the platform's value (--hold)"
-                                : "kept from the platform: no logged size depends on it");
+    for (int k = 0; k < NCCL_FIT_PARAMS; k++) {
+        const nccl_fit_param *p = &rep->p[k];
+        char status[FIT_WHY_LEN + 64];
+        if (p->fitted && p->degenerate[0])
+            snprintf(status, sizeof status, "fitted; no R^2: %s", p->degenerate);
+        else if (p->fitted)
+            snprintf(status, sizeof status, "fitted, R^2 %.4f over the %d sizes that depend on it", p->r2, p->n);
+        else
+            snprintf(status, sizeof status, "%s",
+                     p->held ? "held at the platform's value (--hold)"
+                             : "kept from the platform: no logged size depends on it");
+        printf(" %-11s %14.6g %14.6g  %s\n", p->name, p->base, p->value, status);
+    }
     printf("#%-39s %-14s %5s %5s %6s %8s %8s %8s\n", "log", "op", "gpus", "nodes", "sizes", "R^2", "rms_%", "max_%");
     for (int l = 0; l < n; l++) {
         const char *base = strrchr(logs[l].path, '/');
@@ -202,9 +264,9 @@ static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *r
     printf("# all: rms relative residual %.2f %%, largest %.2f %%\n", 100 * rep->all.rel_rms, 100 * rep->all.rel_max);
 }
 
-static int write_platform(const char *dir, const char *platform, const platform_spec *sp, const char *origin,
-                          char err[LOONG_ERRLEN])
+static int write_platform(const char *platform, const platform_spec *sp, const cal_out *o, char err[LOONG_ERRLEN])
 {
+    const char *dir = o->dir;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         snprintf(err, LOONG_ERRLEN, "cannot create '%s': %s", dir, strerror(errno));
         return -1;
@@ -214,12 +276,26 @@ static int write_platform(const char *dir, const char *platform, const platform_
     free(pcopy);
     afile a;
     if (afile_open(&a, path, err) < 0) return -1;
-    if (platform_spec_write(a.f, sp, origin) < 0) {
+    if (platform_spec_write(a.f, sp, o->origin) < 0) {
         afile_abort(&a);
         snprintf(err, LOONG_ERRLEN, "write error on '%.200s'", path);
         return -1;
     }
     return afile_commit(&a, err);
+}
+
+/* --min-r2 X: a share of variance, in [0, 1]. */
+static int parse_min_r2(const char *s, double *out, char err[LOONG_ERRLEN])
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0 && v <= 1)) {
+        snprintf(err, LOONG_ERRLEN, "--min-r2 '%.40s' is not a share of variance: give a number in [0, 1] (default %g)",
+                 s, FIT_GATE_MIN_R2);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 /* --hold NAME[,NAME...]: the parameters kept at the platform's values. */
@@ -241,9 +317,9 @@ static int parse_hold(const char *list, unsigned *mask, char err[LOONG_ERRLEN])
     return rc;
 }
 
-static int run_nccl_tests(int nlogs, char **paths, const char *platform, const char *dir, const char *origin,
-                          unsigned hold, const char *op)
+static int run_nccl_tests(int nlogs, char **paths, const char *platform, cal_out *o, unsigned hold, const char *op)
 {
+    const char *dir = o->dir;
     char err[LOONG_ERRLEN] = "";
     platform_spec sp, fitted;
     if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
@@ -265,9 +341,14 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
         if (rc == 0 && op && !logs[i].has_op) logs[i].op = forced, logs[i].has_op = true;
     }
     if (rc == 0 && nccl_fit(&sp, logs, nlogs, hold, &fitted, &rep, err) < 0) rc = cli_fail("calibrate", "%s", err);
+    fit_gate g = {0};
     if (rc == 0) {
         print_nccl_fit(logs, nlogs, &rep);
-        if (write_platform(dir, platform, &fitted, origin, err) < 0)
+        nccl_fit_judge(&rep, &g);
+        fflush(stdout);
+        if (judge(&g, o) < 0)
+            rc = 2;
+        else if (write_platform(platform, &fitted, o, err) < 0)
             rc = cli_fail("calibrate", "%s", err);
         else
             printf("# wrote the fitted platform to %s/\n", dir);
@@ -281,7 +362,7 @@ static int run_nccl_tests(int nlogs, char **paths, const char *platform, const c
 
 /* The compute fit of --kineto; a set without shaped kernels keeps the
  * table (said), unless --strict. */
-static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_calib_counts *cnt,
+static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_calib_counts *cnt, fit_gate *g,
                           char err[LOONG_ERRLEN])
 {
     calibrate_points *pts = calibrate_points_new();
@@ -300,6 +381,7 @@ static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_
             printf("# compute: %zu of %zu attention and GEMM kernels have their work from the shapes\n", cnt->shaped,
                    cnt->compute);
             calibrate_print(stdout, &r);
+            calibrate_judge(&r, g);
         }
     }
     calibrate_points_free(pts);
@@ -309,7 +391,7 @@ static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_
 static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *rep);
 
 /* The link fit of --kineto: sp becomes the fitted platform, or stays. */
-static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_counts *cnt)
+static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_counts *cnt, fit_gate *g)
 {
     nccl_log *logs;
     int nlogs;
@@ -325,6 +407,7 @@ static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_
     else if (nccl_fit(sp, logs, nlogs, 0, &fitted, &rep, err) == 0) {
         printf("# links: %zu of %zu NCCL kernels have their size and group\n", cnt->sized, cnt->nccl);
         print_nccl_fit(logs, nlogs, &rep);
+        nccl_fit_judge(&rep, g);
         *sp = fitted;
     }
     if (err[0]) printf("# links: not fitted: %s: the platform's links are kept\n", err);
@@ -334,9 +417,10 @@ static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_
     free(logs);
 }
 
-static int run_kineto(int npaths, char **paths, const char *platform, const char *base, const char *dir, bool strict,
-                      const char *steps, const char *names_file, const char *origin)
+static int run_kineto(int npaths, char **paths, const char *platform, const char *base, bool strict, const char *steps,
+                      const char *names_file, cal_out *o)
 {
+    const char *dir = o->dir;
     char err[LOONG_ERRLEN] = "";
     platform_spec sp;
     if (check_outdir(dir, err) < 0 || platform_spec_read(platform, &sp, err) < 0)
@@ -356,13 +440,17 @@ static int run_kineto(int npaths, char **paths, const char *platform, const char
     }
     kineto_set_print(stdout, &set, 5);
     kineto_calib_counts cnt = {0};
-    rc = kineto_compute(&set, cb, strict, &cnt, err);
-    if (rc == 0) kineto_links(&set, &sp, &cnt);
+    fit_gate g = {0};
+    rc = kineto_compute(&set, cb, strict, &cnt, &g, err);
+    if (rc == 0) kineto_links(&set, &sp, &cnt, &g);
     if (rc == 0 && !cnt.shaped && !cnt.sized)
         rc = -1, snprintf(err, LOONG_ERRLEN,
                           "nothing to fit: no attention or GEMM kernel with shapes and no NCCL kernel with a size "
                           "(profile with record_shapes=True on PyTorch >= 2.2)");
-    if (rc == 0 && write_outputs(dir, platform, cb, &sp, origin, err) == 0)
+    fflush(stdout);
+    if (rc == 0 && judge(&g, o) < 0)
+        rc = 2;
+    else if (rc == 0 && write_outputs(platform, cb, &sp, o, err) == 0)
         printf("# wrote %s/%s.calib and %s/ with the platform\n", dir, sp.gpu, dir);
     else
         rc = cli_fail("calibrate", "%s", err);
@@ -385,10 +473,13 @@ int cmd_calibrate(int argc, char **argv)
         {"op", required_argument, 0, 'O'},
         {"steps", required_argument, 0, 'S'},
         {"kernel-names", required_argument, 0, 'N'},
+        {"min-r2", required_argument, 0, 'R'},
+        {"force", no_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     const char *platform = NULL, *base = NULL, *dir = NULL, *steps = NULL, *names = NULL, *hold = NULL, *op = NULL;
-    bool strict = false, nccl_tests = false, kineto = false;
+    const char *min_r2 = NULL;
+    bool strict = false, nccl_tests = false, kineto = false, force = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -403,6 +494,8 @@ int cmd_calibrate(int argc, char **argv)
         case 'N': names = optarg; break;
         case 'H': hold = optarg; break;
         case 'O': op = optarg; break;
+        case 'R': min_r2 = optarg; break;
+        case 'F': force = true; break;
         case 'h': calibrate_usage(stdout); return 0;
         default:
             return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
@@ -428,11 +521,13 @@ int cmd_calibrate(int argc, char **argv)
     char where[4096], err[LOONG_ERRLEN];
     if (cli_find_platform(platform, where, sizeof where, err) < 0) return cli_fail("calibrate", "%s", err);
     platform = where;
-    char origin[2048];
-    size_t n = (size_t)snprintf(origin, sizeof origin, "loong");
-    for (int i = 0; i < argc && n < sizeof origin; i++)
-        n += (size_t)snprintf(origin + n, sizeof origin - n, " %s", argv[i]);
-    if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, dir, origin, held, op);
-    if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, dir, strict, steps, names, origin);
-    return run(argc - optind, argv + optind, platform, base, dir, strict, origin);
+    static cal_out o;
+    o = (cal_out){.dir = dir, .min_r2 = FIT_GATE_MIN_R2, .force = force};
+    if (min_r2 && parse_min_r2(min_r2, &o.min_r2, err) < 0) return cli_fail("calibrate", "%s", err);
+    size_t n = (size_t)snprintf(o.origin, sizeof o.origin, "loong");
+    for (int i = 0; i < argc && n < sizeof o.origin / 2; i++)
+        n += (size_t)snprintf(o.origin + n, sizeof o.origin / 2 - n, " %s", argv[i]);
+    if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, &o, held, op);
+    if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, strict, steps, names, &o);
+    return run(argc - optind, argv + optind, platform, base, strict, &o);
 }
