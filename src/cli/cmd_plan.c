@@ -677,7 +677,7 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
 {
     int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
     double t0 = cli_now(), eta = sim_eta(runs, n, first, stride, jobs, 0);
-    if (!a->quiet && x->rank == 0 && mine > 0)
+    if (!a->quiet && x->rank == 0 && mine > 0 && eta >= PROGRESS_EVERY_S) /* long work only: say so at once */
         fprintf(stderr, "loong plan: simulating: %d run(s) of about %.3g tasks in all, about %.0f s at %d at once\n",
                 mine, eta * PLAN_SIM_TASKS_PER_S * jobs, eta, jobs);
     while (done < mine) {
@@ -744,7 +744,8 @@ static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c)
  * used into *used. A layout whose run failed or was stopped gets step
  * RUN_FAILED or RUN_TIMED_OUT and why[i] (a generic one when another MPI
  * rank ran it). Returns the loong sim runs, or -1 when a child could not
- * be started. */
+ * be started or every layout's simulation failed (a bad request, such as
+ * a --slow-link the platform lacks: the first child's error in err). */
 static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls, const int *pick, int np,
                     unsigned *used, const whatif *ws, double *step, double *exposed, char (*why)[160],
                     char err[LOONG_ERRLEN])
@@ -782,6 +783,7 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
         v[2 * i + 1] = runs[i].exposed;
     }
     gather_runs(x, v, 2 * nr);
+    int failed = 0;
     for (int i = 0; rc == 0 && i < np; i++) {
         double *r = &v[2 * first[i]];
         bool two = first[i + 1] - first[i] == 2;
@@ -792,9 +794,18 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
                 snprintf(why[i], sizeof why[i], "%.159s",
                          runs[k].why[0] ? runs[k].why : "its simulation failed on another MPI rank");
             }
-        if (why[i][0]) continue;
+        if (why[i][0]) {
+            failed += step[i] == RUN_FAILED;
+            continue;
+        }
         step[i] = two ? sim_compose(r[0], r[2], L) : r[0];
         exposed[i] = two ? sim_compose(r[1], r[3], L) : r[1];
+    }
+    if (rc == 0 && np > 0 && failed == np) { /* the same for every layout: the request's fault, not a layout's */
+        rc = -1;
+        for (int k = 0; k < nr && !err[0]; k++)
+            if (runs[k].why[0]) snprintf(err, LOONG_ERRLEN, "%s", runs[k].why);
+        if (!err[0]) snprintf(err, LOONG_ERRLEN, "every simulation failed (on other MPI ranks)");
     }
     free(v);
     free(runs);
