@@ -528,8 +528,8 @@ static void distributed(kineto_rank *r, const json_t *root)
 static int parse_json(const char *text, size_t len, const char *path, const kineto_names *names, kineto_rank *r,
                       char err[LOONG_ERRLEN])
 {
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if ((double)len * KINETO_MEM_PER_BYTE > phys) {
+    double phys = xalloc_machine_bytes();
+    if ((double)len * KINETO_MEM_PER_BYTE > phys && phys > 0) {
         snprintf(err, LOONG_ERRLEN,
                  "'%.100s' is %.1f GiB of JSON: parsing it needs ~%.0f GiB, more than this machine's %.0f GiB: profile "
                  "fewer steps",

@@ -516,7 +516,7 @@ typedef struct run {
     const whatif *w;    /* the perturbations it runs under */
     sim_child ch;
     double started;       /* cli_now() at its start */
-    double tasks;         /* plan_task_estimate: its share of the ETA */
+    double tasks;         /* its share of its layout's plan_layout.sim_tasks, for the ETA */
     double step, exposed; /* results, NAN until done; RUN_TIMED_OUT or RUN_FAILED */
     char why[LOONG_ERRLEN];
 } run;
@@ -729,13 +729,10 @@ static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
     return np;
 }
 
-/* The layers a run of layout c simulates: 1 or 2 (composed), up to the
- * period search's (loong sim --compose), or all. */
-static int run_layers(plan_compose m, int k, const config *c)
-{
-    int L = c->model.layers;
-    return m == PLAN_TWO_LAYERS ? 1 + k : m == PLAN_PERIOD ? (L < 2 * 19 ? L : 2 * 19) : L;
-}
+/* The layers run k of a layout simulates: 1 or 2 (composed), else all L:
+ * loong sim --compose's period search simulates at most L layers in all,
+ * and when it finds no period, one run of L. */
+static int run_layers(plan_compose m, int k, const config *c) { return m == PLAN_TWO_LAYERS ? 1 + k : c->model.layers; }
 
 /* The replicas are simulated in full when smaller than a node (run_argv). */
 static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c) % c->gpus_per_node != 0; }
@@ -770,7 +767,7 @@ static int simulate(const plan_args *a, const plan_ctx *x, const plan_layout *ls
                             .compose = m == PLAN_PERIOD,
                             .w = ws ? &ws[i] : &a->w,
                             .ch = {0, -1, -1},
-                            .tasks = plan_task_estimate(c, run_layers(m, k - first[i], c), full_replicas(c)),
+                            .tasks = ls[pick[i]].sim_tasks / (first[i + 1] - first[i]),
                             .step = NAN,
                             .exposed = NAN};
     }
@@ -873,29 +870,31 @@ static int score_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, 
     return rc;
 }
 
-/* This machine's memory, bytes (0 when unknown). */
-static double phys_bytes(void) { return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE); }
-
-/* Keep in pick[0..np) the layouts a simulation can hold: at most this
- * machine's memory over the simulations run at once, and an estimated
- * time within --sim-timeout; mark the others (plan_layout.unsimulated).
- * Returns how many are kept. */
+/* Keep in pick[0..np) the layouts a simulation can hold: its largest run
+ * within this machine's memory over the simulations run at once, and
+ * within --sim-timeout at the estimated rate; mark the others
+ * (plan_layout.unsimulated). Records each layout's estimated tasks in all
+ * its runs (plan_layout.sim_tasks, for the ETA). Returns how many are kept. */
 static int simulable(const plan_args *a, const plan_ctx *x, plan_layout *ls, int *pick, int np)
 {
     int k = 0, jobs = a->jobs < 1 ? 1 : a->jobs;
-    double mem = phys_bytes() / (x->size > jobs ? x->size : jobs);
+    double phys = xalloc_machine_bytes(), mem = phys / (x->size > jobs ? x->size : jobs);
     for (int i = 0; i < np; i++) {
         plan_layout *l = &ls[pick[i]];
         plan_compose m = compose_mode(a, &l->c);
         double tasks = 0;
-        for (int r = 0; r < (m == PLAN_TWO_LAYERS ? 2 : 1); r++)
-            tasks = fmax(tasks, plan_task_estimate(&l->c, run_layers(m, r, &l->c), full_replicas(&l->c)));
+        l->sim_tasks = 0;
+        for (int r = 0; r < (m == PLAN_TWO_LAYERS ? 2 : 1); r++) {
+            double t = plan_task_estimate(&l->c, run_layers(m, r, &l->c), full_replicas(&l->c));
+            tasks = fmax(tasks, t);
+            l->sim_tasks += t;
+        }
         double bytes = tasks * PLAN_SIM_BYTES_PER_TASK, secs = tasks / PLAN_SIM_TASKS_PER_S;
         if (mem > 0 && bytes > mem)
             snprintf(l->unsimulated, sizeof l->unsimulated,
                      "about %.3g tasks, ~%.0f GB: more than the %.0f GB a simulation has, this machine's %.0f GB over "
                      "%d at once",
-                     tasks, bytes / 1e9, mem / 1e9, phys_bytes() / 1e9, jobs);
+                     tasks, bytes / 1e9, mem / 1e9, phys / 1e9, jobs);
         else if (a->sim_timeout > 0 && secs > a->sim_timeout)
             snprintf(l->unsimulated, sizeof l->unsimulated,
                      "about %.3g tasks, an estimated %.0f s: more than --sim-timeout %g s", tasks, secs,

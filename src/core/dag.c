@@ -378,7 +378,7 @@ int bt_reserve(builder *b, int ranks, char err[LOONG_ERRLEN])
      * is built (docs/reliability.md): refuse before allocating what this machine
      * does not have, rather than be OOM-killed */
     double need = (double)g->n * ranks * DAG_BYTES_PER_TASK;
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double phys = xalloc_machine_bytes();
     if (phys > 0 && need > phys) {
         snprintf(err, LOONG_ERRLEN,
                  "this configuration would need ~%.0f GB of task memory (%.3g tasks), more than this machine's %.0f "

@@ -348,8 +348,8 @@ int trace_read(const char *path, trace *t, char err[LOONG_ERRLEN])
 {
     memset(t, 0, sizeof *t);
     long long size = infile_size(path);
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (size > 0 && (double)size * TRACE_MEM_PER_BYTE > phys) {
+    double phys = xalloc_machine_bytes();
+    if (size > 0 && (double)size * TRACE_MEM_PER_BYTE > phys && phys > 0) {
         snprintf(err, LOONG_ERRLEN,
                  "trace '%s' is %.1f GiB: parsing it would need ~%.0f GiB, more than this machine's %.0f GiB: trace "
                  "fewer ranks or layers (--trace-rank, --trace-layer)",

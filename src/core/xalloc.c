@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void xalloc_die(size_t bytes, const char *what)
 {
@@ -63,4 +64,10 @@ char *xstrndup(const char *s, size_t n, const char *what)
     memcpy(p, s, len);
     p[len] = '\0';
     return p;
+}
+
+double xalloc_machine_bytes(void)
+{
+    double pages = (double)sysconf(_SC_PHYS_PAGES), size = (double)sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? pages * size : 0;
 }

@@ -27,6 +27,10 @@ char *xstrdup(const char *s, const char *what);
 /* strndup(s, n): at most n bytes of s, NUL-terminated. */
 char *xstrndup(const char *s, size_t n, const char *what);
 
+/* This machine's physical memory, bytes (0 when unknown): what the checks
+ * that refuse a job before allocating it compare with. */
+double xalloc_machine_bytes(void);
+
 /* Print the message and exit(2): for allocators outside libc (jansson,
  * vasprintf) whose failure is the same condition. */
 void xalloc_die(size_t bytes, const char *what) __attribute__((noreturn));

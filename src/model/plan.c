@@ -418,8 +418,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
 /* "=" when l ties with the best (same prediction kind, within tie). */
 static bool ties_best(const plan_layout *l, const plan_layout *best, double tie)
 {
-    return l != best && (l->sim_step >= 0) == (best->sim_step >= 0) &&
-           plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
+    return l != best && plan_tied(l, best, tie);
 }
 
 bool plan_picked(const plan_layout *l) { return l->sim_step >= 0 || l->unsimulated[0]; }

@@ -69,6 +69,7 @@ typedef struct plan_layout {
      * over --sim-timeout, the child failed): why; the analytical score
      * stands, marked "model*" in the table */
     char unsimulated[160];
+    double sim_tasks; /* picked: the estimated tasks of all its simulation runs (plan_task_estimate) */
 } plan_layout;
 
 /* Bytes a simulation holds per task: the DAG as built (DAG_BYTES_PER_TASK)
@@ -198,6 +199,9 @@ double plan_per_sample(const plan_layout *l, double step);
 /* plan_per_sample of the layout's predicted step: what the ranking, the
  * ties, "ahead" and every vs_* figure compare. */
 double plan_gpu_seconds(const plan_layout *l);
+/* l ties with best: predicted the same way (simulated or not) and within
+ * tie of its plan_gpu_seconds (plan_pick.c). */
+bool plan_tied(const plan_layout *l, const plan_layout *best, double tie);
 /* Why `pick` (plan_recommend's) rather than the fastest idx[0] when they
  * differ, and with --robust how the fastest and the most robust fare: "#"
  * lines after the recommendation. */

@@ -56,6 +56,11 @@ int plan_streams(const plan_layout *l)
 
 static bool same_kind(const plan_layout *a, const plan_layout *b) { return (a->sim_step >= 0) == (b->sim_step >= 0); }
 
+bool plan_tied(const plan_layout *l, const plan_layout *best, double tie)
+{
+    return same_kind(l, best) && plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie);
+}
+
 static bool robust_ran(const plan_layout *l) { return l->robust[PLAN_PERT_STRAGGLER] >= 0; }
 
 /* Simpler: fewer streams, then no KV replication. */
@@ -77,7 +82,7 @@ static bool robustness_decided(const plan_layout *ls, const int *idx, int m, dou
     double wmin = worst_per_sample(best);
     for (int k = 0; k < m; k++) {
         const plan_layout *l = &ls[idx[k]];
-        if (k > 0 && !(same_kind(l, best) && plan_gpu_seconds(l) <= plan_gpu_seconds(best) * (1 + tie))) continue;
+        if (k > 0 && !plan_tied(l, best, tie)) continue;
         if (!robust_ran(l)) return false;
         if (worst_per_sample(l) < wmin) wmin = worst_per_sample(l);
     }
@@ -89,9 +94,7 @@ int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
     const plan_layout *best = &ls[idx[0]];
     int tied[64] = {idx[0]}, nt = 0;
     for (int k = 0; k < m && nt < 64; k++)
-        if (k == 0 ||
-            (same_kind(&ls[idx[k]], best) && plan_gpu_seconds(&ls[idx[k]]) <= plan_gpu_seconds(best) * (1 + tie)))
-            tied[nt++] = idx[k];
+        if (k == 0 || plan_tied(&ls[idx[k]], best, tie)) tied[nt++] = idx[k];
     if (nt == 1) return idx[0];
     bool robust = true;
     double wmin = 0;
@@ -154,7 +157,7 @@ static void write_tie(FILE *f, const plan_layout *ls, const int *idx, int m, int
     const plan_layout *best = &ls[idx[0]], *p = &ls[pick];
     int nt = 0;
     for (int k = 1; k < m; k++)
-        nt += same_kind(&ls[idx[k]], best) && plan_gpu_seconds(&ls[idx[k]]) <= plan_gpu_seconds(best) * (1 + rp->tie);
+        nt += plan_tied(&ls[idx[k]], best, rp->tie);
     if (!nt) return;
     if (pick == idx[0]) {
         fprintf(f, "# tie: %d more layout(s) within %.2f %% of it (the '=' rows); it stays the choice: %s\n", nt,
@@ -190,7 +193,7 @@ static void write_robust(FILE *f, const plan_layout *ls, const int *idx, int m, 
         fprintf(f, "# robust: the clean winner is also the most robust\n");
         return;
     }
-    bool tied = same_kind(rb, best) && plan_gpu_seconds(rb) <= plan_gpu_seconds(best) * (1 + tie);
+    bool tied = plan_tied(rb, best, tie);
     if (r != pick && tied)
         fprintf(f, "# robust: the recommended %s is as robust within the %.2f %% tie (+%.1f %% at worst) and simpler\n",
                 ls[pick].name, 100 * tie, 100 * (plan_worst_step(&ls[pick]) / plan_step(&ls[pick]) - 1));
