@@ -14,6 +14,7 @@
 #include "core/dag.h"
 #include "core/docs.h"
 #include "model/calib.h"
+#include "model/fidelity.h"
 #include "model/memory.h"
 #include "model/plan.h"
 #include "core/strategy.h"
@@ -580,6 +581,47 @@ START_TEST(unsimulated_keep_their_score)
 }
 END_TEST
 
+/* The error the plan quotes (fidelity.h): closed forms of the summary, the
+ * compiled-in table is recorded.txt's, and the default tie is the model's
+ * error between two layouts unless --tie sets it. */
+START_TEST(model_error_tie)
+{
+    /* two rows: sd of ln(1 + e) is |r1 - r2| / sqrt(2), so the error
+     * between two layouts is (1 + e1) / (1 + e2) - 1 */
+    const fidelity_row rows[] = {{"e2e.a", 50}, {"e2e.b", 20}, {"attn.c", -10}, {"e2ex.d", 90}};
+    fidelity_error e;
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "e2e", &e), 2);
+    ck_assert_double_eq_tol(e.between_pct, 100 * (1.5 / 1.2 - 1), 1e-9);
+    ck_assert_double_eq_tol(e.mean_abs_pct, 35, 1e-12);
+    ck_assert_double_eq(e.lo_pct, 20);
+    ck_assert_double_eq(e.hi_pct, 50);
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "attn", &e), 1);
+    ck_assert_double_eq(e.between_pct, 0); /* one row: no spread to speak of */
+    const fidelity_row same[] = {{"e2e.a", 40}, {"e2e.b", 40}, {"e2e.c", 40}};
+    fidelity_summarize(same, 3, "e2e", &e);
+    ck_assert_double_eq_tol(e.between_pct, 0, 1e-12); /* a common bias cancels */
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "mem", &e), 0);
+    /* the compiled table has recorded.txt's e2e rows */
+    run_result r = run_cmd("grep -c '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt");
+    ck_assert_int_eq(fidelity_for_scope(SCOPE_STEP, &e), atoi(r.out));
+    ck_assert_str_eq(e.kind, "e2e");
+    /* the plan's default tie is it, --tie overrides it */
+    const char *json = "/tmp/loong-plan-tie.json";
+    ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --json %s -o /dev/null", json).status, 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"tie_pct\": %.17g", e.between_pct);
+    r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
+    ck_assert_msg(strstr(r.out, want) || fabs(atof(strchr(r.out, ':') + 1) - e.between_pct) < 1e-9, "%s vs %s", r.out,
+                  want);
+    ck_assert_int_eq(run_cmd("grep -q '\"tie_from\": \"model_error.between_layouts_pct\"' %s", json).status, 0);
+    ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --tie 3 --json %s -o /dev/null", json).status, 0);
+    r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
+    ck_assert_double_eq_tol(atof(strchr(r.out, ':') + 1), 3, 1e-9);
+    ck_assert_int_eq(run_cmd("grep -q '\"tie_from\": \"--tie\"' %s", json).status, 0);
+    unlink(json);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -715,6 +757,7 @@ int main(void)
     tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, model_error_tie);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);
     tcase_add_test(tc, doc_draws);

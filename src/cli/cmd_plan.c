@@ -33,6 +33,15 @@
 
 #define DEFAULT_PLATFORM "topologies/dgx-h100-8n.xml"
 
+/* The default --tie: the model's error between two layouts on training
+ * steps (fidelity.h), in %. */
+static double default_tie_pct(void)
+{
+    fidelity_error e;
+    fidelity_for_scope(SCOPE_STEP, &e);
+    return e.between_pct;
+}
+
 static void plan_usage(FILE *f)
 {
     fprintf(f,
@@ -91,8 +100,9 @@ static void plan_usage(FILE *f)
             "                        two NICs at half speed (node0-nic0 and the last GPU's), and\n"
             "                        5 %% jitter; report the slowdowns, the layout best in the\n"
             "                        worst case, and prefer the more robust among ties\n"
-            "  --tie PCT             layouts within PCT %% of the best tie        [4.59: the\n"
-            "                        CPU validation MAPE, docs/validation.md]\n"
+            "  --tie PCT             layouts within PCT %% of the best tie      [%.1f: the\n"
+            "                        model's error between two layouts, from its end-to-end\n"
+            "                        errors on published runs: docs/validation.md]\n"
             "  --quiet               no progress bar on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -108,7 +118,7 @@ static void plan_usage(FILE *f)
             "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
             "\nExample:\n"
             "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
-            cli_whatif_help());
+            default_tie_pct(), cli_whatif_help());
 }
 
 typedef struct plan_args {
@@ -118,7 +128,7 @@ typedef struct plan_args {
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;
-    double tie;
+    double tie; /* < 0: the model's error between two layouts (default_tie_pct) */
     cli_config cc;
     whatif w;         /* perturbations every simulation runs under */
     char where[4096]; /* the platform file (cli_find_platform) */
@@ -1197,7 +1207,8 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                       .compose = mode,
                       .draws = a->draws,
                       .docs = docs[0] ? docs : NULL,
-                      .tie = a->tie,
+                      .tie = a->tie >= 0 ? a->tie : default_tie_pct() / 100,
+                      .tie_given = a->tie >= 0,
                       .robust = a->robust,
                       .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
                                     "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
@@ -1206,6 +1217,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;
+    fidelity_for_scope(SCOPE_STEP, &rp.model_error);
     char **commands = xcalloc((size_t)n + 1, sizeof *commands, "the plan's commands");
     for (int i = 0; i < n; i++)
         if (!ls[i].removed) commands[i] = layout_command(a, ls, i);
@@ -1221,7 +1233,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
 
 int cmd_plan(int argc, char **argv)
 {
-    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = PLAN_TIE_DEFAULT, .sim_timeout = 600};
+    plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = -1, .sim_timeout = 600};
     plan_ctx x = {0};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;

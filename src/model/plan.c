@@ -364,6 +364,21 @@ static void write_work(FILE *f, const plan_request *req)
             dp);
 }
 
+/* The error the plan quotes (fidelity.h) and the tie it makes of it. */
+static void write_model_error(FILE *f, const plan_report *rp)
+{
+    const fidelity_error *e = &rp->model_error;
+    if (e->rows)
+        fprintf(f,
+                "# model error: %+.1f to %+.1f %% on %s (mean |error| %.1f %%, %d published runs: "
+                "docs/validation.md#the-fidelity-table); a bias common to two layouts cancels, their run-to-run "
+                "spread does not: %.1f %% between two layouts\n",
+                e->lo_pct, e->hi_pct, e->what, e->mean_abs_pct, e->rows, e->between_pct);
+    fprintf(f, "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: %s, not a "
+               "ranking\n",
+            100 * rp->tie, rp->tie_given ? "--tie" : "the model's error between two layouts");
+}
+
 static void write_header(FILE *f, int n, int feasible, const plan_request *req, const plan_report *rp,
                          const table_cols *cols)
 {
@@ -400,10 +415,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
                 "# PERTURBED (what-if): the 'sim' rows ran under %s; the 'model' rows are the analytical model's clean "
                 "prediction (it has no what-if), and the layouts to simulate were chosen from it\n",
                 rp->perturbed);
-    fprintf(f,
-            "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: the model's "
-            "own error (the CPU validation MAPE, docs/validation.md), not a ranking\n",
-            100 * rp->tie);
+    write_model_error(f, rp);
     if (rp->robust) fprintf(f, "# robust: slowdown of the step under %s; worst_%% the largest\n", rp->robust_set);
     fprintf(f, "#%4s %3s %-*s %6s %11s %11s %9s %12s %7s %10s %12s", "rank", "tie", cols->name_w, "layout", "by",
             "analytic_s", "step_s", "spread_%", "tok/s/GPU", "MFU_%", "mem_GB", "exposed_s");
@@ -660,6 +672,15 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
 
 /* ---- JSON ---- */
 
+static json_t *json_model_error(const plan_report *rp)
+{
+    const fidelity_error *e = &rp->model_error;
+    return json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "kind", e->kind ? e->kind : "", "what",
+                     e->what ? e->what : "", "rows", e->rows, "mean_abs_pct", e->mean_abs_pct, "lo_pct", e->lo_pct,
+                     "hi_pct", e->hi_pct, "between_layouts_pct", e->between_pct, "source",
+                     "docs/validation.md#the-fidelity-table");
+}
+
 static json_t *json_ratio(double v) { return isnan(v) ? json_null() : json_real(v); }
 
 static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, const plan_report *rp, bool tie)
@@ -732,6 +753,9 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
     json_object_set_new(jr, "global_batch_default", json_boolean(req->global_batch_default));
     json_object_set_new(jr, "micro_batches_per_replica",
                         req->global_batch ? json_null() : json_integer(req->base.micro_batches));
+    json_object_set_new(jr, "tie_pct", json_real(100 * rp->tie));
+    json_object_set_new(jr, "tie_from", json_string(rp->tie_given ? "--tie" : "model_error.between_layouts_pct"));
+    json_object_set_new(jr, "model_error", json_model_error(rp));
     json_object_set_new(jr, "ranked_by",
                         json_string(req->global_batch ? "time per global batch" : "GPU-seconds per sample"));
     if (rp->perturbed) json_object_set_new(j, "perturbed", json_string(rp->perturbed));

@@ -33,6 +33,7 @@
 
 #include "analytic.h"
 #include "memory.h"
+#include "fidelity.h"
 #include "whatif.h"
 
 /* The perturbations of `loong plan --robust`, in the order of
@@ -43,10 +44,6 @@ typedef enum { PLAN_PERT_STRAGGLER, PLAN_PERT_NIC, PLAN_PERT_JITTER, PLAN_PERT_C
 /* "straggler", "slow NIC", "jitter": the table's column stems. */
 const char *plan_pert_name(plan_pert k);
 
-/* The model's own error, the default width of a tie: the mean step-time
- * MAPE of the CPU validation loop over its repetitions from a fresh clone
- * (the measurements and their date: docs/validation.md). */
-#define PLAN_TIE_DEFAULT 0.0459
 
 typedef struct plan_layout {
     config c; /* with its data-parallel degree c.dp */
@@ -155,6 +152,8 @@ typedef struct plan_report {
     int draws;                        /* document packings averaged (1: the given layout) */
     const char *docs;                 /* where the documents came from, or NULL for one */
     double tie;                       /* layouts within this fraction of the best tie with it */
+    bool tie_given;                   /* --tie set it; else it is model_error's between-layout error */
+    fidelity_error model_error;       /* the fidelity table's error on runs of this kind (fidelity.h) */
     bool robust;                      /* plan_layout.robust was filled for the simulated layouts */
     const char *robust_set;           /* how the perturbations were chosen, for the header */
     const char *perturbed;            /* every simulation's perturbations (whatif_describe), or NULL */

@@ -2,8 +2,9 @@
  * plan_pick: which layout to recommend when the model cannot tell layouts
  * apart, and how robust the candidates are (plan.h).
  *
- * Two layouts whose predicted steps differ by less than the model's own
- * error (PLAN_TIE_DEFAULT, the CPU validation MAPE) tie. Among tied
+ * Two layouts whose predicted steps differ by less than the model's error
+ * between two layouts (fidelity.h: the spread of its end-to-end errors on
+ * published runs), or --tie, tie. Among tied
  * layouts the recommendation prefers the more robust under `--robust`'s
  * perturbations (unless their worst cases tie too), then the simpler: fewer
  * streams, then no KV replication, then the faster.
@@ -165,8 +166,9 @@ static void write_tie(FILE *f, const plan_layout *ls, const int *idx, int m, int
                 robust_ran(best) ? "as robust as any of them and no more complex" : "none of them is simpler");
         return;
     }
-    fprintf(f, "# tie: the fastest, %s, is only %.2f %% ahead, within the model's %.2f %% error; %s is chosen as ",
-            best->name, 100 * (plan_gpu_seconds(p) / plan_gpu_seconds(best) - 1), 100 * rp->tie, p->name);
+    fprintf(f, "# tie: the fastest, %s, is only %.2f %% ahead, within %s %.2f %%; %s is chosen as ", best->name,
+            100 * (plan_gpu_seconds(p) / plan_gpu_seconds(best) - 1),
+            rp->tie_given ? "--tie's" : "the model's error between two layouts,", 100 * rp->tie, p->name);
     if (robustness_decided(ls, idx, m, rp->tie))
         fprintf(f, "the more robust (worst case +%.1f %% under %s, against +%.1f %% under %s)\n",
                 100 * (plan_worst_step(p) / plan_step(p) - 1), plan_pert_name(weakest(p)),
