@@ -119,7 +119,7 @@ START_TEST(refuses_mismatch)
     FILE *f = fopen(meas_path, "w");
     uint32_t n = dag_ntasks(ga);
     double *z = calloc(n, sizeof *z);
-    trace_filter flt = {0, -1};
+    trace_filter flt = {0, -1, 0};
     trace_write(f, ga, "hand", z, z, &flt, NULL);
     fclose(f);
     r = run_cmd(LOONG_BIN " compare %s %s", pred_path, meas_path);

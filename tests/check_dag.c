@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/pipeline.h"
+#include "core/elementwise.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -202,8 +204,12 @@ START_TEST(tp_norm_grads_after_sync)
         for (uint32_t k = 0; k < t->ndeps; k++)
             after_sync |= dag_deps(g, t)[k] == sync;
         ck_assert(after_sync);
-        for (uint32_t k = 0; gather != DAG_NONE && k < dag_task_get(g, gather)->ndeps; k++)
-            before_gather |= dag_deps(g, dag_task_get(g, gather))[k] == norm;
+        /* the gather waits for the optimizer step, which waits for the norms */
+        for (uint32_t k = 0; gather != DAG_NONE && k < dag_task_get(g, gather)->ndeps; k++) {
+            const dag_task *d = dag_task_get(g, dag_deps(g, dag_task_get(g, gather))[k]);
+            for (uint32_t j = 0; d->op == OP_OPTIM_STEP && j < d->ndeps; j++)
+                before_gather |= dag_deps(g, d)[j] == norm;
+        }
         ck_assert(before_gather);
         ck_assert_int_eq(gather != DAG_NONE, c.zero == 1 || c.zero == 2);
     }
@@ -532,12 +538,70 @@ START_TEST(deterministic_ids)
 }
 END_TEST
 
+/* The step's memory-bound kernels (elementwise.h) against closed forms,
+ * with and without sequence parallelism: per block, forward and backward,
+ * two norms and two residual adds over (T/tp or T, h), rotary over Q and
+ * K's (T, (H + H_kv) d / tp), SwiGLU over (T, ffn / tp); the embedding,
+ * final norm and loss once; the gradient buffer zeroed and the optimizer
+ * stepped once, over every local parameter and the rank's ZeRO shard. */
+START_TEST(elementwise_closed_forms)
+{
+    config c = tcfg("llama3-8b", 16 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = 2;
+    c.zero = 1;
+    c.recompute = RECOMPUTE_NONE;
+    c.sequence_parallel = _i == 0;
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t T = config_local_tokens(&c), h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, a = c.act_bytes;
+    uint64_t rows = c.sequence_parallel ? T / 2 : T, L = (uint64_t)m->layers;
+    uint64_t qk = ((uint64_t)m->heads + (uint64_t)m->kv_heads) / 2 * d, ffn = (uint64_t)m->ffn / 2;
+    uint64_t vocab = ((uint64_t)m->vocab + 1) / 2, params = pipe_stage_params(&c, 0);
+    uint64_t shard = (params + 4 * (uint64_t)c.dp - 1) / (4 * (uint64_t)c.dp); /* cp 4 */
+    /* [kind - TASK_NORM][bwd]: elements and HBM bytes expected on rank 0 */
+    uint64_t want_e[7][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
+                             {L * T * qk, L * T * qk},
+                             {2 * L * rows * h, 2 * L * rows * h},
+                             {L * T * ffn, L * T * ffn},
+                             {T * h, T * h},
+                             {T * vocab, T * vocab},
+                             {params + shard, 0}};
+    uint64_t want_b[7][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
+                             {L * T * qk * 2 * a, L * T * qk * 2 * a},
+                             {2 * L * rows * h * 3 * a, 2 * L * rows * h * 3 * a},
+                             {L * T * ffn * 3 * a, L * T * ffn * 5 * a},
+                             {T * h * 2 * a, vocab * h * 12 + T * h * 2 * a},
+                             {T * vocab * 38, T * vocab * 14},
+                             {params * 4 + shard * 38, 0}};
+    uint64_t got_e[7][2] = {{0}}, got_b[7][2] = {{0}};
+    uint32_t n;
+    const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(g, ids[i]);
+        if (t->kind < TASK_NORM || t->kind > TASK_OPTIM) continue;
+        int k = t->kind - TASK_NORM, b = t->phase == PHASE_BWD;
+        got_e[k][b] += t->flops;
+        got_b[k][b] += elementwise_hbm_bytes(&c, (task_op)t->op, (task_phase)t->phase, t->flops);
+    }
+    for (int k = 0; k < 7; k++)
+        for (int b = 0; b < 2; b++) {
+            ck_assert_msg(got_e[k][b] == want_e[k][b], "%s %s: %llu elements, want %llu", task_kind_name(TASK_NORM + k),
+                          b ? "bwd" : "fwd", (unsigned long long)got_e[k][b], (unsigned long long)want_e[k][b]);
+            ck_assert_msg(got_b[k][b] == want_b[k][b], "%s %s: %llu bytes, want %llu", task_kind_name(TASK_NORM + k),
+                          b ? "bwd" : "fwd", (unsigned long long)got_b[k][b], (unsigned long long)want_b[k][b]);
+        }
+    dag_free(g);
+}
+END_TEST
+
 /* Every collective group is a communicator over mesh dimensions, with the
  * members of the closed forms: the head group of ring index s is
  * {s*P_h + h} head-first and {h*P_s + s} context-first, the context group
  * of head h {h*P_s + s} / {s*P_h + h} over s, the gradient group ranks
  * 0..P-1 (and the replicas: dimensions {head, seq, dp}). A DAG holds one
- * replica: dp 2 builds the same tasks as dp 1. */
+ * replica: dp 2 builds the same tasks as dp 1, but for the optimizer step's
+ * shard of the parameters. */
 START_TEST(communicators_are_mesh_groups)
 {
     for (int cf = 0; cf < 2; cf++) {
@@ -579,8 +643,17 @@ START_TEST(communicators_are_mesh_groups)
         one.dp = 1;
         dag *g1 = tbuild(&one);
         ck_assert_uint_eq(dag_ntasks(g), dag_ntasks(g1));
-        for (uint32_t i = 0; i < dag_ntasks(g); i++)
-            ck_assert_int_eq(memcmp(dag_task_get(g, i), dag_task_get(g1, i), sizeof(dag_task)), 0);
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            dag_task a = *dag_task_get(g, i), b = *dag_task_get(g1, i);
+            if (a.op == OP_OPTIM_STEP) { /* the one task dp sizes: the optimizer's shard, 1 / (cp x dp) */
+                uint64_t all = pipe_stage_params(&c, 0), n = c.zero ? (uint64_t)config_cp(&c) : 1;
+                uint64_t d = c.zero ? (uint64_t)c.dp : 1;
+                ck_assert_uint_eq(a.flops, (all + n * d - 1) / (n * d));
+                ck_assert_uint_eq(b.flops, (all + n - 1) / n);
+                a.flops = b.flops;
+            }
+            ck_assert_int_eq(memcmp(&a, &b, sizeof(dag_task)), 0);
+        }
         dag_free(g1);
         dag_free(g);
     }
@@ -633,6 +706,7 @@ static Suite *dag_suite(void)
     tc = tcase_create("conservation");
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
+    tcase_add_loop_test(tc, elementwise_closed_forms, 0, 2);
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);

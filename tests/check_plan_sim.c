@@ -289,11 +289,11 @@ START_TEST(robust_columns)
     ck_assert_ptr_nonnull(strstr(r.out, "# robust: best in the worst case: "));
     FILE *f = fopen(csv, "r");
     ck_assert_ptr_nonnull(f);
-    char line[4096], v[32][96];
+    char line[4096], v[33][96];
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
     ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
     fclose(f);
-    for (int k = 0; k < 32; k++)
+    for (int k = 0; k < 33; k++)
         csv_field(line, k, v[k], sizeof v[k]);
     double step = atof(v[14]), strag = atof(v[24]), nic = atof(v[26]), jit = atof(v[28]), worst = atof(v[29]);
     /* step_s is printed to the microsecond, the robust steps to 9 digits */
@@ -303,8 +303,8 @@ START_TEST(robust_columns)
     ck_assert_msg(!strncmp(v[25], "rank ", 5), "straggler_on '%s'", v[25]);
     run_result s = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 64K --mesh %sx%s "
                                      "--placement %s --partition %s --ring %s --window %s --kv-replication %s "
-                                     "--zero %s --recompute %s --compose --straggler %s:1.25 --quiet",
-                           model, v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[30], v[31], v[25] + 5);
+                                     "--zero %s --recompute %s --tp %s --compose --straggler %s:1.25 --quiet",
+                           model, v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[30], v[31], v[32], v[25] + 5);
     ck_assert_msg(s.status == 0, "loong sim --straggler: %s", s.err);
     const char *t = strstr(s.out, "# step time: ");
     ck_assert_ptr_nonnull(t);

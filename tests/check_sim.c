@@ -420,10 +420,18 @@ START_TEST(pipeline_bubble)
     c.vpp = rows[_i].v;
     sim_result res;
     dag *g = simulate_free_links(&c, 4, &res);
-    double f = 0, b = 0, h = 0, busy0 = 0;
+    double f = 0, b = 0, h = 0, busy0 = 0, extra = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (!task_is_compute(t)) continue;
+        /* the memory-bound kernels outside the blocks (the embedding, the
+         * final norm and the loss, the gradient buffer's zeroing, the
+         * optimizer: ~1e-6 of the step here) are not the passes' blocks;
+         * all of them together bound what they add to the step */
+        if (t->layer < 0 && t->kind >= TASK_NORM) {
+            extra += res.dur[i];
+            continue;
+        }
         if (t->rank == 0) busy0 += res.dur[i];
         if (t->op == OP_LM_HEAD && t->mb == 0) h += res.dur[i];
         if (t->rank == 1 && t->mb == 0) *(t->phase == PHASE_FWD ? &f : &b) += res.dur[i]; /* a middle stage */
@@ -431,12 +439,13 @@ START_TEST(pipeline_bubble)
     double p = c.pp, m = c.micro_batches, v = c.vpp, idle = 1 - busy0 / res.makespan;
     ck_assert_double_eq_tol(busy0, m * (f + b), 1e-9 * busy0);
     if (c.schedule != SCHED_INTERLEAVED) {
-        assert_within(res.makespan, (p - 1) * (f + b) + m * (f + b + h), 1e-6, "pipeline step");
-        ck_assert_double_eq_tol(idle, ((p - 1) * (f + b) + m * h) / res.makespan, 1e-6);
+        double want = (p - 1) * (f + b) + m * (f + b + h);
+        assert_within(res.makespan, want, 1e-6 + extra / want, "pipeline step");
+        ck_assert_double_eq_tol(idle, ((p - 1) * (f + b) + m * h) / res.makespan, 1e-6 + extra / res.makespan);
     } else {
         ck_assert_msg(m * h / res.makespan < 1e-6, "the LM head is not negligible: %g", m * h / res.makespan);
-        ck_assert_msg(fabs(idle - (p - 1) / (v * m + p - 1)) < 1e-6, "interleaved bubble %.9f, closed form %.9f", idle,
-                      (p - 1) / (v * m + p - 1));
+        ck_assert_msg(fabs(idle - (p - 1) / (v * m + p - 1)) < 1e-6 + extra / res.makespan,
+                      "interleaved bubble %.9f, closed form %.9f", idle, (p - 1) / (v * m + p - 1));
     }
     sim_result_free(&res);
     dag_free(g);

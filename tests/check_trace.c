@@ -73,7 +73,7 @@ START_TEST(round_trip)
     ck_assert(fabs(trace_makespan(&t) - trace_us(st[n - 1] + du[n - 1])) < 1e-3);
     trace_free(&t);
     /* a rank filter keeps that rank's events only */
-    trace_filter flt = {1, -1};
+    trace_filter flt = {1, -1, 0};
     f = fopen(p, "w");
     ck_assert_int_eq(trace_write(f, g, "test", st, du, &flt, NULL), 0);
     fclose(f);
@@ -429,7 +429,7 @@ START_TEST(flows_match_dag)
         size_t all = check_flows(p, g, st, du, NULL);
         ck_assert_uint_gt(all, 0);
         /* filters: flows only between written slices */
-        trace_filter by_rank = {1, -1}, by_layer = {-1, 0};
+        trace_filter by_rank = {1, -1, 0}, by_layer = {-1, 0, 0};
         write_with(p, g, st, du, &by_rank);
         check_flows(p, g, st, du, &by_rank);
         write_with(p, g, st, du, &by_layer);

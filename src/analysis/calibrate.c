@@ -271,7 +271,7 @@ static void bound_rate(const calib *base, int k, calibrate_fit_of *f, calibrate_
 {
     if (f->status != CAL_FITTED) return;
     double rate = 1 / f->line.c1, ref = calib_reference(base, k);
-    bool mem = k == TASK_MERGE || k == TASK_ACC;
+    bool mem = calib_memory_bound(k);
     if (rate <= ref) return;
     if (calib_assumed(base, k)) {
         double *raise = mem ? &r->raise_mem_bw : &r->raise_peak;
@@ -594,7 +594,7 @@ void calibrate_print(FILE *f, const calibrate_result *r)
     fprintf(f, header, "kind", "points", "t0_us", "rate", "R^2", "rms_rel_%", "max_rel_%", "outliers");
     for (int k = 0; k < TASK_KIND_COUNT; k++) {
         const calibrate_fit_of *o = &r->kind[k];
-        bool mem = k == TASK_MERGE || k == TASK_ACC;
+        bool mem = calib_memory_bound(k);
         if (o->status == CAL_FITTED)
             print_line(f, task_kind_name(k), &o->line, 1 / o->line.c1 / 1e9, mem ? "GB/s" : "GF/s");
     }

@@ -41,7 +41,7 @@
 enum {
     KINETO_P2P = TASK_KIND_COUNT, /* ncclDevKernel_SendRecv, ncclKernel_SendRecv_* */
     KINETO_NCCL_OTHER,            /* broadcast, reduce, and NCCL kernels whose op is not named */
-    KINETO_OTHER,                 /* every kernel no rule names (norms, RoPE, optimizer, ...) */
+    KINETO_OTHER,                 /* every kernel no rule names */
     KINETO_KINDS
 };
 const char *kineto_kind_name(int kind); /* loong's names, "p2p", "nccl_other", "other" */

@@ -21,7 +21,13 @@ enum { KIND_NCCL = -2 };
  * *.h: FlashAttnFwdSm90, FlashAttnBwdSm90), cuDNN's fused SDPA (kernel
  * names cudnn_generated_fort_native_sdpa_*_fprop / _bprop, which
  * TransformerEngine's fused attention runs), PyTorch's memory-efficient
- * attention (fmha_cutlassF / fmha_cutlassB), cuBLAS/CUTLASS GEMMs
+ * attention (fmha_cutlassF / fmha_cutlassB), the elementwise kernels of
+ * Megatron-Core + TransformerEngine (TE's rmsnorm_{fwd,bwd}_*_kernel,
+ * fused_rope_{forward,backward}_kernel and {d,}gated_act_kernel; PyTorch's
+ * CUDAFunctor_add, embedding's indexSelect and embedding_backward kernels and the
+ * cross_entropy/log_softmax/nll_loss kernels; Apex's and TE's
+ * multi_tensor_apply_kernel for the optimizer and the FillFunctor<float>
+ * that zeroes the fp32 gradient buffer), cuBLAS/CUTLASS GEMMs
  * (sm80/sm90 xmma and CUTLASS gemm kernels, cuBLAS 12.6's nvjet_*, gemv),
  * and NCCL (src/device: ncclDevKernel_* since 2.19, ncclKernel_* before). */
 static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
@@ -39,6 +45,26 @@ static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
                                     "nccl      ncclSymkDevKernel_*\n"
                                     "merge     loong_merge_kernel*\n"
                                     "acc       loong_acc_kernel*\n"
+                                    "norm      *rmsnorm*\n"
+                                    "norm      *RMSNorm*\n"
+                                    "norm      *layernorm*\n"
+                                    "norm      *layer_norm*\n"
+                                    "norm      *LayerNorm*\n"
+                                    "rope      *fused_rope*\n"
+                                    "rope      *rotary*\n"
+                                    "act       *gated_act*\n"
+                                    "act       *swiglu*\n"
+                                    "act       *silu*\n"
+                                    "act       *gelu*\n"
+                                    "add       *bias_dropout_add*\n"
+                                    "add       *CUDAFunctor_add*\n"
+                                    "embed     *embedding*\n"
+                                    "embed     *indexSelect*\n"
+                                    "loss      *cross_entropy*\n"
+                                    "loss      *log_softmax*\n"
+                                    "loss      *nll_loss*\n"
+                                    "optim     *multi_tensor_apply*\n"
+                                    "optim     *FillFunctor<float>*\n"
                                     "gemm      *gemm*\n"
                                     "gemm      *Gemm*\n"
                                     "gemm      nvjet_*\n"

@@ -94,6 +94,38 @@ static json_t *attn_args(const config *c, const dag_task *t)
     return json_pack("{s:o, s:o}", "Input Dims", dims, "Concrete Inputs", conc);
 }
 
+/* The kernel name of a memory-bound task, as the library that runs it in
+ * Megatron-Core + TransformerEngine names it (merge and acc: loong's own,
+ * loong_*); the shipped kernel-name table (kineto_names.c) maps each back
+ * to its kind. */
+static const char *elementwise_kernel_name(const dag_task *t)
+{
+    bool bwd = t->phase == PHASE_BWD;
+    switch (t->kind) {
+    case TASK_MERGE: return "loong_merge_kernel";
+    case TASK_NORM:
+        return bwd ? "void transformer_engine::normalization::rmsnorm_bwd_tuned_kernel<bf16>"
+                   : "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<bf16>";
+    case TASK_ROPE:
+        return bwd ? "void transformer_engine::fused_rope_backward_kernel<bf16>"
+                   : "void transformer_engine::fused_rope_forward_kernel<bf16>";
+    case TASK_ADD:
+        return "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>";
+    case TASK_ACT:
+        return bwd ? "void transformer_engine::dgated_act_kernel<silu, dsilu>"
+                   : "void transformer_engine::gated_act_kernel<silu>";
+    case TASK_EMBED:
+        return bwd ? "void at::native::embedding_backward_feature_kernel<c10::BFloat16>"
+                   : "void at::native::indexSelectLargeIndex<c10::BFloat16>";
+    case TASK_LOSS: return bwd ? "cross_entropy_bwd_kernel" : "cross_entropy_fwd_kernel";
+    case TASK_OPTIM:
+        return t->op == OP_ZERO_GRAD
+                   ? "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+                   : "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>";
+    default: return "loong_acc_kernel";
+    }
+}
+
 static void compute(writer *w, const dag_task *t, double ts, double dur)
 {
     const config *c = dag_config(w->g);
@@ -122,9 +154,7 @@ static void compute(writer *w, const dag_task *t, double ts, double dur)
         launch(w, "void flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>(Flash_bwd_params)",
                "flash_attn::_flash_attn_backward", attn_args(c, t), t->stream, ts, dur, NULL);
         break;
-    default: /* merge, acc: elementwise kernels the shipped table names loong_* */
-        launch(w, t->kind == TASK_MERGE ? "loong_merge_kernel" : "loong_acc_kernel", NULL, NULL, t->stream, ts, dur,
-               NULL);
+    default: launch(w, elementwise_kernel_name(t), NULL, NULL, t->stream, ts, dur, NULL);
     }
 }
 

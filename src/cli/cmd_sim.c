@@ -871,7 +871,7 @@ static int check_against_config(sim_args *a, const config *c)
 
 int cmd_sim(int argc, char **argv)
 {
-    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1}};
+    sim_args a = {.out = "-", .links = 10, .flt = {-1, -1, 0}};
     cli_config cc = {0};
     argc = split_simgrid_args(argc, argv, &a);
     int rc = parse_args(argc, argv, &a, &cc);

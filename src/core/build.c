@@ -48,6 +48,7 @@
 #include <string.h>
 
 #include "dag_internal.h"
+#include "elementwise.h"
 #include "pipeline.h"
 #include "ring.h"
 #include "ringgeo.h"
@@ -64,6 +65,7 @@ typedef struct prog {
     bool sp;            /* sequence parallelism */
     bool overlap;       /* --tp-overlap: the ring-exchange pipelines below */
     uint32_t after;     /* a task the next GEMM or DP collective waits for besides its buffers (DAG_NONE: none) */
+    uint32_t tp_after;  /* a task the next TP collective waits for besides its buffers (DAG_NONE: none) */
     uint32_t grad_sync; /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
     int stage;          /* pipeline stage (pipeline.h) */
     bool last_mb;       /* the pass being emitted is of the last micro-batch: the gradients are complete */
@@ -117,6 +119,52 @@ static uint32_t gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, 
 #define READS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 #define WRITES     READS
 
+/* A memory-bound kernel of op (elementwise.h) on the compute stream: it
+ * reads the buffers `reads` and writes `writes`, the tensors it updates as
+ * far as the DAG's dependencies go. Its FLOPs field holds the elements it
+ * processes (dim[0] x dim[1]; dims of 2^32 and more are 0). */
+static uint32_t elementwise(prog *p, task_op op, task_phase ph, int layer, const int *reads, int nreads,
+                            const int *writes, int nwrites)
+{
+    builder *b = p->b;
+    uint64_t rows, cols;
+    elementwise_shape(p->c, op, p->stage, &rows, &cols);
+    /* the final norm and the loss, beside the LM head, are model-level (-1) like it */
+    uint32_t id = bt_begin(b, elementwise_kind(op), STREAM_COMP, op, ph, layer < p->m->layers ? layer : -1);
+    dag_task *t = bt_task(b, id);
+    t->dim[0] = rows <= UINT32_MAX ? (uint32_t)rows : 0;
+    t->dim[1] = (uint32_t)cols;
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    t->flops = rows * cols;
+    for (int i = 0; i < nreads; i++)
+        bt_reads(b, reads[i]);
+    for (int i = 0; i < nwrites; i++)
+        bt_writes(b, writes[i]);
+    bt_end(b);
+    return id;
+}
+
+/* The common case: a kernel updating one tensor in place. */
+static void inplace(prog *p, task_op op, task_phase ph, int layer, int buf)
+{
+    elementwise(p, op, ph, layer, &buf, 1, &buf, 1);
+}
+
+/* A norm of block `layer` (L: the final one) on buf: it reads the block's
+ * weights too, so under ZeRO-3 it waits for their gather like the GEMMs.
+ * Forward, its output is a new tensor that the next TP collective (the
+ * sequence-parallel all-gather) waits for: writing buf would make it wait
+ * for buf's other readers (ZeRO-3's gathers wait for the block input).
+ * Backward, it updates the gradient in place and writes the norm weight's
+ * gradient, which the gradient collectives wait for. */
+static void norm(prog *p, task_op op, task_phase ph, int layer, int buf)
+{
+    const int writes[2] = {buf, BUF_LB(layer, LB_GRAD)};
+    bool bwd = ph == PHASE_BWD;
+    uint32_t id = elementwise(p, op, ph, layer, READS(buf, BUF_LB(layer, LB_W)), writes, bwd ? 2 : 0);
+    if (!bwd) p->tp_after = id;
+}
+
 /* Head all-to-all of `heads` heads of d (all ranks' buffers T x heads x d). */
 static void a2a(prog *p, task_op op, task_phase ph, int layer, uint64_t heads, const int *reads, int nreads, int write)
 {
@@ -152,6 +200,8 @@ static void tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, in
     if (p->tp == 1) return;
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_TP, op, ph, layer);
+    bt_after(b, p->tp_after);
+    p->tp_after = DAG_NONE;
     dag_task *t = bt_task(b, id);
     t->group = p->tp_gid;
     t->dim[0] = (uint32_t)p->T;
@@ -237,6 +287,8 @@ static uint32_t tp_step(prog *p, task_op op, task_phase ph, int layer, int step,
     uint64_t rows = p->T / (uint64_t)p->tp, hid = (uint64_t)p->m->hidden;
     for (int recv = 0; recv < 2; recv++) {
         uint32_t id = bt_begin(b, recv ? TASK_RECV : TASK_SEND, STREAM_TP, op, ph, layer);
+        if (!recv) bt_after(b, p->tp_after);
+        p->tp_after = recv ? DAG_NONE : p->tp_after;
         dag_task *t = bt_task(b, id);
         t->peer = mesh_shift(&m, r, MESH_TP, recv ? -1 : 1);
         t->dim[0] = (uint32_t)rows;
@@ -452,18 +504,24 @@ static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
     uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD) fwd_gathers(p, l);
+    norm(p, OP_NORM_ATTN, ph, l, X);
     const tp_gemm qkv = {
         OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
     column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
+    inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
     attention_fwd_part(p, l, ph, with_ring);
     const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
                          {tbuf(p, l, LB_HP)}, 1};
     row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
+    inplace(p, OP_ADD_ATTN, ph, l, H);
+    norm(p, OP_NORM_MLP, ph, l, H);
     const tp_gemm gate_up[2] = {{OP_MLP_GATE, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1},
                                 {OP_MLP_UP, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1}};
     column(p, OP_TP_H, ph, l, H, tbuf(p, l, LB_HG), gate_up, 2);
+    inplace(p, OP_ACT, ph, l, M);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {tbuf(p, l, LB_YP)}, 1};
     row(p, OP_TP_Y, ph, l, &down, 1, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
+    inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
 }
 
 /* tp > H_kv: the tp/H_kv shards holding one KV head (config_tp_kv_head0)
@@ -501,10 +559,13 @@ static void layer_bwd(prog *p, int l)
     if (c->recompute != RECOMPUTE_NONE) layer_fwd(p, l, PHASE_RECOMPUTE, c->recompute == RECOMPUTE_FULL);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
     column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG), &down, 1);
+    inplace(p, OP_ACT, PHASE_BWD, l, DM);
     tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG)); /* h again, beside down */
     const tp_gemm up_gate[2] = {{OP_MLP_UP, ffn, hid, {DM, tbuf(p, l, LB_HG), W}, 3, {tbuf(p, l, LB_DHP), G}, 2},
                                 {OP_MLP_GATE, ffn, hid, {DM, tbuf(p, l, LB_HG), W}, 3, {tbuf(p, l, LB_DHP), G}, 2}};
     row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, tbuf(p, l, LB_DHP), DH);
+    norm(p, OP_NORM_MLP, PHASE_BWD, l, DH);
+    inplace(p, OP_ADD_MLP, PHASE_BWD, l, DH); /* the residual's gradient joins the MLP's */
     const tp_gemm out = {OP_OUT_PROJ,
                          hid,
                          (uint64_t)m->heads * d / tp,
@@ -517,12 +578,15 @@ static void layer_bwd(prog *p, int l)
     /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
     int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
+    elementwise(p, OP_ROPE, PHASE_BWD, l, READS(lbuf(p, l, LB_DQKV), dkv_a, dkv_b), WRITES(lbuf(p, l, LB_DQKV)));
     tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X), tbuf(p, l, LB_XG)); /* x again, beside attention */
     const tp_gemm qkv = {OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d,
                          hid,    {lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b},
                          5,      {tbuf(p, l, LB_DXP), G},
                          2};
     row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    norm(p, OP_NORM_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
+    inplace(p, OP_ADD_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
     if (!p->last_mb) return; /* the gradients accumulate over the micro-batches */
     kv_grad_replicas(p, l);
     if (c->zero == 0) dp_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
@@ -546,14 +610,20 @@ static void head_grads(prog *p, int wait_buf)
  * into the embedding rows (backward, after block 0). */
 static void embedding(prog *p, task_phase ph)
 {
+    int rows = BUF_LB(0, p->tp > 1 ? LB_XG : LB_X); /* the lookup's output, reduced over TP */
     if (ph == PHASE_FWD) {
+        elementwise(p, OP_EMBED, ph, -1, NULL, 0, &rows, 1);
         tp_reduce(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_XG), BUF_LB(0, LB_X));
         return;
     }
     tp_gather(p, OP_TP_EMBED, ph, -1, BUF_LB(0, LB_DX), BUF_LB(0, LB_DYG));
+    int grad = p->tp > 1 && p->sp ? BUF_LB(0, LB_DYG) : BUF_LB(0, LB_DX);
+    uint32_t id = elementwise(p, OP_EMBED, ph, -1, &grad, 1, NULL, 0);
     /* pipelined, the first stage reduces the embedding's gradient itself
      * (else the LM head's reduction covers it) */
-    if (p->c->pp > 1) head_grads(p, p->tp > 1 && p->sp ? BUF_LB(0, LB_DYG) : BUF_LB(0, LB_DX));
+    p->after = id;
+    if (p->c->pp > 1) head_grads(p, grad);
+    p->after = DAG_NONE;
 }
 
 /* LM head forward, then backward; its buffers live at index L. Vocab-
@@ -567,8 +637,10 @@ static void lm_head_fwd(prog *p)
     uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
     uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
     if (c->zero == 3 && c->prefetch == 0) param_gather(p, L, BUF_LB(L, LB_X)); /* else prefetched */
+    norm(p, OP_NORM_FINAL, PHASE_FWD, L, BUF_LB(L, LB_X));
     tp_gather(p, OP_TP_X, PHASE_FWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
     gemm(p, OP_LM_HEAD, PHASE_FWD, L, T, v, hid, READS(tbuf(p, L, LB_XG), W), WRITES(BUF_LB(L, LB_M)));
+    inplace(p, OP_LOSS, PHASE_FWD, L, BUF_LB(L, LB_M));
     tp_coll_sized(p, TASK_ALLREDUCE, OP_TP_LOSS, PHASE_FWD, L, 3 * T, 4, BUF_LB(L, LB_M), BUF_LB(L, LB_M));
 }
 
@@ -578,10 +650,12 @@ static void lm_head_bwd(prog *p)
     int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
     uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
     uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
+    inplace(p, OP_LOSS, PHASE_BWD, L, BUF_LB(L, LB_M));
     tp_gather(p, OP_TP_X, PHASE_BWD, L, BUF_LB(L, LB_X), tbuf(p, L, LB_XG));
     gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), tbuf(p, L, LB_XG), W),
          WRITES(tbuf(p, L, LB_DXP), G));
     tp_reduce(p, OP_TP_X, PHASE_BWD, L, tbuf(p, L, LB_DXP), BUF_LB(L, LB_DX));
+    norm(p, OP_NORM_FINAL, PHASE_BWD, L, BUF_LB(L, LB_DX));
     head_grads(p, -1);
 }
 
@@ -716,14 +790,42 @@ static void pipeline_passes(prog *p)
     free(ops);
 }
 
+/* The optimizer's kernels (elementwise.h): the gradient buffer zeroed
+ * before the first pass (grad = false), or the step over the rank's shard
+ * once every gradient collective so far and the norm weights' reduction
+ * (`after`) are done (true). Returns the step's id. */
+static uint32_t optimizer(prog *p, bool step, uint32_t after)
+{
+    builder *b = p->b;
+    int L = p->m->layers;
+    uint64_t rows, cols;
+    task_op op = step ? OP_OPTIM_STEP : OP_ZERO_GRAD;
+    elementwise_shape(p->c, op, p->stage, &rows, &cols);
+    uint32_t id = bt_begin(b, TASK_OPTIM, STREAM_COMP, op, PHASE_REDUCE, -1);
+    bt_after(b, p->grad_sync);
+    bt_after(b, after);
+    dag_task *t = bt_task(b, id);
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    t->flops = rows * cols;
+    for (int l = 0; l <= L; l++) {
+        if (!stage_holds(p, l)) continue;
+        if (step) bt_reads(b, BUF_LB(l, LB_GRAD));
+        bt_writes(b, BUF_LB(l, step ? LB_W : LB_GRAD));
+    }
+    bt_end(b);
+    return id;
+}
+
 static void training_step(prog *p)
 {
     const config *c = p->c;
     int L = p->m->layers;
+    optimizer(p, false, DAG_NONE);
     pipeline_passes(p);
     uint64_t all = pipe_stage_params(c, p->stage);
     if (c->zero == 1) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, all, 0, L);
-    p->after = norm_grads(p); /* the optimizer step, then the gather of its result, wait for it */
+    /* the gather of the optimizer step's result waits for it */
+    p->after = optimizer(p, true, norm_grads(p));
     if (c->zero == 1 || c->zero == 2) dp_coll(p, TASK_ALLGATHER, OP_PARAM_ALLGATHER, -1, all, 0, L);
     p->after = DAG_NONE;
 }
@@ -743,6 +845,7 @@ static void build_rank(builder *b)
               c->tp,
               c->sequence_parallel,
               c->tp_overlap,
+              DAG_NONE,
               DAG_NONE,
               DAG_NONE,
               pipe_stage(c, bt_rank(b)),

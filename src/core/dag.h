@@ -51,6 +51,15 @@ typedef enum {
     TASK_ATTN_BWD,
     TASK_MERGE, /* LSE combine of a block's (O, LSE) into the running output */
     TASK_ACC,   /* elementwise fp32 add (travelling dKV, KV-replica gradient sum) */
+    /* the step's other memory-bound kernels (elementwise.h): their FLOPs
+     * field holds the elements they process, like ACC's */
+    TASK_NORM,  /* RMSNorm forward or backward */
+    TASK_ROPE,  /* rotary embedding of Q and K */
+    TASK_ADD,   /* a residual add (forward) or the sum of a residual's two gradients (backward) */
+    TASK_ACT,   /* the MLP's activation (SwiGLU) */
+    TASK_EMBED, /* the embedding lookup (forward) or its gradient into the fp32 main grad (backward) */
+    TASK_LOSS,  /* the vocab-parallel cross-entropy over the logits */
+    TASK_OPTIM, /* the optimizer step over the local shard, or the zeroing of the gradient buffer */
     TASK_SEND,
     TASK_RECV,
     TASK_ALLTOALL,
@@ -111,6 +120,18 @@ typedef enum {
     OP_TP_KV_GRAD,   /* tp > H_kv: a KV head's QKV weight-gradient columns (hidden, 2d), summed over its replicas */
     OP_PP_ACT,       /* pipeline p2p: a virtual stage's output activations (T/tp, hidden) to the next */
     OP_PP_GRAD,      /* pipeline p2p: their gradient back */
+    /* memory-bound kernels (elementwise.h) */
+    OP_NORM_ATTN,  /* the norm before attention (input_layernorm) */
+    OP_NORM_MLP,   /* the norm before the MLP (pre_mlp_layernorm) */
+    OP_NORM_FINAL, /* the final norm before the LM head */
+    OP_ROPE,       /* rotary embedding */
+    OP_ADD_ATTN,   /* the residual add after attention */
+    OP_ADD_MLP,    /* the residual add after the MLP */
+    OP_ACT,        /* SwiGLU */
+    OP_EMBED,      /* the embedding */
+    OP_LOSS,       /* the cross-entropy */
+    OP_ZERO_GRAD,  /* the gradient buffer zeroed at the step's start */
+    OP_OPTIM_STEP, /* Adam over the local shard: gradient norm, update, parameter copy */
     OP_COUNT
 } task_op;
 
@@ -211,7 +232,8 @@ int task_kind_parse(const char *s);
 const char *stream_name(int stream);
 const char *task_op_name(int op);
 const char *task_phase_name(int phase);
-static inline bool task_is_compute(const dag_task *t) { return t->kind <= TASK_ACC; }
+#define TASK_COMPUTE_LAST TASK_OPTIM /* compute kinds are gemm .. optim */
+static inline bool task_is_compute(const dag_task *t) { return t->kind <= TASK_COMPUTE_LAST; }
 static inline bool task_is_p2p(const dag_task *t) { return t->kind == TASK_SEND || t->kind == TASK_RECV; }
 static inline bool task_is_collective(const dag_task *t) { return t->kind >= TASK_ALLTOALL; }
 

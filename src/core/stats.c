@@ -40,7 +40,7 @@ void stats_compute(const dag *g, rank_stats *out)
         rank_stats *st = &out[t->rank];
         st->tasks++;
         st->by_kind[t->kind]++;
-        st->flops += t->flops;
+        if (t->kind <= TASK_ACC) st->flops += t->flops; /* the elementwise kernels' field holds elements */
         if (t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) st->flops_attn += t->flops;
         if (t->kind == TASK_ATTN_FWD) st->flops_attn_fwd += t->flops;
         if (t->kind == TASK_GEMM) st->flops_gemm += t->flops;
@@ -124,7 +124,7 @@ void stats_print(FILE *f, const dag *g, const rank_stats *rs)
         const rank_stats *st = &rs[r];
         uint32_t p2p = st->by_kind[TASK_SEND] + st->by_kind[TASK_RECV];
         uint32_t coll = st->tasks - p2p;
-        for (int k = 0; k <= TASK_ACC; k++)
+        for (int k = 0; k <= TASK_COMPUTE_LAST; k++)
             coll -= st->by_kind[k];
         char tpc[16] = "";
         if (tp) snprintf(tpc, sizeof tpc, "%5d ", config_tp_rank(c, r));

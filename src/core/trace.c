@@ -17,6 +17,7 @@ static bool keep(const trace_filter *flt, const dag_task *t)
 {
     if (!flt) return true;
     if (flt->rank >= 0 && t->rank != flt->rank) return false;
+    if (flt->drop_kinds & (1u << t->kind)) return false;
     return flt->layer < 0 || t->layer < 0 || t->layer == flt->layer;
 }
 

@@ -29,8 +29,9 @@
 double trace_us(double seconds);
 
 typedef struct trace_filter {
-    int rank;  /* only this rank, or -1 */
-    int layer; /* only this layer, or -1 (model-level tasks are layer -1 and kept) */
+    int rank;            /* only this rank, or -1 */
+    int layer;           /* only this layer, or -1 (model-level tasks are layer -1 and kept) */
+    unsigned drop_kinds; /* bit 1 << kind: tasks of that kind left out (what a backend does not run) */
 } trace_filter;
 
 /* Write the trace of g. start_s[id] and dur_s[id] are seconds from the step's

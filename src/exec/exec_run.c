@@ -322,7 +322,14 @@ static int gather_stamps(xr *x, const double *start, const double *end, double *
 /* The measured trace, written last: rank 0 writes it to a temporary (an
  * unnamed one where afile can, which even a killed rank leaves no trace
  * of), every rank passes the trace fault point, and all agree. The file
- * is committed with the other outputs (commit_outputs). */
+ * is committed with the other outputs (commit_outputs). The step's
+ * elementwise kernels (core/elementwise.h) are not run (xr_launch_task)
+ * and not written: a duration of nothing would read as a measurement. */
+static const trace_filter exec_trace_filter = {-1, -1,
+                                               (1u << TASK_NORM) | (1u << TASK_ROPE) | (1u << TASK_ADD) |
+                                                   (1u << TASK_ACT) | (1u << TASK_EMBED) | (1u << TASK_LOSS) |
+                                                   (1u << TASK_OPTIM)};
+
 static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG_ERRLEN])
 {
     int bad = 0;
@@ -332,7 +339,8 @@ static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG
         snprintf(backend, sizeof backend, "exec-%s", x->ops->name);
         if (afile_open(&x->trace_out, x->o->trace_path, err) < 0)
             bad = 1;
-        else if (trace_write(x->trace_out.f, x->g, backend, gs, gd, NULL, NULL) < 0 || fflush(x->trace_out.f) != 0) {
+        else if (trace_write(x->trace_out.f, x->g, backend, gs, gd, &exec_trace_filter, NULL) < 0 ||
+                 fflush(x->trace_out.f) != 0) {
             snprintf(err, LOONG_ERRLEN, "write error on '%s'", x->o->trace_path);
             bad = 1;
         }

@@ -956,7 +956,10 @@ int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv)
     case TASK_ALLREDUCE:
     case TASK_REDUCESCATTER:
     case TASK_ALLGATHER: collective(&e, t); break;
-    default: break;
+    default: { /* the elementwise kernels: not run (docs/exec.md), an empty op keeps the stream's order */
+        dev_op op = op_new(DOP_FILL);
+        emit_op(&e, &op);
+    }
     }
     return emit_end(&e);
 }

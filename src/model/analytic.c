@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/elementwise.h"
 #include "core/model.h"
 #include "core/pipeline.h"
 #include "core/ringgeo.h"
@@ -515,6 +516,42 @@ static double gemms(const config *c, const calib *cb, bool bwd)
            gemm(cb, T, hid, ffn, bwd);
 }
 
+/* One memory-bound kernel of op (elementwise.h) on a rank of `stage`, as
+ * the calibration table times its task. */
+static double elementwise_seconds(const config *c, const calib *cb, task_op op, bool bwd, int stage)
+{
+    uint64_t rows, cols;
+    elementwise_shape(c, op, stage, &rows, &cols);
+    double bytes = (double)elementwise_hbm_bytes(c, op, bwd ? PHASE_BWD : PHASE_FWD, rows * cols);
+    return calib_seconds(cb, elementwise_kind(op), 0, bytes, (double)rows);
+}
+
+/* The block's memory-bound kernels, forward or backward (build.c). */
+static double block_elementwise(const config *c, const calib *cb, bool bwd)
+{
+    const task_op *ops;
+    double t = 0;
+    for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
+        t += elementwise_seconds(c, cb, ops[i], bwd, 0);
+    return t;
+}
+
+/* The kernels around the blocks: the embedding's on the first stage, the
+ * final norm's and the loss's on the last; forward and backward. */
+typedef struct head_elementwise {
+    double first_f, first_b, last_f, last_b;
+} head_elementwise;
+
+static head_elementwise head_elementwise_of(const config *c, const calib *cb)
+{
+    head_elementwise h;
+    h.first_f = elementwise_seconds(c, cb, OP_EMBED, false, 0);
+    h.first_b = elementwise_seconds(c, cb, OP_EMBED, true, 0);
+    h.last_f = elementwise_seconds(c, cb, OP_NORM_FINAL, false, 0) + elementwise_seconds(c, cb, OP_LOSS, false, 0);
+    h.last_b = elementwise_seconds(c, cb, OP_NORM_FINAL, true, 0) + elementwise_seconds(c, cb, OP_LOSS, true, 0);
+    return h;
+}
+
 /* --tp-overlap: one ring-exchange pair as build.c emits it, tp chunk
  * GEMMs of g seconds and tp-1 ring steps of s seconds. gather: step j runs
  * back to back from the start, chunk j waits for step j-1; scatter: chunk
@@ -574,7 +611,8 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     uint64_t heads = (uint64_t)config_tp_heads(c), qkv_heads = heads + 2 * (uint64_t)config_kv_heads_total(c);
     double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
     double a_o = alltoall(c, n, (double)size_a2a_bytes(c, heads));
-    double gf = gemms(c, cb, false), gb = gemms(c, cb, true);
+    double gf = gemms(c, cb, false) + block_elementwise(c, cb, false);
+    double gb = gemms(c, cb, true) + block_elementwise(c, cb, true);
     double fb, bb;
     bool ag = c->ring == RING_ALLGATHER;
     double rf = ag ? gather_pass(r, s, false, &fb) : ring_fwd(r, s, &fb);
@@ -624,8 +662,12 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     int L = m->layers, z = c->zero;
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
     double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
-    double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true);
-    double t = tk->embed, dp = 0, busy = 0, kv = 0; /* kv: the tp_kv stream (tp > H_kv) */
+    head_elementwise he = head_elementwise_of(c, cb);
+    double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true) + he.last_f + he.last_b;
+    double zero_grad = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, 0);
+    double optim = elementwise_seconds(c, cb, OP_OPTIM_STEP, false, 0);
+    double t = zero_grad + he.first_f + tk->embed, dp = 0, busy = zero_grad + he.first_f + he.first_b + optim;
+    double kv = 0; /* kv: the tp_kv stream (tp > H_kv) */
     /* ZeRO-3 gathers as build.c issues them (bounded prefetch): ready[j]
      * is when block j's parameters are in (j = L: the LM head's) */
     double *ready = z == 3 ? xmalloc_array((size_t)L + 1, sizeof *ready, "the gathers' times") : NULL;
@@ -660,13 +702,16 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
         if (z >= 2) dp = maxd(dp, grads) + k->rs_layer * share;
     }
     free(ready);
+    t += he.first_b;
     double grads = maxd(t, kv);
     if (z == 1) dp = maxd(dp, grads) + k->rs_all;
-    /* the norm gradients' all-reduce after the gradient reduction; the
-     * parameters' all-gather after it (build.c's norm_grads) */
+    /* the norm gradients' all-reduce after the gradient reduction, the
+     * optimizer step after both, the parameters' all-gather after it
+     * (build.c's norm_grads and optimizer) */
     double norm = tk->norm > 0 ? maxd(grads, dp) + tk->norm : 0;
-    if (z == 1 || z == 2) dp = maxd(maxd(dp, grads), norm) + k->ag_all;
-    out->step = maxd(maxd(grads, dp), norm);
+    double stepped = maxd(maxd(dp, grads), norm) + optim;
+    if (z == 1 || z == 2) dp = stepped + k->ag_all;
+    out->step = maxd(stepped, dp);
     out->busy = busy;
     out->exposed = out->step - busy;
     out->a2a = L * lc->a2a;
@@ -698,8 +743,8 @@ static double pp_hop(const config *c, const platform_spec *n)
  * micro-batch's backward block by block. */
 typedef struct pipe_walk {
     const config *c;
-    double f, b;                    /* one block's share of a forward and a backward pass */
-    double f_first, f_last, b_last; /* the extras of the first and last virtual stages */
+    double f, b;                             /* one block's share of a forward and a backward pass */
+    double f_first, b_first, f_last, b_last; /* the extras of the first and last virtual stages */
     double hop;
     double *fdone, *bdone; /* by virtual stage and micro-batch; < 0: not yet */
 } pipe_walk;
@@ -708,7 +753,7 @@ static double pass_seconds(const pipe_walk *w, int stage, const pipe_op *op)
 {
     const config *c = w->c;
     double t = (op->bwd ? w->b : w->f) * pipe_chunk_layers(c, stage);
-    if (!op->bwd && pipe_is_first(c, stage, op->chunk)) t += w->f_first;
+    if (pipe_is_first(c, stage, op->chunk)) t += op->bwd ? w->b_first : w->f_first;
     if (pipe_is_last(c, stage, op->chunk)) t += op->bwd ? w->b_last : w->f_last;
     return t;
 }
@@ -762,9 +807,18 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     const model *m = &c->model;
     int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
     double T = (double)config_local_tokens(c), v = (double)((m->vocab + c->tp - 1) / c->tp);
-    double lm_f = gemm(cb, T, v, m->hidden, false), lm_b = gemm(cb, T, v, m->hidden, true);
-    pipe_walk w = {c,    lc->fwd, lc->bwd, tk->embed, lm_f + tk->head_fwd, lm_b + tk->head - tk->head_fwd, pp_hop(c, n),
-                   NULL, NULL};
+    head_elementwise he = head_elementwise_of(c, cb);
+    double lm_f = gemm(cb, T, v, m->hidden, false) + he.last_f, lm_b = gemm(cb, T, v, m->hidden, true) + he.last_b;
+    pipe_walk w = {c,
+                   lc->fwd,
+                   lc->bwd,
+                   tk->embed + he.first_f,
+                   he.first_b,
+                   lm_f + tk->head_fwd,
+                   lm_b + tk->head - tk->head_fwd,
+                   pp_hop(c, n),
+                   NULL,
+                   NULL};
     size_t cells = (size_t)nv * (size_t)mb;
     w.fdone = xmalloc_array(cells, sizeof *w.fdone, "the pipeline walk");
     w.bdone = xmalloc_array(cells, sizeof *w.bdone, "the pipeline walk");
@@ -772,6 +826,8 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
         w.fdone[i] = w.bdone[i] = -1;
     double *free_at = xcalloc((size_t)pp * 3, sizeof *free_at, "the pipeline walk"), *busy = free_at + pp,
            *last_b = busy + pp;
+    for (int s = 0; s < pp; s++) /* the gradient buffer zeroed before the first pass */
+        free_at[s] = busy[s] = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, s);
     pipe_run(&w, free_at, busy, last_b);
     /* the stages' gradient reductions over DP, each over its own parameters */
     mesh msh = config_mesh(c);
@@ -794,13 +850,17 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
         double rs_all = c->zero == 1 ? dp_coll(c, n, g, N, pipe_stage_params(c, s), false) : 0;
         dp += rs_all;
         dp += tk->norm;
+        dp += elementwise_seconds(c, cb, OP_OPTIM_STEP, false, s); /* the optimizer step, then the all-gather */
         dp += rs_all;
         if (dp > step) step = dp, worst = s;
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);
     }
     double blocks = pipe_chunk_layers(c, worst) * c->vpp;
-    double busy_w = (double)mb * (blocks * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm_f + lm_b : 0));
+    double busy_w = (double)mb * (blocks * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm_f + lm_b : 0) +
+                                  (worst == 0 ? he.first_f + he.first_b : 0)) +
+                    elementwise_seconds(c, cb, OP_ZERO_GRAD, false, worst) +
+                    elementwise_seconds(c, cb, OP_OPTIM_STEP, false, worst);
     out->step = step;
     out->busy = busy_w;
     out->exposed = step - busy_w;

@@ -11,17 +11,19 @@
 #include "core/xalloc.h"
 #include "tiles.h"
 
+#include "core/elementwise.h"
 #include "core/sizes.h"
 
 #define CALIB_MAXPTS 32
-#define NKINDS       (TASK_ACC + 1) /* compute kinds: gemm .. acc */
+#define NKINDS       (TASK_COMPUTE_LAST + 1) /* compute kinds: gemm .. optim */
 
 typedef enum { X_FLOPS, X_BYTES, X_TOKENS } xaxis;
 static const char *const xaxis_names[] = {"flops", "bytes", "tokens"};
 
 typedef struct row {
     bool set;
-    bool curve; /* else a line */
+    bool inherited; /* a memory-bound kind after acc without a row of its own: acc's */
+    bool curve;     /* else a line */
     xaxis x;
     double t0;
     double rate; /* line: work per second */
@@ -52,7 +54,9 @@ enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kin
 #define RATE_MIN 1.0  /* FLOP/s or B/s: peak, mem_bw, a line's rate */
 #define EFF_MIN  1e-9 /* a curve point's efficiency */
 
-static bool memory_bound(int kind) { return kind == TASK_MERGE || kind == TASK_ACC; }
+/* merge, acc and the step's elementwise kernels (elementwise.h) */
+bool calib_memory_bound(int kind) { return kind == TASK_MERGE || (kind >= TASK_ACC && kind <= TASK_COMPUTE_LAST); }
+#define memory_bound calib_memory_bound
 
 /* ---- parsing ---- */
 
@@ -247,7 +251,7 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
                     "unknown key or kind '%s': expected gpu, peak, mem_bw, interference, tile, gemm, attn_fwd, "
-                    "attn_bwd, merge or acc%s",
+                    "attn_bwd, merge, acc, norm, rope, add, act, embed, loss or optim%s",
                     tok[0], "");
     return parse_row(cu, cb, kind, tok, ntok);
 }
@@ -258,6 +262,11 @@ static int check_table(const cursor *cu, calib *cb)
     if (!cb->gpu[0]) return fail(cu, "missing 'gpu NAME' line%s%s", "", "");
     if (cb->peak <= 0) return fail(cu, "missing 'peak FLOPS' line (e.g. peak 989T)%s%s", "", "");
     if (cb->mem_bw <= 0) return fail(cu, "missing 'mem_bw BANDWIDTH' line (e.g. mem_bw 3.35TBps)%s%s", "", "");
+    for (int k = TASK_ACC + 1; k < NKINDS; k++) /* tables from before these kinds: time them like acc */
+        if (!cb->rows[k].set && cb->rows[TASK_ACC].set) {
+            cb->rows[k] = cb->rows[TASK_ACC];
+            cb->rows[k].inherited = true;
+        }
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (!r->set) return fail(cu, "no row for kind '%s': every compute kind needs one%s", task_kind_name(k), "");
@@ -363,6 +372,8 @@ uint64_t calib_task_bytes(const config *c, const dag_task *t)
 {
     if (t->kind == TASK_MERGE) return size_merge_hbm_bytes(c, t->dim[0]);
     if (t->kind == TASK_ACC) return size_acc_hbm_bytes(t->flops); /* an ACC's FLOPs are its elements */
+    if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)       /* so are the elementwise kernels' */
+        return elementwise_hbm_bytes(c, (task_op)t->op, (task_phase)t->phase, t->flops);
     return 0;
 }
 
@@ -435,6 +446,7 @@ int calib_write(FILE *f, const calib *cb)
             cb->mem_bw, cb->mem_bw_assumed ? " assumed" : "");
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
+        if (r->inherited) continue; /* acc's row stands for it */
         if (!r->curve) {
             fprintf(f, "%s line %.17gs %.17g%s\n", task_kind_name(k), r->t0, r->rate, memory_bound(k) ? "Bps" : "");
             continue;

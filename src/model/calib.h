@@ -21,9 +21,11 @@
  *                           masked tile in full [none: exact pairs]
  *
  * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
- * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc
- * (memory-bound: work = bytes moved, calib_task_bytes(); efficiency relative
- * to `mem_bw`, RATE a bandwidth such as 2.7TBps). X, the curve's abscissa,
+ * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc,
+ * norm, rope, add, act, embed, loss, optim (memory-bound: work = bytes moved,
+ * calib_task_bytes(); efficiency relative to `mem_bw`, RATE a bandwidth such
+ * as 2.7TBps). A table without a row for norm .. optim times them with acc's
+ * row (and does not write it back). X, the curve's abscissa,
  * is `flops`, `bytes` or `tokens` (the task's first dimension: GEMM m, or
  * the query tokens of an attention block; token points take binary K/M
  * like --seq, FLOPs and bytes decimal SI prefixes). Curves interpolate linearly in
@@ -67,6 +69,10 @@ const char *calib_gpu(const calib *cb);
 double calib_peak(const calib *cb);
 double calib_mem_bw(const calib *cb);
 
+/* Whether a compute kind is timed by the bytes it moves (merge, acc and
+ * the elementwise kernels) rather than by its FLOPs. */
+bool calib_memory_bound(int kind);
+
 /* The reference a compute kind's rate is bounded by: mem_bw for merge and
  * acc, peak for the others; and whether the table marks it assumed. */
 double calib_reference(const calib *cb, int kind);
@@ -80,7 +86,8 @@ void calib_raise_reference(calib *cb, int kind, double rate);
 
 /* Bytes a memory-bound task moves through HBM (core/sizes.h): a merge
  * size_merge_hbm_bytes() of its query tokens, an acc size_acc_hbm_bytes()
- * of its elements. 0 for compute-bound kinds. */
+ * of its elements, the elementwise kernels elementwise_hbm_bytes() of
+ * theirs (core/elementwise.h). 0 for compute-bound kinds. */
 uint64_t calib_task_bytes(const config *c, const dag_task *t);
 
 /* The slowdown factor F of kind's kernels while communication runs beside

@@ -31,9 +31,9 @@ typedef struct fidelity_error {
     const char *kind; /* the rows' prefix: "e2e", "attn" */
     const char *what; /* "end-to-end training steps", "attention" */
     int rows;
-    double mean_abs_pct;       /* mean |error| */
-    double lo_pct, hi_pct;     /* the signed range */
-    double between_pct;        /* exp(sqrt(2) s) - 1, in % (0 with one row) */
+    double mean_abs_pct;   /* mean |error| */
+    double lo_pct, hi_pct; /* the signed range */
+    double between_pct;    /* exp(sqrt(2) s) - 1, in % (0 with one row) */
 } fidelity_error;
 
 /* Summarize the rows of `rows` whose name starts with "<kind>." into *out.

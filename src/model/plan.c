@@ -374,8 +374,9 @@ static void write_model_error(FILE *f, const plan_report *rp)
                 "docs/validation.md#the-fidelity-table); a bias common to two layouts cancels, their run-to-run "
                 "spread does not: %.1f %% between two layouts\n",
                 e->lo_pct, e->hi_pct, e->what, e->mean_abs_pct, e->rows, e->between_pct);
-    fprintf(f, "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: %s, not a "
-               "ranking\n",
+    fprintf(f,
+            "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: %s, not a "
+            "ranking\n",
             100 * rp->tie, rp->tie_given ? "--tie" : "the model's error between two layouts");
 }
 

@@ -44,7 +44,6 @@ typedef enum { PLAN_PERT_STRAGGLER, PLAN_PERT_NIC, PLAN_PERT_JITTER, PLAN_PERT_C
 /* "straggler", "slow NIC", "jitter": the table's column stems. */
 const char *plan_pert_name(plan_pert k);
 
-
 typedef struct plan_layout {
     config c; /* with its data-parallel degree c.dp */
     char name[64];

@@ -1,0 +1,81 @@
+/* elementwise: the step's memory-bound kernels. See elementwise.h. */
+#include "elementwise.h"
+
+#include "pipeline.h"
+
+task_kind elementwise_kind(task_op op)
+{
+    switch (op) {
+    case OP_NORM_ATTN:
+    case OP_NORM_MLP:
+    case OP_NORM_FINAL: return TASK_NORM;
+    case OP_ROPE: return TASK_ROPE;
+    case OP_ADD_ATTN:
+    case OP_ADD_MLP: return TASK_ADD;
+    case OP_ACT: return TASK_ACT;
+    case OP_EMBED: return TASK_EMBED;
+    case OP_LOSS: return TASK_LOSS;
+    default: return TASK_OPTIM;
+    }
+}
+
+/* Rows of the (T, hidden) tensors norms and residual adds run on: the
+ * sequence shard under sequence parallelism. */
+static uint64_t hidden_rows(const config *c)
+{
+    uint64_t T = config_local_tokens(c);
+    return c->tp > 1 && c->sequence_parallel ? T / (uint64_t)c->tp : T;
+}
+
+/* The stage's parameters (one TP shard) and the rank's shard of them. */
+static uint64_t local_params(const config *c, int stage, bool shard)
+{
+    uint64_t n = pipe_stage_params(c, stage), g = (uint64_t)config_cp(c) * (uint64_t)c->dp;
+    return shard && c->zero >= 1 ? (n + g - 1) / g : n;
+}
+
+void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, uint64_t *cols)
+{
+    const model *m = &c->model;
+    uint64_t T = config_local_tokens(c), tp = (uint64_t)c->tp, h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
+    *rows = hidden_rows(c);
+    *cols = h;
+    switch (op) {
+    case OP_ROPE: /* Q and K of the rank's heads: the QKV columns but V's */
+        *rows = T;
+        *cols = ((uint64_t)model_tp_qkv_heads(m, c->tp) - (uint64_t)model_tp_kv_heads(m, c->tp)) * d;
+        break;
+    case OP_ACT: *rows = T, *cols = (uint64_t)m->ffn / tp; break;
+    case OP_EMBED: *rows = T; break;
+    case OP_LOSS: *rows = T, *cols = ((uint64_t)m->vocab + tp - 1) / tp; break;
+    case OP_ZERO_GRAD: *rows = local_params(c, stage, false), *cols = 1; break;
+    case OP_OPTIM_STEP: *rows = local_params(c, stage, true), *cols = 1; break;
+    default: break;
+    }
+}
+
+uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint64_t elems)
+{
+    uint64_t a = (uint64_t)c->act_bytes;
+    bool bwd = ph == PHASE_BWD;
+    switch (elementwise_kind(op)) {
+    case TASK_NORM: return elems * (bwd ? 3 : 2) * a;
+    case TASK_ROPE: return elems * 2 * a;
+    case TASK_ADD: return elems * 3 * a;
+    case TASK_ACT: return elems * (bwd ? 5 : 3) * a;
+    case TASK_EMBED: {
+        if (!bwd) return elems * 2 * a;
+        uint64_t vocab = ((uint64_t)c->model.vocab + (uint64_t)c->tp - 1) / (uint64_t)c->tp;
+        return vocab * (uint64_t)c->model.hidden * (2 + 10) + elems * 2 * a;
+    }
+    case TASK_LOSS: return elems * (bwd ? 14 : 38);
+    default: return elems * (op == OP_ZERO_GRAD ? 4 : 38);
+    }
+}
+
+int elementwise_block_ops(const task_op **ops)
+{
+    static const task_op block[] = {OP_NORM_ATTN, OP_ROPE, OP_ADD_ATTN, OP_NORM_MLP, OP_ACT, OP_ADD_MLP};
+    *ops = block;
+    return (int)(sizeof block / sizeof block[0]);
+}
