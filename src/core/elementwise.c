@@ -27,11 +27,13 @@ static uint64_t hidden_rows(const config *c)
     return c->tp > 1 && c->sequence_parallel ? T / (uint64_t)c->tp : T;
 }
 
-/* The stage's parameters (one TP shard) and the rank's shard of them. */
-static uint64_t local_params(const config *c, int stage, bool shard)
+/* The stage's parameters (one TP shard), or the rank's shard of them
+ * when ZeRO shards what is counted from stage `from` on (1: the optimizer
+ * state, 2: the gradients too). */
+static uint64_t local_params(const config *c, int stage, int from)
 {
     uint64_t n = pipe_stage_params(c, stage), g = (uint64_t)config_cp(c) * (uint64_t)c->dp;
-    return shard && c->zero >= 1 ? (n + g - 1) / g : n;
+    return c->zero >= from ? (n + g - 1) / g : n;
 }
 
 void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, uint64_t *cols)
@@ -48,8 +50,8 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
     case OP_ACT: *rows = T, *cols = (uint64_t)m->ffn / tp; break;
     case OP_EMBED: *rows = T; break;
     case OP_LOSS: *rows = T, *cols = ((uint64_t)m->vocab + tp - 1) / tp; break;
-    case OP_ZERO_GRAD: *rows = local_params(c, stage, false), *cols = 1; break;
-    case OP_OPTIM_STEP: *rows = local_params(c, stage, true), *cols = 1; break;
+    case OP_ZERO_GRAD: *rows = local_params(c, stage, 2), *cols = 1; break;
+    case OP_OPTIM_STEP: *rows = local_params(c, stage, 1), *cols = 1; break;
     default: break;
     }
 }

@@ -13,8 +13,9 @@
  *   backward: the same kernels' backwards, in reverse.
  * Around the blocks: embed (T, h) and norm_final (T', h) forward and
  * backward, loss (T, ceil(V / tp)) forward and backward; once per step,
- * zero_grad over the stage's local parameters and optim_step over the
- * rank's shard of them (ZeRO >= 1: 1 / (cp x dp) of them).
+ * zero_grad over the stage's local gradients (ZeRO >= 2: the rank's shard,
+ * 1 / (cp x dp) of them) and optim_step over the rank's shard of the
+ * parameters (ZeRO >= 1).
  *
  * Bytes per element, with a = the activation's bytes (2 for bf16), from
  * the kernels' reads and writes:
