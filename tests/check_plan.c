@@ -629,6 +629,214 @@ START_TEST(model_error_tie)
 }
 END_TEST
 
+/* The layout column's names read back (loong plan --layout): for every
+ * layout of three requests (five dimensions with the ZeRO stage, recompute
+ * policy and schedule searched; tp fixed without sequence parallelism;
+ * packed documents), parse(name) gives the layout's own knobs, names it
+ * the same and finds it; removed layouts too, but for those whose dp
+ * does not split the global batch (no such layout can be named). */
+static void same_knobs(const config *a, const config *b, const char *name)
+{
+    const int x[] = {a->dp,
+                     a->pp,
+                     a->tp,
+                     a->p_head,
+                     a->p_seq,
+                     a->partition,
+                     a->ring,
+                     a->window,
+                     a->zero,
+                     a->recompute,
+                     a->schedule,
+                     a->vpp,
+                     a->micro_batches,
+                     a->kv_replication,
+                     a->sequence_parallel,
+                     a->tp_overlap,
+                     config_placement(a),
+                     a->prefetch,
+                     a->scope};
+    const int y[] = {b->dp,
+                     b->pp,
+                     b->tp,
+                     b->p_head,
+                     b->p_seq,
+                     b->partition,
+                     b->ring,
+                     b->window,
+                     b->zero,
+                     b->recompute,
+                     b->schedule,
+                     b->vpp,
+                     b->micro_batches,
+                     b->kv_replication,
+                     b->sequence_parallel,
+                     b->tp_overlap,
+                     config_placement(b),
+                     b->prefetch,
+                     b->scope};
+    for (size_t k = 0; k < sizeof x / sizeof x[0]; k++)
+        ck_assert_msg(x[k] == y[k], "%s: knob %zu is %d, read back %d", name, k, x[k], y[k]);
+    ck_assert_str_eq(a->strategy, b->strategy);
+}
+
+START_TEST(layout_names_round_trip)
+{
+    plan_request req = {0};
+    char err[LOONG_ERRLEN];
+    req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+    req.gpu_mem = 1e15;
+    if (_i == 0) { /* every dimension, every knob the plan searches */
+        req.gpus = 32, req.pp = PLAN_PP_AUTO, req.global_batch = 8;
+        req.search_zero = req.search_recompute = req.search_schedule = true;
+    } else if (_i == 1) { /* tp fixed, sequence parallelism off, --micro-batches */
+        req.base = base("llama3-70b", 64 * 1024, 1, 1, 1, RECOMPUTE_FULL);
+        req.base.sequence_parallel = false;
+        req.base.micro_batches = 2;
+        req.gpus = 32, req.tp = 4;
+    } else { /* the packed-document partitions */
+        req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
+        req.gpus = 16, req.dp = 1, req.tp = 1, req.search_zero = true;
+    }
+    int n, named = 0;
+    plan_layout *ls = plan_enumerate(&req, &n);
+    for (int i = 0; i < n; i++) {
+        const config *c = &ls[i].c;
+        if (req.global_batch && req.global_batch % (c->dp * c->batch)) continue;
+        config back;
+        ck_assert_msg(plan_parse_layout(&req, ls[i].name, &back, err) == 0, "%s: %s", ls[i].name, err);
+        char again[64];
+        plan_layout_name(&req, &back, again, sizeof again);
+        ck_assert_str_eq(again, ls[i].name);
+        same_knobs(c, &back, ls[i].name);
+        ck_assert_int_eq(plan_find_layout(ls, n, &req, &back), i);
+        named++;
+    }
+    ck_assert_int_gt(named, _i == 0 ? 1000 : 50);
+    free(ls);
+}
+END_TEST
+
+/* A name that does not parse, or says a knob the request fixes otherwise,
+ * is refused with the fix; 64 GPUs, ZeRO and recompute searched, a global
+ * batch of 64 samples. */
+START_TEST(layout_name_refusals)
+{
+    static const struct {
+        const char *name, *args, *want;
+    } rows[] = {
+        {"", "", "empty"},
+        {"8x8 hf zz single z1", "", "recompute"},
+        {"8x8 zz single z1 sel", "", "placement"},
+        {"8x8 hf zz z1 sel", "", "ring mode"},
+        {"8x8 hf zz double z1 sel", "", "w=W"},
+        {"8x8 hf zz single w=2 z1 sel", "", "double ring only"},
+        {"64x1 hf no ring z1 sel", "", "placement (hf, cf) applies"},
+        {"1x64 zz single z1 z1 sel", "", "second time"},
+        {"8x4 hf zz single z1 sel", "", "give --gpus 32"},
+        {"dp2*4x8 hf zz single m16 z1 sel", "", "give --global-batch 32"},
+        {"dp2*4x8 hf zz single z1 sel", "dp", "drop --dp"},
+        {"pp2*4x8 hf zz single 1f1b m64 z1 sel", "", "give --pp 2"},
+        {"tp16*4x1 no ring z1 sel", "", "add --tp 16"},
+        {"tp2*4x8 hf zz single no-sp z1 sel", "", "--sequence-parallel off"},
+        {"1x64 zz single z1 sel", "zero", "give --zero 1"},
+        {"1x64 zz single zigzag z1 sel", "", "'zigzag' is not a word"},
+        {"8y8 hf zz single z1 sel", "", "PHxPS"},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        plan_request req = {0};
+        req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_SELECTIVE);
+        req.gpus = 64, req.pp = 1, req.global_batch = 64;
+        req.search_zero = req.search_recompute = true;
+        if (!strcmp(rows[k].args, "dp")) req.dp = 4;
+        if (!strcmp(rows[k].args, "zero")) req.search_zero = false, req.base.zero = 2;
+        config c;
+        char err[LOONG_ERRLEN] = "";
+        ck_assert_msg(plan_parse_layout(&req, rows[k].name, &c, err) < 0, "'%s' was taken", rows[k].name);
+        ck_assert_msg(strstr(err, rows[k].want) && !strncmp(err, "--layout '", 10), "'%s': %s", rows[k].name, err);
+    }
+}
+END_TEST
+
+/* --layout on the CLI: the user's layout is marked in the table and the
+ * JSON; given the fastest row's own name, it is that row, rank 1, the
+ * same step; given one that cannot fit, it is shown with its OOM reason
+ * and the plan still ranks the rest (exit 0). */
+START_TEST(user_layout_scored)
+{
+    const char *json = "/tmp/loong-plan-user.json",
+               *args = " --gpus 16 --seq 256K --zero 1 --recompute selective --top 0 --rows 3";
+    ck_assert_int_eq(run_cmd(PLAN "%s --json %s -o /dev/null", args, json).status, 0);
+    char *j = read_text(json), first[64] = "";
+    const char *p = strstr(j, "\"layout\": \"");
+    ck_assert_ptr_nonnull(p);
+    sscanf(p + 11, "%63[^\"]", first);
+    free(j);
+    run_result r = run_cmd(PLAN "%s --layout '%s' --json %s", args, first, json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "<- yours") && strstr(r.out, "# yours (--layout): "), "%s", r.out);
+    p = strstr(r.out, "    1 ");
+    ck_assert_msg(p && strstr(p, first) && strstr(p, "<- yours") < strchr(p, '\n'), "row 1 is not marked:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, ", rank 1 of "), "%s", r.out);
+    j = read_text(json);
+    ck_assert_msg(strstr(j, "\"user_layout\": {") && strstr(j, "\"rank\": 1,") && strstr(j, "\"in_search\": true"),
+                  "%s", j);
+    free(j);
+    r = run_cmd(PLAN "%s --gpu-mem 40GB --layout '16x1 no ring kv-repl' --json %s", args, json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "# yours (--layout): 16x1 no ring kv-repl m64 is not feasible: predicted OOM at "),
+                  "%s", r.out);
+    j = read_text(json);
+    ck_assert_msg(strstr(j, "\"feasible\": false") && strstr(j, "\"rank\": null"), "%s", j);
+    free(j);
+    unlink(json);
+}
+END_TEST
+
+/* --show ROW --from FILE prints, without planning, the command that
+ * --show ROW prints after planning again, for the first rows. */
+START_TEST(show_from_json)
+{
+    const char *json = "/tmp/loong-plan-from.json",
+               *args = " --gpus 16 --seq 256K --zero 1 --recompute selective --top 0";
+    ck_assert_int_eq(run_cmd(PLAN "%s --json %s -o /dev/null", args, json).status, 0);
+    for (int row = 1; row <= 3; row++) {
+        run_result a = run_cmd(PLAN "%s --show %d", args, row);
+        run_result b = run_cmd(LOONG_BIN " plan --show %d --from %s --quiet", row, json);
+        ck_assert_msg(a.status == 0 && b.status == 0, "%s%s", a.err, b.err);
+        ck_assert_msg(count_lines(b.out) == 1 && !strncmp(b.out, "loong sim ", 10), "%s", b.out);
+        ck_assert_str_eq(a.out, b.out);
+    }
+    run_result r = run_cmd(LOONG_BIN " plan --show 9999 --from %s", json);
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "--show 9999"), "%s", r.err);
+    unlink(json);
+}
+END_TEST
+
+/* No layout splits the GPUs (72 = 8 x 9 for a model of 64 heads at 128K,
+ * on 9-GPU nodes as on 8-GPU ones): the error names the factor that no
+ * dimension takes and the count that splits, not a tp of 3; on 8-GPU
+ * nodes that count plans (on 9-GPU ones tp 1 leaves the 70B out of memory
+ * there, which that plan then says). */
+START_TEST(unsplit_gpu_count)
+{
+    const char *xml = "/tmp/loong-plan-9gpn.xml", *args = " --model llama3-70b --seq 128K --top 0 -o /dev/null";
+    ck_assert_int_eq(run_cmd(LOONG_BIN " topo --nodes 8 --gpus-per-node 9 --nics-per-node 9 -o %s", xml).status, 0);
+    const char *platforms[] = {xml, LOONG_SRCDIR "/topologies/dgx-h100-16n.xml"};
+    for (int k = 0; k < 2; k++) {
+        run_result r = run_cmd(LOONG_BIN " plan --platform %s --gpus 72 --quiet%s", platforms[k], args);
+        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "%s", r.err);
+        ck_assert_msg(strstr(r.err, "72 GPUs = 8 x 9, and 9 divides none of the 128K-token sequence") &&
+                          strstr(r.err, "use --gpus 64") && !strstr(r.err, "--tp 3"),
+                      "%s", r.err);
+        if (k == 0) continue;
+        r = run_cmd(LOONG_BIN " plan --platform %s --gpus 64 --quiet%s", platforms[k], args);
+        ck_assert_msg(r.status == 0, "--gpus 64: %s", r.err);
+    }
+    unlink(xml);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -765,6 +973,11 @@ int main(void)
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, model_error_tie);
+    tcase_add_loop_test(tc, layout_names_round_trip, 0, 3);
+    tcase_add_test(tc, layout_name_refusals);
+    tcase_add_test(tc, user_layout_scored);
+    tcase_add_test(tc, show_from_json);
+    tcase_add_test(tc, unsplit_gpu_count);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);
     tcase_add_test(tc, doc_draws);

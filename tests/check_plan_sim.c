@@ -372,6 +372,30 @@ START_TEST(show_reproduces_rows)
 }
 END_TEST
 
+/* --layout when the search simulates: the user's layout, far down the
+ * analytical ranking, is simulated like the picks (by "sim"), and the
+ * JSON's user_layout is its row of the table. */
+START_TEST(user_layout_simulated)
+{
+    const char *json = "/tmp/loong-plan-user-sim.json";
+    run_result r = run_cmd(LOONG_BIN " plan --platform " TOPO "dgx-h100-1n.xml --model tiny --seq 32K --zero 1 "
+                                     "--recompute selective --dp 1 --global-batch 4 --top 1 --quiet --layout "
+                                     "'tp4*1x2 ct ag kv-repl m4' --json %s",
+                           json);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char *j = read_text(json);
+    const char *u = strstr(j, "\"user_layout\": {");
+    ck_assert_msg(u && strstr(u, "\"by\": \"sim\""), "%s", j);
+    int rank = atoi(strstr(u, "\"rank\": ") + 8);
+    char row[64];
+    snprintf(row, sizeof row, "\"rank\": %d,", rank);
+    const char *p = strstr(j, row);
+    ck_assert_msg(p && p < u && strstr(p, "\"layout\": \"tp4*1x2 ct ag kv-repl m4\"") < strstr(p, "}"), "%s", j);
+    free(j);
+    unlink(json);
+}
+END_TEST
+
 /* --json and --plot: the JSON has every feasible row of the CSV with the
  * same figures, the recommendation of the table and each row's command;
  * the PNG is one, of as many points as rows. The recommended command's
@@ -461,6 +485,7 @@ int main(void)
     tcase_add_test(tc, compose_every_zero_stage);
     tcase_add_test(tc, robust_columns);
     tcase_add_test(tc, show_reproduces_rows);
+    tcase_add_test(tc, user_layout_simulated);
     tcase_add_test(tc, plan_json_and_plot);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -6,6 +6,7 @@
  * prints the same table as a serial run.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,6 +81,13 @@ static void plan_usage(FILE *f)
             "  --show ROW            print the loong sim command that reproduces table row ROW\n"
             "                        (its rank) instead of the table; the table's recommended\n"
             "                        line gives the pick's\n"
+            "  --from FILE           with --show ROW: read the row from a plan's --json FILE\n"
+            "                        instead of planning again (no other option applies)\n"
+            "  --layout NAME         score the layout you run beside the search: its name as\n"
+            "                        the layout column writes it (e.g. \"dp2*8x4 hf zz single\n"
+            "                        m8 z1 sel\"); marked 'yours' with its rank and its gap\n"
+            "                        to the recommendation, simulated when the search\n"
+            "                        simulates, shown with its reason when it cannot run\n"
             "  --jobs N              simulations at once, over all MPI ranks             [2]\n"
             "  --sim-timeout S       a simulation running longer is stopped, and its layout\n"
             "                        keeps its analytical score, marked model* (0: no\n"
@@ -106,7 +114,8 @@ static void plan_usage(FILE *f)
             "  --quiet               no progress bar on stderr\n"
             "  -h, --help            this text\n"
             "\n"
-            "Configuration options that apply (the mesh and ring knobs are what plan searches):\n"
+            "Configuration options that apply (the mesh and ring knobs are what plan searches:\n"
+            "give your own as --layout):\n"
             "  --model, --seq [1M], --batch, --zero [searched: 0-3], --recompute [searched],\n"
             "  --tp [searched: the divisors of the GPUs per node], --sequence-parallel, --dtype,\n"
             "  --micro-batches (instead of --global-batch), --schedule and --vpp [searched\n"
@@ -123,6 +132,9 @@ static void plan_usage(FILE *f)
 
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot, *pp;
+    const char *layout;               /* --layout: the user's layout, scored beside the search */
+    const char *from;                 /* --show ROW --from FILE: a plan's JSON, read instead of planning */
+    char planning[64];                /* the first option given that plans (refused with --from), or "" */
     int global_batch;                 /* 0: not given */
     bool nccl;                        /* the platform runs NCCL's collectives (what --tp-mode symmetric needs) */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
@@ -184,6 +196,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"exact", no_argument, 0, 'x'},
         {"full-layers", no_argument, 0, 'F'},
         {"show", required_argument, 0, 'S'},
+        {"from", required_argument, 0, 'f'},
+        {"layout", required_argument, 0, 'L'},
         {"why-removed", no_argument, 0, 'W'},
         {"json", required_argument, 0, 'J'},
         {"plot", required_argument, 0, 'P'},
@@ -205,11 +219,23 @@ static int parse_args(int argc, char **argv, plan_args *a)
     int opt;
     bool top_given = false;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    int li = -1;
+    while ((opt = getopt_long(argc, argv, "o:h", opts, &li)) != -1) {
+        char name[64]; /* the option as given, without its value */
+        if (li >= 0)
+            snprintf(name, sizeof name, "--%s", opts[li].name);
+        else
+            snprintf(name, sizeof name, "-%c", opt);
+        li = -1;
         top_given |= opt == 'k';
+        if (!a->planning[0] && opt != 'S' && opt != 'f' && opt != 'o' && opt != 'q' && opt != 'h' && opt != '?')
+            snprintf(a->planning, sizeof a->planning, "%s", name);
         if (searched_option(opt))
-            return cli_fail("plan", "'%s' is a layout knob that loong plan searches: drop it (loong sim takes it)",
-                            argv[optind - 1]);
+            return cli_fail("plan",
+                            "'%s %s' is a layout knob that loong plan searches: drop it, or score the layout you run "
+                            "beside the search with --layout \"NAME\" (its name as the layout column writes it, "
+                            "e.g. --layout \"dp2*8x4 hf zz single z1 sel\")",
+                            name, optarg ? optarg : "");
         if (cli_config_option(&a->cc, opt, optarg)) continue;
         int wi = cli_whatif_option("plan", &a->w, opt, optarg);
         if (wi < 0) return 2;
@@ -224,6 +250,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'x': a->exact = true; break;
         case 'F': a->full_layers = true; break;
         case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
+        case 'f': a->from = optarg; break;
+        case 'L': a->layout = optarg; break;
         case 'W': a->why_removed = true; break;
         case 'J': a->json = optarg; break;
         case 'P': a->plot = optarg; break;
@@ -243,6 +271,13 @@ static int parse_args(int argc, char **argv, plan_args *a)
         if (rc) return rc;
     }
     if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    if (a->from && !a->show)
+        return cli_fail("plan", "--from FILE reads a plan for --show ROW: add --show ROW (the table's rank)");
+    if (a->from && a->planning[0])
+        return cli_fail("plan",
+                        "--show --from reads a finished plan: drop '%s' (it applies when planning), or drop --from "
+                        "to plan again",
+                        a->planning);
     /* options that would silently override each other */
     if (top_given && a->exact)
         return cli_fail("plan",
@@ -272,6 +307,9 @@ typedef struct plan_ctx {
     platform_spec spec;
     calib *cb;
     int rank, size;
+    config user;     /* --layout's, parsed (plan_parse_layout) */
+    int user_at;     /* its index in the plan's layouts, or -1 without --layout */
+    bool user_added; /* the search does not enumerate it: appended */
 } plan_ctx;
 
 /* The GPU kind's memory (platform_spec_gpu_mem), 80 GB for a kind without one (cpu). */
@@ -430,8 +468,24 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (check_gpus(a, x, err) < 0) return -1;
     x->req.gpu_mem = default_gpu_mem(x->spec.gpu);
     if (a->gpu_mem && units_parse_mem(a->gpu_mem, "--gpu-mem", &x->req.gpu_mem, err) < 0) return -1;
+    if (a->layout && plan_parse_layout(&x->req, a->layout, &x->user, err) < 0) return -1;
     x->cb = calib_for_platform(a->platform, x->spec.gpu, a->calib, err);
     return x->cb ? 0 : -1;
+}
+
+/* The user's layout among the enumerated ones, or appended to them (it is
+ * then scored like them, and shown with its reason when it cannot run). */
+static plan_layout *find_user(const plan_args *a, plan_ctx *x, plan_layout *ls, int *n)
+{
+    x->user_at = -1;
+    if (!a->layout) return ls;
+    x->user_at = plan_find_layout(ls, *n, &x->req, &x->user);
+    if (x->user_at >= 0) return ls;
+    ls = xrealloc_array(ls, (size_t)*n + 1, sizeof *ls, "the plan's layouts");
+    plan_layout_init(&ls[*n], &x->req, &x->user);
+    x->user_added = true;
+    x->user_at = (*n)++;
+    return ls;
 }
 
 /* ---- MPI: the split and the gathers (one rank of one without MPI) ---- */
@@ -722,14 +776,16 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
 
 /* ---- which runs: the top K (or all), plus the two baselines ---- */
 
-static int pick_layouts(const plan_args *a, plan_layout *ls, int n, int *pick)
+static int pick_layouts(const plan_args *a, const plan_ctx *x, plan_layout *ls, int n, int *pick)
 {
     int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), k = a->exact ? m : (a->top < m ? a->top : m), np = 0;
     for (int i = 0; i < k; i++)
         pick[np++] = idx[i];
-    int base[2] = {plan_best_ring(ls, n), plan_best_ulysses(ls, n)};
-    for (int b = 0; b < 2 && k > 0; b++) {
+    /* the baselines, and --layout's: compared simulation to simulation */
+    int user = x->user_at >= 0 && !ls[x->user_at].removed ? x->user_at : -1;
+    int base[3] = {plan_best_ring(ls, n), plan_best_ulysses(ls, n), user};
+    for (int b = 0; b < 3 && k > 0; b++) {
         bool have = base[b] < 0;
         for (int i = 0; i < np; i++)
             have |= pick[i] == base[b];
@@ -923,8 +979,8 @@ static int simulable(const plan_args *a, const plan_ctx *x, plan_layout *ls, int
 static int simulate_draws(const plan_args *a, plan_ctx *x, plan_layout *ls, int n, unsigned *mode,
                           char err[LOONG_ERRLEN])
 {
-    int *pick = xmalloc_array((size_t)n + 2, sizeof *pick, "the plan's simulations");
-    int np = simulable(a, x, ls, pick, pick_layouts(a, ls, n, pick)), runs = 0;
+    int *pick = xmalloc_array((size_t)n + 3, sizeof *pick, "the plan's simulations");
+    int np = simulable(a, x, ls, pick, pick_layouts(a, x, ls, n, pick)), runs = 0;
     char(*why)[160] = xcalloc((size_t)np + 1, sizeof *why, "the plan's simulations");
     double *step = xcalloc((size_t)np + 1, sizeof *step, "the plan's simulations");
     double *exposed = xcalloc((size_t)np + 1, sizeof *exposed, "the plan's simulations");
@@ -1080,6 +1136,48 @@ static int write_show(FILE *f, const plan_args *a, const plan_layout *ls, int n,
     return 0;
 }
 
+/* --show ROW --from FILE: row ROW's loong sim command from the JSON that
+ * loong plan --json wrote, without planning again; exit 2 (one line) when
+ * the file is not such a plan or has no such row. */
+static int show_from(const plan_args *a)
+{
+    json_error_t je;
+    json_t *j = json_load_file(a->from, 0, &je);
+    if (!j)
+        return cli_fail("plan", "--from %s: cannot read it as JSON (%s): give the file loong plan --json FILE wrote",
+                        a->from, je.text);
+    json_t *rows = json_object_get(j, "rows");
+    int rc = 0;
+    if (!json_is_array(rows) || !json_is_object(json_object_get(j, "request")))
+        rc = cli_fail("plan",
+                      "--from %s is not a loong plan JSON (no \"rows\" and \"request\"): give the file "
+                      "loong plan --json FILE wrote",
+                      a->from);
+    else if ((size_t)a->show > json_array_size(rows))
+        rc = cli_fail("plan", "--show %d: the plan in %s has %zu rows (feasible layouts): give 1 to %zu", a->show,
+                      a->from, json_array_size(rows), json_array_size(rows));
+    json_t *r = rc ? NULL : json_array_get(rows, (size_t)a->show - 1);
+    const char *cmd = json_string_value(json_object_get(r, "command"));
+    const char *name = json_string_value(json_object_get(r, "layout")),
+               *by = json_string_value(json_object_get(r, "by"));
+    if (!rc && (!cmd || !name || !by))
+        rc = cli_fail("plan",
+                      "--from %s: row %d has no layout, by and command: write the plan again with loong plan "
+                      "--json FILE",
+                      a->from, a->show);
+    char err[LOONG_ERRLEN];
+    afile o = {0};
+    if (!rc && (afile_open(&o, a->out, err) < 0 || fprintf(o.f, "%s\n", cmd) < 0 || afile_commit(&o, err) < 0)) {
+        afile_abort(&o);
+        rc = cli_fail("plan", "%s", err[0] ? err : "write error on the output");
+    }
+    if (!rc && strcmp(by, "sim") && !a->quiet)
+        fprintf(stderr, "loong plan: row %d (%s) is the analytical model's; this command simulates it\n", a->show,
+                name);
+    json_decref(j);
+    return rc;
+}
+
 static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o, const plan_layout *ls, int n,
                          const plan_report *rp, char err[LOONG_ERRLEN])
 {
@@ -1126,9 +1224,14 @@ static int write_infeasible(const plan_args *a, const plan_ctx *x, plan_outputs 
 {
     char fix[128];
     plan_report rp = {.platform = a->platform};
-    if (plan_leanest(ls, n) < 0)
-        return cli_fail("plan", "no feasible layout for %d GPUs: %s", x->req.gpus, common_reason(ls, n));
+    if (plan_leanest(ls, n) < 0) { /* no layout got past its shape: the GPU count's fault, when it is */
+        char why[LOONG_ERRLEN];
+        bool count = plan_unsplit_reason(&x->req, why, sizeof why) == 0;
+        return cli_fail("plan", "no feasible layout for %d GPUs: %s", x->req.gpus, count ? why : common_reason(ls, n));
+    }
     int lean = plan_write_oom(o->t.f, ls, n, &x->req, fix, sizeof fix);
+    if (x->user_at >= 0)
+        fprintf(o->t.f, "# yours (--layout): %s is not feasible: %s\n", ls[x->user_at].name, ls[x->user_at].reason);
     if (ferror(o->t.f) || (a->csv && plan_write_csv(o->c.f, ls, n, &rp) < 0) ||
         (a->csv && afile_commit(&o->c, err) < 0) || afile_commit(&o->t, err) < 0) {
         abort_outputs(o);
@@ -1157,7 +1260,7 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
     double t0 = cli_now();
     int n;
     if (use_draw(a, x, NULL, 0, 0, err) < 0) return cli_fail("plan", "%s", err);
-    plan_layout *ls = plan_enumerate(&x->req, &n);
+    plan_layout *ls = find_user(a, x, plan_enumerate(&x->req, &n), &n);
     if (score_draws(a, x, ls, n, err) < 0) {
         free(ls);
         return cli_fail("plan", "%s", err);
@@ -1213,7 +1316,9 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
                       .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
                                     "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
                       .robust_s = robust_s,
-                      .why_removed = a->why_removed};
+                      .why_removed = a->why_removed,
+                      .user = x->user_at >= 0 ? &ls[x->user_at] : NULL,
+                      .user_added = x->user_added};
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;
@@ -1234,9 +1339,10 @@ static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LO
 int cmd_plan(int argc, char **argv)
 {
     plan_args a = {.out = "-", .top = 10, .jobs = 2, .rows = 20, .tie = -1, .sim_timeout = 600};
-    plan_ctx x = {0};
+    plan_ctx x = {.user_at = -1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    if (a.from) return show_from(&a);
 #ifndef HAVE_SIMGRID
     a.top = 0; /* no loong sim in this build: the analytical ranking only */
     a.exact = false;

@@ -88,6 +88,9 @@ NAMES(ring, ring_kind)
 NAMES(scope, scope_kind)
 NAMES(recompute, recompute_kind)
 const char *schedule_name(schedule_kind v) { return schedule_sp[v].name; }
+const char *placement_abbrev(placement_kind v) { return placement_sp[v].abbrev; }
+const char *partition_abbrev(partition_kind v) { return partition_sp[v].abbrev; }
+const char *ring_abbrev(ring_kind v) { return ring_sp[v].abbrev; }
 
 /* ---- validation ---- */
 

@@ -109,6 +109,11 @@ int ring_parse(const char *s, ring_kind *out);
 int scope_parse(const char *s, scope_kind *out);
 int recompute_parse(const char *s, recompute_kind *out);
 const char *schedule_name(schedule_kind s);
+/* The short spellings of config_layout_name ("hf", "zz", "ag"): static
+ * strings, never NULL for a valid value. */
+const char *placement_abbrev(placement_kind p);
+const char *partition_abbrev(partition_kind p);
+const char *ring_abbrev(ring_kind r);
 
 /* ---- the mesh ---- */
 /* Set the order to a named one. */

@@ -33,32 +33,7 @@ static plan_layout *vec_push(vec *a)
     return l;
 }
 
-/* Recompute policies by their name in a layout's. */
-static const char *recompute_abbrev(recompute_kind r)
-{
-    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "sel" : "full";
-}
-
-static void add_layout(vec *a, const plan_request *req, const config *c)
-{
-    plan_layout *l = vec_push(a);
-    l->c = *c;
-    snprintf(l->c.strategy, sizeof l->c.strategy, "%s", strategy_name_of(c));
-    config_layout_name(c, l->name, sizeof l->name);
-    size_t k = strlen(l->name);
-    if (c->pp > 1 || c->micro_batches > 1) { /* the pipeline's schedule and micro-batches */
-        const char *s = c->pp == 1                   ? ""
-                        : c->schedule == SCHED_GPIPE ? " gpipe"
-                        : c->schedule == SCHED_1F1B  ? " 1f1b"
-                                                     : " il";
-        k += (size_t)snprintf(l->name + k, sizeof l->name - k, "%s", s);
-        if (c->vpp > 1) k += (size_t)snprintf(l->name + k, sizeof l->name - k, "%d", c->vpp);
-        k += (size_t)snprintf(l->name + k, sizeof l->name - k, " m%d", c->micro_batches);
-    }
-    if (req->search_zero) k += (size_t)snprintf(l->name + k, sizeof l->name - k, " z%d", c->zero);
-    if (req->search_recompute) snprintf(l->name + k, sizeof l->name - k, " %s", recompute_abbrev(c->recompute));
-    if (config_validate(&l->c, l->reason) < 0) l->removed = true;
-}
+static void add_layout(vec *a, const plan_request *req, const config *c) { plan_layout_init(vec_push(a), req, c); }
 
 /* Partition x ring mode x window for one (placement, replication) mesh. */
 static void add_rings(vec *a, const plan_request *req, config c)
@@ -337,9 +312,10 @@ static void fmt_speedup(char *buf, size_t len, double v)
 /* The baseline columns a table has: only those with a feasible baseline. */
 typedef struct table_cols {
     bool ring, uly;
-    bool tp;    /* some layout has tp > 1 */
-    bool pp;    /* some layout has pipeline stages: the bubble column */
-    int name_w; /* the layout column's width */
+    bool tp;                 /* some layout has tp > 1 */
+    bool pp;                 /* some layout has pipeline stages: the bubble column */
+    int name_w;              /* the layout column's width */
+    const plan_layout *user; /* --layout's, marked "<- yours" */
 } table_cols;
 
 /* "# work:" the global batch every layout processes, or the micro-batches
@@ -466,7 +442,7 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     if (cols->ring) fprintf(f, " %8s", a);
     if (cols->uly) fprintf(f, " %8s", b);
     if (robust) write_robust(f, l);
-    fputc('\n', f);
+    fputs(l == cols->user ? "  <- yours\n" : "\n", f);
 }
 
 static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp)
@@ -576,7 +552,7 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
 {
     int *idx = xmalloc_array((size_t)n, sizeof *idx, "the plan's ranking");
     int m = plan_rank(ls, n, idx), ring = plan_best_ring(ls, n), uly = plan_best_ulysses(ls, n);
-    table_cols cols = {ring >= 0, uly >= 0, false, false, 34};
+    table_cols cols = {ring >= 0, uly >= 0, false, false, 34, rp->user};
     for (int i = 0; i < n; i++) {
         cols.tp |= ls[i].c.tp > 1 && !ls[i].removed;
         cols.pp |= ls[i].c.pp > 1 && !ls[i].removed;
@@ -592,6 +568,11 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
         write_row(f, k + 1, &ls[idx[k]], &r, ties_best(&ls[idx[k]], &ls[idx[0]], rp->tie), rp->robust, &cols);
     }
     if (rows < m) fprintf(f, "# ... %d more feasible layouts (--rows 0 or --csv for all)\n", m - rows);
+    for (int k = rows; rp->user && k < m; k++) /* the user's layout, below the rows shown */
+        if (&ls[idx[k]] == rp->user) {
+            row r = row_of(ls, idx[k], ring, uly, rp->peak);
+            write_row(f, k + 1, rp->user, &r, ties_best(rp->user, &ls[idx[0]], rp->tie), rp->robust, &cols);
+        }
     write_unsimulated(f, ls, idx, m);
     fprintf(f, "# baselines: best pure ring (Megatron-CP, %s P_s = P): %s; best pure Ulysses (P_s = 1): %s%s\n",
             req->base.docs ? "doc-zigzag (TransformerEngine's THD)" : "zigzag",
@@ -603,6 +584,7 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
     if (rp->robust)
         fprintf(f, "# time: --robust's simulations %.3f s of the SimGrid time, %.2fx the clean ones' %.3f s\n",
                 rp->robust_s, rp->robust_s / fmax(rp->sim_s - rp->robust_s, 1e-9), rp->sim_s - rp->robust_s);
+    plan_write_user(f, ls, n, req, rp);
     if (m) write_why(f, ls, idx, m, ring, uly, rp); /* last: what the user acts on */
     free(idx);
     return ferror(f) ? -1 : 0;
@@ -760,6 +742,7 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
     json_object_set_new(jr, "ranked_by",
                         json_string(req->global_batch ? "time per global batch" : "GPU-seconds per sample"));
     if (rp->perturbed) json_object_set_new(j, "perturbed", json_string(rp->perturbed));
+    json_object_set_new(j, "user_layout", plan_user_json(ls, n, rp));
     int rc = json_dumpf(j, f, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF ? 0 : -1;
     json_decref(j);
     free(idx);

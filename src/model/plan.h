@@ -157,7 +157,39 @@ typedef struct plan_report {
     const char *robust_set;           /* how the perturbations were chosen, for the header */
     const char *perturbed;            /* every simulation's perturbations (whatif_describe), or NULL */
     double robust_s;                  /* of sim_s: the --robust simulations */
+    const plan_layout *user;          /* --layout: the user's layout in ls, or NULL */
+    bool user_added;                  /* it is not one the search enumerates: appended to ls */
 } plan_report;
+
+/* ---- names, and the user's layout (plan_user.c) ---- */
+
+/* The layout column's name of c in req: config_layout_name, then the
+ * schedule and micro-batches (pp > 1 or m > 1: "1f1b m8", "il2 m16",
+ * "m4"), the ZeRO stage when req searches it ("z1") and the recompute
+ * policy when searched ("sel"). Truncated to len. */
+void plan_layout_name(const plan_request *req, const config *c, char *buf, size_t len);
+/* A fresh layout of config c (copied, its strategy named), with its name
+ * and, when config_validate refuses it, removed with that reason. */
+void plan_layout_init(plan_layout *l, const plan_request *req, const config *c);
+/* `--layout NAME`: parse a name as plan_layout_name writes it (the words
+ * after the mesh in any order) into c, req->base with the layout's knobs;
+ * the inverse of plan_layout_name on every layout plan_enumerate names.
+ * A knob the request fixes (--gpus, --dp, --pp, --tp, --zero, --recompute,
+ * --schedule, --global-batch, --sequence-parallel, --tp-overlap) must
+ * agree; one it searches must be in the name (the ZeRO stage, the
+ * placement, ...). Returns 0, or -1 with err naming the problem and the
+ * flag or word that fixes it. Does not validate c (a layout that cannot
+ * run is shown with its reason). */
+int plan_parse_layout(const plan_request *req, const char *name, config *c, char err[LOONG_ERRLEN]);
+/* The index of the layout of ls that is c (same name and micro-batches), or -1. */
+int plan_find_layout(const plan_layout *ls, int n, const plan_request *req, const config *c);
+/* "# yours (--layout):" the user's layout (rp->user) with its rank among
+ * the ranked layouts, how it was predicted and its gap to the
+ * recommendation in the ranking's key, or why it is not feasible. Nothing
+ * without rp->user. */
+void plan_write_user(FILE *f, const plan_layout *ls, int n, const plan_request *req, const plan_report *rp);
+/* The same as a new JSON object (user_layout), or JSON null without rp->user. */
+struct json_t *plan_user_json(const plan_layout *ls, int n, const plan_report *rp);
 
 /* ---- nothing fits (plan_oom.c) ---- */
 
@@ -173,6 +205,18 @@ int plan_leanest(const plan_layout *ls, int n);
  * copied into fix (len bytes). Returns the leanest, or -1 when no layout
  * got as far as its memory check (nothing written). */
 int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *req, char *fix, size_t len);
+
+/* When no layout of req gets past its shape (each removed by the
+ * configuration validator or the global batch, before any memory check),
+ * the cause in the GPU count: d, the most GPUs dividing req->gpus that some
+ * layout splits, leaves r = gpus / d that no dimension takes; writes into
+ * why (len bytes) "72 GPUs = 8 x 9, and 9 divides none of ...: use --gpus
+ * 64" with the quantities r does not divide (the sequence, the query
+ * heads, the global batch) and the most GPUs up to req->gpus that split (a
+ * multiple of d). Runs plan_enumerate at most 64 times. Returns 0, or -1
+ * (why untouched) when no divisor of the GPUs splits: the cause is not
+ * the GPU count. */
+int plan_unsplit_reason(const plan_request *req, char *why, size_t len);
 
 /* ---- the recommendation (plan_pick.c) ---- */
 /* A layout's worst step over the --robust perturbations, or its clean step

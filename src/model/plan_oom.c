@@ -134,3 +134,57 @@ int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *re
     free(fx);
     return lean;
 }
+
+/* ---- nothing splits: the GPU count ---- */
+
+/* Some layout of req on g GPUs gets past its shape (config_validate and
+ * the global batch); *budget counts the enumerations left. */
+static bool splits(const plan_request *req, int g, int *budget)
+{
+    if (--*budget < 0) return false;
+    plan_request r = *req;
+    r.gpus = g;
+    int n;
+    plan_layout *ls = plan_enumerate(&r, &n);
+    bool any = false;
+    for (int i = 0; i < n && !any; i++)
+        any = !ls[i].removed;
+    free(ls);
+    return any;
+}
+
+/* Enumerations the diagnosis may run: each takes milliseconds. */
+#define SPLIT_BUDGET 64
+
+int plan_unsplit_reason(const plan_request *req, char *why, size_t len)
+{
+    int N = req->gpus, budget = SPLIT_BUDGET, d = 0, g = 0;
+    for (int k = 2; k <= N && !d; k++) /* d = N / k: the largest divisor first */
+        if (N % k == 0 && splits(req, N / k, &budget)) d = N / k;
+    if (!d) return -1;
+    for (int k = N / d - 1; k > 1 && !g; k--)
+        if (splits(req, k * d, &budget)) g = k * d;
+    if (!g) g = d;
+    int r = N / d;
+    const config *b = &req->base;
+    char seq[32], none[LOONG_ERRLEN] = "";
+    units_fmt_count(b->seq, seq, sizeof seq);
+    size_t k = 0;
+    /* the quantities the rest would have to divide: say those it does not */
+    if (b->seq % (uint64_t)r) k += (size_t)snprintf(none + k, sizeof none - k, ", the %s-token sequence (P_s)", seq);
+    if (b->model.heads % r && k < sizeof none)
+        k += (size_t)snprintf(none + k, sizeof none - k, ", the %d query heads (tp, P_h)", b->model.heads);
+    if (req->global_batch && (req->global_batch / b->batch) % r && k < sizeof none)
+        snprintf(none + k, sizeof none - k, ", the global batch of %d samples (dp)", req->global_batch / b->batch);
+    if (none[0])
+        snprintf(why, len,
+                 "%d GPUs = %d x %d, and %d divides none of%s: no layout splits the %d over its dimensions; "
+                 "use --gpus %d, the most GPUs up to %d that split",
+                 N, d, r, r, none + 1, r, g, N);
+    else
+        snprintf(why, len,
+                 "%d GPUs = %d x %d, and no layout splits the %d over its dimensions; use --gpus %d, the most "
+                 "GPUs up to %d that split",
+                 N, d, r, r, g, N);
+    return 0;
+}
