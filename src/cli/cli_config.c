@@ -11,7 +11,7 @@
 
 const char *cli_config_help(void)
 {
-    static char buf[4096];
+    static char buf[8192];
     if (buf[0]) return buf;
     size_t n = (size_t)snprintf(buf, sizeof buf, "Configuration (shared by dag, sim, exec and plan):\n");
     for (int k = 0; k < KNOB_COUNT && n < sizeof buf; k++) {
@@ -35,12 +35,24 @@ const char *cli_config_help(void)
     return buf;
 }
 
+/* Megatron-LM's spellings of knobs (megatron/training/arguments.py), taken
+ * as they are so that a published run's flags paste in. */
+static const struct {
+    const char *name;
+    config_knob knob;
+} aliases[] = {{"decoder-first-pipeline-num-layers", KNOB_PP_FIRST_LAYERS},
+               {"decoder-last-pipeline-num-layers", KNOB_PP_LAST_LAYERS},
+               {"num-virtual-stages-per-pipeline-rank", KNOB_VPP}};
+#define NALIASES ((int)(sizeof aliases / sizeof *aliases))
+
 const struct option *cli_options(const struct option *own)
 {
-    static struct option all[KNOB_COUNT + 3 + 49];
+    static struct option all[KNOB_COUNT + NALIASES + 3 + 49];
     int n = 0;
     for (int k = 0; k < KNOB_COUNT; k++)
         all[n++] = (struct option){config_knob_get((config_knob)k)->option, required_argument, 0, CLI_OPT_BASE + k};
+    for (int i = 0; i < NALIASES; i++)
+        all[n++] = (struct option){aliases[i].name, required_argument, 0, CLI_OPT_BASE + (int)aliases[i].knob};
     all[n++] = (struct option){"docs-file", required_argument, 0, CLI_OPT_DOCS_FILE};
     all[n++] = (struct option){"doc-dist", required_argument, 0, CLI_OPT_DOC_DIST};
     all[n++] = (struct option){"seed", required_argument, 0, CLI_OPT_SEED};

@@ -346,18 +346,33 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
 }
 
 /* Megatron's uneven split (--decoder-first/last-pipeline-num-layers,
- * transformer_block.py's get_num_layers_to_build): the layers not on the
- * named first and last stages divide evenly over the others. */
+ * TransformerConfig.__post_init__'s checks in megatron/core/transformer/
+ * transformer_config.py): each named count at least 1, the other layers
+ * even over the other stages, one or more each; under --vpp every stage's
+ * count a multiple of v (each chunk holds 1/v of it). */
 static int validate_uneven(const config *c, char err[LOONG_ERRLEN])
 {
-    if (c->pp < 2 || c->vpp > 1)
-        return fail(err, "--pp-first-layers and --pp-last-layers split --pp 2 or more stages without --vpp");
-    int L = c->model.layers, rest = L - c->pp_first - c->pp_last, k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
+    if (c->pp < 2)
+        return fail(err, "--pp-first-layers and --pp-last-layers split --pp 2 or more stages: add --pp, or drop them");
+    int L = c->model.layers, v = c->vpp, rest = L - c->pp_first - c->pp_last;
+    int k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
     if (rest < k || (k ? rest % k : rest)) {
         snprintf(err, LOONG_ERRLEN,
                  "--pp-first-layers %d --pp-last-layers %d: the other %d of the %d layers do not split evenly over "
                  "the other %d stages, one or more each: choose counts that leave a multiple of %d",
                  c->pp_first, c->pp_last, rest, L, k, k ? k : 1);
+        return -1;
+    }
+    if (v == 1) return 0;
+    if (!k) /* get_transformer_layer_offset divides by the middle stages */
+        return fail(err, "--pp 2 with both --pp-first-layers and --pp-last-layers and --vpp: Megatron-Core places "
+                         "no middle stage's chunks then (its layer offset divides by zero): set one of the two");
+    int bad = c->pp_first % v ? c->pp_first : c->pp_last % v ? c->pp_last : rest / k % v ? rest / k : 0;
+    if (bad) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--vpp %d: a stage of %d layers (first %d, last %d, others %d each) does not split into %d "
+                 "equal chunks: make each a multiple of %d (Megatron-Core's check)",
+                 v, bad, c->pp_first, c->pp_last, rest / k, v, v);
         return -1;
     }
     return 0;
@@ -696,7 +711,8 @@ static const knob_row knobs[KNOB_COUNT] = {
                        KNOB_ENUM(schedule, schedule_sp)},
     [KNOB_VPP] = {{"vpp", "vpp", "V",
                    "interleaved: model chunks per stage (Megatron's\n"
-                   "virtual pipeline size)                        [1]",
+                   "virtual pipeline size; its spelling --num-\n"
+                   "virtual-stages-per-pipeline-rank works too)   [1]",
                    false},
                   KT_INT,
                   offsetof(config, vpp),
@@ -704,14 +720,18 @@ static const knob_row knobs[KNOB_COUNT] = {
                   0},
     [KNOB_PP_FIRST_LAYERS] = {{"pp_first_layers", "pp-first-layers", "N",
                                "layers of the first stage, the rest even over\n"
-                               "the others (Megatron's)              [even split]",
+                               "the others; with --vpp, 1/v in each chunk\n"
+                               "(Megatron's --decoder-first-pipeline-num-\n"
+                               "layers, also taken)                [even split]",
                                false},
                               KT_NONNEG,
                               offsetof(config, pp_first),
                               NULL,
                               0},
     [KNOB_PP_LAST_LAYERS] = {{"pp_last_layers", "pp-last-layers", "N",
-                              "layers of the last stage (with the LM head) [even]", false},
+                              "layers of the last stage (with the LM head);\n"
+                              "--decoder-last-pipeline-num-layers too  [even]",
+                              false},
                              KT_NONNEG,
                              offsetof(config, pp_last),
                              NULL,

@@ -17,25 +17,39 @@ int pipe_stage(const config *c, int rank)
 
 static bool uneven(const config *c) { return c->pp_first || c->pp_last; }
 
-/* An uneven split's layers on each stage the split does not name. */
+/* The layers of an uneven split's stages that the split does not name
+ * (Megatron's "middle" stages), each. */
 static int middle_layers(const config *c)
 {
     int k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
     return k ? (c->model.layers - c->pp_first - c->pp_last) / k : 0;
 }
 
-int pipe_chunk_layers(const config *c, int stage)
+/* Layers of the whole stage, over its v chunks. */
+static int stage_layers(const config *c, int stage)
 {
-    if (!uneven(c)) return c->model.layers / (c->pp * c->vpp);
+    if (!uneven(c)) return c->model.layers / c->pp;
     if (stage == 0 && c->pp_first) return c->pp_first;
     if (stage == c->pp - 1 && c->pp_last) return c->pp_last;
     return middle_layers(c);
 }
 
+/* Each chunk of a stage holds 1/v of the stage's layers
+ * (get_num_layers_to_build, megatron/core/transformer/transformer_block.py). */
+int pipe_chunk_layers(const config *c, int stage) { return stage_layers(c, stage) / c->vpp; }
+
+/* get_transformer_layer_offset (megatron/core/transformer/
+ * transformer_layer.py): chunk j of every stage comes after chunks
+ * 0 .. j-1 of all stages, L/v layers a round; within round j the stages
+ * run in order, first (pp_first/v), the middle ones (middle/v each), the
+ * last. With an even split this is (j pp + s) L/(pp v). */
 int pipe_first_layer(const config *c, int stage, int chunk)
 {
-    if (!uneven(c)) return (chunk * c->pp + stage) * pipe_chunk_layers(c, stage);
-    return stage == 0 ? 0 : pipe_chunk_layers(c, 0) + (stage - 1) * middle_layers(c); /* v = 1 */
+    int round = chunk * (c->model.layers / c->vpp);
+    if (stage == 0) return round;
+    int middle_rank = stage - (c->pp_first > 0); /* the stages before this one that hold middle/v each */
+    int middle = (uneven(c) ? middle_layers(c) : c->model.layers / c->pp) / c->vpp;
+    return round + c->pp_first / c->vpp + middle_rank * middle;
 }
 
 bool pipe_is_first(const config *c, int stage, int chunk)
@@ -56,9 +70,11 @@ bool pipe_holds(const config *c, int stage, int l)
 {
     if (c->pp == 1) return true;
     if (l == c->model.layers) return stage == 0 || stage == c->pp - 1;
-    if (!uneven(c)) return l / pipe_chunk_layers(c, stage) % c->pp == stage;
-    int first = pipe_first_layer(c, stage, 0);
-    return l >= first && l < first + pipe_chunk_layers(c, stage);
+    for (int j = 0; j < c->vpp; j++) {
+        int first = pipe_first_layer(c, stage, j);
+        if (l >= first && l < first + pipe_chunk_layers(c, stage)) return true;
+    }
+    return false;
 }
 
 uint64_t pipe_head_params(const config *c, int stage)
