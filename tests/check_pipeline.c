@@ -229,10 +229,11 @@ END_TEST
  * program holds: walking a stage rank's compute stream, a block's
  * activations of micro-batch k live from its forward's first GEMM to its
  * backward's last (the QKV backward); the most alive at once equal the
- * model's in_flight chunk passes of L/(pp v) blocks. */
-START_TEST(live_activations_match_memory)
+ * model's in_flight chunk passes of L/(pp v) blocks (of their chunks'
+ * blocks where the split is uneven or has slots). */
+static void live_matches_memory(const config *cp)
 {
-    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    config c = *cp;
     dag *g = tbuild(&c);
     mesh msh = config_mesh(&c);
     for (int s = 0; s < c.pp; s++) {
@@ -256,6 +257,12 @@ START_TEST(live_activations_match_memory)
         ck_assert_double_eq_tol(e.activations / e.act_per_layer, (double)peak, 1e-9);
     }
     dag_free(g);
+}
+
+START_TEST(live_activations_match_memory)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    live_matches_memory(&c);
 }
 END_TEST
 
@@ -316,6 +323,7 @@ START_TEST(uneven_split)
     ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), 8 * sum_flops(g1, -1, TASK_GEMM));
     dag_free(g);
     dag_free(g1);
+    live_matches_memory(&u);
 }
 END_TEST
 
@@ -369,6 +377,77 @@ START_TEST(uneven_vpp_layers)
             holders += pipe_holds(&c, s, l);
         ck_assert_int_eq(holders, 1);
     }
+}
+END_TEST
+
+/* The embedding's and the loss's slots (Megatron's --account-for-
+ * embedding/loss-in-pipeline-split, get_num_layers_to_build and
+ * get_transformer_layer_offset): L + slots split into pp v chunks of n;
+ * virtual stage 0 holds n - 1 layers with the embedding's slot, the last
+ * n - 1 with the loss's, the others n, and the virtual stages u = j pp + s
+ * in order hold 0 .. L-1 once each. Llama 3 405B (Dubey et al. 2024,
+ * section 3.3.2): 126 layers + 2 over 16 stages of 8 chunks, stage 0's
+ * first chunk the embedding alone, stage 15's last the LM head alone. */
+static const struct {
+    int layers, pp, v;
+    bool embed, loss;
+} srows[] = {{126, 16, 8, true, true}, {30, 4, 2, true, true}, {32, 3, 1, true, false}, {31, 4, 2, false, true}};
+
+START_TEST(slot_layers)
+{
+    config c = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    ck_assert(model_preset("llama3-405b", &c.model, err) == 0);
+    c.model.layers = srows[_i].layers;
+    c.pp = srows[_i].pp;
+    c.vpp = srows[_i].v;
+    c.schedule = c.vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    c.micro_batches = c.pp;
+    c.pp_embed_slot = srows[_i].embed;
+    c.pp_loss_slot = srows[_i].loss;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    int L = c.model.layers, pp = c.pp, v = c.vpp, n = (L + c.pp_embed_slot + c.pp_loss_slot) / (pp * v), next = 0;
+    for (int u = 0; u < pp * v; u++) {
+        int s = u % pp, j = u / pp;
+        int want = n - (u == 0 && c.pp_embed_slot) - (u == pp * v - 1 && c.pp_loss_slot);
+        ck_assert_int_eq(pipe_layers(&c, s, j), want);
+        ck_assert_int_eq(pipe_first_layer(&c, s, j), next);
+        next += want;
+    }
+    ck_assert_int_eq(next, L);
+    uint64_t params = 0;
+    for (int s = 0; s < pp; s++)
+        params += pipe_stage_params(&c, s);
+    ck_assert_uint_eq(params, model_params_tp(&c.model, 1));
+    for (int l = 0; l < L; l++) {
+        int holders = 0;
+        for (int s = 0; s < pp; s++)
+            holders += pipe_holds(&c, s, l);
+        ck_assert_int_eq(holders, 1);
+    }
+}
+END_TEST
+
+/* With the slots the DAG validates, its GEMM FLOPs m times the
+ * unpipelined step's, and each stage's compute stream runs its blocks'
+ * forwards m times: 30 layers, pp 4, v 2, both slots (stage 0's first
+ * chunk and stage 3's last of 3 blocks, the others 4). */
+START_TEST(slot_dag)
+{
+    config c = pcfg(4, 8, SCHED_INTERLEAVED, 2, 1), one = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    c.model.layers = one.model.layers = 30;
+    c.pp_embed_slot = c.pp_loss_slot = true;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert_msg(config_validate(&one, err) == 0, "%s", err);
+    ck_assert_int_eq(pipe_stage_layers(&c, 0), 7);
+    ck_assert_int_eq(pipe_stage_layers(&c, 1), 8);
+    ck_assert_int_eq(pipe_stage_layers(&c, 3), 7);
+    dag *g = tbuild(&c), *g1 = tbuild(&one); /* validates */
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), 8 * sum_flops(g1, -1, TASK_GEMM));
+    dag_free(g);
+    dag_free(g1);
+    live_matches_memory(&c);
 }
 END_TEST
 
@@ -513,6 +592,8 @@ static Suite *pipeline_suite(void)
     tcase_add_loop_test(tc, uneven_split, 0, 2);
     tcase_add_loop_test(tc, uneven_vpp_layers, 0, (int)(sizeof vrows / sizeof *vrows));
     tcase_add_test(tc, uneven_vpp_refused);
+    tcase_add_loop_test(tc, slot_layers, 0, (int)(sizeof srows / sizeof *srows));
+    tcase_add_test(tc, slot_dag);
     tcase_add_test(tc, size_405b_4m_analytic);
     tcase_add_test(tc, size_405b_4m_stats);
     suite_add_tcase(s, tc);

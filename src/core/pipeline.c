@@ -34,9 +34,42 @@ static int stage_layers(const config *c, int stage)
     return middle_layers(c);
 }
 
+/* With the embedding's or the loss's slot: the layers of a full chunk,
+ * (L + slots) / (pp v). */
+static bool slots(const config *c) { return c->pp_embed_slot || c->pp_loss_slot; }
+static int slot_chunk(const config *c)
+{
+    return (c->model.layers + c->pp_embed_slot + c->pp_loss_slot) / (c->pp * c->vpp);
+}
+
 /* Each chunk of a stage holds 1/v of the stage's layers
  * (get_num_layers_to_build, megatron/core/transformer/transformer_block.py). */
-int pipe_chunk_layers(const config *c, int stage) { return stage_layers(c, stage) / c->vpp; }
+int pipe_chunk_layers(const config *c, int stage) { return slots(c) ? slot_chunk(c) : stage_layers(c, stage) / c->vpp; }
+
+/* get_num_layers_to_build: a slot takes one layer from virtual stage 0's
+ * chunk (the embedding's) or the last one's (the loss's). */
+int pipe_layers(const config *c, int stage, int chunk)
+{
+    return pipe_chunk_layers(c, stage) - (c->pp_embed_slot && pipe_is_first(c, stage, chunk)) -
+           (c->pp_loss_slot && pipe_is_last(c, stage, chunk));
+}
+
+int pipe_stage_layers(const config *c, int stage)
+{
+    int n = 0;
+    for (int j = 0; j < c->vpp; j++)
+        n += pipe_layers(c, stage, j);
+    return n;
+}
+
+/* get_transformer_layer_offset with the slots: chunk j of stage s starts
+ * at j (L + slots)/v + s (L + slots)/(pp v), less the embedding's slot
+ * after virtual stage 0. */
+static int slot_first_layer(const config *c, int stage, int chunk)
+{
+    int n = slot_chunk(c), u = chunk * c->pp + stage;
+    return u * n - (c->pp_embed_slot && u > 0);
+}
 
 /* get_transformer_layer_offset (megatron/core/transformer/
  * transformer_layer.py): chunk j of every stage comes after chunks
@@ -45,6 +78,7 @@ int pipe_chunk_layers(const config *c, int stage) { return stage_layers(c, stage
  * last. With an even split this is (j pp + s) L/(pp v). */
 int pipe_first_layer(const config *c, int stage, int chunk)
 {
+    if (slots(c)) return slot_first_layer(c, stage, chunk);
     int round = chunk * (c->model.layers / c->vpp);
     if (stage == 0) return round;
     int middle_rank = stage - (c->pp_first > 0); /* the stages before this one that hold middle/v each */
@@ -72,7 +106,7 @@ bool pipe_holds(const config *c, int stage, int l)
     if (l == c->model.layers) return stage == 0 || stage == c->pp - 1;
     for (int j = 0; j < c->vpp; j++) {
         int first = pipe_first_layer(c, stage, j);
-        if (l >= first && l < first + pipe_chunk_layers(c, stage)) return true;
+        if (l >= first && l < first + pipe_layers(c, stage, j)) return true;
     }
     return false;
 }
@@ -86,7 +120,7 @@ uint64_t pipe_head_params(const config *c, int stage)
 
 uint64_t pipe_stage_params(const config *c, int stage)
 {
-    uint64_t blocks = (uint64_t)(pipe_chunk_layers(c, stage) * c->vpp);
+    uint64_t blocks = (uint64_t)pipe_stage_layers(c, stage);
     return blocks * model_layer_params_tp(&c->model, c->tp) + pipe_head_params(c, stage);
 }
 
@@ -132,15 +166,22 @@ void pipe_ops(const config *c, int stage, pipe_op *out)
         out[n++] = op_at(c, k, true);
 }
 
-int pipe_peak_in_flight(const config *c, int stage)
+/* The most of stage's forward passes alive at once, each weighing 1 or
+ * (by_layers) its chunk's layers. */
+static int peak_alive(const config *c, int stage, bool by_layers)
 {
     int n = pipe_nops(c), live = 0, peak = 0;
     pipe_op *v = xmalloc_array((size_t)n, sizeof *v, "a pipeline schedule");
     pipe_ops(c, stage, v);
     for (int i = 0; i < n; i++) {
-        live += v[i].bwd ? -1 : 1;
+        int w = by_layers ? pipe_layers(c, stage, v[i].chunk) : 1;
+        live += v[i].bwd ? -w : w;
         if (live > peak) peak = live;
     }
     free(v);
     return peak;
 }
+
+int pipe_peak_in_flight(const config *c, int stage) { return peak_alive(c, stage, false); }
+
+int pipe_peak_layers_in_flight(const config *c, int stage) { return peak_alive(c, stage, true); }
