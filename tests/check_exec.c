@@ -298,7 +298,12 @@ static void document_rows(case_table *t4, case_table *t8)
  * 2 stages beside the double ring and the all-to-all, 4 stages of one
  * block (the middle ones send and receive), GPipe with ZeRO-0, gradient
  * accumulation alone (pp 1), interleaved 1F1B (v 2: the last stage sends
- * back to stage 0) alone and beside --tp-overlap and full recompute.
+ * back to stage 0) alone and beside --tp-overlap and full recompute, and
+ * interleaved with uneven stages (tests/data/tiny6.model, 6 layers,
+ * --pp-first-layers 2: stage 0's chunks hold layers 0 and 3, stage 1's
+ * 1-2 and 4-5), and with the embedding's and the loss's slots (v 3 over
+ * tiny4's 4 layers and 2 slots: stage 0's first chunk holds the embedding
+ * alone, stage 1's last the LM head alone, as Llama 3 405B's did).
  * `want` is the run's description. */
 static void pipeline_step_rows(case_table *t4, case_table *t8)
 {
@@ -315,11 +320,17 @@ static void pipeline_step_rows(case_table *t4, case_table *t8)
         {"--tp 2 --mesh 1x2 --strategy usp --pp 2 --micro-batches 4 --schedule interleaved --vpp 2 --tp-overlap on "
          "--recompute full",
          "tp 2 sp overlapped pp 2 interleaved v2 m 4", 8},
+        {"--mesh 1x2 --strategy zigzag --pp 2 --micro-batches 2 --schedule interleaved --vpp 2 --pp-first-layers 2",
+         "pp 2 interleaved v2 m 2", 4},
+        {"--mesh 1x2 --strategy zigzag --pp 2 --micro-batches 2 --schedule interleaved --vpp 3 --pp-embedding-slot on "
+         "--pp-loss-slot on",
+         "pp 2 interleaved v3 m 2", 4},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (sampled((int)i, 2)) /* sanitized: 1F1B beside CP, GPipe, interleaved */
             add_case(rows[i].np == 4 ? t4 : t8, rows[i].want,
-                     "--model " LOONG_SRCDIR "/tests/data/tiny4.model --seq 512 %s --scope step", rows[i].args);
+                     "--model " LOONG_SRCDIR "/tests/data/%s.model --seq 512 %s --scope step",
+                     strstr(rows[i].args, "--pp-first-layers") ? "tiny6" : "tiny4", rows[i].args);
 }
 
 /* The whole step under documents: GEMMs, all-to-alls, the dK/dV ring. */

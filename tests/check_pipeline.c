@@ -7,6 +7,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/pipeline.h"
 #include "dag_util.h"
@@ -228,10 +229,11 @@ END_TEST
  * program holds: walking a stage rank's compute stream, a block's
  * activations of micro-batch k live from its forward's first GEMM to its
  * backward's last (the QKV backward); the most alive at once equal the
- * model's in_flight chunk passes of L/(pp v) blocks. */
-START_TEST(live_activations_match_memory)
+ * model's in_flight chunk passes of L/(pp v) blocks (of their chunks'
+ * blocks where the split is uneven or has slots). */
+static void live_matches_memory(const config *cp)
 {
-    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    config c = *cp;
     dag *g = tbuild(&c);
     mesh msh = config_mesh(&c);
     for (int s = 0; s < c.pp; s++) {
@@ -255,6 +257,12 @@ START_TEST(live_activations_match_memory)
         ck_assert_double_eq_tol(e.activations / e.act_per_layer, (double)peak, 1e-9);
     }
     dag_free(g);
+}
+
+START_TEST(live_activations_match_memory)
+{
+    config c = pcfg(rows[_i].pp, rows[_i].m, rows[_i].s, rows[_i].v, 1);
+    live_matches_memory(&c);
 }
 END_TEST
 
@@ -305,14 +313,169 @@ START_TEST(uneven_split)
             }
         ck_assert_int_eq(holders, 1);
     }
-    config u = pcfg(4, 8, SCHED_1F1B, 1, _i ? 2 : 1), one = pcfg(1, 1, SCHED_1F1B, 1, _i ? 2 : 1);
-    u.pp_first = 6;
-    u.pp_last = 10;
+    /* _i 0: 1F1B 6, 8, 8, 10; _i 1: interleaved v 2, 2, 12, 12, 6 (chunks of 1, 6, 6, 3), tp 2 */
+    config u = _i ? pcfg(4, 8, SCHED_INTERLEAVED, 2, 2) : pcfg(4, 8, SCHED_1F1B, 1, 1),
+           one = pcfg(1, 1, SCHED_1F1B, 1, _i ? 2 : 1);
+    u.pp_first = _i ? 2 : 6;
+    u.pp_last = _i ? 6 : 10;
     ck_assert_msg(config_validate(&u, err) == 0, "%s", err);
-    dag *g = tbuild(&u), *g1 = tbuild(&one);
+    dag *g = tbuild(&u), *g1 = tbuild(&one); /* validates */
     ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), 8 * sum_flops(g1, -1, TASK_GEMM));
     dag_free(g);
     dag_free(g1);
+    live_matches_memory(&u);
+}
+END_TEST
+
+/* The uneven split under the interleaved schedule, against Megatron-Core's
+ * assignment (get_num_layers_to_build, get_transformer_layer_offset):
+ * stage s holds n_s layers (pp_first, pp_last, or (L - first - last)/k on
+ * the k others), 1/v of them in each chunk; chunk j of stage s starts at
+ * j L/v plus the chunks of stages 0 .. s-1, so the virtual stages u = j pp
+ * + s, in order, hold the layers 0 .. L-1 once each. */
+static const struct {
+    const char *model;
+    int pp, v, first, last;
+} vrows[] = {{"llama3-8b", 4, 2, 2, 6},    {"llama3-8b", 4, 2, 0, 2},  {"llama3-8b", 4, 4, 4, 4},
+             {"llama3-8b", 3, 2, 0, 4},    {"llama3-8b", 2, 2, 0, 20}, {"llama3-405b", 16, 2, 6, 8},
+             {"llama3-405b", 16, 2, 10, 4}};
+
+START_TEST(uneven_vpp_layers)
+{
+    config c = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    ck_assert(model_preset(vrows[_i].model, &c.model, err) == 0);
+    c.pp = vrows[_i].pp;
+    c.vpp = vrows[_i].v;
+    c.schedule = SCHED_INTERLEAVED;
+    c.micro_batches = c.pp;
+    c.pp_first = vrows[_i].first;
+    c.pp_last = vrows[_i].last;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    int L = c.model.layers, pp = c.pp, v = c.vpp, k = pp - (c.pp_first > 0) - (c.pp_last > 0);
+    int n[64], before = 0;
+    for (int s = 0; s < pp; s++)
+        n[s] = s == 0 && c.pp_first       ? c.pp_first
+               : s == pp - 1 && c.pp_last ? c.pp_last
+                                          : (L - c.pp_first - c.pp_last) / k;
+    for (int j = 0; j < v; j++)
+        for (int s = 0, within = 0; s < pp; s++) {
+            ck_assert_int_eq(pipe_chunk_layers(&c, s), n[s] / v);
+            ck_assert_int_eq(pipe_first_layer(&c, s, j), j * L / v + within);
+            ck_assert_int_eq(pipe_first_layer(&c, s, j), before); /* contiguous over u = j pp + s */
+            within += n[s] / v;
+            before += n[s] / v;
+        }
+    ck_assert_int_eq(before, L);
+    uint64_t params = 0;
+    for (int s = 0; s < pp; s++)
+        params += pipe_stage_params(&c, s);
+    ck_assert_uint_eq(params, model_params_tp(&c.model, 1));
+    for (int l = 0; l < L; l++) {
+        int holders = 0;
+        for (int s = 0; s < pp; s++)
+            holders += pipe_holds(&c, s, l);
+        ck_assert_int_eq(holders, 1);
+    }
+}
+END_TEST
+
+/* The embedding's and the loss's slots (Megatron's --account-for-
+ * embedding/loss-in-pipeline-split, get_num_layers_to_build and
+ * get_transformer_layer_offset): L + slots split into pp v chunks of n;
+ * virtual stage 0 holds n - 1 layers with the embedding's slot, the last
+ * n - 1 with the loss's, the others n, and the virtual stages u = j pp + s
+ * in order hold 0 .. L-1 once each. Llama 3 405B (Dubey et al. 2024,
+ * section 3.3.2): 126 layers + 2 over 16 stages of 8 chunks, stage 0's
+ * first chunk the embedding alone, stage 15's last the LM head alone. */
+static const struct {
+    int layers, pp, v;
+    bool embed, loss;
+} srows[] = {{126, 16, 8, true, true}, {30, 4, 2, true, true}, {32, 3, 1, true, false}, {31, 4, 2, false, true}};
+
+START_TEST(slot_layers)
+{
+    config c = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    ck_assert(model_preset("llama3-405b", &c.model, err) == 0);
+    c.model.layers = srows[_i].layers;
+    c.pp = srows[_i].pp;
+    c.vpp = srows[_i].v;
+    c.schedule = c.vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
+    c.micro_batches = c.pp;
+    c.pp_embed_slot = srows[_i].embed;
+    c.pp_loss_slot = srows[_i].loss;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    int L = c.model.layers, pp = c.pp, v = c.vpp, n = (L + c.pp_embed_slot + c.pp_loss_slot) / (pp * v), next = 0;
+    for (int u = 0; u < pp * v; u++) {
+        int s = u % pp, j = u / pp;
+        int want = n - (u == 0 && c.pp_embed_slot) - (u == pp * v - 1 && c.pp_loss_slot);
+        ck_assert_int_eq(pipe_layers(&c, s, j), want);
+        ck_assert_int_eq(pipe_first_layer(&c, s, j), next);
+        next += want;
+    }
+    ck_assert_int_eq(next, L);
+    uint64_t params = 0;
+    for (int s = 0; s < pp; s++)
+        params += pipe_stage_params(&c, s);
+    ck_assert_uint_eq(params, model_params_tp(&c.model, 1));
+    for (int l = 0; l < L; l++) {
+        int holders = 0;
+        for (int s = 0; s < pp; s++)
+            holders += pipe_holds(&c, s, l);
+        ck_assert_int_eq(holders, 1);
+    }
+}
+END_TEST
+
+/* With the slots the DAG validates, its GEMM FLOPs m times the
+ * unpipelined step's, and each stage's compute stream runs its blocks'
+ * forwards m times: 30 layers, pp 4, v 2, both slots (stage 0's first
+ * chunk and stage 3's last of 3 blocks, the others 4). */
+START_TEST(slot_dag)
+{
+    config c = pcfg(4, 8, SCHED_INTERLEAVED, 2, 1), one = pcfg(1, 1, SCHED_1F1B, 1, 1);
+    char err[LOONG_ERRLEN];
+    c.model.layers = one.model.layers = 30;
+    c.pp_embed_slot = c.pp_loss_slot = true;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert_msg(config_validate(&one, err) == 0, "%s", err);
+    ck_assert_int_eq(pipe_stage_layers(&c, 0), 7);
+    ck_assert_int_eq(pipe_stage_layers(&c, 1), 8);
+    ck_assert_int_eq(pipe_stage_layers(&c, 3), 7);
+    dag *g = tbuild(&c), *g1 = tbuild(&one); /* validates */
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_GEMM), 8 * sum_flops(g1, -1, TASK_GEMM));
+    dag_free(g);
+    dag_free(g1);
+    live_matches_memory(&c);
+}
+END_TEST
+
+/* Megatron-Core's refusals of an uneven split under --vpp
+ * (TransformerConfig.__post_init__): a first, last or middle stage count
+ * that is not a multiple of v; pp 2 with both named (its layer offset
+ * divides by the zero middle stages). Llama 3 405B's 7, 8 x 14, 7 is one:
+ * only v = 1 divides 7 and 8. */
+START_TEST(uneven_vpp_refused)
+{
+    static const struct {
+        const char *model;
+        int pp, v, first, last;
+    } bad[] = {{"llama3-8b", 4, 2, 3, 5},   {"llama3-8b", 3, 2, 0, 2},    {"llama3-8b", 4, 4, 2, 2},
+               {"llama3-8b", 2, 2, 16, 16}, {"llama3-405b", 16, 7, 7, 7}, {"llama3-405b", 16, 2, 7, 7}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        config c = pcfg(1, 1, SCHED_1F1B, 1, 1);
+        char err[LOONG_ERRLEN];
+        ck_assert(model_preset(bad[i].model, &c.model, err) == 0);
+        c.pp = bad[i].pp;
+        c.vpp = bad[i].v;
+        c.schedule = SCHED_INTERLEAVED;
+        c.micro_batches = c.pp;
+        c.pp_first = bad[i].first;
+        c.pp_last = bad[i].last;
+        ck_assert_msg(config_validate(&c, err) == -1, "row %zu accepted", i);
+        ck_assert_msg(strstr(err, "--vpp") != NULL, "row %zu: %s", i, err);
+    }
 }
 END_TEST
 
@@ -427,6 +590,10 @@ static Suite *pipeline_suite(void)
     tcase_add_loop_test(tc, live_activations_match_memory, 0, NROWS);
     tcase_add_loop_test(tc, schedules_validate, 0, NROWS);
     tcase_add_loop_test(tc, uneven_split, 0, 2);
+    tcase_add_loop_test(tc, uneven_vpp_layers, 0, (int)(sizeof vrows / sizeof *vrows));
+    tcase_add_test(tc, uneven_vpp_refused);
+    tcase_add_loop_test(tc, slot_layers, 0, (int)(sizeof srows / sizeof *srows));
+    tcase_add_test(tc, slot_dag);
     tcase_add_test(tc, size_405b_4m_analytic);
     tcase_add_test(tc, size_405b_4m_stats);
     suite_add_tcase(s, tc);

@@ -55,9 +55,10 @@ typedef struct cli_config {
 } cli_config;
 
 /* getopt_long values of the configuration options: CLI_OPT_BASE + knob,
- * then --docs-file, --doc-dist and --seed. */
+ * then --docs-file, --doc-dist and --seed, then Megatron's on/off flags
+ * that set a knob on (CLI_OPT_FLAGS + i, cli_config.c's aliases). */
 #define CLI_OPT_BASE 1000
-enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED };
+enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED, CLI_OPT_FLAGS };
 
 /* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
  * exec's inputs). Returns 0 or -1 with a message. */

@@ -9,9 +9,23 @@
 #include "core/strategy.h"
 #include "cli.h"
 
+/* Megatron-LM's spellings of knobs (megatron/training/arguments.py), taken
+ * as they are so that a published run's flags paste in: a value, or a
+ * flag (on: no argument, the knob set to it). */
+static const struct {
+    const char *name;
+    config_knob knob;
+    const char *on;
+} aliases[] = {{"decoder-first-pipeline-num-layers", KNOB_PP_FIRST_LAYERS, NULL},
+               {"decoder-last-pipeline-num-layers", KNOB_PP_LAST_LAYERS, NULL},
+               {"num-virtual-stages-per-pipeline-rank", KNOB_VPP, NULL},
+               {"account-for-embedding-in-pipeline-split", KNOB_PP_EMBED_SLOT, "on"},
+               {"account-for-loss-in-pipeline-split", KNOB_PP_LOSS_SLOT, "on"}};
+#define NALIASES ((int)(sizeof aliases / sizeof *aliases))
+
 const char *cli_config_help(void)
 {
-    static char buf[4096];
+    static char buf[8192];
     if (buf[0]) return buf;
     size_t n = (size_t)snprintf(buf, sizeof buf, "Configuration (shared by dag, sim, exec and plan):\n");
     for (int k = 0; k < KNOB_COUNT && n < sizeof buf; k++) {
@@ -25,6 +39,12 @@ const char *cli_config_help(void)
         }
         n += (size_t)snprintf(buf + n, sizeof buf - n, "\n");
     }
+    for (int i = 0; i < NALIASES && n < sizeof buf; i++) {
+        const config_knob_info *ki = config_knob_get(aliases[i].knob);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "  --%s%s%s\n%24s= --%s %s (Megatron-LM's spelling)\n",
+                              aliases[i].name, aliases[i].on ? "" : " ", aliases[i].on ? "" : ki->arg, "", ki->option,
+                              aliases[i].on ? aliases[i].on : ki->arg);
+    }
     if (n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n,
                               "  --docs-file FILE      document lengths, one per line\n"
@@ -37,10 +57,14 @@ const char *cli_config_help(void)
 
 const struct option *cli_options(const struct option *own)
 {
-    static struct option all[KNOB_COUNT + 3 + 49];
+    static struct option all[KNOB_COUNT + NALIASES + 3 + 49];
     int n = 0;
     for (int k = 0; k < KNOB_COUNT; k++)
         all[n++] = (struct option){config_knob_get((config_knob)k)->option, required_argument, 0, CLI_OPT_BASE + k};
+    for (int i = 0; i < NALIASES; i++)
+        all[n++] = aliases[i].on
+                       ? (struct option){aliases[i].name, no_argument, 0, CLI_OPT_FLAGS + i}
+                       : (struct option){aliases[i].name, required_argument, 0, CLI_OPT_BASE + (int)aliases[i].knob};
     all[n++] = (struct option){"docs-file", required_argument, 0, CLI_OPT_DOCS_FILE};
     all[n++] = (struct option){"doc-dist", required_argument, 0, CLI_OPT_DOC_DIST};
     all[n++] = (struct option){"seed", required_argument, 0, CLI_OPT_SEED};
@@ -52,14 +76,15 @@ const struct option *cli_options(const struct option *own)
 
 int cli_config_knob(int opt)
 {
-    int k = opt - CLI_OPT_BASE;
+    int k = opt - CLI_OPT_BASE, f = opt - CLI_OPT_FLAGS;
+    if (f >= 0 && f < NALIASES) return (int)aliases[f].knob;
     return k >= 0 && k < KNOB_COUNT ? k : -1;
 }
 
 bool cli_config_option(cli_config *cc, int opt, const char *arg)
 {
-    int k = cli_config_knob(opt);
-    if (k >= 0) cc->val[k] = arg;
+    int k = cli_config_knob(opt), f = opt - CLI_OPT_FLAGS;
+    if (k >= 0) cc->val[k] = f >= 0 && f < NALIASES ? aliases[f].on : arg;
     if (opt == CLI_OPT_DOCS_FILE) cc->docs_file = arg;
     if (opt == CLI_OPT_DOC_DIST) cc->doc_dist = arg;
     if (opt == CLI_OPT_SEED) cc->seed = arg;
@@ -197,10 +222,22 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                          KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
     static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
-    static const config_knob last[] = {
-        KNOB_WINDOW,    KNOB_KV_STRIDE,     KNOB_ZERO,     KNOB_PREFETCH, KNOB_DTYPE,           KNOB_DP,
-        KNOB_PP,        KNOB_MICRO_BATCHES, KNOB_SCHEDULE, KNOB_VPP,      KNOB_PP_FIRST_LAYERS, KNOB_PP_LAST_LAYERS,
-        KNOB_NCCL_ALGO, KNOB_NCCL_PROTO};
+    static const config_knob last[] = {KNOB_WINDOW,
+                                       KNOB_KV_STRIDE,
+                                       KNOB_ZERO,
+                                       KNOB_PREFETCH,
+                                       KNOB_DTYPE,
+                                       KNOB_DP,
+                                       KNOB_PP,
+                                       KNOB_MICRO_BATCHES,
+                                       KNOB_SCHEDULE,
+                                       KNOB_VPP,
+                                       KNOB_PP_FIRST_LAYERS,
+                                       KNOB_PP_LAST_LAYERS,
+                                       KNOB_PP_EMBED_SLOT,
+                                       KNOB_PP_LOSS_SLOT,
+                                       KNOB_NCCL_ALGO,
+                                       KNOB_NCCL_PROTO};
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
     if (parse_docs(cc, c, err) < 0) return -1;

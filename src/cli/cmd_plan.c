@@ -351,8 +351,9 @@ static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRL
 static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LOONG_ERRLEN])
 {
     config_defaults(&x->pk);
-    static const config_knob own[] = {KNOB_SCHEDULE, KNOB_VPP, KNOB_PP_FIRST_LAYERS, KNOB_PP_LAST_LAYERS};
-    for (int i = 0; i < 4; i++) {
+    static const config_knob own[] = {KNOB_SCHEDULE,       KNOB_VPP,           KNOB_PP_FIRST_LAYERS,
+                                      KNOB_PP_LAST_LAYERS, KNOB_PP_EMBED_SLOT, KNOB_PP_LOSS_SLOT};
+    for (int i = 0; i < (int)(sizeof own / sizeof *own); i++) {
         if (v[own[i]] && config_knob_parse(&x->pk, own[i], v[own[i]], err) < 0) return -1;
         if (v[own[i]] && !v[KNOB_PP]) {
             snprintf(err, LOONG_ERRLEN, "--%s applies to pipelined layouts: add --pp N or --pp auto",
@@ -360,7 +361,7 @@ static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LO
             return -1;
         }
     }
-    bool split = x->pk.pp_first || x->pk.pp_last;
+    bool split = x->pk.pp_first || x->pk.pp_last || x->pk.pp_embed_slot || x->pk.pp_loss_slot;
     x->req.search_schedule = !v[KNOB_SCHEDULE] && !v[KNOB_VPP];
     a->pp = v[KNOB_PP];
     x->req.pp = 1;
@@ -374,7 +375,7 @@ static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LO
     }
     if (split && (x->req.pp < 2 || x->req.pp == PLAN_PP_AUTO)) {
         snprintf(err, LOONG_ERRLEN,
-                 "--pp-first-layers and --pp-last-layers split a given --pp N of 2 or more: "
+                 "--pp-first-layers, --pp-last-layers and the slots split a given --pp N of 2 or more: "
                  "give --pp N");
         return -1;
     }
@@ -391,6 +392,7 @@ static int pipeline_knobs(plan_args *a, plan_ctx *x, const char **v, char err[LO
         x->req.global_batch = g < 1 ? 1 : (int)(g + 0.5);
     }
     v[KNOB_PP] = v[KNOB_SCHEDULE] = v[KNOB_VPP] = v[KNOB_PP_FIRST_LAYERS] = v[KNOB_PP_LAST_LAYERS] = NULL;
+    v[KNOB_PP_EMBED_SLOT] = v[KNOB_PP_LOSS_SLOT] = NULL;
     return 0;
 }
 
@@ -450,6 +452,8 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     x->req.base.vpp = x->pk.vpp;
     x->req.base.pp_first = x->pk.pp_first;
     x->req.base.pp_last = x->pk.pp_last;
+    x->req.base.pp_embed_slot = x->pk.pp_embed_slot;
+    x->req.base.pp_loss_slot = x->pk.pp_loss_slot;
     x->req.tp = 0;
     if (tp && units_parse_int(tp, "--tp", &x->req.tp, err) < 0) return -1;
     if (x->req.tp && x->req.gpus % x->req.tp) {

@@ -673,7 +673,7 @@ static uint32_t norm_grads(prog *p)
     if (p->tp == 1 || !p->sp) return DAG_NONE;
     builder *b = p->b;
     int L = p->m->layers, last = p->stage == p->c->pp - 1;
-    uint64_t blocks = (uint64_t)(pipe_chunk_layers(p->c, p->stage) * p->c->vpp);
+    uint64_t blocks = (uint64_t)pipe_stage_layers(p->c, p->stage);
     uint64_t rows = 2 * blocks + (uint64_t)last, hid = (uint64_t)p->m->hidden;
     uint32_t id = bt_begin(b, TASK_ALLREDUCE, STREAM_TP, OP_TP_NORM_GRAD, PHASE_REDUCE, -1);
     dag_task *t = bt_task(b, id);
@@ -725,7 +725,7 @@ static void pp_p2p(prog *p, bool grad, bool recv, int dir, int layer, int buf, b
 static bool pass_recv(prog *p, const pipe_op *op, bool grouped)
 {
     const config *c = p->c;
-    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_chunk_layers(c, p->stage);
+    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_layers(c, p->stage, op->chunk);
     if (op->bwd ? pipe_is_last(c, p->stage, op->chunk) : pipe_is_first(c, p->stage, op->chunk)) return false;
     bt_set_micro_batch(p->b, op->mb);
     if (op->bwd)
@@ -746,7 +746,7 @@ static bool pass_recv(prog *p, const pipe_op *op, bool grouped)
 static void pass(prog *p, const pipe_op *op, const pipe_op *next, bool recv_first)
 {
     const config *c = p->c;
-    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_chunk_layers(c, p->stage);
+    int first = pipe_first_layer(c, p->stage, op->chunk), end = first + pipe_layers(c, p->stage, op->chunk);
     if (recv_first) pass_recv(p, op, false);
     bt_set_micro_batch(p->b, op->mb);
     p->last_mb = op->mb == c->micro_batches - 1;

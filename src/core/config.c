@@ -349,13 +349,16 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
 }
 
 /* Megatron's uneven split (--decoder-first/last-pipeline-num-layers,
- * transformer_block.py's get_num_layers_to_build): the layers not on the
- * named first and last stages divide evenly over the others. */
+ * TransformerConfig.__post_init__'s checks in megatron/core/transformer/
+ * transformer_config.py): each named count at least 1, the other layers
+ * even over the other stages, one or more each; under --vpp every stage's
+ * count a multiple of v (each chunk holds 1/v of it). */
 static int validate_uneven(const config *c, char err[LOONG_ERRLEN])
 {
-    if (c->pp < 2 || c->vpp > 1)
-        return fail(err, "--pp-first-layers and --pp-last-layers split --pp 2 or more stages without --vpp");
-    int L = c->model.layers, rest = L - c->pp_first - c->pp_last, k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
+    if (c->pp < 2)
+        return fail(err, "--pp-first-layers and --pp-last-layers split --pp 2 or more stages: add --pp, or drop them");
+    int L = c->model.layers, v = c->vpp, rest = L - c->pp_first - c->pp_last;
+    int k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
     if (rest < k || (k ? rest % k : rest)) {
         snprintf(err, LOONG_ERRLEN,
                  "--pp-first-layers %d --pp-last-layers %d: the other %d of the %d layers do not split evenly over "
@@ -363,7 +366,55 @@ static int validate_uneven(const config *c, char err[LOONG_ERRLEN])
                  c->pp_first, c->pp_last, rest, L, k, k ? k : 1);
         return -1;
     }
+    if (v == 1) return 0;
+    if (!k) /* get_transformer_layer_offset divides by the middle stages */
+        return fail(err, "--pp 2 with both --pp-first-layers and --pp-last-layers and --vpp: Megatron-Core places "
+                         "no middle stage's chunks then (its layer offset divides by zero): set one of the two");
+    int bad = c->pp_first % v ? c->pp_first : c->pp_last % v ? c->pp_last : rest / k % v ? rest / k : 0;
+    if (bad) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--vpp %d: a stage of %d layers (first %d, last %d, others %d each) does not split into %d "
+                 "equal chunks: make each a multiple of %d (Megatron-Core's check)",
+                 v, bad, c->pp_first, c->pp_last, rest / k, v, v);
+        return -1;
+    }
     return 0;
+}
+
+/* The embedding and the loss as layers of the split (Megatron's
+ * --account-for-embedding/loss-in-pipeline-split; TransformerConfig's
+ * checks): L plus the one or two slots split evenly over pp stages and
+ * their v chunks; not with the uneven split's counts. */
+static int validate_slots(const config *c, char err[LOONG_ERRLEN])
+{
+    if (c->pp_first || c->pp_last)
+        return fail(err, "--pp-embedding-slot/--pp-loss-slot and --pp-first/last-layers are two ways to shorten "
+                         "the end stages (Megatron-Core refuses both at once): give one");
+    if (c->pp < 2)
+        return fail(err, "--pp-embedding-slot and --pp-loss-slot place the embedding and loss in a split of --pp 2 "
+                         "or more stages: add --pp, or drop them");
+    int n = c->model.layers + c->pp_embed_slot + c->pp_loss_slot, chunks = c->pp * c->vpp;
+    if (n % chunks) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--pp %d --vpp %d: the %d layers and %d slot%s (%d) do not split into %d equal chunks: use a pp x "
+                 "vpp that divides %d",
+                 c->pp, c->vpp, c->model.layers, n - c->model.layers, n - c->model.layers > 1 ? "s" : "", n, chunks, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* The even split: pp v equal chunks. */
+static int validate_even(const config *c, char err[LOONG_ERRLEN])
+{
+    int chunks = c->pp * c->vpp;
+    if (c->model.layers % chunks == 0) return 0;
+    char vpp[24] = "";
+    if (c->vpp > 1) snprintf(vpp, sizeof vpp, " --vpp %d", c->vpp);
+    snprintf(err, LOONG_ERRLEN,
+             "--pp %d%s: the %d layers do not split into %d equal stage chunks: use a pp%s that divides %d", c->pp, vpp,
+             c->model.layers, chunks, c->vpp > 1 ? " x vpp" : "", c->model.layers);
+    return -1;
 }
 
 /* Pipeline parallelism and micro-batches (pipeline.h). ZeRO-2 and -3
@@ -394,16 +445,10 @@ static int validate_pipeline(const config *c, char err[LOONG_ERRLEN])
         return fail(err, "--vpp applies to --schedule interleaved: add it, or drop --vpp");
     if (c->pp_first < 0 || c->pp_last < 0)
         return fail(err, "--pp-first-layers and --pp-last-layers count layers: 1 or more");
-    if (c->pp_first || c->pp_last) return validate_uneven(c, err);
-    int chunks = c->pp * c->vpp;
-    if (c->model.layers % chunks) {
-        char vpp[24] = "";
-        if (c->vpp > 1) snprintf(vpp, sizeof vpp, " --vpp %d", c->vpp);
-        snprintf(err, LOONG_ERRLEN,
-                 "--pp %d%s: the %d layers do not split into %d equal stage chunks: use a pp%s that divides %d", c->pp,
-                 vpp, c->model.layers, chunks, c->vpp > 1 ? " x vpp" : "", c->model.layers);
-        return -1;
-    }
+    int split = c->pp_embed_slot || c->pp_loss_slot ? validate_slots(c, err)
+                : c->pp_first || c->pp_last         ? validate_uneven(c, err)
+                                                    : validate_even(c, err);
+    if (split) return split;
     if (c->schedule == SCHED_INTERLEAVED && c->micro_batches % c->pp) {
         snprintf(err, LOONG_ERRLEN,
                  "--micro-batches %d: the interleaved schedule runs micro-batches in groups of --pp %d "
@@ -707,7 +752,8 @@ static const knob_row knobs[KNOB_COUNT] = {
                   0},
     [KNOB_PP_FIRST_LAYERS] = {{"pp_first_layers", "pp-first-layers", "N",
                                "layers of the first stage, the rest even over\n"
-                               "the others (Megatron's)              [even split]",
+                               "the others; with --vpp, 1/v of a stage's\n"
+                               "layers in each chunk (Megatron's)   [even split]",
                                false},
                               KT_NONNEG,
                               offsetof(config, pp_first),
@@ -719,6 +765,22 @@ static const knob_row knobs[KNOB_COUNT] = {
                              offsetof(config, pp_last),
                              NULL,
                              0},
+    [KNOB_PP_EMBED_SLOT] = {{"pp_embedding_slot", "pp-embedding-slot", "on|off",
+                             "the embedding counts as a layer of the split:\n"
+                             "stage 0's first chunk one layer short      [off]",
+                             false},
+                            KT_BOOL,
+                            offsetof(config, pp_embed_slot),
+                            onoff_sp,
+                            NSP(onoff_sp)},
+    [KNOB_PP_LOSS_SLOT] = {{"pp_loss_slot", "pp-loss-slot", "on|off",
+                            "the LM head and loss count as a layer: the last\n"
+                            "stage's last chunk one layer short         [off]",
+                            false},
+                           KT_BOOL,
+                           offsetof(config, pp_loss_slot),
+                           onoff_sp,
+                           NSP(onoff_sp)},
     [KNOB_STRATEGY] = {{"strategy", "strategy", "NAME", "preset over the knobs below (Strategies) [loongtrain]", true},
                        KT_STRING,
                        offsetof(config, strategy),
@@ -842,7 +904,8 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
-           (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0);
+           (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0) ||
+           (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
@@ -853,7 +916,7 @@ static bool optional_knob(int k)
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
-           k == KNOB_PP_LAST_LAYERS;
+           k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT;
 }
 
 char *config_knob_text(const config *c, config_knob k)

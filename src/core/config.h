@@ -61,6 +61,8 @@ typedef struct config {
     schedule_kind schedule;     /* the pipeline schedule */
     int vpp;                    /* v: model chunks per stage (interleaved; else 1) */
     int pp_first, pp_last;      /* layers of the first and last stage (0: an even share; pipeline.h) */
+    bool pp_embed_slot;         /* the embedding counts as a layer in the pipeline split (pipeline.h) */
+    bool pp_loss_slot;          /* the LM head and loss count as a layer in the pipeline split */
     mesh_dim order[MESH_NDIMS]; /* the mesh's order, fastest first (the placement knob) */
     char strategy[32];          /* preset name the knobs came from (informational) */
     partition_kind partition;
@@ -211,6 +213,8 @@ typedef enum {
     KNOB_VPP,
     KNOB_PP_FIRST_LAYERS,
     KNOB_PP_LAST_LAYERS,
+    KNOB_PP_EMBED_SLOT,
+    KNOB_PP_LOSS_SLOT,
     KNOB_STRATEGY,
     KNOB_PLACEMENT,
     KNOB_PARTITION,

@@ -17,25 +17,73 @@ int pipe_stage(const config *c, int rank)
 
 static bool uneven(const config *c) { return c->pp_first || c->pp_last; }
 
-/* An uneven split's layers on each stage the split does not name. */
+/* The layers of an uneven split's stages that the split does not name
+ * (Megatron's "middle" stages), each. */
 static int middle_layers(const config *c)
 {
     int k = c->pp - (c->pp_first > 0) - (c->pp_last > 0);
     return k ? (c->model.layers - c->pp_first - c->pp_last) / k : 0;
 }
 
-int pipe_chunk_layers(const config *c, int stage)
+/* Layers of the whole stage, over its v chunks. */
+static int stage_layers(const config *c, int stage)
 {
-    if (!uneven(c)) return c->model.layers / (c->pp * c->vpp);
+    if (!uneven(c)) return c->model.layers / c->pp;
     if (stage == 0 && c->pp_first) return c->pp_first;
     if (stage == c->pp - 1 && c->pp_last) return c->pp_last;
     return middle_layers(c);
 }
 
+/* With the embedding's or the loss's slot: the layers of a full chunk,
+ * (L + slots) / (pp v). */
+static bool slots(const config *c) { return c->pp_embed_slot || c->pp_loss_slot; }
+static int slot_chunk(const config *c)
+{
+    return (c->model.layers + c->pp_embed_slot + c->pp_loss_slot) / (c->pp * c->vpp);
+}
+
+/* Each chunk of a stage holds 1/v of the stage's layers
+ * (get_num_layers_to_build, megatron/core/transformer/transformer_block.py). */
+int pipe_chunk_layers(const config *c, int stage) { return slots(c) ? slot_chunk(c) : stage_layers(c, stage) / c->vpp; }
+
+/* get_num_layers_to_build: a slot takes one layer from virtual stage 0's
+ * chunk (the embedding's) or the last one's (the loss's). */
+int pipe_layers(const config *c, int stage, int chunk)
+{
+    return pipe_chunk_layers(c, stage) - (c->pp_embed_slot && pipe_is_first(c, stage, chunk)) -
+           (c->pp_loss_slot && pipe_is_last(c, stage, chunk));
+}
+
+int pipe_stage_layers(const config *c, int stage)
+{
+    int n = 0;
+    for (int j = 0; j < c->vpp; j++)
+        n += pipe_layers(c, stage, j);
+    return n;
+}
+
+/* get_transformer_layer_offset with the slots: chunk j of stage s starts
+ * at j (L + slots)/v + s (L + slots)/(pp v), less the embedding's slot
+ * after virtual stage 0. */
+static int slot_first_layer(const config *c, int stage, int chunk)
+{
+    int n = slot_chunk(c), u = chunk * c->pp + stage;
+    return u * n - (c->pp_embed_slot && u > 0);
+}
+
+/* get_transformer_layer_offset (megatron/core/transformer/
+ * transformer_layer.py): chunk j of every stage comes after chunks
+ * 0 .. j-1 of all stages, L/v layers a round; within round j the stages
+ * run in order, first (pp_first/v), the middle ones (middle/v each), the
+ * last. With an even split this is (j pp + s) L/(pp v). */
 int pipe_first_layer(const config *c, int stage, int chunk)
 {
-    if (!uneven(c)) return (chunk * c->pp + stage) * pipe_chunk_layers(c, stage);
-    return stage == 0 ? 0 : pipe_chunk_layers(c, 0) + (stage - 1) * middle_layers(c); /* v = 1 */
+    if (slots(c)) return slot_first_layer(c, stage, chunk);
+    int round = chunk * (c->model.layers / c->vpp);
+    if (stage == 0) return round;
+    int middle_rank = stage - (c->pp_first > 0); /* the stages before this one that hold middle/v each */
+    int middle = (uneven(c) ? middle_layers(c) : c->model.layers / c->pp) / c->vpp;
+    return round + c->pp_first / c->vpp + middle_rank * middle;
 }
 
 bool pipe_is_first(const config *c, int stage, int chunk)
@@ -56,9 +104,11 @@ bool pipe_holds(const config *c, int stage, int l)
 {
     if (c->pp == 1) return true;
     if (l == c->model.layers) return stage == 0 || stage == c->pp - 1;
-    if (!uneven(c)) return l / pipe_chunk_layers(c, stage) % c->pp == stage;
-    int first = pipe_first_layer(c, stage, 0);
-    return l >= first && l < first + pipe_chunk_layers(c, stage);
+    for (int j = 0; j < c->vpp; j++) {
+        int first = pipe_first_layer(c, stage, j);
+        if (l >= first && l < first + pipe_layers(c, stage, j)) return true;
+    }
+    return false;
 }
 
 uint64_t pipe_head_params(const config *c, int stage)
@@ -70,7 +120,7 @@ uint64_t pipe_head_params(const config *c, int stage)
 
 uint64_t pipe_stage_params(const config *c, int stage)
 {
-    uint64_t blocks = (uint64_t)(pipe_chunk_layers(c, stage) * c->vpp);
+    uint64_t blocks = (uint64_t)pipe_stage_layers(c, stage);
     return blocks * model_layer_params_tp(&c->model, c->tp) + pipe_head_params(c, stage);
 }
 
@@ -116,15 +166,22 @@ void pipe_ops(const config *c, int stage, pipe_op *out)
         out[n++] = op_at(c, k, true);
 }
 
-int pipe_peak_in_flight(const config *c, int stage)
+/* The most of stage's forward passes alive at once, each weighing 1 or
+ * (by_layers) its chunk's layers. */
+static int peak_alive(const config *c, int stage, bool by_layers)
 {
     int n = pipe_nops(c), live = 0, peak = 0;
     pipe_op *v = xmalloc_array((size_t)n, sizeof *v, "a pipeline schedule");
     pipe_ops(c, stage, v);
     for (int i = 0; i < n; i++) {
-        live += v[i].bwd ? -1 : 1;
+        int w = by_layers ? pipe_layers(c, stage, v[i].chunk) : 1;
+        live += v[i].bwd ? -w : w;
         if (live > peak) peak = live;
     }
     free(v);
     return peak;
 }
+
+int pipe_peak_in_flight(const config *c, int stage) { return peak_alive(c, stage, false); }
+
+int pipe_peak_layers_in_flight(const config *c, int stage) { return peak_alive(c, stage, true); }

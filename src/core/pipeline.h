@@ -12,10 +12,16 @@
  * interleaved assignment: stage 0 holds chunks 0, pp, 2pp, ... of the
  * model); the embedding runs on virtual stage 0, the LM head and loss on
  * the last, pp v - 1. An activation travels from virtual stage u to u+1,
- * its gradient back. An uneven split (v = 1: c->pp_first and c->pp_last
- * layers on the first and last stages, the rest even over the others,
- * Megatron's --decoder-first/last-pipeline-num-layers) moves the
- * boundaries only.
+ * its gradient back. Two other splits move the boundaries only:
+ *   uneven (c->pp_first and c->pp_last layers on the first and last
+ *     stages, the rest even over the others, Megatron's --decoder-first/
+ *     last-pipeline-num-layers): each stage's layers split evenly over its
+ *     v chunks, and round j = 0 .. v-1 holds layers [j L/v, (j+1) L/v),
+ *     the stages' chunk j in stage order (get_transformer_layer_offset);
+ *   slots (c->pp_embed_slot, c->pp_loss_slot: Megatron's --account-for-
+ *     embedding/loss-in-pipeline-split): L plus the slots split evenly as
+ *     above, and virtual stage 0 (the embedding's) or pp v - 1 (the
+ *     loss's) holds one layer fewer, possibly none.
  *
  * Schedules (megatron/core/pipeline_parallel/schedules.py):
  *   gpipe: every forward, then every backward (Huang et al. 2019);
@@ -56,8 +62,18 @@ void pipe_ops(const config *c, int stage, pipe_op *out);
 /* The stage of rank (its coordinate along pp). */
 int pipe_stage(const config *c, int rank);
 
-/* Layers of each chunk of `stage`: L / (pp v), or the uneven split's. */
+/* Layers of a full chunk of `stage`: L / (pp v), the uneven split's
+ * stage count / v, or (L + slots) / (pp v) with the embedding's or loss's
+ * slot (every chunk but the one the slot shortens). */
 int pipe_chunk_layers(const config *c, int stage);
+
+/* Layers of chunk `chunk` of `stage`: pipe_chunk_layers, less one in the
+ * chunk an embedding or loss slot shortens (0 layers possible: a chunk of
+ * the embedding or the LM head alone). */
+int pipe_layers(const config *c, int stage, int chunk);
+
+/* Layers of all of stage's chunks. */
+int pipe_stage_layers(const config *c, int stage);
 
 /* The first layer of chunk `chunk` of `stage`. */
 int pipe_first_layer(const config *c, int stage, int chunk);
@@ -85,5 +101,10 @@ uint64_t pipe_stage_params(const config *c, int stage);
  * the schedule: the activations it holds at its peak, in micro-batches of
  * one chunk (so 1F1B's pp - stage, GPipe's m, interleaving's more). */
 int pipe_peak_in_flight(const config *c, int stage);
+
+/* The same walk counting each pass's layers (pipe_layers): the most
+ * blocks' activations stage holds at once; pipe_peak_in_flight x
+ * pipe_chunk_layers but where a slot shortens a chunk. */
+int pipe_peak_layers_in_flight(const config *c, int stage);
 
 #endif

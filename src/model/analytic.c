@@ -463,8 +463,7 @@ static tpcost tp_costs(const config *c, const platform_spec *n)
         k.head = 2 * ag + rs + loss;
         k.head_fwd = ag + loss;
         k.embed = rs + ag;
-        k.norm = tp_coll(c, n, COLL_ALL_REDUCE,
-                         (2.0 * pipe_chunk_layers(c, 0) * c->vpp + 1) * c->model.hidden * c->act_bytes);
+        k.norm = tp_coll(c, n, COLL_ALL_REDUCE, (2.0 * pipe_stage_layers(c, 0) + 1) * c->model.hidden * c->act_bytes);
     } else {
         double ar = tp_coll(c, n, COLL_ALL_REDUCE, act);
         k.fwd = 2 * ar;
@@ -752,7 +751,7 @@ typedef struct pipe_walk {
 static double pass_seconds(const pipe_walk *w, int stage, const pipe_op *op)
 {
     const config *c = w->c;
-    double t = (op->bwd ? w->b : w->f) * pipe_chunk_layers(c, stage);
+    double t = (op->bwd ? w->b : w->f) * pipe_layers(c, stage, op->chunk);
     if (pipe_is_first(c, stage, op->chunk)) t += op->bwd ? w->b_first : w->f_first;
     if (pipe_is_last(c, stage, op->chunk)) t += op->bwd ? w->b_last : w->f_last;
     return t;
@@ -838,7 +837,7 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     int worst = 0;
     for (int s = 0; s < pp; s++) {
         double dp = free_at[s];
-        int blocks = pipe_chunk_layers(c, s) * c->vpp;
+        int blocks = pipe_stage_layers(c, s);
         if (c->zero == 0) { /* block by block behind the last backward, then the head's */
             dp = last_b[s];
             for (int l = 0; l < blocks; l++)
@@ -856,7 +855,7 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);
     }
-    double blocks = pipe_chunk_layers(c, worst) * c->vpp;
+    double blocks = pipe_stage_layers(c, worst);
     double busy_w = (double)mb * (blocks * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm_f + lm_b : 0) +
                                   (worst == 0 ? he.first_f + he.first_b : 0)) +
                     elementwise_seconds(c, cb, OP_ZERO_GRAD, false, worst) +

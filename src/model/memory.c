@@ -100,7 +100,7 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     out->stage = stage;
     out->act_per_layer = memory_layer_activations(c, c->recompute);
     out->in_flight = pipe_peak_in_flight(c, stage);
-    out->activations = out->in_flight * pipe_chunk_layers(c, stage) * out->act_per_layer;
+    out->activations = pipe_peak_layers_in_flight(c, stage) * out->act_per_layer;
     double full = memory_layer_activations(c, RECOMPUTE_NONE);
     out->working = full + (c->recompute != RECOMPUTE_NONE ? full : 0);
     /* sequence parallelism: a layer's backward holds two gathered (T, hidden)

@@ -126,7 +126,8 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.dp = degree[MESH_DP];
     c.tp = degree[MESH_TP];
     c.pp = degree[MESH_PP];
-    if (c.model.layers % c.pp && !c.pp_first && !c.pp_last) uneven_split(c.model.layers, c.pp, &c.pp_first, &c.pp_last);
+    if (c.model.layers % c.pp && !c.pp_first && !c.pp_last && !c.pp_embed_slot && !c.pp_loss_slot)
+        uneven_split(c.model.layers, c.pp, &c.pp_first, &c.pp_last);
     add_pipeline(a, req, c);
 }
 
@@ -207,6 +208,7 @@ static double tasks_of(const config *c, int per, int m)
     config s = *c;
     s.model.layers = per * c->pp * c->vpp;
     s.pp_first = s.pp_last = 0;
+    s.pp_embed_slot = s.pp_loss_slot = false;
     s.micro_batches = m;
     char err[LOONG_ERRLEN];
     dag *g = config_validate(&s, err) == 0 ? dag_build(&s, err) : NULL;
