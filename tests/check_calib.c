@@ -204,6 +204,13 @@ START_TEST(malformed_rows)
         {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_fwd 128x8192\n", "[1, 4096]"},
         {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_bwd 64x128z\n", "ROWSxCOLUMNS"},
         {"gpu x\npeak 1T\nmem_bw 1TBps\ntile attn_bwd 64x128\ntile attn_bwd 64x64\n", "second 'tile'"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape tn 4096 1536 5120\n", "LAYOUT M N K EFF"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape tt 4096 1536 5120 0.5\n", "'tt' is not one of"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape tn 0 1536 5120 0.5\n", "t.calib:4:"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape tn 4096 8G 5120 0.5\n", "[1, 4294967295]"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nt 4096 1536 5120 1.2\n", "[1e-9, 1]"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nt 4096 1536 5120 fast\n", "'fast'"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nn 4K 2 3 0.5\ngemm shape nn 4096 2 3 0.6\n", "second 'gemm shape'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[LOONG_ERRLEN] = "";
@@ -246,8 +253,8 @@ END_TEST
 /* The shipped default tables load, never exceed peak, and name their GPU. */
 START_TEST(shipped_tables)
 {
-    static const char *kinds[] = {"h100", "h200", "a100"};
-    for (int i = 0; i < 3; i++) {
+    static const char *kinds[] = {"h100", "h200", "a100", "a100-pcie"};
+    for (int i = 0; i < 4; i++) {
         char path[1024], err[LOONG_ERRLEN] = "";
         snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, kinds[i]);
         calib *cb = calib_load(path, err);
@@ -264,6 +271,155 @@ START_TEST(shipped_tables)
 }
 END_TEST
 
+/* ---- GEMM shapes (calib.h, "GEMM shapes") ---- */
+
+static const char shaped[] = "gpu s\npeak 1000T\nmem_bw 2TBps\n"
+                             "gemm line 4us 500T\nattn_fwd line 1us 1T\nattn_bwd line 1us 1T\n"
+                             "merge line 1us 1TBps\nacc line 1us 1TBps\n"
+                             "gemm shape tn 1024 1024 1024 0.4\n"
+                             "gemm shape tn 4096 1024 1024 0.8\n"
+                             "gemm shape nn 1024 1024 1024 0.5\n"
+                             "gemm shape any 2048 2048 2048 0.7\n";
+
+/* Exact at a row; between two rows on one axis the power-4 weights of
+ * distances f and 1 - f in log2 space (closed form), monotone and within
+ * the two rows; flat beyond them; a layout without rows takes `any`'s,
+ * and without either the line. */
+START_TEST(gemm_shape_interpolation)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse(shaped, "s.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert(calib_has_gemm_shapes(cb));
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 1024, 1024, 1024), 0.4);
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 4096, 1024, 1024), 0.8);
+    double prev = 0.4;
+    for (double f = 0.125; f < 1; f += 0.125) { /* m = 1024 * 4^f: distance 2f and 2(1-f) */
+        double a = pow(2 * f, 4), b = pow(2 * (1 - f), 4), want = (0.4 / a + 0.8 / b) / (1 / a + 1 / b);
+        double e = calib_gemm_eff(cb, GEMM_TN, 1024 * pow(4, f), 1024, 1024);
+        CLOSE(e, want);
+        ck_assert(e >= prev && e > 0.4 && e < 0.8);
+        prev = e;
+    }
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 2048, 1024, 1024), 0.6); /* the midpoint: the mean */
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 64, 1024, 1024), 0.4);   /* flat beyond the rows */
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 1 << 20, 1024, 1024), 0.8);
+    CLOSE(calib_gemm_eff(cb, GEMM_TN, 1 << 20, 7, 1 << 30), 0.8); /* N and K span one value: clamped onto it */
+    CLOSE(calib_gemm_eff(cb, GEMM_NN, 5, 6, 7), 0.5);             /* its single row everywhere */
+    CLOSE(calib_gemm_eff(cb, GEMM_NT, 3, 3, 3), 0.7);             /* no nt rows: any's */
+    /* a GEMM's time: T0 + 2mnk / (eff x peak) */
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 4096, 1024, 1024), 4e-6 + 2.0 * 4096 * 1024 * 1024 / (0.8 * 1e15));
+    calib_free(cb);
+    cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
+                     "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\ngemm shape tn 64 64 64 0.5\n",
+                     "s.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert(calib_gemm_eff(cb, GEMM_NN, 64, 64, 64) < 0); /* no nn and no any rows: the line */
+    CLOSE(calib_gemm_seconds(cb, GEMM_NN, 100, 200, 300), 4e-6 + 2.0 * 100 * 200 * 300 / 500e12);
+    calib_free(cb);
+}
+END_TEST
+
+/* A backward GEMM task (m, n, k) is its dgrad nn (m, k, n) and wgrad nt
+ * (n, k, m), each 2mnk FLOPs and each paying T0; the forward is one tn
+ * (m, n, k). Without shape rows a task is timed by its FLOPs as before. */
+START_TEST(gemm_dgrad_wgrad_split)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
+                            "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\n"
+                            "gemm shape tn 512 3072 1024 0.6\ngemm shape nn 512 1024 3072 0.5\n"
+                            "gemm shape nt 3072 1024 512 0.25\n",
+                            "s.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    double m = 512, n = 3072, k = 1024, f = 2 * m * n * k;
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, false), 4e-6 + f / 0.6e15);
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), 4e-6 + f / 0.5e15 + 4e-6 + f / 0.25e15);
+    /* a DAG task carries its shape: the builder's GEMMs are timed the same way */
+    config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
+    dag *g = tbuild(&c);
+    int seen = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_GEMM) continue;
+        double tm = t->dim[0], tn = t->dim[1], tk = t->dim[2];
+        bool bwd = t->phase == PHASE_BWD;
+        ck_assert(t->flops == (uint64_t)((bwd ? 4 : 2) * tm * tn * tk));
+        double want = bwd ? calib_gemm_seconds(cb, GEMM_NN, tm, tk, tn) + calib_gemm_seconds(cb, GEMM_NT, tn, tk, tm)
+                          : calib_gemm_seconds(cb, GEMM_TN, tm, tn, tk);
+        CLOSE(calib_task_seconds(cb, &c, NULL, t), want);
+        seen |= bwd ? 2 : 1;
+    }
+    ck_assert_int_eq(seen, 3);
+    calib_free(cb);
+    cb = calib_parse(table, "t.calib", err); /* no shapes: by FLOPs */
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert(!calib_has_gemm_shapes(cb));
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), calib_seconds(cb, TASK_GEMM, 2 * f, 0, m));
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind == TASK_GEMM)
+            CLOSE(calib_task_seconds(cb, &c, NULL, t), calib_seconds(cb, TASK_GEMM, (double)t->flops, 0, t->dim[0]));
+    }
+    dag_free(g);
+    calib_free(cb);
+}
+END_TEST
+
+/* Shape rows round-trip through calib_write; a raised peak keeps their
+ * absolute speed; calibrate's setter refuses what the parser refuses; a
+ * fitted gemm line replaces them. */
+START_TEST(gemm_shape_round_trip)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse(shaped, "s.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert_int_eq(calib_set_gemm_shape(cb, GEMM_NT, 3, 5, 7, 0.123456789, err), 0);
+    ck_assert_int_eq(calib_set_gemm_shape(cb, GEMM_NT, 3, 5, 7, 1.5, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "[1e-9, 1]"));
+    ck_assert_int_eq(calib_set_gemm_shape(cb, GEMM_NT, 0, 5, 7, 0.5, err), -1);
+    calib *back = rewritten(cb);
+    for (int l = GEMM_TN; l <= GEMM_ANY; l++)
+        for (double x = 100; x < 1e5; x *= 3.7)
+            CLOSE(calib_gemm_eff(back, l, x, 2 * x, x / 2), calib_gemm_eff(cb, l, x, 2 * x, x / 2));
+    CLOSE(calib_gemm_eff(back, GEMM_NT, 3, 5, 7), 0.123456789);
+    double before = calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000);
+    calib_raise_reference(cb, TASK_GEMM, 2e15);
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000), before);
+    ck_assert_int_eq(calib_set_line(cb, TASK_GEMM, 1e-6, 1e15, err), 0);
+    ck_assert(!calib_has_gemm_shapes(cb));
+    calib_free(cb);
+    calib_free(back);
+}
+END_TEST
+
+/* The shipped shape tables keep their sources' figures: SimuMax's A100
+ * PCIe forward of 4096 x 1536 x 5120 at 0.7877 (of 312T) and its wgrad at
+ * 0.6245 (configs/system/a100_pcie.json); XLA's sm_90 4096^3 bf16 dot at
+ * 780.2 TFLOP/s (of 989T) for H100 and H200. */
+START_TEST(shipped_gemm_shapes)
+{
+    static const struct {
+        const char *gpu;
+        int layout;
+        double m, n, k, eff;
+    } rows[] = {{"a100-pcie", GEMM_TN, 4096, 1536, 5120, 0.7877},
+                {"a100-pcie", GEMM_NT, 1536, 5120, 4096, 0.6245},
+                {"h100", GEMM_NN, 4096, 4096, 4096, 780.193877565849e12 / 989e12},
+                {"h200", GEMM_NT, 4096, 4096, 4096, 780.193877565849e12 / 989e12}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char path[1024], err[LOONG_ERRLEN] = "";
+        snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, rows[i].gpu);
+        calib *cb = calib_load(path, err);
+        ck_assert_msg(cb != NULL, "%s", err);
+        ck_assert_str_eq(calib_gpu(cb), rows[i].gpu);
+        double e = calib_gemm_eff(cb, rows[i].layout, rows[i].m, rows[i].n, rows[i].k);
+        ck_assert_msg(fabs(e - rows[i].eff) < 5e-5, "%s: %g != %g", rows[i].gpu, e, rows[i].eff);
+        calib_free(cb);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("calib");
@@ -275,6 +431,10 @@ int main(void)
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, tile_granular_attention);
     tcase_add_test(tc, shipped_tables);
+    tcase_add_test(tc, gemm_shape_interpolation);
+    tcase_add_test(tc, gemm_dgrad_wgrad_split);
+    tcase_add_test(tc, gemm_shape_round_trip);
+    tcase_add_test(tc, shipped_gemm_shapes);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

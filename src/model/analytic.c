@@ -500,9 +500,11 @@ typedef struct layer_cost {
     double nic_bwd; /* seconds of the backward the ring keeps a NIC busy */
 } layer_cost;
 
+/* One GEMM task as the DAG's (m, n, k): by FLOPs, or by its shapes when the
+ * table has them (a backward: its dgrad and wgrad). */
 static double gemm(const calib *cb, double m, double n, double k, bool bwd)
 {
-    return calib_seconds(cb, TASK_GEMM, (bwd ? 4 : 2) * m * n * k, 0, m);
+    return calib_gemm_task_seconds(cb, m, n, k, bwd);
 }
 
 /* The block's GEMMs, each with 1/tp of the weights (build.c's shapes). */

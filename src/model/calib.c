@@ -20,6 +20,15 @@
 typedef enum { X_FLOPS, X_BYTES, X_TOKENS } xaxis;
 static const char *const xaxis_names[] = {"flops", "bytes", "tokens"};
 
+/* One 'gemm shape' row: a measured GEMM (see calib.h, "GEMM shapes"). */
+typedef struct gemm_shape {
+    int layout;      /* gemm_layout */
+    uint64_t dim[3]; /* M, N, K as written */
+    double lg[3];    /* log2 of each */
+    double eff;      /* of peak */
+} gemm_shape;
+#define GEMM_SHAPES_MAX 4096 /* rows per table: 20x the largest published sweep */
+
 typedef struct row {
     bool set;
     bool inherited; /* a memory-bound kind after acc without a row of its own: acc's */
@@ -39,7 +48,9 @@ struct calib {
     row rows[NKINDS];
     double interference[NKINDS]; /* slowdown of a kind's kernel per concurrent communication kernel */
     int tile[NKINDS][2];         /* attention kernels' tile, query rows x key columns ('tile'); 0: none */
-    unsigned given;              /* while parsing: header lines seen (HDR_*), each allowed once */
+    gemm_shape *shape;           /* 'gemm shape' rows, in the order read */
+    int nshape, shapecap;
+    unsigned given; /* while parsing: header lines seen (HDR_*), each allowed once */
 };
 
 enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kind */
@@ -232,6 +243,65 @@ static int parse_tile(const cursor *cu, calib *cb, char **tok, int ntok)
     return 0;
 }
 
+static const char *const layout_names[GEMM_LAYOUTS] = {"tn", "nn", "nt", "any"};
+
+static int gemm_shape_find(const calib *cb, int layout, const uint64_t dim[3])
+{
+    for (int i = 0; i < cb->nshape; i++)
+        if (cb->shape[i].layout == layout && !memcmp(cb->shape[i].dim, dim, sizeof cb->shape[i].dim)) return i;
+    return -1;
+}
+
+/* Add or replace a shape row; -1 when the table is full. */
+static int gemm_shape_put(calib *cb, int layout, const uint64_t dim[3], double eff)
+{
+    int i = gemm_shape_find(cb, layout, dim);
+    if (i < 0) {
+        if (cb->nshape == GEMM_SHAPES_MAX) return -1;
+        if (cb->nshape == cb->shapecap) {
+            cb->shapecap = cb->shapecap ? 2 * cb->shapecap : 64;
+            cb->shape = xrealloc_array(cb->shape, (size_t)cb->shapecap, sizeof *cb->shape, "a calibration table");
+        }
+        i = cb->nshape++;
+    }
+    gemm_shape *g = &cb->shape[i];
+    g->layout = layout;
+    for (int a = 0; a < 3; a++) {
+        g->dim[a] = dim[a];
+        g->lg[a] = log2((double)dim[a]);
+    }
+    g->eff = eff;
+    return 0;
+}
+
+/* gemm shape LAYOUT M N K EFF */
+static int parse_gemm_shape(const cursor *cu, calib *cb, char **tok, int ntok)
+{
+    if (ntok != 7)
+        return fail(cu, "'gemm shape' takes LAYOUT M N K EFF (e.g. gemm shape tn 4096 1536 5120 0.79)%s%s", "", "");
+    int layout = -1;
+    for (int i = 0; i < GEMM_LAYOUTS; i++)
+        if (!strcmp(tok[2], layout_names[i])) layout = i;
+    if (layout < 0) return fail(cu, "gemm shape layout '%s' is not one of: tn, nn, nt, any%s", tok[2], "");
+    uint64_t dim[3];
+    for (int a = 0; a < 3; a++) {
+        if (units_parse_count(tok[3 + a], "gemm shape dimension", &dim[a], cu->err) < 0) return fail_units(cu);
+        if (dim[a] < 1 || dim[a] > UINT32_MAX)
+            return fail(cu, "gemm shape dimension '%s' is outside [1, 4294967295]%s", tok[3 + a], "");
+    }
+    char *end;
+    double e = strtod(tok[6], &end);
+    if (end == tok[6] || *end || !(e >= EFF_MIN && e <= 1))
+        return fail(cu, "gemm shape efficiency '%s' must be a number in [1e-9, 1]%s", tok[6], "");
+    char shape[80];
+    snprintf(shape, sizeof shape, "%.4s %.20s %.20s %.20s", tok[2], tok[3], tok[4], tok[5]);
+    if (gemm_shape_find(cb, layout, dim) >= 0)
+        return fail(cu, "a second 'gemm shape' row for %s: give each shape once%s", shape, "");
+    if (gemm_shape_put(cb, layout, dim, e) < 0)
+        return fail(cu, "more than 4096 'gemm shape' rows at '%s': merge measurements of one shape%s", shape, "");
+    return 0;
+}
+
 static int parse_line(const cursor *cu, calib *cb, char *line)
 {
     char *hash = strchr(line, '#');
@@ -247,6 +317,7 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
         return parse_header(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "interference")) return parse_interference(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "tile")) return parse_tile(cu, cb, tok, ntok);
+    if (!strcmp(tok[0], "gemm") && ntok >= 2 && !strcmp(tok[1], "shape")) return parse_gemm_shape(cu, cb, tok, ntok);
     int kind = task_kind_parse(tok[0]);
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
@@ -299,7 +370,7 @@ calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN])
     free(copy);
     if (rc == 0) rc = check_table(&cu, cb);
     if (rc < 0) {
-        free(cb);
+        calib_free(cb);
         return NULL;
     }
     return cb;
@@ -345,7 +416,12 @@ calib *calib_for_platform(const char *platform, const char *gpu, const char *pat
     return cb;
 }
 
-void calib_free(calib *cb) { free(cb); }
+void calib_free(calib *cb)
+{
+    if (!cb) return;
+    free(cb->shape);
+    free(cb);
+}
 const char *calib_gpu(const calib *cb) { return cb->gpu; }
 double calib_peak(const calib *cb) { return cb->peak; }
 double calib_mem_bw(const calib *cb) { return cb->mem_bw; }
@@ -363,6 +439,8 @@ void calib_raise_reference(calib *cb, int kind, double rate)
         for (int i = 0; i < r->npts; i++)
             r->eff[i] *= *ref / rate;
     }
+    for (int i = 0; !memory_bound(kind) && i < cb->nshape; i++) /* and so do the GEMM shapes */
+        cb->shape[i].eff *= *ref / rate;
     *ref = rate;
 }
 
@@ -420,6 +498,8 @@ void calib_set_tile(calib *cb, int kind, int br, int bc)
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;
+    if (t->kind == TASK_GEMM && cb->nshape && t->dim[0] && t->dim[1] && t->dim[2])
+        return calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD);
     double flops = tl ? tiles_task_flops(tl, t) : (double)t->flops;
     return calib_seconds(cb, t->kind, flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
 }
@@ -437,6 +517,7 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
     r->set = true;
     r->t0 = t0;
     r->rate = rate;
+    if (kind == TASK_GEMM) cb->nshape = 0; /* the line is now the whole GEMM model */
     return 0;
 }
 
@@ -455,6 +536,11 @@ int calib_write(FILE *f, const calib *cb)
         for (int i = 0; i < r->npts; i++)
             fprintf(f, " %.17g:%.17g", r->xs[i], r->eff[i]);
         fputc('\n', f);
+    }
+    for (int i = 0; i < cb->nshape; i++) {
+        const gemm_shape *g = &cb->shape[i];
+        fprintf(f, "gemm shape %s %llu %llu %llu %.17g\n", layout_names[g->layout], (unsigned long long)g->dim[0],
+                (unsigned long long)g->dim[1], (unsigned long long)g->dim[2], g->eff);
     }
     for (int k = 0; k < NKINDS; k++)
         if (cb->interference[k] > 0) fprintf(f, "interference %s %.17g\n", task_kind_name(k), cb->interference[k]);
@@ -476,4 +562,89 @@ void calib_set_interference(calib *cb, int kind, double f)
 {
     for (int k = 0; k < NKINDS; k++)
         if (kind < 0 || k == kind) cb->interference[k] = f;
+}
+
+/* ---- GEMM shapes (calib.h, "GEMM shapes") ---- */
+
+const char *calib_gemm_layout_name(int layout)
+{
+    return layout >= 0 && layout < GEMM_LAYOUTS ? layout_names[layout] : "?";
+}
+
+bool calib_has_gemm_shapes(const calib *cb) { return cb->nshape > 0; }
+
+double calib_t0(const calib *cb, int kind) { return kind >= 0 && kind < NKINDS ? cb->rows[kind].t0 : 0; }
+
+/* The layout whose rows time `layout`: its own, else any's; -1: none. */
+static int rows_for(const calib *cb, int layout)
+{
+    bool own = false, any = false;
+    for (int i = 0; i < cb->nshape; i++) {
+        own |= cb->shape[i].layout == layout;
+        any |= cb->shape[i].layout == GEMM_ANY;
+    }
+    return own ? layout : any ? GEMM_ANY : -1;
+}
+
+/* Inverse-distance weighting, power 4, in log2 space: a row's weight is
+ * 1 / d^4, so the nearest rows dominate (power above the 3 dimensions)
+ * and the result is a convex combination of the rows' efficiencies. */
+double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
+{
+    int set = layout >= 0 && layout < GEMM_LAYOUTS ? rows_for(cb, layout) : -1;
+    if (set < 0 || !(m >= 1 && n >= 1 && k >= 1)) return -1;
+    double q[3] = {log2(m), log2(n), log2(k)}, lo[3] = {INFINITY, INFINITY, INFINITY},
+           hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int i = 0; i < cb->nshape; i++)
+        for (int a = 0; a < 3 && cb->shape[i].layout == set; a++) {
+            lo[a] = fmin(lo[a], cb->shape[i].lg[a]);
+            hi[a] = fmax(hi[a], cb->shape[i].lg[a]);
+        }
+    for (int a = 0; a < 3; a++) /* flat beyond the measured range */
+        q[a] = fmin(fmax(q[a], lo[a]), hi[a]);
+    double sw = 0, swe = 0;
+    for (int i = 0; i < cb->nshape; i++) {
+        const gemm_shape *g = &cb->shape[i];
+        if (g->layout != set) continue;
+        double d2 = 0;
+        for (int a = 0; a < 3; a++)
+            d2 += (q[a] - g->lg[a]) * (q[a] - g->lg[a]);
+        if (d2 == 0) return g->eff; /* a measured shape: its own figure */
+        double w = 1 / (d2 * d2);
+        sw += w;
+        swe += w * g->eff;
+    }
+    return swe / sw;
+}
+
+double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k)
+{
+    double flops = 2 * m * n * k, e = calib_gemm_eff(cb, layout, m, n, k);
+    if (e < 0) return calib_seconds(cb, TASK_GEMM, flops, 0, m);
+    return flops > 0 ? cb->rows[TASK_GEMM].t0 + flops / (e * cb->peak) : 0;
+}
+
+double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd)
+{
+    if (!cb->nshape) return calib_seconds(cb, TASK_GEMM, (bwd ? 4 : 2) * m * n * k, 0, m);
+    if (!bwd) return calib_gemm_seconds(cb, GEMM_TN, m, n, k);
+    return calib_gemm_seconds(cb, GEMM_NN, m, k, n) + calib_gemm_seconds(cb, GEMM_NT, n, k, m);
+}
+
+int calib_set_gemm_shape(calib *cb, int layout, uint64_t m, uint64_t n, uint64_t k, double eff, char err[LOONG_ERRLEN])
+{
+    uint64_t dim[3] = {m, n, k};
+    bool dims_ok = m >= 1 && n >= 1 && k >= 1 && m <= UINT32_MAX && n <= UINT32_MAX && k <= UINT32_MAX;
+    if (layout < 0 || layout >= GEMM_LAYOUTS || !dims_ok || !(eff >= EFF_MIN && eff <= 1)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "gemm shape %s %llu %llu %llu: efficiency %.4g must be in [1e-9, 1] and each dimension in [1, 2^32)",
+                 calib_gemm_layout_name(layout), (unsigned long long)m, (unsigned long long)n, (unsigned long long)k,
+                 eff);
+        return -1;
+    }
+    if (gemm_shape_put(cb, layout, dim, eff) < 0) {
+        snprintf(err, LOONG_ERRLEN, "more than %d gemm shape rows: the table is full", GEMM_SHAPES_MAX);
+        return -1;
+    }
+    return 0;
 }

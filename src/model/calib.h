@@ -19,6 +19,12 @@
  *   tile KIND BRxBC         attn_fwd or attn_bwd: the kernel computes tiles
  *                           of BR query rows x BC key columns, a partly
  *                           masked tile in full [none: exact pairs]
+ *   gemm shape LAYOUT M N K EFF
+ *                           one measured GEMM: output M x N, reduction K,
+ *                           at EFF of `peak`; LAYOUT tn (forward), nn
+ *                           (dgrad), nt (wgrad) as Transformer Engine calls
+ *                           cuBLAS, or any (a source that measured one
+ *                           layout for all); see "GEMM shapes" below
  *
  * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
  * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc,
@@ -34,6 +40,17 @@
  * efficiencies lie in [1e-9, 1], rates and references are at least 1 per
  * second and a line's RATE may not exceed the reference: a table can never
  * predict faster than the hardware peak, nor an infinite time.
+ *
+ * GEMM shapes. A table with `gemm shape` rows times a GEMM by its shape:
+ * T0 + 2MNK / (eff(M, N, K) x peak), T0 the gemm row's. eff is inverse-
+ * distance weighted (power 4) over the layout's rows in (log2 M, log2 N,
+ * log2 K), the query first clamped to the rows' range on each axis: exact
+ * at a row, between the rows' extremes everywhere, flat beyond the
+ * measured range. A layout without rows of its own takes the `any` rows,
+ * and without those the gemm curve or line (at 2MNK FLOPs). A forward task
+ * (m, n, k) is one tn GEMM; a backward task (4mnk FLOPs) is two, timed
+ * each by its own shape: dgrad nn (m, k, n) and wgrad nt (n, k, m). A table
+ * without shape rows times GEMMs exactly as before: by FLOPs alone.
  *
  * Low-level: depends on units and dag (for task kinds and shapes).
  *
@@ -116,10 +133,47 @@ double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag
  * values, for callers without a dag_task (the planner). */
 double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens);
 
-/* Replace kind's row by the line T0 + work / rate (for `loong calibrate`).
+/* Replace kind's row by the line T0 + work / rate (for `loong calibrate`);
+ * for gemm the shape rows go too (the line is then the whole model).
  * Returns 0, or -1 with a message if rate is not positive or exceeds the
  * reference peak. */
 int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN]);
+
+/* ---- GEMM shapes (see "GEMM shapes" above) ---- */
+
+/* A GEMM's layout as Transformer Engine calls cuBLAS for Y = X W^T:
+ * forward tn, dgrad nn, wgrad nt; any: rows that stand for every layout. */
+typedef enum { GEMM_TN, GEMM_NN, GEMM_NT, GEMM_ANY, GEMM_LAYOUTS } gemm_layout;
+
+/* The layout's name in the table ("tn", ...). */
+const char *calib_gemm_layout_name(int layout);
+
+/* Whether the table has any `gemm shape` row. */
+bool calib_has_gemm_shapes(const calib *cb);
+
+/* The efficiency (of peak) of one GEMM of output m x n and reduction k in
+ * `layout`, interpolated over the rows that layout uses; -1 when no row
+ * applies (the gemm curve or line times it). */
+double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k);
+
+/* Seconds of one GEMM (2mnk FLOPs) of that shape and layout: by its shape
+ * rows, else the gemm curve or line. */
+double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k);
+
+/* Seconds of a DAG GEMM task of shape (m, n, k) (Y = X W, X m x k, W k x n):
+ * forward one tn GEMM; backward (bwd) its dgrad nn (m, k, n) plus its
+ * wgrad nt (n, k, m). A table without shape rows: the gemm row at the
+ * task's (bwd ? 4 : 2) mnk FLOPs, as calib_seconds. */
+double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd);
+
+/* Add (or replace) the shape row (layout, m, n, k) at efficiency eff, for
+ * a caller that measured the shape. Returns 0, or -1 with a message
+ * when eff is outside [1e-9, 1], a dimension outside [1, 2^32), or the
+ * table already holds the most rows it may. */
+int calib_set_gemm_shape(calib *cb, int layout, uint64_t m, uint64_t n, uint64_t k, double eff, char err[LOONG_ERRLEN]);
+
+/* The fixed cost T0 of kind's row (a line's or a curve's), seconds. */
+double calib_t0(const calib *cb, int kind);
 
 /* Write the table in the format calib_parse reads (round-trips exactly up
  * to %.17g). Returns 0, or -1 on a write error. */

@@ -43,6 +43,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
     }
+    for (int bwd = 0; bwd < 2; bwd++) { /* a shaped GEMM: finite too */
+        double s = calib_gemm_task_seconds(cb, 4096, 1536, 5120, bwd);
+        if (!(s >= 0 && isfinite(s))) {
+            fprintf(stderr, "a %s GEMM 4096 x 1536 x 5120 predicts %g s\n", bwd ? "backward" : "forward", s);
+            abort();
+        }
+    }
     char *once = written(cb);
     calib *back = calib_parse(once, "written.calib", err);
     if (!back) {
