@@ -97,6 +97,16 @@ static int tbuf(const prog *p, int layer, int k)
     return BUF_LB(layer, k);
 }
 
+/* End the current task once it reads `reads` and writes `writes`. */
+static void end_with_buffers(builder *b, const int *reads, int nreads, const int *writes, int nwrites)
+{
+    for (int i = 0; i < nreads; i++)
+        bt_reads(b, reads[i]);
+    for (int i = 0; i < nwrites; i++)
+        bt_writes(b, writes[i]);
+    bt_end(b);
+}
+
 static uint32_t gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, uint64_t n, uint64_t k,
                      const int *reads, int nreads, const int *writes, int nwrites)
 {
@@ -109,11 +119,7 @@ static uint32_t gemm(prog *p, task_op op, task_phase ph, int layer, uint64_t m, 
     t->dim[1] = (uint32_t)n;
     t->dim[2] = (uint32_t)k;
     t->flops = size_gemm_flops(m, n, k, ph == PHASE_BWD);
-    for (int i = 0; i < nreads; i++)
-        bt_reads(b, reads[i]);
-    for (int i = 0; i < nwrites; i++)
-        bt_writes(b, writes[i]);
-    bt_end(b);
+    end_with_buffers(b, reads, nreads, writes, nwrites);
     return id;
 }
 #define READS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
@@ -136,11 +142,7 @@ static uint32_t elementwise(prog *p, task_op op, task_phase ph, int layer, const
     t->dim[1] = (uint32_t)cols;
     t->dim[2] = (uint32_t)p->c->act_bytes;
     t->flops = rows * cols;
-    for (int i = 0; i < nreads; i++)
-        bt_reads(b, reads[i]);
-    for (int i = 0; i < nwrites; i++)
-        bt_writes(b, writes[i]);
-    bt_end(b);
+    end_with_buffers(b, reads, nreads, writes, nwrites);
     return id;
 }
 
