@@ -11,7 +11,7 @@
 
 const char *cli_config_help(void)
 {
-    static char buf[4096];
+    static char buf[8192];
     if (buf[0]) return buf;
     size_t n = (size_t)snprintf(buf, sizeof buf, "Configuration (shared by dag, sim, exec and plan):\n");
     for (int k = 0; k < KNOB_COUNT && n < sizeof buf; k++) {
@@ -196,7 +196,9 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                          KNOB_TP_OVERLAP, KNOB_KV_REPLICATION,
                                          KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
-    static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
+    static const config_knob after[] = {
+        KNOB_PARTITION,           KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE, KNOB_RECOMPUTE_MODULES, KNOB_RECOMPUTE_METHOD,
+        KNOB_RECOMPUTE_NUM_LAYERS};
     static const config_knob last[] = {
         KNOB_WINDOW,    KNOB_KV_STRIDE,     KNOB_ZERO,     KNOB_PREFETCH, KNOB_DTYPE,           KNOB_DP,
         KNOB_PP,        KNOB_MICRO_BATCHES, KNOB_SCHEDULE, KNOB_VPP,      KNOB_PP_FIRST_LAYERS, KNOB_PP_LAST_LAYERS,
