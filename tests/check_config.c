@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/docs.h"
+#include "core/recompute.h"
 #include "core/shard.h"
 #include "dag_util.h"
 #include "check_run.h"
@@ -264,8 +265,34 @@ START_TEST(json_and_hash)
     ck_assert_uint_eq(config_hash(&c), config_hash(&back));
     ck_assert_int_eq(back.window, 4);
     ck_assert_int_eq(back.recompute, RECOMPUTE_SELECTIVE);
+    ck_assert_int_eq(back.recompute_modules, RECOMPUTE_MOD_CORE_ATTN);
     back.window = 2;
     ck_assert_uint_ne(config_hash(&c), config_hash(&back));
+    /* the recompute knobs at their defaults stay out of the JSON (configs
+     * written before them hash as before); set, they round-trip */
+    j = config_to_json(&c);
+    ck_assert_ptr_null(json_object_get(j, "recompute_modules"));
+    ck_assert_ptr_null(json_object_get(j, "recompute_method"));
+    json_decref(j);
+    c.recompute_modules = RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP;
+    j = config_to_json(&c);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "recompute_modules")), "core_attn,mlp");
+    ck_assert_int_eq(config_from_json(j, &back, err), 0);
+    json_decref(j);
+    ck_assert_int_eq(back.recompute_modules, c.recompute_modules);
+    c.recompute_modules = RECOMPUTE_MOD_CORE_ATTN;
+    c.recompute = RECOMPUTE_FULL;
+    c.zero = 1;
+    c.recompute_method = RECOMPUTE_BLOCK;
+    c.recompute_layers = 3;
+    j = config_to_json(&c);
+    ck_assert_int_eq(config_from_json(j, &back, err), 0);
+    json_decref(j);
+    ck_assert_int_eq(back.recompute_method, RECOMPUTE_BLOCK);
+    ck_assert_int_eq(back.recompute_layers, 3);
+    ck_assert_uint_eq(config_hash(&c), config_hash(&back));
+    recompute_set(&c, RECOMPUTE_SELECTIVE);
+    c.zero = 3;
     /* a document layout and a packed partition round-trip, and move the hash */
     c.docs = docs_parse_list("100K,4K,1,120K", c.seq, "test", err);
     c.partition = PART_BALANCED;

@@ -189,13 +189,17 @@ static void attn_fwd_rows(case_table *t8)
     }
 }
 
+/* Whole steps of tiny: ZeRO 0-3, Megatron's selective recompute (core
+ * attention with its ring) beside the contiguous ring, full recompute
+ * beside the dual ring and, over a uniform group of both blocks, beside
+ * Ulysses. */
 static void step_rows(case_table *t4)
 {
     static const char *cases[] = {
         "--mesh 2x2 --strategy loongtrain --zero 0",
         "--mesh 4 --strategy zigzag --zero 2 --recompute selective",
         "--mesh 2x2 --strategy dualring --zero 3 --recompute full",
-        "--mesh 4x1 --strategy ulysses --zero 1",
+        "--mesh 4x1 --strategy ulysses --zero 1 --recompute full --recompute-num-layers 2",
     };
     for (int i = 0; i < 4; i++)
         if (sampled(i, 2)) add_case(t4, "dW_lm_head", "--model tiny --seq 512 %s --scope step", cases[i]);
@@ -206,7 +210,8 @@ static void step_rows(case_table *t4)
  * and 4 (tiny-mha: tp must divide H_kv), beside P_h and P_s; together the
  * rows cover the single ring, the double ring, the dual ring (with KV
  * replication: H_kv/tp = 1 < P_h), the all-gather and Ulysses alone, ZeRO
- * 0-3, recompute none/selective/full, sequence parallelism on and off;
+ * 0-3, recompute none, full and Megatron's selective of core_attn and mlp
+ * (and of mlp alone), sequence parallelism on and off;
  * and tp 4 with tiny (H_kv = 2): each KV head replicated on two shards,
  * whose weight gradients the tp_kv all-reduce sums, alone and beside the
  * replication over P_h = 2; and --tp-overlap's ring-exchange pairs (tp
@@ -223,12 +228,16 @@ static void tp_step_rows(case_table *t4, case_table *t8)
         {"tiny", "--tp 2 --mesh 1x4 --strategy loongtrain --window 2 --zero 0", "mesh 1x4 tp 2 sp loongtrain", 8},
         {"tiny", "--tp 2 --mesh 2x2 --strategy dualring --zero 1 --sequence-parallel off", "mesh 2x2 tp 2 dualring", 8},
         {LOONG_SRCDIR "/tests/data/tiny-mha.model",
-         "--tp 4 --mesh 1x2 --strategy allgather --zero 2 --recompute selective", "mesh 1x2 tp 4 sp allgather", 8},
+         "--tp 4 --mesh 1x2 --strategy allgather --zero 2 --recompute selective --recompute-modules core_attn,mlp",
+         "mesh 1x2 tp 4 sp allgather", 8},
         {LOONG_SRCDIR "/tests/data/tiny-mha.model",
          "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --sequence-parallel off",
          "mesh 2x1 tp 4 ulysses", 8},
         {"tiny", "--tp 4 --mesh 1x2 --strategy zigzag --zero 2", "mesh 1x2 tp 4 sp zigzag", 8},
-        {"tiny", "--tp 4 --mesh 2x1 --strategy ulysses --zero 1 --sequence-parallel off", "mesh 2x1 tp 4 ulysses", 8},
+        {"tiny",
+         "--tp 4 --mesh 2x1 --strategy ulysses --zero 1 --sequence-parallel off --recompute selective "
+         "--recompute-modules mlp",
+         "mesh 2x1 tp 4 ulysses", 8},
         {"tiny", "--tp 2 --mesh 1x2 --strategy zigzag --zero 1 --tp-overlap on", "mesh 1x2 tp 2 sp overlapped", 4},
         {LOONG_SRCDIR "/tests/data/tiny-mha.model",
          "--tp 4 --mesh 2x1 --strategy ulysses --zero 3 --recompute full --tp-overlap on",
@@ -303,7 +312,9 @@ static void document_rows(case_table *t4, case_table *t8)
  * --pp-first-layers 2: stage 0's chunks hold layers 0 and 3, stage 1's
  * 1-2 and 4-5), and with the embedding's and the loss's slots (v 3 over
  * tiny4's 4 layers and 2 slots: stage 0's first chunk holds the embedding
- * alone, stage 1's last the LM head alone, as Llama 3 405B's did).
+ * alone, stage 1's last the LM head alone, as Llama 3 405B's did);
+ * LoongTrain's Selective Checkpoint++ beside 1F1B, Megatron's block method
+ * (the first block of each stage re-run) beside GPipe.
  * `want` is the run's description. */
 static void pipeline_step_rows(case_table *t4, case_table *t8)
 {
@@ -311,9 +322,11 @@ static void pipeline_step_rows(case_table *t4, case_table *t8)
         const char *args, *want;
         int np;
     } rows[] = {
-        {"--mesh 2x2 --strategy loongtrain --pp 2 --micro-batches 2 --recompute selective", "pp 2 1f1b m 2", 8},
+        {"--mesh 2x2 --strategy loongtrain --pp 2 --micro-batches 2 --recompute sc++", "pp 2 1f1b m 2", 8},
         {"--mesh 1x1 --strategy ulysses --pp 4 --micro-batches 4 --zero 0", "pp 4 1f1b m 4", 4},
-        {"--mesh 1x2 --strategy usp --pp 2 --micro-batches 3 --schedule gpipe --zero 0", "pp 2 gpipe m 3", 4},
+        {"--mesh 1x2 --strategy usp --pp 2 --micro-batches 3 --schedule gpipe --zero 0 --recompute full "
+         "--recompute-method block --recompute-num-layers 1",
+         "pp 2 gpipe m 3", 4},
         {"--mesh 2x2 --strategy usp --micro-batches 2", "mesh 2x2 m 2 usp", 4},
         {"--mesh 1x2 --strategy zigzag --pp 2 --micro-batches 2 --schedule interleaved --vpp 2",
          "pp 2 interleaved v2 m 2", 4},

@@ -3,13 +3,17 @@
  * FLOPs conserved over stages and micro-batches, gradient collectives
  * after the last micro-batch, the live activations a stage's program
  * holds against the memory model's count, and the largest size the counts
- * hold (llama3-405b at 4M tokens, a 16M-token global batch). */
+ * hold (llama3-405b at 4M tokens, a 16M-token global batch). And activation
+ * recompute (core/recompute.h): the tensors each policy's DAG keeps for the
+ * backward against the memory model's, and selective's step cost between
+ * none's and full's. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/pipeline.h"
+#include "core/recompute.h"
 #include "dag_util.h"
 #include "model/analytic.h"
 #include "model/memory.h"
@@ -575,6 +579,155 @@ START_TEST(size_405b_4m_stats)
 }
 END_TEST
 
+/* ---- activation recompute ---- */
+
+/* The recompute policies of the tests below (recompute.h). */
+static const struct {
+    recompute_kind r;
+    int mods;
+    recompute_method_kind method;
+    int n;
+} policies[] = {
+    {RECOMPUTE_NONE, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_SELECTIVE, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_SELECTIVE, RECOMPUTE_MOD_MLP, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_SELECTIVE, RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_SCPP, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_FULL, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_UNIFORM, 1},
+    {RECOMPUTE_FULL, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_UNIFORM, 2},
+    {RECOMPUTE_FULL, RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_BLOCK, 1},
+};
+#define NPOLICIES ((int)(sizeof policies / sizeof *policies))
+
+static void set_policy(config *c, int i)
+{
+    c->recompute = policies[i].r;
+    c->recompute_modules = policies[i].mods;
+    c->recompute_method = policies[i].method;
+    c->recompute_layers = policies[i].n;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(c, err) == 0, "%s", err);
+}
+
+/* The first task of rank 0 of (op, phase, layer), in program order (ids);
+ * DAG_NONE: none. */
+static uint32_t first_task(const dag *g, int op, int phase, int layer)
+{
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->rank == 0 && t->op == op && t->phase == phase && t->layer == layer) return i;
+    }
+    return DAG_NONE;
+}
+
+/* Whether the tensor that op `producer` of block p writes is written again
+ * by a recompute pass before the first backward task `reader` of block l
+ * reads it: then the forward's copy need not be kept. */
+static bool regenerated(const dag *g, int producer, int p, int reader, int l)
+{
+    uint32_t rd = first_task(g, reader, PHASE_BWD, l);
+    ck_assert_uint_ne(rd, DAG_NONE);
+    uint32_t re = p < 0 ? DAG_NONE : first_task(g, producer, PHASE_RECOMPUTE, p);
+    return re != DAG_NONE && re < rd;
+}
+
+/* Per policy, the bytes a stage keeps for the backward as the DAG says
+ * (a block's tensors, each kept unless a recompute pass writes it again
+ * before the backward reads it: x, the block input, from block l-1's down;
+ * the norms' outputs and qkv from the QKV projection; the head-sharded
+ * q|kv from the all-to-all; the output projection's input O; attention's
+ * (O,) LSE; h from the output projection; the SwiGLU tensors from gate and
+ * up) equal the memory model's activations. tiny (2 blocks, hidden 256,
+ * H 8, H_kv 2, d 32, ffn 512) at 8K tokens, one micro-batch, on 2x2 (head
+ * all-to-all), 1x4 (P_h = 1: O is the output projection's input) and 2x2
+ * at tp 2 with sequence parallelism; the eight policies of policies[]. */
+START_TEST(recompute_kept_matches_memory)
+{
+    static const struct {
+        int ph, ps, tp;
+    } mesh_rows[] = {{2, 2, 1}, {1, 4, 1}, {2, 2, 2}};
+    int row = _i / NPOLICIES;
+    config c = tcfg("tiny", 8 * K, "usp", mesh_rows[row].ph, mesh_rows[row].ps, 0, SCOPE_STEP);
+    c.tp = mesh_rows[row].tp;
+    set_policy(&c, _i % NPOLICIES);
+    const model *m = &c.model;
+    double a = c.act_bytes, tp = c.tp, T = (double)c.seq / (c.p_head * c.p_seq), Ns = (double)c.seq / c.p_seq;
+    double hq = config_q_heads(&c), kvh = config_kv_heads(&c), d = m->head_dim;
+    double x = T / tp * m->hidden * a, qkv = T * model_tp_qkv_heads(m, c.tp) * d * a;
+    double qh = Ns * (hq + 2 * kvh) * d * a, os = T * m->heads / tp * d * a, o = Ns * hq * d * a, lse = Ns * hq * 4;
+    double mlp = 3 * T * m->ffn / tp * a;
+    bool a2a = c.p_head > 1;
+    dag *g = tbuild(&c);
+    double kept = 0;
+    for (int l = 0; l < m->layers; l++) {
+        const struct {
+            double bytes;
+            int producer, p, reader;
+        } ts[] = {
+            {x, OP_MLP_DOWN, l - 1, OP_QKV},
+            {x, OP_QKV, l, OP_QKV},
+            {qkv, OP_QKV, l, OP_ATTN},
+            {a2a ? qh : 0, OP_A2A_QKV, l, OP_ATTN},
+            {a2a ? os : o, a2a ? OP_A2A_O : OP_ATTN, l, OP_OUT_PROJ},
+            {a2a ? o + lse : lse, OP_ATTN, l, OP_ATTN},
+            {x, OP_OUT_PROJ, l, OP_MLP_GATE},
+            {x, OP_MLP_GATE, l, OP_MLP_GATE},
+            {mlp, OP_MLP_GATE, l, OP_MLP_DOWN},
+        };
+        for (size_t k = 0; k < sizeof ts / sizeof *ts; k++)
+            if (!regenerated(g, ts[k].producer, ts[k].p, ts[k].reader, l)) kept += ts[k].bytes;
+    }
+    dag_free(g);
+    memory_estimate e;
+    memory_estimate_stage(&c, 0, &e);
+    ck_assert_double_eq_tol(e.in_flight, 1, 1e-12);
+    ck_assert_msg(fabs(e.activations - kept) <= 1e-9 * kept, "policy %d mesh row %d: memory %.17g, DAG %.17g",
+                  _i % NPOLICIES, row, e.activations, kept);
+}
+END_TEST
+
+/* Megatron's selective recompute re-runs core attention only, so a step
+ * with it costs at least none's and less than full's (the analytical
+ * model, under a second for all): every shipped model at 16K tokens on a
+ * 2x4 usp mesh of H100s, and a GPT-style MHA model (hidden 6144, 48 heads,
+ * 48 layers; Megatron-LM's Table 1 scale) at 2K tokens with TP 8 on one
+ * A100 node. */
+START_TEST(selective_between_none_and_full)
+{
+    static const char *const presets[] = {"llama3-8b", "llama3-70b", "llama3-405b", "7b-mha", "7b-gqa", "tiny"};
+    int n = (int)(sizeof presets / sizeof *presets);
+    char err[LOONG_ERRLEN];
+    for (int i = 0; i <= n; i++) {
+        bool gpt = i == n;
+        config c = gpt ? tcfg("tiny", 2 * K, "usp", 1, 1, 0, SCOPE_STEP)
+                       : tcfg(presets[i], 16 * K, "usp", 2, 4, 0, SCOPE_STEP);
+        if (gpt) {
+            c.model = (model){"gpt-mha", 48, 6144, 48, 48, 128, 4 * 6144, 51200};
+            c.tp = 8;
+        }
+        const char *gpu = gpt ? "a100" : "h100";
+        char path[256];
+        snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, gpu);
+        calib *cb = calib_load(path, err);
+        ck_assert_msg(cb != NULL, "%s", err);
+        platform_spec net;
+        ck_assert_int_eq(platform_spec_defaults(gpu, &net, err), 0);
+        double step[3];
+        static const recompute_kind kinds[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+        for (int k = 0; k < 3; k++) {
+            recompute_set(&c, kinds[k]);
+            ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+            analytic_result r;
+            analytic_step(&c, cb, &net, &r);
+            step[k] = r.step;
+        }
+        calib_free(cb);
+        ck_assert_msg(step[1] >= step[0] && step[1] < step[2], "%s: none %g s, selective %g s, full %g s", c.model.name,
+                      step[0], step[1], step[2]);
+    }
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -596,6 +749,10 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, slot_dag);
     tcase_add_test(tc, size_405b_4m_analytic);
     tcase_add_test(tc, size_405b_4m_stats);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("recompute");
+    tcase_add_loop_test(tc, recompute_kept_matches_memory, 0, 3 * NPOLICIES);
+    tcase_add_test(tc, selective_between_none_and_full);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -54,21 +54,47 @@ START_TEST(memory_llama3_8b)
     /* x and its norm's output, qkv, the head-sharded q|kv and O, O and LSE, h and its norm's output, SwiGLU */
     const double none =
         2 * x + T * 48 * d * 2 + (Ns * (8 + 4) * d * 2 + T * 32 * d * 2) + olse + 2 * x + 3 * T * ffn * 2;
-    /* ZeRO-1, selective: weights and grads whole, optimizer sharded */
-    config c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SELECTIVE);
+    /* ZeRO-1, Selective Checkpoint++: weights and grads whole, optimizer sharded */
+    config c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SCPP);
     memory_estimate m;
     memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi, "weights");
     near(m.grads, 2 * psi, "grads");
     near(m.optimizer, 12 * psi / P, "optimizer");
-    near(m.act_per_layer, x + olse, "selective layer");
-    near(m.working, 2 * none, "working (grads + recompute)");
+    near(m.act_per_layer, x + olse, "sc++ layer");
+    near(m.working, none + (none - x - olse), "working (grads + what the re-run regenerates)");
+    /* Megatron's selective, core_attn: the head-sharded q|kv, O and LSE
+     * inside core attention go; with mlp too, h's norm output and SwiGLU */
+    const double qh = Ns * (8 + 4) * d * 2;
+    c.recompute = RECOMPUTE_SELECTIVE;
+    memory_estimate_config(&c, &m);
+    near(m.act_per_layer, none - qh - olse, "selective layer");
+    near(m.working, none + qh + olse, "selective working");
+    c.recompute_modules = RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP;
+    memory_estimate_config(&c, &m);
+    near(m.act_per_layer, none - qh - olse - x - 3 * T * ffn * 2, "selective core_attn,mlp layer");
+    /* full, uniform over groups of 4 blocks: 8 inputs kept, 4 blocks re-run at once */
+    c.recompute = RECOMPUTE_FULL;
+    c.recompute_modules = RECOMPUTE_MOD_CORE_ATTN;
+    c.recompute_layers = 4;
+    memory_estimate_config(&c, &m);
+    near(m.activations, 8 * x, "full uniform 4");
+    near(m.working, none + 4 * none - x, "full uniform 4 working");
+    /* full, block method, 12 of the 32 blocks: 12 inputs, 20 whole blocks */
+    c.recompute_method = RECOMPUTE_BLOCK;
+    c.recompute_layers = 12;
+    memory_estimate_config(&c, &m);
+    near(m.activations, 12 * x + 20 * none, "full block 12");
+    near(m.working, none + none - x, "full block working");
     near(m.lm_head, 2 * T * V * 2, "logits");
     /* a single ring: KV_IN0/1, DKV_BLK0/1, DKV_IN0/1, DKV_FINAL */
     double kv = 2 * Ns * 2 * d * 2, dkv = 2 * Ns * 2 * d * 4, a2a = 2 * T * (32 + 16) * d * 2;
     double bufs = 2 * kv + 5 * dkv + olse + a2a;
     near(m.attn_buffers, bufs, "attention buffers");
-    near(m.peak, 16 * psi - 12 * psi + 12 * psi / P + L * (x + olse) + fmax(2 * T * V * 2, 2 * none + bufs), "peak");
+    c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SCPP);
+    memory_estimate_config(&c, &m);
+    near(m.peak, 16 * psi - 12 * psi + 12 * psi / P + L * (x + olse) + fmax(2 * T * V * 2, 2 * none - x - olse + bufs),
+         "peak");
     /* ZeRO-3, full: everything sharded; gathered, at most two consecutive
      * blocks, the largest pair being the last layer and the embedding + LM
      * head block (2 V hid + hid) */
@@ -103,7 +129,7 @@ START_TEST(memory_7b_mha)
     const double layer_w = hid * 96 * d + 32 * d * hid + 3 * hid * ffn + 2 * hid;
     const double psi = L * layer_w + 2 * V * hid + hid;
     const double T = 2048, Ns = 16384, P = 64;
-    config c = base("7b-mha", 128 * 1024, 8, 8, 2, RECOMPUTE_SELECTIVE);
+    config c = base("7b-mha", 128 * 1024, 8, 8, 2, RECOMPUTE_SCPP);
     c.ring = RING_DOUBLE;
     c.window = 2;
     memory_estimate m;
@@ -112,7 +138,7 @@ START_TEST(memory_7b_mha)
     near(m.grads, 2 * psi / P, "zero-2 grads");
     near(m.optimizer, 12 * psi / P, "zero-2 optimizer");
     double olse = Ns * 4 * d * 2 + Ns * 4 * 4;
-    near(m.act_per_layer, T * hid * 2 + olse, "selective layer");
+    near(m.act_per_layer, T * hid * 2 + olse, "sc++ layer");
     /* outer ring: KV_OUT0/1 and DKV_WIN0/1, DKV_OIN0/1 too */
     double kv = 2 * Ns * 4 * d * 2, dkv = 2 * Ns * 4 * d * 4, a2a = 2 * T * 96 * d * 2;
     near(m.attn_buffers, 4 * kv + 9 * dkv + olse + a2a, "double-ring buffers");
@@ -150,7 +176,8 @@ START_TEST(memory_tensor_parallel)
             for (int r = RECOMPUTE_NONE; r <= RECOMPUTE_FULL; r++) {
                 double a1 = memory_layer_activations(&c1, (recompute_kind)r);
                 double a = memory_layer_activations(&c, (recompute_kind)r);
-                double whole = r == RECOMPUTE_NONE ? 4 * T * hid * 2 : T * hid * 2; /* x, h, norms; else x alone */
+                /* x, h, norms (none, and selective's core_attn); else x alone */
+                double whole = r <= RECOMPUTE_SELECTIVE ? 4 * T * hid * 2 : T * hid * 2;
                 near(a, sp ? a1 / tp : whole + (a1 - whole) / tp, "TP layer activations");
             }
             memory_estimate_config(&c, &m);
@@ -195,6 +222,9 @@ START_TEST(memory_korthikanti_examples)
                 double none = sp ? sbh * (34 - 2) / t + lse : sbh * (10 - 2 + 24 / t) + lse;
                 near(memory_layer_activations(&c, RECOMPUTE_NONE), none, "paper example, no recompute");
                 near(memory_layer_activations(&c, RECOMPUTE_FULL), sp ? 2 * sbh / t : 2 * sbh, "paper, full");
+                /* the paper's selective recompute drops the 5as/h term, which
+                 * FlashAttention never keeps: core attention's LSE is left */
+                near(memory_layer_activations(&c, RECOMPUTE_SELECTIVE), none - lse, "paper, selective");
             }
         }
 }
@@ -344,6 +374,20 @@ START_TEST(enumeration_count)
     }
     ck_assert_int_eq(valid, closed);
     ck_assert_int_eq(removed, 1); /* 16x1 without replication */
+    free(ls);
+    /* recompute searched: each layout under six policies (plan.c's
+     * searched_recompute), its short name last in the layout's */
+    static const char *const rc[] = {" none", " sel", " sel+mlp", " sc++", " full", " full-b16"};
+    req.search_recompute = true;
+    ls = plan_enumerate(&req, &n);
+    int per[6] = {0};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 6 && !ls[i].removed; k++) {
+            size_t a = strlen(ls[i].name), b = strlen(rc[k]);
+            per[k] += a > b && !strcmp(ls[i].name + a - b, rc[k]);
+        }
+    for (int k = 0; k < 6; k++)
+        ck_assert_msg(per[k] == closed, "%d layouts end in '%s', not %d", per[k], rc[k], closed);
     free(ls);
 }
 END_TEST
@@ -765,7 +809,7 @@ END_TEST
 START_TEST(user_layout_scored)
 {
     const char *json = "/tmp/loong-plan-user.json",
-               *args = " --gpus 16 --seq 256K --zero 1 --recompute selective --top 0 --rows 3";
+               *args = " --gpus 16 --seq 256K --zero 1 --recompute sc++ --top 0 --rows 3";
     ck_assert_int_eq(run_cmd(PLAN "%s --json %s -o /dev/null", args, json).status, 0);
     char *j = read_text(json), first[64] = "";
     const char *p = strstr(j, "\"layout\": \"");
@@ -798,7 +842,7 @@ END_TEST
 START_TEST(show_from_json)
 {
     const char *json = "/tmp/loong-plan-from.json",
-               *args = " --gpus 16 --seq 256K --zero 1 --recompute selective --top 0";
+               *args = " --gpus 16 --seq 256K --zero 1 --recompute sc++ --top 0";
     ck_assert_int_eq(run_cmd(PLAN "%s --json %s -o /dev/null", args, json).status, 0);
     for (int row = 1; row <= 3; row++) {
         run_result a = run_cmd(PLAN "%s --show %d", args, row);
@@ -862,7 +906,7 @@ START_TEST(oom_breakdown)
 {
     const char *csv = "/tmp/loong-plan-oom.csv", *txt = "/tmp/loong-plan-oom.txt";
     const char *args = " --platform " LOONG_SRCDIR "/topologies/dgx-h100-1n.xml --model llama3-8b --seq 32K "
-                       "--gpu-mem 40GB --top 0 --recompute selective --tp 1 --dp 1 --micro-batches 1";
+                       "--gpu-mem 40GB --top 0 --recompute sc++ --tp 1 --dp 1 --micro-batches 1";
     run_result r = run_cmd(LOONG_BIN " plan%s --zero 1 --csv %s -o %s", args, csv, txt);
     ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 8 GPUs: the leanest"));

@@ -51,12 +51,13 @@ typedef struct scase {
 } scase;
 
 /* The stated set: compute-bound and communication-bound, every ring mode
- * and partition, both placements, KV replication, ZeRO 0/1/3, recompute. */
+ * and partition, both placements, KV replication, ZeRO 0/1/3, recompute
+ * (none, Megatron's selective, Selective Checkpoint++, full). */
 static const scase cases[] = {
     {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "contiguous", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
-    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "selective", 0, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "128K", 2, 8, "context-first", "zigzag", "double", 2, 1, "sc++", 0, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 8, 2, "head-first", "zigzag", "dual", 2, 1, "none", 0, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 16, 1, "head-first", "zigzag", "single", 1, 1, "none", 0, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 0, 0, 0, 0, NULL},
@@ -64,12 +65,12 @@ static const scase cases[] = {
     {"a100-4n-4nic", "a100", "16K", 1, 16, "head-first", "zigzag", "single", 16, 1, "none", 0, 0, 0, 0, NULL},
     {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 1, "selective", 0, 0, 0, 0, NULL},
     {"a100-4n-4nic", "a100", "32K", 4, 4, "context-first", "zigzag", "double", 2, 2, "none", 0, 0, 0, 0, NULL},
-    {"dgx-h100-4n", "h100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 3, "selective", 2, 0, 0, 0, NULL},
+    {"dgx-h100-4n", "h100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 3, "sc++", 2, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "64K", 4, 4, "head-first", "zigzag", "single", 4, 0, "none", 4, 0, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "double", 2, 1, "none", 1, 0.1, 0, 0, NULL},
     {"dgx-h100-4n", "h100", "128K", 1, 16, "head-first", "zigzag", "single", 16, 3, "none", 2, 0.1, 0, 0, NULL},
     {"a100-4n-4nic", "a100", "32K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 2, 0.2, 0, 0, NULL},
-    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "selective", 0, 0, 2, 4, "1f1b"},
+    {"dgx-h100-4n", "h100", "128K", 4, 4, "head-first", "zigzag", "single", 4, 1, "sc++", 0, 0, 2, 4, "1f1b"},
     {"dgx-h100-4n", "h100", "64K", 2, 8, "head-first", "zigzag", "double", 4, 0, "none", 0, 0, 2, 8, "gpipe"},
     {"dgx-h100-4n", "h100", "128K", 1, 8, "head-first", "zigzag", "single", 8, 1, "none", 2, 0, 2, 2, "1f1b"},
     {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "single", 4, 1, "none", 0, 0, 1, 4, NULL},
@@ -225,7 +226,7 @@ START_TEST(compose_every_zero_stage)
     static const scase zc[] = {
         {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 0, "none", 4, 0, 0, 0, NULL},
         {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "single", 4, 2, "none", 2, 0, 0, 0, NULL},
-        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 3, "selective", 4, 0, 0, 0, NULL},
+        {"dgx-h100-4n", "h100", "32K", 4, 4, "head-first", "zigzag", "double", 2, 3, "sc++", 4, 0, 0, 0, NULL},
     };
     for (int i = 0; i < 3; i++) {
         double comp = simulate(&zc[i], model, -1), full = simulate(&zc[i], model, 0);

@@ -50,5 +50,5 @@ for n in 8 64 128 256 512 1024 2048; do
 done
 "$LOONG" topo --nodes 512 --gpu h100 -o "$T/p.xml"
 read -r w m < <(best "$LOONG" sim --platform "$T/p.xml" --calib "$CAL" --model llama3-70b --seq 1M --mesh 8x8 \
-    --strategy loongtrain --window 4 --scope step --zero 3 --recompute selective --dp 64 --quiet --links 0)
+    --strategy loongtrain --window 4 --scope step --zero 3 --recompute sc++ --dp 64 --quiet --links 0)
 echo "# llama3-70b S=1M 8x8 loongtrain x dp 64 (4096 GPUs), ZeRO-3, selective, 512-node platform: $w s, $m MB"

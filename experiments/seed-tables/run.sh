@@ -42,7 +42,7 @@ best() {
 simulate() {
     local plat=$1 seq=$2 ph=$3 ps=$4 pl=$5 pa=$6 ri=$7 w=$8 t=()
     for layers in 1 2; do
-        "$LOONG" sim --quiet --platform "$plat" --model llama3-8b --seq "$seq" --scope step --recompute selective \
+        "$LOONG" sim --quiet --platform "$plat" --model llama3-8b --seq "$seq" --scope step --recompute sc++ \
             --mesh "${ph}x${ps}" --strategy usp --placement "$pl" --partition "$pa" --ring "$ri" --window "$w" \
             --layers $layers --json "$TMP/sim.json" -o /dev/null
         t+=("$(sed -nE 's/.*"step_s": ?([0-9.eE+-]+).*/\1/p' "$TMP/sim.json")")

@@ -11,7 +11,7 @@ PLAT=$HERE/../../topologies/dgx-h100-8n.xml
 printf '# %-30s %12s %14s %8s %14s %14s\n' strategy step_time_s tokens/s/GPU MFU_% exposed_comm_s busiest_link_%
 run() {
     local name=$1; shift
-    "$LOONG" sim --quiet --platform "$PLAT" --model llama3-8b --seq 1M --scope step --recompute selective --links 1 "$@" \
+    "$LOONG" sim --quiet --platform "$PLAT" --model llama3-8b --seq 1M --scope step --recompute sc++ --links 1 "$@" \
         -o /tmp/loong-sim-strategy.txt
     local f=/tmp/loong-sim-strategy.txt
     printf '  %-30s %12s %14s %8s %14s %14s\n' "$name" \

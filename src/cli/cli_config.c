@@ -221,7 +221,9 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                          KNOB_TP_OVERLAP, KNOB_KV_REPLICATION,
                                          KNOB_PLACEMENT};
     /* overrides of the preset, then the rest */
-    static const config_knob after[] = {KNOB_PARTITION, KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE};
+    static const config_knob after[] = {
+        KNOB_PARTITION,           KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE, KNOB_RECOMPUTE_MODULES, KNOB_RECOMPUTE_METHOD,
+        KNOB_RECOMPUTE_NUM_LAYERS};
     static const config_knob last[] = {KNOB_WINDOW,
                                        KNOB_KV_STRIDE,
                                        KNOB_ZERO,

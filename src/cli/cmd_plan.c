@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/recompute.h"
 #include "core/afile.h"
 #include "core/docs.h"
 #include "core/stats.h"
@@ -47,7 +48,7 @@ static void plan_usage(FILE *f)
 {
     fprintf(f,
             "usage: loong plan [--platform FILE] [--gpus N] [--model M] [--seq S] [--gpu-mem 80GB] [--zero Z]\n"
-            "                  [--recompute full|selective|none] [--top K | --exact] [--csv FILE] [-o FILE]\n"
+            "                  [--recompute none|selective|sc++|full] [--top K | --exact] [--csv FILE] [-o FILE]\n"
             "\n"
             "Search every layout of N GPUs (P_h x P_s, placement, partition, ring mode, window,\n"
             "KV replication, data parallelism), remove the infeasible ones with\n"
@@ -630,6 +631,7 @@ static void progress(const plan_args *a, const plan_ctx *x, const char *what, in
 static plan_compose compose_mode(const plan_args *a, const config *c)
 {
     if (a->full_layers || c->pp > 1 || c->micro_batches > 1) return PLAN_EVERY_LAYER; /* stages: simulated whole */
+    if (!recompute_layers_alike(c)) return PLAN_EVERY_LAYER; /* full's groups or block method: layers differ */
     if (sim_compose_exact(c)) return PLAN_TWO_LAYERS;
     return c->scope == SCOPE_STEP && c->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
 }

@@ -10,6 +10,7 @@
 
 #include "analysis/kineto_write.h"
 #include "core/afile.h"
+#include "core/recompute.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
 #include "model/memory.h"
@@ -71,7 +72,7 @@ static void sim_usage(FILE *f)
             "2 on bad input.\n"
             "\nExample:\n"
             "  loong sim --platform topologies/dgx-h100-8n.xml --model llama3-8b --seq 1M --mesh 8x8 \\\n"
-            "            --strategy loongtrain --window 4 --scope step --recompute selective --trace predicted.json\n",
+            "            --strategy loongtrain --window 4 --scope step --recompute sc++ --trace predicted.json\n",
             cli_whatif_help(), cli_config_help());
 }
 
@@ -240,6 +241,7 @@ typedef struct mem_fix {
  * both, then more data-parallel replicas under ZeRO-3 (costs GPUs). */
 static const mem_fix mem_fixes[] = {
     {RECOMPUTE_SELECTIVE, -1, 0},
+    {RECOMPUTE_SCPP, -1, 0},
     {RECOMPUTE_FULL, -1, 0},
     {-1, 1, 0},
     {-1, 2, 0},
@@ -261,7 +263,7 @@ static int cheapest_fix(const config *c, double gpu_mem, char *what, size_t len,
             (!x->dp_times && x->zero >= 0 && x->zero <= c->zero))
             continue;
         config t = *c;
-        if (x->recompute >= 0) t.recompute = (recompute_kind)x->recompute;
+        if (x->recompute >= 0) recompute_set(&t, (recompute_kind)x->recompute);
         if (x->zero >= 0) t.zero = x->zero;
         if (x->dp_times) t.dp = c->dp * x->dp_times;
         if (config_validate(&t, err) < 0) continue;
@@ -773,6 +775,9 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     if (c->pp > 1 || c->micro_batches > 1)
         return cli_fail("sim", "--compose learns a step from its layers, not from pipeline stages and micro-batches: "
                                "drop --compose (a pipelined step is simulated whole) or use --pp 1 --micro-batches 1");
+    if (!recompute_layers_alike(c))
+        return cli_fail("sim", "--compose learns a step from identical layers, and full recompute's uniform groups of "
+                               "N > 1 or block method on part of the layers differ: drop --compose");
     sim_outputs out;
     if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs")};

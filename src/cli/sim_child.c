@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/recompute.h"
 #include "core/xalloc.h"
 
 extern char **environ;
@@ -195,7 +196,8 @@ void sim_child_guard(void)
 
 bool sim_compose_exact(const config *c)
 {
-    return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1;
+    return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1 &&
+           recompute_layers_alike(c);
 }
 
 double sim_compose(double one, double two, int layers) { return one + (layers - 1) * (two - one); }

@@ -6,10 +6,13 @@
  *
  * Per block, forward: QKV GEMM, head all-to-all, ring attention, all-to-all
  * back, output projection, SwiGLU (gate, up, down). Backward runs the same in
- * reverse at 2x the GEMM FLOPs, optionally after a recompute pass (full:
- * everything, ring included; selective, LoongTrain's Selective Checkpoint++:
- * GEMMs and all-to-alls, the ring's (O, LSE) being kept). With P_h = 1 there
- * is no all-to-all and head-sharded buffers are the sequence-sharded ones.
+ * reverse at 2x the GEMM FLOPs, optionally after a recompute pass that
+ * re-runs the parts of the block (or of its group of blocks) that the
+ * policy names (recompute.h: Megatron's selective, core attention with its
+ * all-to-alls and ring, and/or the MLP; LoongTrain's Selective Checkpoint++,
+ * GEMMs and all-to-alls, the ring's (O, LSE) being kept; full, everything).
+ * With P_h = 1 there is no all-to-all and head-sharded buffers are the
+ * sequence-sharded ones.
  *
  * Gradient reduction over the gradient group (the dp stream; CONFIG_GRAD_DIMS:
  * the DAG's P ranks and their replicas), by ZeRO stage:
@@ -50,6 +53,7 @@
 #include "dag_internal.h"
 #include "elementwise.h"
 #include "pipeline.h"
+#include "recompute.h"
 #include "ring.h"
 #include "ringgeo.h"
 #include "sizes.h"
@@ -438,12 +442,14 @@ static uint64_t a2a_qkv_heads(const config *c)
     return (uint64_t)config_tp_heads(c) + 2 * (uint64_t)config_kv_heads_total(c);
 }
 
-static void attention_fwd_part(prog *p, int l, task_phase ph, bool with_ring)
+/* Attention's forward: the parts of RC_A2A | RC_RING in `parts`. */
+static void attention_fwd_part(prog *p, int l, task_phase ph, unsigned parts)
 {
     uint64_t qkv_heads = a2a_qkv_heads(p->c);
-    a2a(p, OP_A2A_QKV, ph, l, qkv_heads, READS(lbuf(p, l, LB_QKV)), lbuf(p, l, LB_QKVH));
-    if (with_ring) (p->c->ring == RING_ALLGATHER ? allgather_attention_fwd : ring_attention_fwd)(p->b, l, ph);
-    a2a(p, OP_A2A_O, ph, l, (uint64_t)config_tp_heads(p->c), READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
+    if (parts & RC_A2A) a2a(p, OP_A2A_QKV, ph, l, qkv_heads, READS(lbuf(p, l, LB_QKV)), lbuf(p, l, LB_QKVH));
+    if (parts & RC_RING) (p->c->ring == RING_ALLGATHER ? allgather_attention_fwd : ring_attention_fwd)(p->b, l, ph);
+    if (parts & RC_A2A)
+        a2a(p, OP_A2A_O, ph, l, (uint64_t)config_tp_heads(p->c), READS(lbuf(p, l, LB_O)), lbuf(p, l, LB_OS));
 }
 
 static void attention_bwd_part(prog *p, int l)
@@ -496,34 +502,39 @@ static void row(prog *p, task_op op, task_phase ph, int layer, const tp_gemm *g,
     tp_reduce(p, op, ph, layer, partial, to);
 }
 
-/* Forward of block l. Tensor shapes per rank (T tokens, tp shards):
+/* Forward of block l, the parts of it in `parts` (recompute.h's RC_*: all
+ * of them in the forward, the policy's in a recompute pass). Tensor shapes
+ * per rank (T tokens, tp shards):
  *   QKV (T, hid) x (hid, (H+2H_kv)d/tp); output projection (T, Hd/tp) x
  *   (Hd/tp, hid); gate and up (T, hid) x (hid, ffn/tp); down (T, ffn/tp) x
  *   (ffn/tp, hid). */
-static void layer_fwd(prog *p, int l, task_phase ph, bool with_ring)
+static void layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
 {
     const model *m = p->m;
     uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD) fwd_gathers(p, l);
-    norm(p, OP_NORM_ATTN, ph, l, X);
+    if (parts & RC_QKV) norm(p, OP_NORM_ATTN, ph, l, X);
     const tp_gemm qkv = {
         OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
-    column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
-    inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
-    attention_fwd_part(p, l, ph, with_ring);
+    if (parts & RC_QKV) column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
+    if (parts & RC_QKV) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
+    attention_fwd_part(p, l, ph, parts);
     const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
                          {tbuf(p, l, LB_HP)}, 1};
-    row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
-    inplace(p, OP_ADD_ATTN, ph, l, H);
-    norm(p, OP_NORM_MLP, ph, l, H);
+    if (parts & RC_OUT) row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
+    if (parts & RC_OUT) inplace(p, OP_ADD_ATTN, ph, l, H);
+    if (!(parts & RC_MLP)) return;
+    norm(p, OP_NORM_MLP, ph, l, H); /* TE's LayerNormMLP: the MLP's recompute re-runs its norm */
     const tp_gemm gate_up[2] = {{OP_MLP_GATE, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1},
                                 {OP_MLP_UP, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1}};
     column(p, OP_TP_H, ph, l, H, tbuf(p, l, LB_HG), gate_up, 2);
     inplace(p, OP_ACT, ph, l, M);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {tbuf(p, l, LB_YP)}, 1};
     row(p, OP_TP_Y, ph, l, &down, 1, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
-    inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
+    /* the block's output is the next block's kept input: only a re-run of the
+     * whole layer (not of its MLP module alone) repeats the add */
+    if (parts & RC_OUT) inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
 }
 
 /* tp > H_kv: the tp/H_kv shards holding one KV head (config_tp_kv_head0)
@@ -558,7 +569,10 @@ static void layer_bwd(prog *p, int l)
     uint64_t lp = model_layer_params_tp(m, p->tp);
     int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
     if (c->zero == 3) bwd_gathers(p, l);
-    if (c->recompute != RECOMPUTE_NONE) layer_fwd(p, l, PHASE_RECOMPUTE, c->recompute == RECOMPUTE_FULL);
+    int first, rerun = recompute_span(c, p->stage, l, &first); /* the policy's blocks, in forward order */
+    unsigned late = rerun ? recompute_parts_late(c) : 0;
+    for (int j = 0; j < rerun; j++)
+        layer_fwd(p, first + j, PHASE_RECOMPUTE, recompute_parts(c) & ~late);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
     column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG), &down, 1);
     inplace(p, OP_ACT, PHASE_BWD, l, DM);
@@ -576,6 +590,7 @@ static void layer_bwd(prog *p, int l)
                          {lbuf(p, l, LB_DOS), G},
                          2};
     column(p, OP_TP_H, PHASE_BWD, l, DH, tbuf(p, l, LB_DHG), &out, 1);
+    if (late) attention_fwd_part(p, l, PHASE_RECOMPUTE, late); /* checkpointed core attention */
     attention_bwd_part(p, l);
     /* with P_h = 1 this GEMM reads dK/dV straight from the ring's final slots */
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
@@ -756,7 +771,7 @@ static void pass(prog *p, const pipe_op *op, const pipe_op *next, bool recv_firs
     if (!op->bwd) {
         if (pipe_is_first(c, p->stage, op->chunk)) embedding(p, PHASE_FWD);
         for (int l = first; l < end; l++)
-            layer_fwd(p, l, PHASE_FWD, true);
+            layer_fwd(p, l, PHASE_FWD, RC_ALL);
         if (pipe_is_last(c, p->stage, op->chunk))
             lm_head_fwd(p);
         else
@@ -857,9 +872,9 @@ static void build_rank(builder *b)
     if (c->tp > 1) p.tp_gid = bt_group(b, STREAM_TP, CONFIG_TP_DIMS);
     if (config_tp_kv_repl(c) > 1) p.kv_gid = bt_group_split(b, STREAM_TP_KV, CONFIG_TP_DIMS, c->model.kv_heads);
     switch (c->scope) {
-    case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, true); break;
+    case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, RC_A2A | RC_RING); break;
     case SCOPE_ATTN:
-        attention_fwd_part(&p, 0, PHASE_FWD, true);
+        attention_fwd_part(&p, 0, PHASE_FWD, RC_A2A | RC_RING);
         attention_bwd_part(&p, 0);
         break;
     case SCOPE_STEP: training_step(&p); break;

@@ -1,6 +1,7 @@
 /* config: validation, geometry and serialisation of a run. See config.h. */
 #include "config.h"
 #include "pipeline.h"
+#include "recompute.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -38,6 +39,9 @@ void config_defaults(config *c)
     c->scope = SCOPE_STEP;
     c->gpus_per_node = 8;
     c->recompute = RECOMPUTE_NONE;
+    c->recompute_modules = RECOMPUTE_MOD_CORE_ATTN;
+    c->recompute_method = RECOMPUTE_UNIFORM;
+    c->recompute_layers = 1;
     c->zero = 1;
     c->prefetch = 1;
     c->act_bytes = 2;
@@ -56,7 +60,8 @@ static const spelling partition_sp[] = {
     {"contiguous", "ct"}, {"zigzag", "zz"}, {"doc-contiguous", "dct"}, {"doc-zigzag", "dzz"}, {"balanced", "bal"}};
 static const spelling ring_sp[] = {{"single", "single"}, {"dual", "dual"}, {"double", "double"}, {"allgather", "ag"}};
 static const spelling scope_sp[] = {{"attn-fwd", "attn-fwd"}, {"attn", "attn"}, {"step", "step"}};
-static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"full", "full"}};
+static const spelling recompute_sp[] = {{"none", "none"}, {"selective", "sel"}, {"sc++", "sc++"}, {"full", "full"}};
+static const spelling recompute_method_sp[] = {{"uniform", "u"}, {"block", "b"}};
 static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
 static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
@@ -474,6 +479,38 @@ int config_check_prefetch(int prefetch, char err[LOONG_ERRLEN])
     return -1;
 }
 
+/* The recompute knobs (recompute.h): modules apply to selective, the
+ * method and N to full, N within 1 .. a chunk's layers (Megatron-Core's
+ * TransformerConfig asks the same of recompute_num_layers). ZeRO-3's
+ * gathers are per block (FSDP's), so groups of N > 1 blocks re-run at once
+ * are not expressed. */
+static int validate_recompute(const config *c, char err[LOONG_ERRLEN])
+{
+    int mods = c->recompute_modules;
+    if (mods < 1 || mods > (RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP))
+        return fail(err, "--recompute-modules must list core_attn and/or mlp");
+    if (c->recompute != RECOMPUTE_SELECTIVE && mods != RECOMPUTE_MOD_CORE_ATTN)
+        return fail(err, "--recompute-modules applies to --recompute selective: add it or drop the modules");
+    bool method = c->recompute_method != RECOMPUTE_UNIFORM || c->recompute_layers != 1;
+    if (c->recompute != RECOMPUTE_FULL && method)
+        return fail(err,
+                    "--recompute-method and --recompute-num-layers apply to --recompute full: add it or drop them");
+    int most = 0;
+    for (int s = 0; s < c->pp; s++)
+        if (pipe_chunk_layers(c, s) > most) most = pipe_chunk_layers(c, s);
+    if (c->recompute_layers < 1 || c->recompute_layers > most) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--recompute-num-layers %d is outside 1 .. %d, the layers of a model chunk of a pipeline stage: "
+                 "choose N in that range",
+                 c->recompute_layers, most);
+        return -1;
+    }
+    if (c->zero == 3 && c->recompute_method == RECOMPUTE_UNIFORM && c->recompute_layers > 1)
+        return fail(err, "--recompute-num-layers above 1 with the uniform method re-runs several blocks at once, "
+                         "which ZeRO-3's per-block gathers do not model: use --zero 0-2 or --recompute-num-layers 1");
+    return 0;
+}
+
 int config_validate(const config *c, char err[LOONG_ERRLEN])
 {
     if (model_validate(&c->model, err) < 0) return -1;
@@ -509,7 +546,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (config_check_prefetch(c->prefetch, err) < 0) return -1;
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
-    if (validate_pipeline(c, err) < 0) return -1;
+    if (validate_pipeline(c, err) < 0 || validate_recompute(c, err) < 0) return -1;
     return validate_overflow(c, err);
 }
 
@@ -651,7 +688,8 @@ typedef enum {
     KT_ENUM,
     KT_BOOL,
     KT_DTYPE,
-    KT_DOCS
+    KT_DOCS,
+    KT_MODULES /* --recompute-modules' list */
 } knob_type;
 
 typedef struct knob_row {
@@ -828,8 +866,30 @@ static const knob_row knobs[KNOB_COUNT] = {
                             offsetof(config, gpus_per_node),
                             NULL,
                             0},
-    [KNOB_RECOMPUTE] = {{"recompute", "recompute", "R", "none | selective | full                     [none]", false},
+    [KNOB_RECOMPUTE] = {{"recompute", "recompute", "R",
+                         "none | selective (Megatron's) | sc++ (LoongTrain's\n"
+                         "Selective Checkpoint++) | full                 [none]",
+                         false},
                         KNOB_ENUM(recompute, recompute_sp)},
+    [KNOB_RECOMPUTE_MODULES] = {{"recompute_modules", "recompute-modules", "LIST",
+                                 "selective: the modules re-run, core_attn (with its\n"
+                                 "CP communication) and/or mlp          [core_attn]",
+                                 false},
+                                KT_MODULES,
+                                offsetof(config, recompute_modules),
+                                NULL,
+                                0},
+    [KNOB_RECOMPUTE_METHOD] = {{"recompute_method", "recompute-method", "M",
+                                "full: uniform (groups of N blocks) | block (the\n"
+                                "first N blocks of each chunk)             [uniform]",
+                                false},
+                               KNOB_ENUM(recompute_method, recompute_method_sp)},
+    [KNOB_RECOMPUTE_NUM_LAYERS] = {{"recompute_num_layers", "recompute-num-layers", "N",
+                                    "full: N of --recompute-method             [1]", false},
+                                   KT_INT,
+                                   offsetof(config, recompute_layers),
+                                   NULL,
+                                   0},
     [KNOB_ZERO] = {{"zero", "zero", "N", "ZeRO stage 0-3 of the gradient reduction       [1]", false},
                    KT_STAGE,
                    offsetof(config, zero),
@@ -889,6 +949,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_BOOL: snprintf(buf, len, "%s", r->names[*(const bool *)((const char *)c + r->off)].name); break;
     case KT_DTYPE: snprintf(buf, len, "%s", r->names[dtype_index(c)].name); break;
     case KT_DOCS: break;
+    case KT_MODULES: recompute_modules_text(int_value(c, r), buf, len); break;
     }
 }
 
@@ -905,18 +966,23 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
            (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0) ||
-           (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot);
+           (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot) ||
+           (k == KNOB_RECOMPUTE_MODULES && c->recompute_modules == RECOMPUTE_MOD_CORE_ATTN) ||
+           (k == KNOB_RECOMPUTE_METHOD && c->recompute_method == RECOMPUTE_UNIFORM) ||
+           (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
- * tp's, pp's, micro_batches', vpp's and prefetch's (1) and
- * sequence_parallel's (on), set by config_from_json. */
+ * tp's, pp's, micro_batches', vpp's, prefetch's and recompute_num_layers'
+ * (1), sequence_parallel's (on) and recompute_modules' (core_attn), set by
+ * config_from_json. */
 static bool optional_knob(int k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
-           k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT;
+           k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
+           k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -1007,6 +1073,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
     case KT_MESH: return parse_mesh(c, text, err);
     case KT_ORDER: return parse_order(c, r, text, err);
     case KT_DOCS: return (c->docs = docs_parse_list(text, c->seq, "--docs", err)) ? 0 : -1;
+    case KT_MODULES: return recompute_modules_parse(text, int_field(c, r), err);
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
     case KT_BOOL:
@@ -1049,6 +1116,11 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_BOOL: return json_boolean(*(const bool *)((const char *)c + r->off));
     case KT_DTYPE: return json_string(r->names[dtype_index(c)].name);
     case KT_DOCS: return docs_to_json(c->docs);
+    case KT_MODULES: {
+        char buf[64];
+        recompute_modules_text(int_value(c, r), buf, sizeof buf);
+        return json_string(buf);
+    }
     }
     return NULL;
 }
@@ -1122,6 +1194,8 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     c->micro_batches = 1;
     c->vpp = 1;
     c->sequence_parallel = true;
+    c->recompute_modules = RECOMPUTE_MOD_CORE_ATTN;
+    c->recompute_layers = 1;
     if (!json_is_object(j)) {
         snprintf(err, LOONG_ERRLEN, "configuration object: not a JSON object");
         return -1;

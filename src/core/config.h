@@ -30,7 +30,15 @@ typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZA
  * or one all-gather per layer (allgather, Llama 3's context parallelism). */
 typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE, RING_ALLGATHER } ring_kind;
 typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
-typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+/* Activation recompute (recompute.h): none; Megatron-Core's selective (of
+ * the recompute modules); LoongTrain's Selective Checkpoint++; full. In
+ * this order each keeps fewer activations than the one before. */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_SCPP, RECOMPUTE_FULL } recompute_kind;
+/* Megatron-Core's --recompute-modules that loong models (bits). */
+#define RECOMPUTE_MOD_CORE_ATTN 1
+#define RECOMPUTE_MOD_MLP       2
+/* Megatron's --recompute-method of full recompute. */
+typedef enum { RECOMPUTE_UNIFORM, RECOMPUTE_BLOCK } recompute_method_kind;
 /* A forced NCCL algorithm and protocol for the collectives (NCCL_ALGO,
  * NCCL_PROTO; model/nccl.h numbers them from 0 in this order, auto = -1). */
 typedef enum { COLL_ALGO_AUTO, COLL_ALGO_RING, COLL_ALGO_TREE, COLL_ALGO_NVLS } coll_algo_kind;
@@ -73,7 +81,10 @@ typedef struct config {
     scope_kind scope;
     int gpus_per_node;
     recompute_kind recompute;
-    int zero;      /* ZeRO stage 0..3 for the gradient reduction */
+    int recompute_modules;                  /* selective: RECOMPUTE_MOD_* bits (core_attn) */
+    recompute_method_kind recompute_method; /* full: uniform or block (uniform) */
+    int recompute_layers;                   /* full: --recompute-num-layers N (1) */
+    int zero;                               /* ZeRO stage 0..3 for the gradient reduction */
     int prefetch;  /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
     int act_bytes; /* bytes per activation element: 2 (bf16) or 4 (fp32) */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
@@ -225,6 +236,9 @@ typedef enum {
     KNOB_SCOPE,
     KNOB_GPUS_PER_NODE,
     KNOB_RECOMPUTE,
+    KNOB_RECOMPUTE_MODULES,
+    KNOB_RECOMPUTE_METHOD,
+    KNOB_RECOMPUTE_NUM_LAYERS,
     KNOB_ZERO,
     KNOB_PREFETCH,
     KNOB_DTYPE,

@@ -9,6 +9,7 @@
 #include "core/elementwise.h"
 #include "core/model.h"
 #include "core/pipeline.h"
+#include "core/recompute.h"
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 #include "core/xalloc.h"
@@ -444,11 +445,14 @@ typedef struct tpcost {
     double head_fwd;           /* the LM head's forward part of head */
     double norm;               /* the norm gradients' all-reduce, once per step (sequence parallelism) */
     double kv_rep;             /* per block, tp > H_kv: a KV head's weight gradient summed over its shards */
+    /* fwd and fwd_busy by recompute part (what a re-run of it costs): the
+     * QKV projection's, the output projection's, the MLP's */
+    double part[3], part_busy[3];
 } tpcost;
 
 static tpcost tp_costs(const config *c, const platform_spec *n)
 {
-    tpcost k = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    tpcost k = {0};
     if (c->tp == 1) return k;
     k.kv_rep = tp_coll_of(c, n, config_tp_kv_repl(c), COLL_ALL_REDUCE,
                           2.0 * c->model.head_dim * c->model.hidden * c->act_bytes); /* build.c's kv_grad_replicas */
@@ -457,6 +461,7 @@ static tpcost tp_costs(const config *c, const platform_spec *n)
     if (c->sequence_parallel) {
         double ag = tp_coll(c, n, COLL_ALL_GATHER, act), rs = tp_coll(c, n, COLL_REDUCE_SCATTER, act);
         k.fwd = 2 * ag + 2 * rs;
+        k.part[0] = ag, k.part[1] = rs, k.part[2] = ag + rs;
         /* the inputs gathered again for the weight gradients run beside
          * down's backward and attention's (build.c): hidden */
         k.bwd = 2 * ag + 2 * rs;
@@ -467,6 +472,7 @@ static tpcost tp_costs(const config *c, const platform_spec *n)
     } else {
         double ar = tp_coll(c, n, COLL_ALL_REDUCE, act);
         k.fwd = 2 * ar;
+        k.part[1] = k.part[2] = ar;
         k.bwd = 2 * ar;
         k.head = ar + loss;
         k.head_fwd = loss;
@@ -507,14 +513,23 @@ static double gemm(const calib *cb, double m, double n, double k, bool bwd)
     return calib_gemm_task_seconds(cb, m, n, k, bwd);
 }
 
-/* The block's GEMMs, each with 1/tp of the weights (build.c's shapes). */
-static double gemms(const config *c, const calib *cb, bool bwd)
+/* The block's GEMMs, each with 1/tp of the weights (build.c's shapes), by
+ * recompute part: g[0] QKV, g[1] the output projection, g[2] the MLP's. */
+static void gemm_parts(const config *c, const calib *cb, bool bwd, double g[3])
 {
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)m->ffn / c->tp;
     double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)m->heads * d / c->tp;
-    return gemm(cb, T, qkv, hid, bwd) + gemm(cb, T, hid, o, bwd) + 2 * gemm(cb, T, ffn, hid, bwd) +
-           gemm(cb, T, hid, ffn, bwd);
+    g[0] = gemm(cb, T, qkv, hid, bwd);
+    g[1] = gemm(cb, T, hid, o, bwd);
+    g[2] = 2 * gemm(cb, T, ffn, hid, bwd) + gemm(cb, T, hid, ffn, bwd);
+}
+
+static double gemms(const config *c, const calib *cb, bool bwd)
+{
+    double g[3];
+    gemm_parts(c, cb, bwd, g);
+    return g[0] + g[1] + g[2];
 }
 
 /* One memory-bound kernel of op (elementwise.h) on a rank of `stage`, as
@@ -594,7 +609,10 @@ static void tp_overlap_costs(const config *c, const calib *cb, const platform_sp
     } pairs[8] = {{qkv, hid, 1, true, false},  {hid, o, 1, false, false}, {ffn, hid, 2, true, false},
                   {hid, ffn, 1, false, false}, {hid, ffn, 1, true, true}, {ffn, hid, 2, false, true},
                   {hid, o, 1, true, true},     {qkv, hid, 1, false, true}};
+    static const int part[4] = {0, 1, 2, 2}; /* the forward pairs' recompute parts */
     k->fwd = k->bwd = k->fwd_busy = k->bwd_busy = 0;
+    for (int i = 0; i < 3; i++)
+        k->part[i] = k->part_busy[i] = 0;
     for (int i = 0; i < 8; i++) {
         bool bwd = pairs[i].bwd;
         double chunk = pairs[i].count * gemm(cb, rows, pairs[i].n, pairs[i].k, bwd);
@@ -602,6 +620,7 @@ static void tp_overlap_costs(const config *c, const calib *cb, const platform_sp
         double t = ring_pair(tp, chunk, s, acc, pairs[i].gather, &busy);
         *(bwd ? &k->bwd : &k->fwd) += t - busy;
         *(bwd ? &k->bwd_busy : &k->fwd_busy) += busy - whole;
+        if (!bwd) k->part[part[i]] += t - busy, k->part_busy[part[i]] += busy - whole;
     }
 }
 
@@ -626,17 +645,24 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     gb += tk->bwd_busy;
     lc.fwd = gf + a_qkv + rf + a_o + tk->fwd; /* QKV all-to-all, ring, O all-to-all, TP */
     lc.fwd_busy = gf + fb;
-    double re = 0, re_busy = 0;
-    if (c->recompute != RECOMPUTE_NONE) {
-        bool full = c->recompute == RECOMPUTE_FULL;
-        re = gf + a_qkv + a_o + (full ? rf : 0) + tk->fwd;
-        re_busy = gf + (full ? fb : 0);
-    }
-    lc.tp = tk->fwd + tk->bwd + (c->recompute != RECOMPUTE_NONE ? tk->fwd : 0);
+    /* the recompute pass: the policy's parts (core/recompute.h), on the
+     * share of a chunk's blocks that re-run (full's block method: N of n) */
+    unsigned parts = recompute_parts(c);
+    int blocks = pipe_chunk_layers(c, 0), reruns, inputs, group;
+    recompute_chunk(c, blocks, &reruns, &inputs, &group);
+    double share = (double)reruns / blocks, g[3], re_gemm = 0, re_tp = 0;
+    gemm_parts(c, cb, false, g);
+    static const unsigned gemm_part[3] = {RC_QKV, RC_OUT, RC_MLP};
+    for (int i = 0; i < 3; i++)
+        if (parts & gemm_part[i]) re_gemm += g[i] + tk->part_busy[i], re_tp += tk->part[i];
+    double re_a2a = parts & RC_A2A ? a_qkv + a_o : 0, re_ring = parts & RC_RING ? rf : 0;
+    double re = share * (re_gemm + re_tp + re_a2a + re_ring);
+    double re_busy = share * (re_gemm + (parts & RC_RING ? fb : 0));
+    lc.tp = tk->fwd + tk->bwd + share * re_tp;
     lc.bwd = re + gb + a_o /* dO */ + rb + a_qkv /* dQKV */ + rep + tk->bwd;
     lc.bwd_busy = re_busy + gb + bb + rep;
-    lc.a2a = 2 * (a_qkv + a_o) + (c->recompute != RECOMPUTE_NONE ? a_qkv + a_o : 0);
-    lc.ring_wait = (rf - fb) + (rb - bb) + (c->recompute == RECOMPUTE_FULL ? rf - fb : 0);
+    lc.a2a = 2 * (a_qkv + a_o) + share * re_a2a;
+    lc.ring_wait = (rf - fb) + (rb - bb) + share * (parts & RC_RING ? rf - fb : 0);
     lc.nic_bwd = ag ? 0 : r->nic_bwd;
     return lc;
 }

@@ -3,6 +3,7 @@
 
 #include "core/dag.h"
 #include "core/pipeline.h"
+#include "core/recompute.h"
 #include "core/ringgeo.h"
 #include "core/sizes.h"
 
@@ -34,15 +35,23 @@ double memory_layer_activations(const config *c, recompute_kind policy)
 {
     dims k = dims_of(c);
     double x = k.Tr * k.hid * k.a;
-    double o_lse = k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
+    double o = k.Ns * k.hq * k.d * k.a, lse = k.Ns * k.hq * 4;
     if (policy == RECOMPUTE_FULL) return x;
-    if (policy == RECOMPUTE_SELECTIVE) return x + o_lse;
-    double qkv = k.T * k.qkv * k.d * k.a;
-    double os = k.T * k.H * k.d * k.a;
-    double head = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a + os : 0; /* P_h = 1 aliases them */
+    if (policy == RECOMPUTE_SCPP) return x + o + lse;
+    double qkv = k.T * k.qkv * k.d * k.a, mlp = 3 * k.T * k.ffn * k.a;
+    double os = c->p_head > 1 ? k.T * k.H * k.d * k.a : 0;                 /* P_h = 1 aliases O */
+    double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0; /* head-sharded q|kv */
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
      * for their weight gradients */
-    return 4 * x + qkv + head + o_lse + 3 * k.T * k.ffn * k.a;
+    double none = 4 * x + qkv + qh + os + o + lse + mlp;
+    if (policy == RECOMPUTE_NONE) return none;
+    double kept = none;
+    /* core attention keeps its input (qkv) and its output (the output
+     * projection's input: O sequence-sharded, or O itself at P_h = 1) */
+    if (c->recompute_modules & RECOMPUTE_MOD_CORE_ATTN) kept -= qh + lse + (c->p_head > 1 ? o : 0);
+    /* the MLP keeps its input h; its fused norm's output and SwiGLU go */
+    if (c->recompute_modules & RECOMPUTE_MOD_MLP) kept -= x + mlp;
+    return kept;
 }
 
 /* Ring slots, block output and all-to-all staging (see memory.h). */
@@ -98,11 +107,17 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
 {
     model_states(c, stage, out);
     out->stage = stage;
-    out->act_per_layer = memory_layer_activations(c, c->recompute);
+    int n = pipe_chunk_layers(c, stage), reruns, inputs, group;
+    recompute_chunk(c, n, &reruns, &inputs, &group);
+    double none = memory_layer_activations(c, RECOMPUTE_NONE), kept = memory_layer_activations(c, c->recompute);
+    /* full: the checkpointed inputs and the blocks not re-run (block method) */
+    double chunk = c->recompute == RECOMPUTE_FULL ? inputs * kept + (n - reruns) * none : n * kept;
+    out->act_per_layer = chunk / n;
     out->in_flight = pipe_peak_in_flight(c, stage);
     out->activations = pipe_peak_layers_in_flight(c, stage) * out->act_per_layer;
-    double full = memory_layer_activations(c, RECOMPUTE_NONE);
-    out->working = full + (c->recompute != RECOMPUTE_NONE ? full : 0);
+    /* the gradients of one block, and what a re-run regenerates beside what
+     * it kept: group blocks' activations at once (uniform's N) */
+    out->working = none + (group > 0 ? group * none - kept : 0);
     /* sequence parallelism: a layer's backward holds two gathered (T, hidden)
      * tensors at once (the input re-gathered and the output gradient) */
     if (c->tp > 1 && c->sequence_parallel) out->working += 2 * dims_of(c).T * c->model.hidden * c->act_bytes;

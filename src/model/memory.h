@@ -30,7 +30,8 @@
  *   (the paper's 34/t) and without it x and h are not (10 + 24/t). H, qkv
  *   and ffn below are the shard's: H/tp, (H + 2H_kv)/tp, ffn/tp.
  *
- *   activations kept per layer for the backward, by recompute policy:
+ *   activations kept per layer for the backward, by recompute policy
+ *   (core/recompute.h says what each re-runs):
  *     none:      x (T*hidden), its RMSNorm's output (QKV's input, T*hidden),
  *                qkv (T*(H+2H_kv)*d), the head-sharded q|kv
  *                (N_s*(hq+2kvh)*d), O (N_s*hq*d) and its fp32 LSE (N_s*hq*4),
@@ -38,13 +39,21 @@
  *                output (gate's and up's input, T*hidden), SwiGLU gate, up
  *                and product (3*T*ffn); with P_h = 1 the head-sharded
  *                buffers are the sequence-sharded ones (counted once);
- *     selective: x, O and LSE (Selective Checkpoint++ keeps the ring's
+ *     selective: the "none" set less, for core_attn, what core attention
+ *                holds inside (the head-sharded q|kv, O and the LSE; at
+ *                P_h = 1 the LSE alone, O being the output projection's
+ *                input), and for mlp, the MLP's (its norm's output and the
+ *                three SwiGLU tensors);
+ *     sc++:      x, O and LSE (Selective Checkpoint++ keeps the ring's
  *                output so the recompute pass never re-runs the ring);
- *     full:      x only.
+ *     full:      x only; per chunk of n blocks, uniform keeps ceil(n/N)
+ *                inputs, block keeps min(N, n) inputs and the "none" set of
+ *                the other blocks (act_per_layer: the chunk's mean).
  *   working set of the layer being differentiated: its gradient tensors
- *   (as large as the "none" set) plus, under recompute, its recomputed
- *   activations (the "none" set again).
- *
+ *   (as large as the "none" set) plus, under recompute, what the re-run
+ *   regenerates beside what was kept: the "none" set of the blocks re-run
+ *   together (N under uniform, else 1) less the kept part.
+
  *   attention working buffers (the DAG's slots, dag.h; the executor
  *   allocates exactly these): per ring lane, KV slots of 2*t*kvh*d*a bytes
  *   with t the lane's tokens (N_s, or N_s/2 per lane of the dual ring): the
@@ -87,7 +96,7 @@
 
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
-    double act_per_layer;             /* kept for the backward, one layer */
+    double act_per_layer;             /* kept for the backward, one layer (a chunk's mean) */
     double in_flight;                 /* chunk passes whose activations the stage keeps at once */
     double activations;               /* in_flight * L/(pp v) * act_per_layer */
     double working;                   /* gradients (+ recompute) of one layer */
@@ -104,8 +113,9 @@ void memory_estimate_config(const config *c, memory_estimate *out);
 /* The same for the ranks of one stage (0 .. pp-1). */
 void memory_estimate_stage(const config *c, int stage, memory_estimate *out);
 
-/* Bytes of the activations one layer keeps under c->recompute (the table
- * above), exposed for tests. */
+/* Bytes of the activations one re-run layer keeps under `policy` with
+ * c's recompute modules (the table above; full: its input), exposed for
+ * tests. */
 double memory_layer_activations(const config *c, recompute_kind policy);
 /* ZeRO-3: the most parameter elements gathered at once per rank, the
  * largest prefetch + 1 consecutive blocks of the layers and the LM head

@@ -8,6 +8,8 @@
 
 #include "core/dag.h"
 #include "core/docs.h"
+#include "core/pipeline.h"
+#include "core/recompute.h"
 #include "core/stats.h"
 #include "core/strategy.h"
 #include "core/xalloc.h"
@@ -131,6 +133,24 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     add_pipeline(a, req, c);
 }
 
+/* The recompute policies the plan searches (recompute.h), NSEARCHED_RC of
+ * them: none; Megatron's selective of core_attn, and of core_attn and mlp;
+ * LoongTrain's Selective Checkpoint++; full, uniform over every block; and
+ * full, block method over the first half of each chunk's blocks (between
+ * none and full in memory and time). Sets policy i on c; false when it
+ * repeats another (a chunk of one block has no half). */
+#define NSEARCHED_RC 6
+static bool searched_recompute(config *c, int i)
+{
+    static const recompute_kind kind[NSEARCHED_RC] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_SELECTIVE,
+                                                      RECOMPUTE_SCPP, RECOMPUTE_FULL,      RECOMPUTE_FULL};
+    c->recompute = kind[i];
+    c->recompute_modules = i == 2 ? RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP : RECOMPUTE_MOD_CORE_ATTN;
+    c->recompute_method = i == 5 ? RECOMPUTE_BLOCK : RECOMPUTE_UNIFORM;
+    c->recompute_layers = i == 5 ? pipe_chunk_layers(c, 0) / 2 : 1;
+    return c->recompute_layers >= 1;
+}
+
 static void add_knobs(vec *a, const plan_request *req, config c)
 {
     if (c.tp == 1) { /* --sequence-parallel off and --tp-overlap apply to tp > 1 */
@@ -143,16 +163,15 @@ static void add_knobs(vec *a, const plan_request *req, config c)
     int nrepl = c.model.kv_heads % c.tp == 0 && ph > c.model.kv_heads / c.tp ? 2 : 1;
     int z0 = req->search_zero ? 0 : c.zero, z1 = req->search_zero ? 3 : c.zero;
     if (req->search_zero && (c.pp > 1 || c.micro_batches > 1)) z1 = 1; /* ZeRO-2/3 accumulate nothing (config.c) */
-    int r0 = req->search_recompute ? RECOMPUTE_NONE : (int)c.recompute,
-        r1 = req->search_recompute ? RECOMPUTE_FULL : (int)c.recompute;
+    int nrc = req->search_recompute ? NSEARCHED_RC : 1;
     int prefetch = c.prefetch; /* --prefetch applies to the ZeRO-3 layouts */
     for (int z = z0; z <= z1; z++)
-        for (int r = r0; r <= r1; r++)
+        for (int r = 0; r < nrc; r++)
             for (int pl = 0; pl < nplace; pl++)
                 for (int rp = 0; rp < nrepl; rp++) {
                     c.zero = z;
                     c.prefetch = z == 3 ? prefetch : 1;
-                    c.recompute = (recompute_kind)r;
+                    if (req->search_recompute && !searched_recompute(&c, r)) continue;
                     config_set_placement(&c, pl ? PLACE_CONTEXT_FIRST : PLACE_HEAD_FIRST);
                     c.kv_replication = rp == 0;
                     add_rings(a, req, c);
@@ -210,6 +229,7 @@ static double tasks_of(const config *c, int per, int m)
     s.pp_first = s.pp_last = 0;
     s.pp_embed_slot = s.pp_loss_slot = false;
     s.micro_batches = m;
+    recompute_clamp_layers(&s);
     char err[LOONG_ERRLEN];
     dag *g = config_validate(&s, err) == 0 ? dag_build(&s, err) : NULL;
     if (!g) return NAN;
@@ -364,10 +384,12 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     const config *b = &req->base;
     char seq[32];
     units_fmt_count(b->seq, seq, sizeof seq);
-    char zero[48], rec[48];
+    char zero[48], rec[80];
     snprintf(zero, sizeof zero, req->search_zero ? "ZeRO 0-3 searched (zN)" : "ZeRO-%d", b->zero);
-    snprintf(rec, sizeof rec, req->search_recompute ? "recompute searched (none/sel/full)" : "recompute %s",
-             recompute_name(b->recompute));
+    char brc[24];
+    recompute_abbrev(b, brc, sizeof brc);
+    snprintf(rec, sizeof rec,
+             req->search_recompute ? "recompute searched (none/sel/sel+mlp/sc++/full/full-bN)" : "recompute %s", brc);
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
     write_work(f, req);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/model.h"
+#include "core/recompute.h"
 #include "core/xalloc.h"
 #include "plan.h"
 
@@ -49,7 +50,7 @@ static int candidate_fixes(const plan_request *req, fix *f)
     const config *b = &req->base;
     for (int r = b->recompute + 1; !req->search_recompute && r <= RECOMPUTE_FULL; r++) {
         f[k] = (fix){"", *req};
-        f[k].req.base.recompute = (recompute_kind)r;
+        recompute_set(&f[k].req.base, (recompute_kind)r);
         snprintf(f[k++].what, sizeof f->what, "--recompute %s", recompute_name((recompute_kind)r));
     }
     for (int z = b->zero + 1; !req->search_zero && z <= 3; z++) {
@@ -60,7 +61,7 @@ static int candidate_fixes(const plan_request *req, fix *f)
     if (!req->search_zero && !req->search_recompute && b->zero < 3 && b->recompute != RECOMPUTE_FULL) {
         f[k] = (fix){"", *req};
         f[k].req.base.zero = 3;
-        f[k].req.base.recompute = RECOMPUTE_FULL;
+        recompute_set(&f[k].req.base, RECOMPUTE_FULL);
         snprintf(f[k++].what, sizeof f->what, "--zero 3 --recompute full");
     }
     if (req->tp) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "core/recompute.h"
 #include "core/dag.h"
 
 const char *plan_pert_name(plan_pert k)
@@ -42,6 +43,7 @@ int plan_streams(const plan_layout *l)
 {
     config c = l->c;
     c.model.layers = 1; /* every layer uses the same streams */
+    recompute_clamp_layers(&c);
     char err[LOONG_ERRLEN];
     dag *g = dag_build(&c, err);
     if (!g) return STREAM_COUNT;

@@ -16,14 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/recompute.h"
 #include "core/strategy.h"
 #include "core/xalloc.h"
 #include "plan.h"
-
-static const char *recompute_abbrev(recompute_kind r)
-{
-    return r == RECOMPUTE_NONE ? "none" : r == RECOMPUTE_SELECTIVE ? "sel" : "full";
-}
 
 static const char *schedule_abbrev(schedule_kind s)
 {
@@ -40,7 +36,11 @@ void plan_layout_name(const plan_request *req, const config *c, char *buf, size_
         k += (size_t)snprintf(buf + k, len - k, " m%d", c->micro_batches);
     }
     if (req->search_zero) k += (size_t)snprintf(buf + k, len - k, " z%d", c->zero);
-    if (req->search_recompute) snprintf(buf + k, len - k, " %s", recompute_abbrev(c->recompute));
+    if (req->search_recompute) {
+        char rc[24];
+        recompute_abbrev(c, rc, sizeof rc);
+        snprintf(buf + k, len - k, " %s", rc);
+    }
 }
 
 void plan_layout_init(plan_layout *l, const plan_request *req, const config *c)
@@ -61,6 +61,7 @@ void plan_layout_init(plan_layout *l, const plan_request *req, const config *c)
 typedef struct said {
     int dp, pp, tp, ph, ps;
     int place, part, ring, window, repl, sched, vpp, m, zero, rec;
+    int rec_mods, rec_method, rec_layers; /* with rec: its modules, or its method and N */
     int sp; /* 0: no-sp, 1: tp-ovl */
     bool no_ring;
 } said;
@@ -96,7 +97,31 @@ static int abbrev_index(const char *s, int n, const char *(*f)(int))
 static const char *place_ab(int i) { return placement_abbrev((placement_kind)i); }
 static const char *part_ab(int i) { return partition_abbrev((partition_kind)i); }
 static const char *ring_ab(int i) { return ring_abbrev((ring_kind)i); }
-static const char *rec_ab(int i) { return recompute_abbrev((recompute_kind)i); }
+
+/* A recompute word as recompute_abbrev (core/recompute.h) writes it:
+ * none, sel, sel+mlp, sel/mlp, sc++, full, full-bN, full-uN; its policy
+ * into *rec and the rest into s. */
+static bool recompute_word(const char *t, int *rec, said *s)
+{
+    static const int mods[] = {RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_MOD_MLP, RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP};
+    config c;
+    memset(&c, 0, sizeof c);
+    char buf[24];
+    for (int k = RECOMPUTE_NONE; k <= RECOMPUTE_FULL; k++)
+        for (int i = 0; i < 3; i++) {
+            recompute_set(&c, (recompute_kind)k);
+            c.recompute_modules = mods[i];
+            recompute_abbrev(&c, buf, sizeof buf);
+            if (strcmp(t, buf)) continue;
+            *rec = k, s->rec_mods = mods[i], s->rec_method = RECOMPUTE_UNIFORM, s->rec_layers = 1;
+            return true;
+        }
+    int n;
+    if (strncmp(t, "full-", 5) || (t[5] != 'b' && t[5] != 'u') || !whole_int(t + 6, &n)) return false;
+    *rec = RECOMPUTE_FULL, s->rec_mods = RECOMPUTE_MOD_CORE_ATTN;
+    s->rec_method = t[5] == 'b' ? RECOMPUTE_BLOCK : RECOMPUTE_UNIFORM, s->rec_layers = n;
+    return true;
+}
 
 /* "[dpN*][ppN*][tpN*]PHxPS" into s. */
 static int parse_mesh(const char *name, const char *tok, said *s, char err[LOONG_ERRLEN])
@@ -181,7 +206,7 @@ static int parse_words(const char *name, char **tok, int nt, said *s, char err[L
             rc = once(&s->m, v, name, t, err);
         else if (t[0] == 'z' && t[1] >= '0' && t[1] <= '3' && !t[2])
             rc = once(&s->zero, t[1] - '0', name, t, err);
-        else if ((v = abbrev_index(t, 3, rec_ab)) >= 0)
+        else if (recompute_word(t, &v, s))
             rc = once(&s->rec, v, name, t, err);
         else {
             char what[WHAT_LEN];
@@ -317,16 +342,21 @@ static int apply_training(const plan_request *req, const char *name, const said 
         return bad(err, name, what);
     }
     if (req->search_recompute && s->rec < 0)
-        return bad(err, name, "say its recompute policy (none, sel, full), or give --recompute");
+        return bad(err, name, "say its recompute policy (none, sel, sc++, full, ...), or give --recompute");
     if (!req->search_recompute && s->rec >= 0 && s->rec != (int)c->recompute) {
         snprintf(what, sizeof what, "'%s', the request --recompute %s: give --recompute %s",
-                 recompute_abbrev((recompute_kind)s->rec), recompute_name(c->recompute),
+                 recompute_name((recompute_kind)s->rec), recompute_name(c->recompute),
                  recompute_name((recompute_kind)s->rec));
         return bad(err, name, what);
     }
     int prefetch = c->prefetch;
     if (s->zero >= 0) c->zero = s->zero;
-    if (s->rec >= 0) c->recompute = (recompute_kind)s->rec;
+    if (s->rec >= 0) {
+        c->recompute = (recompute_kind)s->rec;
+        c->recompute_modules = s->rec_mods;
+        c->recompute_method = (recompute_method_kind)s->rec_method;
+        c->recompute_layers = s->rec_layers;
+    }
     c->prefetch = c->zero == 3 ? prefetch : 1; /* --prefetch applies to the ZeRO-3 layouts */
     return 0;
 }
