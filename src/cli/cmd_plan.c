@@ -748,7 +748,9 @@ static int run_all(const plan_args *a, const plan_ctx *x, const plan_layout *ls,
 {
     int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
     double t0 = cli_now(), eta = sim_eta(runs, n, first, stride, jobs, 0);
-    if (!a->quiet && x->rank == 0 && mine > 0 && eta >= PROGRESS_EVERY_S) /* long work only: say so at once */
+    /* long work on a terminal: say so at once (a log gets the lines every 5 s,
+     * and a run that fails at once keeps its error on one line) */
+    if (!a->quiet && x->rank == 0 && mine > 0 && eta >= PROGRESS_EVERY_S && isatty(2))
         fprintf(stderr, "loong plan: simulating: %d run(s) of about %.3g tasks in all, about %.0f s at %d at once\n",
                 mine, eta * PLAN_SIM_TASKS_PER_S * jobs, eta, jobs);
     while (done < mine) {
