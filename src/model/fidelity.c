@@ -8,7 +8,7 @@
 
 /* experiments/fidelity/recorded.txt as {name, error}, made by Makefile.am */
 static const fidelity_row recorded[] = {
-#include "src/model/fidelity_rows.inc"
+#include "fidelity_rows.inc" /* in the build tree: the model library adds its directory */
 };
 
 const fidelity_row *fidelity_table(int *n)
