@@ -514,16 +514,16 @@ static void layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD) fwd_gathers(p, l);
-    if (parts & RC_QKV) norm(p, OP_NORM_ATTN, ph, l, X);
+    if (elementwise_reruns(OP_NORM_ATTN, parts)) norm(p, OP_NORM_ATTN, ph, l, X);
     const tp_gemm qkv = {
         OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d, hid, {tbuf(p, l, LB_XG), W}, 2, {lbuf(p, l, LB_QKV)}, 1};
     if (parts & RC_QKV) column(p, OP_TP_X, ph, l, X, tbuf(p, l, LB_XG), &qkv, 1);
-    if (parts & RC_QKV) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
+    if (elementwise_reruns(OP_ROPE, parts)) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
     attention_fwd_part(p, l, ph, parts);
     const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
                          {tbuf(p, l, LB_HP)}, 1};
     if (parts & RC_OUT) row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
-    if (parts & RC_OUT) inplace(p, OP_ADD_ATTN, ph, l, H);
+    if (elementwise_reruns(OP_ADD_ATTN, parts)) inplace(p, OP_ADD_ATTN, ph, l, H);
     if (!(parts & RC_MLP)) return;
     norm(p, OP_NORM_MLP, ph, l, H); /* TE's LayerNormMLP: the MLP's recompute re-runs its norm */
     const tp_gemm gate_up[2] = {{OP_MLP_GATE, ffn, hid, {tbuf(p, l, LB_HG), W}, 2, {M}, 1},
@@ -532,9 +532,7 @@ static void layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     inplace(p, OP_ACT, ph, l, M);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {tbuf(p, l, LB_YP)}, 1};
     row(p, OP_TP_Y, ph, l, &down, 1, tbuf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
-    /* the block's output is the next block's kept input: only a re-run of the
-     * whole layer (not of its MLP module alone) repeats the add */
-    if (parts & RC_OUT) inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
+    if (elementwise_reruns(OP_ADD_MLP, parts)) inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
 }
 
 /* tp > H_kv: the tp/H_kv shards holding one KV head (config_tp_kv_head0)

@@ -2,6 +2,7 @@
 #include "elementwise.h"
 
 #include "pipeline.h"
+#include "recompute.h"
 
 task_kind elementwise_kind(task_op op)
 {
@@ -80,4 +81,13 @@ int elementwise_block_ops(const task_op **ops)
     static const task_op block[] = {OP_NORM_ATTN, OP_ROPE, OP_ADD_ATTN, OP_NORM_MLP, OP_ACT, OP_ADD_MLP};
     *ops = block;
     return (int)(sizeof block / sizeof block[0]);
+}
+
+bool elementwise_reruns(task_op op, unsigned parts)
+{
+    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE ? RC_QKV
+                    : op == OP_ADD_ATTN                 ? RC_OUT
+                    : op == OP_ADD_MLP                  ? RC_OUT | RC_MLP
+                                                        : RC_MLP;
+    return (parts & need) == need;
 }

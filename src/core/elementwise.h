@@ -74,4 +74,12 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
  * their count; the backward runs the same in reverse. */
 int elementwise_block_ops(const task_op **ops);
 
+/* Whether a recompute pass of `parts` (recompute.h's RC_*) re-runs the
+ * block's kernel op: norm_attn and rope with the QKV projection, add_attn
+ * with the output projection, norm_mlp and act with the MLP (TE's
+ * LayerNormMLP holds the norm), add_mlp only with a re-run of the whole
+ * layer (its output is the next block's kept input). The builder and the
+ * analytical model both ask. */
+bool elementwise_reruns(task_op op, unsigned parts);
+
 #endif

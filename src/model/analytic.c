@@ -542,13 +542,14 @@ static double elementwise_seconds(const config *c, const calib *cb, task_op op, 
     return calib_seconds(cb, elementwise_kind(op), 0, bytes, (double)rows);
 }
 
-/* The block's memory-bound kernels, forward or backward (build.c). */
-static double block_elementwise(const config *c, const calib *cb, bool bwd)
+/* The block's memory-bound kernels, forward or backward, that a pass of
+ * `parts` runs (build.c; RC_ALL: a whole forward or backward). */
+static double block_elementwise(const config *c, const calib *cb, bool bwd, unsigned parts)
 {
     const task_op *ops;
     double t = 0;
     for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
-        t += elementwise_seconds(c, cb, ops[i], bwd, 0);
+        if (elementwise_reruns(ops[i], parts)) t += elementwise_seconds(c, cb, ops[i], bwd, 0);
     return t;
 }
 
@@ -631,8 +632,8 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     uint64_t heads = (uint64_t)config_tp_heads(c), qkv_heads = heads + 2 * (uint64_t)config_kv_heads_total(c);
     double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
     double a_o = alltoall(c, n, (double)size_a2a_bytes(c, heads));
-    double gf = gemms(c, cb, false) + block_elementwise(c, cb, false);
-    double gb = gemms(c, cb, true) + block_elementwise(c, cb, true);
+    double gf = gemms(c, cb, false) + block_elementwise(c, cb, false, RC_ALL);
+    double gb = gemms(c, cb, true) + block_elementwise(c, cb, true, RC_ALL);
     double fb, bb;
     bool ag = c->ring == RING_ALLGATHER;
     double rf = ag ? gather_pass(r, s, false, &fb) : ring_fwd(r, s, &fb);
@@ -655,6 +656,7 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     static const unsigned gemm_part[3] = {RC_QKV, RC_OUT, RC_MLP};
     for (int i = 0; i < 3; i++)
         if (parts & gemm_part[i]) re_gemm += g[i] + tk->part_busy[i], re_tp += tk->part[i];
+    if (parts) re_gemm += block_elementwise(c, cb, false, parts); /* the kernels the pass re-runs with them */
     double re_a2a = parts & RC_A2A ? a_qkv + a_o : 0, re_ring = parts & RC_RING ? rf : 0;
     double re = share * (re_gemm + re_tp + re_a2a + re_ring);
     double re_busy = share * (re_gemm + (parts & RC_RING ? fb : 0));
