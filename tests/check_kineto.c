@@ -55,7 +55,8 @@ static char *constructed(int rank, int world, double shift, const char *nccl_ver
         double launch, ts, dur;
         int stream;
     } k[] = {
-        {"aten::mm", "\"Input Dims\":[[1024,256],[256,512]]", "sm90_xmma_gemm_bf16bf16_bf16f32", "", 10, 100, 100, 7},
+        {"aten::mm", "\"Input Dims\":[[1024,256],[256,512]],\"Input Strides\":[[256,1],[1,256]]",
+         "sm90_xmma_gemm_bf16bf16_bf16f32", "", 10, 100, 100, 7},
         {"flash_attn::_flash_attn_forward",
          "\"Input Dims\":[[1,4096,32,128],[1,4096,8,128],[1,4096,8,128]],\"Concrete "
          "Inputs\":[\"\",\"\",\"\",\"0.0\",\"0.088\",\"True\"]",
@@ -150,6 +151,10 @@ START_TEST(constructed_exactly)
     /* kinds, shapes and sizes */
     ck_assert_int_eq(r->k[0].kind, TASK_GEMM);
     ck_assert_double_eq(r->k[0].flops, 2.0 * 1024 * 256 * 512);
+    /* X W^T: B's rows are contiguous, a transposed view (tn) */
+    ck_assert(r->k[0].gm == 1024 && r->k[0].gn == 512 && r->k[0].gk == 256);
+    ck_assert_int_eq(r->k[0].layout, GEMM_TN);
+    ck_assert_int_eq(r->k[4].layout, GEMM_ANY); /* no strides in the trace */
     ck_assert_int_eq(r->k[1].kind, TASK_ATTN_FWD);
     ck_assert(r->k[1].causal);
     ck_assert_double_eq(r->k[1].flops, 4.0 * (4096.0 * 4097 / 2) * 128 * 32);
@@ -444,7 +449,7 @@ START_TEST(round_trip)
         char *path;
         ck_assert_int_ge(asprintf(&path, "%s/rank%d.pt.trace.json", d, r), 0);
         FILE *f = fopen(path, "w");
-        ck_assert_int_eq(kineto_write_rank(f, g, r, st, du), 0);
+        ck_assert_int_eq(kineto_write_rank(f, g, cb, r, st, du), 0);
         fclose(f);
         free(path);
     }
@@ -517,6 +522,86 @@ START_TEST(round_trip)
     free(t.ev);
     free(st);
     free(du);
+    dag_free(g);
+    calib_free(cb);
+    rmdir_all(d);
+}
+END_TEST
+
+/* GEMM shapes both ways: a schedule timed by a table with `gemm shape`
+ * rows, written as profiler traces, gives back each GEMM's shape, its
+ * layout as Megatron runs it (forward tn (m, n, k), dgrad nn (m, k, n),
+ * wgrad nt (n, k, m)) and the table's efficiency at that shape. */
+START_TEST(gemm_shapes_round_trip)
+{
+    char err[LOONG_ERRLEN], *text;
+    ck_assert_int_ge(asprintf(&text,
+                              "%sgemm shape tn 4096 4096 4096 0.8\ngemm shape nn 512 512 512 0.4\n"
+                              "gemm shape nt 512 512 512 0.3\ngemm shape any 65536 256 256 0.6\n",
+                              TABLE),
+                     0);
+    calib *cb = calib_parse(text, "table", err);
+    ck_assert_msg(cb, "%s", err);
+    config c = tcfg("llama3-8b", 16 * 1024, "usp", 2, 2, 2, SCOPE_STEP);
+    c.model.layers = 2;
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c);
+    uint32_t n = dag_ntasks(g);
+    double *st = calloc(n, sizeof *st), *du = calloc(n, sizeof *du);
+    schedule(g, cb, st, du);
+    char *d = tmpdir();
+    for (int r = 0; r < config_ranks(&c); r++) {
+        char *path;
+        ck_assert_int_ge(asprintf(&path, "%s/rank%d.pt.trace.json", d, r), 0);
+        FILE *f = fopen(path, "w");
+        ck_assert_int_eq(kineto_write_rank(f, g, cb, r, st, du), 0);
+        fclose(f);
+        free(path);
+    }
+    kineto_names *names = kineto_names_default();
+    kineto_set s;
+    const char *paths[] = {d};
+    ck_assert_msg(kineto_set_open(paths, 1, names, NULL, &s, err) == 0, "%s", err);
+    kineto_gemm_shape *v;
+    size_t left, ns = kineto_calib_gemm_shapes(&s, cb, &v, &left);
+    int layouts[GEMM_LAYOUTS] = {0};
+    for (size_t i = 0; i < ns; i++) {
+        layouts[v[i].layout]++;
+        bool found = false; /* the shape is one of a DAG GEMM's, in its layout */
+        for (uint32_t id = 0; id < n && !found; id++) {
+            const dag_task *t = dag_task_get(g, id);
+            if (t->kind != TASK_GEMM) continue;
+            int64_t m = (int64_t)t->dim[0], nn = (int64_t)t->dim[1], k = (int64_t)t->dim[2];
+            if (t->phase != PHASE_BWD)
+                found = v[i].layout == GEMM_TN && v[i].m == m && v[i].n == nn && v[i].k == k;
+            else
+                found = (v[i].layout == GEMM_NN && v[i].m == m && v[i].n == k && v[i].k == nn) ||
+                        (v[i].layout == GEMM_NT && v[i].m == nn && v[i].n == k && v[i].k == m);
+        }
+        ck_assert_msg(found, "%s %lld %lld %lld is no GEMM of the DAG", calib_gemm_layout_name(v[i].layout),
+                      (long long)v[i].m, (long long)v[i].n, (long long)v[i].k);
+        double want = calib_gemm_eff(cb, v[i].layout, (double)v[i].m, (double)v[i].n, (double)v[i].k);
+        /* the traces keep times to the ns: a 1-ns error over the shortest
+         * GEMM's busy time (tens of us) */
+        ck_assert_msg(!v[i].clamped && rel(v[i].eff, want) < 1e-4, "eff %g, the table's %g", v[i].eff, want);
+        ck_assert_double_eq_tol(
+            v[i].median_s, calib_gemm_seconds(cb, v[i].layout, (double)v[i].m, (double)v[i].n, (double)v[i].k), 1e-9);
+    }
+    ck_assert(layouts[GEMM_TN] > 0 && layouts[GEMM_NN] > 0 && layouts[GEMM_NT] > 0 && layouts[GEMM_ANY] == 0);
+    /* the rows set: the table times each measured shape at its median */
+    for (size_t i = 0; i < ns; i++)
+        ck_assert_int_eq(
+            calib_set_gemm_shape(cb, v[i].layout, (uint64_t)v[i].m, (uint64_t)v[i].n, (uint64_t)v[i].k, v[i].eff, err),
+            0);
+    for (size_t i = 0; i < ns; i++)
+        ck_assert(rel(calib_gemm_seconds(cb, v[i].layout, (double)v[i].m, (double)v[i].n, (double)v[i].k),
+                      v[i].median_s) < 1e-6);
+    free(v);
+    kineto_set_free(&s);
+    kineto_names_free(names);
+    free(st);
+    free(du);
+    free(text);
     dag_free(g);
     calib_free(cb);
     rmdir_all(d);
@@ -644,6 +729,7 @@ int main(void)
     tcase_add_test(tc, public_traces);
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, gemm_shapes_round_trip);
     tcase_add_test(tc, cli_end_to_end);
     tcase_add_test(tc, tile_is_measured);
     suite_add_tcase(s, tc);

@@ -336,8 +336,24 @@ static bool attn_op_shape(const char *opname, const json_t *args, kineto_kernel 
     return false;
 }
 
-/* 2mnk of a GEMM operator from its input shapes. */
-static double gemm_flops(const char *opname, const json_t *args)
+/* The cuBLAS layout (calib.h) of a row-major A B from the operands'
+ * strides: an operand whose rows are contiguous in memory (strides [1,
+ * ld]) is a transposed view, as nn.Linear's W^T is. Megatron's forward
+ * X W^T is tn, its dgrad dY W nn and its wgrad dY^T X nt. GEMM_ANY when
+ * the strides are not in the trace or both operands are transposed. */
+static int gemm_layout_of(const json_t *args, int first)
+{
+    const json_t *st = json_object_get(args, "Input Strides");
+    int64_t a[4], b[4];
+    if (dims_of(st, (size_t)first, a) != 2 || dims_of(st, (size_t)first + 1, b) != 2) return GEMM_ANY;
+    bool ta = a[1] != 1 && a[0] == 1, tb = b[1] != 1 && b[0] == 1;
+    if (ta && tb) return GEMM_ANY;
+    return tb ? GEMM_TN : ta ? GEMM_NT : GEMM_NN;
+}
+
+/* 2mnk of a GEMM operator from its input shapes; a 2-D one's (m, n, k)
+ * and layout into k's GEMM fields. */
+static double gemm_flops(const char *opname, const json_t *args, kineto_kernel *kk)
 {
     const json_t *dims = json_object_get(args, "Input Dims");
     int64_t a[4], b[4];
@@ -348,8 +364,10 @@ static double gemm_flops(const char *opname, const json_t *args)
     int na = dims_of(dims, (size_t)first, a), nb = dims_of(dims, (size_t)first + 1, b);
     if (batched && na == 3 && nb == 3 && a[0] == b[0] && a[2] == b[1])
         return 2.0 * (double)a[0] * (double)a[1] * (double)a[2] * (double)b[2];
-    if (!batched && na == 2 && nb == 2 && a[1] == b[0]) return 2.0 * (double)a[0] * (double)a[1] * (double)b[1];
-    return 0;
+    if (batched || na != 2 || nb != 2 || a[1] != b[0]) return 0;
+    kk->gm = a[0], kk->gn = b[1], kk->gk = a[1];
+    kk->layout = gemm_layout_of(args, first);
+    return 2.0 * (double)a[0] * (double)a[1] * (double)b[1];
 }
 
 static void shapes(parse *p, const json_t *args, const json_t *launch, kineto_kernel *k)
@@ -361,7 +379,7 @@ static void shapes(parse *p, const json_t *args, const json_t *launch, kineto_ke
     if (k->kind == TASK_ATTN_FWD || k->kind == TASK_ATTN_BWD)
         attn_op_shape(opname, oargs, k);
     else if (k->kind == TASK_GEMM)
-        k->flops = gemm_flops(opname, oargs);
+        k->flops = gemm_flops(opname, oargs, k);
     if (k->flops > 0) p->r->shaped++;
 }
 

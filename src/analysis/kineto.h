@@ -19,7 +19,8 @@
  *     collective args or its record_param_comms operator;
  *   - compute kernels: their work from the launching operator's "Input
  *     Dims" (record_shapes), through the runtime call's "External id":
- *     2mnk for aten::mm/addmm/bmm, and for attention (SDPA's flash and
+ *     2mnk for aten::mm/addmm/bmm (a 2-D GEMM keeps its m, n, k, and its
+ *     layout when the trace has "Input Strides"), and for attention (SDPA's flash and
  *     cuDNN ops, aten::_flash_attention_*, flash_attn's ops) the block's
  *     (batch, heads, query and key tokens, head dim, causal): loong's FLOPs
  *     of it (core/sizes.h), and its tiles for a table that declares them.
@@ -92,6 +93,11 @@ typedef struct kineto_kernel {
     int batch, heads, head_dim;
     int64_t sq, sk;
     bool causal;
+    /* GEMM shape (a 2-D aten::mm, addmm or _scaled_mm with its shapes):
+     * output gm x gn, reduction gk, and the layout (calib.h's gemm_layout)
+     * its "Input Strides" tell; GEMM_ANY without them. gm 0: none (bmm). */
+    int64_t gm, gn, gk;
+    int layout;
 } kineto_kernel;
 
 typedef struct kineto_stream {

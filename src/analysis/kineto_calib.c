@@ -67,6 +67,84 @@ void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *
     calibrate_count_input(p);
 }
 
+/* ---- GEMM shapes ---- */
+
+typedef struct gemm_point {
+    int layout;
+    int64_t m, n, k;
+    double dur_s;
+} gemm_point;
+
+static int by_shape(const void *a, const void *b)
+{
+    const gemm_point *x = a, *y = b;
+    if (x->layout != y->layout) return x->layout - y->layout;
+    if (x->m != y->m) return (x->m > y->m) - (x->m < y->m);
+    if (x->n != y->n) return (x->n > y->n) - (x->n < y->n);
+    if (x->k != y->k) return (x->k > y->k) - (x->k < y->k);
+    return (x->dur_s > y->dur_s) - (x->dur_s < y->dur_s);
+}
+
+static bool same_shape(const gemm_point *x, const gemm_point *y)
+{
+    return x->layout == y->layout && x->m == y->m && x->n == y->n && x->k == y->k;
+}
+
+/* The rank's measured 2-D GEMMs that no NCCL kernel overlapped, appended
+ * to v (grown by xrealloc); returns the new count. */
+static size_t rank_gemms(const kineto_rank *r, gemm_point **v, size_t m, size_t *cap, size_t *left)
+{
+    size_t nc;
+    tl_span *comm = comm_spans(r, &nc);
+    for (size_t j = 0; j < r->nk; j++) {
+        const kineto_kernel *k = &r->k[j];
+        if (k->step < 0 || k->kind != TASK_GEMM || k->gm <= 0 || k->dur <= 0) continue;
+        if (covered(comm, nc, k->ts, k->ts + k->dur) > 0) {
+            (*left)++;
+            continue;
+        }
+        if (m == *cap) *v = xrealloc_array(*v, *cap = *cap ? 2 * *cap : 256, sizeof **v, "the GEMM kernels");
+        (*v)[m++] = (gemm_point){k->layout, k->gm, k->gn, k->gk, k->dur / 1e6};
+    }
+    free(comm);
+    return m;
+}
+
+/* The efficiency that times 2mnk FLOPs at t seconds with cb's T0 and peak. */
+static double shape_eff(const calib *cb, const kineto_gemm_shape *g, bool *clamped)
+{
+    double busy = g->median_s - calib_t0(cb, TASK_GEMM);
+    double eff = busy > 0 ? 2.0 * (double)g->m * (double)g->n * (double)g->k / (busy * calib_peak(cb)) : 1;
+    *clamped = !(eff <= 1) || eff < 1e-9;
+    return fmin(1, fmax(1e-9, eff));
+}
+
+size_t kineto_calib_gemm_shapes(const kineto_set *s, const calib *cb, kineto_gemm_shape **out, size_t *left)
+{
+    size_t m = 0, cap = 0, n = 0;
+    gemm_point *v = NULL;
+    *left = 0;
+    for (int i = 0; i < s->n; i++)
+        m = rank_gemms(&s->r[i], &v, m, &cap, left);
+    if (m > 1) qsort(v, m, sizeof *v, by_shape);
+    *out = NULL;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        while (j < m && same_shape(&v[j], &v[i]))
+            j++;
+        *out = xrealloc_array(*out, n + 1, sizeof **out, "the GEMM shapes");
+        kineto_gemm_shape *g = &(*out)[n++];
+        /* sorted by duration within the shape: the median */
+        double med =
+            (j - i) % 2 ? v[i + (j - i) / 2].dur_s : (v[i + (j - i) / 2 - 1].dur_s + v[i + (j - i) / 2].dur_s) / 2;
+        *g = (kineto_gemm_shape){v[i].layout, v[i].m, v[i].n, v[i].k, j - i, med, 0, false};
+        g->eff = shape_eff(cb, g, &g->clamped);
+        i = j;
+    }
+    free(v);
+    return n;
+}
+
 /* ---- NCCL kernels as nccl-tests logs ---- */
 
 static coll_op op_of_kind(int kind)

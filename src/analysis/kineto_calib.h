@@ -6,6 +6,9 @@
  *     its work at the base table's tile granularity, with the fraction of
  *     it that NCCL kernels on the same rank overlapped (the interference
  *     fit). The fit, its bounds and its report are the traces' own.
+ *   - GEMM shapes: each 2-D GEMM shape the traces ran (record_shapes) is
+ *     one `gemm shape` row of the fitted table, at its kernels' median
+ *     time (calib.h "GEMM shapes"), its layout from the operands' strides.
  *   - Links: the NCCL kernels of known size and group become nccl-tests
  *     logs, one per (collective, group size, nodes), a row per size: the
  *     fastest instance over ranks and steps, since a collective kernel
@@ -29,6 +32,25 @@ typedef struct kineto_calib_counts {
 
 /* Add the compute points of s's chosen steps to p. */
 void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *base, kineto_calib_counts *n);
+
+/* One measured GEMM shape: its kernels' median time (those not
+ * overlapped by NCCL on their rank) and the efficiency that times it. */
+typedef struct kineto_gemm_shape {
+    int layout;      /* calib.h's gemm_layout */
+    int64_t m, n, k; /* output m x n, reduction k */
+    size_t kernels;  /* instances measured */
+    double median_s; /* their median duration */
+    double eff;      /* 2mnk / ((median - T0) x peak), clamped to [1e-9, 1] */
+    bool clamped;    /* faster than the table's T0 or its peak allow */
+} kineto_gemm_shape;
+
+/* The 2-D GEMM kernels of s's chosen steps with their shapes, one entry
+ * per (layout, m, n, k), sorted; the efficiency of each is against cb's
+ * gemm T0 and peak, so that cb with the shape added as a `gemm shape` row
+ * times that GEMM at its median. Kernels that NCCL overlapped on their
+ * rank are left out (their slowdown is the interference fit's): *left
+ * counts them. Returns the count; *out malloc'd (NULL when none). */
+size_t kineto_calib_gemm_shapes(const kineto_set *s, const calib *cb, kineto_gemm_shape **out, size_t *left);
 
 /* The NCCL kernels of s's chosen steps as nccl-tests logs, for a platform
  * of gpus_per_node GPUs per node (*logs malloc'd; free each with

@@ -21,6 +21,7 @@
 typedef struct writer {
     FILE *f;
     const dag *g;
+    const calib *cb; /* the table that timed the tasks; NULL: none */
     const double *start, *dur;
     bool first;
     uint32_t corr;
@@ -126,26 +127,41 @@ static const char *elementwise_kernel_name(const dag_task *t)
     }
 }
 
+/* aten::mm(A, B) of A m x k, B k x n with A's and B's strides: transposed
+ * operands are views of a row-major matrix of the other orientation. */
+static json_t *mm_args(uint64_t m, uint64_t n, uint64_t k, bool ta, bool tb)
+{
+    json_t *sa = ta ? dims2(1, m) : dims2(k, 1), *sb = tb ? dims2(1, k) : dims2(n, 1);
+    return json_pack("{s:[o, o], s:[o, o]}", "Input Dims", dims2(m, k), dims2(k, n), "Input Strides", sa, sb);
+}
+
+/* A GEMM task (Y = X W^T, Y m x n, X m x k, as Megatron's linear layer
+ * runs it): forward X W^T (tn); backward dX = dY W (nn, m x k over n),
+ * then dW = dY^T X (nt, n x k over m), the task's time split as cb times
+ * the two shapes. */
+static void gemm(writer *w, const dag_task *t, double ts, double dur)
+{
+    const char *k = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas";
+    uint64_t m = t->dim[0], n = t->dim[1], kk = t->dim[2];
+    if (t->phase != PHASE_BWD) {
+        launch(w, k, "aten::mm", mm_args(m, n, kk, false, true), t->stream, ts, dur, NULL);
+        return;
+    }
+    double share = 0.5;
+    if (w->cb && calib_has_gemm_shapes(w->cb)) {
+        double dx = calib_gemm_seconds(w->cb, GEMM_NN, (double)m, (double)kk, (double)n),
+               dw = calib_gemm_seconds(w->cb, GEMM_NT, (double)n, (double)kk, (double)m);
+        share = dx / (dx + dw);
+    }
+    launch(w, k, "aten::mm", mm_args(m, kk, n, false, false), t->stream, ts, dur * share, NULL);
+    launch(w, k, "aten::mm", mm_args(n, kk, m, true, false), t->stream, ts + dur * share, dur * (1 - share), NULL);
+}
+
 static void compute(writer *w, const dag_task *t, double ts, double dur)
 {
     const config *c = dag_config(w->g);
     switch (t->kind) {
-    case TASK_GEMM: {
-        const char *k = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas";
-        uint64_t m = t->dim[0], n = t->dim[1], kk = t->dim[2];
-        if (t->phase != PHASE_BWD) {
-            launch(w, k, "aten::mm", json_pack("{s:[o, o]}", "Input Dims", dims2(m, kk), dims2(kk, n)), t->stream, ts,
-                   dur, NULL);
-            break;
-        }
-        /* a backward GEMM is dX = dY W^T and dW = X^T dY, two kernels of 2mnk:
-         * loong times them as one task, so each gets half of its time */
-        launch(w, k, "aten::mm", json_pack("{s:[o, o]}", "Input Dims", dims2(m, n), dims2(n, kk)), t->stream, ts,
-               dur / 2, NULL);
-        launch(w, k, "aten::mm", json_pack("{s:[o, o]}", "Input Dims", dims2(kk, m), dims2(m, n)), t->stream,
-               ts + dur / 2, dur / 2, NULL);
-        break;
-    }
+    case TASK_GEMM: gemm(w, t, ts, dur); break;
     case TASK_ATTN_FWD:
         launch(w, "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits>(Flash_fwd_params)",
                "flash_attn::_flash_attn_forward", attn_args(c, t), t->stream, ts, dur, NULL);
@@ -248,8 +264,8 @@ static int write_rank(writer *w, int rank, int world)
     return ferror(w->f) ? -1 : 0;
 }
 
-int kineto_write_rank(FILE *f, const dag *g, int rank, const double *start_s, const double *dur_s)
+int kineto_write_rank(FILE *f, const dag *g, const calib *cb, int rank, const double *start_s, const double *dur_s)
 {
-    writer w = {f, g, start_s, dur_s, true, 0};
+    writer w = {f, g, cb, start_s, dur_s, true, 0};
     return write_rank(&w, rank, config_ranks(dag_config(g)));
 }

@@ -8,8 +8,11 @@
  * Each task becomes what a PyTorch run would record: a cpu_op, its
  * cudaLaunchKernel and the kernel on stream 7 + loong's stream index,
  * linked by correlation and External id, inside one ProfilerStep#1:
- *   - a GEMM: aten::mm with its Input Dims, a cuBLAS kernel name; a
- *     backward GEMM as its two kernels (dX, dW) of half its time each;
+ *   - a GEMM: aten::mm with its Input Dims and Input Strides (the layout
+ *     as Megatron runs it: forward X W^T, dgrad dY W, wgrad dY^T X), a
+ *     cuBLAS kernel name; a backward GEMM as its two kernels, dX then dW,
+ *     its time split as the table times their shapes (halves without
+ *     shape rows);
  *   - attention: flash_attn::_flash_attn_forward/_backward with Input Dims
  *     and the causal flag in Concrete Inputs, FlashAttention-2's kernel
  *     names, when the block is one FlashAttention call (a full or causal
@@ -29,7 +32,9 @@
 #include "kineto.h"
 
 /* Write rank's trace of g, with task start_s[id] and dur_s[id] in
- * seconds. Returns 0, or -1 on a write error. */
-int kineto_write_rank(FILE *f, const dag *g, int rank, const double *start_s, const double *dur_s);
+ * seconds; cb (may be NULL) is the table that timed it, which splits a
+ * backward GEMM's time between its two kernels. Returns 0, or -1 on a
+ * write error. */
+int kineto_write_rank(FILE *f, const dag *g, const calib *cb, int rank, const double *start_s, const double *dur_s);
 
 #endif

@@ -388,6 +388,38 @@ static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_
     return rc;
 }
 
+/* The GEMM shapes of --kineto as `gemm shape` rows of cb, after its
+ * compute fit (their efficiencies are against its T0 and peak). */
+static int kineto_gemm_shapes(const kineto_set *set, calib *cb, char err[LOONG_ERRLEN])
+{
+    kineto_gemm_shape *v;
+    size_t left, n = kineto_calib_gemm_shapes(set, cb, &v, &left), kernels = 0, clamped = 0;
+    for (size_t i = 0; i < n; i++)
+        kernels += v[i].kernels, clamped += v[i].clamped;
+    if (!n) {
+        printf("# gemm shapes: none (no 2-D GEMM with its shapes outside NCCL's kernels): the gemm line times "
+               "every shape\n");
+        return 0;
+    }
+    printf("# gemm shapes: %zu from %zu kernels (%zu overlapped by NCCL left out), as `gemm shape` rows: eff = "
+           "2mnk / ((median - t0) x peak)\n",
+           n, kernels, left);
+    printf("#%-6s %8s %8s %8s %8s %11s %7s\n", "layout", "m", "n", "k", "kernels", "median_us", "eff");
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const kineto_gemm_shape *g = &v[i];
+        printf(" %-6s %8lld %8lld %8lld %8zu %11.3f %7.4f%s\n", calib_gemm_layout_name(g->layout), (long long)g->m,
+               (long long)g->n, (long long)g->k, g->kernels, g->median_s * 1e6, g->eff, g->clamped ? " (clamped)" : "");
+        rc = calib_set_gemm_shape(cb, g->layout, (uint64_t)g->m, (uint64_t)g->n, (uint64_t)g->k, g->eff, err);
+    }
+    if (clamped)
+        printf("# gemm shapes: %zu ran faster than the table's gemm t0 and peak allow: their efficiency is clamped "
+               "(is the platform's GPU the traced one?)\n",
+               clamped);
+    free(v);
+    return rc;
+}
+
 static void print_nccl_fit(const nccl_log *logs, int n, const nccl_fit_report *rep);
 
 /* The link fit of --kineto: sp becomes the fitted platform, or stays. */
@@ -442,6 +474,7 @@ static int run_kineto(int npaths, char **paths, const char *platform, const char
     kineto_calib_counts cnt = {0};
     fit_gate g = {0};
     rc = kineto_compute(&set, cb, strict, &cnt, &g, err);
+    if (rc == 0 && cnt.shaped) rc = kineto_gemm_shapes(&set, cb, err);
     if (rc == 0) kineto_links(&set, &sp, &cnt, &g);
     if (rc == 0 && !cnt.shaped && !cnt.sized)
         rc = -1, snprintf(err, LOONG_ERRLEN,

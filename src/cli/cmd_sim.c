@@ -441,7 +441,8 @@ static int kineto_dir_check(const char *dir, char err[LOONG_ERRLEN])
 
 /* DIR/rank<N>.pt.trace.json for every rank (or only `rank`), each written
  * whole; a failure removes the ones already written. */
-static int kineto_dir_write(const char *dir, const dag *g, const sim_result *res, int rank, char err[LOONG_ERRLEN])
+static int kineto_dir_write(const char *dir, const dag *g, const calib *cb, const sim_result *res, int rank,
+                            char err[LOONG_ERRLEN])
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         snprintf(err, LOONG_ERRLEN, "cannot create '%.150s': %s", dir, strerror(errno));
@@ -453,7 +454,7 @@ static int kineto_dir_write(const char *dir, const dag *g, const sim_result *res
         snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, r);
         afile f;
         rc = afile_open(&f, path, err);
-        if (rc == 0 && kineto_write_rank(f.f, g, r, res->start, res->dur) < 0) {
+        if (rc == 0 && kineto_write_rank(f.f, g, cb, r, res->start, res->dur) < 0) {
             afile_abort(&f);
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%.150s'", path);
         } else if (rc == 0) {
@@ -520,7 +521,7 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w, mc)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
     if (rc == 0 && a->trace && !a->kineto) rc = afile_commit(&o->tr, err);
-    if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, res, a->flt.rank, err);
+    if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, cb, res, a->flt.rank, err);
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
     if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
     if (rc < 0) abort_outputs(o);
