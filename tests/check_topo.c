@@ -49,8 +49,8 @@ START_TEST(generated_matches_spec)
 {
     char path[] = "/tmp/loong-topo-XXXXXX";
     /* 40 nodes, 4 NICs for 8 GPUs, 24 nodes per leaf, 2:1 oversubscribed */
-    char *xml = generate("--nodes 40 --gpu a100 --nics-per-node 4 --nic 200Gbps --nvlink 300GBps --nodes-per-leaf 24 "
-                         "--oversubscription 2",
+    char *xml = generate("--datasheet --nodes 40 --gpu a100 --nics-per-node 4 --nic 200Gbps --nvlink 300GBps "
+                         "--nodes-per-leaf 24 --oversubscription 2",
                          path);
     ck_assert_int_eq(count(xml, "<host "), 40 * 8);
     ck_assert_int_eq(count(xml, "<link "), 40 * 8 + 40 * 4 + 4 * 2);
@@ -160,14 +160,35 @@ START_TEST(rail_two_tiers_is_the_fat_tree)
 }
 END_TEST
 
-/* The shipped DGX-H100 datasheet platforms are what loong topo generates
- * today; the fitted ones beside them are those platforms with the link
- * figures loong calibrate --nccl-tests fitted (NVLink below the datasheet,
- * the NIC held at its line rate), made by calibrate. */
+/* The loong_spec property of a platform's XML, malloc'd. */
+static char *spec_of(const char *xml)
+{
+    const char *p = strstr(xml, "id=\"loong_spec\" value=\"");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("id=\"loong_spec\" value=\"");
+    return strndup(p, strcspn(p, "\""));
+}
+
+/* The shipped DGX-H100 datasheet platforms are what loong topo
+ * --datasheet generates; the fitted ones beside them are those platforms
+ * with the link figures loong calibrate --nccl-tests fitted (NVLink below
+ * the datasheet, the NIC held at its line rate), made by calibrate, and
+ * what loong topo generates by default (topologies/h100.fit). */
 START_TEST(shipped_topologies)
 {
     static const int nodes[] = {1, 4, 8, 16, 32};
     for (int i = 0; i < 5; i++) {
+        for (int fitted = 0; fitted < 2; fitted++) { /* the spec loong topo writes is the shipped one */
+            char tmp[] = "/tmp/loong-topo-XXXXXX", args[64], shipped[1024];
+            snprintf(args, sizeof args, "%s--nodes %d --gpu h100", fitted ? "" : "--datasheet ", nodes[i]);
+            snprintf(shipped, sizeof shipped, "%s/topologies/dgx-h100-%dn%s.xml", LOONG_SRCDIR, nodes[i],
+                     fitted ? "" : "-datasheet");
+            char *mine = generate(args, tmp), *theirs = read_text(shipped), *a = spec_of(mine), *b = spec_of(theirs);
+            ck_assert_msg(!strcmp(a, b), "loong topo %s: %s\nshipped: %s", args, a, b);
+            ck_assert_int_eq(!!strstr(mine, "fitted link values from"), fitted);
+            free(a), free(b), free(mine), free(theirs);
+            unlink(tmp);
+        }
         char path[1024];
         snprintf(path, sizeof path, "%s/topologies/dgx-h100-%dn-datasheet.xml", LOONG_SRCDIR, nodes[i]);
         char *xml = read_text(path);
@@ -206,6 +227,9 @@ START_TEST(bad_input)
         {"--fabric rail --nodes-per-leaf 4", "--unit-nodes"},
         {"--unit-nodes 4", "--fabric rail"},
         {"--preset dgx", "--preset"},
+        {"--tree-eff 1.5", "--tree-eff '1.5' must lie in (0, 1]"},
+        {"--nvls-eff 0", "--nvls-eff"},
+        {"--peak fast", "--peak"},
         /* units of 1 node: its 8 leaves fill a 16-port spine's 8 down
          * ports, 1024 pods for cores of 16 ports */
         {"--fabric rail --nodes 1024 --unit-nodes 1 --switch-ports 16", "a fourth tier"},
@@ -222,6 +246,49 @@ START_TEST(bad_input)
     run_result r = run_cmd("%s topo --help", LOONG_BIN);
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "--oversubscription"));
+}
+END_TEST
+
+/* A GPU kind's fitted values come from <gpu>.fit on the data path, over
+ * the datasheet; options override them; a bad file is one line naming
+ * file:line, and --datasheet does without it. */
+START_TEST(fitted_values_file)
+{
+    char d[] = "/tmp/loong-fit-XXXXXX", path[64], tmp[] = "/tmp/loong-topo-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    int fd = mkstemp(tmp);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(path, sizeof path, "%s/a100.fit", d);
+    FILE *f = fopen(path, "w");
+    fputs("# a test's fit\ngpu = a100\nnvlink_bw = 200e9 # bytes/s\ntree_eff = 0.5\n", f);
+    fclose(f);
+    char env[128];
+    snprintf(env, sizeof env, "LOONG_DATA_PATH=%s", d);
+    run_result r = run_cmd("%s %s topo --gpu a100 --tree-eff 0.25 -o %s && cat %s", env, LOONG_BIN, tmp, tmp);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strstr(r.out, "nvlink_bw=200000000000 ") && strstr(r.out, "tree_eff=0.25 "));
+    ck_assert(fabs(attr_of(r.out, "node0-gpu0-nvlink", "bandwidth") - 200) < 1e-9);
+    r = run_cmd("%s %s topo --gpu a100 --datasheet --peak 100T", env, LOONG_BIN);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strstr(r.out, "nvlink_bw=300000000000 ") && strstr(r.out, "peak=100000000000000 "));
+    static const char *bad[] = {"gpu = h100\n",  "nvlink_bw = fast\n",
+                                "peak = 1e15\n", "tree_eff = 0.5\ntree_eff = 0.6\n",
+                                "nvlink_bw\n",   "tree_eff = 2\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(path, "w");
+        fputs(bad[i], f);
+        fclose(f);
+        r = run_cmd("%s %s topo --gpu a100 -o /tmp/loong-topo-bad.xml", env, LOONG_BIN);
+        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "a100.fit"), "%s: %d %s", bad[i],
+                      r.status, r.err);
+        ck_assert(access("/tmp/loong-topo-bad.xml", F_OK) != 0);
+        r = run_cmd("%s %s topo --gpu a100 --datasheet", env, LOONG_BIN);
+        ck_assert_int_eq(r.status, 0);
+    }
+    unlink(path);
+    unlink(tmp);
+    rmdir(d);
 }
 END_TEST
 
@@ -270,6 +337,7 @@ int main(void)
     tcase_add_test(tc, rail_two_tiers_is_the_fat_tree);
     tcase_add_test(tc, shipped_topologies);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, fitted_values_file);
     tcase_add_test(tc, spec_round_trip);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -12,7 +12,10 @@
 #      nic_bw: on 2 nodes NCCL runs NVLSTree, which loong does not model,
 #      and the fit would otherwise raise the NIC above its 400 Gb/s line
 #      rate (56.9 GB/s) to reach those figures.
-# Without --write both go to experiments/platform-fit/out/ and are compared
+#   3. <gpu>.fit, one per GPU kind: the fitted link and NCCL values of
+#      that kind's platforms (every size fits the same values), which
+#      `loong topo --gpu KIND` applies over the datasheet by default.
+# Without --write all go to experiments/platform-fit/out/ and are compared
 # with topologies/ (exit 1 when they differ: the shipped files are this
 # script's output); with --write they replace topologies/.
 # Then one table: every log of logs.txt, its role (fit residual or
@@ -44,7 +47,7 @@ for entry in "${PLATFORMS[@]}"; do
     gpu=h100 hold="--hold nic_bw"
     case $name in a100-*) gpu=a100 hold="" ;; esac
     # the datasheet platform, by the command the shipped one was made with
-    (cd "$OUT" && "$LOONG" topo $args -o "topologies/$name.xml" >/dev/null)
+    (cd "$OUT" && "$LOONG" topo --datasheet $args -o "topologies/$name.xml" >/dev/null)
     mv "$OUT/topologies/$name.xml" "$OUT/$name-datasheet.xml"
     cp "$OUT/$name-datasheet.xml" "$OUT/topologies/$name-datasheet.xml"
     # the fitted platform, from it
@@ -53,6 +56,17 @@ for entry in "${PLATFORMS[@]}"; do
     mv "$OUT/fitted/$name-datasheet.xml" "$OUT/$name.xml"
 done
 rm -rf "$OUT/topologies" "$OUT/fitted"
+# a GPU kind's fitted values, from one of its fitted platforms
+fit_file() { # gpu platform
+    echo "# loong topo --gpu $1's fitted link and NCCL values: loong calibrate --nccl-tests of the datasheet"
+    echo "# platform on the published logs experiments/platform-fit/logs.txt marks 'fit' for $1 (the values"
+    echo "# topologies/$2.xml carries). Written by experiments/platform-fit/run.sh --write."
+    echo "gpu = $1"
+    grep -o 'loong_spec" value="[^"]*' "$OUT/$2.xml" | tr ' ' '\n' |
+        awk -F= '$1 ~ /^(nvlink_bw|nic_bw|nvlink_lat|nic_lat|uplink_lat|ll_eff|ll128_eff|tree_eff|nvls_eff)$/ { print $1 " = " $2 }'
+}
+fit_file h100 dgx-h100-8n >"$OUT/h100.fit"
+fit_file a100 a100-8n-8nic >"$OUT/a100.fit"
 echo "# the fits (one per GPU kind; every size of a kind fits the same values)"
 sed -n '/^# loong calibrate/,$p' "$OUT/fit-dgx-h100-8n.txt" | grep -v '^# wrote'
 sed -n '/^# loong calibrate/,$p' "$OUT/fit-a100-8n-8nic.txt" | grep -v '^# wrote'
@@ -63,6 +77,10 @@ for entry in "${PLATFORMS[@]}"; do
         if [ $WRITE -eq 1 ]; then cp "$OUT/$f" "topologies/$f"
         elif ! cmp -s "$OUT/$f" "topologies/$f"; then echo "# differs from the shipped one: topologies/$f"; differ=1; fi
     done
+done
+for f in h100.fit a100.fit; do
+    if [ $WRITE -eq 1 ]; then cp "$OUT/$f" "topologies/$f"
+    elif ! cmp -s "$OUT/$f" "topologies/$f"; then echo "# differs from the shipped one: topologies/$f"; differ=1; fi
 done
 
 # mean and largest |error| of one log on one platform
@@ -77,5 +95,5 @@ while read -r role gpu plat log; do
     printf " %-11s %-13s %-64s %s   %s\n" "$role" "$plat" "$log" "$(errs "$OUT/$plat-datasheet.xml" "$LOGS/$log.log")" \
         "$(errs "$OUT/$plat.xml" "$LOGS/$log.log")"
 done <"$HERE/logs.txt"
-[ $WRITE -eq 1 ] && echo "# wrote topologies/: the fitted platforms and their -datasheet twins"
+[ $WRITE -eq 1 ] && echo "# wrote topologies/: the fitted platforms, their -datasheet twins and the <gpu>.fit values"
 exit $differ

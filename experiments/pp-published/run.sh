@@ -13,8 +13,9 @@
 # --num-layers-per-virtual-pipeline-stage (v = layers / (pp x that)), else
 # 1F1B, and m = global batch / (dp x micro-batch) micro-batches.
 #
-# Predicted with loong sim on `loong topo --gpu a100 --nics-per-node 8`
-# platforms of as many nodes, topologies/a100.calib (published kernel
+# Predicted with loong sim on platforms of as many nodes from `loong topo
+# --gpu a100 --nics-per-node 8` (its links fitted to published nccl-tests
+# logs: topologies/a100.fit), topologies/a100.calib (published kernel
 # figures, nothing fitted to Megatron), the data-parallel replicas by
 # symmetry. Achieved teraFLOP/s per GPU as the paper counts them (its Eq. 3,
 # recomputation included): 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) / (step x

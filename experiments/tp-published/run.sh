@@ -7,8 +7,9 @@
 # HDR InfiniBand per node), sequence 2048, mixed precision, activation
 # recomputation, data parallelism over the rest (32 replicas).
 #
-# Predicted with loong sim on `loong topo --gpu a100 --nics-per-node 8`
-# platforms of as many nodes, topologies/a100.calib (published kernel
+# Predicted with loong sim on platforms of as many nodes from `loong topo
+# --gpu a100 --nics-per-node 8` (its links fitted to published nccl-tests
+# logs: topologies/a100.fit), topologies/a100.calib (published kernel
 # figures: FlashAttention-2 and GEMM anchors, nothing fitted to Megatron),
 # --recompute full, --zero 0 (data-parallel all-reduce, the optimizer
 # replicated), no sequence parallelism (it came in 2022), each replica's

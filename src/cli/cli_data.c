@@ -28,7 +28,7 @@ int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_E
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The *.xml and *.calib files of dir, sorted: malloc'd names, n of them. */
+/* The *.xml, *.calib and *.fit files of dir, sorted: malloc'd names, n of them. */
 static char **data_files(const char *dir, int *n)
 {
     *n = 0;
@@ -38,8 +38,9 @@ static char **data_files(const char *dir, int *n)
     int cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t k = strlen(e->d_name);
-        bool xml = k > 4 && !strcmp(e->d_name + k - 4, ".xml"), cal = k > 6 && !strcmp(e->d_name + k - 6, ".calib");
-        if (!xml && !cal) continue;
+        bool xml = k > 4 && !strcmp(e->d_name + k - 4, ".xml"), cal = k > 6 && !strcmp(e->d_name + k - 6, ".calib"),
+             fit = k > 4 && !strcmp(e->d_name + k - 4, ".fit");
+        if (!xml && !cal && !fit) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             v = xrealloc_array(v, (size_t)cap, sizeof *v, "the data files");
@@ -57,8 +58,12 @@ static void list_file(FILE *f, const char *dir, const char *name)
     char path[4096], err[LOONG_ERRLEN];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     size_t k = strlen(name);
-    if (!strcmp(name + k - 6, ".calib")) {
+    if (k > 6 && !strcmp(name + k - 6, ".calib")) {
         fprintf(f, "  %-28s calibration table for --gpu %.*s\n", name, (int)(k - 6), name);
+        return;
+    }
+    if (!strcmp(name + k - 4, ".fit")) {
+        fprintf(f, "  %-28s fitted link values loong topo --gpu %.*s writes\n", name, (int)(k - 4), name);
         return;
     }
     platform_spec sp;

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "core/afile.h"
+#include "core/datapath.h"
+#include "core/infile.h"
 #include "model/platform_spec.h"
 #include "autoconf.h"
 #include "cli.h"
@@ -20,12 +22,17 @@ static void topo_usage(FILE *f)
             "per-GPU links, one rail NIC per GPU (or shared), a rail-optimised fat-tree:\n"
             "fat-tree has one idealised spine, rail is DGX SuperPOD's wiring of real\n"
             "switches (scalable units, two tiers, or three with pods and a core).\n"
-            "Defaults come from --gpu (datasheet figures) and NCCL's latency model. GPU\n"
+            "Defaults come from --gpu: its datasheet figures and NCCL's latency model, then\n"
+            "the values `loong calibrate --nccl-tests` fitted for that GPU kind to published\n"
+            "logs, from <gpu>.fit on the data path (the links and NCCL efficiencies the\n"
+            "shipped platforms carry; --datasheet skips them). Options override both. GPU\n"
             "kinds run NCCL's collectives (model/nccl.h); --gpu cpu runs MPI's plain rings.\n"
             "\n"
             "  --nodes N               nodes                                          [1]\n"
             "  --gpus-per-node N       GPUs per node (on one NVSwitch)                [8]\n"
             "  --gpu KIND              %s; sets peak, NVLink, NIC      [h100]\n"
+            "  --datasheet             the datasheet figures, without the GPU kind's fit\n"
+            "  --peak FLOPS            dense bf16 peak per GPU, e.g. 989T         [by gpu]\n"
             "  --nvlink BW             NVLink per GPU per direction, e.g. 450GBps [by gpu]\n"
             "  --nic BW                per NIC per direction, e.g. 400Gbps        [by gpu]\n"
             "  --nics-per-node N       rail NICs per node, divides GPUs per node      [8]\n"
@@ -46,6 +53,9 @@ static void topo_usage(FILE *f)
             "  --nvls on|off           NVLink SHARP all-reduce in the switch  [on: h100, h200]\n"
             "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
             "                          that rail first (NCCL's PXN)        [on: GPU kinds]\n"
+            "  --ll-eff X, --ll128-eff X, --tree-eff X, --nvls-eff X\n"
+            "                          NCCL's protocol and algorithm efficiencies, in\n"
+            "                          (0, 1] (docs/network-model.md)            [by gpu]\n"
             "  -o, --output FILE       write there (atomically) instead of stdout\n"
             "  --list                  list the installed platforms and calibration tables\n"
             "                          (the data path: $LOONG_DATA_PATH, then the installed\n"
@@ -65,6 +75,9 @@ static void topo_usage(FILE *f)
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
     const char *nvls, *pxn, *unit, *lpr, *ports, *spine_oversub, *preset;
+    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff;
+    bool datasheet;
+    char fit[4096]; /* the fitted-values file applied ("" none) */
 } topo_args;
 
 /* A link's level in a platform loong topo wrote, from its name. */
@@ -202,9 +215,48 @@ static int apply_preset(const topo_args *a, platform_spec *sp, char err[LOONG_ER
     return 0;
 }
 
-static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+/* The GPU kind's fitted values (<gpu>.fit on the data path) over its
+ * datasheet figures, unless --datasheet; a kind without a file keeps its
+ * datasheet figures (a->fit stays empty). */
+static int apply_fit(topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    char path[sizeof a->fit], e[LOONG_ERRLEN];
+    if (a->datasheet || datapath_find("fitted values", sp->gpu, ".fit", NULL, path, sizeof path, e) < 0) return 0;
+    char *text = infile_read(path, "fitted values", INFILE_PLATFORM_MAX, NULL, err);
+    if (!text) return -1;
+    int rc = platform_spec_apply_fit(sp, text, path, err);
+    free(text);
+    if (rc == 0) snprintf(a->fit, sizeof a->fit, "%s", path);
+    return rc;
+}
+
+/* --peak and NCCL's efficiencies. */
+static int apply_rates(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (a->peak && units_parse_si(a->peak, "--peak", &sp->peak, err) < 0) return -1;
+    struct {
+        const char *given, *flag;
+        double *to;
+    } eff[] = {{a->ll_eff, "--ll-eff", &sp->ll_eff},
+               {a->ll128_eff, "--ll128-eff", &sp->ll128_eff},
+               {a->tree_eff, "--tree-eff", &sp->tree_eff},
+               {a->nvls_eff, "--nvls-eff", &sp->nvls_eff}};
+    for (size_t i = 0; i < sizeof eff / sizeof eff[0]; i++) {
+        if (!eff[i].given) continue;
+        if (units_parse_si(eff[i].given, eff[i].flag, eff[i].to, err) < 0) return -1;
+        if (!(*eff[i].to > 0 && *eff[i].to <= 1)) {
+            snprintf(err, LOONG_ERRLEN, "%s '%.40s' must lie in (0, 1]: give a fraction such as 0.9", eff[i].flag,
+                     eff[i].given);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int apply(topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     if (platform_spec_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
+    if (apply_fit(a, sp, err) < 0 || apply_rates(a, sp, err) < 0) return -1;
     if (apply_preset(a, sp, err) < 0) return -1;
     if (a->nodes && units_parse_int(a->nodes, "--nodes", &sp->nodes, err) < 0) return -1;
     if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &sp->gpus_per_node, err) < 0) return -1;
@@ -232,12 +284,14 @@ static int apply(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
     return platform_spec_validate(sp, err);
 }
 
-/* The command line, for the generated file's provenance comment. */
-static void origin_of(int argc, char **argv, char *buf, size_t len)
+/* The command line, for the generated file's provenance comment, and the
+ * fitted-values file it read. */
+static void origin_of(int argc, char **argv, const char *fit, char *buf, size_t len)
 {
     size_t n = (size_t)snprintf(buf, len, "loong");
     for (int i = 0; i < argc && n < len; i++)
         n += (size_t)snprintf(buf + n, len - n, " %s", argv[i]);
+    if (fit[0] && n < len) snprintf(buf + n, len - n, "; fitted link values from %s", fit);
 }
 
 int cmd_topo(int argc, char **argv)
@@ -262,6 +316,12 @@ int cmd_topo(int argc, char **argv)
         {"switch-ports", required_argument, 0, 17},
         {"spine-oversubscription", required_argument, 0, 18},
         {"preset", required_argument, 0, 19},
+        {"peak", required_argument, 0, 20},
+        {"ll-eff", required_argument, 0, 21},
+        {"ll128-eff", required_argument, 0, 22},
+        {"tree-eff", required_argument, 0, 23},
+        {"nvls-eff", required_argument, 0, 24},
+        {"datasheet", no_argument, 0, 25},
         {"list-links", required_argument, 0, 30},
         {"list", no_argument, 0, 31},
         {"output", required_argument, 0, 'o'},
@@ -269,9 +329,10 @@ int cmd_topo(int argc, char **argv)
         {0, 0, 0, 0},
     };
     topo_args a = {0};
-    const char **slot[] = {NULL,      &a.nodes,   &a.gpn, &a.gpu,     &a.nvlink,        &a.nic,    &a.nics,
-                           &a.fabric, &a.oversub, &a.npl, &a.nvl_lat, &a.nic_lat,       &a.up_lat, &a.nvls,
-                           &a.pxn,    &a.unit,    &a.lpr, &a.ports,   &a.spine_oversub, &a.preset};
+    const char **slot[] = {NULL,      &a.nodes,     &a.gpn,      &a.gpu,     &a.nvlink,        &a.nic,    &a.nics,
+                           &a.fabric, &a.oversub,   &a.npl,      &a.nvl_lat, &a.nic_lat,       &a.up_lat, &a.nvls,
+                           &a.pxn,    &a.unit,      &a.lpr,      &a.ports,   &a.spine_oversub, &a.preset, &a.peak,
+                           &a.ll_eff, &a.ll128_eff, &a.tree_eff, &a.nvls_eff};
     const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;
@@ -286,23 +347,26 @@ int cmd_topo(int argc, char **argv)
         case 'o': out = optarg; break;
         case 30: list = optarg; break;
         case 31: list_data = true; break;
+        case 25: a.datasheet = true; break;
         case 'h': topo_usage(stdout); return 0;
         default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
-    char err[LOONG_ERRLEN], origin[1024];
+    char err[LOONG_ERRLEN], origin[8192];
     if (list || list_data) {
+        bool generator = a.datasheet;
         for (int i = 1; i < nslots; i++)
-            if (*slot[i])
-                return cli_fail("topo", "%s reads platforms: drop the generator's options",
-                                list ? "--list-links" : "--list");
+            generator |= *slot[i] != NULL;
+        if (generator)
+            return cli_fail("topo", "%s reads platforms: drop the generator's options",
+                            list ? "--list-links" : "--list");
         if (list && list_data) return cli_fail("topo", "--list and --list-links: give one of them");
         return list ? list_links(list, out) : list_installed(out);
     }
     platform_spec sp;
     if (apply(&a, &sp, err) < 0) return cli_fail("topo", "%s", err);
-    origin_of(argc, argv, origin, sizeof origin);
+    origin_of(argc, argv, a.fit, origin, sizeof origin);
     afile f;
     if (afile_open(&f, out, err) < 0) return cli_fail("topo", "%s", err);
     if (platform_spec_write(f.f, &sp, origin) < 0) {

@@ -530,6 +530,64 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
     return -1;
 }
 
+/* The keys a fitted-values file may set: what `loong calibrate
+ * --nccl-tests` fits, and the link figures beside them. */
+static bool fit_key(const char *key)
+{
+    static const char *const keys[] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat", "uplink_lat",
+                                       "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strcmp(key, keys[i])) return true;
+    return false;
+}
+
+/* One "key = value" line of a fitted-values file into sp. */
+static int fit_line(platform_spec *sp, char *line, uint32_t *seen, char *why, size_t len)
+{
+    char *eq = strchr(line, '='), *key = line, *val;
+    if (!eq) return snprintf(why, len, "expected 'key = value'"), -1;
+    *eq = '\0', val = eq + 1;
+    key[strcspn(key, " \t")] = '\0';
+    val += strspn(val, " \t");
+    val[strcspn(val, " \t\r")] = '\0';
+    if (!strcmp(key, "gpu")) {
+        if (strcmp(val, sp->gpu)) return snprintf(why, len, "it is for gpu '%.16s', not '%s'", val, sp->gpu), -1;
+        return 0;
+    }
+    if (!fit_key(key))
+        return snprintf(why, len,
+                        "'%.40s' is not a fitted value (nvlink_bw, nic_bw, nvlink_lat, nic_lat, uplink_lat, ll_eff, "
+                        "ll128_eff, tree_eff, nvls_eff)",
+                        key),
+               -1;
+    if (spec_field(sp, key, val, seen) < 0)
+        return snprintf(why, len, "'%.40s' is repeated or '%.40s' is not a number", key, val), -1;
+    return 0;
+}
+
+int platform_spec_apply_fit(platform_spec *sp, const char *text, const char *path, char err[LOONG_ERRLEN])
+{
+    char *copy = xstrdup(text, "a fitted-values file"), why[LOONG_ERRLEN];
+    uint32_t seen = 0;
+    int rc = 0, no = 0;
+    for (char *line = copy, *next; line && rc == 0; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        no++;
+        line[strcspn(line, "#")] = '\0';
+        line += strspn(line, " \t\r");
+        if (!*line) continue;
+        if (fit_line(sp, line, &seen, why, sizeof why) < 0) {
+            snprintf(err, LOONG_ERRLEN, "%.80s:%d: %.120s: fix the line or give --datasheet", path, no, why);
+            rc = -1;
+        }
+    }
+    free(copy);
+    if (rc == 0 && platform_spec_validate(sp, why) < 0)
+        snprintf(err, LOONG_ERRLEN, "%.80s: %.120s: fix the file or give --datasheet", path, why), rc = -1;
+    return rc;
+}
+
 int platform_spec_parse(const char *text, const char *path, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     static const char tag[] = "id=\"loong_spec\" value=\"";

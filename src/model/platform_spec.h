@@ -105,6 +105,15 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
  * source's routes on first use): platform_spec_write. */
 #define PLATFORM_FLOYD_NODES 32
 
+/* Apply a fitted-values file (`<gpu>.fit`, what `loong topo` reads by
+ * default) to sp: "key = value" lines ('#' comments), `gpu` naming sp's
+ * kind, and any of the link and NCCL parameters nvlink_bw, nic_bw,
+ * nvlink_lat, nic_lat, uplink_lat, ll_eff, ll128_eff, tree_eff, nvls_eff
+ * (units as loong_spec's: bytes/s, seconds, fractions), each once.
+ * Returns 0, or -1 with "path:line: ..." for a malformed line, an unknown
+ * or repeated key, or a gpu line naming another kind. */
+int platform_spec_apply_fit(platform_spec *sp, const char *text, const char *path, char err[LOONG_ERRLEN]);
+
 /* Write the platform XML of a validated spec; `origin` (may be NULL) is
  * recorded in a comment, e.g. the generating command line. Returns 0, or -1
  * on a write error. */
