@@ -252,9 +252,21 @@ START_TEST(sim_compose_flag)
     struct stat st;
     ck_assert_int_eq(stat("/dev/null", &st), 0);
     ck_assert_msg(S_ISCHR(st.st_mode), "/dev/null is no longer a character device");
+    /* ZeRO-0 over 6 layers: too few for the period search (from 4 layers,
+     * confirmed at 7), so every layer is simulated and the output says why */
+    run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 16K --mesh 2x4 "
+                                     "--zero 0 --compose --json - --quiet",
+                           model);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ck_assert_ptr_nonnull(j);
+    ck_assert(json_is_false(json_object_get(j, "composed")));
+    const char *why = json_string_value(json_object_get(j, "no_period_why"));
+    ck_assert_msg(why && strstr(why, "6 layers are too few"), "%s", why ? why : "no reason");
+    json_decref(j);
     /* a composed run has no step to compose outside scope step */
-    run_result r =
-        run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 16K --mesh 2x4 --scope attn "
+    r = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-1n.xml --model %s --seq 16K --mesh 2x4 --scope attn "
                           "--zero 0 --compose -o /tmp/loong-compose-bad.txt",
                 model);
     ck_assert_int_eq(r.status, 2);

@@ -645,11 +645,39 @@ typedef struct layer_runs {
     const cli_config *cc;
     const config *c;
     sim_child_result *r; /* [L + 1] */
+    double started;      /* cli_now() when the composition began */
+    double said;         /* cli_now() of the last progress line */
+    char why[200];       /* why no period was found ("" while none is) */
 } layer_runs;
+
+/* Layers simulated so far (runs up to `upto` layers). */
+static int layers_spent(const layer_runs *lr, int upto)
+{
+    int n = 0;
+    for (int i = 1; i <= upto; i++)
+        n += lr->r[i].step >= 0 ? i : 0;
+    return n;
+}
+
+/* A line on stderr after a child, once the composition has run 5 s and
+ * every 5 s from then (a quick one prints none; --quiet none at all). */
+static void compose_progress(layer_runs *lr, int k)
+{
+    double now = cli_now();
+    if (lr->a->quiet || now - lr->started < 5 || now - lr->said < 5) return;
+    lr->said = now;
+    int L = lr->c->model.layers;
+    fprintf(stderr,
+            "loong sim --compose: the %d-layer step simulated (%.6f s); %d of the step's %d layers simulated so "
+            "far, %.0f s elapsed\n",
+            k, lr->r[k].step, layers_spent(lr, L), L, now - lr->started);
+}
 
 static const sim_child_result *at_layers(layer_runs *lr, int k, char err[LOONG_ERRLEN])
 {
-    if (lr->r[k].step < 0 && run_layers(lr->a, lr->cc, lr->c, k, &lr->r[k], err) < 0) return NULL;
+    if (lr->r[k].step >= 0) return &lr->r[k];
+    if (run_layers(lr->a, lr->cc, lr->c, k, &lr->r[k], err) < 0) return NULL;
+    compose_progress(lr, k);
     return &lr->r[k];
 }
 
@@ -665,15 +693,6 @@ static bool same(double x, double y) { return fabs(x - y) <= COMPOSE_TOL * fmax(
 
 #define COMPOSE_MAX_K 16
 
-/* Layers simulated so far (runs up to `upto` layers). */
-static int layers_spent(const layer_runs *lr, int upto)
-{
-    int n = 0;
-    for (int i = 1; i <= upto; i++)
-        n += lr->r[i].step >= 0 ? i : 0;
-    return n;
-}
-
 /* The layer count k from which one more layer adds a constant: three equal
  * increments ending at k, confirmed by the prediction of k + 3 layers.
  * Under ZeRO-1 k = 2 by construction (sim_child.h). The search never
@@ -682,8 +701,18 @@ static int layers_spent(const layer_runs *lr, int upto)
 static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
 {
     if (lr->c->zero == 1) return at_layers(lr, 1, err) && at_layers(lr, 2, err) ? 2 : -1;
+    snprintf(lr->why, sizeof lr->why,
+             "a period is looked for from 4 layers on, confirmed 3 layers further: %d layers "
+             "are too few",
+             L);
     for (int k = 4; k <= COMPOSE_MAX_K && k + 3 < L; k++) {
-        if (layers_spent(lr, L) + k + (k + 3) > L) break;
+        if (layers_spent(lr, L) + k + (k + 3) > L) {
+            snprintf(lr->why, sizeof lr->why,
+                     "the increments had not settled by %d layers, and looking further would simulate more layers "
+                     "than the step's %d",
+                     k - 1, L);
+            return 0;
+        }
         double t[4];
         for (int i = 0; i < 4; i++) {
             const sim_child_result *r = at_layers(lr, k - 3 + i, err);
@@ -691,10 +720,17 @@ static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
             t[i] = r->step;
         }
         double d = (t[3] - t[0]) / 3;
+        snprintf(lr->why, sizeof lr->why,
+                 "one layer's increments up to %d layers (last %.6f, %.6f, %.6f s) never agreed to 0.1 %% over 3 "
+                 "layers",
+                 k, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
         if (!same(t[1] - t[0], d) || !same(t[2] - t[1], d) || !same(t[3] - t[2], d)) continue;
         const sim_child_result *v = at_layers(lr, k + 3, err);
         if (!v) return -1;
-        if (same(v->step - t[3], 3 * d)) return k;
+        if (same(v->step - t[3], 3 * d)) return lr->why[0] = '\0', k;
+        snprintf(lr->why, sizeof lr->why,
+                 "the increments agreed at %d layers (%.6f s) but %d layers did not confirm them (%.6f s)", k, d, k + 3,
+                 (v->step - t[3]) / 3);
     }
     return 0;
 }
@@ -704,7 +740,7 @@ static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
 static int period_span(const config *c) { return c->zero == 1 ? 1 : 3; }
 
 static void write_compose_table(FILE *f, const sim_args *a, const config *c, const mem_check *mc, int k, int L,
-                                double step, double exposed, double tk)
+                                double step, double exposed, double tk, const char *why)
 {
     char desc[256], err[LOONG_ERRLEN];
     config_describe(c, desc, sizeof desc);
@@ -723,7 +759,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
                 c->zero == 1 ? " (ZeRO-1: by construction)" : " (3 increments equal to 0.1 %, checked 3 layers on)", k,
                 k, k, k - j, j > 1 ? " / 3" : "", L);
     else
-        fprintf(f, "no period found for fewer simulated layers than the step has: all %d layers simulated\n", L);
+        fprintf(f, "no period found (%s): all %d layers simulated\n", why, L);
     fprintf(f, "# step time: %.6f s (training step, step)\n", step);
     fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
             tokens, P);
@@ -735,14 +771,14 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
 }
 
 static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int k, int L, double step, double exposed,
-                         double tk)
+                         double tk, const char *why)
 {
     char err[LOONG_ERRLEN] = "";
     int rc = 0;
     platform_spec ps; /* the GPU kind, without loading SimGrid here */
     mem_check mc;
     memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
-    if (o->table) write_compose_table(o->sm.f, a, c, &mc, k, L, step, exposed, tk);
+    if (o->table) write_compose_table(o->sm.f, a, c, &mc, k, L, step, exposed, tk, why);
     if (a->json) {
         platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
         double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = config_step_tokens(c);
@@ -751,6 +787,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
                               peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
                               json_memory(c), "composed", k > 0, "period_from_layers", k);
         if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
+        if (j && k == 0) json_object_set_new(j, "no_period_why", json_string(why));
         if (j) json_memory_verdict(j, c, &mc);
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
@@ -781,22 +818,24 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
                                "N > 1 or block method on part of the layers differ: drop --compose");
     sim_outputs out;
     if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
-    layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs")};
+    layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs"), cli_now(), 0, ""};
     for (int i = 0; i <= L; i++)
         lr.r[i].step = -1;
     int k = find_period(&lr, L, err);
+    if (k == 0 && !a->quiet && cli_now() - lr.started >= 5)
+        fprintf(stderr, "loong sim --compose: no period found (%s): simulating all %d layers\n", lr.why, L);
     const sim_child_result *full = k == 0 ? at_layers(&lr, L, err) : NULL;
     int rc;
     if (k < 0 || (k == 0 && !full)) {
         abort_outputs(&out);
         rc = cli_fail("sim", "%s", err);
     } else if (k == 0) {
-        rc = write_compose(a, c, &out, 0, L, full->step, full->exposed, 0);
+        rc = write_compose(a, c, &out, 0, L, full->step, full->exposed, 0, lr.why);
     } else {
         int j = period_span(c);
         const sim_child_result *p = &lr.r[k - j], *q = &lr.r[k];
         rc = write_compose(a, c, &out, k, L, q->step + (L - k) * (q->step - p->step) / j,
-                           q->exposed + (L - k) * (q->exposed - p->exposed) / j, q->step);
+                           q->exposed + (L - k) * (q->exposed - p->exposed) / j, q->step, "");
     }
     free(lr.r);
     return rc;
