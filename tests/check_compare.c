@@ -106,14 +106,16 @@ END_TEST
 
 START_TEST(refuses_mismatch)
 {
+    /* two knobs apart: both are named, with both values, on one line */
     config a = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN), b = tcfg("tiny", 8192, "zigzag", 1, 4, 0, SCOPE_ATTN);
+    b.act_bytes = 4;
     dag *ga = tbuild(&a), *gb = tbuild(&b);
     paths();
     make_trace(ga, base_dur, pred_path);
     make_trace(gb, base_dur, meas_path);
     run_result r = run_cmd(LOONG_BIN " compare %s %s", pred_path, meas_path);
     ck_assert_int_eq(r.status, 2);
-    ck_assert_msg(strstr(r.err, "seq = 4096") && strstr(r.err, "8192"), "%s", r.err);
+    ck_assert_msg(strstr(r.err, "seq 4096 vs 8192") && strstr(r.err, "dtype bf16 vs fp32"), "%s", r.err);
     ck_assert_int_eq(count_lines(r.err), 1);
     /* same configuration, a task missing: a rank-filtered trace */
     FILE *f = fopen(meas_path, "w");

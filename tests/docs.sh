@@ -62,6 +62,31 @@ for f in "$top/README.md" "$top"/docs/*.md; do
         grep -vE '^(https?:|mailto:|#)' || true)
 done
 
+# 4. the README's compare loop runs as written: the exec example (mpirun,
+#    8 ranks) writes measured.json, then each `$ ` command of the block
+#    after <!-- compare-loop --> (./build/loong: the loong under test)
+if [ "${LOONG_DOCS_LOOP:-1}" = 1 ] && command -v mpirun >/dev/null; then
+    tmp=$(mktemp -d)
+    exec_cmd=$(sed -n '/^\$ mpirun -np 8 .*loong exec/,/^[^ ]/p' "$top/README.md" | sed '$d' |
+        sed 's/^\$ //; s/ \\$//' | tr -d '\n')
+    loop=$(awk '/<!-- compare-loop -->/ { on = 1; next } on && /^```/ { if (++fence == 2) exit; next } on' \
+        "$top/README.md" | { grep -E '^(\$ |      )' || true; } |
+        sed 's/^\$ //; s/^ *//' | sed -e :a -e '/\\$/N; s/\\\n//; ta')
+    if [ -z "$exec_cmd" ] || [ -z "$loop" ]; then
+        bad "README.md: the exec example or the compare loop (<!-- compare-loop -->) is not found"
+    else
+        run() { (cd "$tmp" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+            bash -c "${1//.\/build\/loong/$loong}" >>log 2>&1); }
+        if run "${exec_cmd/mpirun -np 8/mpirun --oversubscribe -np 8}" >/dev/null; then ok; else
+            bad "README.md: its exec example fails: $(tail -n 1 "$tmp/log")"
+        fi
+        while IFS= read -r c; do
+            if run "$c"; then ok; else bad "README.md: the compare loop's '$c' fails: $(tail -n 1 "$tmp/log")"; fi
+        done <<<"$loop"
+    fi
+    rm -rf "$tmp"
+fi
+
 lines=$(wc -l <"$top/README.md")
 if [ "$lines" -le 250 ]; then ok; else bad "README.md has $lines lines, over 250: move the detail to docs/"; fi
 echo "docs: $pass passed, $fail failed"

@@ -9,35 +9,57 @@
 
 #include "core/timeline.h"
 
-/* The first key whose values differ, of a's keys then b's (a knob at its
- * unset default is absent from one side's JSON); NULL when none. */
-static const char *first_difference(json_t *ja, json_t *jb)
+/* A knob's value as text (a string without its quotes), or "default" for
+ * a knob left at its unset default (absent from that side's JSON). */
+static void knob_text(json_t *v, char *out, size_t len)
+{
+    char *s = v && !json_is_string(v) ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    snprintf(out, len, "%.40s", json_is_string(v) ? json_string_value(v) : s ? s : "default");
+    free(s);
+}
+
+/* Append text to the message at *at (len bytes in all), as far as it fits. */
+static void append(char *out, size_t len, size_t *at, const char *text)
+{
+    size_t n = strlen(text);
+    if (*at + 1 >= len) return;
+    if (n > len - 1 - *at) n = len - 1 - *at;
+    memcpy(out + *at, text, n);
+    *at += n;
+    out[*at] = '\0';
+}
+
+/* Every key whose values differ, a's keys then b's, appended to out as
+ * "key x vs y" entries; returns how many. */
+static int differences(json_t *ja, json_t *jb, char *out, size_t len, size_t *at)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(ja, key, v) if (!json_equal(v, json_object_get(jb, key))) return key;
-    json_object_foreach(jb, key, v) if (!json_object_get(ja, key)) return key;
-    return NULL;
+    int n = 0;
+    for (int side = 0; side < 2; side++)
+        json_object_foreach(side ? jb : ja, key, v)
+        {
+            json_t *va = json_object_get(ja, key), *vb = json_object_get(jb, key);
+            if (side ? va != NULL : json_equal(va, vb)) continue;
+            char x[48], y[48], e[160];
+            knob_text(va, x, sizeof x);
+            knob_text(vb, y, sizeof y);
+            snprintf(e, sizeof e, "%s%.40s %s vs %s", n++ ? ", " : "", key, x, y);
+            append(out, len, at, e);
+        }
+    return n;
 }
 
 static int config_diff(const trace *a, const char *an, const trace *b, const char *bn, char err[LOONG_ERRLEN])
 {
     json_t *ja = config_to_json(&a->cfg), *jb = config_to_json(&b->cfg);
-    const char *key = first_difference(ja, jb);
-    if (key) {
-        json_t *va = json_object_get(ja, key), *vb = json_object_get(jb, key);
-        char *sa = va ? json_dumps(va, JSON_COMPACT | JSON_ENCODE_ANY) : NULL,
-             *sb = vb ? json_dumps(vb, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        char x[96], y[96];
-        snprintf(x, sizeof x, sa ? "has %s = %.60s" : "leaves %s at its default", key, sa);
-        snprintf(y, sizeof y, sb ? "has %s = %.60s" : "leaves it at its default", key, sb);
-        snprintf(err, LOONG_ERRLEN, "the traces come from different configurations: %s %s but %s %s", an, x, bn, y);
-        free(sa);
-        free(sb);
-    }
+    size_t at = (size_t)snprintf(err, LOONG_ERRLEN, "%.50s and %.50s come from different configurations (", an, bn);
+    int n = differences(ja, jb, err, LOONG_ERRLEN - 40, &at);
+    append(err, LOONG_ERRLEN, &at, "): run both with the same options");
+    if (!n) err[0] = '\0';
     json_decref(ja);
     json_decref(jb);
-    return key ? -1 : 0;
+    return n ? -1 : 0;
 }
 
 int compare_check(const trace *pred, const char *pn, const trace *meas, const char *mn, char err[LOONG_ERRLEN])

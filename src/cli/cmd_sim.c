@@ -914,6 +914,17 @@ static int check_against_config(sim_args *a, const config *c)
     return 0;
 }
 
+/* A `cpu` platform stands for `loong exec`'s CPU ranks, which compute in
+ * fp32: without --dtype, a prediction on it takes exec's default, so the
+ * two traces compare as they are. */
+static void default_dtype(const sim_args *a, cli_config *cc)
+{
+    platform_spec sp;
+    char err[LOONG_ERRLEN];
+    if (!cc->val[KNOB_DTYPE] && a->platform && platform_spec_read(a->platform, &sp, err) == 0 && !strcmp(sp.gpu, "cpu"))
+        cc->val[KNOB_DTYPE] = "fp32";
+}
+
 int cmd_sim(int argc, char **argv)
 {
     sim_args a = {.out = "-", .links = 10, .flt = {-1, -1, 0}};
@@ -926,6 +937,7 @@ int cmd_sim(int argc, char **argv)
     }
     char err[LOONG_ERRLEN];
     config c;
+    default_dtype(&a, &cc);
     if (cli_config_finish(&cc, &c, err) < 0) {
         free(a.sg_args);
         return cli_fail("sim", "%s", err);
