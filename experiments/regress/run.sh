@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regression check for refactors: records what loong prints and writes for a
 # fixed set of configurations (every strategy and scope, dp, ZeRO 0-3,
-# recompute; DAG JSON and stats, sim summaries, JSON summaries and traces,
+# recompute, TP and PP with their folding; DAG JSON and stats, sim summaries, JSON summaries and traces,
 # sim --compose, plan tables and CSV, topo platforms, calibrate and compare
 # on simulated traces, exec --check tables and dumps), then compares two
 # recordings byte for byte. Lines that carry wall-clock times are dropped
@@ -57,6 +57,14 @@ record() {
     step dag-8b-json "$L" dag --model llama3-8b --seq 128K --mesh 4x16 --strategy loongtrain --window 4 --scope attn \
         --format json
     step dag-dot "$L" dag $T --mesh 2x2 --strategy usp --scope attn --format dot
+    # tensor and pipeline parallelism, recompute as the frameworks name it
+    local P="--model $TOP/tests/data/tiny6.model --seq 4K --gpus-per-node 8 --scope step"
+    step dag-tp2-pp2 "$L" dag $P --tp 2 --mesh 1x2 --strategy zigzag --pp 2 --micro-batches 4 --format json
+    step dag-vpp-uneven "$L" dag $P --mesh 1x1 --strategy ulysses --pp 2 --micro-batches 4 \
+        --schedule interleaved --vpp 2 --pp-first-layers 2 --format stats
+    step dag-sccpp "$L" dag $T --mesh 2x2 --strategy usp --scope step --recompute sc++ --format json
+    step dag-full-block "$L" dag $P --mesh 2x2 --strategy usp --recompute full --recompute-method block \
+        --recompute-num-layers 2 --format stats
     # platforms
     step topo-a100 "$L" topo --nodes 4 --gpus-per-node 8 --gpu a100 --nics-per-node 4 --oversubscription 2
     step topo-cpu "$L" topo --nodes 1 --gpus-per-node 4 --gpu cpu -o cpu4.xml
@@ -88,6 +96,15 @@ record() {
     done
     step sim-dp4-full "$L" sim $D --dp 4 --dp-mode full --zero 1 --json sim-dp4-full.json
     step sim-dp1-z3 "$L" sim $D --dp 1 --zero 3 --json sim-dp1-z3.json --trace sim-dp1-z3.trace.json
+    # folding: TP ranks by symmetry and in full, pipelines (1F1B, interleaved with uneven ends)
+    local F="--platform $TOPO/dgx-h100-4n.xml --model llama3-8b --seq 64K --scope step --layers 4 --links 5 --quiet"
+    for m in symmetric full; do
+        step sim-tp2-$m "$L" sim $F --tp 2 --mesh 2x2 --strategy usp --tp-mode $m --json sim-tp2-$m.json
+    done
+    step sim-pp2-1f1b "$L" sim $F --mesh 1x4 --strategy zigzag --pp 2 --micro-batches 4 --json sim-pp2-1f1b.json \
+        --trace sim-pp2-1f1b.trace.json
+    step sim-pp2-vpp "$L" sim $F --layers 6 --mesh 2x2 --strategy usp --pp 2 --micro-batches 4 --schedule interleaved \
+        --vpp 2 --pp-first-layers 2 --dp 2 --json sim-pp2-vpp.json
     # compare of a dp 1 and a dp 2 trace: its message and exit status
     step compare-dp sh -c '"$0" compare sim-dp1-z3.trace.json sim-dp2-z3.trace.json --by kind --top 3 2>&1; echo "exit $?"' "$L"
     # closing the loop on simulated traces (deterministic inputs)
@@ -97,7 +114,7 @@ record() {
     step plan-main "$L" plan --quiet --platform "$TOPO/dgx-h100-8n.xml" --csv plan-main.csv
     step plan-dp "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --seq 128K --dp auto --top 3
     step plan-dp2-z3 "$L" plan --quiet --platform "$TOPO/dgx-h100-4n.xml" --model llama3-8b --seq 128K --gpus 32 \
-        --dp 2 --zero 3 --top 3 --csv plan-dp2-z3.csv
+        --dp 2 --zero 3 --global-batch 2 --top 3 --csv plan-dp2-z3.csv
     step plan-z0 "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --model tiny --seq 64K --zero 0 \
         --recompute full --top 2
     step plan-model "$L" plan --quiet --platform "$TOPO/a100-8n-4nic.xml" --seq 256K --top 0 --rows 0 \
@@ -108,7 +125,9 @@ record() {
         step exec-lt "${MPIRUN:-mpirun}" -np 8 $E --mesh 2x4 --strategy loongtrain --window 2 --scope attn --dump dump-lt
         step exec-step "${MPIRUN:-mpirun}" -np 4 $E --mesh 2x2 --strategy dualring --scope step --zero 2 \
             --recompute selective --dump dump-step
-        for f in exec-lt exec-step; do
+        step exec-tp-pp "${MPIRUN:-mpirun}" -np 8 $E --tp 2 --mesh 1x2 --strategy zigzag --pp 2 --micro-batches 2 \
+            --scope step
+        for f in exec-lt exec-step exec-tp-pp; do
             sed -nE '/^# tensor|^  [A-Za-z]/p' "$O/$f.out" >"$O/$f.check" && rm "$O/$f.out"
         done
     fi
