@@ -204,6 +204,20 @@ static int parse_mesh(const char *s, int *ph, int *ps, int *p, char err[LOONG_ER
     return 0;
 }
 
+/* The one stderr line that names what the model file said and loong does
+ * not model: its unmodelled keys, and a sliding window shorter than the
+ * sequence (attention is costed as full causal; a window of S or more is
+ * exact). Nothing when there is neither. */
+static void model_note(const model *m, uint64_t seq)
+{
+    char win[96] = "";
+    if (m->window > 0 && (uint64_t)m->window < seq)
+        snprintf(win, sizeof win, "%ssliding_window (%d < --seq %llu: costed as full causal attention)",
+                 m->unmodelled[0] ? ", " : "", m->window, (unsigned long long)seq);
+    if (m->unmodelled[0] || win[0])
+        fprintf(stderr, "loong: model '%s': read, not modelled: %s%s\n", m->name, m->unmodelled, win);
+}
+
 /* Parse the given knobs of `which`, in order. */
 static int parse_knobs(const cli_config *cc, config *c, const config_knob *which, int n, char err[LOONG_ERRLEN])
 {
@@ -252,6 +266,7 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
     if (cc->val[KNOB_RING]) c->window = c->ring == RING_DOUBLE ? strategy_default_window(c) : c->p_seq;
     if (parse_knobs(cc, c, last, (int)(sizeof last / sizeof *last), err) < 0) return -1;
     if (config_validate(c, err) < 0) return -1;
+    model_note(&c->model, c->seq);
     int nodes = c->tp > 1 ? config_tp_nodes(c) : 1;
     if (nodes > 1)
         fprintf(stderr,
