@@ -435,7 +435,7 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     out->val[KNOB_TP] = keep("%d", tp);
     bool sp = flag(g, "sequence-parallel");
     if (sp && tp == 1) note(g, "--sequence-parallel (TP 1: Megatron turns it off)");
-    out->val[KNOB_SEQUENCE_PARALLEL] = sp && tp > 1 ? "on" : "off";
+    if (tp > 1) out->val[KNOB_SEQUENCE_PARALLEL] = sp ? "on" : "off"; /* Megatron's default: off */
     if (flag(g, "tp-comm-overlap")) out->val[KNOB_TP_OVERLAP] = "on";
     if (int_arg(g, "seq-length", 0, &seq, err) < 0) return -1;
     if (seq) out->val[KNOB_SEQ] = keep("%d", seq);
