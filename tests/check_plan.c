@@ -212,7 +212,7 @@ START_TEST(memory_korthikanti_examples)
     for (int i = 0; i < 2; i++)
         for (int ps = 1; ps <= 2; ps++) {
             config c = base("7b-mha", 2048, 1, ps, 1, RECOMPUTE_NONE);
-            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200};
+            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200, .tied = false};
             c.tp = 8;
             double S = s / ps, sbh = S * b * ex[i].h, lse = 4 * S * b * ex[i].a / t;
             for (int sp = 1; sp >= 0; sp--) {
