@@ -128,3 +128,6 @@ check)
     exit 2
     ;;
 esac
+# loong is built, not installed: say how to call it as `loong`
+say "loong is $PWD/build/loong; to call it as 'loong', run: export PATH=\"$PWD/build:\$PATH\""
+say "or install it: (cd build && ../configure --prefix=\$HOME/.local && make install), then PATH=\$HOME/.local/bin:\$PATH"

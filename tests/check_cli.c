@@ -294,6 +294,78 @@ START_TEST(unwritable_output)
 }
 END_TEST
 
+/* The configuration object of `loong dag ARGS --format json`, with the
+ * model's name replaced by "x" (a Megatron launch names no model). */
+static json_t *dag_config(const char *args)
+{
+    run_result r = run_cmd(LOONG " dag %s --format json", args);
+    ck_assert_msg(r.status == 0, "loong dag %s: %s", args, r.err);
+    const char *at = strstr(r.out, "\"config\":");
+    ck_assert_ptr_nonnull(at);
+    json_error_t je;
+    json_t *c = json_loads(at + 9, JSON_DISABLE_EOF_CHECK, &je);
+    ck_assert_ptr_nonnull(c);
+    json_object_set_new(json_object_get(c, "model"), "name", json_string("x"));
+    return c;
+}
+
+/* Megatron-LM's arguments round-trip: dag --format megatron writes them,
+ * --megatron-args reads them back, and the configuration is the same, knob
+ * by knob (the JSON object config_hash hashes). A contradiction is one line
+ * naming both arguments; a published launch reads with its unmodelled
+ * arguments listed. */
+START_TEST(megatron_round_trip)
+{
+    char model[] = "/tmp/loong-mg-XXXXXX", args[] = "/tmp/loong-mga-XXXXXX";
+    int fd = mkstemp(model);
+    ck_assert_int_ge(fd, 0);
+    const char *m = "layers=8\nhidden=256\nheads=8\nkv_heads=2\nhead_dim=32\nffn=512\nvocab=1000\n"
+                    "attention_bias=qkv\ntie_word_embeddings=true\n";
+    ck_assert_int_eq(write(fd, m, strlen(m)), (ssize_t)strlen(m));
+    close(fd);
+    close(mkstemp(args));
+    static const char *const configs[] = {
+        "--tp 2 --mesh 2x2 --strategy usp --pp 2 --dp 2 --micro-batches 4 --schedule interleaved --vpp 2 "
+        "--recompute selective --recompute-modules core_attn,mlp --zero 1 --dtype bf16",
+        "--tp 2 --sequence-parallel off --mesh 4 --strategy zigzag --recompute full --recompute-method block "
+        "--recompute-num-layers 2 --zero 0 --dtype fp32 --micro-batches 2",
+        "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp-first-layers 3 --pp 2 --micro-batches 8 --zero 1",
+    };
+    char a[1024];
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        snprintf(a, sizeof a, "--model %s --seq 4K %s", model, configs[i]);
+        run_result r = run_cmd(LOONG " dag %s --format megatron -o %s", a, args);
+        ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
+        json_t *want = dag_config(a);
+        snprintf(a, sizeof a, "--megatron-args %s", args);
+        json_t *got = dag_config(a);
+        char *w = json_dumps(want, JSON_SORT_KEYS), *g = json_dumps(got, JSON_SORT_KEYS);
+        ck_assert_msg(json_equal(want, got), "round trip of %s:\n want %s\n got  %s", configs[i], w, g);
+        free(w), free(g);
+        json_decref(want), json_decref(got);
+    }
+    unlink(model), unlink(args);
+    /* Megatron-Bridge #2667: a2a+p2p without its hierarchical sizes */
+    run_result r = run_cmd("echo '--context-parallel-size 4 --cp-comm-type a2a+p2p' | " LOONG
+                           " dag --megatron-args - --format stats");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_int_eq(count_lines(r.err), 1);
+    ck_assert_ptr_nonnull(strstr(r.err, "--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes"));
+    /* Table 1's GPT-1.7B launch: the paper's shape, its unmodelled arguments listed */
+    json_t *c = dag_config("--megatron-args " LOONG_SRCDIR "/experiments/tp-published/gpt-1.7b.megatron");
+    json_t *mo = json_object_get(c, "model");
+    ck_assert_int_eq(json_integer_value(json_object_get(mo, "hidden")), 2304);
+    ck_assert_int_eq(json_integer_value(json_object_get(mo, "ffn")), 8 * 2304 / 3); /* GeLU 4h as SwiGLU */
+    ck_assert_int_eq(json_integer_value(json_object_get(mo, "vocab")), 51200);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "dp")), 32);
+    json_decref(c);
+    r = run_cmd(LOONG " dag --megatron-args " LOONG_SRCDIR
+                      "/experiments/tp-published/gpt-1.7b.megatron --format stats");
+    ck_assert_ptr_nonnull(strstr(r.err, "read, not modelled: "));
+    ck_assert_ptr_nonnull(strstr(r.err, "--lr,"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -310,6 +382,7 @@ int main(void)
     tcase_add_test(tc, unwritable_output);
     tcase_add_test(tc, data_path_from_anywhere);
     tcase_add_test(tc, no_cuda_libraries_linked);
+    tcase_add_test(tc, megatron_round_trip);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -1,11 +1,13 @@
 /* config, model and strategy: presets, model files, constraints, geometry. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/docs.h"
+#include "core/pipeline.h"
 #include "core/recompute.h"
 #include "core/shard.h"
 #include "dag_util.h"
@@ -98,6 +100,80 @@ START_TEST(model_file_long_comment)
                                  "big.model", &m, err),
                      -1);
     ck_assert_ptr_nonnull(strstr(err, "heads = 2000000000 is outside 1..65536"));
+}
+END_TEST
+
+/* Real Hugging Face config.json files (tests/data/hf/SOURCES) load, and
+ * their parameter counts are the published ones within 1 % (the published
+ * figure: the model card or the safetensors index's total; loong leaves out
+ * what it does not model, e.g. Gemma 2's two extra norms per block) and
+ * exactly the closed form L (h (H + 2 H_kv) d + H d h + 3 h f + 2 h + b) +
+ * (tied ? 1 : 2) V h + h. */
+START_TEST(hf_configs)
+{
+    static const struct {
+        const char *file;
+        double published;
+        bool tied;
+        int bias;
+    } rows[] = {
+        {"Llama-3.1-8B", 8030261248.0, false, MODEL_BIAS_NONE},
+        {"Qwen2.5-7B-Instruct", 7615616512.0, false, MODEL_BIAS_QKV},
+        {"Qwen2.5-0.5B", 494032768.0, true, MODEL_BIAS_QKV},
+        {"Mistral-7B-v0.3", 7248023552.0, false, MODEL_BIAS_NONE},
+        {"gemma-2-9b", 9241705984.0, true, MODEL_BIAS_NONE},
+        {"TinyLlama-1.1B-Chat-v1.0", 1100048384.0, false, MODEL_BIAS_NONE},
+    };
+    char err[LOONG_ERRLEN], path[512];
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        model m;
+        snprintf(path, sizeof path, "%s/tests/data/hf/%s.json", LOONG_SRCDIR, rows[i].file);
+        ck_assert_msg(model_resolve(path, &m, err) == 0, "%s: %s", rows[i].file, err);
+        ck_assert_int_eq(m.tied, rows[i].tied);
+        ck_assert_int_eq(m.bias, rows[i].bias);
+        double h = m.hidden, d = m.head_dim, H = m.heads, kv = m.kv_heads;
+        double b = m.bias == MODEL_BIAS_QKV ? (H + 2 * kv) * d : 0;
+        double closed = m.layers * (h * (H + 2 * kv) * d + H * d * h + 3 * h * m.ffn + 2 * h + b) +
+                        (m.tied ? 1 : 2) * (double)m.vocab * h + h;
+        ck_assert_double_eq((double)model_params(&m), closed);
+        double rel = fabs((double)model_params(&m) / rows[i].published - 1);
+        ck_assert_msg(rel < 0.01, "%s: %.0f parameters, published %.0f", rows[i].file, (double)model_params(&m),
+                      rows[i].published);
+    }
+    /* MoE, a JSON that is not an HF config, and broken JSON: one message each */
+    model m;
+    ck_assert_int_eq(model_parse("{\"hidden_size\": 8, \"num_local_experts\": 8}", "moe.json", &m, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "mixture-of-experts"));
+    ck_assert_int_eq(model_parse("{\"config\": {}}", "other.json", &m, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a Hugging Face config.json"));
+    ck_assert_int_eq(model_parse("{", "cut.json", &m, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not valid JSON"));
+}
+END_TEST
+
+/* loong's model file takes the same optional keys; tying removes one
+ * V x hidden matrix, QKV bias adds (H + 2 H_kv) d per block, and with
+ * pp > 1 the last stage keeps the tied embedding's copy (Megatron's). */
+START_TEST(model_file_optional_keys)
+{
+    const char *base = "layers=4\nhidden=64\nheads=4\nkv_heads=2\nhead_dim=16\nffn=128\nvocab=1000\n";
+    char text[512], err[LOONG_ERRLEN];
+    model plain, tied;
+    ck_assert_int_eq(model_parse(base, "a.model", &plain, err), 0);
+    snprintf(text, sizeof text, "%stie_word_embeddings = true\nattention_bias = qkv\nsliding_window = 4K\n", base);
+    ck_assert_int_eq(model_parse(text, "b.model", &tied, err), 0);
+    ck_assert_int_eq(tied.window, 4096);
+    ck_assert_uint_eq(model_params(&plain) - model_params(&tied) + 4 * (4 + 2 * 2) * 16, 1000 * 64);
+    snprintf(text, sizeof text, "%sattention_bias = yes\n", base);
+    ck_assert_int_eq(model_parse(text, "c.model", &tied, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "attention_bias is none, qkv"));
+    config c;
+    config_defaults(&c);
+    ck_assert_int_eq(model_parse(base, "a.model", &c.model, err), 0);
+    c.model.tied = true;
+    c.pp = 2;
+    ck_assert_uint_eq(pipe_head_params(&c, 0), 1000 * 64);
+    ck_assert_uint_eq(pipe_head_params(&c, 1), 1000 * 64 + 64);
 }
 END_TEST
 
@@ -459,6 +535,8 @@ int main(void)
     tcase_add_test(tc, presets_match_table);
     tcase_add_test(tc, model_file);
     tcase_add_test(tc, model_file_long_comment);
+    tcase_add_test(tc, hf_configs);
+    tcase_add_test(tc, model_file_optional_keys);
     tcase_add_test(tc, constraints);
     tcase_add_test(tc, overflow);
     tcase_add_test(tc, no_total_overflow);

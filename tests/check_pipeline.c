@@ -702,7 +702,7 @@ START_TEST(selective_between_none_and_full)
         config c = gpt ? tcfg("tiny", 2 * K, "usp", 1, 1, 0, SCOPE_STEP)
                        : tcfg(presets[i], 16 * K, "usp", 2, 4, 0, SCOPE_STEP);
         if (gpt) {
-            c.model = (model){"gpt-mha", 48, 6144, 48, 48, 128, 4 * 6144, 51200};
+            c.model = (model){"gpt-mha", 48, 6144, 48, 48, 128, 4 * 6144, 51200, .tied = false};
             c.tp = 8;
         }
         const char *gpu = gpt ? "a100" : "h100";

@@ -212,7 +212,7 @@ START_TEST(memory_korthikanti_examples)
     for (int i = 0; i < 2; i++)
         for (int ps = 1; ps <= 2; ps++) {
             config c = base("7b-mha", 2048, 1, ps, 1, RECOMPUTE_NONE);
-            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200};
+            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200, .tied = false};
             c.tp = 8;
             double S = s / ps, sbh = S * b * ex[i].h, lse = 4 * S * b * ex[i].a / t;
             for (int sp = 1; sp >= 0; sp--) {
@@ -848,7 +848,7 @@ START_TEST(show_from_json)
         run_result a = run_cmd(PLAN "%s --show %d", args, row);
         run_result b = run_cmd(LOONG_BIN " plan --show %d --from %s --quiet", row, json);
         ck_assert_msg(a.status == 0 && b.status == 0, "%s%s", a.err, b.err);
-        ck_assert_msg(count_lines(b.out) == 1 && !strncmp(b.out, "loong sim ", 10), "%s", b.out);
+        ck_assert_msg(count_lines(b.out) == 1 && b.out[0] == '/' && strstr(b.out, "/loong sim "), "%s", b.out);
         ck_assert_str_eq(a.out, b.out);
     }
     run_result r = run_cmd(LOONG_BIN " plan --show 9999 --from %s", json);

@@ -412,7 +412,7 @@ START_TEST(pipeline_bubble)
                 {SCHED_INTERLEAVED, 8, 2},
                 {SCHED_INTERLEAVED, 4, 4}};
     config c = tcfg("tiny", 4 * K, "ulysses", 1, 1, 0, SCOPE_STEP);
-    c.model = (model){"wide", 32, 16384, 128, 8, 128, 53248, 1};
+    c.model = (model){"wide", 32, 16384, 128, 8, 128, 53248, 1, .tied = false};
     c.pp = 4;
     c.gpus_per_node = 4;
     c.micro_batches = rows[_i].m;

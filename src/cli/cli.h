@@ -52,17 +52,34 @@ double cli_peak_rss_mb(void);
 typedef struct cli_config {
     const char *val[KNOB_COUNT];
     const char *docs_file, *doc_dist, *seed; /* the other two ways to give KNOB_DOCS, and the draw's seed */
+    const char *megatron;                    /* --megatron-args FILE|- (cli_megatron.c) */
 } cli_config;
 
 /* getopt_long values of the configuration options: CLI_OPT_BASE + knob,
  * then --docs-file, --doc-dist and --seed, then Megatron's on/off flags
  * that set a knob on (CLI_OPT_FLAGS + i, cli_config.c's aliases). */
 #define CLI_OPT_BASE 1000
-enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED, CLI_OPT_FLAGS };
+enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED, CLI_OPT_MEGATRON, CLI_OPT_FLAGS };
 
 /* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
  * exec's inputs). Returns 0 or -1 with a message. */
 int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN]);
+
+/* ---- Megatron-LM's launch arguments (cli_megatron.c) ---- */
+/* Read the pretrain_gpt.py arguments of path ("-": standard input) into
+ * knob strings in out (as if given on the command line) and, when they
+ * give the shape, the model into m (*has_model). given: the options of the
+ * command line (its --dp sets the replicas when torchrun's world is not in
+ * the file). Prints one "read, not modelled" stderr line when some argument
+ * changes nothing in loong. Returns 0, or -1 with a one-line message (a
+ * contradiction names both arguments). */
+int cli_megatron_read(const char *path, const cli_config *given, cli_config *out, model *m, bool *has_model,
+                      char err[LOONG_ERRLEN]);
+/* Write the Megatron-LM arguments (and torchrun's world) that run c, one
+ * option a line with backslash continuations; what Megatron-LM cannot
+ * express is named in '#' comment lines first. Returns the number of such
+ * knobs (0: exact), or -1 on a write error. */
+int cli_megatron_emit(FILE *f, const config *c);
 
 /* ---- data files (cli_data.c) ---- */
 /* The platform `given` names: a path, a file in the working directory, or a

@@ -50,6 +50,8 @@ const char *cli_config_help(void)
                               "  --docs-file FILE      document lengths, one per line\n"
                               "  --doc-dist FILE       draw a packing from a histogram of 'LENGTH WEIGHT' lines\n"
                               "  --seed N              seed of the draw (and of exec's inputs)          [1]\n"
+                              "  --megatron-args FILE|-  a pretrain_gpt.py launch's arguments as the configuration\n"
+                              "                        (options given here override them; docs/frameworks.md)\n"
                               "Models: %s\nStrategies:\n%s",
                               model_preset_names(), strategy_help());
     return buf;
@@ -57,7 +59,7 @@ const char *cli_config_help(void)
 
 const struct option *cli_options(const struct option *own)
 {
-    static struct option all[KNOB_COUNT + NALIASES + 3 + 49];
+    static struct option all[KNOB_COUNT + NALIASES + 4 + 49];
     int n = 0;
     for (int k = 0; k < KNOB_COUNT; k++)
         all[n++] = (struct option){config_knob_get((config_knob)k)->option, required_argument, 0, CLI_OPT_BASE + k};
@@ -68,6 +70,7 @@ const struct option *cli_options(const struct option *own)
     all[n++] = (struct option){"docs-file", required_argument, 0, CLI_OPT_DOCS_FILE};
     all[n++] = (struct option){"doc-dist", required_argument, 0, CLI_OPT_DOC_DIST};
     all[n++] = (struct option){"seed", required_argument, 0, CLI_OPT_SEED};
+    all[n++] = (struct option){"megatron-args", required_argument, 0, CLI_OPT_MEGATRON};
     for (int i = 0; own[i].name && i < 48; i++)
         all[n++] = own[i];
     all[n] = (struct option){0, 0, 0, 0};
@@ -88,7 +91,9 @@ bool cli_config_option(cli_config *cc, int opt, const char *arg)
     if (opt == CLI_OPT_DOCS_FILE) cc->docs_file = arg;
     if (opt == CLI_OPT_DOC_DIST) cc->doc_dist = arg;
     if (opt == CLI_OPT_SEED) cc->seed = arg;
-    return k >= 0 || opt == CLI_OPT_DOCS_FILE || opt == CLI_OPT_DOC_DIST || opt == CLI_OPT_SEED;
+    if (opt == CLI_OPT_MEGATRON) cc->megatron = arg;
+    return k >= 0 || opt == CLI_OPT_DOCS_FILE || opt == CLI_OPT_DOC_DIST || opt == CLI_OPT_SEED ||
+           opt == CLI_OPT_MEGATRON;
 }
 
 int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN])
@@ -204,6 +209,20 @@ static int parse_mesh(const char *s, int *ph, int *ps, int *p, char err[LOONG_ER
     return 0;
 }
 
+/* The one stderr line that names what the model file said and loong does
+ * not model: its unmodelled keys, and a sliding window shorter than the
+ * sequence (attention is costed as full causal; a window of S or more is
+ * exact). Nothing when there is neither. */
+static void model_note(const model *m, uint64_t seq)
+{
+    char win[96] = "";
+    if (m->window > 0 && (uint64_t)m->window < seq)
+        snprintf(win, sizeof win, "%ssliding_window (%d < --seq %llu: costed as full causal attention)",
+                 m->unmodelled[0] ? ", " : "", m->window, (unsigned long long)seq);
+    if (m->unmodelled[0] || win[0])
+        fprintf(stderr, "loong: model '%s': read, not modelled: %s%s\n", m->name, m->unmodelled, win);
+}
+
 /* Parse the given knobs of `which`, in order. */
 static int parse_knobs(const cli_config *cc, config *c, const config_knob *which, int n, char err[LOONG_ERRLEN])
 {
@@ -212,7 +231,22 @@ static int parse_knobs(const cli_config *cc, config *c, const config_knob *which
     return 0;
 }
 
-int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
+/* --megatron-args: its knobs under those of the command line (which win),
+ * into *merged; its model into *m. */
+static int merge_megatron(const cli_config *cc, cli_config *merged, model *m, bool *has_model, char err[LOONG_ERRLEN])
+{
+    *merged = *cc;
+    *has_model = false;
+    if (!cc->megatron) return 0;
+    cli_config mg;
+    if (cli_megatron_read(cc->megatron, cc, &mg, m, has_model, err) < 0) return -1;
+    for (int k = 0; k < KNOB_COUNT; k++)
+        if (!merged->val[k]) merged->val[k] = mg.val[k];
+    if (cc->val[KNOB_MODEL]) *has_model = false;
+    return 0;
+}
+
+int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN])
 {
     /* what the strategy preset reads first (the model, the placement for the default window) */
     static const config_knob before[] = {KNOB_MODEL,      KNOB_SEQ,
@@ -240,8 +274,14 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                        KNOB_PP_LOSS_SLOT,
                                        KNOB_NCCL_ALGO,
                                        KNOB_NCCL_PROTO};
+    cli_config merged;
+    const cli_config *cc = &merged;
+    model mg_model;
+    bool mg_has_model;
+    if (merge_megatron(given, &merged, &mg_model, &mg_has_model, err) < 0) return -1;
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
+    if (mg_has_model) c->model = mg_model;
     if (parse_docs(cc, c, err) < 0) return -1;
     int ph, ps, p;
     if (parse_mesh(cc->val[KNOB_MESH] ? cc->val[KNOB_MESH] : "64", &ph, &ps, &p, err) < 0) return -1;
@@ -252,6 +292,7 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
     if (cc->val[KNOB_RING]) c->window = c->ring == RING_DOUBLE ? strategy_default_window(c) : c->p_seq;
     if (parse_knobs(cc, c, last, (int)(sizeof last / sizeof *last), err) < 0) return -1;
     if (config_validate(c, err) < 0) return -1;
+    model_note(&c->model, c->seq);
     int nodes = c->tp > 1 ? config_tp_nodes(c) : 1;
     if (nodes > 1)
         fprintf(stderr,

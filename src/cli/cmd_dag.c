@@ -15,7 +15,7 @@
 static void dag_usage(FILE *f)
 {
     fprintf(f,
-            "usage: loong dag [configuration] [--format stats|json|dot] [-o FILE]\n"
+            "usage: loong dag [configuration] [--format stats|json|dot|megatron] [-o FILE]\n"
             "       loong dag [configuration] --format chakra -o DIR [--calib FILE] [--platform FILE]\n"
             "                 [--all-to-all direct|ring]\n"
             "\n"
@@ -25,6 +25,8 @@ static void dag_usage(FILE *f)
             "  --format F            stats: per-rank #-table of tasks, FLOPs and bytes;\n"
             "                        json: the machine-readable DAG (docs/dag.md);\n"
             "                        dot: Graphviz, for small DAGs;\n"
+            "                        megatron: no DAG, the Megatron-LM arguments that run the\n"
+            "                        configuration (--megatron-args reads them; docs/frameworks.md);\n"
             "                        chakra: Chakra execution traces for ASTRA-sim, DIR/workload.<NPU>.et,\n"
             "                        DIR/workload.json, network.yml and system.json (docs/dag.md) [stats]\n"
             "  -o, --output FILE     write there (atomically) instead of stdout; chakra: a new directory\n"
@@ -42,6 +44,25 @@ static void dag_usage(FILE *f)
             "  loong dag --model llama3-8b --seq 128K --mesh 4x16 --strategy loongtrain \\\n"
             "            --window 4 --placement head-first --scope attn --gpus-per-node 8\n",
             cli_config_help());
+}
+
+/* --format megatron: the configuration's Megatron-LM arguments, no DAG. */
+static int write_megatron(const cli_config *cc, const char *out)
+{
+    char err[LOONG_ERRLEN];
+    config c;
+    if (cli_config_finish(cc, &c, err) < 0) return cli_fail("dag", "%s", err);
+    afile o;
+    if (afile_open(&o, out, err) < 0) return cli_fail("dag", "%s", err);
+    int gaps = cli_megatron_emit(o.f, &c);
+    if (gaps < 0) {
+        afile_abort(&o);
+        return cli_fail("dag", "write error on '%s'", out);
+    }
+    if (afile_commit(&o, err) < 0) return cli_fail("dag", "%s", err);
+    if (gaps)
+        fprintf(stderr, "loong dag: %d knob(s) of this configuration are not Megatron-LM's: see the '#' lines\n", gaps);
+    return 0;
 }
 
 static int write_dag(const dag *g, const char *format, const char *out, char err[LOONG_ERRLEN])
@@ -113,8 +134,10 @@ int cmd_dag(int argc, char **argv)
     }
     if (optind < argc) return cli_fail("dag", "unexpected argument '%s': see loong dag --help", argv[optind]);
     bool chakra = !strcmp(format, "chakra");
-    if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot") && !chakra)
-        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot, chakra", format);
+    if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot") && strcmp(format, "megatron") &&
+        !chakra)
+        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot, megatron, chakra", format);
+    if (!strcmp(format, "megatron")) return write_megatron(&cc, out);
     char err[LOONG_ERRLEN];
     /* ---- Chakra execution traces: their own checks and writer (chakra.h) ---- */
     const char *why;
@@ -146,8 +169,9 @@ int cmd_dag(int argc, char **argv)
     }
     if (chakra && c.dp > 1) {
         calib_free(cb);
-        return cli_fail("dag", "--format chakra exports one data-parallel replica (its gradient groups hold its P "
-                               "ranks): drop --dp %d",
+        return cli_fail("dag",
+                        "--format chakra exports one data-parallel replica (its gradient groups hold its P "
+                        "ranks): drop --dp %d",
                         c.dp);
     }
     if (co.platform && co.platform->gpus_per_node != c.gpus_per_node) {

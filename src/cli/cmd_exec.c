@@ -207,6 +207,10 @@ static int configure(exec_cli *e, config *c)
         return cli_fail("exec", "the %s device stores activations in fp32: use --dtype fp32", e->device);
     if (!strcmp(e->device, "cuda")) e->o.tol = 1e-2; /* bf16 tensor-core attention */
     if (c->batch != 1) return cli_fail("exec", "loong exec runs one sample per micro-batch: use --batch 1");
+    /* the executor's weights are untied and bias-free (exec_data.c) */
+    if (c->model.tied || c->model.bias)
+        return cli_fail("exec", "model '%s' has %s, which the executor does not implement: use a model without",
+                        c->model.name, c->model.tied ? "tied embeddings" : "attention biases");
     if (c->dp > 1)
         return cli_fail("exec",
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "

@@ -82,6 +82,8 @@ static void plan_usage(FILE *f)
             "  --show ROW            print the loong sim command that reproduces table row ROW\n"
             "                        (its rank) instead of the table; the table's recommended\n"
             "                        line gives the pick's\n"
+            "  --emit megatron       print the Megatron-LM arguments that run the pick (with\n"
+            "                        --show ROW: that row's) instead of the table (docs/frameworks.md)\n"
             "  --from FILE           with --show ROW: read the row from a plan's --json FILE\n"
             "                        instead of planning again (no other option applies)\n"
             "  --layout NAME         score the layout you run beside the search: its name as\n"
@@ -141,7 +143,8 @@ typedef struct plan_args {
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;
-    double tie; /* < 0: the model's error between two layouts (default_tie_pct) */
+    bool emit_megatron; /* --emit megatron: the row's Megatron-LM arguments instead of the table */
+    double tie;         /* < 0: the model's error between two layouts (default_tie_pct) */
     cli_config cc;
     whatif w;         /* perturbations every simulation runs under */
     char where[4096]; /* the platform file (cli_find_platform) */
@@ -197,6 +200,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"exact", no_argument, 0, 'x'},
         {"full-layers", no_argument, 0, 'F'},
         {"show", required_argument, 0, 'S'},
+        {"emit", required_argument, 0, 'E'},
         {"from", required_argument, 0, 'f'},
         {"layout", required_argument, 0, 'L'},
         {"why-removed", no_argument, 0, 'W'},
@@ -251,6 +255,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'x': a->exact = true; break;
         case 'F': a->full_layers = true; break;
         case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
+        case 'E':
+            if (strcmp(optarg, "megatron")) return cli_fail("plan", "--emit %s: loong emits megatron", optarg);
+            a->emit_megatron = true;
+            break;
         case 'f': a->from = optarg; break;
         case 'L': a->layout = optarg; break;
         case 'W': a->why_removed = true; break;
@@ -272,6 +280,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         if (rc) return rc;
     }
     if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    if (a->from && a->emit_megatron) return cli_fail("plan", "--emit megatron plans: drop --from");
     if (a->from && !a->show)
         return cli_fail("plan", "--from FILE reads a plan for --show ROW: add --show ROW (the table's rank)");
     if (a->from && a->planning[0])
@@ -1126,6 +1135,32 @@ static int write_plot(const plan_args *a, const plan_ctx *x, const plan_layout *
     return 0;
 }
 
+/* --emit megatron: the Megatron-LM arguments of the pick, or of the row
+ * ranked --show ROW. */
+static int write_emit(FILE *f, const plan_args *a, const plan_layout *ls, int n, const plan_report *rp,
+                      char err[LOONG_ERRLEN])
+{
+    int *idx = xmalloc_array((size_t)n + 1, sizeof *idx, "the plan's ranking");
+    int m = plan_rank(ls, n, idx);
+    int i = a->show ? (a->show <= m ? idx[a->show - 1] : -1) : m ? plan_recommend(ls, idx, m, rp->tie) : -1;
+    free(idx);
+    if (i < 0) {
+        snprintf(err, LOONG_ERRLEN,
+                 a->show ? "--show %d: the table has %d rows (feasible layouts): give 1 to %d"
+                         : "--emit megatron: no layout fits, so there is no pick to emit",
+                 a->show, m, m);
+        return -1;
+    }
+    int gaps = cli_megatron_emit(f, &ls[i].c);
+    if (gaps < 0) {
+        snprintf(err, LOONG_ERRLEN, "write error");
+        return -1;
+    }
+    if (gaps && !a->quiet)
+        fprintf(stderr, "loong plan: %d knob(s) of %s are not Megatron-LM's: see the '#' lines\n", gaps, ls[i].name);
+    return 0;
+}
+
 /* --show ROW: the command of the layout ranked ROW, on one line. */
 static int write_show(FILE *f, const plan_args *a, const plan_layout *ls, int n, const plan_report *rp,
                       char err[LOONG_ERRLEN])
@@ -1192,7 +1227,9 @@ static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o,
     int rc = 0;
     if (a->csv && plan_write_csv(o->c.f, ls, n, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
-    if (rc == 0 && a->show) {
+    if (rc == 0 && a->emit_megatron) {
+        if (write_emit(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
+    } else if (rc == 0 && a->show) {
         if (write_show(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
     } else if (rc == 0 && plan_write_table(o->t.f, ls, n, &x->req, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);

@@ -74,13 +74,26 @@ static void append_word(char **buf, size_t *len, const char *word)
     *len = (size_t)(o - *buf);
 }
 
+/* The path of the running binary (what a reproduce command should run:
+ * `loong` may not be on PATH, and another loong may be), or "loong" when
+ * /proc does not say. */
+static const char *self_path(void)
+{
+    static char path[4096];
+    if (!path[0]) {
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        snprintf(path + (n > 0 ? n : 0), sizeof path - (size_t)(n > 0 ? n : 0), "%s", n > 0 ? "" : "loong");
+    }
+    return path;
+}
+
 char *sim_child_command(char *const argv[])
 {
     char *buf = NULL;
     size_t len = 0;
     for (int i = 0; argv[i]; i++)
         if (strcmp(argv[i], "--json=-") && strcmp(argv[i], "--quiet") && strcmp(argv[i], "--links=0"))
-            append_word(&buf, &len, argv[i]);
+            append_word(&buf, &len, i == 0 ? self_path() : argv[i]);
     return buf ? buf : xstrdup("", "a loong sim command");
 }
 

@@ -32,7 +32,8 @@ char **sim_child_argv(const config *c, const sim_child_spec *sp, const char *con
 void sim_child_argv_free(char **argv);
 
 /* The command a user types to run what argv (from sim_child_argv) runs:
- * its words shell-quoted, without the options only a child needs
+ * the running binary's absolute path (not "loong", which PATH may lack or
+ * name another build), then the words shell-quoted, without the options only a child needs
  * (--json=-, --quiet, --links=0): the same prediction on stdout. Malloc'd. */
 char *sim_child_command(char *const argv[]);
 

@@ -1090,11 +1090,17 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
 
 /* ---- serialisation: the knobs as JSON ---- */
 
+/* The model's sizes; its optional keys only when set, so that the JSON
+ * (and config_hash) of a model without them is what it always was. */
 static json_t *model_to_json(const model *m)
 {
-    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", m->name, "layers", m->layers, "hidden", m->hidden,
-                     "heads", m->heads, "kv_heads", m->kv_heads, "head_dim", m->head_dim, "ffn", m->ffn, "vocab",
-                     m->vocab);
+    json_t *j = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", m->name, "layers", m->layers, "hidden",
+                          m->hidden, "heads", m->heads, "kv_heads", m->kv_heads, "head_dim", m->head_dim, "ffn", m->ffn,
+                          "vocab", m->vocab);
+    if (j && m->tied) json_object_set_new(j, "tie_word_embeddings", json_true());
+    if (j && m->bias) json_object_set_new(j, "attention_bias", json_string(model_bias_name(m->bias)));
+    if (j && m->window) json_object_set_new(j, "sliding_window", json_integer(m->window));
+    return j;
 }
 
 static json_t *knob_to_json(const config *c, const knob_row *r)
@@ -1139,12 +1145,21 @@ json_t *config_to_json(const config *c)
 
 static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
 {
-    const char *name;
+    const char *name, *bias = "none";
+    int tied = 0;
     json_error_t je;
-    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", &name, "layers", &m->layers,
-                       "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads, "head_dim", &m->head_dim,
-                       "ffn", &m->ffn, "vocab", &m->vocab) < 0) {
+    memset(m, 0, sizeof *m);
+    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i}", "name", &name, "layers",
+                       &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads, "head_dim",
+                       &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "tie_word_embeddings", &tied, "attention_bias",
+                       &bias, "sliding_window", &m->window) < 0) {
         snprintf(err, LOONG_ERRLEN, "configuration object: model: %s", je.text);
+        return -1;
+    }
+    m->tied = tied;
+    if (model_bias_parse(bias, &m->bias) < 0) {
+        snprintf(err, LOONG_ERRLEN, "configuration object: model: attention_bias '%.40s' is not none, qkv or all",
+                 bias);
         return -1;
     }
     snprintf(m->name, sizeof m->name, "%s", name);

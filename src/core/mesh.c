@@ -26,11 +26,28 @@ int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN])
     unsigned seen = 0;
     for (const char *p = order;;) {
         size_t len = strcspn(p, "-,");
+        /* Megatron-Core's names (RankGenerator, "tp-cp-ep-dp-pp"): cp is
+         * head then seq (its hierarchical CP's first, all-to-all level is
+         * the inner one); ep, expert parallelism, has degree 1 here */
+        bool cp = len == 2 && !strncmp(p, "cp", 2), ep = len == 2 && !strncmp(p, "ep", 2);
+        unsigned cpbits = MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ);
+        if (cp && (seen & cpbits)) {
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s' names cp (head and seq) and head or seq: name them once",
+                     order);
+            return -1;
+        }
+        if (cp || ep) {
+            if (cp) o[n++] = MESH_HEAD, o[n++] = MESH_SEQ, seen |= cpbits;
+            if (!p[len]) break;
+            p += len + 1;
+            continue;
+        }
         int d = 0;
         while (d < MESH_NDIMS && !(strlen(names[d]) == len && !strncmp(p, names[d], len)))
             d++;
         if (d == MESH_NDIMS) {
-            snprintf(err, LOONG_ERRLEN, "mesh order '%s': '%.*s' is not a dimension (tp, head, seq, pp, dp)", order,
+            snprintf(err, LOONG_ERRLEN,
+                     "mesh order '%s': '%.*s' is not a dimension (tp, head, seq, pp, dp; Megatron's cp, ep)", order,
                      (int)len, p);
             return -1;
         }

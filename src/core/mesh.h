@@ -44,8 +44,11 @@ const char *mesh_dim_name(mesh_dim d);
 mesh mesh_make(const int degree[MESH_NDIMS]);
 
 /* Set m's order from a string naming every dimension once, fastest first,
- * separated by '-' or ',' ("tp-head-seq-pp-dp"). Returns 0, or -1 with a
- * message naming the unknown, repeated or missing dimension (m unchanged). */
+ * separated by '-' or ',' ("tp-head-seq-pp-dp"). Megatron-Core's names
+ * are taken too: "cp" is head then seq, "ep" (expert parallelism, degree 1
+ * here) is skipped, so its default "tp-cp-ep-dp-pp" reads. Returns 0, or
+ * -1 with a message naming the unknown, repeated or missing dimension (m
+ * unchanged). */
 int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN]);
 
 /* The order as mesh_set_order reads it ("tp-head-seq-pp-dp"). */

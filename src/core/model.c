@@ -11,11 +11,19 @@
 #include "infile.h"
 #include "xalloc.h"
 
+/* A preset: the sizes; none has the optional keys. */
+#define PRESET(n, L, h, H, kv, d, f, v)                                                                                \
+    {                                                                                                                  \
+        .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = kv, .head_dim = d, .ffn = f, .vocab = v           \
+    }
 static const model presets[] = {
-    /* name        L   hidden H   H_kv d    ffn    vocab */
-    {"llama3-8b", 32, 4096, 32, 8, 128, 14336, 128256},      {"llama3-70b", 80, 8192, 64, 8, 128, 28672, 128256},
-    {"llama3-405b", 126, 16384, 128, 8, 128, 53248, 128256}, {"7b-mha", 32, 4096, 32, 32, 128, 11008, 32000},
-    {"7b-gqa", 32, 4096, 32, 8, 128, 11008, 32000},          {"tiny", 2, 256, 8, 2, 32, 512, 1000},
+    /*     name           L    hidden H    H_kv d    ffn    vocab */
+    PRESET("llama3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
+    PRESET("llama3-70b", 80, 8192, 64, 8, 128, 28672, 128256),
+    PRESET("llama3-405b", 126, 16384, 128, 8, 128, 53248, 128256),
+    PRESET("7b-mha", 32, 4096, 32, 32, 128, 11008, 32000),
+    PRESET("7b-gqa", 32, 4096, 32, 8, 128, 11008, 32000),
+    PRESET("tiny", 2, 256, 8, 2, 32, 512, 1000),
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
@@ -58,6 +66,10 @@ int model_validate(const model *m, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "the model's name is not printable UTF-8: give it one with a 'name = ...' line");
         return -1;
     }
+    if (m->bias < MODEL_BIAS_NONE || m->bias > MODEL_BIAS_ALL || m->window < 0) {
+        snprintf(err, LOONG_ERRLEN, "model '%s': attention_bias or sliding_window out of range", m->name);
+        return -1;
+    }
     if (m->kv_heads > m->heads || m->heads % m->kv_heads) {
         snprintf(err, LOONG_ERRLEN, "model '%s': heads (%d) must be a multiple of kv_heads (%d)", m->name, m->heads,
                  m->kv_heads);
@@ -76,8 +88,28 @@ static char *trim(char *s)
     return s;
 }
 
-/* Keys of a model file, in the order of the bit that marks each seen. */
-static const char *const model_keys[] = {"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"};
+const char *model_bias_name(int bias)
+{
+    static const char *const names[] = {"none", "qkv", "all"};
+    return bias >= 0 && bias <= MODEL_BIAS_ALL ? names[bias] : "none";
+}
+
+int model_bias_parse(const char *s, int *out)
+{
+    for (int b = MODEL_BIAS_NONE; b <= MODEL_BIAS_ALL; b++)
+        if (!strcmp(s, model_bias_name(b))) {
+            *out = b;
+            return 0;
+        }
+    return -1;
+}
+
+/* Keys of a model file, in the order of the bit that marks each seen: the
+ * name, the 7 required sizes, then the optional keys (HF's names). */
+static const char *const model_keys[] = {
+    "name",           "layers",        "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "tie_word_embeddings",
+    "attention_bias", "sliding_window"};
+#define MODEL_NREQUIRED 8 /* name .. vocab; name is optional too */
 
 static int *model_field(model *m, int key)
 {
@@ -90,6 +122,35 @@ static int model_key(const char *key)
     for (int k = 0; k < (int)(sizeof model_keys / sizeof *model_keys); k++)
         if (!strcmp(key, model_keys[k])) return k;
     return -1;
+}
+
+/* The value of an optional key (index k >= MODEL_NREQUIRED) into m. */
+static int model_apply_optional(model *m, int k, const char *key, const char *val, char err[LOONG_ERRLEN])
+{
+    if (!strcmp(key, "tie_word_embeddings")) {
+        if (strcmp(val, "true") && strcmp(val, "false")) {
+            snprintf(err, LOONG_ERRLEN, "tie_word_embeddings is true or false, got '%.40s'", val);
+            return -1;
+        }
+        m->tied = !strcmp(val, "true");
+        return 0;
+    }
+    if (!strcmp(key, "attention_bias")) {
+        if (model_bias_parse(val, &m->bias) < 0) {
+            snprintf(err, LOONG_ERRLEN, "attention_bias is none, qkv (Q, K, V) or all (and the output), got '%.40s'",
+                     val);
+            return -1;
+        }
+        return 0;
+    }
+    (void)k;
+    if (!strcmp(val, "none")) return 0;
+    if (units_parse_int(val, key, &m->window, err) < 0) return -1;
+    if (m->window < 0) {
+        snprintf(err, LOONG_ERRLEN, "sliding_window must be a token count or none, got '%.40s'", val);
+        return -1;
+    }
+    return 0;
 }
 
 /* Apply one `key = value` line; *seen marks the keys given so far (a key
@@ -107,7 +168,9 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
     int k = model_key(key);
     if (k < 0) {
         snprintf(err, LOONG_ERRLEN,
-                 "unknown key '%.40s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab)", key);
+                 "unknown key '%.40s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab; optional: "
+                 "tie_word_embeddings, attention_bias, sliding_window)",
+                 key);
         return -1;
     }
     if (*seen & (1u << k)) {
@@ -115,6 +178,7 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
         return -1;
     }
     *seen |= 1u << k;
+    if (k >= MODEL_NREQUIRED) return model_apply_optional(m, k, key, val, err);
     if (k > 0) return units_parse_int(val, key, model_field(m, k), err);
     if (!*val || strlen(val) >= sizeof m->name) {
         snprintf(err, LOONG_ERRLEN, "name must be 1..%zu characters", sizeof m->name - 1);
@@ -124,8 +188,17 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
     return 0;
 }
 
+/* The first character of text that is not white space. */
+static char first_char(const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    return *text;
+}
+
 int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERRLEN])
 {
+    if (first_char(text) == '{') return model_parse_hf(text, file, m, err);
     memset(m, 0, sizeof *m);
     const char *base = strrchr(file, '/');
     snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : file);
@@ -144,7 +217,7 @@ int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERR
         }
     }
     free(copy);
-    for (int k = 1; rc == 0 && k < (int)(sizeof model_keys / sizeof *model_keys); k++)
+    for (int k = 1; rc == 0 && k < MODEL_NREQUIRED; k++)
         if (!(seen & (1u << k))) {
             snprintf(err, LOONG_ERRLEN, "%s: no '%s = ...' line: every key but name is required", file, model_keys[k]);
             rc = -1;
@@ -170,43 +243,43 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN])
 {
     size_t n = strlen(spec);
     bool is_path = strchr(spec, '/') != NULL;
-    const char *exts[] = {".model", ".conf", ".txt"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *exts[] = {".model", ".conf", ".txt", ".json"};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
         size_t k = strlen(exts[i]);
         if (n > k && !strcmp(spec + n - k, exts[i])) is_path = true;
     }
     return is_path ? model_load_file(spec, m, err) : model_preset(spec, m, err);
 }
 
-uint64_t model_layer_params(const model *m)
+uint64_t model_layer_bias_params_tp(const model *m, int tp)
 {
-    uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
-    uint64_t qkv = h * (uint64_t)model_qkv_heads(m) * d;
-    uint64_t out = (uint64_t)m->heads * d * h;
-    uint64_t mlp = 3 * h * (uint64_t)m->ffn;
-    return qkv + out + mlp + 2 * h;
+    if (m->bias == MODEL_BIAS_NONE) return 0;
+    uint64_t qkv = (uint64_t)model_tp_qkv_heads(m, tp) * (uint64_t)m->head_dim;
+    return qkv + (m->bias == MODEL_BIAS_ALL ? (uint64_t)m->hidden : 0);
 }
 
-uint64_t model_head_params(const model *m)
+uint64_t model_layer_params(const model *m) { return model_layer_params_tp(m, 1); }
+
+uint64_t model_embed_params_tp(const model *m, int tp)
 {
-    uint64_t h = (uint64_t)m->hidden;
-    return 2 * (uint64_t)m->vocab * h + h;
+    return ((uint64_t)m->vocab + (uint64_t)tp - 1) / (uint64_t)tp * (uint64_t)m->hidden;
 }
 
-uint64_t model_params(const model *m) { return (uint64_t)m->layers * model_layer_params(m) + model_head_params(m); }
+uint64_t model_head_params(const model *m) { return model_head_params_tp(m, 1); }
+
+uint64_t model_params(const model *m) { return model_params_tp(m, 1); }
 
 uint64_t model_layer_params_tp(const model *m, int tp)
 {
     uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, t = (uint64_t)tp;
     uint64_t qkv = h * (uint64_t)model_tp_qkv_heads(m, tp) * d;
     uint64_t rest = (uint64_t)m->heads * d * h + 3 * h * (uint64_t)m->ffn; /* output projection, SwiGLU */
-    return qkv + rest / t + 2 * h;
+    return qkv + rest / t + 2 * h + model_layer_bias_params_tp(m, tp);
 }
 
 uint64_t model_head_params_tp(const model *m, int tp)
 {
-    uint64_t h = (uint64_t)m->hidden, v = ((uint64_t)m->vocab + (uint64_t)tp - 1) / (uint64_t)tp;
-    return 2 * v * h + h;
+    return (m->tied ? 1 : 2) * model_embed_params_tp(m, tp) + (uint64_t)m->hidden;
 }
 
 uint64_t model_params_tp(const model *m, int tp)

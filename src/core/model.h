@@ -19,8 +19,20 @@ typedef struct model {
     int kv_heads; /* H_kv: key/value heads (GQA when < heads) */
     int head_dim; /* d */
     int ffn;      /* SwiGLU inner width */
-    int vocab;    /* vocabulary (untied embedding and LM head) */
+    int vocab;    /* vocabulary (embedding and LM head) */
+    /* The optional keys (0: absent; what each changes: docs/concepts.md#models) */
+    bool tied;            /* tie_word_embeddings: the LM head is the embedding matrix (one V x hidden, not two) */
+    int bias;             /* attention_bias: MODEL_BIAS_* (vectors added by the projections) */
+    int window;           /* sliding_window: keys each query sees (0: all); read, costed as full causal */
+    char unmodelled[640]; /* keys of the file read but not modelled, "a, b, c" ("": none); never serialised */
 } model;
+
+/* attention_bias: none; Q, K and V (Qwen2's); Q, K, V and the output
+ * projection (Llama's, Qwen3's and Mistral's attention_bias = true). */
+enum { MODEL_BIAS_NONE, MODEL_BIAS_QKV, MODEL_BIAS_ALL };
+/* The spellings of attention_bias in model files and JSON ("none", "qkv", "all"). */
+const char *model_bias_name(int bias);
+int model_bias_parse(const char *s, int *out);
 
 /* Fill m with the preset called name. Returns 0, or -1 with a message that
  * lists the presets. */
@@ -30,17 +42,28 @@ int model_preset(const char *name, model *m, char err[LOONG_ERRLEN]);
 const char *model_preset_names(void);
 
 /* Load a model file: one `key = value` per line (keys: name, layers, hidden,
- * heads, kv_heads, head_dim, ffn, vocab), '#' starts a comment. Every key but
- * name is required, none twice; sizes are bounded (model_validate). Returns 0, or -1 with a message naming file:line.
- */
+ * heads, kv_heads, head_dim, ffn, vocab; optional tie_word_embeddings,
+ * attention_bias, sliding_window), '#' starts a comment. Every key but name
+ * and the optional ones is required, none twice; sizes are bounded
+ * (model_validate). A file whose text starts with '{' is read as a Hugging
+ * Face config.json (model_parse_hf). Returns 0, or -1 with a message naming
+ * file:line. */
 int model_load_file(const char *path, model *m, char err[LOONG_ERRLEN]);
 
 /* The same from memory: text is the file's content, file names it in
  * messages (and gives the default name). */
 int model_parse(const char *text, const char *file, model *m, char err[LOONG_ERRLEN]);
 
+/* A Hugging Face config.json (model_hf.c): the dense Llama, Qwen2/2.5/3,
+ * Mistral and Gemma families. Shape keys fill m; tie_word_embeddings,
+ * attention_bias and sliding_window fill the optional fields (with each
+ * model_type's default when absent); every other key is named in
+ * m->unmodelled. Mixture-of-experts keys, a JSON that is not such a config,
+ * or bad sizes: -1 with a one-line message naming file. */
+int model_parse_hf(const char *text, const char *file, model *m, char err[LOONG_ERRLEN]);
+
 /* Resolve --model: a preset name, or a path to a model file when the value
- * contains '/' or ends in ".model"/".conf"/".txt". */
+ * contains '/' or ends in ".model"/".conf"/".txt"/".json". */
 int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
 
 /* Check internal consistency (positive sizes, H % H_kv == 0). */
@@ -56,21 +79,31 @@ static inline int model_tp_kv_heads(const model *m, int tp) { return m->kv_heads
 static inline int model_tp_qkv_heads(const model *m, int tp) { return m->heads / tp + 2 * model_tp_kv_heads(m, tp); }
 
 /* Weights of one transformer block: QKV, output projection, three SwiGLU
- * matrices and two RMSNorm vectors. */
+ * matrices, two RMSNorm vectors and the attention biases. */
 uint64_t model_layer_params(const model *m);
+/* The bias vectors of one block's attention, of a TP shard's heads
+ * (tp = 1: all): (H + 2 H_kv) d for qkv, + hidden for all (the output
+ * projection's bias is replicated over TP, as Megatron's row-parallel
+ * bias is). */
+uint64_t model_layer_bias_params_tp(const model *m, int tp);
 
-/* Weights outside the blocks: untied embedding, LM head, final norm. */
+/* Weights outside the blocks: embedding, LM head unless tied, final norm. */
 uint64_t model_head_params(const model *m);
 
-/* All weights: L blocks + untied embedding + LM head + final norm. */
+/* All weights: L blocks + embedding + LM head (unless tied) + final norm. */
 uint64_t model_params(const model *m);
 /* The same held by one of tp tensor-parallel ranks (Megatron's shards):
  * the QKV, output and MLP weights divided by tp (QKV's K and V: of the
  * shard's model_tp_kv_heads(), replicas included), the norms replicated;
  * the embedding and LM head vocab-parallel over ceil(V/tp) rows each
- * (Megatron pads the vocabulary to a multiple of tp). tp = 1: the above. */
+ * (Megatron pads the vocabulary to a multiple of tp), one matrix when
+ * tied. tp = 1: the above. */
 uint64_t model_layer_params_tp(const model *m, int tp);
 uint64_t model_head_params_tp(const model *m, int tp);
 uint64_t model_params_tp(const model *m, int tp);
+/* One vocab-parallel embedding shard: ceil(V/tp) x hidden (with pp > 1 the
+ * first stage holds it and the last stage the LM head, tied or not:
+ * Megatron keeps a tied copy on the last stage, pipeline.c). */
+uint64_t model_embed_params_tp(const model *m, int tp);
 
 #endif

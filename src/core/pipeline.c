@@ -113,9 +113,11 @@ bool pipe_holds(const config *c, int stage, int l)
 
 uint64_t pipe_head_params(const config *c, int stage)
 {
-    uint64_t all = model_head_params_tp(&c->model, c->tp), emb = (all - (uint64_t)c->model.hidden) / 2;
-    if (c->pp == 1) return all;
-    return stage == 0 ? emb : stage == c->pp - 1 ? all - emb : 0;
+    uint64_t emb = model_embed_params_tp(&c->model, c->tp);
+    if (c->pp == 1) return model_head_params_tp(&c->model, c->tp);
+    /* the LM head and final norm on the last stage; tied, Megatron keeps
+     * the embedding's copy there (its embedding group all-reduces the two) */
+    return stage == 0 ? emb : stage == c->pp - 1 ? emb + (uint64_t)c->model.hidden : 0;
 }
 
 uint64_t pipe_stage_params(const config *c, int stage)

@@ -1,0 +1,668 @@
+/*
+ * cli_megatron: Megatron-LM's launch arguments in and out.
+ *
+ * In: `--megatron-args FILE|-` reads the arguments of a pretrain_gpt.py
+ * launch (as the .sh scripts of Megatron's examples write them: whitespace, newlines,
+ * backslash continuations, '#' comments, torchrun's own options beside) and
+ * turns them into configuration knobs, as if given on the command line. An
+ * argument that changes nothing in loong is named on one "read, not
+ * modelled" stderr line; a contradiction is an error naming both.
+ *
+ * Out: cli_megatron_emit writes the arguments that run a configuration, in
+ * the same form, so that reading them back gives the same configuration.
+ *
+ * Meanings: megatron/training/arguments.py (Megatron-LM core_r0.12) and
+ * Megatron-Core's parallel_state.RankGenerator (the order tp-cp-ep-dp-pp,
+ * or tp-cp-ep-pp-dp under --use-tp-pp-dp-mapping).
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/infile.h"
+#include "core/recompute.h"
+#include "cli.h"
+
+#define MG_MAX_ARGS 512
+#define MG_MAX_VALS 8
+
+/* One option as written: its name without "--" and its values. */
+typedef struct mg_arg {
+    char *name;
+    char *val[MG_MAX_VALS];
+    int nval;
+    bool used; /* modelled (or consumed by another's translation) */
+} mg_arg;
+
+typedef struct mg_args {
+    mg_arg a[MG_MAX_ARGS];
+    int n;
+    char skipped[512]; /* positional words and unmodelled arguments, for the note */
+} mg_args;
+
+/* The strings the knobs point at: they live as long as the process (each
+ * process reads one launch). */
+static char pool[16384];
+static size_t pool_used;
+
+static const char *keep(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(pool + pool_used, sizeof pool - pool_used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || pool_used + (size_t)n + 1 > sizeof pool) return "";
+    const char *s = pool + pool_used;
+    pool_used += (size_t)n + 1;
+    return s;
+}
+
+/* Split text into words: white space and backslash-newline separate, '#'
+ * starts a comment at the start of a word, quotes group. Words are
+ * pointers into text, which is modified. Returns the count. */
+static int split_words(char *text, char **w, int cap)
+{
+    int n = 0;
+    char *p = text;
+    while (*p && n < cap) {
+        while (*p && (isspace((unsigned char)*p) || (*p == '\\' && (p[1] == '\n' || p[1] == '\r'))))
+            p++;
+        if (!*p) break;
+        if (*p == '#') {
+            p += strcspn(p, "\n");
+            continue;
+        }
+        char q = (*p == '"' || *p == '\'') ? *p++ : 0;
+        w[n++] = p;
+        while (*p && (q ? *p != q : !isspace((unsigned char)*p)))
+            p++;
+        if (*p) *p++ = '\0';
+    }
+    return n;
+}
+
+static void note(mg_args *g, const char *what)
+{
+    size_t n = strlen(g->skipped);
+    if (n + strlen(what) + 6 < sizeof g->skipped)
+        snprintf(g->skipped + n, sizeof g->skipped - n, "%s%s", n ? ", " : "", what);
+    else if (n + 5 < sizeof g->skipped && !strstr(g->skipped, "..."))
+        snprintf(g->skipped + n, sizeof g->skipped - n, ", ...");
+}
+
+/* Group the words into options and their values (`--x=v` too); '_' in a
+ * name reads as '-' (torchrun's --nproc_per_node). */
+static int group_args(char **w, int n, mg_args *g, char err[LOONG_ERRLEN])
+{
+    g->n = 0;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(w[i], "--", 2) || !w[i][2]) {
+            const char *b = strrchr(w[i], '/');
+            b = b ? b + 1 : w[i];
+            size_t l = strlen(b);
+            bool launcher = !strcmp(b, "torchrun") || !strncmp(b, "python", 6) || (l > 3 && !strcmp(b + l - 3, ".py"));
+            if (!launcher) note(g, keep("'%.40s'", w[i]));
+            continue;
+        }
+        if (g->n == MG_MAX_ARGS) {
+            snprintf(err, LOONG_ERRLEN, "--megatron-args: more than %d options", MG_MAX_ARGS);
+            return -1;
+        }
+        mg_arg *a = &g->a[g->n++];
+        memset(a, 0, sizeof *a);
+        a->name = w[i] + 2;
+        char *eq = strchr(a->name, '=');
+        if (eq) *eq = '\0', a->val[a->nval++] = eq + 1;
+        for (char *p = a->name; *p; p++)
+            if (*p == '_') *p = '-';
+        while (!eq && i + 1 < n && strncmp(w[i + 1], "--", 2) && a->nval < MG_MAX_VALS)
+            a->val[a->nval++] = w[++i];
+    }
+    return 0;
+}
+
+static mg_arg *find(mg_args *g, const char *name)
+{
+    mg_arg *last = NULL;
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->a[i].name, name)) last = &g->a[i]; /* argparse: the last one wins */
+    for (int i = 0; last && i < g->n; i++)
+        if (!strcmp(g->a[i].name, name)) g->a[i].used = true;
+    return last;
+}
+
+/* The integer value of option name (a count >= 0), or dflt when absent. */
+static int int_arg(mg_args *g, const char *name, int dflt, int *out, char err[LOONG_ERRLEN])
+{
+    mg_arg *a = find(g, name);
+    *out = dflt;
+    if (!a) return 0;
+    if (a->nval < 1) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --%s needs a value", name);
+        return -1;
+    }
+    if (a->val[0][0] == '$') {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --%s %.40s is a shell variable: give its value", name, a->val[0]);
+        return -1;
+    }
+    char *end;
+    long v = strtol(a->val[0], &end, 10);
+    if (*end || v < 0 || v > (1L << 30)) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --%s %.40s is not a count", name, a->val[0]);
+        return -1;
+    }
+    *out = (int)v;
+    for (int i = 1; i < a->nval; i++) /* words after the value: positional ones */
+        if (!strstr(a->val[i], ".py")) note(g, keep("'%.40s'", a->val[i]));
+    return 0;
+}
+
+static const char *str_arg(mg_args *g, const char *name)
+{
+    mg_arg *a = find(g, name);
+    return a && a->nval ? a->val[0] : NULL;
+}
+
+static bool flag(mg_args *g, const char *name) { return find(g, name) != NULL; }
+
+/* The model of the launch: --num-layers, --hidden-size, ... Returns 1 when
+ * it gives one, 0 when it gives none of the shape options, -1 on error. */
+static int read_model(mg_args *g, int tp, model *m, char err[LOONG_ERRLEN])
+{
+    static const char *const shape[] = {"num-layers", "hidden-size", "num-attention-heads"};
+    int given = 0;
+    for (int i = 0; i < 3; i++)
+        given += find(g, shape[i]) != NULL;
+    if (!given) return 0;
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "megatron");
+    int groups = 0, ffn = 0, vocab = 0, padded = 0, div = 128;
+    if (int_arg(g, "num-layers", 0, &m->layers, err) < 0 || int_arg(g, "hidden-size", 0, &m->hidden, err) < 0 ||
+        int_arg(g, "num-attention-heads", 0, &m->heads, err) < 0 || int_arg(g, "ffn-hidden-size", 0, &ffn, err) < 0 ||
+        int_arg(g, "num-query-groups", 0, &groups, err) < 0 || int_arg(g, "vocab-size", 0, &vocab, err) < 0 ||
+        int_arg(g, "padded-vocab-size", 0, &padded, err) < 0 ||
+        int_arg(g, "make-vocab-size-divisible-by", 128, &div, err) < 0)
+        return -1;
+    if (!m->layers || !m->hidden || !m->heads) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--megatron-args: give all of --num-layers, --hidden-size and --num-attention-heads (or none, and "
+                 "--model)");
+        return -1;
+    }
+    bool gqa = flag(g, "group-query-attention");
+    if (groups && !gqa) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--megatron-args: --num-query-groups %d without --group-query-attention: Megatron ignores it and runs "
+                 "MHA; add --group-query-attention or drop --num-query-groups",
+                 groups);
+        return -1;
+    }
+    m->kv_heads = gqa && groups ? groups : m->heads;
+    if (int_arg(g, "kv-channels", m->hidden / m->heads, &m->head_dim, err) < 0) return -1;
+    if (!ffn) ffn = 4 * m->hidden;
+    /* loong's block is SwiGLU (3 matrices); Megatron's default MLP is GeLU
+     * with 2 of h x ffn: ffn' = 2 ffn / 3 keeps its weights and FLOPs */
+    if (flag(g, "swiglu"))
+        m->ffn = ffn;
+    else {
+        m->ffn = (2 * ffn + 1) / 3;
+        note(g, "the GeLU MLP (no --swiglu: costed as SwiGLU with ffn 2/3)");
+    }
+    if (!padded && !vocab) {
+        const char *tok = str_arg(g, "tokenizer-type");
+        if (!tok || strcmp(tok, "GPT2BPETokenizer")) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: no --vocab-size, and loong cannot read the tokenizer%s%s: give --vocab-size",
+                     tok ? " " : "", tok ? tok : "");
+            return -1;
+        }
+        vocab = 50257; /* GPT-2's BPE vocabulary */
+    }
+    /* Megatron pads to a multiple of make-vocab-size-divisible-by x tp;
+     * loong pads each shard itself (ceil(V/tp)), so divisor 1 keeps V */
+    int mult = div > 1 ? div * tp : 1;
+    m->vocab = padded ? padded : (vocab + mult - 1) / mult * mult;
+    m->tied = !flag(g, "untie-embeddings-and-output-weights");
+    bool nobias = flag(g, "disable-bias-linear"), qkv = flag(g, "add-qkv-bias");
+    m->bias = !nobias ? MODEL_BIAS_ALL : qkv ? MODEL_BIAS_QKV : MODEL_BIAS_NONE;
+    if (!nobias) note(g, "the MLP's linear biases (no --disable-bias-linear)");
+    return model_validate(m, err) < 0 ? -1 : 1;
+}
+
+/* --context-parallel-size and --cp-comm-type as mesh and strategy. */
+static int read_cp(mg_args *g, cli_config *out, char err[LOONG_ERRLEN])
+{
+    int cp;
+    if (int_arg(g, "context-parallel-size", 1, &cp, err) < 0) return -1;
+    mg_arg *t = find(g, "cp-comm-type"), *h = find(g, "hierarchical-context-parallel-sizes");
+    const char *type = t && t->nval ? t->val[0] : "p2p";
+    for (int i = 1; t && i < t->nval; i++) /* one per layer in Megatron: loong takes one for all */
+        if (strcmp(t->val[i], type)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: --cp-comm-type differs between layers (%s, %s): loong runs "
+                     "one for all layers",
+                     type, t->val[i]);
+            return -1;
+        }
+    bool hier = !strcmp(type, "a2a+p2p");
+    if (hier != (h != NULL)) {
+        snprintf(err, LOONG_ERRLEN,
+                 hier ? "--megatron-args: --cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes A P "
+                        "(without it Megatron-Bridge #2667 ran without context parallelism): give both"
+                      : "--megatron-args: --hierarchical-context-parallel-sizes is for --cp-comm-type a2a+p2p, not %s: "
+                        "give both or neither",
+                 type);
+        return -1;
+    }
+    if (hier) {
+        int a = h->nval == 2 ? atoi(h->val[0]) : 0, p = h->nval == 2 ? atoi(h->val[1]) : 0;
+        if (a < 1 || p < 1 || a * p != cp) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: --hierarchical-context-parallel-sizes must be two sizes whose product is "
+                     "--context-parallel-size %d",
+                     cp);
+            return -1;
+        }
+        out->val[KNOB_MESH] = keep("%dx%d", a, p);
+        out->val[KNOB_STRATEGY] = "usp";
+        return 0;
+    }
+    if (!strcmp(type, "p2p")) {
+        out->val[KNOB_MESH] = keep("1x%d", cp);
+        out->val[KNOB_STRATEGY] = cp > 1 ? "zigzag" : "ulysses";
+    } else if (!strcmp(type, "a2a")) {
+        out->val[KNOB_MESH] = keep("%dx1", cp);
+        out->val[KNOB_STRATEGY] = "ulysses";
+    } else if (!strcmp(type, "all_gather") || !strcmp(type, "allgather")) {
+        out->val[KNOB_MESH] = keep("1x%d", cp);
+        out->val[KNOB_STRATEGY] = "allgather";
+    } else {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --cp-comm-type %.40s: use p2p, a2a, all_gather or a2a+p2p", type);
+        return -1;
+    }
+    return 0;
+}
+
+/* Recompute: granularity, method, layers, modules. */
+static int read_recompute(mg_args *g, cli_config *out, char err[LOONG_ERRLEN])
+{
+    const char *gran = str_arg(g, "recompute-granularity");
+    if (!gran && flag(g, "recompute-activations")) gran = "selective";
+    if (!gran) {
+        out->val[KNOB_RECOMPUTE] = "none";
+        return 0;
+    }
+    if (strcmp(gran, "full") && strcmp(gran, "selective")) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --recompute-granularity %.40s: use full or selective", gran);
+        return -1;
+    }
+    out->val[KNOB_RECOMPUTE] = gran;
+    if (!strcmp(gran, "full")) {
+        const char *method = str_arg(g, "recompute-method");
+        int n;
+        if (int_arg(g, "recompute-num-layers", 1, &n, err) < 0) return -1;
+        out->val[KNOB_RECOMPUTE_METHOD] = method ? method : "uniform";
+        out->val[KNOB_RECOMPUTE_NUM_LAYERS] = keep("%d", n);
+        return 0;
+    }
+    mg_arg *mods = find(g, "recompute-modules");
+    if (!mods) return 0; /* Megatron's default: core_attn, loong's too */
+    char list[128] = "";
+    for (int i = 0; i < mods->nval; i++) {
+        int bit;
+        char why[LOONG_ERRLEN];
+        if (recompute_modules_parse(mods->val[i], &bit, why) < 0) {
+            note(g, keep("--recompute-modules %.30s", mods->val[i]));
+            continue;
+        }
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%s", l ? "," : "", mods->val[i]);
+    }
+    if (!list[0]) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --recompute-modules names none of core_attn, mlp");
+        return -1;
+    }
+    out->val[KNOB_RECOMPUTE_MODULES] = keep("%s", list);
+    return 0;
+}
+
+/* Pipeline: stages, virtual stages, uneven first/last stages. */
+static int read_pipeline(mg_args *g, int layers, cli_config *out, char err[LOONG_ERRLEN])
+{
+    int pp, vpp = 0, per = 0, first, last;
+    if (int_arg(g, "pipeline-model-parallel-size", 1, &pp, err) < 0 ||
+        int_arg(g, "virtual-pipeline-model-parallel-size", 0, &vpp, err) < 0 ||
+        int_arg(g, "num-layers-per-virtual-pipeline-stage", 0, &per, err) < 0 ||
+        int_arg(g, "decoder-first-pipeline-num-layers", 0, &first, err) < 0 ||
+        int_arg(g, "decoder-last-pipeline-num-layers", 0, &last, err) < 0)
+        return -1;
+    int v2;
+    if (int_arg(g, "num-virtual-stages-per-pipeline-rank", 0, &v2, err) < 0) return -1;
+    if (v2) vpp = v2;
+    if (per && vpp) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--megatron-args: give --num-layers-per-virtual-pipeline-stage or "
+                 "--virtual-pipeline-model-parallel-size, not both");
+        return -1;
+    }
+    if (per) {
+        if (!layers || layers % (pp * per)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: --num-layers-per-virtual-pipeline-stage %d does not divide --num-layers %d "
+                     "over --pipeline-model-parallel-size %d",
+                     per, layers, pp);
+            return -1;
+        }
+        vpp = layers / (pp * per);
+    }
+    out->val[KNOB_PP] = keep("%d", pp);
+    if (vpp > 1) out->val[KNOB_SCHEDULE] = "interleaved", out->val[KNOB_VPP] = keep("%d", vpp);
+    if (first) out->val[KNOB_PP_FIRST_LAYERS] = keep("%d", first);
+    if (last) out->val[KNOB_PP_LAST_LAYERS] = keep("%d", last);
+    if (flag(g, "account-for-embedding-in-pipeline-split")) out->val[KNOB_PP_EMBED_SLOT] = "on";
+    if (flag(g, "account-for-loss-in-pipeline-split")) out->val[KNOB_PP_LOSS_SLOT] = "on";
+    return 0;
+}
+
+/* Options that loong reads as they are, without their own translation:
+ * torchrun's world, and flags whose meaning is loong's already. */
+static void read_plain(mg_args *g)
+{
+    static const char *const modelled[] = {"use-mcore-models",        "use-flash-attn", "transformer-impl",
+                                           "position-embedding-type", "normalization",  "max-position-embeddings",
+                                           "tokenizer-type",          "nnodes",         "nproc-per-node"};
+    for (size_t i = 0; i < sizeof modelled / sizeof *modelled; i++)
+        (void)find(g, modelled[i]);
+    const char *backend = str_arg(g, "attention-backend");
+    if (backend && strcmp(backend, "flash") && strcmp(backend, "auto"))
+        note(g, keep("--attention-backend %.20s (costed as FlashAttention)", backend));
+    const char *fp8 = str_arg(g, "fp8-format");
+    if (fp8) note(g, keep("--fp8-format %.20s (GEMMs costed at bf16)", fp8));
+}
+
+/* The world of torchrun's --nnodes x --nproc-per-node, 0 when absent. */
+static int read_world(mg_args *g, cli_config *out, int *world, char err[LOONG_ERRLEN])
+{
+    int nodes, per;
+    if (int_arg(g, "nnodes", 0, &nodes, err) < 0 || int_arg(g, "nproc-per-node", 0, &per, err) < 0) return -1;
+    if (per) out->val[KNOB_GPUS_PER_NODE] = keep("%d", per);
+    *world = nodes && per ? nodes * per : 0;
+    return 0;
+}
+
+/* Data parallelism and the batch: dp from the world (or --dp), micro-batches
+ * from --global-batch-size. */
+static int read_batch(mg_args *g, const cli_config *given, int ranks, int world, cli_config *out,
+                      char err[LOONG_ERRLEN])
+{
+    int mbs, gbs, dp = 1;
+    if (int_arg(g, "micro-batch-size", 1, &mbs, err) < 0 || int_arg(g, "global-batch-size", 0, &gbs, err) < 0)
+        return -1;
+    if (given->val[KNOB_DP])
+        dp = atoi(given->val[KNOB_DP]);
+    else if (world) {
+        if (world % ranks) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: torchrun's %d GPUs are not a multiple of tp x cp x pp = %d: fix --nnodes or "
+                     "the parallel sizes",
+                     world, ranks);
+            return -1;
+        }
+        dp = world / ranks;
+    }
+    out->val[KNOB_BATCH] = keep("%d", mbs);
+    out->val[KNOB_DP] = keep("%d", dp);
+    if (gbs) {
+        if (dp < 1 || mbs < 1 || gbs % (mbs * dp)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--megatron-args: --global-batch-size %d is not a multiple of --micro-batch-size %d x %d "
+                     "data-parallel replicas",
+                     gbs, mbs, dp);
+            return -1;
+        }
+        out->val[KNOB_MICRO_BATCHES] = keep("%d", gbs / (mbs * dp));
+    }
+    return 0;
+}
+
+/* Everything else with a loong knob: tp, sp, overlap, seq, precision,
+ * optimizer sharding, rank order. */
+static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN])
+{
+    int seq;
+    out->val[KNOB_TP] = keep("%d", tp);
+    bool sp = flag(g, "sequence-parallel");
+    if (sp && tp == 1) note(g, "--sequence-parallel (TP 1: Megatron turns it off)");
+    if (tp > 1) out->val[KNOB_SEQUENCE_PARALLEL] = sp ? "on" : "off"; /* Megatron's default: off */
+    if (flag(g, "tp-comm-overlap")) out->val[KNOB_TP_OVERLAP] = "on";
+    if (int_arg(g, "seq-length", 0, &seq, err) < 0) return -1;
+    if (seq) out->val[KNOB_SEQ] = keep("%d", seq);
+    bool bf16 = flag(g, "bf16"), fp16 = flag(g, "fp16");
+    if (bf16 && fp16) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --bf16 and --fp16 both given: give one");
+        return -1;
+    }
+    if (fp16) note(g, "--fp16 (costed as bf16: the same bytes and tensor-core rate)");
+    out->val[KNOB_DTYPE] = bf16 || fp16 ? "bf16" : "fp32";
+    out->val[KNOB_ZERO] = flag(g, "use-distributed-optimizer") ? "1" : "0";
+    (void)flag(g, "use-tp-pp-dp-mapping"); /* the order: cli_megatron_read */
+    int ep, experts;
+    if (int_arg(g, "expert-model-parallel-size", 1, &ep, err) < 0 || int_arg(g, "num-experts", 0, &experts, err) < 0)
+        return -1;
+    if (ep > 1 || experts) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--megatron-args: --num-experts / --expert-model-parallel-size: a mixture of "
+                 "experts, which loong does not model yet");
+        return -1;
+    }
+    return 0;
+}
+
+/* Standard input whole (at most 1 MiB: a launch is a few KiB). */
+static char *read_stdin(char err[LOONG_ERRLEN])
+{
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args -: out of memory");
+        return NULL;
+    }
+    size_t r;
+    while (n < cap && (r = fread(buf + n, 1, cap - n, stdin)) > 0)
+        n += r;
+    if (n == cap || memchr(buf, '\0', n)) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args -: standard input is over 1 MiB or not text");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+int cli_megatron_read(const char *path, const cli_config *given, cli_config *out, model *m, bool *has_model,
+                      char err[LOONG_ERRLEN])
+{
+    /* the words point into text, and some knobs at them: it is held (one
+     * launch per process) */
+    static char *text;
+    free(text);
+    text = !strcmp(path, "-") ? read_stdin(err) : infile_read(path, "--megatron-args file", INFILE_TEXT_MAX, NULL, err);
+    if (!text) return -1;
+    static char *words[4 * MG_MAX_ARGS];
+    static mg_args g;
+    memset(&g, 0, sizeof g);
+    memset(out, 0, sizeof *out);
+    int n = split_words(text, words, 4 * MG_MAX_ARGS), tp, cp = 1, pp = 1, world = 0;
+    int rc = group_args(words, n, &g, err);
+    if (rc == 0) rc = int_arg(&g, "tensor-model-parallel-size", 1, &tp, err);
+    if (rc == 0) rc = read_cp(&g, out, err);
+    if (rc == 0) {
+        int r = read_model(&g, tp, m, err);
+        rc = r < 0 ? -1 : 0;
+        *has_model = r > 0;
+    }
+    if (rc == 0) rc = read_pipeline(&g, *has_model ? m->layers : 0, out, err);
+    if (rc == 0) rc = read_recompute(&g, out, err);
+    if (rc == 0) rc = read_rest(&g, tp, out, err);
+    if (rc == 0) rc = read_world(&g, out, &world, err);
+    if (rc == 0) {
+        int a = 1, b = 1;
+        sscanf(out->val[KNOB_MESH], "%dx%d", &a, &b);
+        cp = a * b;
+        pp = atoi(out->val[KNOB_PP]);
+        rc = read_batch(&g, given, tp * cp * pp, world, out, err);
+    }
+    if (rc == 0) read_plain(&g);
+    /* Megatron's default order tp-cp-ep-dp-pp puts a stage's replicas
+     * next to each other; loong's DAG holds one replica as ranks 0..P-1,
+     * so dp varies slowest (tp-cp-pp-dp, --use-tp-pp-dp-mapping's order):
+     * the same ranks when pp or dp is 1 */
+    if (rc == 0 && !flag(&g, "use-tp-pp-dp-mapping") && pp > 1 && atoi(out->val[KNOB_DP]) > 1)
+        note(&g, "the rank order tp-cp-ep-dp-pp (placed as tp-cp-pp-dp)");
+    for (int i = 0; rc == 0 && i < g.n; i++)
+        if (!g.a[i].used) note(&g, keep("--%s", g.a[i].name)), g.a[i].used = true;
+    if (rc == 0 && g.skipped[0]) fprintf(stderr, "loong: --megatron-args: read, not modelled: %s\n", g.skipped);
+    return rc;
+}
+
+/* ---- out ---- */
+
+/* The emitter's state: the lines so far and what could not be said. */
+typedef struct mg_out {
+    char args[4096], gaps[1024];
+    size_t n, ng;
+    int ngaps;
+} mg_out;
+
+static void arg(mg_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (o->n < sizeof o->args) o->n += (size_t)vsnprintf(o->args + o->n, sizeof o->args - o->n, fmt, ap);
+    va_end(ap);
+    if (o->n < sizeof o->args) o->n += (size_t)snprintf(o->args + o->n, sizeof o->args - o->n, " \\\n");
+}
+
+static void gap(mg_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (o->ng < sizeof o->gaps)
+        o->ng += (size_t)snprintf(o->gaps + o->ng, sizeof o->gaps - o->ng, "# not in Megatron-LM: ");
+    if (o->ng < sizeof o->gaps) o->ng += (size_t)vsnprintf(o->gaps + o->ng, sizeof o->gaps - o->ng, fmt, ap);
+    if (o->ng < sizeof o->gaps) o->ng += (size_t)snprintf(o->gaps + o->ng, sizeof o->gaps - o->ng, "\n");
+    va_end(ap);
+    o->ngaps++;
+}
+
+/* Context parallelism: the mesh and how KV moves. */
+static void emit_cp(mg_out *o, const config *c)
+{
+    int ph = c->p_head, ps = c->p_seq;
+    if (ph * ps > 1) arg(o, "--context-parallel-size %d", ph * ps);
+    if (c->ring == RING_ALLGATHER)
+        arg(o, "--cp-comm-type all_gather");
+    else if (ph > 1 && ps > 1)
+        arg(o, "--cp-comm-type a2a+p2p"), arg(o, "--hierarchical-context-parallel-sizes %d %d", ph, ps);
+    else if (ph > 1)
+        arg(o, "--cp-comm-type a2a");
+    else if (ps > 1)
+        arg(o, "--cp-comm-type p2p");
+    if (ps > 1 && c->ring != RING_SINGLE && c->ring != RING_ALLGATHER)
+        gap(o, "--ring %s (Megatron's CP is one ring: nearest --cp-comm-type p2p)", ring_name(c->ring));
+    if (ps > 1 && c->partition != PART_ZIGZAG)
+        gap(o, "--partition %s (Megatron balances 2 x cp chunks: zigzag)", partition_name(c->partition));
+    if (ph > 1 && ps > 1 && config_placement(c) != PLACE_HEAD_FIRST)
+        gap(o, "context-first placement (a2a+p2p's all-to-all level is the inner one)");
+    if (c->docs) gap(o, "--docs (packed documents: Megatron reads them from the data)");
+}
+
+static void emit_pipeline(mg_out *o, const config *c)
+{
+    if (c->pp > 1) arg(o, "--pipeline-model-parallel-size %d", c->pp);
+    if (c->schedule == SCHED_INTERLEAVED && c->vpp > 1) arg(o, "--num-virtual-stages-per-pipeline-rank %d", c->vpp);
+    if (c->schedule == SCHED_GPIPE) gap(o, "--schedule gpipe (Megatron runs 1F1B)");
+    if (c->pp_first) arg(o, "--decoder-first-pipeline-num-layers %d", c->pp_first);
+    if (c->pp_last) arg(o, "--decoder-last-pipeline-num-layers %d", c->pp_last);
+    if (c->pp_embed_slot) arg(o, "--account-for-embedding-in-pipeline-split");
+    if (c->pp_loss_slot) arg(o, "--account-for-loss-in-pipeline-split");
+}
+
+static void emit_model(mg_out *o, const config *c)
+{
+    const model *m = &c->model;
+    arg(o, "--num-layers %d", m->layers);
+    arg(o, "--hidden-size %d", m->hidden);
+    arg(o, "--ffn-hidden-size %d", m->ffn);
+    arg(o, "--swiglu");
+    arg(o, "--num-attention-heads %d", m->heads);
+    if (m->kv_heads != m->heads) arg(o, "--group-query-attention"), arg(o, "--num-query-groups %d", m->kv_heads);
+    arg(o, "--kv-channels %d", m->head_dim);
+    arg(o, "--vocab-size %d", m->vocab);
+    arg(o, "--make-vocab-size-divisible-by 1"); /* loong pads each TP shard itself */
+    arg(o, "--position-embedding-type rope");
+    arg(o, "--normalization RMSNorm");
+    if (!m->tied) arg(o, "--untie-embeddings-and-output-weights");
+    if (m->bias != MODEL_BIAS_ALL) arg(o, "--disable-bias-linear");
+    if (m->bias == MODEL_BIAS_QKV) arg(o, "--add-qkv-bias");
+    if (m->bias == MODEL_BIAS_ALL) gap(o, "attention_bias all without the MLP's biases (Megatron adds both)");
+}
+
+static void emit_recompute(mg_out *o, const config *c)
+{
+    char mods[64];
+    switch (c->recompute) {
+    case RECOMPUTE_NONE: break;
+    case RECOMPUTE_SELECTIVE:
+        recompute_modules_text(c->recompute_modules, mods, sizeof mods);
+        for (char *p = mods; *p; p++)
+            if (*p == ',') *p = ' ';
+        arg(o, "--recompute-granularity selective");
+        arg(o, "--recompute-modules %s", mods);
+        break;
+    case RECOMPUTE_SCPP: gap(o, "--recompute scpp (LoongTrain's Selective Checkpoint++)"); break;
+    case RECOMPUTE_FULL:
+        arg(o, "--recompute-granularity full");
+        arg(o, "--recompute-method %s", c->recompute_method == RECOMPUTE_BLOCK ? "block" : "uniform");
+        arg(o, "--recompute-num-layers %d", c->recompute_layers);
+        break;
+    }
+}
+
+int cli_megatron_emit(FILE *f, const config *c)
+{
+    static mg_out o;
+    memset(&o, 0, sizeof o);
+    int world = config_world(c), per = c->gpus_per_node;
+    if (world % per == 0)
+        arg(&o, "--nnodes %d --nproc-per-node %d", world / per, per);
+    else
+        arg(&o, "--nnodes 1 --nproc-per-node %d", world);
+    arg(&o, "--tensor-model-parallel-size %d", c->tp);
+    if (c->tp > 1 && c->sequence_parallel) arg(&o, "--sequence-parallel");
+    if (c->tp > 1 && c->tp_overlap) arg(&o, "--tp-comm-overlap");
+    emit_cp(&o, c);
+    emit_pipeline(&o, c);
+    if (c->pp > 1 && c->dp > 1) arg(&o, "--use-tp-pp-dp-mapping"); /* loong's dp varies slowest */
+    arg(&o, "--micro-batch-size %d", c->batch);
+    arg(&o, "--global-batch-size %d", c->batch * c->micro_batches * c->dp);
+    arg(&o, "--seq-length %llu", (unsigned long long)c->seq);
+    arg(&o, "--max-position-embeddings %llu", (unsigned long long)c->seq);
+    emit_model(&o, c);
+    emit_recompute(&o, c);
+    if (c->zero == 1) arg(&o, "--use-distributed-optimizer");
+    if (c->zero >= 2)
+        gap(&o, "--zero %d (Megatron's distributed optimizer is ZeRO-1; FSDP is another launch)", c->zero);
+    if (c->act_bytes == 2) arg(&o, "--bf16");
+    arg(&o, "--attention-backend flash");
+    if (c->nccl_algo != COLL_ALGO_AUTO || c->nccl_proto != COLL_PROTO_AUTO)
+        gap(&o, "--nccl-algo/--nccl-proto (set NCCL_ALGO / NCCL_PROTO in the environment)");
+    if (!c->kv_replication) gap(&o, "--kv-replication off");
+    /* the last line has no continuation */
+    if (o.n >= 3 && o.n < sizeof o.args) o.args[o.n - 3] = '\n', o.args[o.n - 2] = '\0';
+    int rc = fprintf(f, "%s# torchrun --nnodes N --nproc-per-node G pretrain_gpt.py with these arguments\n%s", o.gaps,
+                     o.args);
+    return rc < 0 || ferror(f) ? -1 : o.ngaps;
+}
