@@ -499,7 +499,7 @@ START_TEST(dp_is_recorded)
     ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
     r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);
     ck_assert_msg(r.status == 2, "compare of dp 1 and dp 2 exits %d", r.status);
-    ck_assert_msg(strstr(r.err, "dp = 2") != NULL, "compare does not name dp: %s", r.err);
+    ck_assert_msg(strstr(r.err, "dp default vs 2") != NULL, "compare does not name dp: %s", r.err);
 }
 END_TEST
 
