@@ -314,6 +314,36 @@ static json_t *dag_config(const char *args)
  * by knob (the JSON object config_hash hashes). A contradiction is one line
  * naming both arguments; a published launch reads with its unmodelled
  * arguments listed. */
+/* loong check: a published run is plausible, a report above the peak is
+ * not (exit 1), and a tokens/s report of the same step reads alike. The
+ * ceiling is hardware FLOPs at the peak, so 1.01x the peak in TFLOP/s is
+ * over it whatever the configuration. */
+START_TEST(check_plausibility)
+{
+    const char *cfg =
+        "--megatron-args " LOONG_SRCDIR "/tests/../experiments/tp-published/gpt-1.7b.megatron --platform " LOONG_SRCDIR
+        "/topologies/a100-4n-8nic.xml";
+    run_result r = run_cmd("%s check %s --measured-tflops 137", LOONG_BIN, cfg); /* Table 1's figure */
+    ck_assert_msg(r.status == 0 && strstr(r.out, "\nplausible: "), "%d %s %s", r.status, r.out, r.err);
+    r = run_cmd("%s check %s --measured-tflops %g", LOONG_BIN, cfg, 312 * 1.01);
+    ck_assert_msg(r.status == 1 && strstr(r.out, "above the ceiling"), "%d %s", r.status, r.out);
+    r = run_cmd("%s check %s --measured-tflops %g", LOONG_BIN, cfg, 312 * 0.99);
+    ck_assert_msg(r.status == 0, "%d %s", r.status, r.out);
+    /* the same step as tokens/s: 512 x 2048 tokens per step */
+    double step;
+    const char *m = strstr(r.out, "# measured: step ");
+    ck_assert(m && sscanf(m, "# measured: step %lf", &step) == 1);
+    r = run_cmd("%s check %s --measured-tokens-per-s %.17g", LOONG_BIN, cfg, 512.0 * 2048 / step);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "(99.0 % of the 312 TFLOP/s peak)"), "%s", r.out);
+    static const char *bad[] = {"--measured-tflops 137 --measured-tokens-per-s 5", "", "--measured-tflops -3",
+                                "--measured-tflops 1e9 --tp 3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = run_cmd("%s check %s %s", LOONG_BIN, cfg, bad[i]);
+        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "%s: %d %s", bad[i], r.status, r.err);
+    }
+}
+END_TEST
+
 START_TEST(megatron_round_trip)
 {
     char model[] = "/tmp/loong-mg-XXXXXX", args[] = "/tmp/loong-mga-XXXXXX";
@@ -383,6 +413,7 @@ int main(void)
     tcase_add_test(tc, data_path_from_anywhere);
     tcase_add_test(tc, no_cuda_libraries_linked);
     tcase_add_test(tc, megatron_round_trip);
+    tcase_add_test(tc, check_plausibility);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -17,7 +17,7 @@ ok() { pass=$((pass + 1)); }
 page_of() {
     case $1 in
     dag) echo dag ;; sim) echo sim ;; exec) echo exec ;; plan) echo plan ;;
-    coll | topo) echo network-model ;; compare | calibrate) echo validation ;;
+    coll | topo) echo network-model ;; compare | calibrate) echo validation ;; check) echo frameworks ;;
     *) echo "" ;;
     esac
 }

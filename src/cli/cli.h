@@ -53,6 +53,7 @@ typedef struct cli_config {
     const char *val[KNOB_COUNT];
     const char *docs_file, *doc_dist, *seed; /* the other two ways to give KNOB_DOCS, and the draw's seed */
     const char *megatron;                    /* --megatron-args FILE|- (cli_megatron.c) */
+    char megatron_note[1024]; /* its arguments read but not modelled, said once the configuration is valid */
 } cli_config;
 
 /* getopt_long values of the configuration options: CLI_OPT_BASE + knob,
@@ -138,6 +139,7 @@ int cmd_sim(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 /* loong compare --kineto (cmd_compare_kineto.c), which cmd_compare hands over to. */
 int cmd_compare_kineto(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

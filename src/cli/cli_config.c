@@ -242,6 +242,7 @@ static int merge_megatron(const cli_config *cc, cli_config *merged, model *m, bo
     if (cli_megatron_read(cc->megatron, cc, &mg, m, has_model, err) < 0) return -1;
     for (int k = 0; k < KNOB_COUNT; k++)
         if (!merged->val[k]) merged->val[k] = mg.val[k];
+    snprintf(merged->megatron_note, sizeof merged->megatron_note, "%s", mg.megatron_note);
     if (cc->val[KNOB_MODEL]) *has_model = false;
     return 0;
 }
@@ -293,6 +294,7 @@ int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN]
     if (parse_knobs(cc, c, last, (int)(sizeof last / sizeof *last), err) < 0) return -1;
     if (config_validate(c, err) < 0) return -1;
     model_note(&c->model, c->seq);
+    if (cc->megatron_note[0]) fprintf(stderr, "loong: --megatron-args: read, not modelled: %s\n", cc->megatron_note);
     int nodes = c->tp > 1 ? config_tp_nodes(c) : 1;
     if (nodes > 1)
         fprintf(stderr,

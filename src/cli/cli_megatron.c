@@ -523,7 +523,9 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
         note(&g, "the rank order tp-cp-ep-dp-pp (placed as tp-cp-pp-dp)");
     for (int i = 0; rc == 0 && i < g.n; i++)
         if (!g.a[i].used) note(&g, keep("--%s", g.a[i].name)), g.a[i].used = true;
-    if (rc == 0 && g.skipped[0]) fprintf(stderr, "loong: --megatron-args: read, not modelled: %s\n", g.skipped);
+    /* said by cli_config_finish once the configuration is valid: a bad
+     * input keeps its one line */
+    if (rc == 0) snprintf(out->megatron_note, sizeof out->megatron_note, "%s", g.skipped);
     return rc;
 }
 

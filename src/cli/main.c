@@ -19,6 +19,7 @@ static const cli_command commands[] = {
     {"plan", "choose the layout for N GPUs: memory + analytical model, SimGrid ranking", cmd_plan},
     {"compare", "compare a predicted trace with a measured one, task by task", cmd_compare},
     {"calibrate", "fit compute rates and link alpha/beta from measured traces", cmd_calibrate},
+    {"check", "is a reported throughput plausible? against the ceiling and the prediction", cmd_check},
 #ifdef HAVE_MPI
     {"exec", "run the DAG on MPI ranks with CPU kernels; --check proves it numerically", cmd_exec},
 #endif
