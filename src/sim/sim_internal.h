@@ -86,6 +86,8 @@ typedef struct sim_state {
     double *jitter;            /* per (replica, task): the kernel's jitter factor; NULL: none */
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
     nccl_group *groups;        /* per (replica, DAG group), shaped on first use (n == 0: not yet) */
+    bool coalesce;             /* runs of ready kernels in one sleep (LOONG_SIM_COALESCE=0: one per kernel) */
+    uint64_t compute_runs;     /* the sleeps (or executions) the compute tasks took */
     uint64_t completed;        /* tasks done, for progress */
     bool progress;
     double wall0, last_report;
