@@ -673,8 +673,7 @@ static void simulate_child(const config *c, const char *coalesce, const char *pa
     }
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the simulation with LOONG_SIM_COALESCE=%s failed",
-                  coalesce);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the simulation with LOONG_SIM_COALESCE=%s failed", coalesce);
 }
 
 /* A run of ready kernels slept through in one call (sim_actor.c) times
@@ -727,8 +726,8 @@ START_TEST(coalesced_kernels_exact)
     memcpy(&runs_a, (char *)a + len - sizeof runs_a, sizeof runs_a);
     memcpy(&runs_b, (char *)b + len - sizeof runs_b, sizeof runs_b);
     ck_assert_uint_eq(runs_b, ncompute); /* one sleep per kernel */
-    ck_assert_msg(runs_a < ncompute, "row %d: %llu compute activities for %u kernels", _i,
-                  (unsigned long long)runs_a, ncompute);
+    ck_assert_msg(runs_a < ncompute, "row %d: %llu compute activities for %u kernels", _i, (unsigned long long)runs_a,
+                  ncompute);
     printf("# coalesced kernels, row %d: %u tasks, %u kernels in %llu activities\n", _i, n, ncompute,
            (unsigned long long)runs_a);
     free(a);

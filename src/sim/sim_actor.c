@@ -78,7 +78,7 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
         t += d;
         k++;
     } while (S->coalesce && k < me->n && task_is_compute(dag_task_get(S->g, me->ids[k])) &&
-             sim_event_ready_by(me, dag_task_get(S->g, me->ids[k]), t));
+             sim_event_ready_by(me, k, t));
     sim_event_scheduled(me, k);
     S->compute_runs++;
     if (t - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t);
@@ -132,7 +132,7 @@ static void stream_main(int argc, char **argv)
         while (i + k < me->n && (dag_task_get(S->g, me->ids[i + k])->flags & DAG_F_GROUPED))
             k++;
         for (uint32_t j = 0; j < k; j++)
-            sim_event_wait_deps(me, dag_task_get(S->g, me->ids[i + j]));
+            sim_event_wait_deps(me, i + j);
         if (task_is_compute(t)) {
             k = S->interference ? run_compute_shared(me, i) : run_compute(me, i);
         } else {
@@ -210,6 +210,11 @@ static void spawn(sim_state *S)
                 S->pos[st->ids[i]] = i;
             if (st->n) st->sem = sg_sem_init(0);
         }
+    for (int g = 0; g < S->reps * S->P; g++)
+        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++)
+            if (sim_stream_of(S, g, s)->n) sim_event_resolve(sim_stream_of(S, g, s));
+    free(S->pos); /* resolved: the largest array but two, no longer read */
+    S->pos = NULL;
     for (int g = 0; g < S->reps * S->P; g++)
         for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
             sim_stream *st = sim_stream_of(S, g, s);
@@ -297,7 +302,10 @@ static void release(sim_state *S)
     for (int i = 0; S->streams && i < S->reps * S->P * STREAM_COUNT; i++) {
         if (S->streams[i].sem) sg_sem_destroy(S->streams[i].sem);
         sim_flow_release(&S->streams[i]);
+        free(S->streams[i].deps);
+        free(S->streams[i].dep_at);
     }
+    free(S->grank);
     free(S->streams);
     tiles_free(S->tiles);
     free(S->pos);
@@ -312,7 +320,9 @@ static void release(sim_state *S)
 
 /* The replicas: their mesh, how many run, and the platform their
  * gradient groups take (with as many nodes as every replica's ranks; by
- * symmetry they need not exist); and the dimensions run by symmetry. */
+ * symmetry they need not exist); the dimensions run by symmetry; and
+ * each (replica, DAG rank)'s global rank, looked up by every flow and
+ * dependency. */
 static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
 {
     S->mesh = config_mesh(S->c);
@@ -320,6 +330,10 @@ static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
     S->reps = every_replica ? S->dp : 1;
     S->folded = (S->reps < S->dp ? MESH_BIT(MESH_DP) : 0) | (tp_symmetric ? MESH_BIT(MESH_TP) : 0);
     if (S->spec) S->dp_spec = nccl_spec_holding(S->spec, mesh_size(&S->mesh), 0);
+    S->grank = xmalloc_array((size_t)S->reps * (size_t)S->P, sizeof *S->grank, "the simulation's ranks");
+    for (int rep = 0; rep < S->reps; rep++)
+        for (int r = 0; r < S->P; r++)
+            S->grank[rep * S->P + r] = mesh_unfold(&S->mesh, MESH_BIT(MESH_DP), r, rep);
 }
 
 /* TP by symmetry: what it needs (sim_run_fold). */
@@ -422,6 +436,7 @@ int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_
     dp_setup(&S, every_replica, tp_symmetric);
     if (tp_symmetric && check_tp_fold(&S, err) < 0) {
         tiles_free(S.tiles);
+        free(S.grank);
         return -1;
     }
     size_t reps = (size_t)S.reps;
