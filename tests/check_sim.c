@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include <simgrid/actor.h>
 #include <simgrid/engine.h>
@@ -645,6 +646,96 @@ START_TEST(tp_symmetric_vs_full)
 }
 END_TEST
 
+/* One simulation of c (llama3-8b, 2 blocks) on the 4-node DGX H100
+ * platform with the shipped H100 table, in a child process (SimGrid
+ * starts once per process), with LOONG_SIM_COALESCE=`coalesce`: every
+ * task's start and duration, then the compute activities, into path. */
+static void simulate_child(const config *c, const char *coalesce, const char *path)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char err[LOONG_ERRLEN] = "";
+        setenv("LOONG_SIM_COALESCE", coalesce, 1);
+        calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+        sim_platform *pf = cb ? sim_platform_open(LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", 0, NULL, err) : NULL;
+        dag *g = pf ? dag_build(c, err) : NULL;
+        sim_result res;
+        if (!g || sim_run_dp(pf, g, cb, false, false, &res, err) < 0) {
+            fprintf(stderr, "coalesce=%s: %s\n", coalesce, err);
+            _exit(1);
+        }
+        FILE *f = fopen(path, "wb");
+        uint32_t n = dag_ntasks(g);
+        bool ok = f && fwrite(res.start, sizeof *res.start, n, f) == n && fwrite(res.dur, sizeof *res.dur, n, f) == n &&
+                  fwrite(&res.compute_runs, sizeof res.compute_runs, 1, f) == 1;
+        _exit(ok && fclose(f) == 0 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the simulation with LOONG_SIM_COALESCE=%s failed", coalesce);
+}
+
+/* A run of ready kernels slept through in one call (sim_actor.c) times
+ * every task as one sleep per kernel does: each task's start and end
+ * equal to 1e-9 relative, on ring CP, TP with sequence parallelism, 1F1B,
+ * recompute and ZeRO-3 with replicas; and the runs are coalesced (fewer
+ * compute activities than compute tasks), so the comparison is not void. */
+START_TEST(coalesced_kernels_exact)
+{
+    static const struct {
+        const char *strategy;
+        int ph, ps, window, tp, pp, m, zero, dp;
+        recompute_kind rc;
+    } rows[] = {
+        {"loongtrain", 2, 4, 2, 1, 1, 1, 1, 1, RECOMPUTE_NONE}, /* ring CP, double ring */
+        {"usp", 2, 2, 0, 2, 1, 1, 1, 1, RECOMPUTE_NONE},        /* TP 2, sequence parallel */
+        {"zigzag", 1, 4, 0, 1, 2, 4, 1, 1, RECOMPUTE_NONE},     /* PP 2, 1F1B, 4 micro-batches */
+        {"zigzag", 1, 8, 0, 1, 1, 1, 1, 1, RECOMPUTE_FULL},     /* full recompute */
+        {"usp", 2, 4, 0, 1, 1, 1, 3, 2, RECOMPUTE_SELECTIVE},   /* ZeRO-3 over 2 replicas */
+    };
+    config c = tcfg("llama3-8b", 64 * K, rows[_i].strategy, rows[_i].ph, rows[_i].ps, rows[_i].window, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = rows[_i].tp;
+    c.pp = rows[_i].pp;
+    c.micro_batches = rows[_i].m;
+    c.zero = rows[_i].zero;
+    c.dp = rows[_i].dp;
+    c.recompute = rows[_i].rc;
+    char err[LOONG_ERRLEN] = "", on[160], off[160];
+    ck_assert_msg(config_validate(&c, err) == 0, "row %d: %s", _i, err);
+    snprintf(on, sizeof on, "%s/coalesced.bin", dir);
+    snprintf(off, sizeof off, "%s/one-by-one.bin", dir);
+    simulate_child(&c, "1", on);
+    simulate_child(&c, "0", off);
+    dag *g = tbuild(&c);
+    uint32_t n = dag_ntasks(g), ncompute = 0;
+    size_t len = 2 * (size_t)n * sizeof(double) + sizeof(uint64_t);
+    double *a = malloc(len), *b = malloc(len);
+    FILE *fa = fopen(on, "rb"), *fb = fopen(off, "rb");
+    ck_assert_msg(a && b && fa && fb && fread(a, 1, len, fa) == len && fread(b, 1, len, fb) == len, "short result");
+    fclose(fa);
+    fclose(fb);
+    for (uint32_t i = 0; i < n; i++) {
+        double sa = a[i], ea = sa + a[n + i], sb = b[i], eb = sb + b[n + i];
+        ck_assert_msg(fabs(sa - sb) <= 1e-9 * fmax(fabs(sb), 1e-12) && fabs(ea - eb) <= 1e-9 * fmax(fabs(eb), 1e-12),
+                      "row %d task %u: [%.12f, %.12f] coalesced, [%.12f, %.12f] one by one", _i, i, sa, ea, sb, eb);
+        ncompute += task_is_compute(dag_task_get(g, i));
+    }
+    uint64_t runs_a, runs_b;
+    memcpy(&runs_a, (char *)a + len - sizeof runs_a, sizeof runs_a);
+    memcpy(&runs_b, (char *)b + len - sizeof runs_b, sizeof runs_b);
+    ck_assert_uint_eq(runs_b, ncompute); /* one sleep per kernel */
+    ck_assert_msg(runs_a < ncompute, "row %d: %llu compute activities for %u kernels", _i, (unsigned long long)runs_a,
+                  ncompute);
+    printf("# coalesced kernels, row %d: %u tasks, %u kernels in %llu activities\n", _i, n, ncompute,
+           (unsigned long long)runs_a);
+    free(a);
+    free(b);
+    dag_free(g);
+}
+END_TEST
+
 /* The trace's size, estimated before simulating (--trace-max refuses on
  * it), against the file written: within 10 %, whole and filtered. */
 START_TEST(trace_size_estimate)
@@ -793,6 +884,7 @@ int main(void)
     tcase_add_test(cli, memory_verdict);
     tcase_add_test(cli, summary_counts_every_replica);
     tcase_add_test(cli, trace_size_estimate);
+    tcase_add_loop_test(cli, coalesced_kernels_exact, 0, 5);
     suite_add_tcase(s, cli);
     return check_run(s);
 }

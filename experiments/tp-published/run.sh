@@ -43,7 +43,7 @@ while read -r m tp gpus batch pub; do
     model=$HERE/gpt-$m.model
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel off"
-    out=$("$L" sim --model "$model" --seq 2048 --batch $((batch / dp)) --tp "$tp" $sp --mesh 1x1 --strategy ulysses \
+    out=$("$L" sim --quiet --model "$model" --seq 2048 --batch $((batch / dp)) --tp "$tp" $sp --mesh 1x1 --strategy ulysses \
         --dp "$dp" --dp-mode full --recompute full --zero 0 --platform "$plat" --calib "$TOP/topologies/a100.calib" --compose)
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     read -r l h <<<"$(awk -F' *= *' '$1 == "layers" {l = $2} $1 == "hidden" {h = $2} END {print l, h}' "$model")"

@@ -75,7 +75,8 @@ typedef struct sim_result {
     double makespan;     /* seconds */
     sim_link *links;     /* every link that carried traffic, busiest first */
     int nlinks;
-    double wall_s; /* wall-clock seconds of the simulation itself */
+    double wall_s;         /* wall-clock seconds of the simulation itself */
+    uint64_t compute_runs; /* SimGrid activities the compute tasks took: runs of ready kernels, one sleep each */
 } sim_result;
 
 /* Simulate g on pf with compute durations from cb. Checks that the

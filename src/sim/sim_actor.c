@@ -58,7 +58,13 @@ static double kernel_seconds(const sim_stream *me, const dag_task *x)
 }
 
 /* Run the compute task at position i and every following compute task
- * that is ready when its predecessor ends; returns how many ran. */
+ * that is ready when its predecessor ends (with S->coalesce); returns how
+ * many ran. Exact: without interference a kernel's duration does not
+ * depend on when it starts (its calibrated time, times its jitter draw and
+ * its host's straggler factor, all fixed per task), and a kernel whose
+ * events are all due by its predecessor's end starts at that end, as it
+ * would after a sleep of its own. Tasks of other streams that wait on a
+ * kernel of the run sleep until its known end (sim_event_scheduled). */
 static uint32_t run_compute(sim_stream *me, uint32_t i)
 {
     sim_state *S = me->S;
@@ -71,9 +77,10 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
         S->dur[me->off + x->id] = d;
         t += d;
         k++;
-    } while (k < me->n && task_is_compute(dag_task_get(S->g, me->ids[k])) &&
-             sim_event_ready_by(me, dag_task_get(S->g, me->ids[k]), t));
+    } while (S->coalesce && k < me->n && task_is_compute(dag_task_get(S->g, me->ids[k])) &&
+             sim_event_ready_by(me, k, t));
     sim_event_scheduled(me, k);
+    S->compute_runs++;
     if (t - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t);
     return k - i;
 }
@@ -91,6 +98,7 @@ static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
     double d = kernel_seconds(me, x), f = calib_interference(S->cb, x->kind);
     double t0 = simgrid_get_clock();
     S->start[me->off + x->id] = t0;
+    S->compute_runs++;
     if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(S->hosts[me->rank]), f > 0 ? 1 / f : 1e12);
     S->dur[me->off + x->id] = simgrid_get_clock() - t0;
     return 1;
@@ -124,7 +132,7 @@ static void stream_main(int argc, char **argv)
         while (i + k < me->n && (dag_task_get(S->g, me->ids[i + k])->flags & DAG_F_GROUPED))
             k++;
         for (uint32_t j = 0; j < k; j++)
-            sim_event_wait_deps(me, dag_task_get(S->g, me->ids[i + j]));
+            sim_event_wait_deps(me, i + j);
         if (task_is_compute(t)) {
             k = S->interference ? run_compute_shared(me, i) : run_compute(me, i);
         } else {
@@ -202,6 +210,11 @@ static void spawn(sim_state *S)
                 S->pos[st->ids[i]] = i;
             if (st->n) st->sem = sg_sem_init(0);
         }
+    for (int g = 0; g < S->reps * S->P; g++)
+        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++)
+            if (sim_stream_of(S, g, s)->n) sim_event_resolve(sim_stream_of(S, g, s));
+    free(S->pos); /* resolved: the largest array but two, no longer read */
+    S->pos = NULL;
     for (int g = 0; g < S->reps * S->P; g++)
         for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
             sim_stream *st = sim_stream_of(S, g, s);
@@ -289,7 +302,10 @@ static void release(sim_state *S)
     for (int i = 0; S->streams && i < S->reps * S->P * STREAM_COUNT; i++) {
         if (S->streams[i].sem) sg_sem_destroy(S->streams[i].sem);
         sim_flow_release(&S->streams[i]);
+        free(S->streams[i].deps);
+        free(S->streams[i].dep_at);
     }
+    free(S->grank);
     free(S->streams);
     tiles_free(S->tiles);
     free(S->pos);
@@ -304,7 +320,9 @@ static void release(sim_state *S)
 
 /* The replicas: their mesh, how many run, and the platform their
  * gradient groups take (with as many nodes as every replica's ranks; by
- * symmetry they need not exist); and the dimensions run by symmetry. */
+ * symmetry they need not exist); the dimensions run by symmetry; and
+ * each (replica, DAG rank)'s global rank, looked up by every flow and
+ * dependency. */
 static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
 {
     S->mesh = config_mesh(S->c);
@@ -312,6 +330,10 @@ static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
     S->reps = every_replica ? S->dp : 1;
     S->folded = (S->reps < S->dp ? MESH_BIT(MESH_DP) : 0) | (tp_symmetric ? MESH_BIT(MESH_TP) : 0);
     if (S->spec) S->dp_spec = nccl_spec_holding(S->spec, mesh_size(&S->mesh), 0);
+    S->grank = xmalloc_array((size_t)S->reps * (size_t)S->P, sizeof *S->grank, "the simulation's ranks");
+    for (int rep = 0; rep < S->reps; rep++)
+        for (int r = 0; r < S->P; r++)
+            S->grank[rep * S->P + r] = mesh_unfold(&S->mesh, MESH_BIT(MESH_DP), r, rep);
 }
 
 /* TP by symmetry: what it needs (sim_run_fold). */
@@ -367,6 +389,15 @@ static void unfold_perturbed(const sim_faults *F, const config *c, bool *every_r
     }
 }
 
+/* Runs of ready kernels are slept through in one call unless the
+ * environment says LOONG_SIM_COALESCE=0 (docs/sim.md: for the test that
+ * proves them exact, and to debug the simulator one kernel at a time). */
+static bool coalesce_on(void)
+{
+    const char *v = getenv("LOONG_SIM_COALESCE");
+    return !v || strcmp(v, "0") != 0;
+}
+
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
 {
     return sim_run_dp(pf, g, cb, progress_on, false, res, err);
@@ -401,9 +432,11 @@ int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_
     S.spec = sim_platform_nccl_spec(pf);
     S.tiles = tiles_new(cb, c);
     S.interference = calib_has_interference(cb);
+    S.coalesce = coalesce_on();
     dp_setup(&S, every_replica, tp_symmetric);
     if (tp_symmetric && check_tp_fold(&S, err) < 0) {
         tiles_free(S.tiles);
+        free(S.grank);
         return -1;
     }
     size_t reps = (size_t)S.reps;
@@ -422,6 +455,7 @@ int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_
     S.wall0 = S.last_report = wall_now();
     int rc = sim_start_checked(&S, S.hosts[0], (int)reps * P, spawn_streams, &S, err);
     res->wall_s = wall_now() - S.wall0;
+    res->compute_runs = S.compute_runs;
     if (rc == 0) rc = check_finished(&S, err);
     unfold_tp(&S, n);
     collect_times(&S, n, res);

@@ -18,42 +18,65 @@
 #include <xbt/log.h>
 
 #include "sim_internal.h"
+#include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_event, loong, "loong sim: cross-stream events");
 
-void sim_event_wait_deps(sim_stream *me, const dag_task *t)
+void sim_event_resolve(sim_stream *st)
+{
+    sim_state *S = st->S;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < st->n; i++)
+        total += dag_task_get(S->g, st->ids[i])->ndeps;
+    st->dep_at = xmalloc_array((size_t)st->n + 1, sizeof *st->dep_at, "the simulation's dependencies");
+    st->deps = xmalloc_array(total ? total : 1, sizeof *st->deps, "the simulation's dependencies");
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        const dag_task *t = dag_task_get(S->g, st->ids[i]);
+        const uint32_t *deps = dag_deps(S->g, t);
+        st->dep_at[i] = k;
+        for (int j = 0; j < t->ndeps; j++) {
+            const dag_task *d = dag_task_get(S->g, deps[j]);
+            int mate = sim_rank_of(S, d->rank, st->rep) * STREAM_COUNT + d->stream;
+            st->deps[k++] = (sim_dep){(uint32_t)mate, S->pos[deps[j]] + 1};
+        }
+    }
+    st->dep_at[st->n] = k;
+}
+
+void sim_event_wait_deps(sim_stream *me, uint32_t i)
 {
     sim_state *S = me->S;
-    const uint32_t *deps = dag_deps(S->g, t);
-    for (int i = 0; i < t->ndeps; i++) {
-        const dag_task *d = dag_task_get(S->g, deps[i]);
-        sim_stream *other = sim_stream_mate(me, d->rank, d->stream);
-        uint32_t need = S->pos[deps[i]] + 1;
-        while (other->done < need) {
-            if (other->sched >= need) { /* end time known: sleep until then */
-                double end = S->start[me->off + deps[i]] + S->dur[me->off + deps[i]];
+    for (uint32_t j = me->dep_at[i]; j < me->dep_at[i + 1]; j++) {
+        const sim_dep *d = &me->deps[j];
+        sim_stream *other = &S->streams[d->mate];
+        while (other->done < d->need) {
+            if (other->sched >= d->need) { /* end time known: sleep until then */
+                uint32_t id = other->ids[d->need - 1];
+                double end = S->start[me->off + id] + S->dur[me->off + id];
                 if (end - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(end);
                 break;
             }
             /* each actor waits on one thing at a time, so a stream has at
              * most STREAM_COUNT - 1 waiters */
-            other->waiters[other->nwaiters++] = (sim_waiter){need, me->sem};
-            XBT_DEBUG("rank %d %s: task %u waits for task %u", me->rank, stream_name(me->stream), t->id, deps[i]);
+            other->waiters[other->nwaiters++] = (sim_waiter){d->need, me->sem};
+            XBT_DEBUG("rank %d %s: task %u waits for task %u", me->rank, stream_name(me->stream), me->ids[i],
+                      other->ids[d->need - 1]);
             sg_sem_acquire(me->sem);
         }
     }
 }
 
-bool sim_event_ready_by(const sim_stream *me, const dag_task *t, double at)
+bool sim_event_ready_by(const sim_stream *me, uint32_t i, double at)
 {
     const sim_state *S = me->S;
-    const uint32_t *deps = dag_deps(S->g, t);
-    for (int i = 0; i < t->ndeps; i++) {
-        const dag_task *d = dag_task_get(S->g, deps[i]);
-        const sim_stream *other = sim_stream_mate(me, d->rank, d->stream);
-        uint32_t need = S->pos[deps[i]] + 1;
-        if (other->done >= need) continue;
-        if (other->sched >= need && S->start[me->off + deps[i]] + S->dur[me->off + deps[i]] <= at) continue;
+    for (uint32_t j = me->dep_at[i]; j < me->dep_at[i + 1]; j++) {
+        const sim_dep *d = &me->deps[j];
+        const sim_stream *other = &S->streams[d->mate];
+        if (other->done >= d->need) continue;
+        if (other->sched < d->need) return false;
+        uint32_t id = other->ids[d->need - 1];
+        if (S->start[me->off + id] + S->dur[me->off + id] <= at) continue;
         return false;
     }
     return true;

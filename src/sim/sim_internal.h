@@ -33,6 +33,15 @@ typedef struct sim_chan {
     sg_mailbox_t mb;
 } sim_chan;
 
+/* A cross-stream dependency of a stream's task, resolved in its replica
+ * when the actors are spawned: the stream it waits on (an index into
+ * sim_state's streams) and how many of that stream's tasks must have
+ * completed (the awaited task is that stream's ids[need - 1]). The actors
+ * read these in stream order instead of chasing each dependency's task. */
+typedef struct sim_dep {
+    uint32_t mate, need;
+} sim_dep;
+
 /* One (rank, stream): an actor walking the stream's tasks in order. With
  * data-parallel replicas simulated in full, rank is the global one (the
  * mesh's: mesh_unfold of the DAG's rank over dp into replica rep) and the
@@ -44,9 +53,11 @@ typedef struct sim_stream {
     uint32_t off; /* rep * ntasks: this replica's entries of start/dur */
     const uint32_t *ids;
     uint32_t n;
-    uint32_t done;  /* tasks completed, in order (an event = a prefix count) */
-    uint32_t sched; /* tasks whose end time is already fixed (>= done): a batch of compute in flight */
-    sg_sem_t sem;   /* this actor parks here while it waits on another stream */
+    sim_dep *deps;    /* every task's dependencies, in stream order */
+    uint32_t *dep_at; /* n + 1 offsets: task i's are deps[dep_at[i] .. dep_at[i + 1]) */
+    uint32_t done;    /* tasks completed, in order (an event = a prefix count) */
+    uint32_t sched;   /* tasks whose end time is already fixed (>= done): a batch of compute in flight */
+    sg_sem_t sem;     /* this actor parks here while it waits on another stream */
     sim_waiter waiters[STREAM_COUNT];
     int nwaiters;
     sim_chan *out, *in; /* mailbox caches */
@@ -70,9 +81,10 @@ typedef struct sim_state {
     tiles *tiles;          /* attention work at the kernels' tile granularity (NULL: exact pairs) */
     sg_host_t *hosts;      /* per global rank */
     sim_stream *streams;   /* reps * P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
-    uint32_t *pos;         /* per task: position in its stream */
+    uint32_t *pos;         /* per task: position in its stream (until the dependencies are resolved) */
     double *start, *dur;   /* per (replica, task), [rep * ntasks + id] */
     int P;                 /* ranks of one replica (the DAG's) */
+    int *grank;            /* per (replica, DAG rank), rep * P + r: the global rank (mesh_unfold over dp) */
     mesh mesh;             /* the config's: every replica's ranks */
     int reps;              /* replicas simulated: dp in full, 1 by symmetry */
     mesh_dims folded;      /* the dimensions simulated by symmetry: dp (one replica), tp (TP rank 0) */
@@ -86,6 +98,8 @@ typedef struct sim_state {
     double *jitter;            /* per (replica, task): the kernel's jitter factor; NULL: none */
     const platform_spec *spec; /* the platform's, when it runs NCCL's collectives (spec->nccl); else NULL */
     nccl_group *groups;        /* per (replica, DAG group), shaped on first use (n == 0: not yet) */
+    bool coalesce;             /* runs of ready kernels in one sleep (LOONG_SIM_COALESCE=0: one per kernel) */
+    uint64_t compute_runs;     /* the sleeps (or executions) the compute tasks took */
     uint64_t completed;        /* tasks done, for progress */
     bool progress;
     double wall0, last_report;
@@ -102,16 +116,7 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
 }
 
 /* The global rank of the DAG's rank r in replica rep. */
-static inline int sim_rank_of(const struct sim_state *S, int r, int rep)
-{
-    return mesh_unfold(&S->mesh, MESH_BIT(MESH_DP), r, rep);
-}
-
-/* The stream of the DAG's rank `r` in me's replica. */
-static inline sim_stream *sim_stream_mate(const sim_stream *me, int r, int stream)
-{
-    return sim_stream_of(me->S, sim_rank_of(me->S, r, me->rep), stream);
-}
+static inline int sim_rank_of(const struct sim_state *S, int r, int rep) { return S->grank[rep * S->P + r]; }
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
 sg_host_t *sim_platform_hosts(sim_platform *pf);
@@ -133,12 +138,16 @@ const platform_spec *sim_platform_nccl_spec(const sim_platform *pf);
 int sim_start_checked(sim_state *S, sg_host_t where, int n, void (*start)(void *), void *arg, char err[LOONG_ERRLEN]);
 
 /* ---- sim_event.c: cross-stream events ---- */
+/* Resolve the cross-stream dependencies of every task of st (its deps and
+ * dep_at; S's positions and global ranks filled). */
+void sim_event_resolve(sim_stream *st);
 /* Block the calling actor (stream me) until every cross-stream dependency
- * of t has completed. */
-void sim_event_wait_deps(sim_stream *me, const dag_task *t);
-/* True if every cross-stream dependency of t will have completed by time
- * `at` as far as is known now (completed, or scheduled to end by then). */
-bool sim_event_ready_by(const sim_stream *me, const dag_task *t, double at);
+ * of its task at position i has completed. */
+void sim_event_wait_deps(sim_stream *me, uint32_t i);
+/* True if every cross-stream dependency of me's task at position i will
+ * have completed by time `at` as far as is known now (completed, or
+ * scheduled to end by then). */
+bool sim_event_ready_by(const sim_stream *me, uint32_t i, double at);
 /* Stream st fixed the end times of its tasks up to sched (exclusive): wake
  * the waiters now covered, which then sleep until their task's end. */
 void sim_event_scheduled(sim_stream *st, uint32_t sched);
