@@ -47,7 +47,8 @@ static const gpu_kind kinds[] = {
      * on this kind of machine: peak = OpenBLAS fp32 sgemm on one core
      * (experiments/kernel-bench, about 100 GFLOP/s); links = MPI over shared
      * memory, rough until `loong calibrate` fits them. */
-    {"cpu", 100e9, 5e9, 1e9, 0, 0, 0, NCCL_NVLINK_US, 0, "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
+    {"cpu", 100e9, 5e9, 1e9, 0, 0, 0, NCCL_NVLINK_US, 0,
+     "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
