@@ -420,6 +420,35 @@ START_TEST(shipped_gemm_shapes)
 }
 END_TEST
 
+/* The A100 PCIe attention curve keeps SimuMax's measured kernel times
+ * (configs/system/a100_pcie.json, sdp_fwd/sdp_bwd at 4096 tokens, head dim
+ * 128): its FLOP count is the full square, fwd 4 s^2 h d and bwd 2.5 x that,
+ * over factor x 312T; loong's work is the 128x64 / 64x128 tiles' 0.515625
+ * s^2 pairs x 4 d h (x 2.5), plus the 5 us T0. 64 query heads, 8 KV heads
+ * (factors 1.1870 fwd, 1.0051 bwd), and 4 heads, 1 KV head (0.5142, 0.6747). */
+START_TEST(shipped_attention)
+{
+    static const struct {
+        int kind;
+        double heads, factor;
+    } rows[] = {{TASK_ATTN_FWD, 64, 1.187005822075009},
+                {TASK_ATTN_BWD, 64, 1.0050629192555385},
+                {TASK_ATTN_FWD, 4, 0.5141956346963809},
+                {TASK_ATTN_BWD, 4, 0.6746810734436374}};
+    char path[1024], err[LOONG_ERRLEN] = "";
+    snprintf(path, sizeof path, "%s/topologies/a100-pcie.calib", LOONG_SRCDIR);
+    calib *cb = calib_load(path, err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double s = 4096, mult = rows[i].kind == TASK_ATTN_BWD ? 2.5 : 1, full = 4 * s * s * 128 * rows[i].heads * mult;
+        double want = 5e-6 + full / (rows[i].factor * 312e12);
+        double got = calib_seconds(cb, rows[i].kind, 0.515625 * full, 0, s);
+        ck_assert_msg(fabs(got / want - 1) < 2e-4, "row %zu: %g s != %g s", i, got, want);
+    }
+    calib_free(cb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("calib");
@@ -435,6 +464,7 @@ int main(void)
     tcase_add_test(tc, gemm_dgrad_wgrad_split);
     tcase_add_test(tc, gemm_shape_round_trip);
     tcase_add_test(tc, shipped_gemm_shapes);
+    tcase_add_test(tc, shipped_attention);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -323,6 +323,12 @@ START_TEST(spec_round_trip)
     ck_assert_int_eq(platform_spec_read(path, &b, err), -1);
     ck_assert_ptr_nonnull(strstr(err, "loong_spec"));
     unlink(path);
+    /* the A100 PCIe: datasheet compute and PCIe Gen4 x16 (64 GB/s both ways),
+     * NCCL's PCIe hop (8.4 + 5.7 us over two links), no NVLink: no NVLS, no PXN */
+    ck_assert_int_eq(platform_spec_defaults("a100-pcie", &a, err), 0);
+    ck_assert(a.peak == 312e12 && a.nvlink_bw == 32e9 && a.nic_bw == 25e9);
+    ck_assert(fabs(a.nvlink_lat - (8.4 + 5.7) / 2 * 1e-6) < 1e-15 && a.nccl == 1 && a.nvls == 0 && a.pxn == 0);
+    ck_assert(platform_spec_gpu_mem("a100-pcie") == 80e9 && platform_spec_gpu_mem("cpu") == 0);
 }
 END_TEST
 

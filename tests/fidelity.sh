@@ -12,6 +12,21 @@
 set -uo pipefail
 top=${srcdir:-$(dirname "$0")/..}
 loong=${LOONG:-./loong}
+# The table's per-group rank correlation against hand-computed cases (needs
+# no loong): one swap in five, rho = 1 - 6 * 4 / (5 * 24) = 0.80; a tie, x
+# ranked 1 2.5 2.5 4 against 1 3 2 4, Pearson's r of the ranks 4.5 /
+# sqrt(4.5 * 5) = 0.95; reversed, -1; two rows or a constant side, n/a.
+spearman_case() { # expected, then 'x y' pairs
+    local want=$1 got
+    shift
+    got=$(printf '%s\n' "$@" | "$top/experiments/fidelity/run.sh" --spearman)
+    [ "$got" = "$want" ] || { echo "fidelity: Spearman of $* is $got, want $want"; exit 1; }
+}
+spearman_case 0.80 "1 2" "2 1" "3 4" "4 3" "5 5"
+spearman_case 0.95 "1 1" "2 3" "2 2" "3 4"
+spearman_case -1.00 "1 3" "2 2" "3 1"
+spearman_case n/a "1 1" "2 3"
+spearman_case n/a "1 1" "1 3" "1 2"
 if [ -n "${LOONG_SKIP_FIDELITY:-}" ]; then
     echo "fidelity: SKIP: LOONG_SKIP_FIDELITY is set (setup.sh check ran it on the normal build before make distcheck)"
     exit 77

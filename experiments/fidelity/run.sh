@@ -20,11 +20,22 @@
 #          (experiments/tp-published: GPT 1.7B-18.4B, TP 1-8, A100), and its
 #          three smallest with it (experiments/pp-published: GPT 39.1B-
 #          145.6B, TP 8, PP 2-8, 1F1B and interleaved, A100).
+#          And SimuMax's A100-PCIe runs (experiments/simumax-published:
+#          Llama3-70B cut to 12 layers, TP 1-8, PP 2, 4-32 micro-batches,
+#          one 8-GPU PCIe server): their source also measured the GEMM and
+#          FlashAttention tables of topologies/a100-pcie.calib, so kernel
+#          source and validation rows share one project (the source column
+#          says so).
 #   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 against
 #          loong's memory model (experiments/tp-memory; its OOM rows have
 #          no figure to take an error from).
+# Rank correlation: for each group of e2e rows that share a source, a model
+# and a sequence length, Spearman's rho between the published and the
+# predicted figures (average ranks for ties; n/a below 3 rows): whether
+# loong orders the layouts of one model as the runs did.
 #
 # usage: experiments/fidelity/run.sh [--check FILE | --record FILE] [LOONG]
+#        experiments/fidelity/run.sh --spearman < PAIRS   ('x y' lines: rho)
 #   --check FILE   compare each row's error with FILE's recorded one: exit 1
 #                  when one moved by more than FIDELITY_TOLERANCE points (2),
 #                  or a row is missing or new; the check of `make check`
@@ -36,9 +47,28 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 TOPO=$TOP/topologies
 MODE="" FILE=""
+# spearman: 'x y' lines on stdin -> Spearman's rank correlation of x and y,
+# each ranked with ties at their average rank, as Pearson's r of the ranks;
+# n/a below 3 pairs or when either side is constant (no order to compare).
+spearman() {
+    awk 'NF >= 2 {x[++n] = $1; y[n] = $2}
+        function rank(v, i, j, lt, eq) {
+            lt = 0; eq = 0
+            for (j = 1; j <= n; j++) { if (v[j] < v[i]) lt++; else if (v[j] == v[i]) eq++ }
+            return lt + (eq + 1) / 2
+        }
+        END {
+            if (n < 3) { print "n/a"; exit }
+            for (i = 1; i <= n; i++) { rx[i] = rank(x, i); ry[i] = rank(y, i); mx += rx[i] / n; my += ry[i] / n }
+            for (i = 1; i <= n; i++) { sxy += (rx[i] - mx) * (ry[i] - my); sxx += (rx[i] - mx) ^ 2; syy += (ry[i] - my) ^ 2 }
+            if (sxx == 0 || syy == 0) print "n/a"; else printf "%.2f\n", sxy / sqrt(sxx * syy)
+        }'
+}
+
 case "${1:-}" in
 --check | --record) MODE=${1#--} FILE=${2:?$1 needs a file}; shift 2 ;;
--h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+--spearman) spearman; exit 0 ;;
+-h | --help) sed -n '2,44p' "$0"; exit 0 ;;
 -*) echo "fidelity: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 L=${1:-${LOONG:-$TOP/build/loong}}
@@ -52,12 +82,12 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "fidelity: $*" >&2; exit 2; }
 
-ROWS=$TMP/rows # name|kind|setup|source|published|predicted|unit|error
-row() {        # name kind setup source published predicted unit
+ROWS=$TMP/rows # name|kind|setup|source|published|predicted|unit|error|group
+row() {        # name kind setup source published predicted unit [group: source/model/seq, e2e rows]
     local err
     [[ $6 =~ ^[0-9.]+$ ]] || fail "no prediction for row $1"
     err=$(awk -v p="$6" -v q="$5" 'BEGIN {printf "%+.1f", 100 * (p - q) / q}')
-    printf '%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$err" >>"$ROWS"
+    printf '%s|%s|%s|%s|%s|%s|%s|%s|%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$err" "${8:-}" >>"$ROWS"
 }
 
 # ---- attention: ring-flash-attention on 8 A100s ----
@@ -138,16 +168,25 @@ coll_row 32 alltoall 49.5 "NVIDIA/nccl-tests#267"
 out=$("$TOP/experiments/tp-published/run.sh" "$L" 2>&1) || fail "experiments/tp-published failed: $(echo "$out" | tail -n 1)"
 while read -r m tp gpus _ _ _ pub pred _; do
     row "e2e.megatron.$m" e2e "$gpus A100, tp$tp, seq 2K, full recompute" "Megatron-LM Table 1 (arXiv 2104.04473)" \
-        "$pub" "$pred" TFLOP/s/GPU
-done < <(echo "$out" | grep -v '^#')
+        "$pub" "$pred" TFLOP/s/GPU "megatron/$m/2K"
+done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
 
 # ---- end to end, pipelined: Table 1's PP rows (experiments/pp-published; its 3 smallest) ----
 out=$("$TOP/experiments/pp-published/run.sh" "$L" 3 2>&1) || fail "experiments/pp-published failed: $(echo "$out" | tail -n 1)"
 while read -r m tp pp gpus _ _ mb sched _ _ pub pred _; do
     [ "$pred" = skipped ] && continue
     row "e2e.megatron.$m" e2e "$gpus A100, tp$tp pp$pp $sched m$mb, seq 2K" "Megatron-LM Table 1 (arXiv 2104.04473)" \
-        "$pub" "$pred" TFLOP/s/GPU
-done < <(echo "$out" | grep -v '^#')
+        "$pub" "$pred" TFLOP/s/GPU "megatron/$m/2K"
+done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
+
+# ---- end to end: SimuMax's A100-PCIe runs (experiments/simumax-published) ----
+out=$("$TOP/experiments/simumax-published/run.sh" "$L" 2>&1) || fail "experiments/simumax-published failed: $(echo "$out" | tail -n 1)"
+while read -r m tp pp dp mbc gbs _ pub pred _; do
+    layout=tp$tp
+    [ "$pp" -gt 1 ] && layout=tp${tp}pp$pp
+    row "e2e.simumax.${m#llama3-}.$layout.m$mbc" e2e "8 A100-PCIe, $layout dp$dp m$mbc, seq 4K" \
+        "SimuMax A100-PCIe (also a100-pcie.calib's kernels)" "$pub" "$pred" TFLOP/s/GPU "simumax/$m/4K"
+done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
 out=$("$TOP/experiments/tp-memory/run.sh" "$L" 2>&1) || fail "experiments/tp-memory failed: $(echo "$out" | tail -n 1)"
@@ -155,13 +194,18 @@ while read -r r m seq tp sp mesh strat rc pub pred _; do
     [ "$pub" = oom ] && continue # no figure to take an error from (the docs say which way each went)
     row "mem.megatron.$r" mem "8 H100, $m, S $seq, tp$tp, $mesh $strat, $rc" "vuiseng9/megatron-tutorials (0b2c030)" \
         "$pub" "$pred" GB/GPU
-done < <(echo "$out" | grep -v '^#')
+done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
 
 # ---- the table ----
-printf '# %-26s %-4s %-36s %-56s %10s %10s %-12s %8s\n' row kind setup source published predicted unit error_%
-awk -F'|' '{printf "  %-26s %-4s %-36s %-56s %10s %10s %-12s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$ROWS"
+printf '# %-31s %-4s %-36s %-56s %10s %10s %-12s %8s\n' row kind setup source published predicted unit error_%
+awk -F'|' '{printf "  %-31s %-4s %-36s %-56s %10s %10s %-12s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$ROWS"
 awk -F'|' '{e = $8 < 0 ? -$8 : $8; s[$2] += e; n[$2]++}
     END {for (k in s) printf "# %s: mean absolute error %.1f %% over %d rows\n", k, s[k] / n[k], n[k]}' "$ROWS" | sort
+# rank correlation per group of e2e rows (published, predicted)
+for g in $(awk -F'|' '$9 != "" && !seen[$9]++ {print $9}' "$ROWS"); do
+    printf '# rank correlation %s (%d rows): %s\n' "$g" "$(awk -F'|' -v g="$g" '$9 == g' "$ROWS" | wc -l)" \
+        "$(awk -F'|' -v g="$g" '$9 == g {print $5, $6}' "$ROWS" | spearman)"
+done
 
 case $MODE in
 record)

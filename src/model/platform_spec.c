@@ -10,44 +10,63 @@
 #include "core/infile.h"
 #include "core/xalloc.h"
 
+/* NCCL's per-hop latency of the intra-node link, Simple protocol, ring
+ * (src/graph/tuning.cc, hwLat): NVLink 3.4 us, PCIe 5.7 us. */
+#define NCCL_NVLINK_US 3.4
+#define NCCL_PCI_US    5.7
+
 typedef struct gpu_kind {
     const char *name;
-    double peak, nvlink_bw, nic_bw;
-    int nccl, nvls; /* NCCL's collectives; NVLink SHARP (NVSwitch 3) */
+    double peak, nvlink_bw, nic_bw; /* nvlink_bw: the intra-node link, whatever it is */
+    int nccl, nvls, pxn;            /* NCCL's collectives; NVLink SHARP (NVSwitch 3); PXN (needs NVLink) */
+    double intra_hop_us;            /* NCCL's hop latency of that link */
+    double mem;                     /* HBM bytes */
     const char *source;
 } gpu_kind;
 
 /* Datasheet figures (REFERENCE.md, "Hardware"). NVLink: per direction, half
  * of the per-GPU total (H100 900 GB/s, A100 600 GB/s). NIC: ConnectX-7 400
- * Gb/s (DGX H100), HDR 200 Gb/s (A100 nodes). */
+ * Gb/s (DGX H100), HDR 200 Gb/s (A100 nodes). The A100 PCIe card (NVIDIA
+ * A100 80GB PCIe datasheet: 312 TFLOP/s bf16 dense, HBM2e 1,935 GB/s, PCIe
+ * Gen4 64 GB/s, i.e. 32 GB/s per direction) in the server SimuMax measured
+ * (github.com/MooreThreads/SimuMax, configs/system/a100_pcie.json:
+ * intra_with_pcie, no NVLink bridges, inter_node 25 GB/s): its GPUs talk
+ * over PCIe, modelled as the same star of per-GPU links (a PCIe switch
+ * each GPU's x16 link reaches; a shared root complex or socket link is
+ * not modelled), no NVLS, no PXN. */
 static const gpu_kind kinds[] = {
-    {"h100", 989e12, 450e9, 50e9, 1, 1,
+    {"h100", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 80e9,
      "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
-    {"h200", 989e12, 450e9, 50e9, 1, 1, "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
-    {"a100", 312e12, 300e9, 25e9, 1, 0, "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
+    {"h200", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 141e9,
+     "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
+    {"a100", 312e12, 300e9, 25e9, 1, 0, 1, NCCL_NVLINK_US, 80e9,
+     "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
+    {"a100-pcie", 312e12, 32e9, 25e9, 1, 0, 0, NCCL_PCI_US, 80e9,
+     "A100 PCIe 80GB: 312 TFLOP/s bf16, no NVLink: PCIe Gen4 x16 32 GB/s per direction, HDR 200 Gb/s"},
     /* A CPU core standing in for a GPU, for validating against `loong exec`
      * on this kind of machine: peak = OpenBLAS fp32 sgemm on one core
      * (experiments/kernel-bench, about 100 GFLOP/s); links = MPI over shared
      * memory, rough until `loong calibrate` fits them. */
-    {"cpu", 100e9, 5e9, 1e9, 0, 0, "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
+    {"cpu", 100e9, 5e9, 1e9, 0, 0, 0, NCCL_NVLINK_US, 0,
+     "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 /* NCCL's latency model, Simple protocol (src/graph/tuning.cc): base 8.4 us,
- * +3.4 us per NVLink hop, +14 us per network hop. A GPU-to-GPU path crosses
- * two NVLink links (GPU->switch->GPU) and a node-to-node path two NIC links,
- * so each link carries half of base + hop. Switches add nothing: NCCL's
- * network hop is end to end. */
-#define NCCL_BASE_US   8.4
-#define NCCL_NVLINK_US 3.4
-#define NCCL_NET_US    14.0
+ * +3.4 us per NVLink hop (5.7 us per PCIe hop), +14 us per network hop. A
+ * GPU-to-GPU path crosses two intra-node links (GPU->switch->GPU) and a
+ * node-to-node path two NIC links, so each link carries half of base + hop.
+ * Switches add nothing: NCCL's network hop is end to end. */
+#define NCCL_BASE_US 8.4
+#define NCCL_NET_US  14.0
 
-const char *platform_spec_kinds(void) { return "h100, h200, a100, cpu"; }
+const char *platform_spec_kinds(void) { return "h100, h200, a100, a100-pcie, cpu"; }
 
 double platform_spec_gpu_mem(const char *gpu)
 {
-    if (!strcmp(gpu, "h200")) return 141e9;
-    return !strcmp(gpu, "h100") || !strcmp(gpu, "a100") ? 80e9 : 0;
+    for (int i = 0; i < NKINDS; i++)
+        if (!strcmp(gpu, kinds[i].name)) return kinds[i].mem;
+    return 0;
 }
 
 /* NCCL's protocol and algorithm efficiencies (src/graph/tuning.cc, 2.19:
@@ -86,12 +105,13 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         sp->nvlink_bw = kinds[i].nvlink_bw;
         sp->nic_bw = kinds[i].nic_bw;
         sp->oversub = 1;
-        sp->nvlink_lat = (NCCL_BASE_US + NCCL_NVLINK_US) / 2 * 1e-6;
+        sp->nvlink_lat = (NCCL_BASE_US + kinds[i].intra_hop_us) / 2 * 1e-6;
         sp->nic_lat = (NCCL_BASE_US + NCCL_NET_US) / 2 * 1e-6;
         sp->uplink_lat = 0;
         spec_collective_defaults(sp);
         spec_fabric_defaults(sp);
-        sp->nccl = sp->pxn = kinds[i].nccl;
+        sp->nccl = kinds[i].nccl;
+        sp->pxn = kinds[i].pxn;
         sp->nvls = kinds[i].nvls;
         return 0;
     }

@@ -30,7 +30,7 @@
 #include "core/units.h"
 
 typedef struct platform_spec {
-    char gpu[16];         /* GPU kind: h100, h200, a100 */
+    char gpu[16];         /* GPU kind: h100, h200, a100, a100-pcie, cpu */
     int nodes;            /* nodes in the cluster */
     int gpus_per_node;    /* GPUs on one NVSwitch */
     int nics_per_node;    /* rail NICs per node; divides gpus_per_node */
@@ -92,7 +92,7 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
 const char *platform_spec_kinds(void);
 
 /* Memory of one GPU of kind `gpu`, in bytes (datasheet: 80 GB H100 and
- * A100 SXM, 141 GB H200); 0 for a kind without one (cpu, unknown). */
+ * A100 SXM, A100 PCIe, 141 GB H200); 0 for a kind without one (cpu, unknown). */
 double platform_spec_gpu_mem(const char *gpu);
 
 /* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1,
