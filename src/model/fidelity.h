@@ -36,7 +36,9 @@ typedef struct fidelity_error {
     double between_pct;    /* exp(sqrt(2) s) - 1, in % (0 with one row) */
 } fidelity_error;
 
-/* Summarize the rows of `rows` whose name starts with "<kind>." into *out.
+/* Summarize the rows of `rows` whose name starts with "<kind>." into *out,
+ * but for those of a source that also gave a shipped calib file its
+ * kernels (fidelity.c's shared_sources: not an independent validation).
  * Returns the number of such rows (0: *out holds zeros). */
 int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_error *out);
 
