@@ -47,7 +47,11 @@ const char *platform_spec_kinds(void) { return "h100, h200, a100, cpu"; }
 double platform_spec_gpu_mem(const char *gpu)
 {
     if (!strcmp(gpu, "h200")) return 141e9;
-    return !strcmp(gpu, "h100") || !strcmp(gpu, "a100") ? 80e9 : 0;
+    /* an H100 80GB HBM3 has 81559 MiB as nvidia-smi reports it (its total
+     * line, in public nvidia-smi logs): the figure a reserved peak is
+     * measured against */
+    if (!strcmp(gpu, "h100")) return 81559.0 * 1048576;
+    return !strcmp(gpu, "a100") ? 80e9 : 0;
 }
 
 /* NCCL's protocol and algorithm efficiencies (src/graph/tuning.cc, 2.19:
