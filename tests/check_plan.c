@@ -59,7 +59,7 @@ START_TEST(memory_llama3_8b)
     memory_estimate m;
     memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi, "weights");
-    near(m.grads, 2 * psi, "grads");
+    near(m.grads, 4 * psi, "grads (Megatron's fp32 main gradients)");
     near(m.optimizer, 12 * psi / P, "optimizer");
     near(m.act_per_layer, x + olse, "sc++ layer");
     near(m.working, none + (none - x - olse), "working (grads + what the re-run regenerates)");
@@ -86,14 +86,15 @@ START_TEST(memory_llama3_8b)
     memory_estimate_config(&c, &m);
     near(m.activations, 12 * x + 20 * none, "full block 12");
     near(m.working, none + none - x, "full block working");
-    near(m.lm_head, 2 * T * V * 2, "logits");
+    near(m.lm_head, T * V * (2 + 4), "logits and their fp32 copy");
     /* a single ring: KV_IN0/1, DKV_BLK0/1, DKV_IN0/1, DKV_FINAL */
     double kv = 2 * Ns * 2 * d * 2, dkv = 2 * Ns * 2 * d * 4, a2a = 2 * T * (32 + 16) * d * 2;
     double bufs = 2 * kv + 5 * dkv + olse + a2a;
     near(m.attn_buffers, bufs, "attention buffers");
     c = base("llama3-8b", 1 << 20, 4, 16, 1, RECOMPUTE_SCPP);
     memory_estimate_config(&c, &m);
-    near(m.peak, 16 * psi - 12 * psi + 12 * psi / P + L * (x + olse) + fmax(2 * T * V * 2, 2 * none - x - olse + bufs),
+    near(m.peak,
+         6 * psi + 12 * psi / P + MEMORY_WORKSPACE_BYTES + L * (x + olse) + fmax(T * V * 6, 2 * none - x - olse + bufs),
          "peak");
     /* ZeRO-3, full: everything sharded; gathered, at most two consecutive
      * blocks, the largest pair being the last layer and the embedding + LM
@@ -102,13 +103,13 @@ START_TEST(memory_llama3_8b)
     c = base("llama3-8b", 1 << 20, 4, 16, 3, RECOMPUTE_FULL);
     memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi / P + 2 * (layer_w + head), "zero-3 weights");
-    near(m.grads, 2 * psi / P, "zero-3 grads");
+    near(m.grads, 4 * psi / P, "zero-3 grads");
     near(m.act_per_layer, x, "full layer");
     /* ZeRO-3 over dp = 4 replicas: the gradient group is 4 P ranks */
     c.dp = 4;
     memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi / (4 * P) + 2 * (layer_w + head), "zero-3 weights, dp 4");
-    near(m.grads, 2 * psi / (4 * P), "zero-3 grads, dp 4");
+    near(m.grads, 4 * psi / (4 * P), "zero-3 grads, dp 4");
     near(m.optimizer, 12 * psi / (4 * P), "zero-3 optimizer, dp 4");
     /* ZeRO-0, none, with dp = 2: nothing sharded, every activation kept */
     c = base("llama3-8b", 1 << 20, 4, 16, 0, RECOMPUTE_NONE);
@@ -135,7 +136,7 @@ START_TEST(memory_7b_mha)
     memory_estimate m;
     memory_estimate_config(&c, &m);
     near(m.weights, 2 * psi, "weights");
-    near(m.grads, 2 * psi / P, "zero-2 grads");
+    near(m.grads, 4 * psi / P, "zero-2 grads");
     near(m.optimizer, 12 * psi / P, "zero-2 optimizer");
     double olse = Ns * 4 * d * 2 + Ns * 4 * 4;
     near(m.act_per_layer, T * hid * 2 + olse, "sc++ layer");
@@ -467,7 +468,8 @@ START_TEST(oom_reason_and_cost)
     plan_score(ls, 0, n, &req, cb, &net);
     clock_gettime(CLOCK_MONOTONIC, &b);
     for (int i = 0; i < n; i++) {
-        oom += ls[i].removed && strstr(ls[i].reason, "predicted OOM at ") && strstr(ls[i].reason, "of 40.0 GB");
+        oom +=
+            ls[i].removed && strstr(ls[i].reason, "predicted OOM: reserved ") && strstr(ls[i].reason, "over 40.0 GB");
         scored += !ls[i].removed;
     }
     ck_assert_int_gt(oom, 0);
@@ -832,8 +834,9 @@ START_TEST(user_layout_scored)
     free(j);
     r = run_cmd(PLAN "%s --gpu-mem 40GB --layout '16x1 no ring kv-repl' --json %s", args, json);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_msg(strstr(r.out, "# yours (--layout): 16x1 no ring kv-repl m64 is not feasible: predicted OOM at "),
-                  "%s", r.out);
+    ck_assert_msg(
+        strstr(r.out, "# yours (--layout): 16x1 no ring kv-repl m64 is not feasible: predicted OOM: reserved "), "%s",
+        r.out);
     j = read_text(json);
     ck_assert_msg(strstr(j, "\"feasible\": false") && strstr(j, "\"rank\": null"), "%s", j);
     free(j);
@@ -845,8 +848,7 @@ END_TEST
  * --show ROW prints after planning again, for the first rows. */
 START_TEST(show_from_json)
 {
-    const char *json = "/tmp/loong-plan-from.json",
-               *args = " --gpus 16 --seq 256K --zero 1 --recompute sc++ --top 0";
+    const char *json = "/tmp/loong-plan-from.json", *args = " --gpus 16 --seq 256K --zero 1 --recompute sc++ --top 0";
     ck_assert_int_eq(run_cmd(PLAN "%s --json %s -o /dev/null", args, json).status, 0);
     for (int row = 1; row <= 3; row++) {
         run_result a = run_cmd(PLAN "%s --show %d", args, row);
@@ -915,23 +917,30 @@ START_TEST(oom_breakdown)
     ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "no feasible layout for 8 GPUs: the leanest"));
     char *t = read_text(txt);
-    static const char *terms[] = {"weights", "gradients", "optimizer", "activations", "transient"};
-    double sum = 0, v;
-    for (int i = 0; i < 5; i++) {
+    /* the tensors' terms sum to allocated; allocated and the reserve's
+     * terms to reserved */
+    static const char *terms[] = {"weights",   "gradients", "optimizer",    "activations", "transient", "workspaces",
+                                  "allocated", "allocator", "CUDA context", "NCCL",        "reserved"};
+    double v[11];
+    for (int i = 0; i < 11; i++) {
         char key[32];
         snprintf(key, sizeof key, "#   %s ", terms[i]);
         const char *p = strstr(t, key);
-        ck_assert_msg(p && sscanf(p + strlen(key), "%lf", &v) == 1, "no %s line in:\n%s", terms[i], t);
-        sum += v;
+        ck_assert_msg(p && sscanf(p + strlen(key), "%lf", &v[i]) == 1, "no %s line in:\n%s", terms[i], t);
     }
-    const char *p = strstr(t, "#   peak ");
-    ck_assert_msg(p && sscanf(p + 9, "%lf", &v) == 1, "%s", t);
-    ck_assert_msg(fabs(sum - v) <= 0.25, "the terms sum to %.1f GB, the peak is %.1f GB", sum, v); /* 0.05 x 5 */
-    /* ZeRO-1 keeps 16 GB of weights and 16 GB of gradients per GPU: ZeRO-2 shards the gradients */
+    double sum = v[0] + v[1] + v[2] + v[3] + v[4] + v[5];
+    ck_assert_msg(fabs(sum - v[6]) <= 0.3, "the terms sum to %.1f GB, allocated is %.1f GB", sum, v[6]); /* 0.05 x 6 */
+    sum = v[6] + v[7] + v[8] + v[9];
+    ck_assert_msg(fabs(sum - v[10]) <= 0.2, "%.1f GB, reserved is %.1f GB", sum, v[10]);
+    const char *p;
+    /* ZeRO-1 keeps 16 GB of weights and 32 GB of fp32 gradients per GPU;
+     * ZeRO-2 leaves 16 + 4 + 12 GB and the rest over 40 GB: ZeRO-3 is the
+     * smallest change that fits */
     p = strstr(t, "# smallest change that fits: ");
     ck_assert_msg(p != NULL, "%s", t);
-    ck_assert_msg(!strncmp(p + 29, "--zero 2 ", 9), "%s", p);
-    ck_assert_msg(run_cmd(LOONG_BIN " plan%s --zero 2 -o /dev/null", args).status == 0, "--zero 2 does not fit");
+    ck_assert_msg(!strncmp(p + 29, "--zero 3 ", 9), "%s", p);
+    ck_assert_msg(run_cmd(LOONG_BIN " plan%s --zero 2 -o /dev/null", args).status == 2, "--zero 2 fits");
+    ck_assert_msg(run_cmd(LOONG_BIN " plan%s --zero 3 -o /dev/null", args).status == 0, "--zero 3 does not fit");
     /* searched (neither --zero nor --recompute given), that fits as is */
     ck_assert_int_eq(run_cmd(LOONG_BIN " plan --platform " LOONG_SRCDIR "/topologies/dgx-h100-1n.xml --model llama3-8b "
                                        "--seq 32K --gpu-mem 40GB --top 0 -o /dev/null")
@@ -939,10 +948,78 @@ START_TEST(oom_breakdown)
                      0);
     free(t);
     t = read_text(csv);
-    ck_assert_ptr_nonnull(strstr(t, ",removed,\"predicted OOM at "));
+    ck_assert_ptr_nonnull(strstr(t, ",removed,\"predicted OOM: reserved "));
     free(t);
     unlink(csv);
     unlink(txt);
+}
+END_TEST
+
+/* The reserved peak's terms (memory.h): NCCL's buffers per communicator
+ * in closed form, reserved = f(allocated), and the planner refusing a
+ * layout whose tensors fit but whose reserved peak and margin do not. */
+START_TEST(memory_reserved_terms)
+{
+    const double conn = 10.0 * 1048576; /* 9.19 MiB of Simple + LL + LL128 in 2 MiB granules */
+    near(memory_nccl_collective(8, false), 16 * conn, "ring of 8, 16 channels, a connection each");
+    near(memory_nccl_collective(16, true), 16 * 3 * conn, "across nodes: ring + tree parent and child");
+    ck_assert(memory_nccl_collective(1, false) == 0 && memory_nccl_collective(1, true) == 0);
+    near(memory_nccl_p2p(7, 0), 7 * 32 * conn, "all-to-all of 8 on NVLink: 32 channels per peer");
+    near(memory_nccl_p2p(1, 2), (32 + 2 * 2) * conn, "one NVLink and two network peers");
+    /* one node of 8: the ring's two neighbours on NVLink, the gradient
+     * group of 8 (ZeRO-1); Ulysses' 7 all-to-all peers */
+    config c = base("llama3-8b", 256 * 1024, 1, 8, 1, RECOMPUTE_FULL);
+    memory_estimate m;
+    memory_estimate_config(&c, &m);
+    near(m.nccl_cp, memory_nccl_p2p(2, 0), "ring neighbours");
+    near(m.nccl_grad, memory_nccl_collective(8, false), "gradient group");
+    ck_assert(m.nccl_tp == 0 && m.nccl_ulysses == 0 && m.nccl_pp == 0);
+    near(m.nccl, m.nccl_cp + m.nccl_grad, "nccl");
+    near(m.reserved, m.peak * MEMORY_ALLOC_FACTOR + MEMORY_CONTEXT_BYTES + m.nccl, "reserved (caching)");
+    memory_reserve(&m, MEMORY_ALLOC_EXPANDABLE);
+    near(m.reserved, m.peak + MEMORY_CONTEXT_BYTES + m.nccl, "reserved (expandable)");
+    c = base("llama3-8b", 256 * 1024, 8, 1, 1, RECOMPUTE_FULL);
+    memory_estimate_config(&c, &m);
+    near(m.nccl_ulysses, memory_nccl_p2p(7, 0), "ulysses all-to-all");
+    ck_assert(m.nccl_cp == 0 && m.reserved > m.peak);
+    /* reserved grows with allocated at the allocator's factor */
+    memory_estimate m2;
+    c.seq *= 2;
+    ck_assert_int_eq(config_validate(&c, (char[LOONG_ERRLEN]){0}), 0);
+    memory_estimate_config(&c, &m2);
+    near(m2.reserved - m.reserved, (m2.peak - m.peak) * MEMORY_ALLOC_FACTOR, "d reserved = factor x d allocated");
+    /* the planner: a GPU whose memory holds the tensors but not reserved
+     * less the margin refuses the layout, a larger one keeps it */
+    plan_request req = {0};
+    req.base = base("llama3-8b", 256 * 1024, 1, 1, 1, RECOMPUTE_FULL);
+    req.gpus = 8;
+    req.dp = 1;
+    req.tp = 1;
+    req.margin = PLAN_MARGIN;
+    int n;
+    plan_layout *ls = plan_enumerate(&req, &n);
+    int k = -1;
+    for (int i = 0; i < n && k < 0; i++)
+        if (!ls[i].removed) k = i;
+    ck_assert_int_ge(k, 0);
+    ck_assert(plan_mem_fits(&ls[k], &(plan_request){.gpu_mem = 1e15}));
+    double alloc = ls[k].mem.peak, resv = ls[k].mem.reserved;
+    req.gpu_mem = (alloc + resv) / 2 / (1 - PLAN_MARGIN); /* allocated fits with the margin, reserved does not */
+    calib *cb = h100();
+    platform_spec net = net_of(LOONG_SRCDIR "/topologies/dgx-h100-1n.xml");
+    plan_score(ls, k, k + 1, &req, cb, &net);
+    ck_assert_msg(ls[k].removed && strstr(ls[k].reason, "predicted OOM: reserved"), "%s", ls[k].reason);
+    ls[k].removed = false;
+    req.gpu_mem = resv / (1 - PLAN_MARGIN) * 1.001;
+    plan_score(ls, k, k + 1, &req, cb, &net);
+    ck_assert_msg(!ls[k].removed, "%s", ls[k].reason);
+    /* the margin alone: reserved under the GPU's memory but over the limit */
+    req.gpu_mem = resv * 1.01;
+    ls[k].removed = false;
+    plan_score(ls, k, k + 1, &req, cb, &net);
+    ck_assert(ls[k].removed);
+    calib_free(cb);
+    free(ls);
 }
 END_TEST
 
@@ -1009,6 +1086,7 @@ int main(void)
     tcase_add_test(tc, memory_llama3_8b);
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_test(tc, memory_tensor_parallel);
+    tcase_add_test(tc, memory_reserved_terms);
     tcase_add_test(tc, memory_korthikanti_examples);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, pipeline_enumeration);

@@ -766,8 +766,9 @@ END_TEST
 /* The predicted peak per GPU against the GPU's memory: above it, a
  * "predicted OOM" in the summary, "oom": true in the JSON and one warning
  * line on stderr, exit 0; below it none of those. The peak is the memory
- * model's (memory_bytes.peak), checked against --gpu-mem on either side of
- * it and against the platform's 80 GB H100s by default. */
+ * model's reserved one (memory_bytes.reserved), checked against --gpu-mem
+ * on either side of it and against the platform's H100s (81559 MiB) by
+ * default. */
 static run_result sim_mem(const char *platform, const char *extra)
 {
     return run_cmd("%s sim --quiet --platform %s --calib %s/topologies/h100.calib --model tiny --seq 32K --mesh 2x4 "
@@ -783,19 +784,20 @@ START_TEST(memory_verdict)
     snprintf(js, sizeof js, "--json %s/s.json", dir);
     run_result r = sim_mem(plat, js);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_msg(strstr(r.out, "# memory: predicted peak ") && strstr(r.out, "fits in 80.0 GB (h100)"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "# memory: predicted reserved ") && strstr(r.out, "fits in 85.5 GB (h100)"), "%s",
+                  r.out);
     ck_assert_msg(!strstr(r.out, "predicted OOM") && !strstr(r.err, "OOM"), "%s%s", r.out, r.err);
     char path[160];
     snprintf(path, sizeof path, "%s/s.json", dir);
-    char *text = read_text(path), *p = strstr(text, "\"peak\":");
+    char *text = read_text(path), *p = strstr(text, "\"reserved\":");
     ck_assert_ptr_nonnull(p);
-    double peak = atof(p + 7);
+    double peak = atof(p + 11);
     ck_assert_msg(peak > 0 && strstr(text, "\"oom\":false"), "%s", text);
     free(text);
     snprintf(arg, sizeof arg, "--gpu-mem %.0fB", peak * 0.99);
     r = sim_mem(plat, arg);
     ck_assert_msg(r.status == 0, "an OOM exits %d: %s", r.status, r.err);
-    ck_assert_msg(strstr(r.out, "# memory: predicted OOM: peak ") && strstr(r.out, "(--gpu-mem); cheapest fix: --"),
+    ck_assert_msg(strstr(r.out, "# memory: predicted OOM: reserved ") && strstr(r.out, "(--gpu-mem); cheapest fix: --"),
                   "%s", r.out);
     ck_assert_msg(count_lines(r.err) == 1 && strstr(r.err, "warning: predicted OOM") && strstr(r.err, "cheapest fix"),
                   "%s", r.err);

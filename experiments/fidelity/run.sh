@@ -26,9 +26,11 @@
 #          FlashAttention tables of topologies/a100-pcie.calib, so kernel
 #          source and validation rows share one project (the source column
 #          says so).
-#   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 against
-#          loong's memory model (experiments/tp-memory; its OOM rows have
-#          no figure to take an error from).
+#   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 (gpustat:
+#          the GPU's memory in use) against loong's reserved peak
+#          (experiments/tp-memory).
+#   oom    the same runs' published out-of-memory outcomes: the error is 0
+#          when loong predicts OOM too, 100 when it predicts a fit.
 # Rank correlation: for each group of e2e rows that share a source, a model
 # and a sequence length, Spearman's rho between the published and the
 # predicted figures (average ranks for ties; n/a below 3 rows): whether
@@ -190,11 +192,16 @@ done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progres
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
 out=$("$TOP/experiments/tp-memory/run.sh" "$L" 2>&1) || fail "experiments/tp-memory failed: $(echo "$out" | tail -n 1)"
-while read -r r m seq tp sp mesh strat rc pub pred _; do
-    [ "$pub" = oom ] && continue # no figure to take an error from (the docs say which way each went)
-    row "mem.megatron.$r" mem "8 H100, $m, S $seq, tp$tp, $mesh $strat, $rc" "vuiseng9/megatron-tutorials (0b2c030)" \
-        "$pub" "$pred" GB/GPU
-done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
+while read -r r m seq tp sp mesh strat rc pub pred _ _ verdict; do
+    setup="8 H100, $m, S $seq, tp$tp, $mesh $strat, $rc"
+    if [ "$pub" = oom ]; then # a verdict: right (0) or wrong (100)
+        [ "$verdict" = oom_too ] && e=0.0 || e=100.0
+        printf '%s|oom|%s|%s|oom|%s|verdict|%s|\n' "mem.megatron.$r" "$setup" "vuiseng9/megatron-tutorials (0b2c030)" \
+            "$([ "$verdict" = oom_too ] && echo oom || echo fits)" "$e" >>"$ROWS"
+        continue
+    fi
+    row "mem.megatron.$r" mem "$setup" "vuiseng9/megatron-tutorials (0b2c030)" "$pub" "$pred" "1000MiB/GPU"
+done < <(echo "$out" | grep -v '^#')
 
 # ---- the table ----
 printf '# %-31s %-4s %-36s %-56s %10s %10s %-12s %8s\n' row kind setup source published predicted unit error_%

@@ -12,16 +12,22 @@
 # (C1-C3: GPT 22B, batch 4, sequence 2048, TP 8 with and without sequence
 # parallelism, full recompute in C3). Exact flags: the scripts named in
 # gpt2-1.2b.model and gpt-22b.model. The figures are gpustat readings
-# ("Mem. Usage (GB/gpu)", MiB read as GB, rounded to 1 GB in R0-R9): they
-# include the CUDA context, NCCL's buffers and the caching allocator's
-# reserve, which loong leaves out by design, and Megatron keeps fp32
-# gradients (18 bytes per parameter, loong's model 16) and ties the
-# embedding to the LM head (loong counts both).
+# (scripts/source-this-for-monitor-gpu-func.sh: `watch gpustat`; "Mem.
+# Usage (GB/gpu)", rounded to 1 GB in R0-R9). gpustat shows NVML's memory
+# in use in MiB, labelled MB, and the tables read that in thousands: one
+# published "GB" is 1000 MiB. NVML's figure is the whole process on the
+# GPU: the caching allocator's reserve, the CUDA context and NCCL's
+# buffers, so it is compared with loong's reserved peak (memory.h), in the
+# same unit (GiB_pub = 1000 MiB). Megatron ties the embedding to the LM
+# head here (loong counts both: an over-count of vocab x hidden x 18 B).
+# The OOM rows are rows too: predicted OOM when the reserved peak is over
+# the 81559 MiB an H100 80GB HBM3 has (nvidia-smi), what loong sim checks.
 #
-# Prints, per row, the published figure, loong's predicted peak (GB = 1e9
-# bytes) and its activations, and the error; then the check of the
-# substitution: at a fixed S, what one doubling of CP frees, measured and
-# predicted (R2-R3, R3-R4: the model states and every constant cancel).
+# Prints, per row, the published figure, loong's predicted reserved and
+# allocated peaks and its activations (thousands of MiB), and the error (or
+# the OOM verdict); then the check of the substitution: at a fixed S, what
+# one doubling of CP frees, measured and predicted (R2-R3, R3-R4: the
+# model states and every constant cancel).
 #
 # usage: experiments/tp-memory/run.sh [LOONG]   (default build/loong)
 set -euo pipefail
@@ -47,32 +53,34 @@ C1 gpt-22b 2048 4 8 off 1x1 zigzag none oom
 C2 gpt-22b 2048 4 8 on 1x1 zigzag none 62.0
 C3 gpt-22b 2048 4 8 off 1x1 zigzag full 57.6"
 
-peak() { # row fields -> "peak_GB activations_GB"
+peak() { # row fields -> "reserved allocated activations", in thousands of MiB
     "$L" sim --quiet --platform "$TOP/topologies/dgx-h100-1n.xml" --calib "$TOP/topologies/h100.calib" \
         --model "$HERE/$2.model" --seq "$3" --batch "$4" --tp "$5" --sequence-parallel "$6" --mesh "$7" \
         --strategy "$8" --recompute "$9" --zero 0 --compose --json "$TMP/m.json" >/dev/null 2>"$TMP/err" ||
         { cat "$TMP/err" >&2; exit 1; }
-    # the --json summary's "memory_bytes":{...,"activations":A,...,"peak":P}
+    # the --json summary's "memory_bytes":{...,"activations":A,...,"reserved":R}
     local m
     m=$(grep -o '"memory_bytes":{[^}]*}' "$TMP/m.json")
-    awk -v p="$(echo "$m" | sed 's/.*"peak":\([0-9.e+]*\).*/\1/')" \
-        -v a="$(echo "$m" | sed 's/.*"activations":\([0-9.e+]*\).*/\1/')" 'BEGIN {printf "%.1f %.1f\n", p / 1e9, a / 1e9}'
+    awk -v r="$(echo "$m" | sed 's/.*"reserved":\([0-9.e+]*\).*/\1/')" \
+        -v p="$(echo "$m" | sed 's/.*"allocated":\([0-9.e+]*\).*/\1/')" \
+        -v a="$(echo "$m" | sed 's/.*"activations":\([0-9.e+]*\).*/\1/')" \
+        'BEGIN {u = 1000 * 1048576; printf "%.1f %.1f %.1f\n", r / u, p / u, a / u}'
 }
 
-printf '# %-3s %-10s %6s %2s %3s %4s %-9s %-5s %10s %9s %9s %8s\n' row model seq tp sp mesh strategy recomp \
-    published loong_GB activ_GB error_%
+printf '# %-3s %-10s %6s %2s %3s %4s %-9s %-5s %10s %9s %9s %9s %8s\n' row model seq tp sp mesh strategy recomp \
+    published reserved allocated activ error_%
 declare -A P
 while read -r row model seq batch tp sp mesh strat rc pub; do
-    read -r pk act <<<"$(peak "$row" "$model" "$seq" "$batch" "$tp" "$sp" "$mesh" "$strat" "$rc")"
+    read -r pk al act <<<"$(peak "$row" "$model" "$seq" "$batch" "$tp" "$sp" "$mesh" "$strat" "$rc")"
     P[$row]=$pk
-    if [ "$pub" = oom ]; then
-        err=$(awk -v p="$pk" 'BEGIN {print (p > 80 ? "oom_too" : "fits!")}')
+    if [ "$pub" = oom ]; then # 81559 MiB: an H100 80GB HBM3 (nvidia-smi)
+        err=$(awk -v p="$pk" 'BEGIN {print (p > 81.559 ? "oom_too" : "fits!")}')
     else
         err=$(awk -v p="$pk" -v q="$pub" 'BEGIN {printf "%+.1f", 100 * (p - q) / q}')
     fi
     [ "$tp" = 1 ] && sp=-
-    printf '  %-3s %-10s %6s %2s %3s %4s %-9s %-5s %10s %9s %9s %8s\n' "$row" "$model" "$seq" "$tp" "$sp" "$mesh" \
-        "$strat" "$rc" "$pub" "$pk" "$act" "$err"
+    printf '  %-3s %-10s %6s %2s %3s %4s %-9s %-5s %10s %9s %9s %9s %8s\n' "$row" "$model" "$seq" "$tp" "$sp" "$mesh" \
+        "$strat" "$rc" "$pub" "$pk" "$al" "$act" "$err"
 done <<<"$rows"
 echo "# what doubling CP frees at S = 4096 (published R2-R3 = 20, R3-R4 = 10 GB; their ratio 2 is unit-free):"
 awk -v a="${P[R2]}" -v b="${P[R3]}" -v c="${P[R4]}" 'BEGIN {

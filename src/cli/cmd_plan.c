@@ -69,8 +69,13 @@ static void plan_usage(FILE *f)
             "                        batch                [16M tokens, Llama 3's, in samples]\n"
             "  --dp N|auto           data-parallel replicas: gpus = dp x pp x tp x P_h x P_s;\n"
             "                        auto searches every divisor                      [auto]\n"
-            "  --gpu-mem SIZE        memory per GPU for the model, e.g. 80GB or 74.5GiB\n"
-            "                        (GB = 1e9 bytes, GiB = 2^30)    [80GB h100/a100, 141GB h200]\n"
+            "  --gpu-mem SIZE        memory per GPU, e.g. 80GB or 74.5GiB (GB = 1e9 bytes,\n"
+            "                        GiB = 2^30)   [81559MiB h100, 80GB a100, 141GB h200]\n"
+            "  --memory-margin PCT   a layout fits when its reserved peak is at most the\n"
+            "                        GPU's memory less PCT %%  (0-50)                    [4]\n"
+            "  --allocator default|expandable  PyTorch's caching allocator as the reserved\n"
+            "                        peak counts it (expandable: expandable_segments)\n"
+            "                                                                   [default]\n"
             "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
             "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
             "  --exact               simulate every feasible layout\n"
@@ -135,6 +140,7 @@ static void plan_usage(FILE *f)
 
 typedef struct plan_args {
     const char *platform, *calib, *csv, *out, *gpus, *dp, *gpu_mem, *json, *plot, *pp;
+    const char *margin, *allocator;   /* --memory-margin, --allocator (NULL: the defaults) */
     const char *layout;               /* --layout: the user's layout, scored beside the search */
     const char *from;                 /* --show ROW --from FILE: a plan's JSON, read instead of planning */
     char planning[64];                /* the first option given that plans (refused with --from), or "" */
@@ -216,6 +222,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         {"tie", required_argument, 0, 'T'},
         {"global-batch", required_argument, 0, 'G'},
         {"sim-timeout", required_argument, 0, 'O'},
+        {"memory-margin", required_argument, 0, 'M'},
+        {"allocator", required_argument, 0, 'A'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -250,6 +258,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'p': a->platform = optarg; break;
         case 'g': a->gpus = optarg; break;
         case 'm': a->gpu_mem = optarg; break;
+        case 'M': a->margin = optarg; break;
+        case 'A': a->allocator = optarg; break;
         case 'c': a->calib = optarg; break;
         case 'k': rc = parse_count(optarg, "--top", &a->top, true); break;
         case 'x': a->exact = true; break;
@@ -321,6 +331,31 @@ typedef struct plan_ctx {
     int user_at;     /* its index in the plan's layouts, or -1 without --layout */
     bool user_added; /* the search does not enumerate it: appended */
 } plan_ctx;
+
+/* --memory-margin (a percentage, 0 to 50) and --allocator into req. */
+static int parse_memory_knobs(const plan_args *a, plan_request *req, char err[LOONG_ERRLEN])
+{
+    req->margin = PLAN_MARGIN;
+    req->allocator = MEMORY_ALLOC_CACHING;
+    if (a->margin) {
+        char *end;
+        errno = 0;
+        double pct = strtod(a->margin, &end);
+        if (end == a->margin || *end || errno || !(pct >= 0 && pct <= 50)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--memory-margin '%s' is not a percentage from 0 to 50 (the share of the GPU's memory kept free, "
+                     "e.g. --memory-margin 4)",
+                     a->margin);
+            return -1;
+        }
+        req->margin = pct / 100;
+    }
+    if (a->allocator && memory_allocator_parse(a->allocator, &req->allocator) < 0) {
+        snprintf(err, LOONG_ERRLEN, "--allocator '%s' is not one of default, expandable", a->allocator);
+        return -1;
+    }
+    return 0;
+}
 
 /* The GPU kind's memory (platform_spec_gpu_mem), 80 GB for a kind without one (cpu). */
 static double default_gpu_mem(const char *kind)
@@ -482,6 +517,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (check_gpus(a, x, err) < 0) return -1;
     x->req.gpu_mem = default_gpu_mem(x->spec.gpu);
     if (a->gpu_mem && units_parse_mem(a->gpu_mem, "--gpu-mem", &x->req.gpu_mem, err) < 0) return -1;
+    if (parse_memory_knobs(a, &x->req, err) < 0) return -1;
     if (a->layout && plan_parse_layout(&x->req, a->layout, &x->user, err) < 0) return -1;
     x->cb = calib_for_platform(a->platform, x->spec.gpu, a->calib, err);
     return x->cb ? 0 : -1;
@@ -1282,10 +1318,11 @@ static int write_infeasible(const plan_args *a, const plan_ctx *x, plan_outputs 
         abort_outputs(o);
         return cli_fail("plan", "%s", err[0] ? err : "write error on the plan's output");
     }
-    return cli_fail("plan",
-                    "no feasible layout for %d GPUs: the leanest, %s, needs %.1f GB of %.1f GB per GPU; %s fits "
-                    "(the breakdown is in the table output)",
-                    x->req.gpus, ls[lean].name, ls[lean].mem.peak / 1e9, x->req.gpu_mem / 1e9, fix);
+    return cli_fail(
+        "plan",
+        "no feasible layout for %d GPUs: the leanest, %s, reserves %.1f GB, over the %.1f GB limit; %s fits "
+        "(the breakdown is in the table output)",
+        x->req.gpus, ls[lean].name, ls[lean].mem.reserved / 1e9, plan_mem_limit(&x->req) / 1e9, fix);
 }
 
 static int plan_search(plan_args *a, plan_ctx *x, plan_outputs *out, char err[LOONG_ERRLEN]);

@@ -60,8 +60,8 @@ static void sim_usage(FILE *f)
             "                        TP rank                                                     [full]\n"
             "                        A perturbation that makes the replicas or TP ranks differ turns\n"
             "                        their fold off, with a note (see Perturbations below)\n"
-            "  --gpu-mem SIZE        GPU memory the predicted peak is checked against (scope step;\n"
-            "                        above it: predicted OOM, a warning)  [80GB h100/a100, 141GB h200]\n"
+            "  --gpu-mem SIZE        reserved peak per GPU is checked against this (scope step;\n"
+            "                        above it: predicted OOM, a warning)  [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
             "  --timing              print build/simulate/write times and peak memory to stderr\n"
             "  --cfg=KEY:VALUE       SimGrid setting, after loong's defaults (e.g. --cfg=network/model:LV08)\n"
@@ -223,7 +223,8 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
 /* ---- memory: the memory model's peak per GPU against the GPU's memory ---- */
 
 typedef struct mem_check {
-    double peak;     /* predicted per-GPU peak, bytes (memory_estimate_config) */
+    double peak;     /* predicted per-GPU reserved peak, bytes (memory_estimate_config) */
+    double alloc;    /* its allocated peak (the tensors) */
     double gpu_mem;  /* what it is checked against; 0: unknown (no line of verdict) */
     char source[40]; /* where gpu_mem comes from: "--gpu-mem" or the GPU kind */
     bool oom;        /* peak above gpu_mem */
@@ -269,14 +270,14 @@ static int cheapest_fix(const config *c, double gpu_mem, char *what, size_t len,
         if (config_validate(&t, err) < 0) continue;
         memory_estimate m;
         memory_estimate_config(&t, &m);
-        if (m.peak > gpu_mem) continue;
+        if (m.reserved > gpu_mem) continue;
         int n = 0;
         if (x->recompute >= 0) n += snprintf(what + n, len - (size_t)n, "--recompute %s", recompute_name(t.recompute));
         if (x->zero >= 0 && t.zero != c->zero)
             n += snprintf(what + n, len - (size_t)n, "%s--zero %d", n ? " " : "", t.zero);
         if (x->dp_times) /* more GPUs */
             snprintf(what + n, len - (size_t)n, "%s--dp %d (%d GPUs)", n ? " " : "", t.dp, config_world(&t));
-        *peak = m.peak;
+        *peak = m.reserved;
         return 0;
     }
     return -1;
@@ -288,7 +289,8 @@ static void memory_check(const sim_args *a, const config *c, const char *kind, m
     memset(m, 0, sizeof *m);
     memory_estimate e;
     memory_estimate_config(c, &e);
-    m->peak = e.peak;
+    m->peak = e.reserved;
+    m->alloc = e.peak;
     m->gpu_mem = a->gpu_mem > 0 ? a->gpu_mem : platform_spec_gpu_mem(kind);
     snprintf(m->source, sizeof m->source, "%s", a->gpu_mem > 0 ? "--gpu-mem" : kind);
     m->oom = m->gpu_mem > 0 && m->peak > m->gpu_mem;
@@ -302,14 +304,18 @@ static void write_memory_line(FILE *f, const config *c, const mem_check *m)
 {
     if (c->scope != SCOPE_STEP) return;
     if (!(m->gpu_mem > 0))
-        fprintf(f, "# memory: predicted peak %.1f GB per GPU (%s: no GPU memory known; --gpu-mem SIZE checks it)\n",
-                m->peak / 1e9, m->source);
+        fprintf(f,
+                "# memory: predicted reserved %.1f GB per GPU, allocated %.1f GB (%s: no GPU memory known; --gpu-mem "
+                "SIZE checks it)\n",
+                m->peak / 1e9, m->alloc / 1e9, m->source);
     else if (m->oom)
-        fprintf(f, "# memory: predicted OOM: peak %.1f GB per GPU, above %.1f GB (%s); cheapest fix: %s\n",
-                m->peak / 1e9, m->gpu_mem / 1e9, m->source, m->fix);
+        fprintf(f,
+                "# memory: predicted OOM: reserved %.1f GB per GPU (allocated %.1f GB), above %.1f GB (%s); cheapest "
+                "fix: %s\n",
+                m->peak / 1e9, m->alloc / 1e9, m->gpu_mem / 1e9, m->source, m->fix);
     else
-        fprintf(f, "# memory: predicted peak %.1f GB per GPU, fits in %.1f GB (%s)\n", m->peak / 1e9, m->gpu_mem / 1e9,
-                m->source);
+        fprintf(f, "# memory: predicted reserved %.1f GB per GPU (allocated %.1f GB), fits in %.1f GB (%s)\n",
+                m->peak / 1e9, m->alloc / 1e9, m->gpu_mem / 1e9, m->source);
 }
 
 /* One line on stderr when the step does not fit; the run goes on (its
@@ -317,8 +323,8 @@ static void write_memory_line(FILE *f, const config *c, const mem_check *m)
 static void warn_oom(const config *c, const mem_check *m)
 {
     if (c->scope != SCOPE_STEP || !m->oom) return;
-    fprintf(stderr, "loong sim: warning: predicted OOM: %.1f GB of %.1f GB per GPU; cheapest fix: %s", m->peak / 1e9,
-            m->gpu_mem / 1e9, m->fix);
+    fprintf(stderr, "loong sim: warning: predicted OOM: reserved %.1f GB of %.1f GB per GPU; cheapest fix: %s",
+            m->peak / 1e9, m->gpu_mem / 1e9, m->fix);
     if (m->fix_peak > 0) fprintf(stderr, " (%.1f GB)", m->fix_peak / 1e9);
     fputc('\n', stderr);
 }
@@ -357,9 +363,11 @@ static json_t *json_memory(const config *c)
     memory_estimate m;
     memory_estimate_config(c, &m);
     double layer = m.working + m.attn_buffers;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights, "gradients", m.grads, "optimizer",
-                          m.optimizer, "activations", m.activations, "transient", layer > m.lm_head ? layer : m.lm_head,
-                          "peak", m.peak);
+    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights,
+                          "gradients", m.grads, "optimizer", m.optimizer, "workspace", m.workspace, "activations",
+                          m.activations, "transient", layer > m.lm_head ? layer : m.lm_head, "peak", m.peak,
+                          "allocated", m.peak, "allocator", m.allocator, "context", m.context, "nccl", m.nccl,
+                          "reserved", m.reserved, "alloc_factor", m.alloc_factor);
     if (j && c->pp > 1) json_object_set_new(j, "stage", json_integer(m.stage)); /* the tightest */
     return j;
 }

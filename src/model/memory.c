@@ -1,6 +1,9 @@
 /* memory: per-rank peak memory model. See memory.h for every formula. */
 #include "memory.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/dag.h"
 #include "core/pipeline.h"
 #include "core/recompute.h"
@@ -91,12 +94,115 @@ double memory_gathered_params(const config *c)
     return (w - 1) * lp + (w > L ? hp : hp > lp ? hp : lp);
 }
 
+/* ---- reserved: allocator, context, NCCL ---- */
+
+int memory_allocator_parse(const char *s, memory_allocator *out)
+{
+    if (!strcmp(s, "default"))
+        *out = MEMORY_ALLOC_CACHING;
+    else if (!strcmp(s, "expandable"))
+        *out = MEMORY_ALLOC_EXPANDABLE;
+    else
+        return -1;
+    return 0;
+}
+
+const char *memory_allocator_name(memory_allocator a)
+{
+    return a == MEMORY_ALLOC_EXPANDABLE ? "expandable" : "default";
+}
+
+double memory_nccl_collective(int n, bool across_nodes)
+{
+    if (n <= 1) return 0;
+    int conns = 1 + (across_nodes ? 2 : 0); /* ring; tree: parent and child */
+    return (double)MEMORY_NCCL_COLL_CHANNELS * conns * MEMORY_NCCL_CONN_BYTES;
+}
+
+double memory_nccl_p2p(int nvl, int net)
+{
+    return ((double)nvl * MEMORY_NCCL_NVL_PEER_CHANNELS + (double)net * MEMORY_NCCL_NET_PEER_CHANNELS) *
+           MEMORY_NCCL_CONN_BYTES;
+}
+
+void memory_reserve(memory_estimate *e, memory_allocator a)
+{
+    e->alloc_factor = a == MEMORY_ALLOC_EXPANDABLE ? MEMORY_ALLOC_FACTOR_EXPANDABLE : MEMORY_ALLOC_FACTOR;
+    e->allocator = e->peak * (e->alloc_factor - 1);
+    e->context = MEMORY_CONTEXT_BYTES;
+    e->reserved = e->peak + e->allocator + e->context + e->nccl;
+}
+
+/* The group of `rank` over dims spans more than one node. */
+static bool across_nodes(const config *c, const mesh *m, mesh_dims dims, int rank)
+{
+    int n = mesh_group_size(m, dims);
+    int *mem = malloc((size_t)n * sizeof *mem);
+    if (!mem) abort();
+    mesh_group_members(m, dims, mesh_group_id(m, dims, rank), mem);
+    bool across = false;
+    for (int i = 1; i < n; i++)
+        across |= config_node(c, mem[i]) != config_node(c, mem[0]);
+    free(mem);
+    return across;
+}
+
+/* p2p bytes to the distinct neighbours k = +-1 (and +-w for the outer
+ * ring, w > 1) of rank along d. */
+static double p2p_neighbours(const config *c, const mesh *m, mesh_dim d, int rank, int w)
+{
+    int peers[4], np = 0, nvl = 0, net = 0;
+    int steps[4] = {1, -1, w, -w};
+    for (int i = 0; i < (w > 1 ? 4 : 2); i++) {
+        int p = mesh_shift(m, rank, d, steps[i]);
+        bool seen = p == rank;
+        for (int j = 0; j < np; j++)
+            seen |= peers[j] == p;
+        if (seen) continue;
+        peers[np++] = p;
+        if (config_node(c, p) == config_node(c, rank))
+            nvl++;
+        else
+            net++;
+    }
+    return memory_nccl_p2p(nvl, net);
+}
+
+/* NCCL's buffers of the communicators the first rank of `stage` joins. */
+static void nccl_terms(const config *c, int stage, memory_estimate *out)
+{
+    mesh m = config_mesh(c);
+    int coord[MESH_NDIMS] = {0};
+    coord[MESH_PP] = stage;
+    int r = mesh_rank(&m, coord);
+    mesh_dims tp = MESH_BIT(MESH_TP), seq = MESH_BIT(MESH_SEQ);
+    out->nccl_tp = memory_nccl_collective(c->tp, across_nodes(c, &m, tp, r));
+    /* the ring's send/recv to its neighbours (the outer ring's too); the
+     * all-gather ring mode gathers with a collective instead */
+    if (c->ring == RING_ALLGATHER)
+        out->nccl_cp = memory_nccl_collective(c->p_seq, across_nodes(c, &m, seq, r));
+    else
+        out->nccl_cp = c->p_seq > 1 ? p2p_neighbours(c, &m, MESH_SEQ, r, c->window) : 0;
+    /* Ulysses' all-to-all connects every other member of its group */
+    out->nccl_ulysses = 0;
+    if (c->p_head > 1) {
+        int n = c->p_head, nvl = 0;
+        for (int k = 1; k < n; k++)
+            nvl += config_node(c, mesh_shift(&m, r, MESH_HEAD, k)) == config_node(c, r);
+        out->nccl_ulysses = memory_nccl_p2p(nvl, n - 1 - nvl);
+    }
+    int ng = mesh_group_size(&m, CONFIG_GRAD_DIMS);
+    out->nccl_grad = memory_nccl_collective(ng, across_nodes(c, &m, CONFIG_GRAD_DIMS, r));
+    out->nccl_pp = c->pp > 1 ? p2p_neighbours(c, &m, MESH_PP, r, 1) : 0;
+    out->nccl = out->nccl_tp + out->nccl_cp + out->nccl_ulysses + out->nccl_grad + out->nccl_pp;
+}
+
 static void model_states(const config *c, int stage, memory_estimate *out)
 {
     mesh m = config_mesh(c);
     double psi = (double)pipe_stage_params(c, stage), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->weights = 2 * psi;
-    out->grads = 2 * psi;
+    out->grads = 4 * psi; /* Megatron's fp32 main-gradient buffer */
     out->optimizer = 12 * psi;
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
@@ -124,10 +230,15 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     out->attn_buffers = attention_buffers(c);
     double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
     bool head = c->pp == 1 || stage == c->pp - 1;
-    out->lm_head = head ? 2 * dims_of(c).T * vocab * c->act_bytes : 0;
+    /* the fp32 cross-entropy: logits + their fp32 copy (forward), the fp32
+     * gradient + its cast back (backward) */
+    out->lm_head = head ? dims_of(c).T * vocab * (c->act_bytes + 4) : 0;
     double transient = out->working + out->attn_buffers;
     if (out->lm_head > transient) transient = out->lm_head;
-    out->peak = out->weights + out->grads + out->optimizer + out->activations + transient;
+    out->workspace = MEMORY_WORKSPACE_BYTES;
+    out->peak = out->weights + out->grads + out->optimizer + out->workspace + out->activations + transient;
+    nccl_terms(c, stage, out);
+    memory_reserve(out, MEMORY_ALLOC_CACHING);
 }
 
 void memory_estimate_config(const config *c, memory_estimate *out)
@@ -136,6 +247,6 @@ void memory_estimate_config(const config *c, memory_estimate *out)
     for (int s = 1; s < c->pp; s++) {
         memory_estimate e;
         memory_estimate_stage(c, s, &e);
-        if (e.peak > out->peak) *out = e;
+        if (e.reserved > out->reserved) *out = e;
     }
 }

@@ -1,9 +1,17 @@
 /*
  * memory: the planner's per-rank peak memory model (OOM prediction). It
- * counts what a training step of a validated config keeps resident on one
- * GPU, in bytes, from closed forms — it never builds a DAG. It is an
- * estimate of tensors, not of allocator fragmentation, CUDA context or NCCL
- * buffers (those are a fixed reserve the caller may subtract from the GPU).
+ * counts what a training step of a validated config holds on one GPU, in
+ * bytes, from closed forms — it never builds a DAG — as two peaks, the two
+ * a user reads off a real run:
+ *
+ *   allocated  the tensors (torch.cuda.max_memory_allocated): the terms
+ *              below, with Megatron's buffers (fp32 main gradients, fp32
+ *              master weights, the cuBLAS and TE workspaces, the fp32 loss);
+ *   reserved   what the GPU reports in use (nvidia-smi, gpustat): allocated
+ *              x the caching allocator's factor + the CUDA context + NCCL's
+ *              buffers of every communicator the rank joins (memory_reserve).
+ *
+ * The planner decides fit on reserved (plan.h).
  *
  * Notation: Ψ = model_params_tp(), the parameters of one TP rank's shard
  * (Megatron: weights, gradients and optimizer state divided by tp, norms
@@ -14,11 +22,22 @@
  * (head-sharded), hq = H/P_h query heads and kvh = config_kv_heads() KV
  * heads (replicas included) per rank.
  *
- *   model states (mixed precision, Adam: ZeRO paper's 2 + 2 + 12 bytes per
- *   parameter; Ψ of the rank's pipeline stage): weights 2Ψ, gradients 2Ψ, fp32 master + momentum + variance
- *   12Ψ; stage 1 shards the optimizer (12Ψ/N), stage 2 also the gradients
- *   (2Ψ/N), stage 3 also the weights (2Ψ/N plus two gathered blocks, the
- *   current one and the prefetched next: 2 * 2 * W_layer).
+ *   model states (mixed precision, Adam, as Megatron keeps them: bf16
+ *   weights 2Ψ, the DDP buffer of fp32 main gradients 4Ψ
+ *   (--accumulate-allreduce-grads-in-fp32, the default with --bf16; its
+ *   buckets are views of the one buffer, so they add no bytes), fp32
+ *   master weights + momentum + variance 12Ψ: 18 bytes per parameter, the
+ *   table of Megatron-LM's docs/source/api-guide/dist_optimizer.md; Ψ of the
+ *   rank's pipeline stage). Stage 1 (Megatron's distributed optimizer)
+ *   shards the optimizer (12Ψ/N: its 6 + 12/d), stage 2 also the gradients
+ *   (4Ψ/N), stage 3 also the weights (2Ψ/N plus the gathered blocks,
+ *   memory_gathered_params).
+ *
+ *   workspaces: cuBLAS's on the compute stream, 32 MiB on Hopper (PyTorch's
+ *   default CUBLAS_WORKSPACE_CONFIG :4096:8, CUDA semantics docs), and
+ *   TransformerEngine's GEMM workspace, 32 MiB on sm90+
+ *   (transformer_engine/pytorch/module/base.py
+ *   get_cublas_workspace_size_bytes): MEMORY_WORKSPACE_BYTES.
  *
  *   Tensor parallelism (Korthikanti et al. 2022, arXiv 2205.05198, Table 2,
  *   with S replaced by the T tokens a rank holds under CP): every tensor
@@ -94,17 +113,75 @@
 
 #include "core/config.h"
 
+typedef enum { MEMORY_ALLOC_CACHING, MEMORY_ALLOC_EXPANDABLE } memory_allocator;
+
+/* --allocator: "default" (PyTorch's caching allocator) | "expandable"
+ * (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True). 0, or -1. */
+int memory_allocator_parse(const char *s, memory_allocator *out);
+const char *memory_allocator_name(memory_allocator a);
+
+/* reserved / allocated of PyTorch's caching allocator: the mean of the six
+ * measured ratios real_reserved_gib / real_alloc_gib of SimuMax's B200
+ * Megatron runs (MooreThreads/SimuMax docs/b200/b200_release_v1.2_summary
+ * .json, Llama3-70B TP 1-8 and DeepSeek-V2 rows: 1.065, 1.030, 1.028,
+ * 1.029, 1.069, 1.053; 1.03-1.09 over the file). Expandable segments map
+ * physical pages into a segment as it grows (PyTorch CUDA semantics,
+ * "expandable_segments"), so blocks are not stranded between segments
+ * of fixed sizes: factor 1. */
+#define MEMORY_ALLOC_FACTOR            1.05
+#define MEMORY_ALLOC_FACTOR_EXPANDABLE 1.0
+/* The CUDA context with lazy module loading (CUDA_MODULE_LOADING=LAZY,
+ * PyTorch's default since 1.13): 287 MB, against 667 MB eager (measured in
+ * pytorch/pytorch PR 86509). */
+#define MEMORY_CONTEXT_BYTES 287e6
+/* cuBLAS (32 MiB) and TransformerEngine (32 MiB) GEMM workspaces. */
+#define MEMORY_WORKSPACE_BYTES (64.0 * 1048576)
+
+/* NCCL's device buffers, per connection: Simple 4 MiB (DEFAULT_BUFFSIZE),
+ * LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 x 8
+ * x 8 B = 4 800 KiB (src/init.cc defaults): 9.19 MiB, allocated through
+ * cuMem in 2 MiB granules, so 10 MiB (the 10485760-byte allocations of
+ * NVIDIA/nccl#1685's NCCL_DEBUG_SUBSYS=ALLOC log). */
+#define MEMORY_NCCL_CONN_BYTES (10.0 * 1048576)
+/* Channels: 16 collective channels on a DGX H100 ("16 coll channels",
+ * NVIDIA/nccl#1453's init log); send/recv channels per peer: 32 over
+ * NVLink (#1685: channels 00-31 per GPU pair of an all-to-all on 8 H100)
+ * and 2 over the network (NCCL_NCHANNELS_PER_NET_PEER, "2 p2p channels per
+ * peer" in #1453's log). */
+#define MEMORY_NCCL_COLL_CHANNELS     16
+#define MEMORY_NCCL_NVL_PEER_CHANNELS 32
+#define MEMORY_NCCL_NET_PEER_CHANNELS 2
+
+/* NCCL bytes of one collective communicator (ring: a connection per
+ * channel; a group across nodes also connects the double binary tree, a
+ * parent and a child per channel): 0 for n <= 1. */
+double memory_nccl_collective(int n, bool across_nodes);
+/* NCCL bytes of send/recv to `nvl` peers over NVLink and `net` over the
+ * network: a connection per channel per peer. */
+double memory_nccl_p2p(int nvl, int net);
+
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
+    double workspace;                 /* cuBLAS + TE GEMM workspaces */
     double act_per_layer;             /* kept for the backward, one layer (a chunk's mean) */
     double in_flight;                 /* chunk passes whose activations the stage keeps at once */
     double activations;               /* in_flight * L/(pp v) * act_per_layer */
     double working;                   /* gradients (+ recompute) of one layer */
     double attn_buffers;              /* ring slots, block output, all-to-all staging */
-    double lm_head;                   /* logits and their gradient */
-    double peak;                      /* the model's per-rank peak */
-    int stage;                        /* the pipeline stage it is of */
+    double lm_head;                   /* logits, their fp32 copy / gradient */
+    double peak;                      /* allocated: the tensors' peak */
+    /* reserved = peak x alloc_factor + context + nccl (memory_reserve) */
+    double alloc_factor, allocator;                            /* the factor, and peak x (factor - 1) */
+    double context;                                            /* the CUDA context */
+    double nccl;                                               /* NCCL buffers of the rank's communicators */
+    double nccl_tp, nccl_cp, nccl_ulysses, nccl_grad, nccl_pp; /* nccl by communicator */
+    double reserved;                                           /* what nvidia-smi reports in use */
+    int stage;                                                 /* the pipeline stage it is of */
 } memory_estimate;
+
+/* Recompute e's reserved terms for allocator a (memory_estimate_* use the
+ * caching allocator): reserved = peak x factor + context + nccl. */
+void memory_reserve(memory_estimate *e, memory_allocator a);
 
 /* Per-rank peak memory of a validated config (ZeRO shards over its
  * gradient group, c->dp * P ranks): of its tightest pipeline stage (the

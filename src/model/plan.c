@@ -203,16 +203,27 @@ plan_layout *plan_enumerate(const plan_request *req, int *n)
 
 /* ---- scoring ---- */
 
+double plan_mem_limit(const plan_request *req) { return req->gpu_mem * (1 - req->margin); }
+
+bool plan_mem_fits(plan_layout *l, const plan_request *req)
+{
+    memory_estimate_config(&l->c, &l->mem);
+    memory_reserve(&l->mem, req->allocator);
+    return l->mem.reserved <= plan_mem_limit(req);
+}
+
 void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const platform_spec *net)
 {
     for (int i = from; i < to; i++) {
         plan_layout *l = &ls[i];
         if (l->removed) continue;
-        memory_estimate_config(&l->c, &l->mem);
-        if (l->mem.peak > req->gpu_mem) {
+        if (!plan_mem_fits(l, req)) {
             l->removed = true;
-            snprintf(l->reason, sizeof l->reason, "predicted OOM at %.1f GB of %.1f GB per GPU", l->mem.peak / 1e9,
-                     req->gpu_mem / 1e9);
+            snprintf(l->reason, sizeof l->reason,
+                     "predicted OOM: reserved %.1f GB (allocated %.1f GB) over %.1f GB, %.1f GB per GPU less the %g %% "
+                     "margin",
+                     l->mem.reserved / 1e9, l->mem.peak / 1e9, plan_mem_limit(req) / 1e9, req->gpu_mem / 1e9,
+                     100 * req->margin);
             continue;
         }
         analytic_step(&l->c, cb, net, &l->an);
@@ -315,7 +326,7 @@ static row row_of(const plan_layout *ls, int i, int ring, int uly, double peak)
     r.tps = config_step_tokens(c) / (r.step * config_ranks(c));
     r.mfu = l->model_flops > 0 ? 100 * l->model_flops / (r.step * config_ranks(c) * peak)
                                : 100 * stats_mfu(c, r.step, peak);
-    r.mem_gb = l->mem.peak / 1e9;
+    r.mem_gb = l->mem.reserved / 1e9;
     r.exposed = l->sim_step >= 0 ? l->sim_exposed : l->an.exposed;
     r.vs_ring = ring >= 0 ? plan_gpu_seconds(&ls[ring]) / plan_gpu_seconds(l) : NAN; /* throughput ratios */
     r.vs_uly = uly >= 0 ? plan_gpu_seconds(&ls[uly]) / plan_gpu_seconds(l) : NAN;
@@ -392,6 +403,10 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              req->search_recompute ? "recompute searched (none/sel/sel+mlp/sc++/full/full-bN)" : "recompute %s", brc);
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
+    fprintf(f,
+            "# memory: a layout fits when its reserved peak (allocated x allocator + CUDA context + NCCL buffers) "
+            "is at most %.1f GB: %.1f GB less the %g %% margin; mem_GB is the reserved peak\n",
+            plan_mem_limit(req) / 1e9, req->gpu_mem / 1e9, 100 * req->margin);
     write_work(f, req);
     if (req->pp > 1 || req->pp == PLAN_PP_AUTO) {
         char pp[32] = "searched";
@@ -469,7 +484,8 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     fputs(l == cols->user ? "  <- yours\n" : "\n", f);
 }
 
-static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp)
+static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp,
+                      const plan_request *req)
 {
     int pick = plan_recommend(ls, idx, m, rp->tie);
     const plan_layout *best = &ls[pick];
@@ -495,7 +511,8 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
                 100 * (plan_gpu_seconds(&ls[idx[1]]) / plan_gpu_seconds(best) - 1), ls[idx[1]].name);
     if (best->unsimulated[0]) fprintf(f, "; the analytical model's step: not simulated (%s)", best->unsimulated);
     if (ring >= 0 && ring != pick) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
-    fprintf(f, "; peak memory %.1f GB\n", r.mem_gb);
+    fprintf(f, "; memory: reserved %.1f GB (allocated %.1f GB), %.1f GB under the %.1f GB limit\n", r.mem_gb,
+            ls[pick].mem.peak / 1e9, plan_mem_limit(req) / 1e9 - r.mem_gb, plan_mem_limit(req) / 1e9);
     plan_write_choice(f, ls, idx, m, pick, rp);
 }
 
@@ -609,7 +626,7 @@ int plan_write_table(FILE *f, const plan_layout *ls, int n, const plan_request *
         fprintf(f, "# time: --robust's simulations %.3f s of the SimGrid time, %.2fx the clean ones' %.3f s\n",
                 rp->robust_s, rp->robust_s / fmax(rp->sim_s - rp->robust_s, 1e-9), rp->sim_s - rp->robust_s);
     plan_write_user(f, ls, n, req, rp);
-    if (m) write_why(f, ls, idx, m, ring, uly, rp); /* last: what the user acts on */
+    if (m) write_why(f, ls, idx, m, ring, uly, rp, req); /* last: what the user acts on */
     free(idx);
     return ferror(f) ? -1 : 0;
 }
@@ -690,6 +707,18 @@ static json_t *json_model_error(const plan_report *rp)
 
 static json_t *json_ratio(double v) { return isnan(v) ? json_null() : json_real(v); }
 
+/* Every term of a layout's memory (memory.h), bytes per GPU. */
+static json_t *json_memory_terms(const memory_estimate *m)
+{
+    double layer = m->working + m->attn_buffers;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights",
+                     m->weights, "gradients", m->grads, "optimizer", m->optimizer, "workspace", m->workspace,
+                     "activations", m->activations, "transient", layer > m->lm_head ? layer : m->lm_head, "allocated",
+                     m->peak, "alloc_factor", m->alloc_factor, "allocator", m->allocator, "context", m->context,
+                     "nccl_tp", m->nccl_tp, "nccl_cp", m->nccl_cp, "nccl_ulysses", m->nccl_ulysses, "nccl_grad",
+                     m->nccl_grad, "nccl_pp", m->nccl_pp, "nccl", m->nccl, "reserved", m->reserved);
+}
+
 static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, const plan_report *rp, bool tie)
 {
     const plan_layout *l = &ls[i];
@@ -707,6 +736,7 @@ static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, co
                   "speedup_vs_ring", json_ratio(r->vs_ring), "speedup_vs_ulysses", json_ratio(r->vs_uly), "tie", tie);
     json_object_set_new(j, "tp", json_integer(c->tp));
     json_object_set_new(j, "tp_comm_pct", json_real(r->tp_pct));
+    json_object_set_new(j, "memory_bytes", json_memory_terms(&l->mem));
     if (rp->commands && rp->commands[i]) json_object_set_new(j, "command", json_string(rp->commands[i]));
     json_object_set_new(j, "not_simulated", l->unsimulated[0] ? json_string(l->unsimulated) : json_null());
     return j;
@@ -754,6 +784,9 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
                           "enumerated", n, "simulated", rp->simulated, "runs", rp->runs);
     if (!j) xalloc_die(0, "the plan's JSON");
     json_t *jr = json_object_get(j, "request");
+    json_object_set_new(jr, "memory_margin", json_real(req->margin));
+    json_object_set_new(jr, "memory_limit_bytes", json_real(plan_mem_limit(req)));
+    json_object_set_new(jr, "allocator", json_string(memory_allocator_name(req->allocator)));
     json_object_set_new(jr, "global_batch", req->global_batch ? json_integer(req->global_batch) : json_null());
     json_object_set_new(jr, "global_batch_tokens",
                         req->global_batch ? json_real((double)req->global_batch * (double)req->base.seq) : json_null());

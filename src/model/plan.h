@@ -97,7 +97,11 @@ typedef struct plan_request {
     int global_batch;
     bool global_batch_default; /* global_batch is the default (16M tokens), not --global-batch */
     bool search_schedule;      /* pp > 1: 1F1B and interleaved (v = 2), else base's schedule and vpp */
-    double gpu_mem;            /* bytes per GPU available to the model's tensors */
+    double gpu_mem;            /* bytes per GPU (its capacity as nvidia-smi reports it) */
+    /* a layout fits when its reserved peak (memory.h) is at most
+     * gpu_mem x (1 - margin): --memory-margin, a fraction */
+    double margin;
+    memory_allocator allocator; /* --allocator: the reserved peak's allocator factor */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
 } plan_request;
@@ -106,9 +110,19 @@ typedef struct plan_request {
  * malloc'd array and its count in *n (never fails but on OOM, which exits). */
 plan_layout *plan_enumerate(const plan_request *req, int *n);
 
+/* PLAN_MARGIN: the default --memory-margin. The allocator's reserved /
+ * allocated ratio spans 1.03-1.09 in the published runs behind
+ * MEMORY_ALLOC_FACTOR (1.05): 4 % covers the top of that spread
+ * (1.09 / 1.05 = 1.038) for a layout right at the limit. */
+#define PLAN_MARGIN 0.04
+/* The bytes a layout's reserved peak may reach: gpu_mem x (1 - margin). */
+double plan_mem_limit(const plan_request *req);
+/* Estimate l's memory for req (its allocator) and whether it fits. */
+bool plan_mem_fits(plan_layout *l, const plan_request *req);
+
 /* Memory-check and analytically score layouts [from, to) of ls (removed
- * ones are skipped; a predicted OOM removes the layout with "predicted OOM
- * at X GB of Y GB"). */
+ * ones are skipped; a predicted OOM removes the layout with "predicted OOM:
+ * reserved X GB over the Y GB limit"). */
 void plan_score(plan_layout *ls, int from, int to, const plan_request *req, const calib *cb, const platform_spec *net);
 
 /* Ranking order of the feasible layouts: fills idx with their indices, best

@@ -12,7 +12,7 @@ int plan_leanest(const plan_layout *ls, int n)
 {
     int best = -1;
     for (int i = 0; i < n; i++)
-        if (ls[i].mem.peak > 0 && (best < 0 || ls[i].mem.peak < ls[best].mem.peak)) best = i;
+        if (ls[i].mem.reserved > 0 && (best < 0 || ls[i].mem.reserved < ls[best].mem.reserved)) best = i;
     return best;
 }
 
@@ -23,10 +23,9 @@ static int fitting(const plan_request *req, double *lean_peak, char lean_name[64
     plan_layout *ls = plan_enumerate(req, &n);
     for (int i = 0; i < n; i++) {
         if (ls[i].removed) continue;
-        memory_estimate_config(&ls[i].c, &ls[i].mem);
-        if (ls[i].mem.peak > req->gpu_mem) continue;
-        if (fit++ == 0 || ls[i].mem.peak < *lean_peak) {
-            *lean_peak = ls[i].mem.peak;
+        if (!plan_mem_fits(&ls[i], req)) continue;
+        if (fit++ == 0 || ls[i].mem.reserved < *lean_peak) {
+            *lean_peak = ls[i].mem.reserved;
             snprintf(lean_name, 64, "%s", ls[i].name);
         }
     }
@@ -91,14 +90,18 @@ static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *r
     const memory_estimate *m = &l->mem;
     const config *c = &l->c;
     char why[160];
-    fprintf(f, "# out of memory: no layout fits in %.1f GB per GPU; the leanest, %s, needs %.1f GB:\n",
-            req->gpu_mem / 1e9, l->name, m->peak / 1e9);
+    fprintf(f,
+            "# out of memory: no layout fits in %.1f GB per GPU (%.1f GB less the %g %% margin); the leanest, %s, "
+            "reserves %.1f GB:\n",
+            plan_mem_limit(req) / 1e9, req->gpu_mem / 1e9, 100 * req->margin, l->name, m->reserved / 1e9);
     double params = (double)model_params_tp(&c->model, c->tp) / 1e9;
     char shard[40] = "";
     if (c->tp > 1) snprintf(shard, sizeof shard, " (a 1/%d TP shard)", c->tp);
     snprintf(why, sizeof why, "bf16, %.2fB parameters%s%s", params, shard, c->zero >= 3 ? ", sharded (ZeRO-3)" : "");
     term(f, "weights", m->weights, why);
-    term(f, "gradients", m->grads, c->zero >= 2 ? "sharded (ZeRO-2 and up)" : "not sharded below ZeRO-2");
+    term(f, "gradients", m->grads,
+         c->zero >= 2 ? "fp32 main gradients, sharded (ZeRO-2 and up)"
+                      : "fp32 main gradients, not sharded below ZeRO-2");
     term(f, "optimizer", m->optimizer,
          c->zero >= 1 ? "fp32 master, momentum, variance: sharded (ZeRO-1 and up)" : "fp32 master, momentum, variance");
     snprintf(why, sizeof why, "%d layers x %.3f GB kept for the backward, recompute %s", c->model.layers,
@@ -108,7 +111,16 @@ static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *r
     snprintf(why, sizeof why, "the larger of the LM head's logits (%.1f GB) and one layer's backward (%.1f GB)",
              m->lm_head / 1e9, layer / 1e9);
     term(f, "transient", layer > m->lm_head ? layer : m->lm_head, why);
-    term(f, "peak", m->peak, "their sum");
+    term(f, "workspaces", m->workspace, "cuBLAS and TransformerEngine GEMM workspaces");
+    term(f, "allocated", m->peak, "their sum: the tensors' peak");
+    snprintf(why, sizeof why, "allocated x %.2f, the %s caching allocator's reserve", m->alloc_factor,
+             req->allocator == MEMORY_ALLOC_EXPANDABLE ? "expandable-segments" : "default");
+    term(f, "allocator", m->allocator, why);
+    term(f, "CUDA context", m->context, "lazy module loading");
+    snprintf(why, sizeof why, "buffers of its communicators: tp %.2f, cp %.2f, ulysses %.2f, grads %.2f, pp %.2f GB",
+             m->nccl_tp / 1e9, m->nccl_cp / 1e9, m->nccl_ulysses / 1e9, m->nccl_grad / 1e9, m->nccl_pp / 1e9);
+    term(f, "NCCL", m->nccl, why);
+    term(f, "reserved", m->reserved, "what the GPU reports in use");
 }
 
 int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *req, char *fix_out, size_t len)
@@ -124,7 +136,7 @@ int plan_write_oom(FILE *f, const plan_layout *ls, int n, const plan_request *re
         char name[64] = "";
         int fit = fitting(&fx[i].req, &peak, name);
         if (!fit) continue;
-        fprintf(f, "# %s: %s (%d layout(s) fit; the leanest, %s, at %.1f GB)\n",
+        fprintf(f, "# %s: %s (%d layout(s) fit; the leanest, %s, reserves %.1f GB)\n",
                 first ? "smallest change that fits" : "also fits", fx[i].what, fit, name, peak / 1e9);
         if (first) snprintf(fix_out, len, "%s", fx[i].what);
         first = 0;

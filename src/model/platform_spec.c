@@ -35,7 +35,10 @@ typedef struct gpu_kind {
  * each GPU's x16 link reaches; a shared root complex or socket link is
  * not modelled), no NVLS, no PXN. */
 static const gpu_kind kinds[] = {
-    {"h100", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 80e9,
+    /* H100 memory: the 81559 MiB nvidia-smi reports for an H100 80GB HBM3
+     * (its total line, in public nvidia-smi logs), the figure a reserved
+     * peak is measured against */
+    {"h100", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 81559.0 * 1048576,
      "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
     {"h200", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 141e9,
      "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},

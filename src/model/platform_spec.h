@@ -91,8 +91,9 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
 /* Comma-separated known GPU kinds, for --help. */
 const char *platform_spec_kinds(void);
 
-/* Memory of one GPU of kind `gpu`, in bytes (datasheet: 80 GB H100 and
- * A100 SXM, A100 PCIe, 141 GB H200); 0 for a kind without one (cpu, unknown). */
+/* Memory of one GPU of kind `gpu`, in bytes (H100: the 81559 MiB
+ * nvidia-smi reports; datasheet: 80 GB A100 SXM and PCIe, 141 GB H200); 0
+ * for a kind without one (cpu, unknown). */
 double platform_spec_gpu_mem(const char *gpu);
 
 /* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1,
