@@ -308,14 +308,14 @@ START_TEST(gemm_shape_interpolation)
     CLOSE(calib_gemm_eff(cb, GEMM_NN, 5, 6, 7), 0.5);             /* its single row everywhere */
     CLOSE(calib_gemm_eff(cb, GEMM_NT, 3, 3, 3), 0.7);             /* no nt rows: any's */
     /* a GEMM's time: T0 + 2mnk / (eff x peak) */
-    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 4096, 1024, 1024), 4e-6 + 2.0 * 4096 * 1024 * 1024 / (0.8 * 1e15));
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 4096, 1024, 1024, 0), 4e-6 + 2.0 * 4096 * 1024 * 1024 / (0.8 * 1e15));
     calib_free(cb);
     cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
                      "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\ngemm shape tn 64 64 64 0.5\n",
                      "s.calib", err);
     ck_assert_msg(cb != NULL, "%s", err);
     ck_assert(calib_gemm_eff(cb, GEMM_NN, 64, 64, 64) < 0); /* no nn and no any rows: the line */
-    CLOSE(calib_gemm_seconds(cb, GEMM_NN, 100, 200, 300), 4e-6 + 2.0 * 100 * 200 * 300 / 500e12);
+    CLOSE(calib_gemm_seconds(cb, GEMM_NN, 100, 200, 300, 0), 4e-6 + 2.0 * 100 * 200 * 300 / 500e12);
     calib_free(cb);
 }
 END_TEST
@@ -333,20 +333,22 @@ START_TEST(gemm_dgrad_wgrad_split)
                             "s.calib", err);
     ck_assert_msg(cb != NULL, "%s", err);
     double m = 512, n = 3072, k = 1024, f = 2 * m * n * k;
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, false), 4e-6 + f / 0.6e15);
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), 4e-6 + f / 0.5e15 + 4e-6 + f / 0.25e15);
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, false, 0), 4e-6 + f / 0.6e15);
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true, 0), 4e-6 + f / 0.5e15 + 4e-6 + f / 0.25e15);
     /* a DAG task carries its shape: the builder's GEMMs are timed the same way */
     config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
     dag *g = tbuild(&c);
     int seen = 0;
+    double a = c.act_bytes; /* a DAG task's GEMM moves its operands too (the cost rule) */
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->kind != TASK_GEMM) continue;
         double tm = t->dim[0], tn = t->dim[1], tk = t->dim[2];
         bool bwd = t->phase == PHASE_BWD;
         ck_assert(t->flops == (uint64_t)((bwd ? 4 : 2) * tm * tn * tk));
-        double want = bwd ? calib_gemm_seconds(cb, GEMM_NN, tm, tk, tn) + calib_gemm_seconds(cb, GEMM_NT, tn, tk, tm)
-                          : calib_gemm_seconds(cb, GEMM_TN, tm, tn, tk);
+        double want =
+            bwd ? calib_gemm_seconds(cb, GEMM_NN, tm, tk, tn, a) + calib_gemm_seconds(cb, GEMM_NT, tn, tk, tm, a)
+                : calib_gemm_seconds(cb, GEMM_TN, tm, tn, tk, a);
         CLOSE(calib_task_seconds(cb, &c, NULL, t), want);
         seen |= bwd ? 2 : 1;
     }
@@ -355,11 +357,12 @@ START_TEST(gemm_dgrad_wgrad_split)
     cb = calib_parse(table, "t.calib", err); /* no shapes: by FLOPs */
     ck_assert_msg(cb != NULL, "%s", err);
     ck_assert(!calib_has_gemm_shapes(cb));
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), calib_seconds(cb, TASK_GEMM, 2 * f, 0, m));
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true, 0), calib_seconds(cb, TASK_GEMM, 2 * f, 0, m));
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->kind == TASK_GEMM)
-            CLOSE(calib_task_seconds(cb, &c, NULL, t), calib_seconds(cb, TASK_GEMM, (double)t->flops, 0, t->dim[0]));
+            CLOSE(calib_task_seconds(cb, &c, NULL, t),
+                  calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, a));
     }
     dag_free(g);
     calib_free(cb);
@@ -383,9 +386,9 @@ START_TEST(gemm_shape_round_trip)
         for (double x = 100; x < 1e5; x *= 3.7)
             CLOSE(calib_gemm_eff(back, l, x, 2 * x, x / 2), calib_gemm_eff(cb, l, x, 2 * x, x / 2));
     CLOSE(calib_gemm_eff(back, GEMM_NT, 3, 5, 7), 0.123456789);
-    double before = calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000);
+    double before = calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000, 0);
     calib_raise_reference(cb, TASK_GEMM, 2e15);
-    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000), before);
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000, 0), before);
     ck_assert_int_eq(calib_set_line(cb, TASK_GEMM, 1e-6, 1e15, err), 0);
     ck_assert(!calib_has_gemm_shapes(cb));
     calib_free(cb);
