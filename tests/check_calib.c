@@ -9,6 +9,8 @@
 
 #include "model/calib.h"
 #include "model/tiles.h"
+#include "core/elementwise.h"
+#include "core/fusion.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -423,6 +425,99 @@ START_TEST(shipped_gemm_shapes)
 }
 END_TEST
 
+/* The cost rule (calib.h): a GEMM whose operand bytes dominate costs T0 +
+ * bytes / bandwidth; a tiny kernel pays its floor; the membw rows
+ * interpolate monotonically in log(bytes), exact at a row, flat beyond;
+ * a membw row round-trips. */
+START_TEST(cost_rule)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
+                            "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc membw 3us\n"
+                            "membw 1K 0.1\nmembw 1M 0.5\nmembw 1G 0.8\n",
+                            "r.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    /* a matrix-vector GEMM: 2 x 4096^2 FLOPs (67 ns at 500T), 2 x (4096^2 + 2 x 4096) bytes */
+    double m = 4096, k = 4096, bytes = 2 * (m * k + k + m);
+    CLOSE(calib_gemm_task_seconds(cb, m, 1, k, false, 2), 4e-6 + bytes / calib_bandwidth(cb, bytes));
+    CLOSE(calib_gemm_task_seconds(cb, m, 1, k, false, 0), 4e-6 + 2 * m * k / 500e12); /* compute alone */
+    /* a large square GEMM stays compute-bound: the memory term does not bind */
+    CLOSE(calib_gemm_task_seconds(cb, 8192, 8192, 8192, false, 2), 4e-6 + 2.0 * 8192 * 8192 * 8192 / 500e12);
+    /* the membw rows: exact at a row, flat beyond, the log-midpoint between two rows */
+    CLOSE(calib_bandwidth(cb, 1e6), 0.5 * 2e12);
+    CLOSE(calib_bandwidth(cb, 10), 0.1 * 2e12);
+    CLOSE(calib_bandwidth(cb, 1e12), 0.8 * 2e12);
+    CLOSE(calib_bandwidth(cb, sqrt(1e3 * 1e6)), 0.3 * 2e12);
+    for (double b = 1, prev = 0; b < 1e13; b *= 1.7) {
+        double bw = calib_bandwidth(cb, b);
+        ck_assert(bw >= prev);
+        prev = bw;
+    }
+    /* a kernel of 1 byte pays its floor; a large one its bytes at the plateau */
+    ck_assert(fabs(calib_seconds(cb, TASK_ACC, 0, 1, 1) - 3e-6) < 1e-11);
+    CLOSE(calib_seconds(cb, TASK_ACC, 0, 4e9, 1), 3e-6 + 4e9 / 1.6e12);
+    /* norm .. optim inherit acc's membw row */
+    CLOSE(calib_seconds(cb, TASK_NORM, 0, 1e6, 1), 3e-6 + 1e6 / 1e12);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(f, cb), 0);
+    fclose(f);
+    calib *back = calib_parse(buf, "w.calib", err);
+    ck_assert_msg(back != NULL, "%s", err);
+    CLOSE(calib_seconds(back, TASK_ACC, 0, 5e5, 1), calib_seconds(cb, TASK_ACC, 0, 5e5, 1));
+    free(buf);
+    calib_free(back);
+    calib_free(cb);
+}
+END_TEST
+
+/* --fusions none adds exactly fusion.h's kernels and bytes per layer: a
+ * block's forward launches 6 kernels under te and 8 + 10 + 1 + 8 + 2 + 1
+ * = 30 under none, the backward 6 against 8 + 10 + 1 + 8 + 4 + 1 = 32; a
+ * task's time is its kernels' floors plus its bytes over a line's rate. */
+START_TEST(fusions_kernels)
+{
+    config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
+    const task_op *ops;
+    int nops = elementwise_block_ops(&ops);
+    uint64_t a = (uint64_t)c.act_bytes, b[FUSION_MAX_KERNELS];
+    for (int bwd = 0; bwd < 2; bwd++) {
+        task_phase ph = bwd ? PHASE_BWD : PHASE_FWD;
+        int kte = 0, knone = 0;
+        for (int i = 0; i < nops; i++) {
+            uint64_t rows, cols, te = 0, none = 0;
+            elementwise_shape(&c, ops[i], 0, &rows, &cols);
+            uint64_t e = rows * cols;
+            c.fusions = FUSIONS_TE;
+            for (int j = 0, n = fusion_kernels(&c, ops[i], ph, e, b); j < n; j++, kte++)
+                te += b[j];
+            c.fusions = FUSIONS_NONE;
+            for (int j = 0, n = fusion_kernels(&c, ops[i], ph, e, b); j < n; j++, knone++)
+                none += b[j];
+            ck_assert_uint_eq(te, elementwise_hbm_bytes(&c, ops[i], ph, e));
+            switch (elementwise_kind(ops[i])) {
+            case TASK_NORM: ck_assert_uint_eq(none, e * (2 * a + 36)); break;
+            case TASK_ROPE: ck_assert_uint_eq(none, e * 10 * a); break;
+            case TASK_ACT: ck_assert_uint_eq(none, e * (bwd ? 13 : 5) * a); break;
+            default: ck_assert_uint_eq(none, te); break;
+            }
+        }
+        ck_assert_int_eq(kte, 6);
+        ck_assert_int_eq(knone, bwd ? 32 : 30);
+    }
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse(table, "t.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    uint64_t rows, cols;
+    elementwise_shape(&c, OP_ACT, 0, &rows, &cols); /* acc's curve (1 us, 0.5 x 2 TB/s) times act */
+    c.fusions = FUSIONS_NONE;
+    CLOSE(calib_elementwise_seconds(cb, &c, OP_ACT, PHASE_BWD, rows * cols),
+          4 * calib_t0(cb, TASK_ACC) + (double)(rows * cols * 13 * a) / 1e12);
+    calib_free(cb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("calib");
@@ -438,6 +533,8 @@ int main(void)
     tcase_add_test(tc, gemm_dgrad_wgrad_split);
     tcase_add_test(tc, gemm_shape_round_trip);
     tcase_add_test(tc, shipped_gemm_shapes);
+    tcase_add_test(tc, cost_rule);
+    tcase_add_test(tc, fusions_kernels);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

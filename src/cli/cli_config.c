@@ -239,7 +239,8 @@ int cli_config_finish(const cli_config *cc, config *c, char err[LOONG_ERRLEN])
                                        KNOB_PP_EMBED_SLOT,
                                        KNOB_PP_LOSS_SLOT,
                                        KNOB_NCCL_ALGO,
-                                       KNOB_NCCL_PROTO};
+                                       KNOB_NCCL_PROTO,
+                                       KNOB_FUSIONS};
     config_defaults(c);
     if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
     if (parse_docs(cc, c, err) < 0) return -1;
