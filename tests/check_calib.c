@@ -9,6 +9,8 @@
 
 #include "model/calib.h"
 #include "model/tiles.h"
+#include "core/elementwise.h"
+#include "core/fusion.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -308,14 +310,14 @@ START_TEST(gemm_shape_interpolation)
     CLOSE(calib_gemm_eff(cb, GEMM_NN, 5, 6, 7), 0.5);             /* its single row everywhere */
     CLOSE(calib_gemm_eff(cb, GEMM_NT, 3, 3, 3), 0.7);             /* no nt rows: any's */
     /* a GEMM's time: T0 + 2mnk / (eff x peak) */
-    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 4096, 1024, 1024), 4e-6 + 2.0 * 4096 * 1024 * 1024 / (0.8 * 1e15));
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 4096, 1024, 1024, 0), 4e-6 + 2.0 * 4096 * 1024 * 1024 / (0.8 * 1e15));
     calib_free(cb);
     cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
                      "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\ngemm shape tn 64 64 64 0.5\n",
                      "s.calib", err);
     ck_assert_msg(cb != NULL, "%s", err);
     ck_assert(calib_gemm_eff(cb, GEMM_NN, 64, 64, 64) < 0); /* no nn and no any rows: the line */
-    CLOSE(calib_gemm_seconds(cb, GEMM_NN, 100, 200, 300), 4e-6 + 2.0 * 100 * 200 * 300 / 500e12);
+    CLOSE(calib_gemm_seconds(cb, GEMM_NN, 100, 200, 300, 0), 4e-6 + 2.0 * 100 * 200 * 300 / 500e12);
     calib_free(cb);
 }
 END_TEST
@@ -333,20 +335,22 @@ START_TEST(gemm_dgrad_wgrad_split)
                             "s.calib", err);
     ck_assert_msg(cb != NULL, "%s", err);
     double m = 512, n = 3072, k = 1024, f = 2 * m * n * k;
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, false), 4e-6 + f / 0.6e15);
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), 4e-6 + f / 0.5e15 + 4e-6 + f / 0.25e15);
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, false, 0), 4e-6 + f / 0.6e15);
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true, 0), 4e-6 + f / 0.5e15 + 4e-6 + f / 0.25e15);
     /* a DAG task carries its shape: the builder's GEMMs are timed the same way */
     config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
     dag *g = tbuild(&c);
     int seen = 0;
+    double a = c.act_bytes; /* a DAG task's GEMM moves its operands too (the cost rule) */
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->kind != TASK_GEMM) continue;
         double tm = t->dim[0], tn = t->dim[1], tk = t->dim[2];
         bool bwd = t->phase == PHASE_BWD;
         ck_assert(t->flops == (uint64_t)((bwd ? 4 : 2) * tm * tn * tk));
-        double want = bwd ? calib_gemm_seconds(cb, GEMM_NN, tm, tk, tn) + calib_gemm_seconds(cb, GEMM_NT, tn, tk, tm)
-                          : calib_gemm_seconds(cb, GEMM_TN, tm, tn, tk);
+        double want =
+            bwd ? calib_gemm_seconds(cb, GEMM_NN, tm, tk, tn, a) + calib_gemm_seconds(cb, GEMM_NT, tn, tk, tm, a)
+                : calib_gemm_seconds(cb, GEMM_TN, tm, tn, tk, a);
         CLOSE(calib_task_seconds(cb, &c, NULL, t), want);
         seen |= bwd ? 2 : 1;
     }
@@ -355,11 +359,12 @@ START_TEST(gemm_dgrad_wgrad_split)
     cb = calib_parse(table, "t.calib", err); /* no shapes: by FLOPs */
     ck_assert_msg(cb != NULL, "%s", err);
     ck_assert(!calib_has_gemm_shapes(cb));
-    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true), calib_seconds(cb, TASK_GEMM, 2 * f, 0, m));
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true, 0), calib_seconds(cb, TASK_GEMM, 2 * f, 0, m));
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->kind == TASK_GEMM)
-            CLOSE(calib_task_seconds(cb, &c, NULL, t), calib_seconds(cb, TASK_GEMM, (double)t->flops, 0, t->dim[0]));
+            CLOSE(calib_task_seconds(cb, &c, NULL, t),
+                  calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, a));
     }
     dag_free(g);
     calib_free(cb);
@@ -383,9 +388,9 @@ START_TEST(gemm_shape_round_trip)
         for (double x = 100; x < 1e5; x *= 3.7)
             CLOSE(calib_gemm_eff(back, l, x, 2 * x, x / 2), calib_gemm_eff(cb, l, x, 2 * x, x / 2));
     CLOSE(calib_gemm_eff(back, GEMM_NT, 3, 5, 7), 0.123456789);
-    double before = calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000);
+    double before = calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000, 0);
     calib_raise_reference(cb, TASK_GEMM, 2e15);
-    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000), before);
+    CLOSE(calib_gemm_seconds(cb, GEMM_TN, 3000, 1000, 1000, 0), before);
     ck_assert_int_eq(calib_set_line(cb, TASK_GEMM, 1e-6, 1e15, err), 0);
     ck_assert(!calib_has_gemm_shapes(cb));
     calib_free(cb);
@@ -449,6 +454,99 @@ START_TEST(shipped_attention)
 }
 END_TEST
 
+/* The cost rule (calib.h): a GEMM whose operand bytes dominate costs T0 +
+ * bytes / bandwidth; a tiny kernel pays its floor; the membw rows
+ * interpolate monotonically in log(bytes), exact at a row, flat beyond;
+ * a membw row round-trips. */
+START_TEST(cost_rule)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse("gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
+                            "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc membw 3us\n"
+                            "membw 1K 0.1\nmembw 1M 0.5\nmembw 1G 0.8\n",
+                            "r.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    /* a matrix-vector GEMM: 2 x 4096^2 FLOPs (67 ns at 500T), 2 x (4096^2 + 2 x 4096) bytes */
+    double m = 4096, k = 4096, bytes = 2 * (m * k + k + m);
+    CLOSE(calib_gemm_task_seconds(cb, m, 1, k, false, 2), 4e-6 + bytes / calib_bandwidth(cb, bytes));
+    CLOSE(calib_gemm_task_seconds(cb, m, 1, k, false, 0), 4e-6 + 2 * m * k / 500e12); /* compute alone */
+    /* a large square GEMM stays compute-bound: the memory term does not bind */
+    CLOSE(calib_gemm_task_seconds(cb, 8192, 8192, 8192, false, 2), 4e-6 + 2.0 * 8192 * 8192 * 8192 / 500e12);
+    /* the membw rows: exact at a row, flat beyond, the log-midpoint between two rows */
+    CLOSE(calib_bandwidth(cb, 1e6), 0.5 * 2e12);
+    CLOSE(calib_bandwidth(cb, 10), 0.1 * 2e12);
+    CLOSE(calib_bandwidth(cb, 1e12), 0.8 * 2e12);
+    CLOSE(calib_bandwidth(cb, sqrt(1e3 * 1e6)), 0.3 * 2e12);
+    for (double b = 1, prev = 0; b < 1e13; b *= 1.7) {
+        double bw = calib_bandwidth(cb, b);
+        ck_assert(bw >= prev);
+        prev = bw;
+    }
+    /* a kernel of 1 byte pays its floor; a large one its bytes at the plateau */
+    ck_assert(fabs(calib_seconds(cb, TASK_ACC, 0, 1, 1) - 3e-6) < 1e-11);
+    CLOSE(calib_seconds(cb, TASK_ACC, 0, 4e9, 1), 3e-6 + 4e9 / 1.6e12);
+    /* norm .. optim inherit acc's membw row */
+    CLOSE(calib_seconds(cb, TASK_NORM, 0, 1e6, 1), 3e-6 + 1e6 / 1e12);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(f, cb), 0);
+    fclose(f);
+    calib *back = calib_parse(buf, "w.calib", err);
+    ck_assert_msg(back != NULL, "%s", err);
+    CLOSE(calib_seconds(back, TASK_ACC, 0, 5e5, 1), calib_seconds(cb, TASK_ACC, 0, 5e5, 1));
+    free(buf);
+    calib_free(back);
+    calib_free(cb);
+}
+END_TEST
+
+/* --fusions none adds exactly fusion.h's kernels and bytes per layer: a
+ * block's forward launches 6 kernels under te and 8 + 10 + 1 + 8 + 2 + 1
+ * = 30 under none, the backward 6 against 8 + 10 + 1 + 8 + 4 + 1 = 32; a
+ * task's time is its kernels' floors plus its bytes over a line's rate. */
+START_TEST(fusions_kernels)
+{
+    config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
+    const task_op *ops;
+    int nops = elementwise_block_ops(&ops);
+    uint64_t a = (uint64_t)c.act_bytes, b[FUSION_MAX_KERNELS];
+    for (int bwd = 0; bwd < 2; bwd++) {
+        task_phase ph = bwd ? PHASE_BWD : PHASE_FWD;
+        int kte = 0, knone = 0;
+        for (int i = 0; i < nops; i++) {
+            uint64_t rows, cols, te = 0, none = 0;
+            elementwise_shape(&c, ops[i], 0, &rows, &cols);
+            uint64_t e = rows * cols;
+            c.fusions = FUSIONS_TE;
+            for (int j = 0, n = fusion_kernels(&c, ops[i], ph, e, b); j < n; j++, kte++)
+                te += b[j];
+            c.fusions = FUSIONS_NONE;
+            for (int j = 0, n = fusion_kernels(&c, ops[i], ph, e, b); j < n; j++, knone++)
+                none += b[j];
+            ck_assert_uint_eq(te, elementwise_hbm_bytes(&c, ops[i], ph, e));
+            switch (elementwise_kind(ops[i])) {
+            case TASK_NORM: ck_assert_uint_eq(none, e * (2 * a + 36)); break;
+            case TASK_ROPE: ck_assert_uint_eq(none, e * 10 * a); break;
+            case TASK_ACT: ck_assert_uint_eq(none, e * (bwd ? 13 : 5) * a); break;
+            default: ck_assert_uint_eq(none, te); break;
+            }
+        }
+        ck_assert_int_eq(kte, 6);
+        ck_assert_int_eq(knone, bwd ? 32 : 30);
+    }
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse(table, "t.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    uint64_t rows, cols;
+    elementwise_shape(&c, OP_ACT, 0, &rows, &cols); /* acc's curve (1 us, 0.5 x 2 TB/s) times act */
+    c.fusions = FUSIONS_NONE;
+    CLOSE(calib_elementwise_seconds(cb, &c, OP_ACT, PHASE_BWD, rows * cols),
+          4 * calib_t0(cb, TASK_ACC) + (double)(rows * cols * 13 * a) / 1e12);
+    calib_free(cb);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("calib");
@@ -465,6 +563,8 @@ int main(void)
     tcase_add_test(tc, gemm_shape_round_trip);
     tcase_add_test(tc, shipped_gemm_shapes);
     tcase_add_test(tc, shipped_attention);
+    tcase_add_test(tc, cost_rule);
+    tcase_add_test(tc, fusions_kernels);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

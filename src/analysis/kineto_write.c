@@ -149,8 +149,9 @@ static void gemm(writer *w, const dag_task *t, double ts, double dur)
     }
     double share = 0.5;
     if (w->cb && calib_has_gemm_shapes(w->cb)) {
-        double dx = calib_gemm_seconds(w->cb, GEMM_NN, (double)m, (double)kk, (double)n),
-               dw = calib_gemm_seconds(w->cb, GEMM_NT, (double)n, (double)kk, (double)m);
+        double a = dag_config(w->g)->act_bytes;
+        double dx = calib_gemm_seconds(w->cb, GEMM_NN, (double)m, (double)kk, (double)n, a),
+               dw = calib_gemm_seconds(w->cb, GEMM_NT, (double)n, (double)kk, (double)m, a);
         share = dx / (dx + dw);
     }
     launch(w, k, "aten::mm", mm_args(m, kk, n, false, false), t->stream, ts, dur * share, NULL);

@@ -274,7 +274,8 @@ int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN]
                                        KNOB_PP_EMBED_SLOT,
                                        KNOB_PP_LOSS_SLOT,
                                        KNOB_NCCL_ALGO,
-                                       KNOB_NCCL_PROTO};
+                                       KNOB_NCCL_PROTO,
+                                       KNOB_FUSIONS};
     cli_config merged;
     const cli_config *cc = &merged;
     model mg_model;

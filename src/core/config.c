@@ -65,6 +65,7 @@ static const spelling recompute_method_sp[] = {{"uniform", "u"}, {"block", "b"}}
 static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
 static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
+static const spelling fusions_sp[] = {{"te", "te"}, {"none", "none"}};
 static const spelling schedule_sp[] = {{"1f1b", "1f1b"}, {"gpipe", "gpipe"}, {"interleaved", "il"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
@@ -908,6 +909,11 @@ static const knob_row knobs[KNOB_COUNT] = {
                     0,
                     dtype_sp,
                     NSP(dtype_sp)},
+    [KNOB_FUSIONS] = {{"fusions", "fusions", "te|none",
+                       "elementwise kernel fusion: Megatron-Core with TE's\n"
+                       "fused kernels, or none (unfused PyTorch)      [te]",
+                       false},
+                      KNOB_ENUM(fusions, fusions_sp)},
     [KNOB_DOCS] = {{"docs", "docs", "L,L,...",
                     "document lengths packed into each sample (K/M/G), padded\n"
                     "to --seq; or --docs-file FILE, --doc-dist FILE --seed N  [one]",
@@ -969,7 +975,8 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot) ||
            (k == KNOB_RECOMPUTE_MODULES && c->recompute_modules == RECOMPUTE_MOD_CORE_ATTN) ||
            (k == KNOB_RECOMPUTE_METHOD && c->recompute_method == RECOMPUTE_UNIFORM) ||
-           (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1);
+           (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1) ||
+           (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
@@ -982,7 +989,8 @@ static bool optional_knob(int k)
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
            k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
-           k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS;
+           k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
+           k == KNOB_FUSIONS;
 }
 
 char *config_knob_text(const config *c, config_knob k)

@@ -30,6 +30,9 @@ typedef enum { PART_CONTIGUOUS, PART_ZIGZAG, PART_DOC_CONTIGUOUS, PART_DOC_ZIGZA
  * or one all-gather per layer (allgather, Llama 3's context parallelism). */
 typedef enum { RING_SINGLE, RING_DUAL, RING_DOUBLE, RING_ALLGATHER } ring_kind;
 typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
+/* Which elementwise kernels fuse (fusion.h): Megatron-Core with Transformer
+ * Engine's fused kernels, or none (the unfused PyTorch path). */
+typedef enum { FUSIONS_TE, FUSIONS_NONE } fusions_kind;
 /* Activation recompute (recompute.h): none; Megatron-Core's selective (of
  * the recompute modules); LoongTrain's Selective Checkpoint++; full. In
  * this order each keeps fewer activations than the one before. */
@@ -85,8 +88,9 @@ typedef struct config {
     recompute_method_kind recompute_method; /* full: uniform or block (uniform) */
     int recompute_layers;                   /* full: --recompute-num-layers N (1) */
     int zero;                               /* ZeRO stage 0..3 for the gradient reduction */
-    int prefetch;  /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
-    int act_bytes; /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    int prefetch;         /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
+    int act_bytes;        /* bytes per activation element: 2 (bf16) or 4 (fp32) */
+    fusions_kind fusions; /* which elementwise kernels fuse (fusion.h): te */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
     coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
@@ -242,6 +246,7 @@ typedef enum {
     KNOB_ZERO,
     KNOB_PREFETCH,
     KNOB_DTYPE,
+    KNOB_FUSIONS,
     KNOB_DOCS,
     KNOB_NCCL_ALGO,
     KNOB_NCCL_PROTO,

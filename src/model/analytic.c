@@ -508,9 +508,9 @@ typedef struct layer_cost {
 
 /* One GEMM task as the DAG's (m, n, k): by FLOPs, or by its shapes when the
  * table has them (a backward: its dgrad and wgrad). */
-static double gemm(const calib *cb, double m, double n, double k, bool bwd)
+static double gemm(const config *c, const calib *cb, double m, double n, double k, bool bwd)
 {
-    return calib_gemm_task_seconds(cb, m, n, k, bwd);
+    return calib_gemm_task_seconds(cb, m, n, k, bwd, c->act_bytes);
 }
 
 /* The block's GEMMs, each with 1/tp of the weights (build.c's shapes), by
@@ -520,9 +520,9 @@ static void gemm_parts(const config *c, const calib *cb, bool bwd, double g[3])
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)m->ffn / c->tp;
     double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)m->heads * d / c->tp;
-    g[0] = gemm(cb, T, qkv, hid, bwd);
-    g[1] = gemm(cb, T, hid, o, bwd);
-    g[2] = 2 * gemm(cb, T, ffn, hid, bwd) + gemm(cb, T, hid, ffn, bwd);
+    g[0] = gemm(c, cb, T, qkv, hid, bwd);
+    g[1] = gemm(c, cb, T, hid, o, bwd);
+    g[2] = 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
 }
 
 static double gemms(const config *c, const calib *cb, bool bwd)
@@ -538,8 +538,7 @@ static double elementwise_seconds(const config *c, const calib *cb, task_op op, 
 {
     uint64_t rows, cols;
     elementwise_shape(c, op, stage, &rows, &cols);
-    double bytes = (double)elementwise_hbm_bytes(c, op, bwd ? PHASE_BWD : PHASE_FWD, rows * cols);
-    return calib_seconds(cb, elementwise_kind(op), 0, bytes, (double)rows);
+    return calib_elementwise_seconds(cb, c, op, bwd ? PHASE_BWD : PHASE_FWD, rows * cols);
 }
 
 /* The block's memory-bound kernels, forward or backward, that a pass of
@@ -616,8 +615,8 @@ static void tp_overlap_costs(const config *c, const calib *cb, const platform_sp
         k->part[i] = k->part_busy[i] = 0;
     for (int i = 0; i < 8; i++) {
         bool bwd = pairs[i].bwd;
-        double chunk = pairs[i].count * gemm(cb, rows, pairs[i].n, pairs[i].k, bwd);
-        double whole = pairs[i].count * gemm(cb, T, pairs[i].n, pairs[i].k, bwd), busy;
+        double chunk = pairs[i].count * gemm(c, cb, rows, pairs[i].n, pairs[i].k, bwd);
+        double whole = pairs[i].count * gemm(c, cb, T, pairs[i].n, pairs[i].k, bwd), busy;
         double t = ring_pair(tp, chunk, s, acc, pairs[i].gather, &busy);
         *(bwd ? &k->bwd : &k->fwd) += t - busy;
         *(bwd ? &k->bwd_busy : &k->fwd_busy) += busy - whole;
@@ -692,7 +691,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
     double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
     head_elementwise he = head_elementwise_of(c, cb);
-    double lm = gemm(cb, T, v, m->hidden, false) + gemm(cb, T, v, m->hidden, true) + he.last_f + he.last_b;
+    double lm = gemm(c, cb, T, v, m->hidden, false) + gemm(c, cb, T, v, m->hidden, true) + he.last_f + he.last_b;
     double zero_grad = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, 0);
     double optim = elementwise_seconds(c, cb, OP_OPTIM_STEP, false, 0);
     double t = zero_grad + he.first_f + tk->embed, dp = 0, busy = zero_grad + he.first_f + he.first_b + optim;
@@ -837,7 +836,8 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
     double T = (double)config_local_tokens(c), v = (double)((m->vocab + c->tp - 1) / c->tp);
     head_elementwise he = head_elementwise_of(c, cb);
-    double lm_f = gemm(cb, T, v, m->hidden, false) + he.last_f, lm_b = gemm(cb, T, v, m->hidden, true) + he.last_b;
+    double lm_f = gemm(c, cb, T, v, m->hidden, false) + he.last_f,
+           lm_b = gemm(c, cb, T, v, m->hidden, true) + he.last_b;
     pipe_walk w = {c,
                    lc->fwd,
                    lc->bwd,

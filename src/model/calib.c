@@ -12,6 +12,7 @@
 #include "tiles.h"
 
 #include "core/elementwise.h"
+#include "core/fusion.h"
 #include "core/sizes.h"
 
 #define CALIB_MAXPTS 32
@@ -33,6 +34,7 @@ typedef struct row {
     bool set;
     bool inherited; /* a memory-bound kind after acc without a row of its own: acc's */
     bool curve;     /* else a line */
+    bool membw;     /* a memory-bound kind timed by the table's membw rows (KIND membw T0) */
     xaxis x;
     double t0;
     double rate; /* line: work per second */
@@ -50,7 +52,10 @@ struct calib {
     int tile[NKINDS][2];         /* attention kernels' tile, query rows x key columns ('tile'); 0: none */
     gemm_shape *shape;           /* 'gemm shape' rows, in the order read */
     int nshape, shapecap;
-    unsigned given; /* while parsing: header lines seen (HDR_*), each allowed once */
+    int nbw;                                           /* 'membw' rows, bytes increasing */
+    double bw_lx[CALIB_MAXPTS], bw_frac[CALIB_MAXPTS]; /* log(bytes), fraction of mem_bw */
+    double bw_x[CALIB_MAXPTS];                         /* bytes as written */
+    unsigned given;                                    /* while parsing: header lines seen (HDR_*), each allowed once */
 };
 
 enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kind */
@@ -171,8 +176,14 @@ static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok
         if (parse_t0(cu, tok[3], &r->t0) < 0) return -1;
         for (int i = 4; i < ntok; i++)
             if (parse_point(cu, r, tok[i]) < 0) return -1;
+    } else if (!strcmp(tok[1], "membw") && memory_bound(kind)) {
+        if (ntok != 3)
+            return fail(cu, "'%s membw' takes T0 (e.g. 3us): the bandwidth is the membw rows'%s", tok[0], "");
+        if (parse_t0(cu, tok[2], &r->t0) < 0) return -1;
+        r->membw = true;
     } else {
-        return fail(cu, "unknown model '%s' for kind '%s': use 'curve' or 'line'", tok[1], tok[0]);
+        return fail(cu, "unknown model '%s' for kind '%s': use 'curve', 'line' or (memory-bound) 'membw'", tok[1],
+                    tok[0]);
     }
     r->set = true;
     return 0;
@@ -302,6 +313,26 @@ static int parse_gemm_shape(const cursor *cu, calib *cb, char **tok, int ntok)
     return 0;
 }
 
+/* membw BYTES FRACTION: a kernel moving BYTES reaches FRACTION of mem_bw */
+static int parse_membw(const cursor *cu, calib *cb, char **tok, int ntok)
+{
+    if (ntok != 3) return fail(cu, "'membw' takes BYTES FRACTION (e.g. membw 4MB 0.72)%s%s", "", "");
+    double x, f;
+    char *end;
+    if (units_parse_si(tok[1], "membw bytes", &x, cu->err) < 0) return fail_units(cu);
+    if (out_of_range(cu, "membw bytes", tok[1], x, 1, 1e15, "B") < 0) return -1;
+    f = strtod(tok[2], &end);
+    if (end == tok[2] || *end || !(f >= EFF_MIN && f <= 1))
+        return fail(cu, "membw fraction '%s' must be a number in [1e-9, 1]%s", tok[2], "");
+    if (cb->nbw == CALIB_MAXPTS) return fail(cu, "more than 32 'membw' rows at '%s'%s", tok[1], "");
+    if (cb->nbw && log(x) <= cb->bw_lx[cb->nbw - 1])
+        return fail(cu, "membw bytes '%s' must increase from row to row%s", tok[1], "");
+    cb->bw_x[cb->nbw] = x;
+    cb->bw_lx[cb->nbw] = log(x);
+    cb->bw_frac[cb->nbw++] = f;
+    return 0;
+}
+
 static int parse_line(const cursor *cu, calib *cb, char *line)
 {
     char *hash = strchr(line, '#');
@@ -317,12 +348,13 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
         return parse_header(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "interference")) return parse_interference(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "tile")) return parse_tile(cu, cb, tok, ntok);
+    if (!strcmp(tok[0], "membw")) return parse_membw(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "gemm") && ntok >= 2 && !strcmp(tok[1], "shape")) return parse_gemm_shape(cu, cb, tok, ntok);
     int kind = task_kind_parse(tok[0]);
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
-                    "unknown key or kind '%s': expected gpu, peak, mem_bw, interference, tile, gemm, attn_fwd, "
-                    "attn_bwd, merge, acc, norm, rope, add, act, embed, loss or optim%s",
+                    "unknown key or kind '%s': expected gpu, peak, mem_bw, membw, interference, tile, gemm, "
+                    "attn_fwd, attn_bwd, merge, acc, norm, rope, add, act, embed, loss or optim%s",
                     tok[0], "");
     return parse_row(cu, cb, kind, tok, ntok);
 }
@@ -342,7 +374,7 @@ static int check_table(const cursor *cu, calib *cb)
         const row *r = &cb->rows[k];
         if (!r->set) return fail(cu, "no row for kind '%s': every compute kind needs one%s", task_kind_name(k), "");
         double ref = memory_bound(k) ? cb->mem_bw : cb->peak;
-        if (!r->curve && r->rate > ref * (1 + 1e-12)) {
+        if (!r->curve && !r->membw && r->rate > ref * (1 + 1e-12)) {
             char a[64];
             snprintf(a, sizeof a, "%s line rate %.4g", task_kind_name(k), r->rate);
             return fail(cu, "%s exceeds the hardware peak (%s): a table cannot be faster than the GPU", a,
@@ -441,6 +473,8 @@ void calib_raise_reference(calib *cb, int kind, double rate)
     }
     for (int i = 0; !memory_bound(kind) && i < cb->nshape; i++) /* and so do the GEMM shapes */
         cb->shape[i].eff *= *ref / rate;
+    for (int i = 0; memory_bound(kind) && i < cb->nbw; i++) /* and the membw rows */
+        cb->bw_frac[i] *= *ref / rate;
     *ref = rate;
 }
 
@@ -450,8 +484,12 @@ uint64_t calib_task_bytes(const config *c, const dag_task *t)
 {
     if (t->kind == TASK_MERGE) return size_merge_hbm_bytes(c, t->dim[0]);
     if (t->kind == TASK_ACC) return size_acc_hbm_bytes(t->flops); /* an ACC's FLOPs are its elements */
-    if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)       /* so are the elementwise kernels' */
-        return elementwise_hbm_bytes(c, (task_op)t->op, (task_phase)t->phase, t->flops);
+    if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST) {     /* so are the elementwise kernels' */
+        uint64_t b[FUSION_MAX_KERNELS], sum = 0;
+        for (int i = 0, n = fusion_kernels(c, (task_op)t->op, (task_phase)t->phase, t->flops, b); i < n; i++)
+            sum += b[i];
+        return sum;
+    }
     return 0;
 }
 
@@ -468,12 +506,27 @@ static double efficiency(const row *r, double x)
     return r->eff[r->npts - 1];
 }
 
+double calib_bandwidth(const calib *cb, double bytes)
+{
+    if (!cb->nbw) return cb->mem_bw; /* no rows: the roofline's bound, the datasheet figure */
+    double lx = log(bytes > 1 ? bytes : 1), f = cb->bw_frac[0];
+    if (lx >= cb->bw_lx[cb->nbw - 1]) f = cb->bw_frac[cb->nbw - 1];
+    for (int i = 1; i < cb->nbw && lx > cb->bw_lx[0]; i++)
+        if (lx <= cb->bw_lx[i]) {
+            double g = (lx - cb->bw_lx[i - 1]) / (cb->bw_lx[i] - cb->bw_lx[i - 1]);
+            f = cb->bw_frac[i - 1] + g * (cb->bw_frac[i] - cb->bw_frac[i - 1]);
+            break;
+        }
+    return f * cb->mem_bw;
+}
+
 double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens)
 {
     if (kind < 0 || kind >= NKINDS) return 0;
     const row *r = &cb->rows[kind];
     double work = memory_bound(kind) ? bytes : flops;
     if (work <= 0) return 0;
+    if (r->membw) return r->t0 + bytes / calib_bandwidth(cb, bytes);
     if (!r->curve) return r->t0 + work / r->rate;
     double x = r->x == X_FLOPS ? flops : r->x == X_BYTES ? bytes : tokens;
     double ref = memory_bound(kind) ? cb->mem_bw : cb->peak;
@@ -498,10 +551,22 @@ void calib_set_tile(calib *cb, int kind, int br, int bc)
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;
-    if (t->kind == TASK_GEMM && cb->nshape && t->dim[0] && t->dim[1] && t->dim[2])
-        return calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD);
+    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2])
+        return calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
+    if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)
+        return calib_elementwise_seconds(cb, c, (task_op)t->op, (task_phase)t->phase, t->flops);
     double flops = tl ? tiles_task_flops(tl, t) : (double)t->flops;
     return calib_seconds(cb, t->kind, flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
+}
+
+double calib_elementwise_seconds(const calib *cb, const config *c, task_op op, task_phase ph, uint64_t elems)
+{
+    uint64_t b[FUSION_MAX_KERNELS];
+    int kind = elementwise_kind(op), n = fusion_kernels(c, op, ph, elems, b);
+    double rows = elems, t = 0; /* a curve over tokens: the task's elements stand in (none ships one) */
+    for (int i = 0; i < n; i++)
+        t += calib_seconds(cb, kind, 0, (double)b[i], rows);
+    return t;
 }
 
 int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_ERRLEN])
@@ -528,6 +593,10 @@ int calib_write(FILE *f, const calib *cb)
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (r->inherited) continue; /* acc's row stands for it */
+        if (r->membw) {
+            fprintf(f, "%s membw %.17gs\n", task_kind_name(k), r->t0);
+            continue;
+        }
         if (!r->curve) {
             fprintf(f, "%s line %.17gs %.17g%s\n", task_kind_name(k), r->t0, r->rate, memory_bound(k) ? "Bps" : "");
             continue;
@@ -542,6 +611,8 @@ int calib_write(FILE *f, const calib *cb)
         fprintf(f, "gemm shape %s %llu %llu %llu %.17g\n", layout_names[g->layout], (unsigned long long)g->dim[0],
                 (unsigned long long)g->dim[1], (unsigned long long)g->dim[2], g->eff);
     }
+    for (int i = 0; i < cb->nbw; i++)
+        fprintf(f, "membw %.17g %.17g\n", cb->bw_x[i], cb->bw_frac[i]);
     for (int k = 0; k < NKINDS; k++)
         if (cb->interference[k] > 0) fprintf(f, "interference %s %.17g\n", task_kind_name(k), cb->interference[k]);
     for (int k = 0; k < NKINDS; k++)
@@ -617,18 +688,32 @@ double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
     return swe / sw;
 }
 
-double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k)
+/* The cost rule (calib.h): T0 + max(compute, memory). compute is the
+ * GEMM's FLOPs at its shape's rate (or the gemm curve or line without
+ * shape rows, less its T0), memory its operand bytes, X m x k and W k x
+ * n read and Y m x n written at elem_bytes each, over the bandwidth a
+ * transfer of that size reaches. */
+static double gemm_rule(const calib *cb, double flops, double eff, double m, double n, double k, double elem_bytes)
 {
-    double flops = 2 * m * n * k, e = calib_gemm_eff(cb, layout, m, n, k);
-    if (e < 0) return calib_seconds(cb, TASK_GEMM, flops, 0, m);
-    return flops > 0 ? cb->rows[TASK_GEMM].t0 + flops / (e * cb->peak) : 0;
+    const row *r = &cb->rows[TASK_GEMM];
+    if (!(flops > 0)) return 0;
+    double compute = eff >= 0 ? flops / (eff * cb->peak) : calib_seconds(cb, TASK_GEMM, flops, 0, m) - r->t0;
+    double bytes = elem_bytes * (m * k + k * n + m * n);
+    double memory = bytes > 0 ? bytes / calib_bandwidth(cb, bytes) : 0;
+    return r->t0 + (compute > memory ? compute : memory);
 }
 
-double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd)
+double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k, double elem_bytes)
 {
-    if (!cb->nshape) return calib_seconds(cb, TASK_GEMM, (bwd ? 4 : 2) * m * n * k, 0, m);
-    if (!bwd) return calib_gemm_seconds(cb, GEMM_TN, m, n, k);
-    return calib_gemm_seconds(cb, GEMM_NN, m, k, n) + calib_gemm_seconds(cb, GEMM_NT, n, k, m);
+    return gemm_rule(cb, 2 * m * n * k, calib_gemm_eff(cb, layout, m, n, k), m, n, k, elem_bytes);
+}
+
+double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes)
+{
+    if (!cb->nshape) /* by FLOPs: one kernel's worth of T0, as before; a backward moves both GEMMs' bytes */
+        return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, (bwd ? 2 : 1) * elem_bytes);
+    if (!bwd) return calib_gemm_seconds(cb, GEMM_TN, m, n, k, elem_bytes);
+    return calib_gemm_seconds(cb, GEMM_NN, m, k, n, elem_bytes) + calib_gemm_seconds(cb, GEMM_NT, n, k, m, elem_bytes);
 }
 
 int calib_set_gemm_shape(calib *cb, int layout, uint64_t m, uint64_t n, uint64_t k, double eff, char err[LOONG_ERRLEN])

@@ -19,6 +19,11 @@
  *   tile KIND BRxBC         attn_fwd or attn_bwd: the kernel computes tiles
  *                           of BR query rows x BC key columns, a partly
  *                           masked tile in full [none: exact pairs]
+ *   membw   BYTES FRACTION  a kernel moving BYTES through HBM reaches
+ *                           FRACTION of mem_bw; rows in increasing BYTES
+ *                           (see "The cost rule" below) [none: 1]
+ *   KIND membw T0           a memory-bound kind timed by the membw rows:
+ *                           T0 + bytes / (mem_bw x membw(bytes))
  *   gemm shape LAYOUT M N K EFF
  *                           one measured GEMM: output M x N, reduction K,
  *                           at EFF of `peak`; LAYOUT tn (forward), nn
@@ -51,6 +56,21 @@
  * (m, n, k) is one tn GEMM; a backward task (4mnk FLOPs) is two, timed
  * each by its own shape: dgrad nn (m, k, n) and wgrad nt (n, k, m). A table
  * without shape rows times GEMMs exactly as before: by FLOPs alone.
+ *
+ * The cost rule. Every compute task takes its launch floor, its row's T0,
+ * plus the longer of its compute time and its memory time:
+ *   T0 + max(FLOPs / rate(shape), bytes / bandwidth(bytes)).
+ * A GEMM's rate is its shape row's efficiency x peak (or the gemm curve or
+ * line), its bytes its operands' (X m x k, W k x n, Y m x n at the
+ * activation's bytes each). A memory-bound kind has no FLOPs term; its
+ * bandwidth is its row's: a line's RATE, a curve's eff x mem_bw, or
+ * membw's mem_bw x membw(bytes), the membw rows interpolated linearly
+ * in log(bytes) and flat beyond the first and last. Without membw rows
+ * membw(bytes) = 1: the datasheet bandwidth, the roofline's bound. An
+ * attention kernel's memory term is left out: FlashAttention's
+ * arithmetic intensity grows with its block's tokens and is far above
+ * the ridge point at the block sizes loong builds. An elementwise task
+ * pays T0 per kernel it launches (fusion.h: --fusions).
  *
  * Low-level: depends on units and dag (for task kinds and shapes).
  *
@@ -129,6 +149,17 @@ void calib_set_tile(calib *cb, int kind, int br, int bc);
 typedef struct tiles tiles;
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t);
 
+/* The bandwidth, bytes/s, a kernel moving `bytes` through HBM reaches:
+ * mem_bw x membw(bytes) (see "The cost rule"). */
+double calib_bandwidth(const calib *cb, double bytes);
+
+/* Seconds of an elementwise task of op in phase ph over `elems` elements
+ * (elementwise.h): each kernel fusion_kernels() says it launches, its
+ * kind's T0 plus its bytes over its kind's bandwidth. The simulator
+ * (through calib_task_seconds) and the analytical model both time the
+ * elementwise kernels with it. */
+double calib_elementwise_seconds(const calib *cb, const config *c, task_op op, task_phase ph, uint64_t elems);
+
 /* Seconds for `kind` given its work (FLOPs or bytes, by kind) and abscissa
  * values, for callers without a dag_task (the planner). */
 double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens);
@@ -156,15 +187,18 @@ bool calib_has_gemm_shapes(const calib *cb);
  * applies (the gemm curve or line times it). */
 double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k);
 
-/* Seconds of one GEMM (2mnk FLOPs) of that shape and layout: by its shape
- * rows, else the gemm curve or line. */
-double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k);
+/* Seconds of one GEMM (2mnk FLOPs) of that shape and layout by the cost
+ * rule: T0 + max(its FLOPs at its shape rows' rate (else the gemm curve
+ * or line), its operands' bytes at elem_bytes each over calib_bandwidth);
+ * elem_bytes 0 leaves the memory term out. */
+double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k, double elem_bytes);
 
 /* Seconds of a DAG GEMM task of shape (m, n, k) (Y = X W, X m x k, W k x n):
  * forward one tn GEMM; backward (bwd) its dgrad nn (m, k, n) plus its
- * wgrad nt (n, k, m). A table without shape rows: the gemm row at the
- * task's (bwd ? 4 : 2) mnk FLOPs, as calib_seconds. */
-double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd);
+ * wgrad nt (n, k, m), each by calib_gemm_seconds. A table without shape
+ * rows: one T0 plus the max of the gemm row's time at the task's
+ * (bwd ? 4 : 2) mnk FLOPs and its (bwd ? 2 : 1) GEMMs' operand bytes. */
+double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes);
 
 /* Add (or replace) the shape row (layout, m, n, k) at efficiency eff, for
  * a caller that measured the shape. Returns 0, or -1 with a message

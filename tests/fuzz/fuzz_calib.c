@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     for (int bwd = 0; bwd < 2; bwd++) { /* a shaped GEMM: finite too */
-        double s = calib_gemm_task_seconds(cb, 4096, 1536, 5120, bwd);
+        double s = calib_gemm_task_seconds(cb, 4096, 1536, 5120, bwd, 0);
         if (!(s >= 0 && isfinite(s))) {
             fprintf(stderr, "a %s GEMM 4096 x 1536 x 5120 predicts %g s\n", bwd ? "backward" : "forward", s);
             abort();

@@ -1,0 +1,55 @@
+/* fusion: the kernels each elementwise task launches. See fusion.h. */
+#include "fusion.h"
+
+#include "elementwise.h"
+
+const char *fusions_name(fusions_kind f) { return f == FUSIONS_NONE ? "none" : "te"; }
+
+/* none's kernels of one tensor: bytes per element as fixed + act x a, both
+ * doubled so that the neg over half of rope's columns stays whole. */
+typedef struct unfused {
+    int n;                          /* kernels */
+    int fixed2[FUSION_MAX_KERNELS]; /* bytes per element, x 2, independent of a */
+    int act2[FUSION_MAX_KERNELS];   /* multiples of a per element, x 2 */
+} unfused;
+
+/* none's kernels of one tensor (fusion.h's table); NULL: as te. */
+static const unfused *unfused_of(task_kind kind, bool bwd)
+{
+    /* norm: to(fp32), pow, mean, add_, rsqrt, mul, mul weight, type_as */
+    static const unfused norm = {8, {8, 16, 8, 0, 0, 16, 16, 8}, {2, 0, 0, 0, 0, 0, 0, 2}};
+    /* rope on one of Q, K: neg (half the columns), cat, mul cos, mul sin, add */
+    static const unfused rope = {5, {0}, {2, 4, 4, 4, 6}};
+    static const unfused act_f = {2, {0}, {4, 6}};       /* silu, mul */
+    static const unfused act_b = {4, {0}, {6, 6, 6, 8}}; /* mul's two grads, silu bwd, cat */
+    switch (kind) {
+    case TASK_NORM: return &norm;
+    case TASK_ROPE: return &rope;
+    case TASK_ACT: return bwd ? &act_b : &act_f;
+    default: return NULL;
+    }
+}
+
+static int add_kernels(const unfused *u, uint64_t elems, uint64_t a, uint64_t *bytes)
+{
+    for (int i = 0; i < u->n; i++)
+        bytes[i] = elems * ((uint64_t)u->fixed2[i] + (uint64_t)u->act2[i] * a) / 2;
+    return u->n;
+}
+
+int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
+{
+    task_kind kind = elementwise_kind(op);
+    const unfused *u = c->fusions == FUSIONS_NONE ? unfused_of(kind, ph == PHASE_BWD) : NULL;
+    if (!u) {
+        bytes[0] = elementwise_hbm_bytes(c, op, ph, elems);
+        return 1;
+    }
+    uint64_t a = (uint64_t)c->act_bytes;
+    if (kind != TASK_ROPE) return add_kernels(u, elems, a, bytes);
+    /* Q and K each get their own five: split the elements by heads */
+    uint64_t q = (uint64_t)config_tp_heads(c), k = (uint64_t)config_tp_kv_heads(c);
+    uint64_t eq = elems * q / (q + k);
+    int n = add_kernels(u, eq, a, bytes);
+    return n + add_kernels(u, elems - eq, a, bytes + n);
+}
