@@ -213,7 +213,8 @@ START_TEST(memory_korthikanti_examples)
     for (int i = 0; i < 2; i++)
         for (int ps = 1; ps <= 2; ps++) {
             config c = base("7b-mha", 2048, 1, ps, 1, RECOMPUTE_NONE);
-            c.model = (model){"paper", 2, ex[i].h, ex[i].a, ex[i].a, ex[i].h / ex[i].a, ex[i].h * 8 / 3, 51200, .tied = false};
+            c.model = (model){"paper",         2,     ex[i].h,      ex[i].a, ex[i].a, ex[i].h / ex[i].a,
+                              ex[i].h * 8 / 3, 51200, .tied = false};
             c.tp = 8;
             double S = s / ps, sbh = S * b * ex[i].h, lse = 4 * S * b * ex[i].a / t;
             for (int sp = 1; sp >= 0; sp--) {
@@ -659,7 +660,8 @@ START_TEST(model_error_tie)
     ck_assert_int_eq(fidelity_summarize(shared, 3, "e2e", &e), 2);
     ck_assert_double_eq(e.hi_pct, 30);
     /* the compiled table has recorded.txt's independent e2e rows */
-    run_result r = run_cmd("grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -vc '^e2e\\.simumax\\.'");
+    run_result r =
+        run_cmd("grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -vc '^e2e\\.simumax\\.'");
     ck_assert_int_eq(fidelity_for_scope(SCOPE_STEP, &e), atoi(r.out));
     ck_assert_str_eq(e.kind, "e2e");
     /* the plan's default tie is it, --tie overrides it */

@@ -62,7 +62,7 @@ typedef struct said {
     int dp, pp, tp, ph, ps;
     int place, part, ring, window, repl, sched, vpp, m, zero, rec;
     int rec_mods, rec_method, rec_layers; /* with rec: its modules, or its method and N */
-    int sp; /* 0: no-sp, 1: tp-ovl */
+    int sp;                               /* 0: no-sp, 1: tp-ovl */
     bool no_ring;
 } said;
 
