@@ -432,6 +432,19 @@ static void schedule(const dag *g, const calib *cb, double *st, double *du)
     tiles_free(tl);
 }
 
+/* g's schedule (st, du) as profiler traces, one per rank, into dir d. */
+static void write_ranks(const char *d, const dag *g, const calib *cb, const double *st, const double *du)
+{
+    for (int r = 0; r < config_ranks(dag_config(g)); r++) {
+        char *path;
+        ck_assert_int_ge(asprintf(&path, "%s/rank%d.pt.trace.json", d, r), 0);
+        FILE *f = fopen(path, "w");
+        ck_assert_int_eq(kineto_write_rank(f, g, cb, r, st, du), 0);
+        fclose(f);
+        free(path);
+    }
+}
+
 START_TEST(round_trip)
 {
     char err[LOONG_ERRLEN];
@@ -445,14 +458,7 @@ START_TEST(round_trip)
     double *st = calloc(n, sizeof *st), *du = calloc(n, sizeof *du);
     schedule(g, cb, st, du);
     char *d = tmpdir();
-    for (int r = 0; r < config_ranks(&c); r++) {
-        char *path;
-        ck_assert_int_ge(asprintf(&path, "%s/rank%d.pt.trace.json", d, r), 0);
-        FILE *f = fopen(path, "w");
-        ck_assert_int_eq(kineto_write_rank(f, g, cb, r, st, du), 0);
-        fclose(f);
-        free(path);
-    }
+    write_ranks(d, g, cb, st, du);
     kineto_names *names = kineto_names_default();
     kineto_set s;
     const char *paths[] = {d};
@@ -550,14 +556,7 @@ START_TEST(gemm_shapes_round_trip)
     double *st = calloc(n, sizeof *st), *du = calloc(n, sizeof *du);
     schedule(g, cb, st, du);
     char *d = tmpdir();
-    for (int r = 0; r < config_ranks(&c); r++) {
-        char *path;
-        ck_assert_int_ge(asprintf(&path, "%s/rank%d.pt.trace.json", d, r), 0);
-        FILE *f = fopen(path, "w");
-        ck_assert_int_eq(kineto_write_rank(f, g, cb, r, st, du), 0);
-        fclose(f);
-        free(path);
-    }
+    write_ranks(d, g, cb, st, du);
     kineto_names *names = kineto_names_default();
     kineto_set s;
     const char *paths[] = {d};
