@@ -157,7 +157,8 @@ START_TEST(orders_refused)
     } bad[] = {
         {"tp-head-seq-pp", "lacks dp"},
         {"tp-head-seq-pp-dp-tp", "names tp twice"},
-        {"tp-cp-seq-pp-dp", "'cp' is not a dimension"},
+        {"tp-cp-seq-pp-dp", "names seq twice"}, /* cp is Megatron's head then seq */
+        {"tp-xx-seq-pp-dp", "'xx' is not a dimension"},
         {"", "'' is not a dimension"},
     };
     mesh m = make(1, 1, 1, 1, 1);
