@@ -52,10 +52,8 @@ struct calib {
     int tile[NKINDS][2];         /* attention kernels' tile, query rows x key columns ('tile'); 0: none */
     gemm_shape *shape;           /* 'gemm shape' rows, in the order read */
     int nshape, shapecap;
-    int nbw;                                           /* 'membw' rows, bytes increasing */
-    double bw_lx[CALIB_MAXPTS], bw_frac[CALIB_MAXPTS]; /* log(bytes), fraction of mem_bw */
-    double bw_x[CALIB_MAXPTS];                         /* bytes as written */
-    unsigned given;                                    /* while parsing: header lines seen (HDR_*), each allowed once */
+    row bw;         /* the 'membw' rows as a curve over bytes: fraction of mem_bw, bytes increasing */
+    unsigned given; /* while parsing: header lines seen (HDR_*), each allowed once */
 };
 
 enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kind */
@@ -324,12 +322,13 @@ static int parse_membw(const cursor *cu, calib *cb, char **tok, int ntok)
     f = strtod(tok[2], &end);
     if (end == tok[2] || *end || !(f >= EFF_MIN && f <= 1))
         return fail(cu, "membw fraction '%s' must be a number in [1e-9, 1]%s", tok[2], "");
-    if (cb->nbw == CALIB_MAXPTS) return fail(cu, "more than 32 'membw' rows at '%s'%s", tok[1], "");
-    if (cb->nbw && log(x) <= cb->bw_lx[cb->nbw - 1])
+    row *b = &cb->bw;
+    if (b->npts == CALIB_MAXPTS) return fail(cu, "more than 32 'membw' rows at '%s'%s", tok[1], "");
+    if (b->npts && log(x) <= b->lx[b->npts - 1])
         return fail(cu, "membw bytes '%s' must increase from row to row%s", tok[1], "");
-    cb->bw_x[cb->nbw] = x;
-    cb->bw_lx[cb->nbw] = log(x);
-    cb->bw_frac[cb->nbw++] = f;
+    b->xs[b->npts] = x;
+    b->lx[b->npts] = log(x);
+    b->eff[b->npts++] = f;
     return 0;
 }
 
@@ -473,8 +472,8 @@ void calib_raise_reference(calib *cb, int kind, double rate)
     }
     for (int i = 0; !memory_bound(kind) && i < cb->nshape; i++) /* and so do the GEMM shapes */
         cb->shape[i].eff *= *ref / rate;
-    for (int i = 0; memory_bound(kind) && i < cb->nbw; i++) /* and the membw rows */
-        cb->bw_frac[i] *= *ref / rate;
+    for (int i = 0; memory_bound(kind) && i < cb->bw.npts; i++) /* and the membw rows */
+        cb->bw.eff[i] *= *ref / rate;
     *ref = rate;
 }
 
@@ -508,16 +507,8 @@ static double efficiency(const row *r, double x)
 
 double calib_bandwidth(const calib *cb, double bytes)
 {
-    if (!cb->nbw) return cb->mem_bw; /* no rows: the roofline's bound, the datasheet figure */
-    double lx = log(bytes > 1 ? bytes : 1), f = cb->bw_frac[0];
-    if (lx >= cb->bw_lx[cb->nbw - 1]) f = cb->bw_frac[cb->nbw - 1];
-    for (int i = 1; i < cb->nbw && lx > cb->bw_lx[0]; i++)
-        if (lx <= cb->bw_lx[i]) {
-            double g = (lx - cb->bw_lx[i - 1]) / (cb->bw_lx[i] - cb->bw_lx[i - 1]);
-            f = cb->bw_frac[i - 1] + g * (cb->bw_frac[i] - cb->bw_frac[i - 1]);
-            break;
-        }
-    return f * cb->mem_bw;
+    if (!cb->bw.npts) return cb->mem_bw; /* no rows: the roofline's bound, the datasheet figure */
+    return efficiency(&cb->bw, bytes) * cb->mem_bw;
 }
 
 double calib_seconds(const calib *cb, int kind, double flops, double bytes, double tokens)
@@ -611,8 +602,8 @@ int calib_write(FILE *f, const calib *cb)
         fprintf(f, "gemm shape %s %llu %llu %llu %.17g\n", layout_names[g->layout], (unsigned long long)g->dim[0],
                 (unsigned long long)g->dim[1], (unsigned long long)g->dim[2], g->eff);
     }
-    for (int i = 0; i < cb->nbw; i++)
-        fprintf(f, "membw %.17g %.17g\n", cb->bw_x[i], cb->bw_frac[i]);
+    for (int i = 0; i < cb->bw.npts; i++)
+        fprintf(f, "membw %.17g %.17g\n", cb->bw.xs[i], cb->bw.eff[i]);
     for (int k = 0; k < NKINDS; k++)
         if (cb->interference[k] > 0) fprintf(f, "interference %s %.17g\n", task_kind_name(k), cb->interference[k]);
     for (int k = 0; k < NKINDS; k++)
