@@ -563,6 +563,87 @@ START_TEST(round_trip)
 }
 END_TEST
 
+/* Memory-bound kernels: a one-rank trace of residual adds (aten::add,
+ * two bf16 inputs of n elements: 6n bytes) and RMSNorm forwards (x of n
+ * elements and a weight of 4096: 4n + 8192 bytes) at six sizes each, every
+ * kernel exactly T0 + bytes / rate (add 4 us at 1.5 TB/s, norm 6 us at 2
+ * TB/s); the add's third input, a Scalar (alpha), is no tensor. The fit
+ * gives back each kind's T0 and rate. */
+START_TEST(memory_bound_fit)
+{
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    fprintf(f, "{\"schemaVersion\":1,\"traceEvents\":[\n{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":"
+               "\"ProfilerStep#1\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1000000}");
+    double ts = 10;
+    for (int i = 0; i < 12; i++) {
+        bool add = i < 6;
+        double n = 4096.0 * (double)(256 << (i % 6)), bytes = add ? 6 * n : 4 * n + 8192;
+        double dur = add ? 4 + bytes / 1.5e6 : 6 + bytes / 2e6; /* us: bytes over B/us */
+        const char *op = add ? "aten::add" : "te::rmsnorm_fwd";
+        const char *kern = add ? "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::"
+                                 "BFloat16>>"
+                               : "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<bf16>";
+        char dims[200];
+        if (add)
+            snprintf(dims, sizeof dims,
+                     "[[%.0f,4096],[%.0f,4096],[]],\"Input type\":[\"c10::BFloat16\",\"c10::BFloat16\",\"Scalar\"]",
+                     n / 4096, n / 4096);
+        else
+            snprintf(dims, sizeof dims, "[[%.0f,4096],[4096]],\"Input type\":[\"c10::BFloat16\",\"c10::BFloat16\"]",
+                     n / 4096);
+        fprintf(f,
+                ",\n{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"%s\",\"pid\":1,\"tid\":1,\"ts\":%g,\"dur\":1,"
+                "\"args\":{\"External id\":%d,\"Input Dims\":%s}}",
+                op, ts - 2, 100 + i, dims);
+        fprintf(f,
+                ",\n{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,"
+                "\"ts\":%g,\"dur\":1,\"args\":{\"External id\":%d,\"correlation\":%d}}",
+                ts - 1, 100 + i, 5000 + i);
+        fprintf(f,
+                ",\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"%s\",\"pid\":0,\"tid\":7,\"ts\":%g,\"dur\":%.6f,"
+                "\"args\":{\"External id\":%d,\"correlation\":%d,\"stream\":7}}",
+                kern, ts, dur, 100 + i, 5000 + i);
+        ts += dur + 20;
+    }
+    fprintf(f, "\n]}\n");
+    fclose(f);
+    char *d = tmpdir(), err[LOONG_ERRLEN];
+    free(write_temp(d, "rank0.json", buf, len));
+    free(buf);
+    kineto_names *names = kineto_names_default();
+    kineto_set s;
+    const char *paths[] = {d};
+    ck_assert_msg(kineto_set_open(paths, 1, names, NULL, &s, err) == 0, "%s", err);
+    calib *cb = calib_parse(TABLE, "table", err);
+    ck_assert_msg(cb, "%s", err);
+    calibrate_points *pts = calibrate_points_new();
+    kineto_calib_counts cnt = {0};
+    kineto_calib_points(pts, &s, cb, &cnt);
+    ck_assert_uint_eq(cnt.membound, 12);
+    ck_assert_uint_eq(cnt.sized_mem, 12);
+    calibrate_result res;
+    ck_assert_msg(calibrate_fit(pts, cb, false, &res, err) == 0, "%s", err);
+    static const struct {
+        int kind;
+        double t0, rate;
+    } want[] = {{TASK_ADD, 4e-6, 1.5e12}, {TASK_NORM, 6e-6, 2e12}};
+    for (int i = 0; i < 2; i++) {
+        const calibrate_fit_of *fo = &res.kind[want[i].kind];
+        ck_assert_int_eq(fo->status, CAL_FITTED);
+        ck_assert_msg(rel(1 / fo->line.c1, want[i].rate) < 1e-3, "%s rate %g", task_kind_name(want[i].kind),
+                      1 / fo->line.c1);
+        ck_assert_msg(rel(fo->line.c0, want[i].t0) < 1e-3, "%s t0 %g", task_kind_name(want[i].kind), fo->line.c0);
+    }
+    calibrate_points_free(pts);
+    calib_free(cb);
+    kineto_set_free(&s);
+    kineto_names_free(names);
+    rmdir_all(d);
+}
+END_TEST
+
 /* GEMM shapes both ways: a schedule timed by a table with `gemm shape`
  * rows, written as profiler traces, gives back each GEMM's shape, its
  * layout as Megatron runs it (forward tn (m, n, k), dgrad nn (m, k, n),
@@ -755,6 +836,7 @@ int main(void)
     tcase_add_test(tc, constructed_exactly);
     tcase_add_test(tc, nccl_names);
     tcase_add_test(tc, unfused_names);
+    tcase_add_test(tc, memory_bound_fit);
     tcase_add_test(tc, attention_closed_forms);
     tcase_add_test(tc, public_traces);
     tcase_add_test(tc, bad_inputs);

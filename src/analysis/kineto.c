@@ -13,6 +13,7 @@
 #include "core/infile.h"
 #include "core/sizes.h"
 #include "core/xalloc.h"
+#include "model/calib.h"
 
 /* ---- gzip ---- */
 
@@ -370,6 +371,57 @@ static double gemm_flops(const char *opname, const json_t *args, kineto_kernel *
     return 2.0 * (double)a[0] * (double)a[1] * (double)b[1];
 }
 
+/* The elements of a dims entry: a list of sizes (a scalar's is []); -1
+ * when it is not one (a TensorList, a None). */
+static double numel(const json_t *d)
+{
+    if (!json_is_array(d)) return -1;
+    double n = 1;
+    for (size_t j = 0; j < json_array_size(d); j++) {
+        const json_t *x = json_array_get(d, j);
+        if (!json_is_integer(x) || json_integer_value(x) < 0) return -1;
+        n *= (double)json_integer_value(x);
+    }
+    return n;
+}
+
+/* Bytes per element of a tensor input's "Input type", as record_shapes
+ * writes the C++ scalar type ("float", "c10::BFloat16", "long int"); 0
+ * for an unknown one. Non-tensor inputs ("", "Scalar", "ScalarList", ...)
+ * are told apart by the caller. */
+static int input_type_bytes(const char *t)
+{
+    static const struct {
+        const char *name;
+        int bytes;
+    } cxx[] = {{"float", 4}, {"double", 8},        {"long int", 8},    {"int", 4},       {"short int", 2},
+               {"bool", 1},  {"unsigned char", 1}, {"signed char", 1}, {"c10::Half", 2}, {"c10::BFloat16", 2}};
+    for (size_t i = 0; i < sizeof cxx / sizeof *cxx; i++)
+        if (!strcmp(t, cxx[i].name)) return cxx[i].bytes;
+    return strstr(t, "Float8") ? 1 : 0;
+}
+
+static bool is_tensor_type(const char *t) { return t && t[0] && strncmp(t, "Scalar", 6) && !strstr(t, "List"); }
+
+/* An elementwise op's HBM bytes from its "Input Dims" and "Input type":
+ * every tensor input read once, and an output of its largest input's
+ * bytes written. 0 when a tensor input's size or type is unknown. */
+static double op_hbm_bytes(const json_t *args)
+{
+    const json_t *dims = json_object_get(args, "Input Dims"), *types = json_object_get(args, "Input type");
+    if (!json_is_array(dims) || !json_is_array(types) || json_array_size(dims) != json_array_size(types)) return 0;
+    double sum = 0, big = 0;
+    for (size_t i = 0; i < json_array_size(dims); i++) {
+        const char *t = json_string_value(json_array_get(types, i));
+        if (!is_tensor_type(t)) continue; /* a Scalar, a None, a list: not one tensor */
+        double n = numel(json_array_get(dims, i)), eb = input_type_bytes(t);
+        if (n < 0 || eb <= 0) return 0;
+        sum += n * eb;
+        big = fmax(big, n * eb);
+    }
+    return sum + big;
+}
+
 static void shapes(parse *p, const json_t *args, const json_t *launch, kineto_kernel *k)
 {
     const json_t *op = op_of(p, args, launch);
@@ -380,6 +432,8 @@ static void shapes(parse *p, const json_t *args, const json_t *launch, kineto_ke
         attn_op_shape(opname, oargs, k);
     else if (k->kind == TASK_GEMM)
         k->flops = gemm_flops(opname, oargs, k);
+    else if (k->kind >= 0 && k->kind < TASK_KIND_COUNT && calib_memory_bound(k->kind))
+        k->hbm = op_hbm_bytes(oargs);
     if (k->flops > 0) p->r->shaped++;
 }
 

@@ -98,6 +98,10 @@ typedef struct kineto_kernel {
      * its "Input Strides" tell; GEMM_ANY without them. gm 0: none (bmm). */
     int64_t gm, gn, gk;
     int layout;
+    /* memory-bound kinds (calib_memory_bound): the HBM bytes of its op as
+     * record_shapes gives them, each input once and the output as large
+     * as its largest input (an elementwise op's); 0 unknown */
+    double hbm;
 } kineto_kernel;
 
 typedef struct kineto_stream {

@@ -48,6 +48,13 @@ void kineto_calib_points(calibrate_points *p, const kineto_set *s, const calib *
         tl_span *comm = comm_spans(r, &nc);
         for (size_t j = 0; j < r->nk; j++) {
             const kineto_kernel *k = &r->k[j];
+            if (k->step >= 0 && k->kind >= 0 && k->kind < TASK_KIND_COUNT && calib_memory_bound(k->kind)) {
+                n->membound++;
+                if (k->hbm <= 0 || k->dur <= 0) continue;
+                n->sized_mem++;
+                calibrate_add_kind(p, k->kind, k->hbm, k->dur / 1e6, covered(comm, nc, k->ts, k->ts + k->dur));
+                continue;
+            }
             if (k->step < 0 || (k->kind != TASK_GEMM && k->kind != TASK_ATTN_FWD && k->kind != TASK_ATTN_BWD)) continue;
             n->compute++;
             if (k->flops <= 0 || k->dur <= 0) continue;

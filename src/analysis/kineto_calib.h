@@ -6,6 +6,12 @@
  *     its work at the base table's tile granularity, with the fraction of
  *     it that NCCL kernels on the same rank overlapped (the interference
  *     fit). The fit, its bounds and its report are the traces' own.
+ *   - Memory-bound kernels: every kernel of a memory-bound kind (norm,
+ *     rope, add, act, embed, loss, softmax, dropout, optim) whose op's
+ *     shapes gave its bytes is a point of its kind's line, time = T0 +
+ *     bytes / rate: the kind's launch floor (T0, with the HBM latency a
+ *     kernel waits) and the bandwidth it streams at, written as `KIND line
+ *     T0 RATE` rows in place of the membw curve.
  *   - GEMM shapes: each 2-D GEMM shape the traces ran (record_shapes) is
  *     one `gemm shape` row of the fitted table, at its kernels' median
  *     time (calib.h "GEMM shapes"), its layout from the operands' strides.
@@ -26,8 +32,9 @@
 #include "analysis/nccl_log.h"
 
 typedef struct kineto_calib_counts {
-    size_t compute, shaped; /* attention and GEMM kernels; those with work */
-    size_t nccl, sized;     /* NCCL kernels; those with size and group */
+    size_t compute, shaped;     /* attention and GEMM kernels; those with work */
+    size_t membound, sized_mem; /* memory-bound kernels (norm, add, ...); those with their bytes */
+    size_t nccl, sized;         /* NCCL kernels; those with size and group */
 } kineto_calib_counts;
 
 /* Add the compute points of s's chosen steps to p. */

@@ -65,7 +65,8 @@ static void calibrate_usage(FILE *f)
             "                    theirs (all_reduce, all_gather, reduce_scatter, alltoall, ...)\n"
             "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
             "                    .json.gz, or directories of them): attention and GEMM rates from\n"
-            "                    the kernels whose shapes record_shapes gave, interference from\n"
+            "                    the kernels whose shapes record_shapes gave, memory-bound kinds'\n"
+            "                    launch floor and bandwidth from their ops' bytes, interference from\n"
             "                    their overlap with NCCL kernels, and the platform's links from\n"
             "                    the NCCL kernels of known size and group (as nccl-tests logs:\n"
             "                    the fastest instance per size). Says what it fitted and what\n"
@@ -368,18 +369,19 @@ static int kineto_compute(const kineto_set *set, calib *cb, bool strict, kineto_
     calibrate_points *pts = calibrate_points_new();
     kineto_calib_points(pts, set, cb, cnt);
     int rc = 0;
-    if (!cnt->shaped) {
-        printf("# compute: not fitted: none of the %zu attention and GEMM kernels has its shapes (profile with "
-               "record_shapes=True; varlen attention has none): the table is kept\n",
-               cnt->compute);
+    if (!cnt->shaped && !cnt->sized_mem) {
+        printf("# compute: not fitted: none of the %zu attention and GEMM kernels nor of the %zu memory-bound ones "
+               "has its shapes (profile with record_shapes=True; varlen attention has none): the table is kept\n",
+               cnt->compute, cnt->membound);
         if (strict) rc = -1, snprintf(err, LOONG_ERRLEN, "--strict: no compute kernel with shapes to fit");
     } else {
         calibrate_result r;
         rc = calibrate_fit(pts, cb, strict, &r, err);
         if (rc == 0) rc = calibrate_apply(&r, cb, err);
         if (rc == 0) {
-            printf("# compute: %zu of %zu attention and GEMM kernels have their work from the shapes\n", cnt->shaped,
-                   cnt->compute);
+            printf("# compute: %zu of %zu attention and GEMM kernels have their work from the shapes, %zu of %zu "
+                   "memory-bound kernels their bytes\n",
+                   cnt->shaped, cnt->compute, cnt->sized_mem, cnt->membound);
             calibrate_print(stdout, &r);
             calibrate_judge(&r, g);
         }
@@ -476,7 +478,7 @@ static int run_kineto(int npaths, char **paths, const char *platform, const char
     rc = kineto_compute(&set, cb, strict, &cnt, &g, err);
     if (rc == 0 && cnt.shaped) rc = kineto_gemm_shapes(&set, cb, err);
     if (rc == 0) kineto_links(&set, &sp, &cnt, &g);
-    if (rc == 0 && !cnt.shaped && !cnt.sized)
+    if (rc == 0 && !cnt.shaped && !cnt.sized_mem && !cnt.sized)
         rc = -1, snprintf(err, LOONG_ERRLEN,
                           "nothing to fit: no attention or GEMM kernel with shapes and no NCCL kernel with a size "
                           "(profile with record_shapes=True on PyTorch >= 2.2)");
