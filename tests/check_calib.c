@@ -505,6 +505,57 @@ END_TEST
  * block's forward launches 6 kernels under te and 8 + 10 + 1 + 8 + 2 + 1
  * = 30 under none, the backward 6 against 8 + 10 + 1 + 8 + 4 + 1 = 32; a
  * task's time is its kernels' floors plus its bytes over a line's rate. */
+/* FP8 GEMMs (--precision): the shape's bf16 efficiency at the FP8 peak,
+ * FP8 operands (MXFP8: a scale byte per 32 of them) and the output in the
+ * activations' width, against the cost rule's closed form; a table
+ * without the recipe's peak times it as bf16 and calib_check_precision
+ * names the missing line. The LM head (calib_task_seconds) stays bf16. */
+START_TEST(fp8_gemm)
+{
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_parse("gpu s\npeak 1000T\npeak_fp8 2000T\nmem_bw 2TBps\ngemm line 4us 500T\n"
+                            "gemm shape tn 8192 8192 8192 0.6\ngemm shape nn 8192 8192 8192 0.5\n"
+                            "gemm shape nt 8192 8192 8192 0.4\nattn_fwd line 1us 1T\nattn_bwd line 1us 1T\n"
+                            "merge line 1us 1TBps\nacc membw 3us\nmembw 1K 0.5\n",
+                            "f.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    double n = 8192, f = 2 * n * n * n;
+    /* compute-bound: 2n^3 at 0.6 of 2000T, forward; dgrad at 0.5, wgrad at 0.4 */
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_FP8_DELAYED, n, n, n, false, 2), 4e-6 + f / (0.6 * 2000e12));
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_FP8_CURRENT, n, n, n, true, 2),
+          4e-6 + f / (0.5 * 2000e12) + 4e-6 + f / (0.4 * 2000e12));
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_BF16, n, n, n, false, 2), 4e-6 + f / (0.6 * 1000e12));
+    /* memory-bound (a matrix-vector product): n^2 + n FP8 operand bytes and n bf16 output bytes */
+    double bytes = n * n + n + 2 * n;
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_FP8_DELAYED, n, 1, n, false, 2),
+          4e-6 + bytes / calib_bandwidth(cb, bytes));
+    ck_assert_int_eq(calib_check_precision(cb, PRECISION_FP8_DELAYED, err), 0);
+    ck_assert_int_eq(calib_check_precision(cb, PRECISION_MXFP8, err), -1);
+    ck_assert_msg(strstr(err, "peak_mxfp8") && strstr(err, "--precision mxfp8"), "%s", err);
+    /* without peak_mxfp8, MXFP8 is timed as bf16 */
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_MXFP8, n, n, n, false, 2), 4e-6 + f / (0.6 * 1000e12));
+    /* the LM head's GEMM task stays bf16, a block GEMM's does not */
+    config c = tcfg("tiny", 1024, "usp", 1, 1, 0, SCOPE_STEP);
+    c.precision = PRECISION_FP8_DELAYED;
+    dag_task t = {.kind = TASK_GEMM, .op = OP_LM_HEAD, .phase = PHASE_FWD, .dim = {8192, 8192, 8192}};
+    CLOSE(calib_task_seconds(cb, &c, NULL, &t), 4e-6 + f / (0.6 * 1000e12));
+    t.op = OP_MLP_UP;
+    CLOSE(calib_task_seconds(cb, &c, NULL, &t), 4e-6 + f / (0.6 * 2000e12));
+    /* the table writes its FP8 peak back */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *w = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(w, cb), 0);
+    fclose(w);
+    calib *again = calib_parse(buf, "again", err);
+    ck_assert_msg(again != NULL, "%s", err);
+    CLOSE(calib_peak_of(again, PRECISION_FP8_CURRENT), 2000e12);
+    free(buf);
+    calib_free(again);
+    calib_free(cb);
+}
+END_TEST
+
 START_TEST(fusions_kernels)
 {
     config c = tcfg("tiny", 16 * 1024, "zigzag", 1, 4, 0, SCOPE_STEP);
@@ -565,6 +616,7 @@ int main(void)
     tcase_add_test(tc, shipped_attention);
     tcase_add_test(tc, cost_rule);
     tcase_add_test(tc, fusions_kernels);
+    tcase_add_test(tc, fp8_gemm);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

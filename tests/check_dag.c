@@ -561,8 +561,8 @@ START_TEST(elementwise_closed_forms)
     uint64_t vocab = ((uint64_t)m->vocab + 1) / 2, params = pipe_stage_params(&c, 0);
     uint64_t shard = (params + 4 * (uint64_t)c.dp - 1) / (4 * (uint64_t)c.dp); /* cp 4 */
     /* [kind - TASK_NORM][bwd]: elements and HBM bytes expected on rank 0
-     * (no softmax or dropout: FlashAttention) */
-    uint64_t want_e[9][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
+     * (no softmax or dropout: FlashAttention; no quant: bf16) */
+    uint64_t want_e[10][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
                              {L * T * qk, L * T * qk},
                              {2 * L * rows * h, 2 * L * rows * h},
                              {L * T * ffn, L * T * ffn},
@@ -570,8 +570,9 @@ START_TEST(elementwise_closed_forms)
                              {T * vocab, T * vocab},
                              {0, 0},
                              {0, 0},
+                             {0, 0},
                              {params + shard, 0}};
-    uint64_t want_b[9][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
+    uint64_t want_b[10][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
                              {L * T * qk * 2 * a, L * T * qk * 2 * a},
                              {2 * L * rows * h * 3 * a, 2 * L * rows * h * 3 * a},
                              {L * T * ffn * 3 * a, L * T * ffn * 5 * a},
@@ -579,8 +580,9 @@ START_TEST(elementwise_closed_forms)
                              {T * vocab * 38, T * vocab * 14},
                              {0, 0},
                              {0, 0},
+                             {0, 0},
                              {params * 4 + shard * 38, 0}};
-    uint64_t got_e[9][2] = {{0}}, got_b[9][2] = {{0}};
+    uint64_t got_e[10][2] = {{0}}, got_b[10][2] = {{0}};
     uint32_t n;
     const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
     for (uint32_t i = 0; i < n; i++) {
@@ -590,7 +592,7 @@ START_TEST(elementwise_closed_forms)
         got_e[k][b] += t->flops;
         got_b[k][b] += elementwise_hbm_bytes(&c, (task_op)t->op, (task_phase)t->phase, t->flops);
     }
-    for (int k = 0; k < 9; k++)
+    for (int k = 0; k < 10; k++)
         for (int b = 0; b < 2; b++) {
             ck_assert_msg(got_e[k][b] == want_e[k][b], "%s %s: %llu elements, want %llu", task_kind_name(TASK_NORM + k),
                           b ? "bwd" : "fwd", (unsigned long long)got_e[k][b], (unsigned long long)want_e[k][b]);
@@ -651,6 +653,53 @@ START_TEST(unfused_closed_forms)
                   (unsigned long long)add_f);
     ck_assert_msg(add_b == 2 * L * rows * c.model.hidden * (5 * a + 1), "residual adds backward: %llu bytes",
                   (unsigned long long)add_b);
+    dag_free(g);
+}
+END_TEST
+
+/* --precision's FP8 casts against closed forms (elementwise.h's quant), on
+ * a 2x2 mesh with TP 2 and sequence parallelism, for the three recipes:
+ * per layer the attention output forward (T x H d / tp), two block
+ * gradients (T/tp x hidden) and attention's input gradient (T x (H + 2
+ * H_kv) d / tp) backward; once per step the block weights. Bytes per
+ * element: the input (a; a weight's 2) in, FP8 data and transpose (2)
+ * out, current scaling's amax pass reading the input again, MXFP8's
+ * scales (1/16). */
+START_TEST(fp8_casts_closed_forms)
+{
+    static const precision_kind rec[] = {PRECISION_FP8_DELAYED, PRECISION_FP8_CURRENT, PRECISION_MXFP8};
+    config c = tcfg("llama3-8b", 16 * K, "usp", 2, 2, 0, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = 2;
+    c.precision = rec[_i];
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t L = 2, T = config_local_tokens(&c), a = 2, h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
+    uint64_t o = (uint64_t)m->heads * d / 2, qkv = ((uint64_t)m->heads + 2 * (uint64_t)m->kv_heads) / 2 * d;
+    uint64_t want[4] = {L * T * o, L * 2 * (T / 2) * h, L * T * qkv, L * model_layer_params_tp(m, 2)};
+    uint64_t got[4] = {0}, bytes[4] = {0};
+    uint32_t n;
+    const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(g, ids[i]);
+        if (t->kind != TASK_QUANT) continue;
+        int k = t->op - OP_QUANT_ATTN_OUT;
+        ck_assert(k >= 0 && k < 4);
+        ck_assert_int_eq(t->phase, k == 0 || k == 3 ? PHASE_FWD : PHASE_BWD);
+        got[k] += t->flops;
+        bytes[k] += elementwise_hbm_bytes(&c, (task_op)t->op, (task_phase)t->phase, t->flops);
+    }
+    for (int k = 0; k < 4; k++) {
+        uint64_t in = k == 3 ? 2 : a, per = in + 2 + (rec[_i] == PRECISION_FP8_CURRENT ? in : 0);
+        uint64_t wb = want[k] * per + (rec[_i] == PRECISION_MXFP8 ? want[k] / 16 : 0);
+        ck_assert_msg(got[k] == want[k], "%s: %llu elements, want %llu", task_op_name(OP_QUANT_ATTN_OUT + k),
+                      (unsigned long long)got[k], (unsigned long long)want[k]);
+        /* MXFP8's scales round per task: within one byte per task */
+        ck_assert_msg(bytes[k] <= wb && bytes[k] + 2 * L >= wb, "%s: %llu bytes, want %llu",
+                      task_op_name(OP_QUANT_ATTN_OUT + k), (unsigned long long)bytes[k], (unsigned long long)wb);
+    }
     dag_free(g);
 }
 END_TEST
@@ -769,6 +818,7 @@ static Suite *dag_suite(void)
     tcase_add_test(tc, step_gemms_conserved);
     tcase_add_loop_test(tc, elementwise_closed_forms, 0, 2);
     tcase_add_loop_test(tc, unfused_closed_forms, 0, 3);
+    tcase_add_loop_test(tc, fp8_casts_closed_forms, 0, 3);
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);

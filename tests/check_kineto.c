@@ -252,7 +252,9 @@ END_TEST
 /* Tiles and pairs of one FlashAttention call against enumeration. */
 /* The materialised attention's kernels, as Megatron and PyTorch name them
  * (megatron/fused_kernels' scaled_*softmax_warp_*, aten's Dropout.cu),
- * map to softmax and dropout; the fused bias-dropout-add stays an add. */
+ * map to softmax and dropout; the fused bias-dropout-add stays an add;
+ * Transformer Engine's FP8 casts (transformer_engine/common/transpose/
+ * cast_transpose.cu, util/cast_kernels.cuh) are quant. */
 START_TEST(unfused_names)
 {
     static const struct {
@@ -270,6 +272,12 @@ START_TEST(unfused_names)
          "bool, c10::BFloat16, float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda}>",
          TASK_DROPOUT},
         {"CudaCodeGen::kernel_bias_dropout_add_fused_train", TASK_ADD},
+        {"void transformer_engine::detail::cast_transpose_optimized_kernel<true, float, __nv_bfloat16, "
+         "__nv_fp8_e4m3>",
+         TASK_QUANT},
+        {"void transformer_engine::dispatch::mxfp8::cast_mxfp8_2D_kernel<false, false, false, false, float, "
+         "__nv_bfloat16, __nv_fp8_e4m3>",
+         TASK_QUANT},
     };
     kineto_names *names = kineto_names_default();
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)

@@ -249,6 +249,38 @@ START_TEST(memory_korthikanti_examples)
 }
 END_TEST
 
+/* --precision's memory terms (memory.h): Transformer Engine keeps the
+ * GEMMs' inputs in FP8, so against bf16 a layer keeps (a - 1) bytes less
+ * per element of the two norms' outputs (T/tp x hidden each, sequence
+ * parallel) and of the SwiGLU product (T x ffn/tp), and one byte more per
+ * element of the output projection's FP8 input (T x H d/tp, beside O at
+ * P_h = 1); the FP8 weight copies are 2 bytes per block parameter (MXFP8:
+ * 2 + 2/32), and none of it under bf16. */
+START_TEST(memory_fp8_terms)
+{
+    static const precision_kind rec[] = {PRECISION_FP8_DELAYED, PRECISION_FP8_CURRENT, PRECISION_MXFP8};
+    config c = base("llama3-8b", 8192, 1, 1, 1, RECOMPUTE_NONE);
+    c.tp = 8;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    double T = 8192, a = 2, h = c.model.hidden, ffn = c.model.ffn / 8.0, o = c.model.heads * c.model.head_dim / 8.0;
+    double bf16 = memory_layer_activations(&c, RECOMPUTE_NONE), blocks = c.model.layers *
+                                                                        (double)model_layer_params_tp(&c.model, 8);
+    memory_estimate e;
+    memory_estimate_config(&c, &e);
+    ck_assert(e.fp8_weights == 0);
+    for (int i = 0; i < 3; i++) {
+        c.precision = rec[i];
+        ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+        near(memory_layer_activations(&c, RECOMPUTE_NONE),
+             bf16 - 2 * (T / 8) * h * (a - 1) - T * ffn * (a - 1) + T * o, "fp8 layer");
+        near(memory_fp8_weight_bytes(&c, 0), blocks * (rec[i] == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2), "fp8 weights");
+        memory_estimate_config(&c, &e);
+        near(e.fp8_weights, memory_fp8_weight_bytes(&c, 0), "fp8 weights in the estimate");
+    }
+}
+END_TEST
+
 /* Does task `to` wait, directly or through others, for task `from` of the
  * same rank? (cross-stream deps and each stream's order) */
 static bool waits_for(const dag *g, uint32_t to, uint32_t from)
@@ -1107,6 +1139,7 @@ int main(void)
     tcase_add_test(tc, memory_tensor_parallel);
     tcase_add_test(tc, memory_reserved_terms);
     tcase_add_test(tc, memory_korthikanti_examples);
+    tcase_add_test(tc, memory_fp8_terms);
     tcase_add_loop_test(tc, enumeration_count, 0, 2);
     tcase_add_test(tc, pipeline_enumeration);
     tcase_add_test(tc, oom_reason_and_cost);

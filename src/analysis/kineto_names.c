@@ -30,7 +30,9 @@ enum { KIND_NCCL = -2 };
  * masked_,}softmax_warp_{forward,backward} (megatron/fused_kernels and
  * TE's copy), and PyTorch's dropout, fused_dropout_kernel{,_vec} and its
  * backward's masked_scale_kernel (aten/src/ATen/native/cuda/Dropout.cu;
- * Megatron's fused bias_dropout_add is an add); Apex's and TE's
+ * Megatron's fused bias_dropout_add is an add); TE's FP8 casts
+ * (cast_transpose, cast_fp8, cast_mxfp8 and quantize kernels, and the amax
+ * pass of current scaling); Apex's and TE's
  * multi_tensor_apply_kernel for the optimizer and the FillFunctor<float>
  * that zeroes the fp32 gradient buffer), cuBLAS/CUTLASS GEMMs
  * (sm80/sm90 xmma and CUTLASS gemm kernels, cuBLAS 12.6's nvjet_*, gemv),
@@ -68,6 +70,11 @@ static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
                                     "softmax   *scaled_softmax*\n"
                                     "dropout   *fused_dropout*\n"
                                     "dropout   *masked_scale*\n"
+                                    "quant     *cast_transpose*\n"
+                                    "quant     *cast_fp8*\n"
+                                    "quant     *cast_mxfp8*\n"
+                                    "quant     *quantize*\n"
+                                    "quant     *amax*\n"
                                     "embed     *embedding*\n"
                                     "embed     *indexSelect*\n"
                                     "loss      *cross_entropy*\n"

@@ -122,6 +122,7 @@ static const char *elementwise_kernel_name(const dag_task *t)
     case TASK_SOFTMAX:
         return bwd ? "void scaled_upper_triang_masked_softmax_warp_backward<bf16, bf16, float, 11>"
                    : "void scaled_upper_triang_masked_softmax_warp_forward<bf16, bf16, float, 11>";
+    case TASK_QUANT: return "void transformer_engine::detail::cast_transpose_kernel<bf16, fp8e4m3>";
     case TASK_DROPOUT:
         return bwd ? "void at::native::vectorized_elementwise_kernel<4, at::native::masked_scale_kernel<bool, "
                      "c10::BFloat16, float>>"

@@ -278,7 +278,8 @@ int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN]
                                        KNOB_FUSIONS,
                                        KNOB_ATTENTION,
                                        KNOB_ATTENTION_DROPOUT,
-                                       KNOB_HIDDEN_DROPOUT};
+                                       KNOB_HIDDEN_DROPOUT,
+                                       KNOB_PRECISION};
     cli_config merged;
     const cli_config *cc = &merged;
     model mg_model;

@@ -375,8 +375,6 @@ static void read_plain(mg_args *g)
                                            "tokenizer-type",          "nnodes",         "nproc-per-node"};
     for (size_t i = 0; i < sizeof modelled / sizeof *modelled; i++)
         (void)find(g, modelled[i]);
-    const char *fp8 = str_arg(g, "fp8-format");
-    if (fp8) note(g, keep("--fp8-format %.20s (GEMMs costed at bf16)", fp8));
 }
 
 /* Attention and dropout: --attention-backend unfused or local (Megatron's
@@ -394,6 +392,36 @@ static void read_attention(mg_args *g, cli_config *out)
     const char *p = str_arg(g, "attention-dropout"), *h = str_arg(g, "hidden-dropout");
     out->val[KNOB_ATTENTION_DROPOUT] = p ? p : "0.1";
     out->val[KNOB_HIDDEN_DROPOUT] = h ? h : "0.1";
+}
+
+/* FP8: --fp8-format (e4m3 or hybrid: the GEMMs in FP8 either way) with
+ * --fp8-recipe delayed (Megatron's default), tensorwise (current
+ * scaling) or mxfp8; blockwise is costed as current scaling, said. */
+static int read_fp8(mg_args *g, cli_config *out, char err[LOONG_ERRLEN])
+{
+    const char *fmt = str_arg(g, "fp8-format"), *recipe = str_arg(g, "fp8-recipe");
+    if (!fmt) {
+        if (recipe) note(g, keep("--fp8-recipe %.20s (without --fp8-format: bf16)", recipe));
+        return 0;
+    }
+    if (strcmp(fmt, "e4m3") && strcmp(fmt, "hybrid")) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args: --fp8-format '%.20s' is not e4m3 or hybrid", fmt);
+        return -1;
+    }
+    if (!recipe || !strcmp(recipe, "delayed"))
+        out->val[KNOB_PRECISION] = "fp8-delayed";
+    else if (!strcmp(recipe, "tensorwise"))
+        out->val[KNOB_PRECISION] = "fp8-current";
+    else if (!strcmp(recipe, "mxfp8"))
+        out->val[KNOB_PRECISION] = "mxfp8";
+    else if (!strcmp(recipe, "blockwise"))
+        out->val[KNOB_PRECISION] = "fp8-current", note(g, "--fp8-recipe blockwise (costed as tensorwise)");
+    else {
+        snprintf(err, LOONG_ERRLEN,
+                 "--megatron-args: --fp8-recipe '%.20s' is not delayed, tensorwise, mxfp8 or blockwise", recipe);
+        return -1;
+    }
+    return 0;
 }
 
 /* The world of torchrun's --nnodes x --nproc-per-node, 0 when absent. */
@@ -529,6 +557,7 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
         rc = read_batch(&g, given, tp * cp * pp, world, out, err);
     }
     if (rc == 0) read_plain(&g), read_attention(&g, out);
+    if (rc == 0) rc = read_fp8(&g, out, err);
     /* Megatron's default order tp-cp-ep-dp-pp puts a stage's replicas
      * next to each other; loong's DAG holds one replica as ranks 0..P-1,
      * so dp varies slowest (tp-cp-pp-dp, --use-tp-pp-dp-mapping's order):
@@ -673,6 +702,11 @@ int cli_megatron_emit(FILE *f, const config *c)
         gap(&o, "--zero %d (Megatron's distributed optimizer is ZeRO-1; FSDP is another launch)", c->zero);
     if (c->act_bytes == 2) arg(&o, "--bf16");
     arg(&o, "--attention-backend %s", c->attention == ATTN_UNFUSED ? "unfused" : "flash");
+    if (c->precision != PRECISION_BF16)
+        arg(&o, "--fp8-format %s --fp8-recipe %s", c->precision == PRECISION_MXFP8 ? "e4m3" : "hybrid",
+            c->precision == PRECISION_FP8_DELAYED ? "delayed"
+            : c->precision == PRECISION_MXFP8     ? "mxfp8"
+                                                  : "tensorwise");
     arg(&o, "--attention-dropout %.17g --hidden-dropout %.17g", c->attention_dropout, c->hidden_dropout);
     if (c->nccl_algo != COLL_ALGO_AUTO || c->nccl_proto != COLL_PROTO_AUTO)
         gap(&o, "--nccl-algo/--nccl-proto (set NCCL_ALGO / NCCL_PROTO in the environment)");

@@ -178,6 +178,7 @@ int cmd_check(int argc, char **argv)
         return cli_fail("check", "the configuration takes %d GPUs and %s has %d: give the run's platform",
                         config_world(&c), a.platform, sp.nodes * sp.gpus_per_node);
     calib *cb = calib_for_platform(path, sp.gpu, a.calib, err);
+    if (cb && calib_check_precision(cb, c.precision, err) < 0) calib_free(cb), cb = NULL;
     if (!cb) return cli_fail("check", "%s", err);
     dag *g = dag_build(&c, err);
     if (!g) {

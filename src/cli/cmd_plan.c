@@ -520,7 +520,7 @@ static int make_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (parse_memory_knobs(a, &x->req, err) < 0) return -1;
     if (a->layout && plan_parse_layout(&x->req, a->layout, &x->user, err) < 0) return -1;
     x->cb = calib_for_platform(a->platform, x->spec.gpu, a->calib, err);
-    return x->cb ? 0 : -1;
+    return x->cb ? calib_check_precision(x->cb, x->req.base.precision, err) : -1;
 }
 
 /* The user's layout among the enumerated ones, or appended to them (it is

@@ -369,6 +369,7 @@ static json_t *json_memory(const config *c)
                           "allocated", m.peak, "allocator", m.allocator, "context", m.context, "nccl", m.nccl,
                           "reserved", m.reserved, "alloc_factor", m.alloc_factor);
     if (j && c->pp > 1) json_object_set_new(j, "stage", json_integer(m.stage)); /* the tightest */
+    if (j && m.fp8_weights > 0) json_object_set_new(j, "fp8_weights", json_real(m.fp8_weights));
     return j;
 }
 
@@ -581,6 +582,10 @@ static int simulate(sim_args *a, const config *c)
         pf = NULL;
     }
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
+    if (cb && calib_check_precision(cb, c->precision, err) < 0) {
+        calib_free(cb);
+        cb = NULL;
+    }
     dag *g = cb ? dag_build(c, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf);
     mem_check mc = {0};

@@ -150,6 +150,9 @@ static uint32_t elementwise(prog *p, task_op op, task_phase ph, int layer, const
     return id;
 }
 
+/* Whether the block GEMMs run in FP8 (--precision; elementwise.h's quant). */
+static bool fp8(const prog *p) { return p->c->precision != PRECISION_BF16; }
+
 /* The common case: a kernel updating one tensor in place. */
 static void inplace(prog *p, task_op op, task_phase ph, int layer, int buf)
 {
@@ -522,6 +525,7 @@ static void layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     attention_fwd_part(p, l, ph, parts);
     const tp_gemm out = {OP_OUT_PROJ,         hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3,
                          {tbuf(p, l, LB_HP)}, 1};
+    if (fp8(p) && elementwise_reruns(OP_QUANT_ATTN_OUT, parts)) inplace(p, OP_QUANT_ATTN_OUT, ph, l, lbuf(p, l, LB_OS));
     if (parts & RC_OUT) row(p, OP_TP_H, ph, l, &out, 1, tbuf(p, l, LB_HP), H);
     if (elementwise_reruns(OP_ADD_ATTN, parts)) inplace(p, OP_ADD_ATTN, ph, l, H);
     if (!(parts & RC_MLP)) return;
@@ -572,6 +576,7 @@ static void layer_bwd(prog *p, int l)
     for (int j = 0; j < rerun; j++)
         layer_fwd(p, first + j, PHASE_RECOMPUTE, recompute_parts(c) & ~late);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {tbuf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
+    if (fp8(p)) inplace(p, OP_QUANT_GRAD, PHASE_BWD, l, BUF_LB(l + 1, LB_DX));
     column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), tbuf(p, l, LB_DYG), &down, 1);
     inplace(p, OP_ACT, PHASE_BWD, l, DM);
     tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), tbuf(p, l, LB_HG)); /* h again, beside down */
@@ -587,6 +592,7 @@ static void layer_bwd(prog *p, int l)
                          3,
                          {lbuf(p, l, LB_DOS), G},
                          2};
+    if (fp8(p)) inplace(p, OP_QUANT_GRAD, PHASE_BWD, l, DH);
     column(p, OP_TP_H, PHASE_BWD, l, DH, tbuf(p, l, LB_DHG), &out, 1);
     if (late) attention_fwd_part(p, l, PHASE_RECOMPUTE, late); /* checkpointed core attention */
     attention_bwd_part(p, l);
@@ -599,6 +605,7 @@ static void layer_bwd(prog *p, int l)
                          hid,    {lbuf(p, l, LB_DQKV), tbuf(p, l, LB_XG), W, dkv_a, dkv_b},
                          5,      {tbuf(p, l, LB_DXP), G},
                          2};
+    if (fp8(p)) inplace(p, OP_QUANT_DQKV, PHASE_BWD, l, lbuf(p, l, LB_DQKV));
     row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, tbuf(p, l, LB_DXP), BUF_LB(l, LB_DX));
     norm(p, OP_NORM_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
     inplace(p, OP_ADD_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
@@ -836,6 +843,7 @@ static void training_step(prog *p)
     const config *c = p->c;
     int L = p->m->layers;
     optimizer(p, false, DAG_NONE);
+    if (fp8(p)) elementwise(p, OP_QUANT_W, PHASE_FWD, -1, NULL, 0, NULL, 0); /* the FP8 weights of the step */
     pipeline_passes(p);
     uint64_t all = pipe_stage_params(c, p->stage);
     if (c->zero == 1) dp_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, -1, all, 0, L);

@@ -67,6 +67,8 @@ static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tr
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
 static const spelling fusions_sp[] = {{"te", "te"}, {"none", "none"}};
 static const spelling attention_sp[] = {{"flash", "flash"}, {"unfused", "unfused"}};
+static const spelling precision_sp[] = {
+    {"bf16", "bf16"}, {"fp8-delayed", "fp8-delayed"}, {"fp8-current", "fp8-current"}, {"mxfp8", "mxfp8"}};
 static const spelling schedule_sp[] = {{"1f1b", "1f1b"}, {"gpipe", "gpipe"}, {"interleaved", "il"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
@@ -556,6 +558,12 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
                  c->p_seq);
         return -1;
     }
+    if (c->precision != PRECISION_BF16 && c->fusions == FUSIONS_NONE)
+        return fail(err, "--precision fp8 recipes run in Transformer Engine's modules, which --fusions none (Megatron-"
+                         "Core's local layers) does not use: drop --fusions none, or use --precision bf16");
+    if (c->precision != PRECISION_BF16 && c->act_bytes != 2)
+        return fail(err, "--precision fp8 recipes keep bf16 activations beside the FP8 GEMMs (Transformer Engine's): "
+                         "use --dtype bf16, or --precision bf16");
     if (c->attention == ATTN_UNFUSED && c->recompute == RECOMPUTE_SCPP)
         return fail(err, "--recompute sc++ keeps FlashAttention's output and LSE, from which its backward rebuilds the "
                          "scores; --attention unfused needs its probabilities: use --recompute selective, full or "
@@ -946,6 +954,11 @@ static const knob_row knobs[KNOB_COUNT] = {
                              offsetof(config, hidden_dropout),
                              NULL,
                              0},
+    [KNOB_PRECISION] = {{"precision", "precision", "P",
+                         "block GEMMs: bf16 | fp8-delayed | fp8-current |\n"
+                         "mxfp8 (Transformer Engine's recipes)         [bf16]",
+                         false},
+                        KNOB_ENUM(precision, precision_sp)},
     [KNOB_DOCS] = {{"docs", "docs", "L,L,...",
                     "document lengths packed into each sample (K/M/G), padded\n"
                     "to --seq; or --docs-file FILE, --doc-dist FILE --seed N  [one]",
@@ -1013,7 +1026,7 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1) ||
            (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE) || (k == KNOB_ATTENTION && c->attention == ATTN_FLASH) ||
            (k == KNOB_ATTENTION_DROPOUT && c->attention_dropout == 0) ||
-           (k == KNOB_HIDDEN_DROPOUT && c->hidden_dropout == 0);
+           (k == KNOB_HIDDEN_DROPOUT && c->hidden_dropout == 0) || (k == KNOB_PRECISION && c->precision == PRECISION_BF16);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
@@ -1027,7 +1040,8 @@ static bool optional_knob(int k)
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
            k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
-           k == KNOB_FUSIONS || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT;
+           k == KNOB_FUSIONS || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT ||
+           k == KNOB_PRECISION;
 }
 
 char *config_knob_text(const config *c, config_knob k)

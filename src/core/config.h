@@ -39,6 +39,10 @@ typedef enum { FUSIONS_TE, FUSIONS_NONE } fusions_kind;
  * GEMMs, the scaled masked softmax and the attention dropout over the
  * s x s scores. */
 typedef enum { ATTN_FLASH, ATTN_UNFUSED } attention_kind;
+/* The GEMMs' precision (Transformer Engine's recipes; quant.h): bf16, or
+ * FP8 with delayed or current per-tensor scaling, or MXFP8's 1 x 32 block
+ * scaling (Blackwell). */
+typedef enum { PRECISION_BF16, PRECISION_FP8_DELAYED, PRECISION_FP8_CURRENT, PRECISION_MXFP8 } precision_kind;
 /* Activation recompute (recompute.h): none; Megatron-Core's selective (of
  * the recompute modules); LoongTrain's Selective Checkpoint++; full. In
  * this order each keeps fewer activations than the one before. */
@@ -100,6 +104,7 @@ typedef struct config {
     attention_kind attention;   /* the attention kernel: flash */
     double attention_dropout;   /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
     double hidden_dropout;      /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
+    precision_kind precision; /* the block GEMMs' precision: bf16 */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
     coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
@@ -259,6 +264,7 @@ typedef enum {
     KNOB_ATTENTION,
     KNOB_ATTENTION_DROPOUT,
     KNOB_HIDDEN_DROPOUT,
+    KNOB_PRECISION,
     KNOB_DOCS,
     KNOB_NCCL_ALGO,
     KNOB_NCCL_PROTO,

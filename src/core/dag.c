@@ -16,7 +16,7 @@
 
 static const char *const kind_names[TASK_KIND_COUNT] = {
     "gemm",       "attn_fwd",   "attn_bwd",       "merge",     "acc",     "norm",  "rope", "add",
-    "act",        "embed",      "loss",           "softmax",   "dropout", "optim", "send", "recv",
+    "act",        "embed",      "loss",           "softmax",   "dropout", "quant", "optim", "send", "recv",
     "all_to_all", "all_reduce", "reduce_scatter", "all_gather"};
 static const char *const stream_names[STREAM_COUNT] = {
     "comp", "a2a", "ring", "ring_outer", "dkv", "dkv_outer", "ring_b", "dkv_b", "dp", "tp", "tp_kv", "pp", "pp_grad"};
@@ -31,7 +31,8 @@ static const char *const op_names[OP_COUNT] = {
     "tp_norm_grad",       "tp_kv_grad",         "pp_act",             "pp_grad",            "norm_attn",
     "norm_mlp",           "norm_final",         "rope",               "add_attn",           "add_mlp",
     "act",                "embed",              "loss",               "zero_grad",          "optim_step",
-    "softmax",            "attn_dropout"};
+    "softmax",            "attn_dropout",       "quant_attn_out",     "quant_grad",         "quant_dqkv",
+    "quant_w"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 

@@ -67,6 +67,7 @@ typedef enum {
      * scores' elements (all B samples) */
     TASK_SOFTMAX, /* the scaled masked softmax over the scores (forward or backward) */
     TASK_DROPOUT, /* the attention dropout on the softmax's output (forward or backward) */
+    TASK_QUANT,   /* --precision fp8-*, mxfp8: a tensor cast to FP8 for a GEMM (quant.h) */
     TASK_OPTIM,   /* the optimizer step over the local shard, or the zeroing of the gradient buffer */
     TASK_SEND,
     TASK_RECV,
@@ -142,6 +143,11 @@ typedef enum {
     OP_OPTIM_STEP,   /* Adam over the local shard: gradient norm, update, parameter copy */
     OP_SOFTMAX,      /* --attention unfused: the scaled masked softmax */
     OP_ATTN_DROPOUT, /* --attention unfused: the dropout on the attention probabilities */
+    /* --precision fp8-*, mxfp8 (elementwise.h): casts Transformer Engine does not fuse */
+    OP_QUANT_ATTN_OUT, /* attention's output, the output projection's input */
+    OP_QUANT_GRAD,     /* a block gradient (T', hidden) entering the MLP's down or the output projection's backward */
+    OP_QUANT_DQKV,     /* attention's input gradient entering the QKV projection's backward */
+    OP_QUANT_W,        /* the stage's block weights, once per step */
     OP_COUNT
 } task_op;
 

@@ -18,6 +18,10 @@ task_kind elementwise_kind(task_op op)
     case OP_LOSS: return TASK_LOSS;
     case OP_SOFTMAX: return TASK_SOFTMAX;
     case OP_ATTN_DROPOUT: return TASK_DROPOUT;
+    case OP_QUANT_ATTN_OUT:
+    case OP_QUANT_GRAD:
+    case OP_QUANT_DQKV:
+    case OP_QUANT_W: return TASK_QUANT;
     default: return TASK_OPTIM;
     }
 }
@@ -55,6 +59,10 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
     case OP_LOSS: *rows = T, *cols = ((uint64_t)m->vocab + tp - 1) / tp; break;
     case OP_ZERO_GRAD: *rows = local_params(c, stage, 2), *cols = 1; break;
     case OP_OPTIM_STEP: *rows = local_params(c, stage, 1), *cols = 1; break;
+    case OP_QUANT_ATTN_OUT: *rows = T, *cols = (uint64_t)m->heads * d / tp; break;
+    case OP_QUANT_GRAD: break; /* (T', hidden) */
+    case OP_QUANT_DQKV: *rows = T, *cols = (uint64_t)model_tp_qkv_heads(m, c->tp) * d; break;
+    case OP_QUANT_W: *rows = (uint64_t)pipe_stage_layers(c, stage) * model_layer_params_tp(m, c->tp), *cols = 1; break;
     case OP_SOFTMAX:
     case OP_ATTN_DROPOUT: /* the scores: every query row of every head, a column per key */
         *rows = (uint64_t)c->batch * (c->seq / (uint64_t)c->p_seq) * (uint64_t)config_q_heads(c);
@@ -81,6 +89,10 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
     case TASK_LOSS: return elems * (bwd ? 14 : 38);
     case TASK_SOFTMAX: return elems * (bwd ? 3 : 2) * a;
     case TASK_DROPOUT: return elems * (2 * a + 1);
+    case TASK_QUANT: { /* read the high-precision tensor, write FP8 data and its transpose (and MXFP8's scales) */
+        uint64_t in = op == OP_QUANT_W ? 2 : a, amax = c->precision == PRECISION_FP8_CURRENT ? in : 0;
+        return elems * (in + 2 + amax) + (c->precision == PRECISION_MXFP8 ? elems / 16 : 0);
+    }
     default: return elems * (op == OP_ZERO_GRAD ? 4 : 38);
     }
 }
@@ -94,8 +106,8 @@ int elementwise_block_ops(const task_op **ops)
 
 bool elementwise_reruns(task_op op, unsigned parts)
 {
-    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE ? RC_QKV
-                    : op == OP_ADD_ATTN                 ? RC_OUT
+    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE       ? RC_QKV
+                    : op == OP_ADD_ATTN || op == OP_QUANT_ATTN_OUT ? RC_OUT
                     : op == OP_ADD_MLP                  ? RC_OUT | RC_MLP
                                                         : RC_MLP;
     return (parts & need) == need;

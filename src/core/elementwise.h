@@ -37,6 +37,22 @@
  *            fusions/fused_softmax.py): fwd 2a (scores in, probabilities
  *            out), bwd 3a (output gradient and probabilities in, input
  *            gradient out).
+ *   quant    --precision fp8-delayed, fp8-current, mxfp8: the casts to FP8
+ *            that Transformer Engine does not fuse into the kernel before
+ *            them (its norm and SwiGLU kernels write FP8 themselves:
+ *            LayerNormLinear, LayerNormMLP): forward the attention output
+ *            (the output projection's input, a Linear's cast_transpose);
+ *            backward the gradients entering the MLP's down and the output
+ *            projection (T', hidden each) and attention's input gradient
+ *            entering QKV; once per step the stage's block weights (TE
+ *            caches them over the micro-batches: is_first_microbatch).
+ *            Per element: read the input (a; a weight's bf16 copy: 2) and
+ *            write the FP8 data and its transpose (2: the rowwise and
+ *            columnwise copies a GEMM and its wgrad read); MXFP8 adds an
+ *            E8M0 scale per 32 elements of each copy (1/16); current
+ *            scaling reads the input once more first for its amax
+ *            (transformer_engine/pytorch/tensor/float8_tensor.py,
+ *            Float8CurrentScalingQuantizer: amax, then the cast).
  *   dropout  --attention unfused with --attention-dropout above 0, per
  *            score: torch's native_dropout, fwd 2a + 1 (in, out and the
  *            bool mask), bwd 2a + 1 (gradient and mask in, gradient out).
@@ -71,7 +87,7 @@
 
 #include "dag.h"
 
-/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_ATTN_DROPOUT). */
+/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_QUANT_W). */
 task_kind elementwise_kind(task_op op);
 
 /* The (rows, cols) a task of op processes on a rank of c; for zero_grad

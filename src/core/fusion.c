@@ -60,6 +60,12 @@ int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, u
 {
     task_kind kind = elementwise_kind(op);
     if (kind == TASK_ADD && c->hidden_dropout > 0) return dropout_add_kernels(c, ph == PHASE_BWD, elems, bytes);
+    if (kind == TASK_QUANT && c->precision == PRECISION_FP8_CURRENT) { /* the amax pass, then the cast */
+        uint64_t total = elementwise_hbm_bytes(c, op, ph, elems);
+        bytes[0] = elems * (op == OP_QUANT_W ? 2 : (uint64_t)c->act_bytes);
+        bytes[1] = total - bytes[0];
+        return 2;
+    }
     const unfused *u = c->fusions == FUSIONS_NONE ? unfused_of(kind, ph == PHASE_BWD) : NULL;
     if (!u) {
         bytes[0] = elementwise_hbm_bytes(c, op, ph, elems);

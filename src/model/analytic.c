@@ -529,6 +529,13 @@ typedef struct layer_cost {
  * table has them (a backward: its dgrad and wgrad). */
 static double gemm(const config *c, const calib *cb, double m, double n, double k, bool bwd)
 {
+    return calib_gemm_prec_seconds(cb, c->precision, m, n, k, bwd, c->act_bytes);
+}
+
+/* The LM head's GEMM, which stays bf16 under the FP8 recipes (Megatron's
+ * output layer is not a Transformer Engine module). */
+static double head_gemm(const config *c, const calib *cb, double m, double n, double k, bool bwd)
+{
     return calib_gemm_task_seconds(cb, m, n, k, bwd, c->act_bytes);
 }
 
@@ -568,7 +575,21 @@ static double block_elementwise(const config *c, const calib *cb, bool bwd, unsi
     double t = 0;
     for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
         if (elementwise_reruns(ops[i], parts)) t += elementwise_seconds(c, cb, ops[i], bwd, 0);
-    return t;
+    if (c->precision == PRECISION_BF16) return t;
+    /* the FP8 casts (build.c): forward attention's output, backward two
+     * block gradients and attention's input gradient */
+    if (!bwd)
+        return elementwise_reruns(OP_QUANT_ATTN_OUT, parts)
+                   ? t + elementwise_seconds(c, cb, OP_QUANT_ATTN_OUT, false, 0)
+                   : t;
+    return t + 2 * elementwise_seconds(c, cb, OP_QUANT_GRAD, true, 0) +
+           elementwise_seconds(c, cb, OP_QUANT_DQKV, true, 0);
+}
+
+/* The FP8 weights' cast at the step's start, on `stage` (0 under bf16). */
+static double weight_casts(const config *c, const calib *cb, int stage)
+{
+    return c->precision == PRECISION_BF16 ? 0 : elementwise_seconds(c, cb, OP_QUANT_W, false, stage);
 }
 
 /* The kernels around the blocks: the embedding's on the first stage, the
@@ -710,8 +731,9 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
     double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
     head_elementwise he = head_elementwise_of(c, cb);
-    double lm = gemm(c, cb, T, v, m->hidden, false) + gemm(c, cb, T, v, m->hidden, true) + he.last_f + he.last_b;
-    double zero_grad = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, 0);
+    double lm =
+        head_gemm(c, cb, T, v, m->hidden, false) + head_gemm(c, cb, T, v, m->hidden, true) + he.last_f + he.last_b;
+    double zero_grad = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, 0) + weight_casts(c, cb, 0);
     double optim = elementwise_seconds(c, cb, OP_OPTIM_STEP, false, 0);
     double t = zero_grad + he.first_f + tk->embed, dp = 0, busy = zero_grad + he.first_f + he.first_b + optim;
     double kv = 0; /* kv: the tp_kv stream (tp > H_kv) */
@@ -855,8 +877,8 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
     double T = (double)config_local_tokens(c), v = (double)((m->vocab + c->tp - 1) / c->tp);
     head_elementwise he = head_elementwise_of(c, cb);
-    double lm_f = gemm(c, cb, T, v, m->hidden, false) + he.last_f,
-           lm_b = gemm(c, cb, T, v, m->hidden, true) + he.last_b;
+    double lm_f = head_gemm(c, cb, T, v, m->hidden, false) + he.last_f,
+           lm_b = head_gemm(c, cb, T, v, m->hidden, true) + he.last_b;
     pipe_walk w = {c,
                    lc->fwd,
                    lc->bwd,
@@ -875,7 +897,7 @@ static void pipeline_walk(const config *c, const calib *cb, const platform_spec 
     double *free_at = xcalloc((size_t)pp * 3, sizeof *free_at, "the pipeline walk"), *busy = free_at + pp,
            *last_b = busy + pp;
     for (int s = 0; s < pp; s++) /* the gradient buffer zeroed before the first pass */
-        free_at[s] = busy[s] = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, s);
+        free_at[s] = busy[s] = elementwise_seconds(c, cb, OP_ZERO_GRAD, false, s) + weight_casts(c, cb, s);
     pipe_run(&w, free_at, busy, last_b);
     /* the stages' gradient reductions over DP, each over its own parameters */
     mesh msh = config_mesh(c);

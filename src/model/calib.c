@@ -47,6 +47,7 @@ struct calib {
     char gpu[32];
     double peak, mem_bw;
     bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
+    double peak_fp8, peak_mxfp8;        /* dense FP8 FLOP/s (per-tensor scaling; MXFP8's block scaling); 0: none */
     row rows[NKINDS];
     double interference[NKINDS]; /* slowdown of a kind's kernel per concurrent communication kernel */
     int tile[NKINDS][2];         /* attention kernels' tile, query rows x key columns ('tile'); 0: none */
@@ -56,7 +57,7 @@ struct calib {
     unsigned given; /* while parsing: header lines seen (HDR_*), each allowed once */
 };
 
-enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4 }; /* interference: bit 8 + kind */
+enum { HDR_GPU = 1, HDR_PEAK = 2, HDR_MEM_BW = 4, HDR_PEAK_FP8 = 8, HDR_PEAK_MXFP8 = 16 }; /* interference: bit 8 + kind */
 
 /* Physically meaningful ranges, far around every GPU built: a line's or a
  * curve's fixed cost, a compute rate and a memory bandwidth. */
@@ -192,7 +193,11 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
     bool assumed = ntok == 3 && !strcmp(tok[2], "assumed") && strcmp(tok[0], "gpu");
     if (ntok != 2 && !assumed)
         return fail(cu, "'%s' takes one value%s", tok[0], strcmp(tok[0], "gpu") ? ", then optionally 'assumed'" : "");
-    unsigned bit = !strcmp(tok[0], "gpu") ? HDR_GPU : !strcmp(tok[0], "peak") ? HDR_PEAK : HDR_MEM_BW;
+    unsigned bit = !strcmp(tok[0], "gpu")          ? HDR_GPU
+                   : !strcmp(tok[0], "peak")       ? HDR_PEAK
+                   : !strcmp(tok[0], "peak_fp8")   ? HDR_PEAK_FP8
+                   : !strcmp(tok[0], "peak_mxfp8") ? HDR_PEAK_MXFP8
+                                                   : HDR_MEM_BW;
     if (cb->given & bit) return fail(cu, "a second '%s' line: give it once%s", tok[0], "");
     cb->given |= bit;
     if (!strcmp(tok[0], "peak")) cb->peak_assumed = assumed;
@@ -206,6 +211,12 @@ static int parse_header(const cursor *cu, calib *cb, char **tok, int ntok)
         return units_parse_si(tok[1], "peak (FLOP/s)", &cb->peak, cu->err) < 0
                    ? fail_units(cu)
                    : out_of_range(cu, "peak", tok[1], cb->peak, RATE_MIN, FLOPS_MAX, "FLOP/s");
+    if (bit == HDR_PEAK_FP8 || bit == HDR_PEAK_MXFP8) {
+        double *v = bit == HDR_PEAK_FP8 ? &cb->peak_fp8 : &cb->peak_mxfp8;
+        return units_parse_si(tok[1], "FP8 peak (FLOP/s)", v, cu->err) < 0
+                   ? fail_units(cu)
+                   : out_of_range(cu, tok[0], tok[1], *v, RATE_MIN, FLOPS_MAX, "FLOP/s");
+    }
     return units_parse_bandwidth(tok[1], "mem_bw", &cb->mem_bw, cu->err) < 0
                ? fail_units(cu)
                : out_of_range(cu, "mem_bw", tok[1], cb->mem_bw, RATE_MIN, BW_MAX, "B/s");
@@ -343,7 +354,8 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
         tok[ntok++] = p;
     }
     if (!ntok) return 0;
-    if (!strcmp(tok[0], "gpu") || !strcmp(tok[0], "peak") || !strcmp(tok[0], "mem_bw"))
+    if (!strcmp(tok[0], "gpu") || !strcmp(tok[0], "peak") || !strcmp(tok[0], "mem_bw") ||
+        !strcmp(tok[0], "peak_fp8") || !strcmp(tok[0], "peak_mxfp8"))
         return parse_header(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "interference")) return parse_interference(cu, cb, tok, ntok);
     if (!strcmp(tok[0], "tile")) return parse_tile(cu, cb, tok, ntok);
@@ -352,8 +364,9 @@ static int parse_line(const cursor *cu, calib *cb, char *line)
     int kind = task_kind_parse(tok[0]);
     if (kind < 0 || kind >= NKINDS)
         return fail(cu,
-                    "unknown key or kind '%s': expected gpu, peak, mem_bw, membw, interference, tile, gemm, "
-                    "attn_fwd, attn_bwd, merge, acc, norm, rope, add, act, embed, loss or optim%s",
+                    "unknown key or kind '%s': expected gpu, peak, peak_fp8, peak_mxfp8, mem_bw, membw, "
+                    "interference, tile, gemm, attn_fwd, attn_bwd, merge, acc, norm, rope, add, act, embed, loss, "
+                    "softmax, dropout, quant or optim%s",
                     tok[0], "");
     return parse_row(cu, cb, kind, tok, ntok);
 }
@@ -455,6 +468,11 @@ void calib_free(calib *cb)
 }
 const char *calib_gpu(const calib *cb) { return cb->gpu; }
 double calib_peak(const calib *cb) { return cb->peak; }
+
+double calib_peak_of(const calib *cb, precision_kind p)
+{
+    return p == PRECISION_BF16 ? cb->peak : p == PRECISION_MXFP8 ? cb->peak_mxfp8 : cb->peak_fp8;
+}
 double calib_mem_bw(const calib *cb) { return cb->mem_bw; }
 
 double calib_reference(const calib *cb, int kind) { return memory_bound(kind) ? cb->mem_bw : cb->peak; }
@@ -543,7 +561,8 @@ double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag
 {
     if (!task_is_compute(t)) return 0;
     if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2])
-        return calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
+        return calib_gemm_prec_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision, t->dim[0], t->dim[1],
+                                       t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
     if ((t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) && c->attention == ATTN_UNFUSED)
         return calib_unfused_attn_seconds(cb, c, t->dim[0], t->dim[1], t->dim[2], t->kind == TASK_ATTN_BWD);
     if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)
@@ -583,6 +602,8 @@ int calib_write(FILE *f, const calib *cb)
 {
     fprintf(f, "gpu %s\npeak %.17g%s\nmem_bw %.17gBps%s\n", cb->gpu, cb->peak, cb->peak_assumed ? " assumed" : "",
             cb->mem_bw, cb->mem_bw_assumed ? " assumed" : "");
+    if (cb->peak_fp8 > 0) fprintf(f, "peak_fp8 %.17g\n", cb->peak_fp8);
+    if (cb->peak_mxfp8 > 0) fprintf(f, "peak_mxfp8 %.17g\n", cb->peak_mxfp8);
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (r->inherited) continue; /* acc's row stands for it */
@@ -681,50 +702,97 @@ double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
     return swe / sw;
 }
 
+/* How a GEMM's operands are stored and how fast its tensor cores run:
+ * its compute time is scaled by `slow` (the bf16 peak over its
+ * precision's), X and W take in_bytes per element and Y out_bytes. */
+typedef struct gemm_io {
+    double slow, in_bytes, out_bytes;
+} gemm_io;
+
+static gemm_io io_of(double elem_bytes) { return (gemm_io){1, elem_bytes, elem_bytes}; }
+
 static double batched_rule(const calib *cb, double flops, double eff, double count, double m, double n, double k,
-                           double elem_bytes);
+                           gemm_io io);
 
 /* The cost rule (calib.h): T0 + max(compute, memory). compute is the
  * GEMM's FLOPs at its shape's rate (or the gemm curve or line without
  * shape rows, less its T0), memory its operand bytes, X m x k and W k x
  * n read and Y m x n written at elem_bytes each, over the bandwidth a
  * transfer of that size reaches. */
-static double gemm_rule(const calib *cb, double flops, double eff, double m, double n, double k, double elem_bytes)
+static double gemm_rule(const calib *cb, double flops, double eff, double m, double n, double k, gemm_io io)
 {
-    return batched_rule(cb, flops, eff, 1, m, n, k, elem_bytes);
+    return batched_rule(cb, flops, eff, 1, m, n, k, io);
 }
 
 /* gemm_rule of `count` GEMMs of one shape in one launch (a strided
  * batched GEMM): their FLOPs and operand bytes, one T0. */
 static double batched_rule(const calib *cb, double flops, double eff, double count, double m, double n, double k,
-                           double elem_bytes)
+                           gemm_io io)
 {
     const row *r = &cb->rows[TASK_GEMM];
     if (!(flops > 0)) return 0;
     double compute = eff >= 0 ? flops / (eff * cb->peak) : calib_seconds(cb, TASK_GEMM, flops, 0, m) - r->t0;
-    double bytes = count * elem_bytes * (m * k + k * n + m * n);
+    compute *= io.slow;
+    double bytes = io.in_bytes == io.out_bytes ? count * io.in_bytes * (m * k + k * n + m * n)
+                                               : count * (io.in_bytes * (m * k + k * n) + io.out_bytes * m * n);
     double memory = bytes > 0 ? bytes / calib_bandwidth(cb, bytes) : 0;
     return r->t0 + (compute > memory ? compute : memory);
 }
 
+static double gemm_seconds_io(const calib *cb, int layout, double m, double n, double k, gemm_io io)
+{
+    return gemm_rule(cb, 2 * m * n * k, calib_gemm_eff(cb, layout, m, n, k), m, n, k, io);
+}
+
 double calib_gemm_seconds(const calib *cb, int layout, double m, double n, double k, double elem_bytes)
 {
-    return gemm_rule(cb, 2 * m * n * k, calib_gemm_eff(cb, layout, m, n, k), m, n, k, elem_bytes);
+    return gemm_seconds_io(cb, layout, m, n, k, io_of(elem_bytes));
+}
+
+static double gemm_task_io(const calib *cb, double m, double n, double k, bool bwd, gemm_io io)
+{
+    if (!cb->nshape) { /* by FLOPs: one kernel's worth of T0, as before; a backward moves both GEMMs' bytes */
+        gemm_io both = {io.slow, (bwd ? 2 : 1) * io.in_bytes, (bwd ? 2 : 1) * io.out_bytes};
+        return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, both);
+    }
+    if (!bwd) return gemm_seconds_io(cb, GEMM_TN, m, n, k, io);
+    return gemm_seconds_io(cb, GEMM_NN, m, k, n, io) + gemm_seconds_io(cb, GEMM_NT, n, k, m, io);
 }
 
 double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes)
 {
-    if (!cb->nshape) /* by FLOPs: one kernel's worth of T0, as before; a backward moves both GEMMs' bytes */
-        return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, (bwd ? 2 : 1) * elem_bytes);
-    if (!bwd) return calib_gemm_seconds(cb, GEMM_TN, m, n, k, elem_bytes);
-    return calib_gemm_seconds(cb, GEMM_NN, m, k, n, elem_bytes) + calib_gemm_seconds(cb, GEMM_NT, n, k, m, elem_bytes);
+    return gemm_task_io(cb, m, n, k, bwd, io_of(elem_bytes));
+}
+
+double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, double n, double k, bool bwd,
+                               double act_bytes)
+{
+    double peak = calib_peak_of(cb, p);
+    if (p == PRECISION_BF16 || !(peak > 0)) return calib_gemm_task_seconds(cb, m, n, k, bwd, act_bytes);
+    /* FP8 operands (MXFP8: with an E8M0 scale per 32), the output in the
+     * activations' width */
+    gemm_io io = {cb->peak / peak, p == PRECISION_MXFP8 ? 1 + 1.0 / 32 : 1, act_bytes};
+    return gemm_task_io(cb, m, n, k, bwd, io);
+}
+
+int calib_check_precision(const calib *cb, precision_kind p, char err[LOONG_ERRLEN])
+{
+    if (p == PRECISION_BF16 || calib_peak_of(cb, p) > 0) return 0;
+    snprintf(err, LOONG_ERRLEN,
+             "--precision %s: the %s calibration table gives no %s peak (%s): choose a GPU with %s, or give a table "
+             "with that line",
+             p == PRECISION_MXFP8 ? "mxfp8" : p == PRECISION_FP8_CURRENT ? "fp8-current" : "fp8-delayed", cb->gpu,
+             p == PRECISION_MXFP8 ? "MXFP8" : "FP8", p == PRECISION_MXFP8 ? "peak_mxfp8" : "peak_fp8",
+             p == PRECISION_MXFP8 ? "Blackwell's MXFP8 tensor cores" : "FP8 tensor cores (Hopper, Ada, Blackwell)");
+    return -1;
 }
 
 /* One batched GEMM of count (m, n, k) products at the forward layout's
  * efficiency of one product's shape. */
 static double bmm_seconds(const calib *cb, double count, double m, double n, double k, double elem_bytes)
 {
-    return batched_rule(cb, count * 2 * m * n * k, calib_gemm_eff(cb, GEMM_TN, m, n, k), count, m, n, k, elem_bytes);
+    return batched_rule(cb, count * 2 * m * n * k, calib_gemm_eff(cb, GEMM_TN, m, n, k), count, m, n, k,
+                        io_of(elem_bytes));
 }
 
 double calib_unfused_attn_seconds(const calib *cb, const config *c, double q, double kv, double heads, bool bwd)

@@ -104,6 +104,9 @@ void calib_free(calib *cb);
 /* GPU kind (e.g. "h100"), peak FLOP/s and HBM bytes/s of the table. */
 const char *calib_gpu(const calib *cb);
 double calib_peak(const calib *cb);
+/* The dense peak of precision p's GEMMs: peak (bf16), `peak_fp8` (the
+ * per-tensor FP8 recipes) or `peak_mxfp8`; 0 when the table gives none. */
+double calib_peak_of(const calib *cb, precision_kind p);
 double calib_mem_bw(const calib *cb);
 
 /* Whether a compute kind is timed by the bytes it moves (merge, acc and
@@ -199,6 +202,19 @@ double calib_gemm_seconds(const calib *cb, int layout, double m, double n, doubl
  * rows: one T0 plus the max of the gemm row's time at the task's
  * (bwd ? 4 : 2) mnk FLOPs and its (bwd ? 2 : 1) GEMMs' operand bytes. */
 double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes);
+
+/* calib_gemm_task_seconds in precision p (--precision): bf16 as that;
+ * the FP8 recipes run at calib_peak_of(p) with the efficiency of the
+ * shape's bf16 rows (no FP8 per-shape sweep is shipped: an assumption)
+ * and read FP8 operands (MXFP8 with one E8M0 scale byte per 32),
+ * writing act_bytes. A table without p's peak times it as bf16
+ * (calib_check_precision refuses that first). */
+double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, double n, double k, bool bwd,
+                               double act_bytes);
+
+/* 0 when cb can time p's GEMMs (bf16, or its peak line is there), else -1
+ * with the one-line error naming the missing line and the fix. */
+int calib_check_precision(const calib *cb, precision_kind p, char err[LOONG_ERRLEN]);
 
 /* Seconds of an attention block's batched GEMMs under --attention
  * unfused (core/unfused.h): q queries against kv keys over `heads` query

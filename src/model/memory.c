@@ -52,21 +52,26 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     double o = k.Ns * k.hq * k.d * k.a, lse = unfused ? 0 : k.Ns * k.hq * 4;
     double sc = scores(c) * (k.a + (c->attention_dropout > 0 ? 1 + k.a : 0));
     double masks = c->hidden_dropout > 0 ? 2 * k.Tr * k.hid : 0; /* the two residual dropouts' bool masks */
+    /* FP8 (Transformer Engine): the GEMMs save their inputs as FP8, 1 byte:
+     * the two norms' outputs, attention's output (a copy beside O at P_h =
+     * 1) and the SwiGLU product */
+    bool fp8 = c->precision != PRECISION_BF16;
+    double xq = fp8 ? k.Tr * k.hid : x;
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SCPP) return x + o + lse;
-    double qkv = k.T * k.qkv * k.d * k.a, mlp = 3 * k.T * k.ffn * k.a;
-    double os = c->p_head > 1 ? k.T * k.H * k.d * k.a : 0;                 /* P_h = 1 aliases O */
-    double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0; /* head-sharded q|kv */
+    double qkv = k.T * k.qkv * k.d * k.a, mlp = (fp8 ? 2 * k.a + 1 : 3 * k.a) * k.T * k.ffn;
+    double os = c->p_head > 1 || fp8 ? k.T * k.H * k.d * (fp8 ? 1 : k.a) : 0; /* P_h = 1 aliases O */
+    double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0;    /* head-sharded q|kv */
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
      * for their weight gradients */
-    double none = 4 * x + qkv + qh + os + o + lse + sc + masks + mlp;
+    double none = 2 * x + 2 * xq + qkv + qh + os + o + lse + sc + masks + mlp;
     if (policy == RECOMPUTE_NONE) return none;
     double kept = none;
     /* core attention keeps its input (qkv) and its output (the output
      * projection's input: O sequence-sharded, or O itself at P_h = 1) */
     if (c->recompute_modules & RECOMPUTE_MOD_CORE_ATTN) kept -= qh + lse + sc + (c->p_head > 1 ? o : 0);
     /* the MLP keeps its input h; its fused norm's output and SwiGLU go */
-    if (c->recompute_modules & RECOMPUTE_MOD_MLP) kept -= x + mlp;
+    if (c->recompute_modules & RECOMPUTE_MOD_MLP) kept -= xq + mlp;
     return kept;
 }
 
@@ -223,6 +228,15 @@ static void model_states(const config *c, int stage, memory_estimate *out)
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
     if (c->zero >= 3) out->weights = 2 * psi / n + 2 * memory_gathered_params(c);
+    out->fp8_weights = memory_fp8_weight_bytes(c, stage);
+}
+
+double memory_fp8_weight_bytes(const config *c, int stage)
+{
+    if (c->precision == PRECISION_BF16) return 0;
+    double blocks = (double)pipe_stage_layers(c, stage) * (double)model_layer_params_tp(&c->model, c->tp);
+    if (c->zero >= 3 && memory_gathered_params(c) < blocks) blocks = memory_gathered_params(c);
+    return blocks * (c->precision == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2);
 }
 
 void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
@@ -252,7 +266,8 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     double transient = out->working + out->attn_buffers;
     if (out->lm_head > transient) transient = out->lm_head;
     out->workspace = MEMORY_WORKSPACE_BYTES;
-    out->peak = out->weights + out->grads + out->optimizer + out->workspace + out->activations + transient;
+    out->peak =
+        out->weights + out->fp8_weights + out->grads + out->optimizer + out->workspace + out->activations + transient;
     nccl_terms(c, stage, out);
     memory_reserve(out, MEMORY_ALLOC_CACHING);
 }

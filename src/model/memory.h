@@ -64,15 +64,19 @@
  *                probabilities (E*(1 + a)): Korthikanti's 5as^2b at a = 2.
  *                With --hidden-dropout the two residual dropouts' bool
  *                masks (2*T*hidden bytes, the paper's "2sbh") too;
+ *                With --precision fp8-delayed, fp8-current or mxfp8 the
+ *                GEMMs keep their inputs in FP8, 1 byte: the two norms'
+ *                outputs, attention's output (a copy beside O at P_h =
+ *                1) and the SwiGLU product (layernorm_linear.py, linear.py
+ *                and layernorm_mlp.py save the quantized inputs);
  *     selective: the "none" set less, for core_attn, what core attention
  *                holds inside (the head-sharded q|kv, O and the LSE; at
  *                P_h = 1 the LSE alone, O being the output projection's
  *                input), and for mlp, the MLP's (its norm's output and the
  *                three SwiGLU tensors);
- *     sc++:      x, O and LSE (Selective Checkpoint++ keeps the ring's
- *                output so the recompute pass never re-runs the ring);
- *     full:      x only; per chunk of n blocks, uniform keeps ceil(n/N)
- *                inputs, block keeps min(N, n) inputs and the "none" set of
+ *sc++ : x, O and LSE(Selective Checkpoint++ keeps the ring's *output so the recompute pass never re - runs the ring);
+ *full : x only;
+ per chunk of n blocks, uniform keeps ceil(n / N) * inputs, block keeps min(N, n) inputs and the "none" set of
  *                the other blocks (act_per_layer: the chunk's mean).
  *   working set of the layer being differentiated: its gradient tensors
  *   (as large as the "none" set) plus, under recompute, what the re-run
@@ -127,34 +131,34 @@ typedef enum { MEMORY_ALLOC_CACHING, MEMORY_ALLOC_EXPANDABLE } memory_allocator;
 int memory_allocator_parse(const char *s, memory_allocator *out);
 const char *memory_allocator_name(memory_allocator a);
 
-/* reserved / allocated of PyTorch's caching allocator: the mean of the six
- * measured ratios real_reserved_gib / real_alloc_gib of SimuMax's B200
- * Megatron runs (MooreThreads/SimuMax docs/b200/b200_release_v1.2_summary
- * .json, Llama3-70B TP 1-8 and DeepSeek-V2 rows: 1.065, 1.030, 1.028,
- * 1.029, 1.069, 1.053; 1.03-1.09 over the file). Expandable segments map
- * physical pages into a segment as it grows (PyTorch CUDA semantics,
- * "expandable_segments"), so blocks are not stranded between segments
- * of fixed sizes: factor 1. */
+ /* reserved / allocated of PyTorch's caching allocator: the mean of the six
+  * measured ratios real_reserved_gib / real_alloc_gib of SimuMax's B200
+  * Megatron runs (MooreThreads/SimuMax docs/b200/b200_release_v1.2_summary
+  * .json, Llama3-70B TP 1-8 and DeepSeek-V2 rows: 1.065, 1.030, 1.028,
+  * 1.029, 1.069, 1.053; 1.03-1.09 over the file). Expandable segments map
+  * physical pages into a segment as it grows (PyTorch CUDA semantics,
+  * "expandable_segments"), so blocks are not stranded between segments
+  * of fixed sizes: factor 1. */
 #define MEMORY_ALLOC_FACTOR            1.05
 #define MEMORY_ALLOC_FACTOR_EXPANDABLE 1.0
-/* The CUDA context with lazy module loading (CUDA_MODULE_LOADING=LAZY,
- * PyTorch's default since 1.13): 287 MB, against 667 MB eager (measured in
- * pytorch/pytorch PR 86509). */
+ /* The CUDA context with lazy module loading (CUDA_MODULE_LOADING=LAZY,
+  * PyTorch's default since 1.13): 287 MB, against 667 MB eager (measured in
+  * pytorch/pytorch PR 86509). */
 #define MEMORY_CONTEXT_BYTES 287e6
-/* cuBLAS (32 MiB) and TransformerEngine (32 MiB) GEMM workspaces. */
+ /* cuBLAS (32 MiB) and TransformerEngine (32 MiB) GEMM workspaces. */
 #define MEMORY_WORKSPACE_BYTES (64.0 * 1048576)
 
-/* NCCL's device buffers, per connection: Simple 4 MiB (DEFAULT_BUFFSIZE),
- * LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 x 8
- * x 8 B = 4 800 KiB (src/init.cc defaults): 9.19 MiB, allocated through
- * cuMem in 2 MiB granules, so 10 MiB (the 10485760-byte allocations of
- * NVIDIA/nccl#1685's NCCL_DEBUG_SUBSYS=ALLOC log). */
+ /* NCCL's device buffers, per connection: Simple 4 MiB (DEFAULT_BUFFSIZE),
+  * LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 x 8
+  * x 8 B = 4 800 KiB (src/init.cc defaults): 9.19 MiB, allocated through
+  * cuMem in 2 MiB granules, so 10 MiB (the 10485760-byte allocations of
+  * NVIDIA/nccl#1685's NCCL_DEBUG_SUBSYS=ALLOC log). */
 #define MEMORY_NCCL_CONN_BYTES (10.0 * 1048576)
-/* Channels: 16 collective channels on a DGX H100 ("16 coll channels",
- * NVIDIA/nccl#1453's init log); send/recv channels per peer: 32 over
- * NVLink (#1685: channels 00-31 per GPU pair of an all-to-all on 8 H100)
- * and 2 over the network (NCCL_NCHANNELS_PER_NET_PEER, "2 p2p channels per
- * peer" in #1453's log). */
+ /* Channels: 16 collective channels on a DGX H100 ("16 coll channels",
+  * NVIDIA/nccl#1453's init log); send/recv channels per peer: 32 over
+  * NVLink (#1685: channels 00-31 per GPU pair of an all-to-all on 8 H100)
+  * and 2 over the network (NCCL_NCHANNELS_PER_NET_PEER, "2 p2p channels per
+  * peer" in #1453's log). */
 #define MEMORY_NCCL_COLL_CHANNELS     16
 #define MEMORY_NCCL_NVL_PEER_CHANNELS 32
 #define MEMORY_NCCL_NET_PEER_CHANNELS 2
@@ -169,6 +173,7 @@ double memory_nccl_p2p(int nvl, int net);
 
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
+    double fp8_weights;               /* --precision fp8: TE's FP8 weight copies (memory_fp8_weight_bytes) */
     double workspace;                 /* cuBLAS + TE GEMM workspaces */
     double act_per_layer;             /* kept for the backward, one layer (a chunk's mean) */
     double in_flight;                 /* chunk passes whose activations the stage keeps at once */
@@ -201,6 +206,15 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out);
  * c's recompute modules (the table above; full: its input), exposed for
  * tests. */
 double memory_layer_activations(const config *c, recompute_kind policy);
+
+/* --precision fp8-*, mxfp8: the FP8 copies Transformer Engine keeps of the
+ * stage's block weights for the step (its weight cache over the
+ * micro-batches): rowwise and columnwise, 1 byte each per parameter, and
+ * MXFP8's E8M0 scale per 32 of each (transformer_engine/pytorch/module/
+ * base.py, get_weight_workspace; Float8Tensor's data and transpose); the
+ * LM head stays bf16. Under ZeRO-3 the gathered blocks' only. 0 under
+ * bf16. */
+double memory_fp8_weight_bytes(const config *c, int stage);
 /* ZeRO-3: the most parameter elements gathered at once per rank, the
  * largest prefetch + 1 consecutive blocks of the layers and the LM head
  * (the DAG's bounded prefetch, core/build.c). */

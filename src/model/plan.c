@@ -711,12 +711,14 @@ static json_t *json_ratio(double v) { return isnan(v) ? json_null() : json_real(
 static json_t *json_memory_terms(const memory_estimate *m)
 {
     double layer = m->working + m->attn_buffers;
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights",
-                     m->weights, "gradients", m->grads, "optimizer", m->optimizer, "workspace", m->workspace,
-                     "activations", m->activations, "transient", layer > m->lm_head ? layer : m->lm_head, "allocated",
-                     m->peak, "alloc_factor", m->alloc_factor, "allocator", m->allocator, "context", m->context,
-                     "nccl_tp", m->nccl_tp, "nccl_cp", m->nccl_cp, "nccl_ulysses", m->nccl_ulysses, "nccl_grad",
-                     m->nccl_grad, "nccl_pp", m->nccl_pp, "nccl", m->nccl, "reserved", m->reserved);
+    json_t *j = json_pack(
+        "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m->weights,
+        "gradients", m->grads, "optimizer", m->optimizer, "workspace", m->workspace, "activations", m->activations,
+        "transient", layer > m->lm_head ? layer : m->lm_head, "allocated", m->peak, "alloc_factor", m->alloc_factor,
+        "allocator", m->allocator, "context", m->context, "nccl_tp", m->nccl_tp, "nccl_cp", m->nccl_cp, "nccl_ulysses",
+        m->nccl_ulysses, "nccl_grad", m->nccl_grad, "nccl_pp", m->nccl_pp, "nccl", m->nccl, "reserved", m->reserved);
+    if (j && m->fp8_weights > 0) json_object_set_new(j, "fp8_weights", json_real(m->fp8_weights));
+    return j;
 }
 
 static json_t *json_row(const plan_layout *ls, int i, int rank, const row *r, const plan_report *rp, bool tie)

@@ -102,6 +102,9 @@ static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *r
     term(f, "gradients", m->grads,
          c->zero >= 2 ? "fp32 main gradients, sharded (ZeRO-2 and up)"
                       : "fp32 main gradients, not sharded below ZeRO-2");
+    if (m->fp8_weights > 0)
+        term(f, "fp8 weights", m->fp8_weights,
+             "Transformer Engine's FP8 copies of the block weights and their transposes");
     term(f, "optimizer", m->optimizer,
          c->zero >= 1 ? "fp32 master, momentum, variance: sharded (ZeRO-1 and up)" : "fp32 master, momentum, variance");
     snprintf(why, sizeof why, "%d layers x %.3f GB kept for the backward, recompute %s", c->model.layers,

@@ -103,6 +103,10 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
             tokens, what, world);
     fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n", 100 * mfu,
             (double)stats_model_flops(c) * c->dp / 1e12, world, calib_peak(cb) / 1e12);
+    if (c->precision != PRECISION_BF16) /* the same FLOPs against the FP8 tensor cores' peak */
+        fprintf(f, "# MFU (%s peak): %.2f %% (peak %.1f TFLOP/s; the line above is against the bf16 peak)\n",
+                c->precision == PRECISION_MXFP8 ? "MXFP8" : "FP8", 100 * stats_mfu(c, T, calib_peak_of(cb, c->precision)),
+                calib_peak_of(cb, c->precision) / 1e12);
     *bugs = 0;
     if (mfu > 1 + 1e-9) {
         fprintf(f, "# BUG: MFU %.2f %% is above 100 %%: the prediction beats the hardware peak\n", 100 * mfu);
