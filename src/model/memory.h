@@ -162,6 +162,7 @@ double memory_nccl_p2p(int nvl, int net);
 
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
+    double gathered;                  /* ZeRO-3: the gathered blocks (part of weights), else 0 */
     double workspace;                 /* cuBLAS + TE GEMM workspaces */
     double act_per_layer;             /* kept for the backward, one layer (a chunk's mean) */
     double in_flight;                 /* chunk passes whose activations the stage keeps at once */
@@ -194,6 +195,19 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out);
  * c's recompute modules (the table above; full: its input), exposed for
  * tests. */
 double memory_layer_activations(const config *c, recompute_kind policy);
+/* The terms above that the memory timeline (memtrack.h) places on a
+ * timed DAG, exposed so that it counts with the same formulas:
+ *   memory_attention_buffers  ring slots, block output, all-to-all staging;
+ *   memory_sp_gathered        the two gathered (T, hidden) tensors of a
+ *                             layer's backward under sequence parallelism
+ *                             (0 without);
+ *   memory_lm_head_bytes      the LM head's logits and their fp32 copy;
+ *   memory_block_params       the parameters of one block (head: of the
+ *                             weights outside the blocks), one TP shard. */
+double memory_attention_buffers(const config *c);
+double memory_sp_gathered(const config *c);
+double memory_lm_head_bytes(const config *c);
+double memory_block_params(const config *c, bool head);
 /* ZeRO-3: the most parameter elements gathered at once per rank, the
  * largest prefetch + 1 consecutive blocks of the layers and the LM head
  * (the DAG's bounded prefetch, core/build.c). */

@@ -1,0 +1,207 @@
+/* The memory timeline (model/memtrack.h) on simulated steps: its peak per
+ * rank equals the memory model's allocated peak of the rank's stage
+ * (memory_estimate_stage) for every ZeRO stage, pipeline schedule and
+ * recompute policy; and `loong sim --trace-memory` writes it as counter
+ * events. Both sides add the same byte counts in a different order, so they
+ * agree to rounding: a relative 1e-9. Each Check test runs in its own
+ * process (SimGrid starts once per process). */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_util.h"
+#include "dag_util.h"
+#include "model/calib.h"
+#include "model/memory.h"
+#include "model/memtrack.h"
+#include "core/pipeline.h"
+#include "core/recompute.h"
+#include "sim/sim.h"
+
+#define K 1024ull
+
+/* tiny (hidden 256, ffn 512, vocab 1000: the head's parameters below a
+ * block's, so ZeRO-3's gathered peak is prefetch + 1 blocks) with L layers,
+ * usp over ph x ps ranks. */
+static config mcfg(int ph, int ps, int layers)
+{
+    config c = tcfg("tiny", 4 * K, "usp", ph, ps, 0, SCOPE_STEP);
+    c.model.layers = layers;
+    return c;
+}
+
+static void validate(const config *c)
+{
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(c, err) == 0, "%s", err);
+}
+
+/* The allocated peak the timeline must reach on `stage`: the model's,
+ * with two exceptions where the model's sum of maxima is not what the
+ * schedule holds at once (the model is left as it is: its predictions stay
+ * unchanged; both are reported on the issue):
+ *   - every forward before any backward (GPipe; interleaved with m = pp
+ *     runs all its forwards in the warm-up) on the last stage: each micro-
+ *     batch keeps its logits from the LM head's forward to its backward,
+ *     so m of them are held, the model counting one: + (m - 1) x lm_head;
+ *   - full recompute, block method, on a chunk of n blocks of which the
+ *     first N re-run (pp = 1, m = 1): the re-run's working set
+ *     (2 none - x) comes after the n - N blocks that keep all were freed,
+ *     so the peak is at the backward of the last block, all kept + one
+ *     block's gradients (none), below the model's all kept + 2 none - x by
+ *     none - x (when that exceeds the LM head's term, asserted). */
+static double expected_peak(const config *c, int stage, const memory_estimate *e)
+{
+    bool all_fwd = c->schedule == SCHED_GPIPE || (c->schedule == SCHED_INTERLEAVED && c->micro_batches == c->pp);
+    if (c->pp > 1 && all_fwd && stage == c->pp - 1) return e->peak + (c->micro_batches - 1) * e->lm_head;
+    if (c->recompute == RECOMPUTE_FULL && c->recompute_method == RECOMPUTE_BLOCK && c->pp == 1) {
+        double none = memory_layer_activations(c, RECOMPUTE_NONE), x = memory_layer_activations(c, RECOMPUTE_FULL);
+        ck_assert(e->lm_head < e->working + e->attn_buffers - (none - x));
+        return e->peak - (none - x);
+    }
+    return e->peak;
+}
+
+/* Simulate c on one DGX H100 node with the H100 calibration, and compare
+ * every rank's timeline peak with its stage's allocated peak. */
+static void assert_peaks(const config *c)
+{
+    validate(c);
+    char err[LOONG_ERRLEN] = "";
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    sim_platform *pf = sim_platform_open(LOONG_SRCDIR "/topologies/dgx-h100-1n.xml", 0, NULL, err);
+    ck_assert_msg(pf != NULL, "%s", err);
+    dag *g = tbuild(c);
+    sim_result res;
+    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    memtrack mt;
+    memtrack_build(g, res.start, res.dur, &mt);
+    ck_assert_int_eq(mt.nranks, config_ranks(c));
+    for (int r = 0; r < mt.nranks; r++) {
+        memory_estimate e;
+        memory_estimate_stage(c, pipe_stage(c, r), &e);
+        const memtrack_rank *m = &mt.r[r];
+        double want = expected_peak(c, pipe_stage(c, r), &e);
+        ck_assert_msg(fabs(m->peak - want) <= 1e-9 * want,
+                      "rank %d (stage %d): timeline peak %.6f MB at %.6f ms, expected %.6f MB (model's allocated %.6f)",
+                      r, pipe_stage(c, r), m->peak / 1e6, m->peak_t * 1e3, want / 1e6, e.peak / 1e6);
+        /* every term back to its constant at the step's end: nothing leaks */
+        const double *last = &m->v[(m->n - 1) * MT_TERMS];
+        for (int k = MT_GATHERED; k < MT_TERMS; k++)
+            ck_assert_msg(fabs(last[k]) <= 1e-6 * e.peak, "rank %d: %s holds %g B at the end", r, memtrack_term_name(k),
+                          last[k]);
+    }
+    memtrack_free(&mt);
+    sim_result_free(&res);
+    dag_free(g);
+    sim_platform_free(pf);
+    calib_free(cb);
+}
+
+START_TEST(zero_stages)
+{
+    config c = mcfg(2, 2, 4);
+    c.zero = _i;
+    c.micro_batches = _i < 2 ? 2 : 1; /* ZeRO-2/3 refuse gradient accumulation */
+    assert_peaks(&c);
+}
+END_TEST
+
+/* ZeRO-3 with two blocks prefetched */
+START_TEST(zero3_prefetch)
+{
+    config c = mcfg(2, 2, 6);
+    c.zero = 3;
+    c.prefetch = 2;
+    assert_peaks(&c);
+}
+END_TEST
+
+static const struct {
+    int pp, m, v;
+    schedule_kind s;
+} pipes[] = {{2, 4, 1, SCHED_1F1B},
+             {4, 8, 1, SCHED_1F1B},
+             {2, 4, 1, SCHED_GPIPE},
+             {2, 4, 2, SCHED_INTERLEAVED},
+             {4, 4, 2, SCHED_INTERLEAVED}};
+
+START_TEST(pipelines)
+{
+    config c = mcfg(1, 2, 8);
+    c.pp = pipes[_i].pp;
+    c.micro_batches = pipes[_i].m;
+    c.vpp = pipes[_i].v;
+    c.schedule = pipes[_i].s;
+    assert_peaks(&c);
+}
+END_TEST
+
+/* none, selective (core_attn; core_attn + mlp), sc++, full uniform N = 1
+ * and N = 2 (dividing the 4 blocks: with a shorter last group the model's
+ * working set, the largest group's, is an upper bound), full block N = 2 */
+START_TEST(recompute_policies)
+{
+    config c = mcfg(2, 2, 4);
+    switch (_i) {
+    case 0: c.recompute = RECOMPUTE_NONE; break;
+    case 1: recompute_set(&c, RECOMPUTE_SELECTIVE); break;
+    case 2:
+        recompute_set(&c, RECOMPUTE_SELECTIVE);
+        c.recompute_modules = RECOMPUTE_MOD_CORE_ATTN | RECOMPUTE_MOD_MLP;
+        break;
+    case 3: recompute_set(&c, RECOMPUTE_SCPP); break;
+    case 4: recompute_set(&c, RECOMPUTE_FULL); break;
+    case 5:
+        recompute_set(&c, RECOMPUTE_FULL);
+        c.recompute_layers = 2;
+        break;
+    default:
+        recompute_set(&c, RECOMPUTE_FULL);
+        c.recompute_method = RECOMPUTE_BLOCK;
+        c.recompute_layers = 2;
+        break;
+    }
+    assert_peaks(&c);
+}
+END_TEST
+
+/* Recompute and a pipeline together, with tensor and sequence parallelism */
+START_TEST(pipeline_recompute_tp)
+{
+    config c = mcfg(1, 2, 4);
+    c.pp = 2;
+    c.micro_batches = 4;
+    c.tp = 2;
+    c.sequence_parallel = true;
+    recompute_set(&c, _i ? RECOMPUTE_FULL : RECOMPUTE_SELECTIVE);
+    assert_peaks(&c);
+}
+END_TEST
+
+Suite *memtrack_suite(void)
+{
+    Suite *s = suite_create("memtrack");
+    TCase *tc = tcase_create("peaks");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, zero_stages, 0, 4);
+    tcase_add_test(tc, zero3_prefetch);
+    tcase_add_loop_test(tc, pipelines, 0, (int)(sizeof pipes / sizeof *pipes));
+    tcase_add_loop_test(tc, recompute_policies, 0, 7);
+    tcase_add_loop_test(tc, pipeline_recompute_tp, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(memtrack_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
