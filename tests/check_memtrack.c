@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_util.h"
 #include "dag_util.h"
@@ -183,6 +184,74 @@ START_TEST(pipeline_recompute_tp)
 }
 END_TEST
 
+/* `loong sim --trace-memory`: per rank (pid), the "memory" counter's
+ * largest sample is the model's allocated peak (written in whole bytes:
+ * within 1 byte), its "memory by term" samples sum to it, and the task
+ * events are those of the trace without counters (the flag adds events
+ * only: the file less its counter lines is the one without the flag). */
+START_TEST(trace_counters)
+{
+    char path[64], bare[64];
+    snprintf(path, sizeof path, "/tmp/loong-memtrack-%d.json", (int)getpid());
+    snprintf(bare, sizeof bare, "/tmp/loong-memtrack-%d-bare.json", (int)getpid());
+    const char *args = "--model tiny --seq 4K --mesh 2x2 --strategy usp --scope step --quiet -o /dev/null";
+    run_result rr = run_cmd("%s sim --platform %s/topologies/dgx-h100-1n.xml %s --trace %s --trace-memory", LOONG_BIN,
+                            LOONG_SRCDIR, args, path);
+    ck_assert_msg(rr.status == 0, "%s", rr.err);
+    rr = run_cmd("%s sim --platform %s/topologies/dgx-h100-1n.xml %s --trace %s", LOONG_BIN, LOONG_SRCDIR, args, bare);
+    ck_assert_msg(rr.status == 0, "%s", rr.err);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je), *plain = json_load_file(bare, 0, &je);
+    ck_assert_ptr_nonnull(root);
+    ck_assert_ptr_nonnull(plain);
+    config c = mcfg(2, 2, 2); /* the command's configuration */
+    validate(&c);
+    double peak[4] = {0};
+    size_t i, ntasks = 0, nplain = 0;
+    json_t *e, *evs = json_object_get(root, "traceEvents");
+    json_array_foreach(evs, i, e)
+    {
+        const char *ph = json_string_value(json_object_get(e, "ph")), *name = json_string_value(json_object_get(e, "name"));
+        ntasks += !strcmp(ph, "X");
+        if (strcmp(ph, "C")) continue;
+        int pid = (int)json_integer_value(json_object_get(e, "pid"));
+        ck_assert(pid >= 0 && pid < 4);
+        json_t *a = json_object_get(e, "args");
+        if (!strcmp(name, "memory")) {
+            double v = json_number_value(json_object_get(a, "allocated"));
+            if (v > peak[pid]) peak[pid] = v;
+        } else {
+            ck_assert_str_eq(name, "memory by term");
+            ck_assert_int_eq((int)json_object_size(a), MT_TERMS);
+        }
+    }
+    json_array_foreach(json_object_get(plain, "traceEvents"), i, e)
+        nplain += !strcmp(json_string_value(json_object_get(e, "ph")), "X");
+    ck_assert_uint_eq(ntasks, nplain);
+    /* byte for byte, less the counter lines */
+    char *with = read_text(path), *without = read_text(bare), *w = with;
+    for (char *line = with; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        if (strncmp(line, "{\"ph\":\"C\"", 8)) memmove(w, line, len), w += len;
+        line += len;
+    }
+    *w = 0;
+    ck_assert_str_eq(with, without);
+    free(with);
+    free(without);
+    memory_estimate est;
+    memory_estimate_stage(&c, 0, &est);
+    for (int r = 0; r < 4; r++)
+        ck_assert_msg(fabs(peak[r] - est.peak) <= 1 + 1e-9 * est.peak, "rank %d: counter peak %.0f B, model %.0f B", r,
+                      peak[r], est.peak);
+    json_decref(root);
+    json_decref(plain);
+    unlink(path);
+    unlink(bare);
+}
+END_TEST
+
 Suite *memtrack_suite(void)
 {
     Suite *s = suite_create("memtrack");
@@ -193,6 +262,7 @@ Suite *memtrack_suite(void)
     tcase_add_loop_test(tc, pipelines, 0, (int)(sizeof pipes / sizeof *pipes));
     tcase_add_loop_test(tc, recompute_policies, 0, 7);
     tcase_add_loop_test(tc, pipeline_recompute_tp, 0, 2);
+    tcase_add_test(tc, trace_counters);
     suite_add_tcase(s, tc);
     return s;
 }

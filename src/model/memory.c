@@ -82,14 +82,14 @@ double memory_attention_buffers(const config *c)
     return bytes;
 }
 
-/* ZeRO-3: the most parameters gathered at once, as build.c's bounded
- * prefetch leaves them: prefetch + 1 consecutive blocks of the L layers
- * and the LM head (block L). */
 double memory_block_params(const config *c, bool head)
 {
     return (double)(head ? model_head_params_tp(&c->model, c->tp) : model_layer_params_tp(&c->model, c->tp));
 }
 
+/* ZeRO-3: the most parameters gathered at once, as build.c's bounded
+ * prefetch leaves them: prefetch + 1 consecutive blocks of the L layers
+ * and the LM head (block L). */
 double memory_gathered_params(const config *c)
 {
     int L = c->model.layers, w = c->prefetch + 1 < L + 1 ? c->prefetch + 1 : L + 1;
