@@ -211,7 +211,8 @@ START_TEST(trace_counters)
     json_t *e, *evs = json_object_get(root, "traceEvents");
     json_array_foreach(evs, i, e)
     {
-        const char *ph = json_string_value(json_object_get(e, "ph")), *name = json_string_value(json_object_get(e, "name"));
+        const char *ph = json_string_value(json_object_get(e, "ph")),
+                   *name = json_string_value(json_object_get(e, "name"));
         ntasks += !strcmp(ph, "X");
         if (strcmp(ph, "C")) continue;
         int pid = (int)json_integer_value(json_object_get(e, "pid"));
@@ -225,8 +226,8 @@ START_TEST(trace_counters)
             ck_assert_int_eq((int)json_object_size(a), MT_TERMS);
         }
     }
-    json_array_foreach(json_object_get(plain, "traceEvents"), i, e)
-        nplain += !strcmp(json_string_value(json_object_get(e, "ph")), "X");
+    json_array_foreach(json_object_get(plain, "traceEvents"), i, e) nplain +=
+        !strcmp(json_string_value(json_object_get(e, "ph")), "X");
     ck_assert_uint_eq(ntasks, nplain);
     /* byte for byte, less the counter lines */
     char *with = read_text(path), *without = read_text(bare), *w = with;

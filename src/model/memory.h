@@ -11,7 +11,8 @@
  *              x the caching allocator's factor + the CUDA context + NCCL's
  *              buffers of every communicator the rank joins (memory_reserve).
  *
- * The planner decides fit on reserved (plan.h).
+ * The planner decides fit on reserved (plan.h). memtrack.h places these
+ * terms on a timed DAG: the memory timeline of `loong sim --trace-memory`.
  *
  * Notation: Ψ = model_params_tp(), the parameters of one TP rank's shard
  * (Megatron: weights, gradients and optimizer state divided by tp, norms
