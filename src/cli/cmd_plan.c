@@ -73,8 +73,10 @@ static void plan_usage(FILE *f)
             "                        GiB = 2^30)   [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --memory-margin PCT   a layout fits when its reserved peak is at most the\n"
             "                        GPU's memory less PCT %%  (0-50)                    [4]\n"
-            "  --allocator default|expandable  PyTorch's caching allocator as the reserved\n"
-            "                        peak counts it (expandable: expandable_segments)\n"
+            "  --allocator default|expandable|F  PyTorch's caching allocator as the reserved\n"
+            "                        peak counts it (expandable: expandable_segments; F: a\n"
+            "                        measured reserved / allocated factor, 1 to 10, as loong\n"
+            "                        calibrate fits it from profile_memory profiler traces)\n"
             "                                                                   [default]\n"
             "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
             "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
@@ -350,9 +352,19 @@ static int parse_memory_knobs(const plan_args *a, plan_request *req, char err[LO
         }
         req->margin = pct / 100;
     }
+    req->alloc_factor = 0;
     if (a->allocator && memory_allocator_parse(a->allocator, &req->allocator) < 0) {
-        snprintf(err, LOONG_ERRLEN, "--allocator '%s' is not one of default, expandable", a->allocator);
-        return -1;
+        char *end;
+        errno = 0;
+        double f = strtod(a->allocator, &end);
+        if (end == a->allocator || *end || errno || !(f >= 1 && f <= 10)) {
+            snprintf(err, LOONG_ERRLEN,
+                     "--allocator '%s' is not one of default, expandable, or a factor from 1 to 10 (loong calibrate "
+                     "--kineto fits one)",
+                     a->allocator);
+            return -1;
+        }
+        req->alloc_factor = f;
     }
     return 0;
 }

@@ -131,7 +131,12 @@ double memory_nccl_p2p(int nvl, int net)
 
 void memory_reserve(memory_estimate *e, memory_allocator a)
 {
-    e->alloc_factor = a == MEMORY_ALLOC_EXPANDABLE ? MEMORY_ALLOC_FACTOR_EXPANDABLE : MEMORY_ALLOC_FACTOR;
+    memory_reserve_factor(e, a == MEMORY_ALLOC_EXPANDABLE ? MEMORY_ALLOC_FACTOR_EXPANDABLE : MEMORY_ALLOC_FACTOR);
+}
+
+void memory_reserve_factor(memory_estimate *e, double factor)
+{
+    e->alloc_factor = factor;
     e->allocator = e->peak * (e->alloc_factor - 1);
     e->context = MEMORY_CONTEXT_BYTES;
     e->reserved = e->peak + e->allocator + e->context + e->nccl;

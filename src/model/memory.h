@@ -184,6 +184,9 @@ typedef struct memory_estimate {
 /* Recompute e's reserved terms for allocator a (memory_estimate_* use the
  * caching allocator): reserved = peak x factor + context + nccl. */
 void memory_reserve(memory_estimate *e, memory_allocator a);
+/* The same with a measured factor (loong calibrate --kineto fits one from
+ * profile_memory traces: loong plan --allocator F). */
+void memory_reserve_factor(memory_estimate *e, double factor);
 
 /* Per-rank peak memory of a validated config (ZeRO shards over its
  * gradient group, c->dp * P ranks): of its tightest pipeline stage (the
