@@ -7,6 +7,7 @@
 
 #include "core/pipeline.h"
 #include "core/elementwise.h"
+#include "core/recompute.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -559,22 +560,27 @@ START_TEST(elementwise_closed_forms)
     uint64_t qk = ((uint64_t)m->heads + (uint64_t)m->kv_heads) / 2 * d, ffn = (uint64_t)m->ffn / 2;
     uint64_t vocab = ((uint64_t)m->vocab + 1) / 2, params = pipe_stage_params(&c, 0);
     uint64_t shard = (params + 4 * (uint64_t)c.dp - 1) / (4 * (uint64_t)c.dp); /* cp 4 */
-    /* [kind - TASK_NORM][bwd]: elements and HBM bytes expected on rank 0 */
-    uint64_t want_e[7][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
+    /* [kind - TASK_NORM][bwd]: elements and HBM bytes expected on rank 0
+     * (no softmax or dropout: FlashAttention) */
+    uint64_t want_e[9][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
                              {L * T * qk, L * T * qk},
                              {2 * L * rows * h, 2 * L * rows * h},
                              {L * T * ffn, L * T * ffn},
                              {T * h, T * h},
                              {T * vocab, T * vocab},
+                             {0, 0},
+                             {0, 0},
                              {params + shard, 0}};
-    uint64_t want_b[7][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
+    uint64_t want_b[9][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
                              {L * T * qk * 2 * a, L * T * qk * 2 * a},
                              {2 * L * rows * h * 3 * a, 2 * L * rows * h * 3 * a},
                              {L * T * ffn * 3 * a, L * T * ffn * 5 * a},
                              {T * h * 2 * a, vocab * h * 12 + T * h * 2 * a},
                              {T * vocab * 38, T * vocab * 14},
+                             {0, 0},
+                             {0, 0},
                              {params * 4 + shard * 38, 0}};
-    uint64_t got_e[7][2] = {{0}}, got_b[7][2] = {{0}};
+    uint64_t got_e[9][2] = {{0}}, got_b[9][2] = {{0}};
     uint32_t n;
     const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
     for (uint32_t i = 0; i < n; i++) {
@@ -584,13 +590,67 @@ START_TEST(elementwise_closed_forms)
         got_e[k][b] += t->flops;
         got_b[k][b] += elementwise_hbm_bytes(&c, (task_op)t->op, (task_phase)t->phase, t->flops);
     }
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < 9; k++)
         for (int b = 0; b < 2; b++) {
             ck_assert_msg(got_e[k][b] == want_e[k][b], "%s %s: %llu elements, want %llu", task_kind_name(TASK_NORM + k),
                           b ? "bwd" : "fwd", (unsigned long long)got_e[k][b], (unsigned long long)want_e[k][b]);
             ck_assert_msg(got_b[k][b] == want_b[k][b], "%s %s: %llu bytes, want %llu", task_kind_name(TASK_NORM + k),
                           b ? "bwd" : "fwd", (unsigned long long)got_b[k][b], (unsigned long long)want_b[k][b]);
         }
+    dag_free(g);
+}
+END_TEST
+
+/* --attention unfused against closed forms (unfused.h, elementwise.h), on
+ * a 4x1 Ulysses mesh with TP 2 and the three recompute policies: per
+ * layer and pass, the softmax and the dropout each process the B x hq x
+ * S x S scores (hq = H / (tp P_h) query heads), the attention block's
+ * batched GEMMs count 4 S^2 d hq B forward and twice that backward, and
+ * the residual adds move 3a + 1 bytes per element forward and 5a + 1
+ * backward under --hidden-dropout. Selective (core attention) and full
+ * re-run the softmax and dropout once more per layer; none does not. */
+START_TEST(unfused_closed_forms)
+{
+    static const recompute_kind policy[] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    config c = tcfg("llama3-8b", 4 * K, "ulysses", 4, 1, 0, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = 2;
+    c.batch = 2;
+    c.attention = ATTN_UNFUSED;
+    c.attention_dropout = c.hidden_dropout = 0.1;
+    recompute_set(&c, policy[_i]);
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t L = (uint64_t)m->layers, S = c.seq, B = (uint64_t)c.batch, d = (uint64_t)m->head_dim, a = c.act_bytes;
+    uint64_t hq = (uint64_t)m->heads / 2 / 4, E = B * hq * S * S, rows = config_local_tokens(&c) / 2;
+    uint64_t passes = _i == 0 ? 2 : 3; /* forward, backward, and the re-run */
+    uint64_t sm = 0, dr = 0, attn_f = 0, attn_b = 0, add_f = 0, add_b = 0;
+    uint32_t n;
+    const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(g, ids[i]);
+        bool bwd = t->phase == PHASE_BWD;
+        if (t->kind == TASK_SOFTMAX) sm += t->flops;
+        if (t->kind == TASK_DROPOUT) dr += t->flops;
+        if (t->kind == TASK_ATTN_FWD) attn_f += t->flops;
+        if (t->kind == TASK_ATTN_BWD) attn_b += t->flops;
+        if (t->kind == TASK_ADD && t->phase == PHASE_FWD)
+            add_f += elementwise_hbm_bytes(&c, (task_op)t->op, PHASE_FWD, t->flops);
+        if (t->kind == TASK_ADD && bwd) add_b += elementwise_hbm_bytes(&c, (task_op)t->op, PHASE_BWD, t->flops);
+    }
+    ck_assert_msg(sm == passes * L * E, "softmax: %llu elements, want %llu", (unsigned long long)sm,
+                  (unsigned long long)(passes * L * E));
+    ck_assert_msg(dr == passes * L * E, "dropout: %llu elements, want %llu", (unsigned long long)dr,
+                  (unsigned long long)(passes * L * E));
+    ck_assert_msg(attn_f == (passes - 1) * L * 4 * S * S * d * hq * B, "attention forward FLOPs %llu",
+                  (unsigned long long)attn_f);
+    ck_assert_msg(attn_b == L * 8 * S * S * d * hq * B, "attention backward FLOPs %llu", (unsigned long long)attn_b);
+    ck_assert_msg(add_f == 2 * L * rows * c.model.hidden * (3 * a + 1), "residual adds forward: %llu bytes",
+                  (unsigned long long)add_f);
+    ck_assert_msg(add_b == 2 * L * rows * c.model.hidden * (5 * a + 1), "residual adds backward: %llu bytes",
+                  (unsigned long long)add_b);
     dag_free(g);
 }
 END_TEST
@@ -708,6 +768,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
     tcase_add_loop_test(tc, elementwise_closed_forms, 0, 2);
+    tcase_add_loop_test(tc, unfused_closed_forms, 0, 3);
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);

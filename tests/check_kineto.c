@@ -252,6 +252,35 @@ START_TEST(nccl_names)
 END_TEST
 
 /* Tiles and pairs of one FlashAttention call against enumeration. */
+/* The materialised attention's kernels, as Megatron and PyTorch name them
+ * (megatron/fused_kernels' scaled_*softmax_warp_*, aten's Dropout.cu),
+ * map to softmax and dropout; the fused bias-dropout-add stays an add. */
+START_TEST(unfused_names)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } rows[] = {
+        {"void scaled_upper_triang_masked_softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 11>", TASK_SOFTMAX},
+        {"void scaled_upper_triang_masked_softmax_warp_backward<c10::BFloat16, c10::BFloat16, float, 11>",
+         TASK_SOFTMAX},
+        {"void scaled_masked_softmax_warp_forward<c10::Half, c10::Half, float, 10>", TASK_SOFTMAX},
+        {"void at::native::(anonymous namespace)::fused_dropout_kernel_vec<c10::BFloat16, float, unsigned int, 1, 4, "
+         "bool>",
+         TASK_DROPOUT},
+        {"void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::masked_scale_kernel<"
+         "bool, c10::BFloat16, float>(at::Tensor&, at::Tensor const&, at::Tensor const&, float)::{lambda}>",
+         TASK_DROPOUT},
+        {"CudaCodeGen::kernel_bias_dropout_add_fused_train", TASK_ADD},
+    };
+    kineto_names *names = kineto_names_default();
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        ck_assert_msg(kineto_names_classify(names, rows[i].name) == rows[i].kind, "%s: %s, want %s", rows[i].name,
+                      kineto_kind_name(kineto_names_classify(names, rows[i].name)), kineto_kind_name(rows[i].kind));
+    kineto_names_free(names);
+}
+END_TEST
+
 START_TEST(attention_closed_forms)
 {
     ck_assert_uint_eq(kineto_attn_pairs(4096, 4096, true), 4096ull * 4097 / 2);
@@ -795,6 +824,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, constructed_exactly);
     tcase_add_test(tc, nccl_names);
+    tcase_add_test(tc, unfused_names);
     tcase_add_test(tc, attention_closed_forms);
     tcase_add_test(tc, public_traces);
     tcase_add_test(tc, memory_events);

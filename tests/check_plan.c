@@ -203,7 +203,8 @@ END_TEST
  * element: 2 sbh), plus FlashAttention's fp32 LSE, 4 s b a/t. Its
  * SwiGLU of 8h/3 keeps the 16 sbh of the paper's GeLU MLP (4h in, 4h
  * out); MHA, d = h/a. Then the CP substitution: on a 1x2 ring every term
- * holds the rank's s/2 tokens instead of s. */
+ * holds the rank's s/2 tokens instead of s. With --attention unfused and
+ * both dropouts at 0.1 the layer is the paper's, and so are the bytes. */
 START_TEST(memory_korthikanti_examples)
 {
     static const struct {
@@ -227,6 +228,22 @@ START_TEST(memory_korthikanti_examples)
                 /* the paper's selective recompute drops the 5as/h term, which
                  * FlashAttention never keeps: core attention's LSE is left */
                 near(memory_layer_activations(&c, RECOMPUTE_SELECTIVE), none - lse, "paper, selective");
+                /* the paper's own layer: unfused attention with both
+                 * dropouts keeps sbh(34 + 5as/h)/t, or sbh(10 + 24/t +
+                 * 5as/(ht)) without sequence parallelism, and selective
+                 * recompute drops exactly the 5as/h term (on one rank:
+                 * unfused attention takes no context parallelism) */
+                if (ps > 1) continue;
+                c.attention = ATTN_UNFUSED;
+                c.attention_dropout = c.hidden_dropout = 0.1;
+                ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+                double sas = 5 * ex[i].a * S * S * b / t;
+                double paper = sp ? sbh * 34 / t + sas : sbh * (10 + 24 / t) + sas;
+                near(memory_layer_activations(&c, RECOMPUTE_NONE), paper, "paper's layer, no recompute");
+                near(memory_layer_activations(&c, RECOMPUTE_SELECTIVE), paper - sas, "paper's layer, selective");
+                near(memory_layer_activations(&c, RECOMPUTE_FULL), sp ? 2 * sbh / t : 2 * sbh, "paper's layer, full");
+                c.attention = ATTN_FLASH;
+                c.attention_dropout = c.hidden_dropout = 0;
             }
         }
 }

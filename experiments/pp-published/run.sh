@@ -11,7 +11,11 @@
 # (an all-reduce, the optimizer replicated: --zero 0), no sequence
 # parallelism (2022's), the interleaved schedule where the script gives
 # --num-layers-per-virtual-pipeline-stage (v = layers / (pp x that)), else
-# 1F1B, and m = global batch / (dp x micro-batch) micro-batches.
+# 1F1B, and m = global batch / (dp x micro-batch) micro-batches. Megatron's
+# attention as it ran before FlashAttention (2022): the s x s scores
+# materialised (--attention unfused), with its default dropouts of 0.1
+# (--attention-dropout, --hidden-dropout; megatron/arguments.py), which
+# the scripts do not change.
 #
 # Predicted with loong sim on platforms of as many nodes from `loong topo
 # --gpu a100 --nics-per-node 8` (its links fitted to published nccl-tests
@@ -56,7 +60,8 @@ while read -r m tp pp gpus mbs gbs lpvs pub; do
         sched="--schedule interleaved --vpp $v" name="interleaved$v"
     fi
     args="--model $model --seq 2048 --batch $mbs --tp $tp --sequence-parallel off --mesh 1x1 --strategy ulysses
-        --pp $pp --micro-batches $mb $sched --dp $dp --recompute full --zero 0"
+        --pp $pp --micro-batches $mb $sched --dp $dp --recompute full --zero 0
+        --attention unfused --attention-dropout 0.1 --hidden-dropout 0.1"
     if [ $((n + skip)) -ge "$ROWS" ]; then
         printf '  %-10s %3s %3s %5s %3s %4s %4s %-12s %9s %10s %11s %10s %8s\n' "gpt-$m" "$tp" "$pp" "$gpus" "$dp" \
             "$mbs" "$mb" "$name" - - "$pub" "skipped" -

@@ -11,7 +11,9 @@
 # p2p, all_gather and a2a CP) and 02-tp-sp.md with assets/tbl-280-sp-ra.png
 # (C1-C3: GPT 22B, batch 4, sequence 2048, TP 8 with and without sequence
 # parallelism, full recompute in C3). Exact flags: the scripts named in
-# gpt2-1.2b.model and gpt-22b.model. The figures are gpustat readings
+# gpt2-1.2b.model and gpt-22b.model; they leave --attention-dropout and
+# --hidden-dropout at Megatron's 0.1 (the residual dropouts' masks are
+# kept; the attention's dropout runs inside FlashAttention). The figures are gpustat readings
 # (scripts/source-this-for-monitor-gpu-func.sh: `watch gpustat`; "Mem.
 # Usage (GB/gpu)", rounded to 1 GB in R0-R9). gpustat shows NVML's memory
 # in use in MiB, labelled MB, and the tables read that in thousands: one
@@ -56,7 +58,7 @@ C3 gpt-22b 2048 4 8 off 1x1 zigzag full 57.6"
 peak() { # row fields -> "reserved allocated activations", in thousands of MiB
     "$L" sim --quiet --platform "$TOP/topologies/dgx-h100-1n.xml" --calib "$TOP/topologies/h100.calib" \
         --model "$HERE/$2.model" --seq "$3" --batch "$4" --tp "$5" --sequence-parallel "$6" --mesh "$7" \
-        --strategy "$8" --recompute "$9" --zero 0 --compose --json "$TMP/m.json" >/dev/null 2>"$TMP/err" ||
+        --strategy "$8" --recompute "$9" --zero 0 --attention-dropout 0.1 --hidden-dropout 0.1 --compose --json "$TMP/m.json" >/dev/null 2>"$TMP/err" ||
         { cat "$TMP/err" >&2; exit 1; }
     # the --json summary's "memory_bytes":{...,"activations":A,...,"reserved":R}
     local m

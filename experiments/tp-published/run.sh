@@ -26,6 +26,12 @@ TOP=$(cd "$HERE/../.." && pwd)
 L=${1:-$TOP/build/loong}
 [ -x "$L" ] || { echo "tp-published: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
+# Megatron-LM as the paper ran it (2021, before FlashAttention): Megatron's
+# own attention, the s x s scores materialised (CoreAttention with its
+# fused scale-mask-softmax), and its default --attention-dropout and
+# --hidden-dropout of 0.1 (megatron/arguments.py), which the paper's
+# scripts do not change.
+ATTN="--attention unfused --attention-dropout 0.1 --hidden-dropout 0.1"
 trap 'rm -rf "$TMP"' EXIT
 
 # model  tp  GPUs  global batch  published TFLOP/s per GPU (Table 1)
@@ -44,7 +50,7 @@ while read -r m tp gpus batch pub; do
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel off"
     out=$("$L" sim --quiet --model "$model" --seq 2048 --batch $((batch / dp)) --tp "$tp" $sp --mesh 1x1 --strategy ulysses \
-        --dp "$dp" --dp-mode full --recompute full --zero 0 --platform "$plat" --calib "$TOP/topologies/a100.calib" --compose)
+        --dp "$dp" --dp-mode full --recompute full --zero 0 $ATTN --platform "$plat" --calib "$TOP/topologies/a100.calib" --compose)
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     read -r l h <<<"$(awk -F' *= *' '$1 == "layers" {l = $2} $1 == "hidden" {h = $2} END {print l, h}' "$model")"
     pred=$(awk -v B="$batch" -v l="$l" -v h="$h" -v t="$step" -v g="$gpus" 'BEGIN {

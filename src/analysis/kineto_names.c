@@ -25,7 +25,12 @@ enum { KIND_NCCL = -2 };
  * Megatron-Core + TransformerEngine (TE's rmsnorm_{fwd,bwd}_*_kernel,
  * fused_rope_{forward,backward}_kernel and {d,}gated_act_kernel; PyTorch's
  * CUDAFunctor_add, embedding's indexSelect and embedding_backward kernels and the
- * cross_entropy/log_softmax/nll_loss kernels; Apex's and TE's
+ * cross_entropy/log_softmax/nll_loss kernels; the materialised
+ * attention's softmax, Megatron's fused scaled_{upper_triang_masked_,
+ * masked_,}softmax_warp_{forward,backward} (megatron/fused_kernels and
+ * TE's copy), and PyTorch's dropout, fused_dropout_kernel{,_vec} and its
+ * backward's masked_scale_kernel (aten/src/ATen/native/cuda/Dropout.cu;
+ * Megatron's fused bias_dropout_add is an add); Apex's and TE's
  * multi_tensor_apply_kernel for the optimizer and the FillFunctor<float>
  * that zeroes the fp32 gradient buffer), cuBLAS/CUTLASS GEMMs
  * (sm80/sm90 xmma and CUTLASS gemm kernels, cuBLAS 12.6's nvjet_*, gemv),
@@ -58,6 +63,11 @@ static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
                                     "act       *gelu*\n"
                                     "add       *bias_dropout_add*\n"
                                     "add       *CUDAFunctor_add*\n"
+                                    "softmax   *scaled_upper_triang_masked_softmax*\n"
+                                    "softmax   *scaled_masked_softmax*\n"
+                                    "softmax   *scaled_softmax*\n"
+                                    "dropout   *fused_dropout*\n"
+                                    "dropout   *masked_scale*\n"
                                     "embed     *embedding*\n"
                                     "embed     *indexSelect*\n"
                                     "loss      *cross_entropy*\n"

@@ -119,6 +119,13 @@ static const char *elementwise_kernel_name(const dag_task *t)
         return bwd ? "void at::native::embedding_backward_feature_kernel<c10::BFloat16>"
                    : "void at::native::indexSelectLargeIndex<c10::BFloat16>";
     case TASK_LOSS: return bwd ? "cross_entropy_bwd_kernel" : "cross_entropy_fwd_kernel";
+    case TASK_SOFTMAX:
+        return bwd ? "void scaled_upper_triang_masked_softmax_warp_backward<bf16, bf16, float, 11>"
+                   : "void scaled_upper_triang_masked_softmax_warp_forward<bf16, bf16, float, 11>";
+    case TASK_DROPOUT:
+        return bwd ? "void at::native::vectorized_elementwise_kernel<4, at::native::masked_scale_kernel<bool, "
+                     "c10::BFloat16, float>>"
+                   : "void at::native::fused_dropout_kernel_vec<c10::BFloat16, float, unsigned int, 1, 4, bool>";
     case TASK_OPTIM:
         return t->op == OP_ZERO_GRAD
                    ? "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"

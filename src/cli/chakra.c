@@ -25,6 +25,7 @@
 #include <dirent.h>
 
 #include "autoconf.h"
+#include "core/unfused.h"
 #include "core/xalloc.h"
 #include "model/tiles.h"
 
@@ -153,6 +154,10 @@ static uint64_t tensor_bytes(const config *c, const dag_task *t)
     case TASK_ATTN_BWD: v = (4 * q + 4 * kv) * e; break;
     default: v = calib_task_bytes(c, t);
     }
+    /* unfused attention's GEMMs also write and read the s x s scores:
+     * forward S and P, backward dP, P, dS twice (core/unfused.h) */
+    if (c->attention == ATTN_UNFUSED && (t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD))
+        v += (t->kind == TASK_ATTN_BWD ? 4 : 2) * unfused_scores(c, t->dim[0], t->dim[1], t->dim[2]) * e;
     return v ? v : 1;
 }
 

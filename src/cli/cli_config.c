@@ -275,7 +275,10 @@ int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN]
                                        KNOB_PP_LOSS_SLOT,
                                        KNOB_NCCL_ALGO,
                                        KNOB_NCCL_PROTO,
-                                       KNOB_FUSIONS};
+                                       KNOB_FUSIONS,
+                                       KNOB_ATTENTION,
+                                       KNOB_ATTENTION_DROPOUT,
+                                       KNOB_HIDDEN_DROPOUT};
     cli_config merged;
     const cli_config *cc = &merged;
     model mg_model;

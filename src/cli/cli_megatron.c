@@ -375,11 +375,25 @@ static void read_plain(mg_args *g)
                                            "tokenizer-type",          "nnodes",         "nproc-per-node"};
     for (size_t i = 0; i < sizeof modelled / sizeof *modelled; i++)
         (void)find(g, modelled[i]);
-    const char *backend = str_arg(g, "attention-backend");
-    if (backend && strcmp(backend, "flash") && strcmp(backend, "auto"))
-        note(g, keep("--attention-backend %.20s (costed as FlashAttention)", backend));
     const char *fp8 = str_arg(g, "fp8-format");
     if (fp8) note(g, keep("--fp8-format %.20s (GEMMs costed at bf16)", fp8));
+}
+
+/* Attention and dropout: --attention-backend unfused or local (Megatron's
+ * own DotProductAttention) materialise the scores; flash, fused (cuDNN's
+ * fused attention) and auto do not. The dropouts default to Megatron's
+ * 0.1 (megatron/training/arguments.py, _add_regularization_args) when the
+ * launch does not give them. */
+static void read_attention(mg_args *g, cli_config *out)
+{
+    const char *backend = str_arg(g, "attention-backend");
+    if (backend && (!strcmp(backend, "unfused") || !strcmp(backend, "local"))) out->val[KNOB_ATTENTION] = "unfused";
+    if (backend && strcmp(backend, "unfused") && strcmp(backend, "local") && strcmp(backend, "flash") &&
+        strcmp(backend, "auto") && strcmp(backend, "fused"))
+        note(g, keep("--attention-backend %.20s (costed as FlashAttention)", backend));
+    const char *p = str_arg(g, "attention-dropout"), *h = str_arg(g, "hidden-dropout");
+    out->val[KNOB_ATTENTION_DROPOUT] = p ? p : "0.1";
+    out->val[KNOB_HIDDEN_DROPOUT] = h ? h : "0.1";
 }
 
 /* The world of torchrun's --nnodes x --nproc-per-node, 0 when absent. */
@@ -514,7 +528,7 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
         pp = atoi(out->val[KNOB_PP]);
         rc = read_batch(&g, given, tp * cp * pp, world, out, err);
     }
-    if (rc == 0) read_plain(&g);
+    if (rc == 0) read_plain(&g), read_attention(&g, out);
     /* Megatron's default order tp-cp-ep-dp-pp puts a stage's replicas
      * next to each other; loong's DAG holds one replica as ranks 0..P-1,
      * so dp varies slowest (tp-cp-pp-dp, --use-tp-pp-dp-mapping's order):
@@ -658,7 +672,8 @@ int cli_megatron_emit(FILE *f, const config *c)
     if (c->zero >= 2)
         gap(&o, "--zero %d (Megatron's distributed optimizer is ZeRO-1; FSDP is another launch)", c->zero);
     if (c->act_bytes == 2) arg(&o, "--bf16");
-    arg(&o, "--attention-backend flash");
+    arg(&o, "--attention-backend %s", c->attention == ATTN_UNFUSED ? "unfused" : "flash");
+    arg(&o, "--attention-dropout %.17g --hidden-dropout %.17g", c->attention_dropout, c->hidden_dropout);
     if (c->nccl_algo != COLL_ALGO_AUTO || c->nccl_proto != COLL_PROTO_AUTO)
         gap(&o, "--nccl-algo/--nccl-proto (set NCCL_ALGO / NCCL_PROTO in the environment)");
     if (!c->kv_replication) gap(&o, "--kv-replication off");

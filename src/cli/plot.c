@@ -117,9 +117,10 @@ int plot_gantt(const char *png, const dag *g, const trace *const *traces, const 
     fprintf(s, ")\n");
     for (int k = 0; k < TASK_KIND_COUNT; k++)
         fprintf(s, "set linetype %d lc rgb '%s'\n", k + 1,
-                (const char *[TASK_KIND_COUNT]){"#1f77b4", "#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#aec7e8",
-                                                "#ffbb78", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5",
-                                                "#2ca02c", "#98df8a", "#17becf", "#e377c2", "#bcbd22", "#7f7f7f"}[k]);
+                (const char *[TASK_KIND_COUNT]){"#1f77b4", "#d62728", "#ff7f0e", "#9467bd", "#8c564b",
+                                                "#aec7e8", "#ffbb78", "#c5b0d5", "#c49c94", "#f7b6d2",
+                                                "#dbdb8d", "#9edae5", "#ff9896", "#c7c7c7", "#2ca02c",
+                                                "#98df8a", "#17becf", "#e377c2", "#bcbd22", "#7f7f7f"}[k]);
     for (int t = 0; t < n; t++) {
         /* one time axis when the makespans are comparable, else each its own */
         double x = t < 8 && tmax[t] * 3 < xmax ? tmax[t] : xmax;

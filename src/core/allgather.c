@@ -20,6 +20,7 @@
 
 #include "ringgeo.h"
 #include "sizes.h"
+#include "unfused.h"
 #include "xalloc.h"
 
 typedef struct ctx {
@@ -77,13 +78,17 @@ static dag_task *block(const ctx *x, task_kind kind, int g)
 {
     builder *b = x->b;
     uint64_t pairs = ringgeo_query_pairs(x->c, x->s);
-    dag_task *t = bt_task(b, bt_begin(b, kind, STREAM_COMP, OP_ATTN, x->phase, x->layer));
     unsigned parts = ringgeo_parts(x->c);
+    uint64_t q = (uint64_t)ringgeo_count(parts) * config_chunk_tokens(x->c), heads = config_q_heads(x->c) / x->groups;
+    bool bwd = kind == TASK_ATTN_BWD;
+    unfused_block_kernels(b, x->layer, x->phase, q, x->c->seq, heads, BUF_LB(x->layer, bwd ? LB_DOH : LB_QKVH));
+    dag_task *t = bt_task(b, bt_begin(b, kind, STREAM_COMP, OP_ATTN, x->phase, x->layer));
     uint64_t fwd = size_attn_fwd_flops(x->c, pairs) / (uint64_t)x->groups; /* the group's share of the heads */
-    t->flops = kind == TASK_ATTN_FWD ? fwd : size_attn_bwd_flops(fwd);
-    t->dim[0] = (uint32_t)((uint64_t)ringgeo_count(parts) * config_chunk_tokens(x->c));
+    t->flops = bwd ? size_attn_bwd_flops(fwd) : fwd;
+    if (x->c->attention == ATTN_UNFUSED) t->flops = unfused_attn_flops(x->c, q, x->c->seq, heads, bwd);
+    t->dim[0] = (uint32_t)q;
     t->dim[1] = (uint32_t)x->c->seq;
-    t->dim[2] = (uint32_t)(config_q_heads(x->c) / x->groups);
+    t->dim[2] = (uint32_t)heads;
     t->sel = (uint8_t)(parts | parts << 2);
     t->src = x->s;
     t->step = (uint16_t)g;

@@ -66,6 +66,7 @@ static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
 static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
 static const spelling fusions_sp[] = {{"te", "te"}, {"none", "none"}};
+static const spelling attention_sp[] = {{"flash", "flash"}, {"unfused", "unfused"}};
 static const spelling schedule_sp[] = {{"1f1b", "1f1b"}, {"gpipe", "gpipe"}, {"interleaved", "il"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
@@ -548,6 +549,19 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
     if (validate_pipeline(c, err) < 0 || validate_recompute(c, err) < 0) return -1;
+    if (c->attention == ATTN_UNFUSED && c->p_seq > 1) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--attention unfused materialises each head's s x s scores over the whole sequence, which context "
+                 "parallelism (seq %d) splits: use --mesh Nx1 (heads only) or --attention flash",
+                 c->p_seq);
+        return -1;
+    }
+    if (c->attention == ATTN_UNFUSED && c->recompute == RECOMPUTE_SCPP)
+        return fail(err, "--recompute sc++ keeps FlashAttention's output and LSE, from which its backward rebuilds the "
+                         "scores; --attention unfused needs its probabilities: use --recompute selective, full or "
+                         "none, or --attention flash");
+    if (!(c->attention_dropout >= 0 && c->attention_dropout < 1) || !(c->hidden_dropout >= 0 && c->hidden_dropout < 1))
+        return fail(err, "--attention-dropout and --hidden-dropout are probabilities in [0, 1): e.g. 0.1");
     return validate_overflow(c, err);
 }
 
@@ -690,7 +704,8 @@ typedef enum {
     KT_BOOL,
     KT_DTYPE,
     KT_DOCS,
-    KT_MODULES /* --recompute-modules' list */
+    KT_MODULES, /* --recompute-modules' list */
+    KT_PROB     /* a probability in [0, 1) (a double) */
 } knob_type;
 
 typedef struct knob_row {
@@ -914,6 +929,23 @@ static const knob_row knobs[KNOB_COUNT] = {
                        "fused kernels, or none (unfused PyTorch)      [te]",
                        false},
                       KNOB_ENUM(fusions, fusions_sp)},
+    [KNOB_ATTENTION] = {{"attention", "attention", "flash|unfused",
+                         "attention kernel: FlashAttention, or unfused\n"
+                         "(materialised s x s softmax; needs seq 1)   [flash]",
+                         false},
+                        KNOB_ENUM(attention, attention_sp)},
+    [KNOB_ATTENTION_DROPOUT] = {{"attention_dropout", "attention-dropout", "P",
+                                 "unfused: dropout on the attention scores [0]", false},
+                                KT_PROB,
+                                offsetof(config, attention_dropout),
+                                NULL,
+                                0},
+    [KNOB_HIDDEN_DROPOUT] = {{"hidden_dropout", "hidden-dropout", "P", "dropout in each residual add (Megatron's) [0]",
+                              false},
+                             KT_PROB,
+                             offsetof(config, hidden_dropout),
+                             NULL,
+                             0},
     [KNOB_DOCS] = {{"docs", "docs", "L,L,...",
                     "document lengths packed into each sample (K/M/G), padded\n"
                     "to --seq; or --docs-file FILE, --doc-dist FILE --seed N  [one]",
@@ -939,6 +971,8 @@ const config_knob_info *config_knob_get(config_knob k) { return &knobs[k].info; 
 static int *int_field(config *c, const knob_row *r) { return (int *)((char *)c + r->off); }
 static int int_value(const config *c, const knob_row *r) { return *(const int *)((const char *)c + r->off); }
 static int dtype_index(const config *c) { return c->act_bytes == 4; }
+static double *prob_field(config *c, const knob_row *r) { return (double *)((char *)c + r->off); }
+static double prob_value(const config *c, const knob_row *r) { return *(const double *)((const char *)c + r->off); }
 
 static void knob_format(const config *c, const knob_row *r, char *buf, size_t len)
 {
@@ -956,6 +990,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_DTYPE: snprintf(buf, len, "%s", r->names[dtype_index(c)].name); break;
     case KT_DOCS: break;
     case KT_MODULES: recompute_modules_text(int_value(c, r), buf, len); break;
+    case KT_PROB: snprintf(buf, len, "%.17g", prob_value(c, r)); break;
     }
 }
 
@@ -976,7 +1011,9 @@ static bool knob_unset(const config *c, config_knob k)
            (k == KNOB_RECOMPUTE_MODULES && c->recompute_modules == RECOMPUTE_MOD_CORE_ATTN) ||
            (k == KNOB_RECOMPUTE_METHOD && c->recompute_method == RECOMPUTE_UNIFORM) ||
            (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1) ||
-           (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE);
+           (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE) || (k == KNOB_ATTENTION && c->attention == ATTN_FLASH) ||
+           (k == KNOB_ATTENTION_DROPOUT && c->attention_dropout == 0) ||
+           (k == KNOB_HIDDEN_DROPOUT && c->hidden_dropout == 0);
 }
 
 /* The knobs knob_unset() may leave out, whose default is all-zero but dp's,
@@ -990,7 +1027,7 @@ static bool optional_knob(int k)
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
            k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
-           k == KNOB_FUSIONS;
+           k == KNOB_FUSIONS || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -1058,6 +1095,20 @@ static int parse_order(config *c, const knob_row *r, const char *text, char err[
     return 0;
 }
 
+/* A dropout probability: a number in [0, 1) (Megatron's range: p = 1
+ * would drop everything). */
+static int parse_prob(const char *text, const char *what, double *out, char err[LOONG_ERRLEN])
+{
+    char *end;
+    double p = strtod(text, &end);
+    if (end == text || *end || !(p >= 0 && p < 1)) {
+        snprintf(err, LOONG_ERRLEN, "%s '%.40s' is not a probability in [0, 1) (e.g. 0.1)", what, text);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
 int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN])
 {
     const knob_row *r = &knobs[k];
@@ -1082,6 +1133,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
     case KT_ORDER: return parse_order(c, r, text, err);
     case KT_DOCS: return (c->docs = docs_parse_list(text, c->seq, "--docs", err)) ? 0 : -1;
     case KT_MODULES: return recompute_modules_parse(text, int_field(c, r), err);
+    case KT_PROB: return parse_prob(text, what, prob_field(c, r), err);
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
     case KT_BOOL:
@@ -1130,6 +1182,7 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_BOOL: return json_boolean(*(const bool *)((const char *)c + r->off));
     case KT_DTYPE: return json_string(r->names[dtype_index(c)].name);
     case KT_DOCS: return docs_to_json(c->docs);
+    case KT_PROB: return json_real(prob_value(c, r));
     case KT_MODULES: {
         char buf[64];
         recompute_modules_text(int_value(c, r), buf, sizeof buf);
@@ -1188,6 +1241,12 @@ static int knob_from_json(const json_t *v, config *c, const knob_row *r, char er
         }
         if (r->type != KT_COUNT && n >= 0 && n <= INT32_MAX) {
             *int_field(c, r) = (int)n;
+            return 0;
+        }
+    } else if (r->type == KT_PROB) {
+        double p = json_is_number(v) ? json_number_value(v) : -1;
+        if (p >= 0 && p < 1) {
+            *prob_field(c, r) = p;
             return 0;
         }
     } else if (r->type == KT_BOOL) {

@@ -33,6 +33,12 @@ typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
 /* Which elementwise kernels fuse (fusion.h): Megatron-Core with Transformer
  * Engine's fused kernels, or none (the unfused PyTorch path). */
 typedef enum { FUSIONS_TE, FUSIONS_NONE } fusions_kind;
+/* The attention kernel (elementwise.h): FlashAttention (the scores never
+ * leave the chip), or unfused, the materialised-softmax attention of
+ * Megatron's CoreAttention before FlashAttention: QK^T and PV batched
+ * GEMMs, the scaled masked softmax and the attention dropout over the
+ * s x s scores. */
+typedef enum { ATTN_FLASH, ATTN_UNFUSED } attention_kind;
 /* Activation recompute (recompute.h): none; Megatron-Core's selective (of
  * the recompute modules); LoongTrain's Selective Checkpoint++; full. In
  * this order each keeps fewer activations than the one before. */
@@ -91,6 +97,9 @@ typedef struct config {
     int prefetch;         /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
     int act_bytes;        /* bytes per activation element: 2 (bf16) or 4 (fp32) */
     fusions_kind fusions; /* which elementwise kernels fuse (fusion.h): te */
+    attention_kind attention;   /* the attention kernel: flash */
+    double attention_dropout;   /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
+    double hidden_dropout;      /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
     coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
@@ -247,6 +256,9 @@ typedef enum {
     KNOB_PREFETCH,
     KNOB_DTYPE,
     KNOB_FUSIONS,
+    KNOB_ATTENTION,
+    KNOB_ATTENTION_DROPOUT,
+    KNOB_HIDDEN_DROPOUT,
     KNOB_DOCS,
     KNOB_NCCL_ALGO,
     KNOB_NCCL_PROTO,

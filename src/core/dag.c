@@ -15,8 +15,9 @@
 /* ---- names ---- */
 
 static const char *const kind_names[TASK_KIND_COUNT] = {
-    "gemm", "attn_fwd", "attn_bwd", "merge", "acc",        "norm",       "rope",           "add",       "act", "embed",
-    "loss", "optim",    "send",     "recv",  "all_to_all", "all_reduce", "reduce_scatter", "all_gather"};
+    "gemm",       "attn_fwd",   "attn_bwd",       "merge",     "acc",     "norm",  "rope", "add",
+    "act",        "embed",      "loss",           "softmax",   "dropout", "optim", "send", "recv",
+    "all_to_all", "all_reduce", "reduce_scatter", "all_gather"};
 static const char *const stream_names[STREAM_COUNT] = {
     "comp", "a2a", "ring", "ring_outer", "dkv", "dkv_outer", "ring_b", "dkv_b", "dp", "tp", "tp_kv", "pp", "pp_grad"};
 /* task_op's names, five to a row */
@@ -29,7 +30,8 @@ static const char *const op_names[OP_COUNT] = {
     "tp_x",               "tp_h",               "tp_y",               "tp_embed",           "tp_loss",
     "tp_norm_grad",       "tp_kv_grad",         "pp_act",             "pp_grad",            "norm_attn",
     "norm_mlp",           "norm_final",         "rope",               "add_attn",           "add_mlp",
-    "act",                "embed",              "loss",               "zero_grad",          "optim_step"};
+    "act",                "embed",              "loss",               "zero_grad",          "optim_step",
+    "softmax",            "attn_dropout"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 

@@ -24,7 +24,10 @@
  * sends (a recv carries 0; its size is its send's). Attention blocks count
  * 4*q*k*d per head for a full block and half that for a causal diagonal
  * block; their backward counts 2.5x (recompute of P plus four GEMMs, the
- * FlashAttention-2 backward). GEMMs count 2*m*n*k, their backward 4*m*n*k.
+ * FlashAttention-2 backward). Under --attention unfused a block is the
+ * two batched GEMMs of every (query, key) pair, masked or not (4*q*k*d),
+ * and its backward their four (2x; unfused.h). GEMMs count 2*m*n*k, their
+ * backward 4*m*n*k.
  *
  * Pipeline parallelism (pp > 1, pipeline.h): a rank runs its stage's
  * layers for m micro-batches in the schedule's order; each task carries
@@ -59,7 +62,12 @@ typedef enum {
     TASK_ACT,   /* the MLP's activation (SwiGLU) */
     TASK_EMBED, /* the embedding lookup (forward) or its gradient into the fp32 main grad (backward) */
     TASK_LOSS,  /* the vocab-parallel cross-entropy over the logits */
-    TASK_OPTIM, /* the optimizer step over the local shard, or the zeroing of the gradient buffer */
+    /* --attention unfused (unfused.h): the s x s scores' kernels; dims as
+     * an attention block's (q tokens, kv tokens, q heads), FLOPs field the
+     * scores' elements (all B samples) */
+    TASK_SOFTMAX, /* the scaled masked softmax over the scores (forward or backward) */
+    TASK_DROPOUT, /* the attention dropout on the softmax's output (forward or backward) */
+    TASK_OPTIM,   /* the optimizer step over the local shard, or the zeroing of the gradient buffer */
     TASK_SEND,
     TASK_RECV,
     TASK_ALLTOALL,
@@ -121,17 +129,19 @@ typedef enum {
     OP_PP_ACT,       /* pipeline p2p: a virtual stage's output activations (T/tp, hidden) to the next */
     OP_PP_GRAD,      /* pipeline p2p: their gradient back */
     /* memory-bound kernels (elementwise.h) */
-    OP_NORM_ATTN,  /* the norm before attention (input_layernorm) */
-    OP_NORM_MLP,   /* the norm before the MLP (pre_mlp_layernorm) */
-    OP_NORM_FINAL, /* the final norm before the LM head */
-    OP_ROPE,       /* rotary embedding */
-    OP_ADD_ATTN,   /* the residual add after attention */
-    OP_ADD_MLP,    /* the residual add after the MLP */
-    OP_ACT,        /* SwiGLU */
-    OP_EMBED,      /* the embedding */
-    OP_LOSS,       /* the cross-entropy */
-    OP_ZERO_GRAD,  /* the gradient buffer zeroed at the step's start */
-    OP_OPTIM_STEP, /* Adam over the local shard: gradient norm, update, parameter copy */
+    OP_NORM_ATTN,    /* the norm before attention (input_layernorm) */
+    OP_NORM_MLP,     /* the norm before the MLP (pre_mlp_layernorm) */
+    OP_NORM_FINAL,   /* the final norm before the LM head */
+    OP_ROPE,         /* rotary embedding */
+    OP_ADD_ATTN,     /* the residual add after attention */
+    OP_ADD_MLP,      /* the residual add after the MLP */
+    OP_ACT,          /* SwiGLU */
+    OP_EMBED,        /* the embedding */
+    OP_LOSS,         /* the cross-entropy */
+    OP_ZERO_GRAD,    /* the gradient buffer zeroed at the step's start */
+    OP_OPTIM_STEP,   /* Adam over the local shard: gradient norm, update, parameter copy */
+    OP_SOFTMAX,      /* --attention unfused: the scaled masked softmax */
+    OP_ATTN_DROPOUT, /* --attention unfused: the dropout on the attention probabilities */
     OP_COUNT
 } task_op;
 

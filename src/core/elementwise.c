@@ -16,6 +16,8 @@ task_kind elementwise_kind(task_op op)
     case OP_ACT: return TASK_ACT;
     case OP_EMBED: return TASK_EMBED;
     case OP_LOSS: return TASK_LOSS;
+    case OP_SOFTMAX: return TASK_SOFTMAX;
+    case OP_ATTN_DROPOUT: return TASK_DROPOUT;
     default: return TASK_OPTIM;
     }
 }
@@ -53,6 +55,11 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
     case OP_LOSS: *rows = T, *cols = ((uint64_t)m->vocab + tp - 1) / tp; break;
     case OP_ZERO_GRAD: *rows = local_params(c, stage, 2), *cols = 1; break;
     case OP_OPTIM_STEP: *rows = local_params(c, stage, 1), *cols = 1; break;
+    case OP_SOFTMAX:
+    case OP_ATTN_DROPOUT: /* the scores: every query row of every head, a column per key */
+        *rows = (uint64_t)c->batch * (c->seq / (uint64_t)c->p_seq) * (uint64_t)config_q_heads(c);
+        *cols = c->seq;
+        break;
     default: break;
     }
 }
@@ -64,7 +71,7 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
     switch (elementwise_kind(op)) {
     case TASK_NORM: return elems * (bwd ? 3 : 2) * a;
     case TASK_ROPE: return elems * 2 * a;
-    case TASK_ADD: return elems * 3 * a;
+    case TASK_ADD: return elems * (3 * a + (c->hidden_dropout > 0 ? (bwd ? 2 * a + 1 : 1) : 0));
     case TASK_ACT: return elems * (bwd ? 5 : 3) * a;
     case TASK_EMBED: {
         if (!bwd) return elems * 2 * a;
@@ -72,6 +79,8 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
         return vocab * (uint64_t)c->model.hidden * (2 + 10) + elems * 2 * a;
     }
     case TASK_LOSS: return elems * (bwd ? 14 : 38);
+    case TASK_SOFTMAX: return elems * (bwd ? 3 : 2) * a;
+    case TASK_DROPOUT: return elems * (2 * a + 1);
     default: return elems * (op == OP_ZERO_GRAD ? 4 : 38);
     }
 }

@@ -26,7 +26,20 @@
  *   rope     2a either way (read, write Q and K in place): TE's fused_rope.
  *   add      3a: forward, Megatron's bias-dropout-add (no bias, no
  *            dropout: residual + branch -> out); backward, autograd's sum
- *            of the residual's two gradients.
+ *            of the residual's two gradients. With --hidden-dropout
+ *            above 0 the forward also writes the dropout's bool mask (1
+ *            byte: the fused bias_dropout_add of megatron/core/fusions/
+ *            fused_bias_dropout.py) and the backward also runs the
+ *            dropout's backward, dx = dy x mask / (1 - p): 2a + 1.
+ *   softmax  --attention unfused (unfused.h), per score: Megatron's fused
+ *            scaled_upper_triang_masked_softmax (or scaled_masked_softmax)
+ *            kernels (megatron/fused_kernels, used by megatron/core/
+ *            fusions/fused_softmax.py): fwd 2a (scores in, probabilities
+ *            out), bwd 3a (output gradient and probabilities in, input
+ *            gradient out).
+ *   dropout  --attention unfused with --attention-dropout above 0, per
+ *            score: torch's native_dropout, fwd 2a + 1 (in, out and the
+ *            bool mask), bwd 2a + 1 (gradient and mask in, gradient out).
  *   act      per output element of SwiGLU: fwd 3a (gate, up in, out),
  *            bwd 5a (dy, gate, up in, dgate, dup out): TE's swiglu/dswiglu.
  *   embed    fwd 2a (a row gathered per token); bwd: the dense gradient of
@@ -58,12 +71,14 @@
 
 #include "dag.h"
 
-/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_OPTIM_STEP). */
+/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_ATTN_DROPOUT). */
 task_kind elementwise_kind(task_op op);
 
 /* The (rows, cols) a task of op processes on a rank of c; for zero_grad
  * and optim_step rows is the parameter count and cols 1 (stage: the
- * rank's pipeline stage, which decides its parameters). */
+ * rank's pipeline stage, which decides its parameters); for softmax and
+ * the attention dropout the rank's query rows of every head and the keys
+ * of the whole sequence (unfused runs at P_s = 1). */
 void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, uint64_t *cols);
 
 /* HBM bytes of a task of op in phase ph (PHASE_RECOMPUTE as forward)

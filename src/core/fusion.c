@@ -22,12 +22,31 @@ static const unfused *unfused_of(task_kind kind, bool bwd)
     static const unfused rope = {5, {0}, {2, 4, 4, 4, 6}};
     static const unfused act_f = {2, {0}, {4, 6}};       /* silu, mul */
     static const unfused act_b = {4, {0}, {6, 6, 6, 8}}; /* mul's two grads, silu bwd, cat */
+    /* softmax: the scale's mul, masked_fill_ (the bool mask read), softmax;
+     * backward softmax's (y, dy in), masked_fill's, the scale's */
+    static const unfused softmax_f = {3, {0, 2, 0}, {4, 4, 4}};
+    static const unfused softmax_b = {3, {0, 2, 0}, {6, 4, 4}};
     switch (kind) {
     case TASK_NORM: return &norm;
     case TASK_ROPE: return &rope;
     case TASK_ACT: return bwd ? &act_b : &act_f;
+    case TASK_SOFTMAX: return bwd ? &softmax_b : &softmax_f;
     default: return NULL;
     }
+}
+
+/* A residual add under --hidden-dropout: the dropout's own kernel (2a + 1
+ * bytes per element) beside the add's 3a, but in te's fused forward. */
+static int dropout_add_kernels(const config *c, bool bwd, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
+{
+    uint64_t a = (uint64_t)c->act_bytes;
+    if (!bwd && c->fusions == FUSIONS_TE) {
+        bytes[0] = elems * (3 * a + 1);
+        return 1;
+    }
+    bytes[0] = elems * 3 * a;
+    bytes[1] = elems * (2 * a + 1);
+    return 2;
 }
 
 static int add_kernels(const unfused *u, uint64_t elems, uint64_t a, uint64_t *bytes)
@@ -40,6 +59,7 @@ static int add_kernels(const unfused *u, uint64_t elems, uint64_t a, uint64_t *b
 int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
 {
     task_kind kind = elementwise_kind(op);
+    if (kind == TASK_ADD && c->hidden_dropout > 0) return dropout_add_kernels(c, ph == PHASE_BWD, elems, bytes);
     const unfused *u = c->fusions == FUSIONS_NONE ? unfused_of(kind, ph == PHASE_BWD) : NULL;
     if (!u) {
         bytes[0] = elementwise_hbm_bytes(c, op, ph, elems);

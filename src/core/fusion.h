@@ -32,10 +32,21 @@
  *         kernels, 5a); bwd the mul's two gradients 3a each, silu's
  *         backward 3a, and chunk's backward, the cat of both halves, 4a
  *         (4 kernels, 13a).
+ *   softmax  --no-masked-softmax-fusion's FusedScaleMaskSoftmax.
+ *         forward_torch_softmax (megatron/core/fusions/fused_softmax.py,
+ *         softmax in the input's precision): the scale's mul 2a,
+ *         masked_fill_ 2a + 1 (the bool mask read), softmax 2a (3
+ *         kernels); backward softmax's 3a, masked_fill's 2a + 1 and the
+ *         scale's 2a.
+ *   add   with --hidden-dropout above 0: the dropout 2a + 1 (in, out, the
+ *         bool mask) then the add 3a (2 kernels; te fuses them into one
+ *         of 3a + 1, Megatron's bias_dropout_add_fused_train); backward,
+ *         either way, the sum 3a and the dropout's backward 2a + 1.
  * The other kinds launch the same kernels either way: the residual add
- * is bias-dropout-add with no bias and no dropout (--no-bias-dropout-
+ * without dropout is bias-dropout-add with no bias (--no-bias-dropout-
  * fusion's unfused path adds residual + x in one kernel; dropout at p = 0
- * launches none), and the loss is already Megatron's unfused
+ * launches none), the attention dropout is nn.Dropout's one kernel, and
+ * the loss is already Megatron's unfused
  * vocab_parallel_cross_entropy (Megatron's default; --cross-entropy-
  * loss-fusion is off). Gradient accumulation fusion is not in this table
  * (the wgrad GEMM's fp32 accumulate; see docs/sim.md).

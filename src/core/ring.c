@@ -25,6 +25,7 @@
 
 #include "ringgeo.h"
 #include "sizes.h"
+#include "unfused.h"
 
 typedef struct lane {
     int id;
@@ -111,10 +112,14 @@ static void attn_fwd_block(builder *b, geo *g, const lane *ln, int slot, int src
 {
     ringgeo_block bl = block_of(g, ln, src);
     if (!bl.pairs) return;
+    uint64_t q = ringgeo_count(bl.q_sel) * g->chunk, kv = ringgeo_count(bl.kv_sel) * g->chunk;
+    uint64_t heads = (uint64_t)config_q_heads(g->c);
+    unfused_block_kernels(b, g->layer, g->phase, q, kv, heads, BUF_LB(g->layer, LB_QKVH));
     uint32_t id = bt_begin(b, TASK_ATTN_FWD, STREAM_COMP, OP_ATTN, g->phase, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = size_attn_fwd_flops(g->c, bl.pairs);
+    t->flops = g->c->attention == ATTN_UNFUSED ? unfused_attn_flops(g->c, q, kv, heads, false)
+                                               : size_attn_fwd_flops(g->c, bl.pairs);
     t->buf = slot_id(ln, slot);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));
     bt_reads(b, kv_buf(g, ln, slot));
@@ -142,10 +147,14 @@ static int attn_bwd_block(builder *b, geo *g, const lane *ln, int slot, int src,
     if (!bl.pairs) return -1;
     int out = g->c->p_seq == 1 ? DKV_FINAL : DKV_BLK0 + g->blk_turn[ln->id];
     g->blk_turn[ln->id] ^= 1;
+    uint64_t q = ringgeo_count(bl.q_sel) * g->chunk, kv = ringgeo_count(bl.kv_sel) * g->chunk;
+    uint64_t heads = (uint64_t)config_q_heads(g->c);
+    unfused_block_kernels(b, g->layer, PHASE_BWD, q, kv, heads, BUF_LB(g->layer, LB_DOH));
     uint32_t id = bt_begin(b, TASK_ATTN_BWD, STREAM_COMP, OP_ATTN, PHASE_BWD, g->layer);
     dag_task *t = bt_task(b, id);
     set_block(g, t, &bl, src, step);
-    t->flops = size_attn_bwd_flops(size_attn_fwd_flops(g->c, bl.pairs));
+    t->flops = g->c->attention == ATTN_UNFUSED ? unfused_attn_flops(g->c, q, kv, heads, true)
+                                               : size_attn_bwd_flops(size_attn_fwd_flops(g->c, bl.pairs));
     t->buf = slot_id(ln, slot);
     t->buf2 = slot_id(ln, out);
     bt_reads(b, BUF_LB(g->layer, LB_QKVH));

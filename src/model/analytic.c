@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/elementwise.h"
+#include "core/unfused.h"
 #include "core/model.h"
 #include "core/pipeline.h"
 #include "core/recompute.h"
@@ -135,6 +136,17 @@ typedef struct ringctx {
     tiles *tiles;         /* attention work at the kernels' tile granularity (NULL: exact pairs) */
 } ringctx;
 
+/* --attention unfused: a block's batched GEMMs and its scores' kernels
+ * (core/unfused.h), as the DAG's tasks are timed. */
+static double unfused_block_seconds(const config *c, const calib *cb, uint64_t q, uint64_t kv, uint64_t heads, bool bwd)
+{
+    task_phase ph = bwd ? PHASE_BWD : PHASE_FWD;
+    uint64_t e = unfused_scores(c, q, kv, heads);
+    double t = calib_unfused_attn_seconds(cb, c, (double)q, (double)kv, (double)heads, bwd) +
+               calib_elementwise_seconds(cb, c, OP_SOFTMAX, ph, e);
+    return c->attention_dropout > 0 ? t + calib_elementwise_seconds(cb, c, OP_ATTN_DROPOUT, ph, e) : t;
+}
+
 /* Compute seconds of step (s, src) forward (merges after the layer's first
  * block) or backward; *nonempty tells whether any block ran. */
 static double step_compute(const ringctx *r, int s, int src, bool bwd, bool *first, bool *nonempty)
@@ -148,13 +160,17 @@ static double step_compute(const ringctx *r, int s, int src, bool bwd, bool *fir
         uint64_t q_tok = (uint64_t)ringgeo_count(bl.q_sel) * config_chunk_tokens(r->c);
         uint64_t fl = size_attn_fwd_flops(r->c, bl.pairs);
         double tok = (double)q_tok;
-        if (bwd) {
+        if (r->c->attention == ATTN_UNFUSED) {
+            uint64_t kv = (uint64_t)ringgeo_count(bl.kv_sel) * config_chunk_tokens(r->c);
+            t += unfused_block_seconds(r->c, r->cb, q_tok, kv, (uint64_t)config_q_heads(r->c), bwd);
+        } else if (bwd) {
             double k = tiles_ratio(r->tiles, TASK_ATTN_BWD, s, src, bl.q_sel, bl.kv_sel);
             t += calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl) * k, 0, tok);
-            continue;
+        } else {
+            double k = tiles_ratio(r->tiles, TASK_ATTN_FWD, s, src, bl.q_sel, bl.kv_sel);
+            t += calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl * k, 0, tok);
         }
-        double k = tiles_ratio(r->tiles, TASK_ATTN_FWD, s, src, bl.q_sel, bl.kv_sel);
-        t += calib_seconds(r->cb, TASK_ATTN_FWD, (double)fl * k, 0, tok);
+        if (bwd) continue;
         if (!*first) t += calib_seconds(r->cb, TASK_MERGE, 0, (double)size_merge_hbm_bytes(r->c, q_tok), tok);
         *first = false;
     }
@@ -239,6 +255,9 @@ static double gather_block(const ringctx *r, int s, bool bwd)
     uint64_t fl = size_attn_fwd_flops(r->c, ringgeo_query_pairs(r->c, s)) / (uint64_t)r->groups;
     double tok = (double)(r->c->seq / (uint64_t)r->c->p_seq);
     if (!fl) return 0;
+    if (r->c->attention == ATTN_UNFUSED)
+        return unfused_block_seconds(r->c, r->cb, r->c->seq / (uint64_t)r->c->p_seq, r->c->seq,
+                                     (uint64_t)(config_q_heads(r->c) / r->groups), bwd);
     unsigned all = ringgeo_parts(r->c);
     double k = tiles_ratio(r->tiles, bwd ? TASK_ATTN_BWD : TASK_ATTN_FWD, s, -1, all, all);
     return bwd ? calib_seconds(r->cb, TASK_ATTN_BWD, (double)size_attn_bwd_flops(fl) * k, 0, tok)

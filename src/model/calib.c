@@ -544,6 +544,8 @@ double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag
     if (!task_is_compute(t)) return 0;
     if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2])
         return calib_gemm_task_seconds(cb, t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
+    if ((t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) && c->attention == ATTN_UNFUSED)
+        return calib_unfused_attn_seconds(cb, c, t->dim[0], t->dim[1], t->dim[2], t->kind == TASK_ATTN_BWD);
     if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)
         return calib_elementwise_seconds(cb, c, (task_op)t->op, (task_phase)t->phase, t->flops);
     double flops = tl ? tiles_task_flops(tl, t) : (double)t->flops;
@@ -679,6 +681,9 @@ double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
     return swe / sw;
 }
 
+static double batched_rule(const calib *cb, double flops, double eff, double count, double m, double n, double k,
+                           double elem_bytes);
+
 /* The cost rule (calib.h): T0 + max(compute, memory). compute is the
  * GEMM's FLOPs at its shape's rate (or the gemm curve or line without
  * shape rows, less its T0), memory its operand bytes, X m x k and W k x
@@ -686,10 +691,18 @@ double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
  * transfer of that size reaches. */
 static double gemm_rule(const calib *cb, double flops, double eff, double m, double n, double k, double elem_bytes)
 {
+    return batched_rule(cb, flops, eff, 1, m, n, k, elem_bytes);
+}
+
+/* gemm_rule of `count` GEMMs of one shape in one launch (a strided
+ * batched GEMM): their FLOPs and operand bytes, one T0. */
+static double batched_rule(const calib *cb, double flops, double eff, double count, double m, double n, double k,
+                           double elem_bytes)
+{
     const row *r = &cb->rows[TASK_GEMM];
     if (!(flops > 0)) return 0;
     double compute = eff >= 0 ? flops / (eff * cb->peak) : calib_seconds(cb, TASK_GEMM, flops, 0, m) - r->t0;
-    double bytes = elem_bytes * (m * k + k * n + m * n);
+    double bytes = count * elem_bytes * (m * k + k * n + m * n);
     double memory = bytes > 0 ? bytes / calib_bandwidth(cb, bytes) : 0;
     return r->t0 + (compute > memory ? compute : memory);
 }
@@ -705,6 +718,23 @@ double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bo
         return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, (bwd ? 2 : 1) * elem_bytes);
     if (!bwd) return calib_gemm_seconds(cb, GEMM_TN, m, n, k, elem_bytes);
     return calib_gemm_seconds(cb, GEMM_NN, m, k, n, elem_bytes) + calib_gemm_seconds(cb, GEMM_NT, n, k, m, elem_bytes);
+}
+
+/* One batched GEMM of count (m, n, k) products at the forward layout's
+ * efficiency of one product's shape. */
+static double bmm_seconds(const calib *cb, double count, double m, double n, double k, double elem_bytes)
+{
+    return batched_rule(cb, count * 2 * m * n * k, calib_gemm_eff(cb, GEMM_TN, m, n, k), count, m, n, k, elem_bytes);
+}
+
+double calib_unfused_attn_seconds(const calib *cb, const config *c, double q, double kv, double heads, bool bwd)
+{
+    double count = heads * c->batch, d = c->model.head_dim, a = c->act_bytes;
+    if (!bwd) /* QK^T, then PV */
+        return bmm_seconds(cb, count, q, kv, d, a) + bmm_seconds(cb, count, q, d, kv, a);
+    /* dP = dO V^T and dV = P^T dO, then dQ = dS K and dK = dS^T Q */
+    return bmm_seconds(cb, count, q, kv, d, a) + 2 * bmm_seconds(cb, count, kv, d, q, a) +
+           bmm_seconds(cb, count, q, d, kv, a);
 }
 
 int calib_set_gemm_shape(calib *cb, int layout, uint64_t m, uint64_t n, uint64_t k, double eff, char err[LOONG_ERRLEN])

@@ -200,6 +200,17 @@ double calib_gemm_seconds(const calib *cb, int layout, double m, double n, doubl
  * (bwd ? 4 : 2) mnk FLOPs and its (bwd ? 2 : 1) GEMMs' operand bytes. */
 double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes);
 
+/* Seconds of an attention block's batched GEMMs under --attention
+ * unfused (core/unfused.h): q queries against kv keys over `heads` query
+ * heads and c's B samples, one launch per product. Forward QK^T (q, kv,
+ * d) and PV (q, d, kv); backward (bwd) dP (q, kv, d), dV and dK (kv, d,
+ * q) and dQ (q, d, kv). Each by the cost rule over all its products: the
+ * FLOPs at the efficiency of one product's shape in the tn rows (no
+ * batched-GEMM sweep was found: an assumption; without shape rows the
+ * gemm curve at the launch's FLOPs), the operands' bytes of every
+ * product over calib_bandwidth, one T0. */
+double calib_unfused_attn_seconds(const calib *cb, const config *c, double q, double kv, double heads, bool bwd);
+
 /* Add (or replace) the shape row (layout, m, n, k) at efficiency eff, for
  * a caller that measured the shape. Returns 0, or -1 with a message
  * when eff is outside [1e-9, 1], a dimension outside [1, 2^32), or the

@@ -34,11 +34,24 @@ static dims dims_of(const config *c)
                   c->act_bytes};
 }
 
+/* --attention unfused: the s x s scores' elements of one layer (every
+ * query row of the rank's heads against the whole sequence). */
+static double scores(const config *c)
+{
+    dims k = dims_of(c);
+    return c->attention == ATTN_UNFUSED ? k.Ns * k.hq * (double)c->seq : 0;
+}
+
 double memory_layer_activations(const config *c, recompute_kind policy)
 {
     dims k = dims_of(c);
     double x = k.Tr * k.hid * k.a;
-    double o = k.Ns * k.hq * k.d * k.a, lse = k.Ns * k.hq * 4;
+    /* unfused attention keeps no LSE but the softmax's output, and with
+     * its dropout the bool mask and the dropped probabilities PV reads */
+    bool unfused = c->attention == ATTN_UNFUSED;
+    double o = k.Ns * k.hq * k.d * k.a, lse = unfused ? 0 : k.Ns * k.hq * 4;
+    double sc = scores(c) * (k.a + (c->attention_dropout > 0 ? 1 + k.a : 0));
+    double masks = c->hidden_dropout > 0 ? 2 * k.Tr * k.hid : 0; /* the two residual dropouts' bool masks */
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SCPP) return x + o + lse;
     double qkv = k.T * k.qkv * k.d * k.a, mlp = 3 * k.T * k.ffn * k.a;
@@ -46,12 +59,12 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0; /* head-sharded q|kv */
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
      * for their weight gradients */
-    double none = 4 * x + qkv + qh + os + o + lse + mlp;
+    double none = 4 * x + qkv + qh + os + o + lse + sc + masks + mlp;
     if (policy == RECOMPUTE_NONE) return none;
     double kept = none;
     /* core attention keeps its input (qkv) and its output (the output
      * projection's input: O sequence-sharded, or O itself at P_h = 1) */
-    if (c->recompute_modules & RECOMPUTE_MOD_CORE_ATTN) kept -= qh + lse + (c->p_head > 1 ? o : 0);
+    if (c->recompute_modules & RECOMPUTE_MOD_CORE_ATTN) kept -= qh + lse + sc + (c->p_head > 1 ? o : 0);
     /* the MLP keeps its input h; its fused norm's output and SwiGLU go */
     if (c->recompute_modules & RECOMPUTE_MOD_MLP) kept -= x + mlp;
     return kept;
@@ -77,7 +90,10 @@ double memory_attention_buffers(const config *c)
     } else {
         bytes += lanes * dkv_slot; /* DKV_FINAL only: no ring traffic */
     }
-    bytes += k.Ns * k.hq * k.d * k.a + k.Ns * k.hq * 4;
+    bytes += k.Ns * k.hq * k.d * k.a + (c->attention == ATTN_UNFUSED ? 0 : k.Ns * k.hq * 4);
+    /* unfused: the backward's gradients of the probabilities and of the
+     * scores, each s x s, alive together around the softmax's backward */
+    bytes += 2 * scores(c) * k.a;
     if (c->p_head > 1) bytes += 2 * k.T * (k.H + 2.0 * config_kv_heads_total(c)) * k.d * k.a;
     return bytes;
 }

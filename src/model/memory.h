@@ -44,8 +44,8 @@
  *   with S replaced by the T tokens a rank holds under CP): every tensor
  *   inside attention and the MLP holds the TP shard's heads or ffn/tp
  *   columns; x and h (the block and MLP inputs) and their norms' outputs
- *   (the paper's replicated "10 sbh", less its dropout masks: loong's
- *   layer has no dropout) are T/tp rows under sequence parallelism and all T without
+ *   (the paper's replicated "10 sbh", less its dropout masks but
+ *   under --hidden-dropout) are T/tp rows under sequence parallelism and all T without
  *   it, so with sequence parallelism every term below is divided by tp
  *   (the paper's 34/t) and without it x and h are not (10 + 24/t). H, qkv
  *   and ffn below are the shard's: H/tp, (H + 2H_kv)/tp, ffn/tp.
@@ -59,6 +59,12 @@
  *                output (gate's and up's input, T*hidden), SwiGLU gate, up
  *                and product (3*T*ffn); with P_h = 1 the head-sharded
  *                buffers are the sequence-sharded ones (counted once);
+ *                Under --attention unfused there is no LSE; the
+ *                softmax's output (E*a, E = N_s*hq*S scores) is kept, and
+ *                with --attention-dropout its bool mask and the dropped
+ *                probabilities (E*(1 + a)): Korthikanti's 5as^2b at a = 2.
+ *                With --hidden-dropout the two residual dropouts' bool
+ *                masks (2*T*hidden bytes, the paper's "2sbh") too;
  *     selective: the "none" set less, for core_attn, what core attention
  *                holds inside (the head-sharded q|kv, O and the LSE; at
  *                P_h = 1 the LSE alone, O being the output projection's
@@ -81,7 +87,8 @@
  *   outer transfer when P_s/w > 1; fp32 dK/dV slots of 2*t*kvh*d*4 bytes:
  *   the block double buffer DKV_BLK0/1, the travelling DKV_IN0/1 and the
  *   result DKV_FINAL, plus DKV_WIN0/1 and DKV_OIN0/1 when P_s/w > 1; one
- *   block output (N_s*hq*d*a + fp32 LSE); and, when P_h > 1, the all-to-all
+ *   block output (N_s*hq*d*a + fp32 LSE; unfused: no LSE, and the
+ *   backward's two s x s gradients, 2*E*a); and, when P_h > 1, the all-to-all
  *   send and receive staging buffers, each T*(H + 2*max(H_kv, P_h))*d*a. The
  *   dual ring's lanes carry half the tokens each, so its extra is slot
  *   count, not bytes. --ring allgather replaces the ring slots with two
