@@ -253,6 +253,20 @@ START_TEST(trace_counters)
 }
 END_TEST
 
+/* --attention unfused (its s x s scores kept and their gradients in the
+ * backward) with attention and hidden dropout, Ulysses over 2 ranks (the
+ * unfused kernel runs no ring), recompute none and selective */
+START_TEST(unfused_dropout)
+{
+    config c = tcfg("tiny", 4 * K, "ulysses", 2, 1, 0, SCOPE_STEP);
+    c.attention = ATTN_UNFUSED;
+    c.attention_dropout = 0.1;
+    c.hidden_dropout = 0.1;
+    if (_i) recompute_set(&c, RECOMPUTE_SELECTIVE);
+    assert_peaks(&c);
+}
+END_TEST
+
 Suite *memtrack_suite(void)
 {
     Suite *s = suite_create("memtrack");
@@ -264,6 +278,7 @@ Suite *memtrack_suite(void)
     tcase_add_loop_test(tc, recompute_policies, 0, 7);
     tcase_add_loop_test(tc, pipeline_recompute_tp, 0, 2);
     tcase_add_test(tc, trace_counters);
+    tcase_add_loop_test(tc, unfused_dropout, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

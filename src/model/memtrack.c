@@ -73,7 +73,8 @@ static int phase_index(int phase)
 }
 
 /* The tasks of an attention pass: its kernels (blocks, merges, dK/dV
- * accumulations) and its head all-to-alls. The ring's p2p are left out:
+ * accumulations; unfused, the softmax and its dropout) and its head
+ * all-to-alls. The ring's p2p are left out:
  * a recv may be posted before the previous pass ends, while its slot is
  * the same buffer. */
 static bool attention_task(const dag_task *t)
@@ -82,6 +83,8 @@ static bool attention_task(const dag_task *t)
     case OP_ATTN:
     case OP_DKV_ACC:
     case OP_KV_REP_SUM:
+    case OP_SOFTMAX:
+    case OP_ATTN_DROPOUT:
     case OP_A2A_QKV:
     case OP_A2A_O:
     case OP_A2A_DO:
