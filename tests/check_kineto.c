@@ -16,6 +16,8 @@
 #include "autoconf.h"
 #include "check_run.h"
 #include "analysis/kineto_calib.h"
+#include "analysis/kineto_mem.h"
+#include "model/memory.h"
 #include "analysis/kineto_write.h"
 #include "analysis/kprofile.h"
 #include "model/tiles.h"
@@ -317,6 +319,74 @@ END_TEST
 /* HolisticTraceAnalysis' traces: a 2024 single-rank A100 trace with NCCL
  * kernels carrying their collective args, and a 2023 pair of ranks of a
  * 128-rank run (SendRecv kernels, record_shapes, PyTorch <= 2.0's ids). */
+/* profile_memory's "[memory]" events (tests/data/kineto/memory: two ranks
+ * written for this test, GB-sized totals): per GPU the largest "Total
+ * Allocated" and "Total Reserved", read separately (rank 0's fall on
+ * different events), with the CPU's events (above both) and an event
+ * without "Total Reserved" left out; the allocator factor is the mean of
+ * the two ratios, (6/3 + 8.5/8) / 2 = 1.53125. loong calibrate --kineto
+ * prints them, and with --predicted the memory model's peaks beside. */
+#define MEMDIR LOONG_SRCDIR "/tests/data/kineto/memory"
+START_TEST(memory_events)
+{
+    kineto_names *names = kineto_names_default();
+    kineto_set s;
+    char err[LOONG_ERRLEN];
+    const char *dir[] = {MEMDIR};
+    ck_assert_msg(kineto_set_open(dir, 1, names, NULL, &s, err) == 0, "%s", err);
+    kineto_names_free(names);
+    ck_assert_int_eq(s.n, 2);
+    static const struct {
+        double alloc, reserved;
+        size_t events;
+    } want[2] = {{3e9, 6e9, 3}, {8e9, 8.5e9, 3}};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(s.r[i].nmem, 1);
+        ck_assert_int_eq(s.r[i].mem[0].device, i);
+        ck_assert_uint_eq(s.r[i].mem[0].events, want[i].events);
+        ck_assert_double_eq(s.r[i].mem[0].alloc_peak, want[i].alloc);
+        ck_assert_double_eq(s.r[i].mem[0].reserved_peak, want[i].reserved);
+    }
+    kineto_mem_fit fit;
+    ck_assert_int_eq(kineto_mem_fit_set(&s, &fit), 2);
+    ck_assert_double_eq_tol(fit.factor, (6.0 / 3 + 8.5 / 8) / 2, 1e-12);
+    ck_assert_double_eq_tol(fit.factor_min, 8.5 / 8, 1e-12);
+    ck_assert_double_eq_tol(fit.factor_max, 2, 1e-12);
+    ck_assert_double_eq(fit.alloc_peak, 8e9);
+    ck_assert_double_eq(fit.reserved_peak, 8.5e9);
+    kineto_set_free(&s);
+
+    char *d = tmpdir();
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-1n.xml";
+    run_result r = run_cmd("%s calibrate --kineto %s --platform %s -o %s/fit", LOONG_BIN, MEMDIR, plat, d);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "# memory: rank 0 gpu 0: peak allocated 3.00 GB, reserved 6.00 GB (3 events)"), "%s",
+                  r.out);
+    ck_assert_msg(strstr(r.out, "allocator factor 1.5312 (mean reserved / allocated peak of 2 GPUs"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "loong plan --allocator 1.5312"), "%s", r.out);
+    /* the model's peaks of a 2-rank configuration beside the measured */
+    r = run_cmd("%s sim --platform %s --model tiny --seq 4K --mesh 1x2 --strategy zigzag --scope step --quiet "
+                "-o /dev/null --trace %s/pred.json",
+                LOONG_BIN, plat, d);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    r = run_cmd("%s calibrate --kineto %s --platform %s -o %s/fit --predicted %s/pred.json", LOONG_BIN, MEMDIR, plat, d,
+                d);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    config c = tcfg("tiny", 4096, "zigzag", 1, 2, 0, SCOPE_STEP);
+    memory_estimate e;
+    memory_estimate_stage(&c, 0, &e);
+    char line[160];
+    snprintf(line, sizeof line, "; model: allocated %.2f GB (%+.1f %%), reserved %.2f GB (%+.1f %%)", e.peak / 1e9,
+             100 * (e.peak - 3e9) / 3e9, e.reserved / 1e9, 100 * (e.reserved - 6e9) / 6e9);
+    ck_assert_msg(strstr(r.out, line), "no '%s' in:\n%s", line, r.out);
+    /* the memory lines come with --kineto only */
+    r = run_cmd("%s calibrate %s/pred.json --platform %s -o %s/fit --predicted %s/pred.json", LOONG_BIN, d, plat, d, d);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--kineto"), "%s", r.err);
+    rmdir_all(d);
+}
+END_TEST
+
 START_TEST(public_traces)
 {
     kineto_names *names = kineto_names_default();
@@ -847,6 +917,7 @@ int main(void)
     tcase_add_test(tc, memory_bound_fit);
     tcase_add_test(tc, attention_closed_forms);
     tcase_add_test(tc, public_traces);
+    tcase_add_test(tc, memory_events);
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, gemm_shapes_round_trip);

@@ -1029,6 +1029,8 @@ START_TEST(memory_reserved_terms)
     near(m.reserved, m.peak * MEMORY_ALLOC_FACTOR + MEMORY_CONTEXT_BYTES + m.nccl, "reserved (caching)");
     memory_reserve(&m, MEMORY_ALLOC_EXPANDABLE);
     near(m.reserved, m.peak + MEMORY_CONTEXT_BYTES + m.nccl, "reserved (expandable)");
+    memory_reserve_factor(&m, 1.5); /* a measured factor: loong plan --allocator 1.5 */
+    near(m.reserved, m.peak * 1.5 + MEMORY_CONTEXT_BYTES + m.nccl, "reserved (measured factor)");
     c = base("llama3-8b", 256 * 1024, 8, 1, 1, RECOMPUTE_FULL);
     memory_estimate_config(&c, &m);
     near(m.nccl_ulysses, memory_nccl_p2p(7, 0), "ulysses all-to-all");
@@ -1053,6 +1055,8 @@ START_TEST(memory_reserved_terms)
     for (int i = 0; i < n && k < 0; i++)
         if (!ls[i].removed) k = i;
     ck_assert_int_ge(k, 0);
+    ck_assert(plan_mem_fits(&ls[k], &(plan_request){.gpu_mem = 1e15, .alloc_factor = 1.5}));
+    near(ls[k].mem.alloc_factor, 1.5, "the planner's measured factor");
     ck_assert(plan_mem_fits(&ls[k], &(plan_request){.gpu_mem = 1e15}));
     double alloc = ls[k].mem.peak, resv = ls[k].mem.reserved;
     req.gpu_mem = (alloc + resv) / 2 / (1 - PLAN_MARGIN); /* allocated fits with the margin, reserved does not */

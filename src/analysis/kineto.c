@@ -1,5 +1,6 @@
 /* kineto: one rank's PyTorch profiler trace. See kineto.h. */
 #include "kineto.h"
+#include "kineto_mem.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -630,6 +631,7 @@ static int parse_json(const char *text, size_t len, const char *path, const kine
         parse p = {.r = r, .names = names};
         distributed(r, root);
         if (index_events(&p, events, err) == 0 && read_events(&p, err) == 0) rc = 0;
+        if (rc == 0) kineto_mem_scan(events, r);
         if (rc == 0 && !r->nk) {
             snprintf(err, LOONG_ERRLEN,
                      "'%.100s' has no GPU kernel events (a CPU-only trace?): profile with "
@@ -690,6 +692,9 @@ void kineto_rank_free(kineto_rank *r)
     free(r->k);
     free(r->steps);
     free(r->streams);
+    free(r->mem);
+    r->mem = NULL;
+    r->nmem = 0;
     r->names = NULL;
     r->name_count = NULL;
     r->k = NULL;

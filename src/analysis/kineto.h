@@ -118,6 +118,17 @@ typedef struct kineto_step {
     double ts, end; /* CPU span, µs from the rank's first event */
 } kineto_step;
 
+/* One GPU's "[memory]" events (profile_memory=True): PyTorch's profiler
+ * writes an instant event per allocation and free of its caching
+ * allocator, with the allocator's totals after it, "Total Allocated" and
+ * "Total Reserved" (bytes), and the device ("Device Type" 1: CUDA, as
+ * ROCm builds report theirs too; "Device Id"). */
+typedef struct kineto_mem_device {
+    int64_t device;
+    size_t events;                    /* its [memory] events with both totals */
+    double alloc_peak, reserved_peak; /* bytes: the largest of each total */
+} kineto_mem_device;
+
 typedef struct kineto_rank {
     char path[256];
     int rank, world; /* distributedInfo; -1 when absent */
@@ -132,9 +143,11 @@ typedef struct kineto_rank {
     char **names; /* distinct kernel names */
     uint32_t *name_count;
     int nnames;
-    size_t events;  /* trace events read */
-    size_t unknown; /* kernels no rule named */
-    size_t shaped;  /* compute kernels whose work the shapes gave */
+    size_t events;          /* trace events read */
+    size_t unknown;         /* kernels no rule named */
+    size_t shaped;          /* compute kernels whose work the shapes gave */
+    kineto_mem_device *mem; /* the GPUs of its [memory] events, in order of first event (kineto_mem.c) */
+    int nmem;
 } kineto_rank;
 
 /* Parse one rank's trace from memory: plain JSON, or gzip (by its magic

@@ -12,8 +12,12 @@
 #include "core/xalloc.h"
 #include "analysis/calibrate.h"
 #include "analysis/kineto_calib.h"
+#include "analysis/kineto_mem.h"
 #include "analysis/kprofile.h"
 #include "core/infile.h"
+#include "core/pipeline.h"
+#include "core/trace.h"
+#include "model/memory.h"
 #include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 #include "cli.h"
@@ -26,7 +30,8 @@ static void calibrate_usage(FILE *f)
             "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
             "                       [--min-r2 X] [--force]\n"
             "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-            "                       [--steps N|N-M] [--kernel-names FILE] [--strict] [--min-r2 X] [--force]\n"
+            "                       [--steps N|N-M] [--kernel-names FILE] [--predicted PRED.json] [--strict]\n"
+            "                       [--min-r2 X] [--force]\n"
             "\n"
             "Fit per compute kind time = t0 + work / rate (work = FLOPs; HBM bytes for merge\n"
             "and acc) and per link class (same node, other node) alpha and beta from the\n"
@@ -73,6 +78,12 @@ static void calibrate_usage(FILE *f)
             "                    it could not; writes both files\n"
             "  --steps N|N-M     with --kineto: the ProfilerStep#N to use        [every step]\n"
             "  --kernel-names F  with --kineto: rules 'KIND GLOB' ahead of the shipped table\n"
+            "                    With --kineto, traces recorded with profile_memory=True also give\n"
+            "                    each GPU's peak allocated and reserved memory and the allocator\n"
+            "                    factor (mean reserved / allocated peak), printed with the\n"
+            "                    option that applies it\n"
+            "  --predicted FILE  with --kineto: a loong trace of the run's configuration (loong sim\n"
+            "                    --trace): the memory model's peaks beside the measured ones\n"
             "  --min-r2 X        the least R^2 (share of variance explained, 0..1) of a\n"
             "                    parameter's fit for it to be written              [0.5]\n"
             "  --force           write parameters below --min-r2 anyway: a warning each, and\n"
@@ -451,8 +462,41 @@ static void kineto_links(const kineto_set *set, platform_spec *sp, kineto_calib_
     free(logs);
 }
 
+/* --kineto with profile_memory: each GPU's peaks, the model's beside them
+ * (with --predicted), and the allocator factor. Returns the GPUs. */
+static int kineto_memory(const kineto_set *set, const config *cfg)
+{
+    kineto_mem_fit fit;
+    if (!kineto_mem_fit_set(set, &fit)) {
+        printf("# memory: no [memory] events of a GPU (profile with profile_memory=True to fit the allocator)\n");
+        return 0;
+    }
+    for (int i = 0; i < set->n; i++)
+        for (int j = 0; j < set->r[i].nmem; j++) {
+            const kineto_mem_device *d = &set->r[i].mem[j];
+            int rank = set->r[i].rank >= 0 ? set->r[i].rank : i;
+            printf("# memory: rank %d gpu %lld: peak allocated %.2f GB, reserved %.2f GB (%zu events)", rank,
+                   (long long)d->device, d->alloc_peak / 1e9, d->reserved_peak / 1e9, d->events);
+            if (cfg && rank < config_world(cfg)) {
+                memory_estimate e;
+                memory_estimate_stage(cfg, pipe_stage(cfg, rank), &e);
+                printf("; model: allocated %.2f GB (%+.1f %%), reserved %.2f GB (%+.1f %%)", e.peak / 1e9,
+                       100 * (e.peak - d->alloc_peak) / d->alloc_peak, e.reserved / 1e9,
+                       100 * (e.reserved - d->reserved_peak) / d->reserved_peak);
+            } else if (cfg) {
+                printf("; rank %d is not among --predicted's %d", rank, config_world(cfg));
+            }
+            printf("\n");
+        }
+    printf("# memory: allocator factor %.4f (mean reserved / allocated peak of %d GPU%s, %.4f to %.4f); the model's "
+           "default is %.2f: loong plan --allocator %.4f applies it\n",
+           fit.factor, fit.devices, fit.devices == 1 ? "" : "s", fit.factor_min, fit.factor_max, MEMORY_ALLOC_FACTOR,
+           fit.factor);
+    return fit.devices;
+}
+
 static int run_kineto(int npaths, char **paths, const char *platform, const char *base, bool strict, const char *steps,
-                      const char *names_file, cal_out *o)
+                      const char *names_file, const char *predicted, cal_out *o)
 {
     const char *dir = o->dir;
     char err[LOONG_ERRLEN] = "";
@@ -473,15 +517,28 @@ static int run_kineto(int npaths, char **paths, const char *platform, const char
         return cli_fail("calibrate", "%s", err);
     }
     kineto_set_print(stdout, &set, 5);
+    int mem_gpus = 0;
+    trace pred;
+    bool have_pred = false;
+    if (predicted) {
+        if (trace_read(predicted, &pred, err) < 0) {
+            kineto_set_free(&set);
+            calib_free(cb);
+            return cli_fail("calibrate", "%s", err);
+        }
+        have_pred = true;
+    }
+    mem_gpus = kineto_memory(&set, have_pred ? &pred.cfg : NULL);
+    if (have_pred) trace_free(&pred);
     kineto_calib_counts cnt = {0};
     fit_gate g = {0};
     rc = kineto_compute(&set, cb, strict, &cnt, &g, err);
     if (rc == 0 && cnt.shaped) rc = kineto_gemm_shapes(&set, cb, err);
     if (rc == 0) kineto_links(&set, &sp, &cnt, &g);
-    if (rc == 0 && !cnt.shaped && !cnt.sized_mem && !cnt.sized)
+    if (rc == 0 && !cnt.shaped && !cnt.sized_mem && !cnt.sized && !mem_gpus)
         rc = -1, snprintf(err, LOONG_ERRLEN,
-                          "nothing to fit: no attention or GEMM kernel with shapes and no NCCL kernel with a size "
-                          "(profile with record_shapes=True on PyTorch >= 2.2)");
+                          "nothing to fit: no attention or GEMM kernel with shapes, no NCCL kernel with a size and no "
+                          "memory event (profile with record_shapes=True on PyTorch >= 2.2, profile_memory=True)");
     fflush(stdout);
     if (rc == 0 && judge(&g, o) < 0)
         rc = 2;
@@ -508,12 +565,13 @@ int cmd_calibrate(int argc, char **argv)
         {"op", required_argument, 0, 'O'},
         {"steps", required_argument, 0, 'S'},
         {"kernel-names", required_argument, 0, 'N'},
+        {"predicted", required_argument, 0, 'P'},
         {"min-r2", required_argument, 0, 'R'},
         {"force", no_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     const char *platform = NULL, *base = NULL, *dir = NULL, *steps = NULL, *names = NULL, *hold = NULL, *op = NULL;
-    const char *min_r2 = NULL;
+    const char *min_r2 = NULL, *predicted = NULL;
     bool strict = false, nccl_tests = false, kineto = false, force = false;
     int opt;
     opterr = 0;
@@ -527,6 +585,7 @@ int cmd_calibrate(int argc, char **argv)
         case 'k': kineto = true; break;
         case 'S': steps = optarg; break;
         case 'N': names = optarg; break;
+        case 'P': predicted = optarg; break;
         case 'H': hold = optarg; break;
         case 'O': op = optarg; break;
         case 'R': min_r2 = optarg; break;
@@ -539,8 +598,8 @@ int cmd_calibrate(int argc, char **argv)
     }
     if (nccl_tests && kineto)
         return cli_fail("calibrate", "--nccl-tests and --kineto name two kinds of input: give one");
-    if ((steps || names) && !kineto)
-        return cli_fail("calibrate", "--steps and --kernel-names read profiler traces: add --kineto");
+    if ((steps || names || predicted) && !kineto)
+        return cli_fail("calibrate", "--steps, --kernel-names and --predicted go with profiler traces: add --kineto");
     if ((hold || op) && !nccl_tests)
         return cli_fail("calibrate", "--hold and --op are about nccl-tests logs: add --nccl-tests");
     unsigned held = 0;
@@ -563,6 +622,6 @@ int cmd_calibrate(int argc, char **argv)
     for (int i = 0; i < argc && n < sizeof o.origin / 2; i++)
         n += (size_t)snprintf(o.origin + n, sizeof o.origin / 2 - n, " %s", argv[i]);
     if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, &o, held, op);
-    if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, strict, steps, names, &o);
+    if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, strict, steps, names, predicted, &o);
     return run(argc - optind, argv + optind, platform, base, strict, &o);
 }

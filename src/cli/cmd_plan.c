@@ -73,8 +73,10 @@ static void plan_usage(FILE *f)
             "                        GiB = 2^30)   [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --memory-margin PCT   a layout fits when its reserved peak is at most the\n"
             "                        GPU's memory less PCT %%  (0-50)                    [4]\n"
-            "  --allocator default|expandable  PyTorch's caching allocator as the reserved\n"
-            "                        peak counts it (expandable: expandable_segments)\n"
+            "  --allocator default|expandable|F  PyTorch's caching allocator as the reserved\n"
+            "                        peak counts it (expandable: expandable_segments; F: a\n"
+            "                        measured reserved / allocated factor, 1 to 10, as loong\n"
+            "                        calibrate fits it from profile_memory profiler traces)\n"
             "                                                                   [default]\n"
             "  --calib FILE          calibration table               [<platform dir>/<gpu>.calib]\n"
             "  --top K               simulate the K best layouts (0: analytical only)   [10]\n"
@@ -332,16 +334,27 @@ typedef struct plan_ctx {
     bool user_added; /* the search does not enumerate it: appended */
 } plan_ctx;
 
+/* s as a number within [lo, hi] into *out: 0, or -1 (not a number, or
+ * outside). */
+static int number_in(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= lo && v <= hi)) return -1;
+    *out = v;
+    return 0;
+}
+
 /* --memory-margin (a percentage, 0 to 50) and --allocator into req. */
 static int parse_memory_knobs(const plan_args *a, plan_request *req, char err[LOONG_ERRLEN])
 {
     req->margin = PLAN_MARGIN;
     req->allocator = MEMORY_ALLOC_CACHING;
+    req->alloc_factor = 0;
+    double pct;
     if (a->margin) {
-        char *end;
-        errno = 0;
-        double pct = strtod(a->margin, &end);
-        if (end == a->margin || *end || errno || !(pct >= 0 && pct <= 50)) {
+        if (number_in(a->margin, 0, 50, &pct) < 0) {
             snprintf(err, LOONG_ERRLEN,
                      "--memory-margin '%s' is not a percentage from 0 to 50 (the share of the GPU's memory kept free, "
                      "e.g. --memory-margin 4)",
@@ -350,8 +363,12 @@ static int parse_memory_knobs(const plan_args *a, plan_request *req, char err[LO
         }
         req->margin = pct / 100;
     }
-    if (a->allocator && memory_allocator_parse(a->allocator, &req->allocator) < 0) {
-        snprintf(err, LOONG_ERRLEN, "--allocator '%s' is not one of default, expandable", a->allocator);
+    if (a->allocator && memory_allocator_parse(a->allocator, &req->allocator) < 0 &&
+        number_in(a->allocator, 1, 10, &req->alloc_factor) < 0) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--allocator '%s' is not one of default, expandable, or a factor from 1 to 10 (loong calibrate "
+                 "--kineto fits one)",
+                 a->allocator);
         return -1;
     }
     return 0;

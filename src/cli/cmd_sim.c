@@ -18,6 +18,7 @@
 #include "core/strategy.h"
 #include "core/timeline.h"
 #include "core/trace.h"
+#include "model/memtrack.h"
 #include "sim/sim.h"
 #include "model/platform_spec.h"
 #include "cli.h"
@@ -38,6 +39,8 @@ static void sim_usage(FILE *f)
             "  --trace-format F      chrome: loong's trace (one file); kineto: the PyTorch profiler's\n"
             "                        form, --trace DIR then gets DIR/rank<N>.pt.trace.json per rank,\n"
             "                        what loong compare and calibrate read from PyTorch [chrome]\n"
+            "  --trace-memory        also write each rank's allocated memory over the step as counter\n"
+            "                        tracks (Perfetto draws them under the rank's streams); chrome only\n"
             "  --trace-rank R        only rank R in the trace                           [all]\n"
             "  --trace-layer L       only layer L (and model-level tasks) in the trace   [all]\n"
             "  --trace-max SIZE      refuse, before simulating, a trace estimated above SIZE\n"
@@ -89,6 +92,7 @@ typedef struct sim_args {
     trace_filter flt;
     bool quiet, timing, compose;
     bool kineto;    /* --trace-format kineto */
+    bool trace_mem; /* --trace-memory */
     char **sg_args; /* --cfg= and --log= for SimGrid */
     int nsg;
     whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */
@@ -131,6 +135,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"trace-layer", required_argument, 0, 'L'},
         {"trace-max", required_argument, 0, 'X'},
         {"trace-format", required_argument, 0, 'K'},
+        {"trace-memory", no_argument, 0, 'W'},
         {"output", required_argument, 0, 'o'},
         {"links", required_argument, 0, 'l'},
         {"json", required_argument, 0, 'j'},
@@ -162,6 +167,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
                 return cli_fail("sim", "--trace-format '%s' is not one of: chrome, kineto", optarg);
             a->kineto = !strcmp(optarg, "kineto");
             break;
+        case 'W': a->trace_mem = true; break;
         case 'o':
             a->out = optarg;
             a->out_given = true;
@@ -212,6 +218,9 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     if (optind < argc) return cli_fail("sim", "unexpected argument '%s': see loong sim --help", argv[optind]);
     if (!a->platform)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");
+    if (a->trace_mem && (!a->trace || a->kineto))
+        return cli_fail("sim", "--trace-memory adds counter tracks to loong's trace: give --trace FILE (and no "
+                               "--trace-format kineto)");
     if (a->json && !strcmp(a->json, "-") && !strcmp(a->out, "-") && a->out_given)
         return cli_fail("sim", "-o - and --json - both name standard output: give one of them a file");
     char err[LOONG_ERRLEN];
@@ -507,6 +516,31 @@ static void abort_outputs(sim_outputs *o)
     afile_abort(&o->js);
 }
 
+/* The trace, with --trace-memory each rank's memory timeline (memtrack.h)
+ * as two counter tracks: "memory" {allocated}, the total, and "memory by
+ * term" with one series per term of the memory model. */
+static int write_trace(FILE *f, const dag *g, const sim_result *res, const sim_args *a)
+{
+    json_t *w = whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL;
+    if (!a->trace_mem) return trace_write(f, g, "sim", res->start, res->dur, &a->flt, w);
+    memtrack mt;
+    memtrack_build(g, res->start, res->dur, &mt);
+    static const char *const total[] = {"allocated"};
+    const char *terms[MT_TERMS];
+    for (int k = 0; k < MT_TERMS; k++)
+        terms[k] = memtrack_term_name(k);
+    trace_counter *cnt = xmalloc_array(2 * (size_t)mt.nranks, sizeof *cnt, "the memory counters");
+    for (int r = 0; r < mt.nranks; r++) {
+        const memtrack_rank *m = &mt.r[r];
+        cnt[2 * r] = (trace_counter){r, "memory", 1, total, m->n, m->t, m->total};
+        cnt[2 * r + 1] = (trace_counter){r, "memory by term", MT_TERMS, terms, m->n, m->t, m->v};
+    }
+    int rc = trace_write_counters(f, g, "sim", res->start, res->dur, &a->flt, w, cnt, 2 * (size_t)mt.nranks);
+    free(cnt);
+    memtrack_free(&mt);
+    return rc;
+}
+
 /* Write every output, then commit them all. */
 static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf,
                          const mem_check *mc, sim_outputs *o, int *bugs, char err[LOONG_ERRLEN])
@@ -514,9 +548,7 @@ static int write_outputs(const dag *g, const calib *cb, const sim_result *res, s
     char *mem = NULL;
     size_t memlen = 0;
     int rc = 0;
-    if (a->trace && !a->kineto &&
-        trace_write(o->tr.f, g, "sim", res->start, res->dur, &a->flt,
-                    whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL) < 0)
+    if (a->trace && !a->kineto && write_trace(o->tr.f, g, res, a) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");

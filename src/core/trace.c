@@ -162,8 +162,34 @@ double trace_estimate_bytes(const dag *g, const trace_filter *flt)
     return (sampled > 0 ? bytes / sampled * kept : 0) + flows * TRACE_FLOW_BYTES;
 }
 
+/* The counter tracks: one "C" event per sample, on the rank's process. A
+ * sample repeating the previous one is left out (Perfetto holds a value
+ * until the next sample). */
+static void write_counters(FILE *f, const trace_counter *cnt, size_t ncnt, const trace_filter *flt)
+{
+    for (size_t c = 0; c < ncnt; c++) {
+        const trace_counter *k = &cnt[c];
+        if (flt && flt->rank >= 0 && k->rank != flt->rank) continue;
+        for (size_t i = 0; i < k->n; i++) {
+            const double *v = &k->values[i * (size_t)k->nseries];
+            if (i > 0 && !memcmp(v, v - k->nseries, (size_t)k->nseries * sizeof *v)) continue;
+            fprintf(f, "{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"args\":{", k->name, k->rank,
+                    trace_us(k->ts_s[i]));
+            for (int j = 0; j < k->nseries; j++)
+                fprintf(f, "%s\"%s\":%.0f", j ? "," : "", k->series[j], v[j]);
+            fputs("}},\n", f);
+        }
+    }
+}
+
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
                 const trace_filter *flt, json_t *perturbed)
+{
+    return trace_write_counters(f, g, backend, start_s, dur_s, flt, perturbed, NULL, 0);
+}
+
+int trace_write_counters(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
+                         const trace_filter *flt, json_t *perturbed, const trace_counter *cnt, size_t ncnt)
 {
     fputs("{\"traceEvents\":[\n", f);
     write_metadata(f, g, flt);
@@ -172,6 +198,7 @@ int trace_write(FILE *f, const dag *g, const char *backend, const double *start_
         if (keep(flt, t)) task_event(f, g, t, trace_us(start_s[i]), trace_us(dur_s[i]));
     }
     write_flows(f, g, start_s, dur_s, flt);
+    write_counters(f, cnt, ncnt, flt);
     /* a closing metadata event keeps the array free of a trailing comma */
     fputs("{\"ph\":\"M\",\"name\":\"loong_end\",\"pid\":0,\"args\":{}}\n],\n\"displayTimeUnit\":\"ms\",\n", f);
     json_t *meta = json_pack("{s:i,s:s,s:s,s:o}", "format", TRACE_FORMAT, "version", PACKAGE_VERSION, "backend",

@@ -43,6 +43,28 @@ typedef struct trace_filter {
 int trace_write(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
                 const trace_filter *flt, json_t *perturbed);
 
+/* A counter track of one rank: n samples; from ts_s[i] (seconds from the
+ * step's start) on, series k holds values[i * nseries + k]. Written as
+ * "ph":"C" events named `name` with one arg per series, on the rank's
+ * process (pid = rank), which Perfetto draws as one track per series,
+ * "<name> <series>", under the rank's streams (its JSON importer, case 'C',
+ * google/perfetto src/trace_processor/importers/json/
+ * json_trace_parser_impl.cc), and chrome://tracing as one stacked chart. */
+typedef struct trace_counter {
+    int rank;
+    const char *name;
+    int nseries;
+    const char *const *series;
+    size_t n;
+    const double *ts_s, *values;
+} trace_counter;
+
+/* trace_write, with the ncnt counter tracks cnt after the flow events
+ * (those of ranks that flt leaves out are not written; trace_write writes
+ * none). Values are written rounded to integers (bytes). */
+int trace_write_counters(FILE *f, const dag *g, const char *backend, const double *start_s, const double *dur_s,
+                         const trace_filter *flt, json_t *perturbed, const trace_counter *cnt, size_t ncnt);
+
 /* About how many bytes trace_write writes for g under flt (NULL: all):
  * the task events formatted for a sample of at most 65,536 kept tasks,
  * scaled to all of them, their time stamps sized for steps of 0.1 to 10 s,

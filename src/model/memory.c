@@ -75,8 +75,7 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     return kept;
 }
 
-/* Ring slots, block output and all-to-all staging (see memory.h). */
-static double attention_buffers(const config *c)
+double memory_attention_buffers(const config *c)
 {
     dims k = dims_of(c);
     int lanes = ringgeo_lanes(c);
@@ -104,13 +103,18 @@ static double attention_buffers(const config *c)
     return bytes;
 }
 
+double memory_block_params(const config *c, bool head)
+{
+    return (double)(head ? model_head_params_tp(&c->model, c->tp) : model_layer_params_tp(&c->model, c->tp));
+}
+
 /* ZeRO-3: the most parameters gathered at once, as build.c's bounded
  * prefetch leaves them: prefetch + 1 consecutive blocks of the L layers
  * and the LM head (block L). */
 double memory_gathered_params(const config *c)
 {
     int L = c->model.layers, w = c->prefetch + 1 < L + 1 ? c->prefetch + 1 : L + 1;
-    double lp = (double)model_layer_params_tp(&c->model, c->tp), hp = (double)model_head_params_tp(&c->model, c->tp);
+    double lp = memory_block_params(c, false), hp = memory_block_params(c, true);
     /* w blocks without the head, or w - 1 and the head */
     return (w - 1) * lp + (w > L ? hp : hp > lp ? hp : lp);
 }
@@ -148,7 +152,12 @@ double memory_nccl_p2p(int nvl, int net)
 
 void memory_reserve(memory_estimate *e, memory_allocator a)
 {
-    e->alloc_factor = a == MEMORY_ALLOC_EXPANDABLE ? MEMORY_ALLOC_FACTOR_EXPANDABLE : MEMORY_ALLOC_FACTOR;
+    memory_reserve_factor(e, a == MEMORY_ALLOC_EXPANDABLE ? MEMORY_ALLOC_FACTOR_EXPANDABLE : MEMORY_ALLOC_FACTOR);
+}
+
+void memory_reserve_factor(memory_estimate *e, double factor)
+{
+    e->alloc_factor = factor;
     e->allocator = e->peak * (e->alloc_factor - 1);
     e->context = MEMORY_CONTEXT_BYTES;
     e->reserved = e->peak + e->allocator + e->context + e->nccl;
@@ -227,7 +236,8 @@ static void model_states(const config *c, int stage, memory_estimate *out)
     out->optimizer = 12 * psi;
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
-    if (c->zero >= 3) out->weights = 2 * psi / n + 2 * memory_gathered_params(c);
+    out->gathered = c->zero >= 3 ? 2 * memory_gathered_params(c) : 0;
+    if (c->zero >= 3) out->weights = 2 * psi / n + out->gathered;
     out->fp8_weights = memory_fp8_weight_bytes(c, stage);
 }
 
@@ -237,6 +247,19 @@ double memory_fp8_weight_bytes(const config *c, int stage)
     double blocks = (double)pipe_stage_layers(c, stage) * (double)model_layer_params_tp(&c->model, c->tp);
     if (c->zero >= 3 && memory_gathered_params(c) < blocks) blocks = memory_gathered_params(c);
     return blocks * (c->precision == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2);
+}
+
+double memory_sp_gathered(const config *c)
+{
+    return c->tp > 1 && c->sequence_parallel ? 2 * dims_of(c).T * c->model.hidden * c->act_bytes : 0;
+}
+
+double memory_lm_head_bytes(const config *c)
+{
+    double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    /* the fp32 cross-entropy: logits + their fp32 copy (forward), the fp32
+     * gradient + its cast back (backward) */
+    return dims_of(c).T * vocab * (c->act_bytes + 4);
 }
 
 void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
@@ -256,13 +279,10 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     out->working = none + (group > 0 ? group * none - kept : 0);
     /* sequence parallelism: a layer's backward holds two gathered (T, hidden)
      * tensors at once (the input re-gathered and the output gradient) */
-    if (c->tp > 1 && c->sequence_parallel) out->working += 2 * dims_of(c).T * c->model.hidden * c->act_bytes;
-    out->attn_buffers = attention_buffers(c);
-    double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    out->working += memory_sp_gathered(c);
+    out->attn_buffers = memory_attention_buffers(c);
     bool head = c->pp == 1 || stage == c->pp - 1;
-    /* the fp32 cross-entropy: logits + their fp32 copy (forward), the fp32
-     * gradient + its cast back (backward) */
-    out->lm_head = head ? dims_of(c).T * vocab * (c->act_bytes + 4) : 0;
+    out->lm_head = head ? memory_lm_head_bytes(c) : 0;
     double transient = out->working + out->attn_buffers;
     if (out->lm_head > transient) transient = out->lm_head;
     out->workspace = MEMORY_WORKSPACE_BYTES;

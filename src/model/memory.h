@@ -11,7 +11,8 @@
  *              x the caching allocator's factor + the CUDA context + NCCL's
  *              buffers of every communicator the rank joins (memory_reserve).
  *
- * The planner decides fit on reserved (plan.h).
+ * The planner decides fit on reserved (plan.h). memtrack.h places these
+ * terms on a timed DAG: the memory timeline of `loong sim --trace-memory`.
  *
  * Notation: Ψ = model_params_tp(), the parameters of one TP rank's shard
  * (Megatron: weights, gradients and optimizer state divided by tp, norms
@@ -131,34 +132,34 @@ typedef enum { MEMORY_ALLOC_CACHING, MEMORY_ALLOC_EXPANDABLE } memory_allocator;
 int memory_allocator_parse(const char *s, memory_allocator *out);
 const char *memory_allocator_name(memory_allocator a);
 
- /* reserved / allocated of PyTorch's caching allocator: the mean of the six
-  * measured ratios real_reserved_gib / real_alloc_gib of SimuMax's B200
-  * Megatron runs (MooreThreads/SimuMax docs/b200/b200_release_v1.2_summary
-  * .json, Llama3-70B TP 1-8 and DeepSeek-V2 rows: 1.065, 1.030, 1.028,
-  * 1.029, 1.069, 1.053; 1.03-1.09 over the file). Expandable segments map
-  * physical pages into a segment as it grows (PyTorch CUDA semantics,
-  * "expandable_segments"), so blocks are not stranded between segments
-  * of fixed sizes: factor 1. */
+/* reserved / allocated of PyTorch's caching allocator: the mean of the six
+ * measured ratios real_reserved_gib / real_alloc_gib of SimuMax's B200
+ * Megatron runs (MooreThreads/SimuMax docs/b200/b200_release_v1.2_summary
+ * .json, Llama3-70B TP 1-8 and DeepSeek-V2 rows: 1.065, 1.030, 1.028,
+ * 1.029, 1.069, 1.053; 1.03-1.09 over the file). Expandable segments map
+ * physical pages into a segment as it grows (PyTorch CUDA semantics,
+ * "expandable_segments"), so blocks are not stranded between segments
+ * of fixed sizes: factor 1. */
 #define MEMORY_ALLOC_FACTOR            1.05
 #define MEMORY_ALLOC_FACTOR_EXPANDABLE 1.0
- /* The CUDA context with lazy module loading (CUDA_MODULE_LOADING=LAZY,
-  * PyTorch's default since 1.13): 287 MB, against 667 MB eager (measured in
-  * pytorch/pytorch PR 86509). */
+/* The CUDA context with lazy module loading (CUDA_MODULE_LOADING=LAZY,
+ * PyTorch's default since 1.13): 287 MB, against 667 MB eager (measured in
+ * pytorch/pytorch PR 86509). */
 #define MEMORY_CONTEXT_BYTES 287e6
- /* cuBLAS (32 MiB) and TransformerEngine (32 MiB) GEMM workspaces. */
+/* cuBLAS (32 MiB) and TransformerEngine (32 MiB) GEMM workspaces. */
 #define MEMORY_WORKSPACE_BYTES (64.0 * 1048576)
 
- /* NCCL's device buffers, per connection: Simple 4 MiB (DEFAULT_BUFFSIZE),
-  * LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 x 8
-  * x 8 B = 4 800 KiB (src/init.cc defaults): 9.19 MiB, allocated through
-  * cuMem in 2 MiB granules, so 10 MiB (the 10485760-byte allocations of
-  * NVIDIA/nccl#1685's NCCL_DEBUG_SUBSYS=ALLOC log). */
+/* NCCL's device buffers, per connection: Simple 4 MiB (DEFAULT_BUFFSIZE),
+ * LL 8 lines x 512 threads x 8 steps x 16 B = 512 KiB, LL128 120 x 640 x 8
+ * x 8 B = 4 800 KiB (src/init.cc defaults): 9.19 MiB, allocated through
+ * cuMem in 2 MiB granules, so 10 MiB (the 10485760-byte allocations of
+ * NVIDIA/nccl#1685's NCCL_DEBUG_SUBSYS=ALLOC log). */
 #define MEMORY_NCCL_CONN_BYTES (10.0 * 1048576)
- /* Channels: 16 collective channels on a DGX H100 ("16 coll channels",
-  * NVIDIA/nccl#1453's init log); send/recv channels per peer: 32 over
-  * NVLink (#1685: channels 00-31 per GPU pair of an all-to-all on 8 H100)
-  * and 2 over the network (NCCL_NCHANNELS_PER_NET_PEER, "2 p2p channels per
-  * peer" in #1453's log). */
+/* Channels: 16 collective channels on a DGX H100 ("16 coll channels",
+ * NVIDIA/nccl#1453's init log); send/recv channels per peer: 32 over
+ * NVLink (#1685: channels 00-31 per GPU pair of an all-to-all on 8 H100)
+ * and 2 over the network (NCCL_NCHANNELS_PER_NET_PEER, "2 p2p channels per
+ * peer" in #1453's log). */
 #define MEMORY_NCCL_COLL_CHANNELS     16
 #define MEMORY_NCCL_NVL_PEER_CHANNELS 32
 #define MEMORY_NCCL_NET_PEER_CHANNELS 2
@@ -174,6 +175,7 @@ double memory_nccl_p2p(int nvl, int net);
 typedef struct memory_estimate {
     double weights, grads, optimizer; /* model states, bytes per rank */
     double fp8_weights;               /* --precision fp8: TE's FP8 weight copies (memory_fp8_weight_bytes) */
+    double gathered;                  /* ZeRO-3: the gathered blocks (part of weights), else 0 */
     double workspace;                 /* cuBLAS + TE GEMM workspaces */
     double act_per_layer;             /* kept for the backward, one layer (a chunk's mean) */
     double in_flight;                 /* chunk passes whose activations the stage keeps at once */
@@ -194,6 +196,9 @@ typedef struct memory_estimate {
 /* Recompute e's reserved terms for allocator a (memory_estimate_* use the
  * caching allocator): reserved = peak x factor + context + nccl. */
 void memory_reserve(memory_estimate *e, memory_allocator a);
+/* The same with a measured factor (loong calibrate --kineto fits one from
+ * profile_memory traces: loong plan --allocator F). */
+void memory_reserve_factor(memory_estimate *e, double factor);
 
 /* Per-rank peak memory of a validated config (ZeRO shards over its
  * gradient group, c->dp * P ranks): of its tightest pipeline stage (the
@@ -215,6 +220,19 @@ double memory_layer_activations(const config *c, recompute_kind policy);
  * LM head stays bf16. Under ZeRO-3 the gathered blocks' only. 0 under
  * bf16. */
 double memory_fp8_weight_bytes(const config *c, int stage);
+/* The terms above that the memory timeline (memtrack.h) places on a
+ * timed DAG, exposed so that it counts with the same formulas:
+ *   memory_attention_buffers  ring slots, block output, all-to-all staging;
+ *   memory_sp_gathered        the two gathered (T, hidden) tensors of a
+ *                             layer's backward under sequence parallelism
+ *                             (0 without);
+ *   memory_lm_head_bytes      the LM head's logits and their fp32 copy;
+ *   memory_block_params       the parameters of one block (head: of the
+ *                             weights outside the blocks), one TP shard. */
+double memory_attention_buffers(const config *c);
+double memory_sp_gathered(const config *c);
+double memory_lm_head_bytes(const config *c);
+double memory_block_params(const config *c, bool head);
 /* ZeRO-3: the most parameter elements gathered at once per rank, the
  * largest prefetch + 1 consecutive blocks of the layers and the LM head
  * (the DAG's bounded prefetch, core/build.c). */

@@ -208,7 +208,10 @@ double plan_mem_limit(const plan_request *req) { return req->gpu_mem * (1 - req-
 bool plan_mem_fits(plan_layout *l, const plan_request *req)
 {
     memory_estimate_config(&l->c, &l->mem);
-    memory_reserve(&l->mem, req->allocator);
+    if (req->alloc_factor > 0)
+        memory_reserve_factor(&l->mem, req->alloc_factor);
+    else
+        memory_reserve(&l->mem, req->allocator);
     return l->mem.reserved <= plan_mem_limit(req);
 }
 
@@ -789,6 +792,7 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
     json_object_set_new(jr, "memory_margin", json_real(req->margin));
     json_object_set_new(jr, "memory_limit_bytes", json_real(plan_mem_limit(req)));
     json_object_set_new(jr, "allocator", json_string(memory_allocator_name(req->allocator)));
+    if (req->alloc_factor > 0) json_object_set_new(jr, "allocator_factor", json_real(req->alloc_factor));
     json_object_set_new(jr, "global_batch", req->global_batch ? json_integer(req->global_batch) : json_null());
     json_object_set_new(jr, "global_batch_tokens",
                         req->global_batch ? json_real((double)req->global_batch * (double)req->base.seq) : json_null());

@@ -102,6 +102,7 @@ typedef struct plan_request {
      * gpu_mem x (1 - margin): --memory-margin, a fraction */
     double margin;
     memory_allocator allocator; /* --allocator: the reserved peak's allocator factor */
+    double alloc_factor;        /* --allocator F: a measured factor instead (loong calibrate --kineto); 0: none */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
 } plan_request;

@@ -117,7 +117,9 @@ static void write_breakdown(FILE *f, const plan_layout *l, const plan_request *r
     term(f, "workspaces", m->workspace, "cuBLAS and TransformerEngine GEMM workspaces");
     term(f, "allocated", m->peak, "their sum: the tensors' peak");
     snprintf(why, sizeof why, "allocated x %.2f, the %s caching allocator's reserve", m->alloc_factor,
-             req->allocator == MEMORY_ALLOC_EXPANDABLE ? "expandable-segments" : "default");
+             req->alloc_factor > 0                       ? "measured"
+             : req->allocator == MEMORY_ALLOC_EXPANDABLE ? "expandable-segments"
+                                                         : "default");
     term(f, "allocator", m->allocator, why);
     term(f, "CUDA context", m->context, "lazy module loading");
     snprintf(why, sizeof why, "buffers of its communicators: tp %.2f, cp %.2f, ulysses %.2f, grads %.2f, pp %.2f GB",
