@@ -25,7 +25,9 @@
 #          one 8-GPU PCIe server): their source also measured the GEMM and
 #          FlashAttention tables of topologies/a100-pcie.calib, so kernel
 #          source and validation rows share one project (the source column
-#          says so).
+#          says so). And NeMo's DGX H100 FP8 Llama 3 runs with context
+#          parallelism (experiments/nemo-published: 8B on 8 GPUs, 70B on
+#          64), in tokens/s/GPU.
 #   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 (gpustat:
 #          the GPU's memory in use) against loong's reserved peak
 #          (experiments/tp-memory).
@@ -189,6 +191,13 @@ while read -r m tp pp dp mbc gbs _ pub pred _; do
     row "e2e.simumax.${m#llama3-}.$layout.m$mbc" e2e "8 A100-PCIe, $layout dp$dp m$mbc, seq 4K" \
         "SimuMax A100-PCIe (also a100-pcie.calib's kernels)" "$pub" "$pred" TFLOP/s/GPU "simumax/$m/4K"
 done < <(echo "$out" | grep -v -e '^#' -e '^loong ') # rows, not loong's progress lines
+
+# ---- end to end, FP8: NeMo's DGX H100 Llama 3 runs (experiments/nemo-published) ----
+out=$("$TOP/experiments/nemo-published/run.sh" "$L" 2>&1) || fail "experiments/nemo-published failed: $(echo "$out" | tail -n 1)"
+while read -r m gpus tp pp cp vp dp mb _ pub pred _; do
+    row "e2e.nemo.${m#llama3-}" e2e "$gpus H100 FP8, tp$tp pp$pp cp$cp vp$vp dp$dp m$mb, seq 8K" \
+        "NeMo 24.07 performance summary (FP8)" "$pub" "$pred" tokens/s/GPU "nemo/$m/8K"
+done < <(echo "$out" | grep -v -e '^#' -e '^loong ')
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
 out=$("$TOP/experiments/tp-memory/run.sh" "$L" 2>&1) || fail "experiments/tp-memory failed: $(echo "$out" | tail -n 1)"
