@@ -163,7 +163,7 @@ int cmd_dag(int argc, char **argv)
         return cli_fail("dag", "%s", err);
     /* ---- */
     config c;
-    if (cli_config_finish(&cc, &c, err) < 0) {
+    if (cli_config_finish(&cc, &c, err) < 0 || (cb && calib_check_precision(cb, c.precision, err) < 0)) {
         calib_free(cb);
         return cli_fail("dag", "%s", err);
     }

@@ -2,7 +2,6 @@
 #include "unfused.h"
 
 #include "dag_internal.h"
-#include "sizes.h"
 
 uint64_t unfused_scores(const config *c, uint64_t q, uint64_t kv, uint64_t heads)
 {
