@@ -315,11 +315,17 @@ static int apply_domain(const topo_args *a, platform_spec *sp, int hosts, char e
         return 0;
     }
     int per = domain / gpn;
-    if (domain % gpn || hosts % per || (npl && npl % per)) {
+    if (domain % gpn) {
         snprintf(err, LOONG_ERRLEN,
-                 "--nvlink-domain %d spans whole nodes of %d GPUs: it, --nodes %d and --nodes-per-leaf must be "
-                 "multiples of them (%d nodes per domain)",
-                 domain, gpn, hosts, domain % gpn ? 1 : per);
+                 "--nvlink-domain %d spans whole nodes of %d GPUs: give a multiple of --gpus-per-node %d", domain, gpn,
+                 gpn);
+        return -1;
+    }
+    if (hosts % per || (npl && npl % per)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--nodes %d and --nodes-per-leaf must fill whole NVLink domains of %d nodes (%d GPUs): give "
+                 "multiples of %d",
+                 hosts, per, domain, per);
         return -1;
     }
     sp->nodes = hosts / per, sp->gpus_per_node = domain, sp->tray_gpus = gpn;
