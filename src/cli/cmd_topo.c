@@ -61,7 +61,7 @@ static void topo_usage(FILE *f)
             "                          (a100-pcie: its PCIe link, NCCL's PCIe hop [7.05us])\n"
             "  --nic-latency T         per NIC link (two per node-node path)    [11.2us]\n"
             "  --uplink-latency T      per leaf-spine link                         [0us]\n"
-            "  --nvls on|off           NVLink SHARP all-reduce in the switch  [on: h100, h200]\n"
+            "  --nvls on|off           NVLink SHARP all-reduce in the switch [on: NVSwitch 3+]\n"
             "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
             "                          that rail first (NCCL's PXN) [on: NVLink GPU kinds]\n"
             "  --ll-eff X, --ll128-eff X, --tree-eff X, --nvls-eff X\n"
@@ -409,10 +409,11 @@ int cmd_topo(int argc, char **argv)
         {0, 0, 0, 0},
     };
     topo_args a = {0};
-    const char **slot[] = {NULL,      &a.nodes,     &a.gpn,      &a.gpu,     &a.nvlink,        &a.nic,    &a.nics,
-                           &a.fabric, &a.oversub,   &a.npl,      &a.nvl_lat, &a.nic_lat,       &a.up_lat, &a.nvls,
-                           &a.pxn,    &a.unit,      &a.lpr,      &a.ports,   &a.spine_oversub, &a.preset, &a.peak,
-                           &a.ll_eff, &a.ll128_eff, &a.tree_eff, &a.nvls_eff, NULL,       &a.domain};
+    const char **slot[] = {
+        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink, &a.nic,    &a.nics,      &a.fabric,
+        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat, &a.nvls,   &a.pxn,       &a.unit,
+        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,   &a.ll_eff, &a.ll128_eff, &a.tree_eff,
+        &a.nvls_eff, NULL,     &a.domain};
     const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;

@@ -30,10 +30,10 @@
 #include "core/units.h"
 
 typedef struct platform_spec {
-    char gpu[16];         /* GPU kind: h100, h200, b200, b300, gb200, gb300, a100, a100-pcie, cpu */
-    int nodes;            /* nodes in the cluster: NVLink domains (below) */
-    int gpus_per_node;    /* GPUs on one NVSwitch: one NVLink domain */
-    int nics_per_node;    /* rail NICs per node (domain); divides gpus_per_node */
+    char gpu[16];      /* GPU kind: h100, h200, b200, b300, gb200, gb300, a100, a100-pcie, cpu */
+    int nodes;         /* nodes in the cluster: NVLink domains (below) */
+    int gpus_per_node; /* GPUs on one NVSwitch: one NVLink domain */
+    int nics_per_node; /* rail NICs per node (domain); divides gpus_per_node */
     /* GPUs per compute tray (host) where an NVLink domain spans several
      * (GB200/GB300 NVL72: 4 per tray, 18 trays); 0 where the domain is one
      * host. A "node" of this spec is the NVLink domain, as NCCL's MNNVL
