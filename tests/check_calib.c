@@ -255,8 +255,8 @@ END_TEST
 /* The shipped default tables load, never exceed peak, and name their GPU. */
 START_TEST(shipped_tables)
 {
-    static const char *kinds[] = {"h100", "h200", "a100", "a100-pcie"};
-    for (int i = 0; i < 4; i++) {
+    static const char *kinds[] = {"h100", "h200", "a100", "a100-pcie", "b200", "b300", "gb200", "gb300"};
+    for (int i = 0; i < 8; i++) {
         char path[1024], err[LOONG_ERRLEN] = "";
         snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, kinds[i]);
         calib *cb = calib_load(path, err);
@@ -401,7 +401,7 @@ END_TEST
 /* The shipped shape tables keep their sources' figures: SimuMax's A100
  * PCIe forward of 4096 x 1536 x 5120 at 0.7877 (of 312T) and its wgrad at
  * 0.6245 (configs/system/a100_pcie.json); XLA's sm_90 4096^3 bf16 dot at
- * 780.2 TFLOP/s (of 989T) for H100 and H200. */
+ * 780.2 TFLOP/s (of 989T) for H100 and H200; XLA's sm_100 for B200. */
 START_TEST(shipped_gemm_shapes)
 {
     static const struct {
@@ -411,7 +411,14 @@ START_TEST(shipped_gemm_shapes)
     } rows[] = {{"a100-pcie", GEMM_TN, 4096, 1536, 5120, 0.7877},
                 {"a100-pcie", GEMM_NT, 1536, 5120, 4096, 0.6245},
                 {"h100", GEMM_NN, 4096, 4096, 4096, 780.193877565849e12 / 989e12},
-                {"h200", GEMM_NT, 4096, 4096, 4096, 780.193877565849e12 / 989e12}};
+                {"h200", GEMM_NT, 4096, 4096, 4096, 780.193877565849e12 / 989e12},
+                /* XLA's sm_100 (B200) bf16 dots of 256 x 4096 x 4096 and
+                 * 4096^3, of the B200's 2.25 PF; GB200 and GB300 carry the
+                 * B200's fractions of their own peak (an assumption) */
+                {"b200", GEMM_TN, 256, 4096, 4096, 651394145142943 / 2.25e15},
+                {"b200", GEMM_TN, 4096, 4096, 4096, 1416867213789406 / 2.25e15},
+                {"gb200", GEMM_TN, 4096, 4096, 4096, 1416867213789406 / 2.25e15},
+                {"gb300", GEMM_NN, 4096, 4096, 4096, 1416867213789406 / 2.25e15}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char path[1024], err[LOONG_ERRLEN] = "";
         snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, rows[i].gpu);

@@ -128,6 +128,34 @@ START_TEST(nvls_in_one_node)
 }
 END_TEST
 
+/* A GB200 NVL72 rack (loong topo --preset gb200-nvl72: 18 nodes of 4 GPUs
+ * in one 72-GPU NVLink domain): NCCL's MNNVL path makes the domain one
+ * node, so a 72-rank all-reduce is a ring over NVLink alone, 8.4 us + 2 x
+ * 71 NVLink hops of 3.4 us + S x 2 x 71/72 / NVLink, or NVLS in the rack's
+ * switches, 23 us + S / (NVLink x 5/6); across two racks the ring crosses
+ * the NICs (2 x 2 network steps) and NVLS no longer runs. */
+START_TEST(nvl72_allreduce_is_nvlink)
+{
+    const double S = 1 << 30, nvl = 900e9;
+    char p[256], p2[256];
+    snprintf(p, sizeof p, "%s/nvl72.xml", dir);
+    snprintf(p2, sizeof p2, "%s/nvl72x2.xml", dir);
+    run_result r = run_cmd("%s topo --preset gb200-nvl72 -o %s && %s topo --preset gb200-superpod --nodes 36 -o %s",
+                           LOONG_BIN, p, LOONG_BIN, p2);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    both(p, "-b 1G -e 1G --gpus 72 --nccl-algo ring --nccl-proto simple",
+         ring_alpha_us(8.4, 3.4, 14, 72, 1) + 1e6 * S * 2.0 * 71 / 72 / nvl, "NVL72 ring");
+    row w = both(p, "-b 1G -e 1G --gpus 72", 23 + 1e6 * S / (nvl * 5 / 6), "NVL72 NVLS");
+    ck_assert_str_eq(w.algo, "NVLS");
+    /* two racks: the ring's 4 network steps; its channels leave a rack on
+     * all 72 rails (72 x 50 GB/s, more than NVLink's 900) */
+    both(p2, "-b 1G -e 1G --gpus 144 --nccl-algo ring --nccl-proto simple",
+         ring_alpha_us(8.4, 3.4, 14, 144, 2) + 1e6 * S * 2.0 * 143 / 144 / nvl, "two racks' ring");
+    r = run_cmd("%s coll --platform %s -b 1G -e 1G --gpus 144 --nccl-algo nvls", LOONG_BIN, p2);
+    ck_assert_int_eq(r.status, 2);
+}
+END_TEST
+
 /* All-to-all across 2 nodes: half of each buffer leaves the node, each GPU
  * through its rail NIC (PXN for other rails), shared when GPUs share NICs. */
 START_TEST(alltoall_limited_by_nic_per_gpu)
@@ -452,6 +480,7 @@ int main(void)
     tcase_add_test(tc, ring_allreduce_on_k_rails);
     tcase_add_test(tc, tree_latency_is_depth);
     tcase_add_test(tc, nvls_in_one_node);
+    tcase_add_test(tc, nvl72_allreduce_is_nvlink);
     tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
     tcase_add_test(tc, alltoall_bounded_by_pod_uplink);
     suite_add_tcase(s, tc);

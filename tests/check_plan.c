@@ -1133,12 +1133,45 @@ START_TEST(doc_draws)
 END_TEST
 #endif
 
+/* The planner searches the NVLink domain: on two GB200 NVL72 racks (18
+ * nodes of 4 GPUs, 72-GPU NVLink domains) a 16-way head group is a
+ * feasible layout inside one domain, and its exposed communication is
+ * below that of the same racks cut into 4-GPU NVLink domains
+ * (--nvlink-domain 4), where the group's all-to-all crosses NICs. */
+static double exposed_16x4(const char *topo_args)
+{
+    run_result r = run_cmd("%s topo %s -o /tmp/loong-plan-nvl.xml && %s plan --platform /tmp/loong-plan-nvl.xml "
+                           "--calib %s/topologies/gb200.calib --quiet --model llama3-8b --seq 256K --gpus 64 --dp 1 "
+                           "--zero 1 --recompute selective --top 0 --csv /tmp/loong-plan-nvl.csv -o /dev/null && "
+                           "grep '\"16x4 hf zz single kv-repl' /tmp/loong-plan-nvl.csv",
+                           LOONG_BIN, topo_args, LOONG_BIN, LOONG_SRCDIR);
+    ck_assert_msg(r.status == 0, "%s: %s", topo_args, r.err);
+    /* rank,"layout",dp,p_head,p_seq,placement,...,status (11),reason,by,analytic_s,step_s,tok/s,mfu,mem,exposed (19) */
+    char *f = r.out;
+    for (int i = 0; i < 18 && f; i++)
+        f = strchr(f + 1, ',');
+    ck_assert_msg(f && strstr(r.out, ",feasible,"), "%s: 16x4 not feasible: %s", topo_args, r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, ",16,4,head-first,"));
+    unlink("/tmp/loong-plan-nvl.xml");
+    unlink("/tmp/loong-plan-nvl.csv");
+    return atof(f + 1);
+}
+
+START_TEST(plan_head_group_spans_nvl72)
+{
+    double nvl72 = exposed_16x4("--preset gb200-superpod --nodes 36"),
+           nvl4 = exposed_16x4("--preset gb200-superpod --nodes 36 --nvlink-domain 4");
+    ck_assert_msg(nvl72 < nvl4, "exposed communication %g s in a 72-GPU domain, %g s in 4-GPU ones", nvl72, nvl4);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
+    tcase_add_test(tc, plan_head_group_spans_nvl72);
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_test(tc, memory_tensor_parallel);
     tcase_add_test(tc, memory_reserved_terms);

@@ -576,6 +576,35 @@ START_TEST(rail_alltoall_stays_in_its_unit)
 }
 END_TEST
 
+/* An NVLink domain across nodes (two GB200 NVL72 racks, 18 nodes of 4
+ * GPUs each): a 16-way head group's all-to-all and a 4-way ring inside
+ * rack 0 (mesh 16x4, 64 GPUs, --gpus-per-node 72: the domain) carry
+ * traffic on NVLink links only, never a NIC; the same mesh widened to two
+ * racks (16x8, 128 GPUs) does reach the NICs. Read from the busiest-links
+ * report. */
+START_TEST(nvl72_domain_never_touches_a_nic)
+{
+    char plat[1024];
+    snprintf(plat, sizeof plat, "%s/nvl72x2.xml", dir);
+    run_result r = run_cmd("%s topo --preset gb200-superpod --nodes 36 -o %s", LOONG_BIN, plat);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    static const char *mesh[] = {"16x4", "16x8"};
+    for (int m = 0; m < 2; m++) {
+        r = run_cmd("%s sim --quiet --platform %s --calib %s/topologies/gb200.calib --model llama3-8b --layers 1 "
+                    "--seq 64K --mesh %s --strategy usp --scope attn --gpus-per-node 72 --links 1000 -o %s/l.txt && "
+                    "grep -c -- '-nic[0-9]*_UP' %s/l.txt; grep -c -- '-nvlink_UP' %s/l.txt",
+                    LOONG_BIN, plat, LOONG_SRCDIR, mesh[m], dir, dir, dir);
+        int nics = -1, nvl = -1;
+        ck_assert_msg(sscanf(r.out, "%d %d", &nics, &nvl) == 2, "%s", r.out);
+        ck_assert_msg(nvl > 0, "mesh %s: no NVLink link carried traffic", mesh[m]);
+        if (m == 0)
+            ck_assert_msg(nics == 0, "mesh 16x4 inside one rack: %d NICs carried traffic", nics);
+        else
+            ck_assert_msg(nics > 0, "mesh 16x8 over two racks: no NIC carried traffic");
+    }
+}
+END_TEST
+
 /* Bad input: one line on stderr, exit 2, no output file. */
 static void assert_rejected(const char *platform, const char *extra, const char *needle)
 {
@@ -840,9 +869,9 @@ START_TEST(bad_inputs)
     plat_write(&sp, "small.xml", small, sizeof small);
     assert_rejected(small, "--gpus-per-node 4 --calib " LOONG_SRCDIR "/topologies/h100.calib", "4 GPU hosts");
     platform_spec odd = plat_spec(1, 8, 8);
-    strcpy(odd.gpu, "b200");
-    plat_write(&odd, "b200.xml", path, sizeof path);
-    assert_rejected(path, "", "unknown GPU kind 'b200'");
+    strcpy(odd.gpu, "mi300x");
+    plat_write(&odd, "mi300x.xml", path, sizeof path);
+    assert_rejected(path, "", "unknown GPU kind 'mi300x'");
     free_compute(text, sizeof text, "1e18");
     strcat(text, "gemm curve flops 4us 1G:1.5\n");
     snprintf(path, sizeof path, "%s/bad.calib", dir);
@@ -882,6 +911,7 @@ int main(void)
     tcase_add_test(cli, dp_is_recorded);
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);
+    tcase_add_test(cli, nvl72_domain_never_touches_a_nic);
     tcase_add_test(cli, bad_inputs);
     tcase_add_test(cli, memory_verdict);
     tcase_add_test(cli, summary_counts_every_replica);

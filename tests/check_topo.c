@@ -213,8 +213,11 @@ START_TEST(bad_input)
     static const struct {
         const char *args, *needle;
     } bad[] = {
-        {"--gpu b200", "unknown GPU kind 'b200'"},
+        {"--gpu mi300x", "unknown GPU kind 'mi300x'"},
         {"--nics-per-node 3", "--nics-per-node"},
+        {"--nvlink-domain 12", "--nvlink-domain 12 spans whole nodes of 8 GPUs"},
+        {"--preset gb200-nvl72 --nodes 20", "--nodes 20"},
+        {"--preset nvl36", "--preset 'nvl36'"},
         {"--nic 400Gb", "--nic"},
         {"--nic fast", "--nic"},
         {"--oversubscription 0.5", "--oversubscription"},

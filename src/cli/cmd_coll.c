@@ -166,7 +166,7 @@ static int setup(const coll_cli *o, coll_job *j, char err[LOONG_ERRLEN])
     if (!j->sp.nccl) {
         snprintf(err, LOONG_ERRLEN,
                  "%s does not run NCCL's collectives (nccl=0 in its loong_spec): use a GPU platform "
-                 "from loong topo --gpu h100|h200|a100|a100-pcie",
+                 "from loong topo --gpu h100|h200|b200|b300|gb200|gb300|a100|a100-pcie",
                  o->platform);
         return -1;
     }

@@ -29,7 +29,12 @@ static void topo_usage(FILE *f)
             "kinds run NCCL's collectives (model/nccl.h); --gpu cpu runs MPI's plain rings.\n"
             "\n"
             "  --nodes N               nodes                                          [1]\n"
-            "  --gpus-per-node N       GPUs per node (on one NVSwitch)                [8]\n"
+            "  --gpus-per-node N       GPUs per node (host, compute tray)     [8; gb*: 4]\n"
+            "  --nvlink-domain N       GPUs sharing NVSwitch trays, a multiple of\n"
+            "                          --gpus-per-node (NCCL's MNNVL: rings, trees\n"
+            "                          and NVLS inside it, NICs between domains; dag,\n"
+            "                          sim and plan then take --gpus-per-node N)\n"
+            "                          [the node; gb200, gb300: 72]\n"
             "  --gpu KIND              %s; sets peak, NVLink, NIC      [h100]\n"
             "  --datasheet             the datasheet figures, without the GPU kind's fit\n"
             "  --peak FLOPS            dense bf16 peak per GPU, e.g. 989T         [by gpu]\n"
@@ -47,11 +52,16 @@ static void topo_usage(FILE *f)
             "  --preset superpod       NVIDIA DGX H100 SuperPOD: --gpu h100, 8 rails of\n"
             "                          400Gbps, --fabric rail, units of 32 nodes, 64-port\n"
             "                          switches, non-blocking (other options override)\n"
+            "  --preset gb200-nvl72    one GB200 NVL72 rack: --gpu gb200, 18 nodes of 4\n"
+            "                          GPUs in one 72-GPU NVLink domain, a 400Gbps NIC\n"
+            "                          per GPU\n"
+            "  --preset gb200-superpod 8 NVL72 racks (144 nodes, 576 GPUs), a rail leaf\n"
+            "                          per 8 racks, one non-blocking spine\n"
             "  --nvlink-latency T      per NVLink link (two per GPU-GPU path)    [5.9us]\n"
             "                          (a100-pcie: its PCIe link, NCCL's PCIe hop [7.05us])\n"
             "  --nic-latency T         per NIC link (two per node-node path)    [11.2us]\n"
             "  --uplink-latency T      per leaf-spine link                         [0us]\n"
-            "  --nvls on|off           NVLink SHARP all-reduce in the switch  [on: h100, h200]\n"
+            "  --nvls on|off           NVLink SHARP all-reduce in the switch [on: NVSwitch 3+]\n"
             "  --pxn on|off            sends to another rail cross NVLink to the GPU on\n"
             "                          that rail first (NCCL's PXN) [on: NVLink GPU kinds]\n"
             "  --ll-eff X, --ll128-eff X, --tree-eff X, --nvls-eff X\n"
@@ -76,7 +86,7 @@ static void topo_usage(FILE *f)
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
     const char *nvls, *pxn, *unit, *lpr, *ports, *spine_oversub, *preset;
-    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff;
+    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff, *domain;
     bool datasheet;
     char fit[4096]; /* the fitted-values file applied ("" none) */
 } topo_args;
@@ -192,6 +202,13 @@ static int apply_rail(const topo_args *a, platform_spec *sp, char err[LOONG_ERRL
     if (a->ports && units_parse_int(a->ports, "--switch-ports", &sp->switch_ports, err) < 0) return -1;
     if (a->spine_oversub && units_parse_si(a->spine_oversub, "--spine-oversubscription", &sp->spine_oversub, err) < 0)
         return -1;
+    int per = sp->tray_gpus ? sp->gpus_per_node / sp->tray_gpus : 1; /* nodes per NVLink domain */
+    if (a->unit && sp->unit_nodes % per) {
+        snprintf(err, LOONG_ERRLEN, "--unit-nodes %d does not hold whole NVLink domains of %d nodes: give a multiple",
+                 sp->unit_nodes, per);
+        return -1;
+    }
+    if (a->unit) sp->unit_nodes /= per; /* the spec counts domains */
     if (leaves < 1 || sp->unit_nodes < 1 || sp->unit_nodes % leaves) {
         snprintf(err, LOONG_ERRLEN, "--leaves-per-rail %d does not divide --unit-nodes %d: give a divisor", leaves,
                  sp->unit_nodes);
@@ -201,18 +218,39 @@ static int apply_rail(const topo_args *a, platform_spec *sp, char err[LOONG_ERRL
     return 0;
 }
 
+/* Whether --preset names a GB200 NVL72 rack (one, or a multi-rack unit). */
+static bool preset_nvl72(const char *preset)
+{
+    return preset && (!strcmp(preset, "gb200-nvl72") || !strcmp(preset, "gb200-superpod"));
+}
+
 /* --preset superpod (NVIDIA DGX SuperPOD reference architecture, DGX H100:
  * RA-11333-001): DGX H100 nodes (the h100 defaults: 8 GPUs, 8 ConnectX-7
  * 400 Gb/s rails), rail-optimised units of 32 nodes on 64-port NDR
- * switches, non-blocking. */
-static int apply_preset(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+ * switches, non-blocking.
+ * --preset gb200-nvl72: one GB200 NVL72 rack (the --gpu gb200 defaults:
+ * 18 compute trays of 4 GPUs in one 72-GPU NVLink domain, a ConnectX-7
+ * per GPU). --preset gb200-superpod: a DGX SuperPOD scalable unit of DGX
+ * GB200 systems, 8 NVL72 racks (576 GPUs; NVIDIA DGX SuperPOD with DGX
+ * GB200 reference architecture), the racks' rail-k NICs on one leaf per
+ * rail (a leaf per 8 racks), one non-blocking spine over the leaves: the
+ * fat-tree's idealised spine, not the RA's switch count. *hosts is the
+ * preset's node count (trays) unless --nodes gives one. */
+static int apply_preset(const topo_args *a, platform_spec *sp, int *hosts, char err[LOONG_ERRLEN])
 {
     if (!a->preset) return 0;
-    if (strcmp(a->preset, "superpod")) {
-        snprintf(err, LOONG_ERRLEN, "--preset '%s' is not one of: superpod", a->preset);
+    if (!strcmp(a->preset, "superpod")) {
+        sp->fabric = PLATFORM_RAIL;
+        return 0;
+    }
+    if (!preset_nvl72(a->preset)) {
+        snprintf(err, LOONG_ERRLEN, "--preset '%s' is not one of: superpod, gb200-nvl72, gb200-superpod", a->preset);
         return -1;
     }
-    sp->fabric = PLATFORM_RAIL;
+    sp->gpus_per_node = 72;
+    sp->tray_gpus = 4;
+    *hosts = strcmp(a->preset, "gb200-superpod") ? 18 : 8 * 18;
+    sp->nodes_per_leaf = 8; /* racks under one rail leaf */
     return 0;
 }
 
@@ -254,16 +292,56 @@ static int apply_rates(const topo_args *a, platform_spec *sp, char err[LOONG_ERR
     return 0;
 }
 
+/* The nodes (hosts), GPUs and NICs per node and the NVLink domain the user
+ * gives, as the spec counts them: a "node" of the spec is an NVLink domain
+ * (platform_spec.h), so a domain of several hosts multiplies the GPUs and
+ * NICs per node and divides the nodes. Without --nvlink-domain a domain is
+ * one node (a GB200/GB300 kind: its rack). */
+static int apply_domain(const topo_args *a, platform_spec *sp, int hosts, char err[LOONG_ERRLEN])
+{
+    int gpn = sp->tray_gpus ? sp->tray_gpus : sp->gpus_per_node, domain, nics, npl = 0;
+    bool kind_domain = sp->tray_gpus != 0;
+    if (a->nodes && units_parse_int(a->nodes, "--nodes", &hosts, err) < 0) return -1;
+    if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &gpn, err) < 0) return -1;
+    domain = kind_domain ? sp->gpus_per_node : gpn;
+    if (a->domain && units_parse_int(a->domain, "--nvlink-domain", &domain, err) < 0) return -1;
+    nics = gpn;
+    if (a->nics && units_parse_int(a->nics, "--nics-per-node", &nics, err) < 0) return -1;
+    if (a->npl && units_parse_int(a->npl, "--nodes-per-leaf", &npl, err) < 0) return -1;
+    if (gpn < 1 || domain < 1 || hosts < 1) return 0; /* platform_spec_validate names the option */
+    if (domain == gpn) {
+        sp->nodes = hosts, sp->gpus_per_node = gpn, sp->nics_per_node = nics, sp->tray_gpus = 0;
+        if (npl) sp->nodes_per_leaf = npl;
+        return 0;
+    }
+    int per = domain / gpn;
+    if (domain % gpn) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--nvlink-domain %d spans whole nodes of %d GPUs: give a multiple of --gpus-per-node %d", domain, gpn,
+                 gpn);
+        return -1;
+    }
+    if (hosts % per || (npl && npl % per)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--nodes %d and --nodes-per-leaf must fill whole NVLink domains of %d nodes (%d GPUs): give "
+                 "multiples of %d",
+                 hosts, per, domain, per);
+        return -1;
+    }
+    sp->nodes = hosts / per, sp->gpus_per_node = domain, sp->tray_gpus = gpn;
+    sp->nics_per_node = nics * per;
+    if (npl) sp->nodes_per_leaf = npl / per;
+    return 0;
+}
+
 static int apply(topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
-    if (platform_spec_defaults(a->gpu ? a->gpu : "h100", sp, err) < 0) return -1;
+    const char *gpu = a->gpu ? a->gpu : preset_nvl72(a->preset) ? "gb200" : "h100";
+    if (platform_spec_defaults(gpu, sp, err) < 0) return -1;
+    int hosts = sp->tray_gpus ? sp->gpus_per_node / sp->tray_gpus : 1;
     if (apply_fit(a, sp, err) < 0 || apply_rates(a, sp, err) < 0) return -1;
-    if (apply_preset(a, sp, err) < 0) return -1;
-    if (a->nodes && units_parse_int(a->nodes, "--nodes", &sp->nodes, err) < 0) return -1;
-    if (a->gpn && units_parse_int(a->gpn, "--gpus-per-node", &sp->gpus_per_node, err) < 0) return -1;
-    sp->nics_per_node = sp->gpus_per_node;
-    if (a->nics && units_parse_int(a->nics, "--nics-per-node", &sp->nics_per_node, err) < 0) return -1;
-    if (a->npl && units_parse_int(a->npl, "--nodes-per-leaf", &sp->nodes_per_leaf, err) < 0) return -1;
+    if (apply_preset(a, sp, &hosts, err) < 0) return -1;
+    if (apply_domain(a, sp, hosts, err) < 0) return -1;
     if (a->nvlink && units_parse_bandwidth(a->nvlink, "--nvlink", &sp->nvlink_bw, err) < 0) return -1;
     if (a->nic && units_parse_bandwidth(a->nic, "--nic", &sp->nic_bw, err) < 0) return -1;
     if (a->oversub && units_parse_si(a->oversub, "--oversubscription", &sp->oversub, err) < 0) return -1;
@@ -323,6 +401,7 @@ int cmd_topo(int argc, char **argv)
         {"tree-eff", required_argument, 0, 23},
         {"nvls-eff", required_argument, 0, 24},
         {"datasheet", no_argument, 0, 25},
+        {"nvlink-domain", required_argument, 0, 26},
         {"list-links", required_argument, 0, 30},
         {"list", no_argument, 0, 31},
         {"output", required_argument, 0, 'o'},
@@ -330,17 +409,18 @@ int cmd_topo(int argc, char **argv)
         {0, 0, 0, 0},
     };
     topo_args a = {0};
-    const char **slot[] = {NULL,      &a.nodes,     &a.gpn,      &a.gpu,     &a.nvlink,        &a.nic,    &a.nics,
-                           &a.fabric, &a.oversub,   &a.npl,      &a.nvl_lat, &a.nic_lat,       &a.up_lat, &a.nvls,
-                           &a.pxn,    &a.unit,      &a.lpr,      &a.ports,   &a.spine_oversub, &a.preset, &a.peak,
-                           &a.ll_eff, &a.ll128_eff, &a.tree_eff, &a.nvls_eff};
+    const char **slot[] = {
+        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink, &a.nic,    &a.nics,      &a.fabric,
+        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat, &a.nvls,   &a.pxn,       &a.unit,
+        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,   &a.ll_eff, &a.ll128_eff, &a.tree_eff,
+        &a.nvls_eff, NULL,     &a.domain};
     const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        if (opt >= 1 && opt < nslots) {
+        if (opt >= 1 && opt < nslots && slot[opt]) {
             *slot[opt] = optarg;
             continue;
         }
@@ -358,7 +438,7 @@ int cmd_topo(int argc, char **argv)
     if (list || list_data) {
         bool generator = a.datasheet;
         for (int i = 1; i < nslots; i++)
-            generator |= *slot[i] != NULL;
+            generator |= slot[i] && *slot[i] != NULL;
         if (generator)
             return cli_fail("topo", "%s reads platforms: drop the generator's options",
                             list ? "--list-links" : "--list");

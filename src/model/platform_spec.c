@@ -40,8 +40,42 @@ static const gpu_kind kinds[] = {
      * peak is measured against */
     {"h100", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 81559.0 * 1048576,
      "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
+    /* H200 (https://www.nvidia.com/en-us/data-center/h200/): 989 TFLOP/s
+     * bf16 and 1,979 FP8 dense (half the sparse figures), 141 GB HBM3e at
+     * 4.8 TB/s, NVLink4 900 GB/s total; DGX H200: ConnectX-7 400 Gb/s. */
     {"h200", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 141e9,
      "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
+    /* Blackwell (NVLink 5: 18 links, 1.8 TB/s total per GPU, 900 GB/s per
+     * direction; NVLink Switch with SHARP, so NVLS on; PXN on). NVIDIA's
+     * spec tables give sparse figures and totals per system: dense = half
+     * the sparse figure, per GPU = system / GPUs. FP8 dense peaks are
+     * recorded here for the precision work (not used by the platform).
+     * B200 (HGX/DGX B200: https://www.nvidia.com/en-us/data-center/dgx-b200/,
+     * https://www.nvidia.com/en-us/data-center/hgx/): 72 PF FP8 and 36 PF
+     * bf16 sparse per 8 GPUs = 4.5 PF FP8, 2.25 PF bf16 dense per GPU;
+     * 1,440 GB HBM3e / 8 = 180 GB (MLCommons systems name it
+     * B200-SXM-180GB), 64 TB/s / 8 = 8 TB/s; 8 ConnectX-7 400 Gb/s. */
+    {"b200", 2.25e15, 900e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 180e9,
+     "B200 SXM: 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s"},
+    /* B300 (HGX B300, https://www.nvidia.com/en-us/data-center/hgx/): 72 PF
+     * FP8 and 36 PF bf16 sparse per 8 GPUs, as the B200 = 4.5 PF FP8, 2.25
+     * PF bf16 dense per GPU; 2.3 TB HBM3e / 8 = 288 GB, 8 TB/s; ConnectX-8
+     * SuperNIC 800 Gb/s per GPU. */
+    {"b300", 2.25e15, 900e9, 100e9, 1, 1, 1, NCCL_NVLINK_US, 288e9,
+     "B300 SXM (Blackwell Ultra): 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s"},
+    /* GB200 NVL72 (https://www.nvidia.com/en-us/data-center/gb200-nvl72/):
+     * 720 PF FP8 and 360 PF bf16 sparse per 72 GPUs = 5 PF FP8, 2.5 PF
+     * bf16 dense per GPU; 13.4 TB HBM3e / 72 = 186 GB (MLCommons systems:
+     * GB200-186GB), 576 TB/s / 72 = 8 TB/s; one ConnectX-7 400 Gb/s per GPU
+     * (4 per compute tray). */
+    {"gb200", 2.5e15, 900e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 186e9,
+     "GB200 (NVL72): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s"},
+    /* GB300 NVL72 (https://www.nvidia.com/en-us/data-center/gb300-nvl72/):
+     * 720 PF FP8 sparse (360 PF dense) per 72 GPUs = 5 PF FP8 dense, bf16
+     * half of it, 2.5 PF; 20.1 TB HBM3e / 72 = 279 GB, 576 TB/s / 72 = 8
+     * TB/s; 72 ConnectX-8 SuperNICs, 800 Gb/s each. */
+    {"gb300", 2.5e15, 900e9, 100e9, 1, 1, 1, NCCL_NVLINK_US, 279e9,
+     "GB300 (NVL72, Blackwell Ultra): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s"},
     {"a100", 312e12, 300e9, 25e9, 1, 0, 1, NCCL_NVLINK_US, 80e9,
      "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
     {"a100-pcie", 312e12, 32e9, 25e9, 1, 0, 0, NCCL_PCI_US, 80e9,
@@ -63,7 +97,17 @@ static const gpu_kind kinds[] = {
 #define NCCL_BASE_US 8.4
 #define NCCL_NET_US  14.0
 
-const char *platform_spec_kinds(void) { return "h100, h200, a100, a100-pcie, cpu"; }
+const char *platform_spec_kinds(void) { return "h100, h200, b200, b300, gb200, gb300, a100, a100-pcie, cpu"; }
+
+/* GB200/GB300 NVL72 (the rack pages above): 18 compute trays of 4 GPUs
+ * (2 superchips of 1 Grace + 2 GPUs; GB300: one board of 2 + 4) and 9
+ * NVLink switch trays, one NVLink domain of 72 GPUs. */
+void platform_spec_domain_default(const char *gpu, int *domain, int *tray)
+{
+    bool nvl72 = !strcmp(gpu, "gb200") || !strcmp(gpu, "gb300");
+    *domain = nvl72 ? 72 : 8;
+    *tray = nvl72 ? 4 : 0;
+}
 
 double platform_spec_gpu_mem(const char *gpu)
 {
@@ -101,8 +145,8 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         memset(sp, 0, sizeof *sp);
         snprintf(sp->gpu, sizeof sp->gpu, "%s", gpu);
         sp->nodes = 1;
-        sp->gpus_per_node = 8;
-        sp->nics_per_node = 8;
+        platform_spec_domain_default(gpu, &sp->gpus_per_node, &sp->tray_gpus);
+        sp->nics_per_node = sp->gpus_per_node; /* one rail NIC per GPU */
         sp->nodes_per_leaf = 32;
         sp->peak = kinds[i].peak;
         sp->nvlink_bw = kinds[i].nvlink_bw;
@@ -131,6 +175,9 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "--gpus-per-node must be at least 1";
     else if (sp->nics_per_node < 1 || sp->gpus_per_node % sp->nics_per_node)
         bad = "--nics-per-node must divide --gpus-per-node (each NIC serves the same number of GPUs)";
+    else if (sp->tray_gpus < 0 || (sp->tray_gpus && (sp->gpus_per_node % sp->tray_gpus ||
+                                                     sp->nics_per_node % (sp->gpus_per_node / sp->tray_gpus))))
+        bad = "--nvlink-domain must be a multiple of --gpus-per-node (whole nodes in a domain)";
     else if ((long long)sp->nodes * sp->gpus_per_node > PLATFORM_MAX_GPUS)
         bad = "--nodes x --gpus-per-node exceeds 65536 GPUs, the most loong simulates: use --dp for replicas";
     else if (sp->nodes_per_leaf < 1)
@@ -290,6 +337,21 @@ static void write_fabric_comment(FILE *f, const platform_spec *sp)
                 fb.pods, fb.units_per_pod, fb.leaf_up, fb.spines, fb.cores, sp->spine_oversub);
 }
 
+/* An NVLink domain over several compute trays: what a "node" is here. */
+static void write_domain_comment(FILE *f, const platform_spec *sp)
+{
+    fprintf(f,
+            "     NVLink domain: each node above is one NVLink domain of %d compute trays of %d GPUs\n"
+            "     (host nodeD-gpuS sits on tray S / %d of domain D: property loong_tray, numbered over\n"
+            "     the platform). The domain's NVSwitch is its NVLink switch trays: in a GB200/GB300 NVL72\n"
+            "     rack 9 trays of 2 NVLink 5 switch chips, each GPU's 18 links one to each of the 18\n"
+            "     chips; NCCL spreads its channels over all 18, so the chips act as one non-blocking\n"
+            "     crossbar in a fluid model: one star of per-GPU links of the GPU's whole bandwidth.\n"
+            "     NICs (%d per tray) only join domains (NCCL's MNNVL: the domain is one NCCL node).\n",
+            sp->gpus_per_node / sp->tray_gpus, sp->tray_gpus, sp->tray_gpus,
+            sp->nics_per_node / (sp->gpus_per_node / sp->tray_gpus));
+}
+
 static void write_header(FILE *f, const platform_spec *sp)
 {
     fprintf(f, "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n");
@@ -300,6 +362,7 @@ static void write_header(FILE *f, const platform_spec *sp)
             "     Fabric: %d rail NIC(s) per node at %.6g GB/s per direction, rail-optimised fat-tree,\n",
             sp->nodes, sp->gpus_per_node, sp->gpu, source_of(sp->gpu), sp->nvlink_bw / 1e9, sp->nics_per_node,
             sp->nic_bw / 1e9);
+    if (sp->tray_gpus) write_domain_comment(f, sp);
     write_fabric_comment(f, sp);
     fprintf(f,
             "     Latency per link: NVLink %.6g us, NIC %.6g us, leaf-spine %.6g us; NCCL's Simple\n"
@@ -339,11 +402,16 @@ static void write_elements(FILE *f, const platform_spec *sp)
 {
     int leaves = (sp->nodes + sp->nodes_per_leaf - 1) / sp->nodes_per_leaf;
     for (int n = 0; n < sp->nodes; n++)
-        for (int g = 0; g < sp->gpus_per_node; g++)
+        for (int g = 0; g < sp->gpus_per_node; g++) {
             fprintf(f,
                     "    <host id=\"node%d-gpu%d\" speed=\"%.6gTf\"><prop id=\"loong_gpu\" value=\"%s\"/>"
-                    "<prop id=\"loong_node\" value=\"%d\"/><prop id=\"loong_slot\" value=\"%d\"/></host>\n",
+                    "<prop id=\"loong_node\" value=\"%d\"/><prop id=\"loong_slot\" value=\"%d\"/>",
                     n, g, sp->peak / 1e12, sp->gpu, n, g);
+            if (sp->tray_gpus)
+                fprintf(f, "<prop id=\"loong_tray\" value=\"%d\"/>",
+                        n * (sp->gpus_per_node / sp->tray_gpus) + g / sp->tray_gpus);
+            fputs("</host>\n", f);
+        }
     for (int n = 0; n < sp->nodes; n++)
         fprintf(f, "    <router id=\"node%d-nvswitch\"/>\n", n);
     for (int r = 0; r < sp->nics_per_node; r++)
@@ -468,6 +536,7 @@ static void write_spec(FILE *f, const platform_spec *sp)
     if (sp->fabric == PLATFORM_RAIL)
         fprintf(f, " fabric=rail unit_nodes=%d switch_ports=%d spine_oversub=%.17g", sp->unit_nodes, sp->switch_ports,
                 sp->spine_oversub);
+    if (sp->tray_gpus) fprintf(f, " tray_gpus=%d", sp->tray_gpus); /* absent: a node is one host, as before */
     fputs("\"/>\n", f);
 }
 
@@ -522,7 +591,8 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
              {"nvls_eff", NULL, &sp->nvls_eff},
              {"unit_nodes", &sp->unit_nodes, NULL},
              {"switch_ports", &sp->switch_ports, NULL},
-             {"spine_oversub", NULL, &sp->spine_oversub}};
+             {"spine_oversub", NULL, &sp->spine_oversub},
+             {"tray_gpus", &sp->tray_gpus, NULL}};
     const size_t nf = sizeof f / sizeof f[0];
     if (!strcmp(key, "gpu")) {
         if (*seen & (1u << nf)) return -1;

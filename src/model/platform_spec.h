@@ -30,10 +30,18 @@
 #include "core/units.h"
 
 typedef struct platform_spec {
-    char gpu[16];         /* GPU kind: h100, h200, a100, a100-pcie, cpu */
-    int nodes;            /* nodes in the cluster */
-    int gpus_per_node;    /* GPUs on one NVSwitch */
-    int nics_per_node;    /* rail NICs per node; divides gpus_per_node */
+    char gpu[16];      /* GPU kind: h100, h200, b200, b300, gb200, gb300, a100, a100-pcie, cpu */
+    int nodes;         /* nodes in the cluster: NVLink domains (below) */
+    int gpus_per_node; /* GPUs on one NVSwitch: one NVLink domain */
+    int nics_per_node; /* rail NICs per node (domain); divides gpus_per_node */
+    /* GPUs per compute tray (host) where an NVLink domain spans several
+     * (GB200/GB300 NVL72: 4 per tray, 18 trays); 0 where the domain is one
+     * host. A "node" of this spec is the NVLink domain, as NCCL's MNNVL
+     * path makes it (src/graph/topo.cc, ncclTopoGetSystem: with
+     * comm->MNNVL the topologies fused into one system are the clique's
+     * ranks, comm->clique, not the host's), so that rings, trees and NVLS
+     * run inside the domain and NICs only join domains. */
+    int tray_gpus;
     int nodes_per_leaf;   /* nodes whose rail-k NICs share one leaf switch */
     int fabric;           /* PLATFORM_FAT_TREE or PLATFORM_RAIL */
     int unit_nodes;       /* rail: nodes in a scalable unit (a multiple of nodes_per_leaf) */
@@ -88,12 +96,18 @@ int platform_spec_pod_nodes(const platform_spec *sp);
  * the known kinds. */
 int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ERRLEN]);
 
+/* GPUs of one NVLink domain of GPU kind `gpu` by default, and per compute
+ * tray: GB200/GB300 NVL72 racks 72 and 4; every other kind one 8-GPU
+ * node (*tray 0). Unknown kinds: 8 and 0. */
+void platform_spec_domain_default(const char *gpu, int *domain, int *tray);
+
 /* Comma-separated known GPU kinds, for --help. */
 const char *platform_spec_kinds(void);
 
 /* Memory of one GPU of kind `gpu`, in bytes (H100: the 81559 MiB
- * nvidia-smi reports; datasheet: 80 GB A100 SXM and PCIe, 141 GB H200); 0
- * for a kind without one (cpu, unknown). */
+ * nvidia-smi reports; datasheet: 80 GB A100 SXM and PCIe, 141 GB H200,
+ * Blackwell's in platform_spec.c); 0 for a kind without one (cpu,
+ * unknown). */
 double platform_spec_gpu_mem(const char *gpu);
 
 /* Check a spec (positive sizes, NICs dividing GPUs, oversubscription >= 1,

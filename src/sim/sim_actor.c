@@ -164,7 +164,7 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     if (c->dp > 1 && !sim_platform_nccl_spec(pf)) {
         snprintf(err, LOONG_ERRLEN,
                  "--dp needs a platform that runs NCCL's collectives (loong topo --gpu "
-                 "h100|h200|a100|a100-pcie): its gradient collectives span every replica");
+                 "h100|h200|b200|b300|gb200|gb300|a100|a100-pcie): its gradient collectives span every replica");
         return -1;
     }
     if (c->dp > 1 && !every_replica && P % gpn) {

@@ -68,7 +68,7 @@ int sim_coll_bench(sim_platform *pf, const nccl_sweep *a, double *seconds, nccl_
     if (!sp) {
         snprintf(err, LOONG_ERRLEN,
                  "platform has no loong_spec with NCCL collectives (nccl=1): generate it with loong topo --gpu "
-                 "h100|h200|a100|a100-pcie");
+                 "h100|h200|b200|b300|gb200|gb300|a100|a100-pcie");
         return -1;
     }
     coll_bench B = {.a = *a, .seconds = seconds, .plans = plans};
