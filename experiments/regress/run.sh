@@ -11,7 +11,9 @@
 # usage: experiments/regress/run.sh record LOONG OUTDIR
 #        experiments/regress/run.sh compare OLDDIR NEWDIR
 #        experiments/regress/run.sh vs REV [LOONG]   build REV (a git revision) in a
-#            temporary worktree, record it and LOONG (default build/loong), compare
+#            temporary worktree, record it (with its own script and data files)
+#            and LOONG (default build/loong), compare with the paths of
+#            each tree and binary made the same
 # Exit status: 0 identical, 1 some output differs (listed), 2 usage or a run failed.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -165,8 +167,15 @@ vs() {
     git -C "$TOP" worktree add -q --detach "$wt/src" "$rev"
     (cd "$wt/src" && autoreconf -fi >/dev/null 2>&1 && mkdir build && cd build && ../configure -q >/dev/null &&
         make -s -j"$(nproc)" src/model/fidelity_rows.inc loong >/dev/null 2>&1) || die "cannot build $rev"
-    record "$wt/src/build/loong" "$wt/old"
+    # the revision records with its own script and data files (a data
+    # format changed since would not read in it), and the paths each
+    # recording names, its tree and its binary, become the same words
+    "$wt/src/experiments/regress/run.sh" record "$wt/src/build/loong" "$wt/old"
     record "$L" "$wt/new"
+    local abs
+    abs=$(realpath "$L")
+    find "$wt/old" -type f -exec sed -i -e "s|$wt/src/build/loong|LOONG|g" -e "s|$wt/src|TOP|g" {} +
+    find "$wt/new" -type f -exec sed -i -e "s|$abs|LOONG|g" -e "s|$TOP|TOP|g" {} +
     local rc=0
     compare "$wt/old" "$wt/new" || rc=$?
     git -C "$TOP" worktree remove --force "$wt/src"
