@@ -52,7 +52,7 @@ const char *cli_config_help(void)
                               "  --seed N              seed of the draw (and of exec's inputs)          [1]\n"
                               "  --megatron-args FILE|-  a pretrain_gpt.py launch's arguments as the configuration\n"
                               "                        (options given here override them; docs/frameworks.md)\n"
-                              "  --torchtitan-toml FILE|-  a torchtitan job file (--job.config_file) as the\n"
+                              "  --torchtitan-toml FILE|-  a torchtitan job TOML (its job.config_file) as the\n"
                               "                        configuration (likewise)\n"
                               "Models: %s\nStrategies:\n%s",
                               model_preset_names(), strategy_help());
