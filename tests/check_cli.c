@@ -432,7 +432,6 @@ START_TEST(torchtitan_round_trip)
     run_result r = run_cmd(LOONG " dag --model llama3-8b --mesh 2x2 --strategy usp --zero 3 --format torchtitan");
     ck_assert_msg(r.status == 0 && strstr(r.out, "# not in torchtitan: head parallelism"), "%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.err, "1 knob(s) of this configuration are not torchtitan's"));
-    unlink(toml);
     /* llama3_8b.toml as published: FSDP over --dp (its shard degree is -1),
      * per-op selective AC as sc++, its other sections listed */
     const char *tt = "--torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_8b.toml";
@@ -455,6 +454,24 @@ START_TEST(torchtitan_round_trip)
     ck_assert_msg(r.status == 0 && strstr(r.out, "enable_async_tensor_parallel = true") &&
                       strstr(r.err, "model.converters float8"),
                   "%s %s", r.out, r.err);
+    /* plan's pick as a job file, read back: the pick runs on the 8 GPUs */
+    r = run_cmd(LOONG " plan --model llama3-8b --seq 32K --gpus 8 --platform dgx-h100-1n --top 0 --zero 3 "
+                      "--global-batch 8 --emit torchtitan -o %s",
+                toml);
+    ck_assert_msg(r.status == 0 && !r.err[0], "%s", r.err);
+    snprintf(a, sizeof a, "--torchtitan-toml %s", toml);
+    c = dag_config(a);
+    json_t *mesh = json_object_get(c, "mesh");
+    int world = (int)(json_integer_value(json_array_get(mesh, 0)) * json_integer_value(json_array_get(mesh, 1)));
+    static const char *const degrees[] = {"tp", "dp", "pp"}; /* absent: 1 */
+    for (size_t i = 0; i < 3; i++)
+        if (json_object_get(c, degrees[i])) world *= (int)json_integer_value(json_object_get(c, degrees[i]));
+    ck_assert_int_eq(world, 8);
+    json_decref(c);
+    r = run_cmd(LOONG " plan --model llama3-8b --seq 32K --gpus 8 --platform dgx-h100-1n --top 0 --zero 3 "
+                      "--global-batch 8 --emit torchtitan --show 2");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "[parallelism]\n"), "%s", r.err);
+    unlink(toml);
     static const struct {
         const char *toml, *says;
     } bad[] = {
@@ -475,10 +492,10 @@ START_TEST(torchtitan_round_trip)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         /* the 8B flavor unless the case is about [model] */
         const char *model = strstr(bad[i].toml, "[model]") ? "" : "[model]\nflavor = \"8B\"";
-        r = run_cmd("printf '%%s\\n%%s\\n' '%s' '%s' | " LOONG " dag --torchtitan-toml - --format stats",
-                    bad[i].toml, model);
-        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, bad[i].says), "%s: %d %s",
-                      bad[i].toml, r.status, r.err);
+        r = run_cmd("printf '%%s\\n%%s\\n' '%s' '%s' | " LOONG " dag --torchtitan-toml - --format stats", bad[i].toml,
+                    model);
+        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, bad[i].says), "%s: %d %s", bad[i].toml,
+                      r.status, r.err);
     }
 }
 END_TEST
@@ -494,7 +511,8 @@ START_TEST(torchtitan_flavors)
         const char *flavor;
         int dim, layers, heads, kv, multiple;
         double mult;
-    } fl[] = {{"8B", 4096, 32, 32, 8, 1024, 1.3}, {"70B", 8192, 80, 64, 8, 4096, 1.3},
+    } fl[] = {{"8B", 4096, 32, 32, 8, 1024, 1.3},
+              {"70B", 8192, 80, 64, 8, 4096, 1.3},
               {"405B", 16384, 126, 128, 8, 4096, 1.2}};
     char a[512];
     for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) {
