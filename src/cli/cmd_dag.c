@@ -15,8 +15,7 @@
 static void dag_usage(FILE *f)
 {
     fprintf(f,
-            "usage: loong dag [configuration] [--format stats|json|dot|megatron|torchtitan]\n"
-            "                 [-o FILE]\n"
+            "usage: loong dag [configuration] [--format stats|json|dot|megatron|torchtitan] [-o FILE]\n"
             "       loong dag [configuration] --format chakra -o DIR [--calib FILE] [--platform FILE]\n"
             "                 [--all-to-all direct|ring]\n"
             "\n"
