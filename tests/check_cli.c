@@ -448,6 +448,29 @@ START_TEST(torchtitan_round_trip)
     ck_assert_msg(strstr(r.err, "loong: --torchtitan-toml: read, not modelled: ") && strstr(r.err, "[optimizer]") &&
                       strstr(r.err, "training.steps") && count_lines(r.err) == 1,
                   "%s", r.err);
+    /* selective every N-th layer: floor(32 / N) blocks re-run (the
+     * default section is selective "2"); "1" is every block */
+    static const struct {
+        const char *ac;
+        const char *method;
+        int layers;
+    } sel[] = {{"", "block", 16},
+               {"[activation_checkpoint]\nselective_ac_option = \"5\"", "block", 6},
+               {"[activation_checkpoint]\nselective_ac_option = \"1\"", "uniform", 1}};
+    for (size_t i = 0; i < sizeof sel / sizeof *sel; i++) {
+        snprintf(a, sizeof a,
+                 "printf '[model]\\nflavor = \"8B\"\\n[parallelism]\\ndata_parallel_shard_degree = 1\\n%s\\n' "
+                 "> /tmp/loong-sel.toml",
+                 sel[i].ac);
+        ck_assert_int_eq(system(a), 0);
+        c = dag_config("--torchtitan-toml /tmp/loong-sel.toml --seq 4K");
+        ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "full");
+        json_t *method = json_object_get(c, "recompute_method"), *n = json_object_get(c, "recompute_num_layers");
+        ck_assert_str_eq(method ? json_string_value(method) : "uniform", sel[i].method); /* absent: the default */
+        ck_assert_int_eq(n ? json_integer_value(n) : 1, sel[i].layers);
+        json_decref(c);
+    }
+    unlink("/tmp/loong-sel.toml");
     /* the 405B file: float8 named, async TP with its compile */
     r = run_cmd(LOONG " dag --torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_405b.toml --dp 16 "
                       "--format torchtitan");
@@ -486,6 +509,16 @@ START_TEST(torchtitan_round_trip)
         {"[model]\nname = \"llama3\"\nflavor = \"debugmodel\"", "loong ships llama3's 8B, 70B and 405B"},
         {"[parallelism]\ndata_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = \"memory_budget\"",
          "memory_budget"},
+        {"[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = "
+         "2",
+         "torchtitan refuses DDP"},
+        {"[parallelism]\ndata_parallel_shard_degree = 2\npipeline_parallel_degree = 2", "FSDP under pipelining"},
+        {"[parallelism]\ndata_parallel_shard_degree = 2\n[training]\nlocal_batch_size = 1\nglobal_batch_size = 4",
+         "accumulation steps) with FSDP"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\npipeline_parallel_degree = 4", "unevenly"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "
+         "\"ZBVZeroBubble\"",
+         "GPipe, 1F1B and Interleaved1F1B"},
         {"[parallelism\n", "not TOML"},
         {"[training]\nstart = 1979-05-27", "date or time"},
     };
