@@ -91,7 +91,7 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
  * knobs (0: exact), or -1 on a write error. */
 int cli_megatron_emit(FILE *f, const config *c);
 
-/* The text of path ("-": standard input, at most 1 MiB), malloc'd; what
+/* The text of path ("-": standard input, at most 1 MiB), malloc'd (cli_data.c); what
  * names the option in messages ("--megatron-args"). NULL with a one-line
  * message. */
 char *cli_read_text(const char *path, const char *what, char err[LOONG_ERRLEN]);
