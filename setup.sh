@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PACKAGES=(build-essential autoconf automake pkg-config
-          libjansson-dev libgsl-dev check zlib1g-dev
+          libjansson-dev libgsl-dev check zlib1g-dev libtomlplusplus-dev
           libsimgrid-dev libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox
           help2man groff-base)
 # Chakra execution traces (loong dag --format chakra; protoc for their test)

@@ -396,6 +396,181 @@ START_TEST(megatron_round_trip)
 }
 END_TEST
 
+/* torchtitan's job TOML round-trips: dag --format torchtitan writes it,
+ * --torchtitan-toml reads it back, and the configuration is the same, knob
+ * by knob. A published train config (tests/data/torchtitan, v0.2.2) reads
+ * with its flavor's shape and its unmodelled sections listed; a
+ * contradiction is one line naming both keys. */
+START_TEST(torchtitan_round_trip)
+{
+    char toml[] = "/tmp/loong-tt-XXXXXX";
+    close(mkstemp(toml));
+    static const char *const configs[] = {
+        "--mesh 4 --strategy zigzag --tp 2 --zero 3 --dp 2 --recompute none",
+        "--mesh 1x4 --strategy allgather --zero 3 --recompute full",
+        "--mesh 2 --strategy zigzag --zero 2 --dp 2 --batch 2",
+        "--mesh 1 --strategy ulysses --pp 2 --schedule interleaved --vpp 4 --micro-batches 4 --zero 0 "
+        "--recompute full --recompute-method block --recompute-num-layers 2 --dtype fp32",
+        "--tp 2 --tp-overlap on --pp 2 --pp-embedding-slot on --pp-loss-slot on --batch 2 --micro-batches 8 --mesh 1 "
+        "--strategy ulysses --zero 0 --recompute sc++ --dtype fp32",
+        "--mesh 1 --strategy ulysses --dp 4 --zero 0 --micro-batches 2 --recompute none",
+    };
+    char a[1024];
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        snprintf(a, sizeof a, "--model llama3-8b --seq 4K %s", configs[i]);
+        run_result r = run_cmd(LOONG " dag %s --format torchtitan -o %s", a, toml);
+        ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
+        json_t *want = dag_config(a);
+        snprintf(a, sizeof a, "--torchtitan-toml %s", toml);
+        json_t *got = dag_config(a);
+        char *w = json_dumps(want, JSON_SORT_KEYS), *g = json_dumps(got, JSON_SORT_KEYS);
+        ck_assert_msg(json_equal(want, got), "round trip of %s:\n want %s\n got  %s", configs[i], w, g);
+        free(w), free(g);
+        json_decref(want), json_decref(got);
+    }
+    /* a knob torchtitan cannot say is a '#' line, and counted */
+    run_result r = run_cmd(LOONG " dag --model llama3-8b --mesh 2x2 --strategy usp --zero 3 --format torchtitan");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "# not in torchtitan: head parallelism"), "%s", r.out);
+    ck_assert_ptr_nonnull(strstr(r.err, "1 knob(s) of this configuration are not torchtitan's"));
+    /* llama3_8b.toml as published: FSDP over --dp (its shard degree is -1),
+     * per-op selective AC as sc++, its other sections listed */
+    const char *tt = "--torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_8b.toml";
+    snprintf(a, sizeof a, "%s --dp 64", tt);
+    json_t *c = dag_config(a);
+    ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "sc++");
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "dp")), 64);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "zero")), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "seq")), 8192);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(c, "model"), "ffn")), 14336);
+    json_decref(c);
+    r = run_cmd(LOONG " dag %s --dp 64 --format stats", tt);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.err, "loong: --torchtitan-toml: read, not modelled: ") && strstr(r.err, "[optimizer]") &&
+                      strstr(r.err, "training.steps") && count_lines(r.err) == 1,
+                  "%s", r.err);
+    /* selective every N-th layer: floor(32 / N) blocks re-run (the
+     * default section is selective "2"); "1" is every block */
+    static const struct {
+        const char *ac;
+        const char *method;
+        int layers;
+    } sel[] = {{"", "block", 16},
+               {"[activation_checkpoint]\nselective_ac_option = \"5\"", "block", 6},
+               {"[activation_checkpoint]\nselective_ac_option = \"1\"", "uniform", 1}};
+    for (size_t i = 0; i < sizeof sel / sizeof *sel; i++) {
+        snprintf(a, sizeof a,
+                 "printf '[model]\\nflavor = \"8B\"\\n[parallelism]\\ndata_parallel_shard_degree = 1\\n%s\\n' "
+                 "> /tmp/loong-sel.toml",
+                 sel[i].ac);
+        ck_assert_int_eq(system(a), 0);
+        c = dag_config("--torchtitan-toml /tmp/loong-sel.toml --seq 4K");
+        ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "full");
+        json_t *method = json_object_get(c, "recompute_method"), *n = json_object_get(c, "recompute_num_layers");
+        ck_assert_str_eq(method ? json_string_value(method) : "uniform", sel[i].method); /* absent: the default */
+        ck_assert_int_eq(n ? json_integer_value(n) : 1, sel[i].layers);
+        json_decref(c);
+    }
+    unlink("/tmp/loong-sel.toml");
+    /* the 405B file: float8 named, async TP with its compile */
+    r = run_cmd(LOONG " dag --torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_405b.toml --dp 16 "
+                      "--format torchtitan");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "enable_async_tensor_parallel = true") &&
+                      strstr(r.err, "model.converters float8"),
+                  "%s %s", r.out, r.err);
+    /* plan's pick as a job file, read back: the pick runs on the 8 GPUs */
+    r = run_cmd(LOONG " plan --model llama3-8b --seq 32K --gpus 8 --platform dgx-h100-1n --top 0 --zero 3 "
+                      "--global-batch 8 --emit torchtitan -o %s",
+                toml);
+    ck_assert_msg(r.status == 0 && !r.err[0], "%s", r.err);
+    snprintf(a, sizeof a, "--torchtitan-toml %s", toml);
+    c = dag_config(a);
+    json_t *mesh = json_object_get(c, "mesh");
+    int world = (int)(json_integer_value(json_array_get(mesh, 0)) * json_integer_value(json_array_get(mesh, 1)));
+    static const char *const degrees[] = {"tp", "dp", "pp"}; /* absent: 1 */
+    for (size_t i = 0; i < 3; i++)
+        if (json_object_get(c, degrees[i])) world *= (int)json_integer_value(json_object_get(c, degrees[i]));
+    ck_assert_int_eq(world, 8);
+    json_decref(c);
+    r = run_cmd(LOONG " plan --model llama3-8b --seq 32K --gpus 8 --platform dgx-h100-1n --top 0 --zero 3 "
+                      "--global-batch 8 --emit torchtitan --show 2");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "[parallelism]\n"), "%s", r.err);
+    unlink(toml);
+    static const struct {
+        const char *toml, *says;
+    } bad[] = {
+        {"[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 2\nenable_async_tensor_parallel "
+         "= true",
+         "enable_async_tensor_parallel = true needs [compile] enable = true"},
+        {"[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 2", "HSDP"},
+        {"[parallelism]\ndata_parallel_shard_degree = 4\n[training]\nlocal_batch_size = 2\nglobal_batch_size = 12",
+         "global_batch_size = 12 is not a multiple of local_batch_size = 2"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\n[training]\nbatch_size = 2\nlocal_batch_size = 2",
+         "batch_size and local_batch_size both given"},
+        {"[model]\nname = \"llama3\"\nflavor = \"debugmodel\"", "loong ships llama3's 8B, 70B and 405B"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = \"memory_budget\"",
+         "memory_budget"},
+        {"[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 1\ntensor_parallel_degree = "
+         "2",
+         "torchtitan refuses DDP"},
+        {"[parallelism]\ndata_parallel_shard_degree = 2\npipeline_parallel_degree = 2", "FSDP under pipelining"},
+        {"[parallelism]\ndata_parallel_shard_degree = 2\n[training]\nlocal_batch_size = 1\nglobal_batch_size = 4",
+         "accumulation steps) with FSDP"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\npipeline_parallel_degree = 4", "unevenly"},
+        {"[parallelism]\ndata_parallel_shard_degree = 1\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "
+         "\"ZBVZeroBubble\"",
+         "GPipe, 1F1B and Interleaved1F1B"},
+        {"[parallelism\n", "not TOML"},
+        {"[training]\nstart = 1979-05-27", "date or time"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        /* the 8B flavor unless the case is about [model] */
+        const char *model = strstr(bad[i].toml, "[model]") ? "" : "[model]\nflavor = \"8B\"";
+        r = run_cmd("printf '%%s\\n%%s\\n' '%s' '%s' | " LOONG " dag --torchtitan-toml - --format stats", bad[i].toml,
+                    model);
+        ck_assert_msg(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, bad[i].says), "%s: %d %s", bad[i].toml,
+                      r.status, r.err);
+    }
+}
+END_TEST
+
+/* The flavors that --torchtitan-toml maps to loong's presets have their
+ * shape: llama3's FeedForward (torchtitan/models/llama3/model/model.py)
+ * sizes the SwiGLU hidden as int(2 * 4 * dim / 3), times
+ * ffn_dim_multiplier, rounded up to multiple_of (llama3_args of
+ * models/llama3/__init__.py, v0.2.2). */
+START_TEST(torchtitan_flavors)
+{
+    static const struct {
+        const char *flavor;
+        int dim, layers, heads, kv, multiple;
+        double mult;
+    } fl[] = {{"8B", 4096, 32, 32, 8, 1024, 1.3},
+              {"70B", 8192, 80, 64, 8, 4096, 1.3},
+              {"405B", 16384, 126, 128, 8, 4096, 1.2}};
+    char a[512];
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) {
+        snprintf(a, sizeof a,
+                 "printf '[model]\\nflavor = \"%s\"\\n[parallelism]\\ndata_parallel_shard_degree = 1\\n"
+                 "[training]\\nseq_len = 4096\\n' > /tmp/loong-flavor.toml",
+                 fl[i].flavor);
+        ck_assert_int_eq(system(a), 0);
+        json_t *c = dag_config("--torchtitan-toml /tmp/loong-flavor.toml --scope attn");
+        json_t *m = json_object_get(c, "model");
+        int hidden = (int)(2 * 4 * fl[i].dim / 3);
+        hidden = (int)(fl[i].mult * hidden);
+        hidden = (hidden + fl[i].multiple - 1) / fl[i].multiple * fl[i].multiple;
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "ffn")), hidden);
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "hidden")), fl[i].dim);
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "layers")), fl[i].layers);
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "heads")), fl[i].heads);
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "kv_heads")), fl[i].kv);
+        ck_assert_int_eq(json_integer_value(json_object_get(m, "vocab")), 128256);
+        json_decref(c);
+    }
+    unlink("/tmp/loong-flavor.toml");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -413,6 +588,8 @@ int main(void)
     tcase_add_test(tc, data_path_from_anywhere);
     tcase_add_test(tc, no_cuda_libraries_linked);
     tcase_add_test(tc, megatron_round_trip);
+    tcase_add_test(tc, torchtitan_round_trip);
+    tcase_add_test(tc, torchtitan_flavors);
     tcase_add_test(tc, check_plausibility);
     suite_add_tcase(s, tc);
     return check_run(s);

@@ -53,14 +53,23 @@ typedef struct cli_config {
     const char *val[KNOB_COUNT];
     const char *docs_file, *doc_dist, *seed; /* the other two ways to give KNOB_DOCS, and the draw's seed */
     const char *megatron;                    /* --megatron-args FILE|- (cli_megatron.c) */
-    char megatron_note[1024]; /* its arguments read but not modelled, said once the configuration is valid */
+    char megatron_note[1024];   /* its arguments read but not modelled, said once the configuration is valid */
+    const char *torchtitan;     /* --torchtitan-toml FILE|- (cli_torchtitan.c) */
+    char torchtitan_note[1024]; /* its keys read but not modelled, likewise */
 } cli_config;
 
 /* getopt_long values of the configuration options: CLI_OPT_BASE + knob,
  * then --docs-file, --doc-dist and --seed, then Megatron's on/off flags
  * that set a knob on (CLI_OPT_FLAGS + i, cli_config.c's aliases). */
 #define CLI_OPT_BASE 1000
-enum { CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT, CLI_OPT_DOC_DIST, CLI_OPT_SEED, CLI_OPT_MEGATRON, CLI_OPT_FLAGS };
+enum {
+    CLI_OPT_DOCS_FILE = CLI_OPT_BASE + KNOB_COUNT,
+    CLI_OPT_DOC_DIST,
+    CLI_OPT_SEED,
+    CLI_OPT_MEGATRON,
+    CLI_OPT_TORCHTITAN,
+    CLI_OPT_FLAGS
+};
 
 /* --seed N (default 1): the seed of everything drawn (a --doc-dist packing,
  * exec's inputs). Returns 0 or -1 with a message. */
@@ -81,6 +90,26 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
  * express is named in '#' comment lines first. Returns the number of such
  * knobs (0: exact), or -1 on a write error. */
 int cli_megatron_emit(FILE *f, const config *c);
+
+/* The text of path ("-": standard input, at most 1 MiB), malloc'd (cli_data.c); what
+ * names the option in messages ("--megatron-args"). NULL with a one-line
+ * message. */
+char *cli_read_text(const char *path, const char *what, char err[LOONG_ERRLEN]);
+
+/* ---- torchtitan's job TOML (cli_torchtitan.c) ---- */
+/* Read the job configuration of path ("-": standard input; torchtitan's
+ * --job.config_file, v0.2.2's JobConfig) into knob strings in out, as if
+ * given on the command line: [model], [training], [parallelism] and
+ * [activation_checkpoint]. given: the command line (its --dp resolves
+ * data_parallel_shard_degree = -1; its --model replaces [model]). Every
+ * other key is named in out->torchtitan_note ("read, not modelled").
+ * Returns 0, or -1 with a one-line message (a contradiction names both
+ * keys). */
+int cli_torchtitan_read(const char *path, const cli_config *given, cli_config *out, char err[LOONG_ERRLEN]);
+/* Write the torchtitan job TOML sections that run c; what torchtitan
+ * cannot express is named in '#' comment lines first. Returns the number
+ * of such knobs (0: exact), or -1 on a write error. */
+int cli_torchtitan_emit(FILE *f, const config *c);
 
 /* ---- data files (cli_data.c) ---- */
 /* The platform `given` names: a path, a file in the working directory, or a

@@ -52,6 +52,8 @@ const char *cli_config_help(void)
                               "  --seed N              seed of the draw (and of exec's inputs)          [1]\n"
                               "  --megatron-args FILE|-  a pretrain_gpt.py launch's arguments as the configuration\n"
                               "                        (options given here override them; docs/frameworks.md)\n"
+                              "  --torchtitan-toml FILE|-  a torchtitan job TOML (its job.config_file) as the\n"
+                              "                        configuration (likewise)\n"
                               "Models: %s\nStrategies:\n%s",
                               model_preset_names(), strategy_help());
     return buf;
@@ -59,7 +61,7 @@ const char *cli_config_help(void)
 
 const struct option *cli_options(const struct option *own)
 {
-    static struct option all[KNOB_COUNT + NALIASES + 4 + 49];
+    static struct option all[KNOB_COUNT + NALIASES + 5 + 49];
     int n = 0;
     for (int k = 0; k < KNOB_COUNT; k++)
         all[n++] = (struct option){config_knob_get((config_knob)k)->option, required_argument, 0, CLI_OPT_BASE + k};
@@ -71,6 +73,7 @@ const struct option *cli_options(const struct option *own)
     all[n++] = (struct option){"doc-dist", required_argument, 0, CLI_OPT_DOC_DIST};
     all[n++] = (struct option){"seed", required_argument, 0, CLI_OPT_SEED};
     all[n++] = (struct option){"megatron-args", required_argument, 0, CLI_OPT_MEGATRON};
+    all[n++] = (struct option){"torchtitan-toml", required_argument, 0, CLI_OPT_TORCHTITAN};
     for (int i = 0; own[i].name && i < 48; i++)
         all[n++] = own[i];
     all[n] = (struct option){0, 0, 0, 0};
@@ -92,8 +95,9 @@ bool cli_config_option(cli_config *cc, int opt, const char *arg)
     if (opt == CLI_OPT_DOC_DIST) cc->doc_dist = arg;
     if (opt == CLI_OPT_SEED) cc->seed = arg;
     if (opt == CLI_OPT_MEGATRON) cc->megatron = arg;
+    if (opt == CLI_OPT_TORCHTITAN) cc->torchtitan = arg;
     return k >= 0 || opt == CLI_OPT_DOCS_FILE || opt == CLI_OPT_DOC_DIST || opt == CLI_OPT_SEED ||
-           opt == CLI_OPT_MEGATRON;
+           opt == CLI_OPT_MEGATRON || opt == CLI_OPT_TORCHTITAN;
 }
 
 int cli_config_seed(const cli_config *cc, uint64_t *seed, char err[LOONG_ERRLEN])
@@ -231,12 +235,24 @@ static int parse_knobs(const cli_config *cc, config *c, const config_knob *which
     return 0;
 }
 
-/* --megatron-args: its knobs under those of the command line (which win),
+/* --megatron-args or --torchtitan-toml: its knobs under those of the command line (which win),
  * into *merged; its model into *m. */
 static int merge_megatron(const cli_config *cc, cli_config *merged, model *m, bool *has_model, char err[LOONG_ERRLEN])
 {
     *merged = *cc;
     *has_model = false;
+    if (cc->megatron && cc->torchtitan) {
+        snprintf(err, LOONG_ERRLEN, "--megatron-args and --torchtitan-toml are two configurations: give one");
+        return -1;
+    }
+    if (cc->torchtitan) {
+        cli_config tt;
+        if (cli_torchtitan_read(cc->torchtitan, cc, &tt, err) < 0) return -1;
+        for (int k = 0; k < KNOB_COUNT; k++)
+            if (!merged->val[k]) merged->val[k] = tt.val[k];
+        snprintf(merged->torchtitan_note, sizeof merged->torchtitan_note, "%s", tt.torchtitan_note);
+        return 0;
+    }
     if (!cc->megatron) return 0;
     cli_config mg;
     if (cli_megatron_read(cc->megatron, cc, &mg, m, has_model, err) < 0) return -1;
@@ -300,6 +316,8 @@ int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN]
     if (config_validate(c, err) < 0) return -1;
     model_note(&c->model, c->seq);
     if (cc->megatron_note[0]) fprintf(stderr, "loong: --megatron-args: read, not modelled: %s\n", cc->megatron_note);
+    if (cc->torchtitan_note[0])
+        fprintf(stderr, "loong: --torchtitan-toml: read, not modelled: %s\n", cc->torchtitan_note);
     int nodes = c->tp > 1 ? config_tp_nodes(c) : 1;
     if (nodes > 1)
         fprintf(stderr,

@@ -105,3 +105,30 @@ kineto_names *cli_kernel_names(const char *path, char err[LOONG_ERRLEN])
     free(text);
     return n;
 }
+
+/* A launch (--megatron-args) or a job file (--torchtitan-toml) from a file
+ * or standard input. */
+char *cli_read_text(const char *path, const char *what, char err[LOONG_ERRLEN])
+{
+    if (strcmp(path, "-")) {
+        char file[64];
+        snprintf(file, sizeof file, "%s file", what);
+        return infile_read(path, file, INFILE_TEXT_MAX, NULL, err);
+    }
+    size_t cap = 1 << 20, n = 0; /* a launch or a job file is a few KiB */
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        snprintf(err, LOONG_ERRLEN, "%s -: out of memory", what);
+        return NULL;
+    }
+    size_t r;
+    while (n < cap && (r = fread(buf + n, 1, cap - n, stdin)) > 0)
+        n += r;
+    if (n == cap || memchr(buf, '\0', n)) {
+        snprintf(err, LOONG_ERRLEN, "%s -: standard input is over 1 MiB or not text", what);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}

@@ -502,27 +502,6 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     return 0;
 }
 
-/* Standard input whole (at most 1 MiB: a launch is a few KiB). */
-static char *read_stdin(char err[LOONG_ERRLEN])
-{
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) {
-        snprintf(err, LOONG_ERRLEN, "--megatron-args -: out of memory");
-        return NULL;
-    }
-    size_t r;
-    while (n < cap && (r = fread(buf + n, 1, cap - n, stdin)) > 0)
-        n += r;
-    if (n == cap || memchr(buf, '\0', n)) {
-        snprintf(err, LOONG_ERRLEN, "--megatron-args -: standard input is over 1 MiB or not text");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 int cli_megatron_read(const char *path, const cli_config *given, cli_config *out, model *m, bool *has_model,
                       char err[LOONG_ERRLEN])
 {
@@ -530,7 +509,7 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
      * launch per process) */
     static char *text;
     free(text);
-    text = !strcmp(path, "-") ? read_stdin(err) : infile_read(path, "--megatron-args file", INFILE_TEXT_MAX, NULL, err);
+    text = cli_read_text(path, "--megatron-args", err);
     if (!text) return -1;
     static char *words[4 * MG_MAX_ARGS];
     static mg_args g;

@@ -15,7 +15,7 @@
 static void dag_usage(FILE *f)
 {
     fprintf(f,
-            "usage: loong dag [configuration] [--format stats|json|dot|megatron] [-o FILE]\n"
+            "usage: loong dag [configuration] [--format stats|json|dot|megatron|torchtitan] [-o FILE]\n"
             "       loong dag [configuration] --format chakra -o DIR [--calib FILE] [--platform FILE]\n"
             "                 [--all-to-all direct|ring]\n"
             "\n"
@@ -27,6 +27,7 @@ static void dag_usage(FILE *f)
             "                        dot: Graphviz, for small DAGs;\n"
             "                        megatron: no DAG, the Megatron-LM arguments that run the\n"
             "                        configuration (--megatron-args reads them; docs/frameworks.md);\n"
+            "                        torchtitan: likewise, its job TOML (--torchtitan-toml reads it);\n"
             "                        chakra: Chakra execution traces for ASTRA-sim, DIR/workload.<NPU>.et,\n"
             "                        DIR/workload.json, network.yml and system.json (docs/dag.md) [stats]\n"
             "  -o, --output FILE     write there (atomically) instead of stdout; chakra: a new directory\n"
@@ -46,22 +47,25 @@ static void dag_usage(FILE *f)
             cli_config_help());
 }
 
-/* --format megatron: the configuration's Megatron-LM arguments, no DAG. */
-static int write_megatron(const cli_config *cc, const char *out)
+/* --format megatron|torchtitan: the configuration's Megatron-LM arguments
+ * or torchtitan job TOML, no DAG. */
+static int write_framework(const cli_config *cc, const char *format, const char *out)
 {
     char err[LOONG_ERRLEN];
     config c;
     if (cli_config_finish(cc, &c, err) < 0) return cli_fail("dag", "%s", err);
     afile o;
     if (afile_open(&o, out, err) < 0) return cli_fail("dag", "%s", err);
-    int gaps = cli_megatron_emit(o.f, &c);
+    bool mg = !strcmp(format, "megatron");
+    int gaps = mg ? cli_megatron_emit(o.f, &c) : cli_torchtitan_emit(o.f, &c);
     if (gaps < 0) {
         afile_abort(&o);
         return cli_fail("dag", "write error on '%s'", out);
     }
     if (afile_commit(&o, err) < 0) return cli_fail("dag", "%s", err);
     if (gaps)
-        fprintf(stderr, "loong dag: %d knob(s) of this configuration are not Megatron-LM's: see the '#' lines\n", gaps);
+        fprintf(stderr, "loong dag: %d knob(s) of this configuration are not %s's: see the '#' lines\n", gaps,
+                mg ? "Megatron-LM" : "torchtitan");
     return 0;
 }
 
@@ -135,9 +139,9 @@ int cmd_dag(int argc, char **argv)
     if (optind < argc) return cli_fail("dag", "unexpected argument '%s': see loong dag --help", argv[optind]);
     bool chakra = !strcmp(format, "chakra");
     if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot") && strcmp(format, "megatron") &&
-        !chakra)
-        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot, megatron, chakra", format);
-    if (!strcmp(format, "megatron")) return write_megatron(&cc, out);
+        strcmp(format, "torchtitan") && !chakra)
+        return cli_fail("dag", "--format '%s' is not one of: stats, json, dot, megatron, torchtitan, chakra", format);
+    if (!strcmp(format, "megatron") || !strcmp(format, "torchtitan")) return write_framework(&cc, format, out);
     char err[LOONG_ERRLEN];
     /* ---- Chakra execution traces: their own checks and writer (chakra.h) ---- */
     const char *why;

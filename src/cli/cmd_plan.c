@@ -89,8 +89,10 @@ static void plan_usage(FILE *f)
             "  --show ROW            print the loong sim command that reproduces table row ROW\n"
             "                        (its rank) instead of the table; the table's recommended\n"
             "                        line gives the pick's\n"
-            "  --emit megatron       print the Megatron-LM arguments that run the pick (with\n"
-            "                        --show ROW: that row's) instead of the table (docs/frameworks.md)\n"
+            "  --emit megatron|torchtitan\n"
+            "                        print the Megatron-LM arguments or torchtitan job TOML that\n"
+            "                        run the pick (with --show ROW: that row's) instead of the\n"
+            "                        table (docs/frameworks.md)\n"
             "  --from FILE           with --show ROW: read the row from a plan's --json FILE\n"
             "                        instead of planning again (no other option applies)\n"
             "  --layout NAME         score the layout you run beside the search: its name as\n"
@@ -151,8 +153,8 @@ typedef struct plan_args {
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;
-    bool emit_megatron; /* --emit megatron: the row's Megatron-LM arguments instead of the table */
-    double tie;         /* < 0: the model's error between two layouts (default_tie_pct) */
+    const char *emit; /* --emit megatron|torchtitan: the row's framework configuration instead of the table */
+    double tie;       /* < 0: the model's error between two layouts (default_tie_pct) */
     cli_config cc;
     whatif w;         /* perturbations every simulation runs under */
     char where[4096]; /* the platform file (cli_find_platform) */
@@ -268,8 +270,9 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'F': a->full_layers = true; break;
         case 'S': rc = parse_count(optarg, "--show", &a->show, false); break;
         case 'E':
-            if (strcmp(optarg, "megatron")) return cli_fail("plan", "--emit %s: loong emits megatron", optarg);
-            a->emit_megatron = true;
+            if (strcmp(optarg, "megatron") && strcmp(optarg, "torchtitan"))
+                return cli_fail("plan", "--emit %s: loong emits megatron or torchtitan", optarg);
+            a->emit = optarg;
             break;
         case 'f': a->from = optarg; break;
         case 'L': a->layout = optarg; break;
@@ -292,7 +295,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
         if (rc) return rc;
     }
     if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
-    if (a->from && a->emit_megatron) return cli_fail("plan", "--emit megatron plans: drop --from");
+    if (a->from && a->emit) return cli_fail("plan", "--emit %s plans: drop --from", a->emit);
     if (a->from && !a->show)
         return cli_fail("plan", "--from FILE reads a plan for --show ROW: add --show ROW (the table's rank)");
     if (a->from && a->planning[0])
@@ -1188,8 +1191,8 @@ static int write_plot(const plan_args *a, const plan_ctx *x, const plan_layout *
     return 0;
 }
 
-/* --emit megatron: the Megatron-LM arguments of the pick, or of the row
- * ranked --show ROW. */
+/* --emit megatron|torchtitan: the Megatron-LM arguments or torchtitan job
+ * TOML of the pick, or of the row ranked --show ROW. */
 static int write_emit(FILE *f, const plan_args *a, const plan_layout *ls, int n, const plan_report *rp,
                       char err[LOONG_ERRLEN])
 {
@@ -1200,17 +1203,19 @@ static int write_emit(FILE *f, const plan_args *a, const plan_layout *ls, int n,
     if (i < 0) {
         snprintf(err, LOONG_ERRLEN,
                  a->show ? "--show %d: the table has %d rows (feasible layouts): give 1 to %d"
-                         : "--emit megatron: no layout fits, so there is no pick to emit",
+                         : "--emit: no layout fits, so there is no pick to emit",
                  a->show, m, m);
         return -1;
     }
-    int gaps = cli_megatron_emit(f, &ls[i].c);
+    bool mg = !strcmp(a->emit, "megatron");
+    int gaps = mg ? cli_megatron_emit(f, &ls[i].c) : cli_torchtitan_emit(f, &ls[i].c);
     if (gaps < 0) {
         snprintf(err, LOONG_ERRLEN, "write error");
         return -1;
     }
     if (gaps && !a->quiet)
-        fprintf(stderr, "loong plan: %d knob(s) of %s are not Megatron-LM's: see the '#' lines\n", gaps, ls[i].name);
+        fprintf(stderr, "loong plan: %d knob(s) of %s are not %s's: see the '#' lines\n", gaps, ls[i].name,
+                mg ? "Megatron-LM" : "torchtitan");
     return 0;
 }
 
@@ -1280,7 +1285,7 @@ static int write_outputs(const plan_args *a, const plan_ctx *x, plan_outputs *o,
     int rc = 0;
     if (a->csv && plan_write_csv(o->c.f, ls, n, rp) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->csv);
-    if (rc == 0 && a->emit_megatron) {
+    if (rc == 0 && a->emit) {
         if (write_emit(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
     } else if (rc == 0 && a->show) {
         if (write_show(o->t.f, a, ls, n, rp, err) < 0) rc = -1;
