@@ -414,6 +414,7 @@ START_TEST(torchtitan_round_trip)
         "--tp 2 --tp-overlap on --pp 2 --pp-embedding-slot on --pp-loss-slot on --batch 2 --micro-batches 8 --mesh 1 "
         "--strategy ulysses --zero 0 --recompute sc++ --dtype fp32",
         "--mesh 1 --strategy ulysses --dp 4 --zero 0 --micro-batches 2 --recompute none",
+        "--mesh 1x4 --strategy zigzag --zero 3 --recompute none --precision fp8-current", /* converters float8 */
     };
     char a[1024];
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {

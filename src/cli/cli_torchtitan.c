@@ -176,9 +176,20 @@ static int read_model(tt_in *t, const cli_config *given, cli_config *out, tt_job
         str_key(t, "model", "flavor", "debugmodel", &flavor, err) < 0)
         return -1;
     json_t *conv = get(t, "model", "converters");
-    for (size_t i = 0; conv && i < json_array_size(conv); i++)
-        if (json_is_string(json_array_get(conv, i)))
-            note(t, "model.converters %.20s (GEMMs costed at bf16)", json_string_value(json_array_get(conv, i)));
+    for (size_t i = 0; conv && i < json_array_size(conv); i++) {
+        const char *cv = json_string_value(json_array_get(conv, i));
+        if (!cv) continue;
+        /* torchao's float8 training scales each tensor by its own amax
+         * (tensorwise, the default recipe): TE's current scaling; "mx" is
+         * MXFP8 (Blackwell) */
+        if (!strcmp(cv, "float8"))
+            out->val[KNOB_PRECISION] = "fp8-current", note(t, "model.converters float8 (torchao's, costed as TE's "
+                                                              "current scaling: --precision fp8-current)");
+        else if (!strcmp(cv, "mx"))
+            out->val[KNOB_PRECISION] = "mxfp8", note(t, "model.converters mx (torchao's, costed as TE's MXFP8)");
+        else
+            note(t, "model.converters %.20s", cv);
+    }
     if (conv && !json_is_array(conv)) return fail(err, "[model] converters must be an array of strings");
     const char *spec = given->val[KNOB_MODEL];
     if (!spec) {
@@ -576,6 +587,11 @@ static void emit_model(tt_out *o, const config *c)
     else
         gap(o, "--model %s (llama3's flavors are 8B, 70B, 405B: register one, or read back with --model)",
             c->model.name);
+    if (c->precision == PRECISION_MXFP8) line(o, "converters = [\"mx\"]");
+    if (c->precision == PRECISION_FP8_CURRENT || c->precision == PRECISION_FP8_DELAYED)
+        line(o, "converters = [\"float8\"]");
+    if (c->precision == PRECISION_FP8_DELAYED)
+        gap(o, "--precision fp8-delayed (torchao's float8 scales by the current tensor: fp8-current)");
 }
 
 /* The split's weights and stages per rank. */
