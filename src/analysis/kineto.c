@@ -130,7 +130,10 @@ static int64_t int_arg(const json_t *args, const char *key, int64_t dflt)
 {
     json_t *v = json_object_get(args, key);
     if (json_is_integer(v)) return json_integer_value(v);
-    if (json_is_real(v)) return (int64_t)json_real_value(v);
+    double d = json_is_real(v) ? json_real_value(v) : NAN;
+    /* a real beyond int64's range (or NaN) is no integer: the default, as
+     * for a missing key (casting it would be undefined) */
+    if (d >= -9.2e18 && d <= 9.2e18) return (int64_t)d;
     return dflt;
 }
 
