@@ -1142,7 +1142,8 @@ static double exposed_16x4(const char *topo_args)
 {
     run_result r = run_cmd("%s topo %s -o /tmp/loong-plan-nvl.xml && %s plan --platform /tmp/loong-plan-nvl.xml "
                            "--calib %s/topologies/gb200.calib --quiet --model llama3-8b --seq 256K --gpus 64 --dp 1 "
-                           "--zero 1 --recompute selective --top 0 --csv /tmp/loong-plan-nvl.csv -o /dev/null && "
+                           "--tp 1 --pp 1 --global-batch 1 --zero 1 --recompute selective --top 0 "
+                           "--csv /tmp/loong-plan-nvl.csv -o /dev/null && "
                            "grep '\"16x4 hf zz single kv-repl' /tmp/loong-plan-nvl.csv",
                            LOONG_BIN, topo_args, LOONG_BIN, LOONG_SRCDIR);
     ck_assert_msg(r.status == 0, "%s: %s", topo_args, r.err);

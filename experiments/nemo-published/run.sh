@@ -42,9 +42,14 @@ printf '# %-10s %4s %3s %3s %3s %3s %3s %4s %9s %10s %10s %8s %s\n' model GPUs t
 while read -r m gpus plat tp pp cp vp dp mb pub; do
     sched=""
     [ "$vp" -gt 1 ] && sched="--schedule interleaved --vpp $vp"
+    # by symmetry where it is exact (docs/sim.md): TP rank 0 of each group
+    # for the others, and the replicas whole nodes; else every replica
+    sym="--dp-mode full"
+    [ $((tp * pp * cp)) -ge 8 ] && sym=""
+    [ "$tp" -gt 1 ] && sym="$sym --tp-mode symmetric"
     # shellcheck disable=SC2086
     out=$("$L" sim --quiet --platform "$TOP/topologies/$plat.xml" --calib "$TOP/topologies/h100.calib" --model "$m" \
-        --seq 8K --batch 1 --tp "$tp" --mesh "1x$cp" --strategy zigzag --pp "$pp" $sched --dp "$dp" --dp-mode full \
+        --seq 8K --batch 1 --tp "$tp" --mesh "1x$cp" --strategy zigzag --pp "$pp" $sched --dp "$dp" $sym \
         --micro-batches "$mb" --zero 1 --recompute none --precision fp8-delayed 2>&1)
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     pred=$(printf '%s\n' "$out" | sed -n 's|^# throughput: \([0-9.]*\) tokens/s/GPU.*|\1|p')
