@@ -107,6 +107,17 @@ record() {
         --trace sim-pp2-1f1b.trace.json
     step sim-pp2-vpp "$L" sim $F --layers 6 --mesh 2x2 --strategy usp --pp 2 --micro-batches 4 --schedule interleaved \
         --vpp 2 --pp-first-layers 2 --dp 2 --json sim-pp2-vpp.json
+    # the step as the frameworks run it: unfused attention with dropout, FP8 GEMMs, the memory timeline
+    step sim-unfused "$L" sim $F --tp 2 --mesh 2x1 --strategy ulysses --attention unfused --attention-dropout 0.1 \
+        --hidden-dropout 0.1 --json sim-unfused.json --trace sim-unfused.trace.json
+    step sim-fp8-mem "$L" sim $F --mesh 2x4 --strategy usp --precision fp8-delayed --json sim-fp8-mem.json \
+        --trace sim-fp8-mem.trace.json --trace-memory
+    step dag-mxfp8 "$L" dag $P --tp 2 --mesh 1x2 --strategy zigzag --precision mxfp8 --format stats
+    # a rack-scale NVLink domain
+    step topo-nvl72 "$L" topo --preset gb200-nvl72 -o nvl72.xml
+    cp "$TOP/topologies/gb200.calib" "$O/gb200.calib"
+    step sim-nvl72 "$L" sim --platform nvl72.xml --model llama3-8b --seq 128K --mesh 8x8 --strategy usp --scope step \
+        --layers 2 --gpus-per-node 72 --quiet --json sim-nvl72.json
     # compare of a dp 1 and a dp 2 trace: its message and exit status
     step compare-dp sh -c '"$0" compare sim-dp1-z3.trace.json sim-dp2-z3.trace.json --by kind --top 3 2>&1; echo "exit $?"' "$L"
     # closing the loop on simulated traces (deterministic inputs)
@@ -121,6 +132,13 @@ record() {
         --recompute full --top 2
     step plan-model "$L" plan --quiet --platform "$TOPO/a100-8n-4nic.xml" --seq 256K --top 0 --rows 0 \
         --csv plan-model.csv --gpu-mem 74.5GiB
+    # the frameworks' languages out and in, and the plausibility check
+    step plan-emit-megatron "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --model tiny --seq 64K --top 2 \
+        --emit megatron
+    step plan-emit-titan "$L" plan --quiet --platform "$TOPO/dgx-h100-1n.xml" --model tiny --seq 64K --top 2 \
+        --emit torchtitan
+    step check-megatron sh -c '"$0" check --megatron-args "$1"/experiments/tp-published/gpt-1.7b.megatron \
+        --platform "$1"/topologies/a100-4n-4nic.xml --measured-tflops 137 2>&1; echo "exit $?"' "$L" "$TOP"
     # exec: the --check tables and the dumped arrays
     if "$L" exec --help >/dev/null 2>&1; then
         local E="$L exec $T --dtype fp32 --iters 1 --warmup 0 --check"
