@@ -10,6 +10,8 @@
 #
 # usage: experiments/regress/run.sh record LOONG OUTDIR
 #        experiments/regress/run.sh compare OLDDIR NEWDIR
+#        experiments/regress/run.sh base OUTDIR [LOONG]   record with paths normalised
+#        experiments/regress/run.sh against BASEDIR [LOONG]  record LOONG, compare with a base
 #        experiments/regress/run.sh vs REV [LOONG]   build REV (a git revision) in a
 #            temporary worktree, record it (with its own script and data files)
 #            and LOONG (default build/loong), compare with the paths of
@@ -179,6 +181,25 @@ compare() {
     return $bad
 }
 
+# Record LOONG into OUTDIR with its binary and tree paths written LOONG and TOP
+# (the form vs compares), so that a recording from one checkout compares with
+# one from another.
+base() {
+    local O=$1 L=${2:-$TOP/build/loong} abs
+    record "$L" "$O"
+    abs=$(realpath "$L")
+    find "$O" -type f -exec sed -i -e "s|$abs|LOONG|g" -e "s|$TOP|TOP|g" {} +
+}
+
+# Compare LOONG with a recording made by base (a saved baseline).
+against() {
+    local A=$1 L=${2:-$TOP/build/loong} new
+    [ -d "$A" ] || die "no baseline at $A: make one with '$0 base DIR'"
+    new=$(mktemp -d /tmp/loong-regress-XXXXXX)
+    base "$new" "$L"
+    compare "$A" "$new"
+}
+
 vs() {
     local rev=$1 L=${2:-$TOP/build/loong} wt
     wt=$(mktemp -d /tmp/loong-regress-XXXXXX)
@@ -204,6 +225,8 @@ vs() {
 case "${1:-}" in
 record) [ $# -eq 3 ] || die "usage: record LOONG OUTDIR"; record "$2" "$3" ;;
 compare) [ $# -eq 3 ] || die "usage: compare OLDDIR NEWDIR"; compare "$2" "$3" ;;
+base) [ $# -ge 2 ] || die "usage: base OUTDIR [LOONG]"; base "$2" "${3:-}" ;;
+against) [ $# -ge 2 ] || die "usage: against BASEDIR [LOONG]"; against "$2" "${3:-}" ;;
 vs) [ $# -ge 2 ] || die "usage: vs REV [LOONG]"; vs "$2" "${3:-}" ;;
-*) sed -n '2,16p' "$0" >&2; exit 2 ;;
+*) sed -n '2,19p' "$0" >&2; exit 2 ;;
 esac
