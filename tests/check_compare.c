@@ -51,6 +51,14 @@ static void paths(void)
     close(mkstemp(meas_path));
 }
 
+/* checked teardown: each test's two trace files go (a test that fails
+ * between paths() and its end leaves none behind either) */
+static void unlink_paths(void)
+{
+    if (pred_path[0]) unlink(pred_path);
+    if (meas_path[0]) unlink(meas_path);
+}
+
 START_TEST(known_differences)
 {
     config c = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN);
@@ -193,8 +201,6 @@ START_TEST(flows_change_nothing)
                       with[i].out, w.out);
     }
     ck_assert_int_eq(with[3].status, 1);
-    unlink(pred_path);
-    unlink(meas_path);
     dag_free(g);
 }
 END_TEST
@@ -203,6 +209,7 @@ int main(void)
 {
     Suite *s = suite_create("compare");
     TCase *tc = tcase_create("compare");
+    tcase_add_checked_fixture(tc, NULL, unlink_paths);
     tcase_add_test(tc, known_differences);
     tcase_add_test(tc, refuses_mismatch);
     tcase_add_test(tc, cli_report);

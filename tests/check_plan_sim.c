@@ -113,13 +113,15 @@ static double simulate(const scase *k, const char *model, int layers)
     char lay[32] = "";
     if (layers > 0) snprintf(lay, sizeof lay, "--layers %d", layers);
     if (layers < 0) snprintf(lay, sizeof lay, "--compose");
+    const char *cal = calib_file(k);
     run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "%s.xml --model %s --seq %s --mesh %dx%d --strategy usp "
                                      "--placement %s --partition %s --ring %s --window %d --zero %d --recompute %s "
                                      "--scope step --quiet --json - --dp %d --pp %d --micro-batches %d --schedule %s "
                                      "--calib %s %s",
                            k->platform, model, k->seq, k->ph, k->ps, k->placement, k->partition, k->ring, k->window,
                            k->zero, k->recompute, k->dp ? k->dp : 1, k->pp ? k->pp : 1, k->m ? k->m : 1,
-                           k->schedule ? k->schedule : "1f1b", calib_file(k), lay);
+                           k->schedule ? k->schedule : "1f1b", cal, lay);
+    unlink(cal);
     ck_assert_msg(r.status == 0, "loong sim: %s", r.err);
     json_error_t je;
     json_t *j = json_loads(r.out, 0, &je);
@@ -155,7 +157,9 @@ static double analytic(const scase *k, const char *model)
     platform_spec sp;
     snprintf(path, sizeof path, TOPO "%s.xml", k->platform);
     ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
-    calib *cb = calib_load(calib_file(k), err);
+    const char *cal = calib_file(k);
+    calib *cb = calib_load(cal, err);
+    unlink(cal);
     ck_assert_msg(cb != NULL, "%s", err);
     analytic_result res;
     analytic_step(&c, cb, &sp, &res);
