@@ -409,8 +409,8 @@ START_TEST(enumeration_count)
     char err[LOONG_ERRLEN];
     if (_i) req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
     req.gpus = 16;
-    req.dp = 1;
-    req.tp = 1; /* the closed form above is of the context-parallel layouts */
+    req.degree[MESH_DP] = req.degree[MESH_PP] = 1;
+    req.degree[MESH_TP] = 1; /* the closed form above is of the context-parallel layouts */
     req.gpu_mem = 1e15;
     int n, valid = 0, removed = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -453,9 +453,7 @@ START_TEST(pipeline_enumeration)
 {
     plan_request req = {0};
     req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
-    req.gpus = 32;
-    req.dp = 0;
-    req.pp = PLAN_PP_AUTO;
+    req.gpus = 32; /* every dimension searched (PLAN_SEARCHED) */
     req.global_batch = 8;
     req.search_zero = req.search_schedule = true;
     req.gpu_mem = 1e15;
@@ -508,6 +506,7 @@ START_TEST(oom_reason_and_cost)
     plan_request req = {0};
     req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_NONE);
     req.gpus = 256;
+    req.degree[MESH_PP] = 1;
     req.gpu_mem = 40e9;
     int n, oom = 0, scored = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -788,16 +787,17 @@ START_TEST(layout_names_round_trip)
     req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
     req.gpu_mem = 1e15;
     if (_i == 0) { /* every dimension, every knob the plan searches */
-        req.gpus = 32, req.pp = PLAN_PP_AUTO, req.global_batch = 8;
+        req.gpus = 32, req.global_batch = 8; /* every dimension searched (PLAN_SEARCHED) */
         req.search_zero = req.search_recompute = req.search_schedule = true;
     } else if (_i == 1) { /* tp fixed, sequence parallelism off, --micro-batches */
         req.base = base("llama3-70b", 64 * 1024, 1, 1, 1, RECOMPUTE_FULL);
         req.base.sequence_parallel = false;
         req.base.micro_batches = 2;
-        req.gpus = 32, req.tp = 4;
+        req.gpus = 32, req.degree[MESH_TP] = 4, req.degree[MESH_PP] = 1;
     } else { /* the packed-document partitions */
         req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
-        req.gpus = 16, req.dp = 1, req.tp = 1, req.search_zero = true;
+        req.gpus = 16, req.search_zero = true;
+        req.degree[MESH_DP] = req.degree[MESH_TP] = req.degree[MESH_PP] = 1;
     }
     int n, named = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -847,9 +847,9 @@ START_TEST(layout_name_refusals)
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         plan_request req = {0};
         req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_SELECTIVE);
-        req.gpus = 64, req.pp = 1, req.global_batch = 64;
+        req.gpus = 64, req.degree[MESH_PP] = 1, req.global_batch = 64;
         req.search_zero = req.search_recompute = true;
-        if (!strcmp(rows[k].args, "dp")) req.dp = 4;
+        if (!strcmp(rows[k].args, "dp")) req.degree[MESH_DP] = 4;
         if (!strcmp(rows[k].args, "zero")) req.search_zero = false, req.base.zero = 2;
         config c;
         char err[LOONG_ERRLEN] = "";
@@ -1046,8 +1046,7 @@ START_TEST(memory_reserved_terms)
     plan_request req = {0};
     req.base = base("llama3-8b", 256 * 1024, 1, 1, 1, RECOMPUTE_FULL);
     req.gpus = 8;
-    req.dp = 1;
-    req.tp = 1;
+    req.degree[MESH_DP] = req.degree[MESH_TP] = req.degree[MESH_PP] = 1;
     req.margin = PLAN_MARGIN;
     int n;
     plan_layout *ls = plan_enumerate(&req, &n);
