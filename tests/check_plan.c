@@ -17,6 +17,7 @@
 #include "model/fidelity.h"
 #include "model/memory.h"
 #include "model/plan.h"
+#include "model/plan_search.h"
 #include "core/strategy.h"
 #include "model/platform_spec.h"
 
@@ -409,8 +410,8 @@ START_TEST(enumeration_count)
     char err[LOONG_ERRLEN];
     if (_i) req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
     req.gpus = 16;
-    req.dp = 1;
-    req.tp = 1; /* the closed form above is of the context-parallel layouts */
+    req.degree[MESH_DP] = req.degree[MESH_PP] = 1;
+    req.degree[MESH_TP] = 1; /* the closed form above is of the context-parallel layouts */
     req.gpu_mem = 1e15;
     int n, valid = 0, removed = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -453,9 +454,7 @@ START_TEST(pipeline_enumeration)
 {
     plan_request req = {0};
     req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
-    req.gpus = 32;
-    req.dp = 0;
-    req.pp = PLAN_PP_AUTO;
+    req.gpus = 32; /* every dimension searched (PLAN_SEARCHED) */
     req.global_batch = 8;
     req.search_zero = req.search_schedule = true;
     req.gpu_mem = 1e15;
@@ -508,6 +507,7 @@ START_TEST(oom_reason_and_cost)
     plan_request req = {0};
     req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_NONE);
     req.gpus = 256;
+    req.degree[MESH_PP] = 1;
     req.gpu_mem = 40e9;
     int n, oom = 0, scored = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -787,17 +787,18 @@ START_TEST(layout_names_round_trip)
     char err[LOONG_ERRLEN];
     req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
     req.gpu_mem = 1e15;
-    if (_i == 0) { /* every dimension, every knob the plan searches */
-        req.gpus = 32, req.pp = PLAN_PP_AUTO, req.global_batch = 8;
+    if (_i == 0) { /* every dimension (PLAN_SEARCHED), every knob the plan searches */
+        req.gpus = 32, req.global_batch = 8;
         req.search_zero = req.search_recompute = req.search_schedule = true;
     } else if (_i == 1) { /* tp fixed, sequence parallelism off, --micro-batches */
         req.base = base("llama3-70b", 64 * 1024, 1, 1, 1, RECOMPUTE_FULL);
         req.base.sequence_parallel = false;
         req.base.micro_batches = 2;
-        req.gpus = 32, req.tp = 4;
+        req.gpus = 32, req.degree[MESH_TP] = 4, req.degree[MESH_PP] = 1;
     } else { /* the packed-document partitions */
         req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
-        req.gpus = 16, req.dp = 1, req.tp = 1, req.search_zero = true;
+        req.gpus = 16, req.search_zero = true;
+        req.degree[MESH_DP] = req.degree[MESH_TP] = req.degree[MESH_PP] = 1;
     }
     int n, named = 0;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -847,9 +848,9 @@ START_TEST(layout_name_refusals)
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         plan_request req = {0};
         req.base = base("llama3-8b", 1 << 20, 1, 1, 1, RECOMPUTE_SELECTIVE);
-        req.gpus = 64, req.pp = 1, req.global_batch = 64;
+        req.gpus = 64, req.degree[MESH_PP] = 1, req.global_batch = 64;
         req.search_zero = req.search_recompute = true;
-        if (!strcmp(rows[k].args, "dp")) req.dp = 4;
+        if (!strcmp(rows[k].args, "dp")) req.degree[MESH_DP] = 4;
         if (!strcmp(rows[k].args, "zero")) req.search_zero = false, req.base.zero = 2;
         config c;
         char err[LOONG_ERRLEN] = "";
@@ -1046,8 +1047,7 @@ START_TEST(memory_reserved_terms)
     plan_request req = {0};
     req.base = base("llama3-8b", 256 * 1024, 1, 1, 1, RECOMPUTE_FULL);
     req.gpus = 8;
-    req.dp = 1;
-    req.tp = 1;
+    req.degree[MESH_DP] = req.degree[MESH_TP] = req.degree[MESH_PP] = 1;
     req.margin = PLAN_MARGIN;
     int n;
     plan_layout *ls = plan_enumerate(&req, &n);
@@ -1166,6 +1166,163 @@ START_TEST(plan_head_group_spans_nvl72)
 }
 END_TEST
 
+/* ---- the search through a fake child runner (plan_search.h) ----
+ * A runner that "simulates" in closed form: a run of l layers takes
+ * SIM_A + SIM_B l seconds, exposes SIM_E l. Layers are identical, so the
+ * search's ZeRO-1 composition T(1) + (L-1)(T(2) - T(1)) and a run of all L
+ * layers must both give SIM_A + SIM_B L exactly (binary fractions). */
+#define SIM_A 0.5
+#define SIM_B 0.25
+#define SIM_E 0.0625
+#define FAKE_RUNS 2048
+
+typedef struct fake {
+    int queue[FAKE_RUNS], nq; /* started and not yet reported */
+    double step[FAKE_RUNS], exposed[FAKE_RUNS];
+    bool stopped_id[FAKE_RUNS];
+    int started, stopped, notes;
+    bool hang; /* nothing ever ends on its own: every run meets the time limit */
+    double clock;
+} fake;
+
+static int fake_start(void *user, int id, const plan_sim *sim, char err[LOONG_ERRLEN])
+{
+    fake *f = user;
+    (void)err;
+    ck_assert_int_lt(id, FAKE_RUNS);
+    int l = sim->layers ? sim->layers : sim->l->c.model.layers;
+    f->step[id] = SIM_A + SIM_B * l;
+    f->exposed[id] = SIM_E * l;
+    f->queue[f->nq++] = id;
+    f->started++;
+    return 0;
+}
+
+static int fake_wait(void *user, int *id, int *rc, double *step, double *exposed, char why[LOONG_ERRLEN])
+{
+    fake *f = user;
+    f->clock += 1;
+    if (f->nq == 0) return -1;
+    int k = f->nq - 1;
+    while (f->hang && k >= 0 && !f->stopped_id[f->queue[k]])
+        k--;
+    if (k < 0) return 0; /* none ended: the search's clock runs on */
+    *id = f->queue[k];
+    f->queue[k] = f->queue[--f->nq];
+    *rc = f->hang ? -1 : 0;
+    *step = f->step[*id];
+    *exposed = f->exposed[*id];
+    snprintf(why, LOONG_ERRLEN, "killed");
+    return 1;
+}
+
+static void fake_stop(void *user, int id)
+{
+    fake *f = user;
+    f->stopped_id[id] = true;
+    f->stopped++;
+}
+static double fake_now(void *user) { return ((fake *)user)->clock; }
+static void fake_gather(void *user, plan_layout *ls, int n) { (void)user, (void)ls, (void)n; }
+static void fake_max(void *user, double *v, int n) { (void)user, (void)v, (void)n; }
+static void fake_progress(void *user, const char *what, int done, int total, double eta)
+{
+    (void)user, (void)what, (void)done, (void)total, (void)eta;
+}
+static void fake_begin(void *user, int runs, double tasks, double eta, int jobs)
+{
+    (void)user, (void)runs, (void)tasks, (void)eta, (void)jobs;
+}
+static void fake_note(void *user, const char *line)
+{
+    (void)line;
+    ((fake *)user)->notes++;
+}
+
+/* 8 GPUs, one replica, no TP or PP: the sequence-parallel layouts, ZeRO
+ * searched (ZeRO-1's compose from two runs, the others run all layers). */
+static plan_search_out fake_search(fake *f, int top, bool exact, double timeout, int *rc, char err[LOONG_ERRLEN])
+{
+    static plan_request req;
+    memset(&req, 0, sizeof req);
+    req.base = base("llama3-8b", 128 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+    req.gpus = 8;
+    req.degree[MESH_DP] = req.degree[MESH_TP] = req.degree[MESH_PP] = 1;
+    req.search_zero = true;
+    req.gpu_mem = 1e15;
+    static calib *cb;
+    static platform_spec net;
+    if (!cb) cb = h100(), net = net_of(LOONG_SRCDIR "/topologies/dgx-h100-1n.xml");
+    whatif w = {0};
+    const plan_runner r = {.user = f,
+                           .rank = 0,
+                           .size = 1,
+                           .start = fake_start,
+                           .wait = fake_wait,
+                           .stop = fake_stop,
+                           .now = fake_now,
+                           .gather_layouts = fake_gather,
+                           .max = fake_max,
+                           .progress = fake_progress,
+                           .begin = fake_begin,
+                           .note = fake_note};
+    const plan_search_opts o = {.top = top,
+                                .exact = exact,
+                                .jobs = 4,
+                                .sim_timeout = timeout,
+                                .draws = 1,
+                                .w = &w,
+                                .cb = cb,
+                                .spec = &net};
+    plan_search_out out;
+    *rc = plan_search(&req, &o, &r, &out, err);
+    return out;
+}
+
+START_TEST(search_fake_runner)
+{
+    fake f = {0};
+    char err[LOONG_ERRLEN] = "";
+    int rc;
+    plan_search_out s = fake_search(&f, 0, true, 0, &rc, err);
+    ck_assert_msg(rc == 0, "%s", err);
+    int sim = 0, runs = 0, L = s.ls[0].c.model.layers;
+    for (int i = 0; i < s.n; i++) {
+        const plan_layout *l = &s.ls[i];
+        if (l->sim_step < 0) continue;
+        sim++;
+        runs += plan_compose_mode(&l->c, false) == PLAN_TWO_LAYERS ? 2 : 1;
+        near(l->sim_step, SIM_A + SIM_B * L, "a simulated step, composed or whole");
+        near(l->sim_exposed, SIM_E * L, "its exposed communication");
+    }
+    ck_assert_int_eq(sim, s.feasible); /* --exact: every feasible layout */
+    ck_assert_int_eq(s.runs, runs);
+    ck_assert_int_eq(f.started, runs);
+    ck_assert_uint_eq(s.compose, PLAN_TWO_LAYERS | PLAN_PERIOD); /* ZeRO-1, and the other stages */
+    ck_assert_int_eq(f.notes, 0);
+    free(s.ls);
+
+    /* every run over the time limit: stopped, the layouts keep their
+     * analytical score with the reason (not an error: the request is fine) */
+    fake h = {.hang = true};
+    s = fake_search(&h, 2, false, 5, &rc, err);
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_int_gt(h.stopped, 0);
+    int unsim = 0;
+    for (int i = 0; i < s.n; i++) {
+        ck_assert(s.ls[i].sim_step < 0);
+        if (s.ls[i].unsimulated[0]) {
+            unsim++;
+            ck_assert_str_eq(s.ls[i].unsimulated, "stopped at --sim-timeout 5 s");
+            ck_assert_str_eq(plan_by(&s.ls[i]), "model*");
+        }
+    }
+    ck_assert_int_ge(unsim, 2);
+    ck_assert_int_eq(h.notes, unsim);
+    free(s.ls);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan");
@@ -1199,5 +1356,8 @@ int main(void)
     tcase_add_test(tc, doc_draws);
 #endif
     suite_add_tcase(s, tc);
+    TCase *search = tcase_create("search");
+    tcase_add_test(search, search_fake_runner);
+    suite_add_tcase(s, search);
     return check_run(s);
 }

@@ -29,7 +29,7 @@ plans() {
     done
 }
 
-# Every simulated layout of the two plans (plan.c's CSV columns).
+# Every simulated layout of the two plans (plan_write.c's CSV columns).
 tables() {
     local S
     echo "seq,rank,layout,set,clean_s,straggler_s,straggler_on,slow_nic_s,slow_nic_on,jitter_s,worst_s,straggler_pct,slow_nic_pct,jitter_pct,worst_pct" >"$HERE/results.csv.tmp"

@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/recompute.h"
 #include "core/xalloc.h"
 
 extern char **environ;
@@ -206,11 +205,3 @@ void sim_child_guard(void)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if ((long)getppid() != strtol(parent, NULL, 10)) _exit(2); /* the parent died before prctl */
 }
-
-bool sim_compose_exact(const config *c)
-{
-    return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1 &&
-           recompute_layers_alike(c);
-}
-
-double sim_compose(double one, double two, int layers) { return one + (layers - 1) * (two - one); }

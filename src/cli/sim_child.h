@@ -1,6 +1,5 @@
 /*
- * sim_child: `loong sim` as a child process, and the composition of a
- * training step from simulations of 1 and 2 layers. SimGrid initialises
+ * sim_child: `loong sim` as a child process. SimGrid initialises
  * once per process, so every command that needs several simulations
  * (`loong plan`, `loong sim --compose`) runs each one as this program
  * again. A child prints its JSON summary on its standard output (`--json
@@ -70,20 +69,5 @@ int sim_child_finish(sim_child *ch, int status, const char *what, sim_child_resu
 
 /* Start, wait for and finish one child. */
 int sim_child_run(char *const argv[], const char *what, sim_child_result *res, char err[LOONG_ERRLEN]);
-
-/* ---- composition ----
- * Transformer blocks are identical, and under ZeRO-1 the LM head and the
- * closing reduce-scatter / all-gather are not per layer, so the difference
- * of a 2-layer and a 1-layer simulation is exactly one layer's critical
- * path: T(L) = T(1) + (L - 1)(T(2) - T(1)). Under ZeRO 0, 2 and 3 the
- * per-layer gradient collectives overlap a number of layers that depends
- * on L, and this two-run composition is not exact (`loong sim --compose`
- * looks for the period there instead; the planner simulates every layer). */
-
-/* Whether c's step composes exactly: scope step, ZeRO-1, L >= 3. */
-bool sim_compose_exact(const config *c);
-
-/* T(L) from T(1) = one and T(2) = two. */
-double sim_compose(double one, double two, int layers);
 
 #endif

@@ -1,21 +1,27 @@
 /*
- * plan: the layout search behind `loong plan` — enumerate every layout of a
- * GPU count, remove the infeasible ones with a reason each, score the rest
- * (memory model + analytical model), rank them and write the ranked table.
- * Simulation of the best layouts and the MPI split of the work live in the
- * CLI (src/cli/cmd_plan.c); this module only takes their results.
+ * plan: the layouts behind `loong plan` — enumerate every layout of a GPU
+ * count, remove the infeasible ones with a reason each, score the rest
+ * (memory model + analytical model), rank them and write the ranked table,
+ * CSV and JSON (plan_write.c). The search around it (document draws, the
+ * simulations of the best layouts, --robust) is plan_search.h's; running
+ * simulations and splitting the work over MPI ranks are the CLI's, behind
+ * plan_search.h's runner.
  *
- * A layout is a config (scope step) plus a data-parallel degree dp: the
- * GPUs are dp replicas of a P = P_h x P_s context-parallel mesh. The knobs
- * enumerated for each (dp, P_h, P_s): placement (head-first, and
- * context-first when both P_h and P_s exceed 1), partition and ring mode
- * (P_s = 1: one layout; else contiguous with the single ring, the
+ * A layout is a config (scope step) on a device mesh of the GPUs (mesh.h):
+ * dp replicas of pp pipeline stages of tp x P_h x P_s ranks, P = P_h x P_s
+ * the head x context-parallel mesh of the attention. The request fixes or
+ * searches each dimension's degree (plan_request.degree); every
+ * factorisation of the GPUs it takes is enumerated, and for each: the
+ * micro-batches of the global batch and, with pp > 1, the schedule; the
+ * ZeRO stage and recompute policy when searched; placement (head-first,
+ * and context-first when both P_h and P_s exceed 1); partition and ring
+ * mode (P_s = 1: one layout; else contiguous with the single ring, the
  * all-gather or the double ring at every window w < P_s dividing P_s, and
  * zigzag with those and the dual ring; with packed documents the same for
- * doc-contiguous, doc-zigzag and balanced), KV replication (on, and off too
- * when P_h > H_kv, where it is infeasible). Layouts that differ only in
- * knobs that change nothing (placement when P_h or P_s is 1, replication
- * when P_h <= H_kv) are one layout.
+ * doc-contiguous, doc-zigzag and balanced); KV replication (on, and off too
+ * when P_h > H_kv / tp, where it is infeasible). Layouts that differ only
+ * in knobs that change nothing (placement when P_h or P_s is 1,
+ * replication when P_h <= H_kv / tp) are one layout.
  *
  * Ranking: the layouts picked for simulation first (simulated, or marked
  * model* when they could not be), then the rest, each by predicted
@@ -84,14 +90,17 @@ typedef struct plan_layout {
  * that small DAG cannot be built. */
 double plan_task_estimate(const config *c, int layers, bool full_dp);
 
-#define PLAN_PP_AUTO (-1)
+/* A mesh dimension the plan searches rather than fixes (plan_request.degree). */
+#define PLAN_SEARCHED 0
 
 typedef struct plan_request {
     config base; /* model, seq, batch, zero, recompute, dtype, gpus per node */
     int gpus;
-    int dp; /* data-parallel degree; 0 = every divisor of gpus */
-    int tp; /* tensor-parallel degree; 0 = every divisor of the GPUs per node */
-    int pp; /* pipeline stages (0: 1); PLAN_PP_AUTO: every divisor of gpus the layers split over */
+    /* by mesh dimension (mesh.h): a fixed degree, or PLAN_SEARCHED: every
+     * divisor of gpus the dimension can take (tp: those dividing the GPUs
+     * per node, as TP stays inside a node; pp: those the layers split over,
+     * evenly or as plan_enumerate's uneven split; dp, head, seq: any) */
+    int degree[MESH_NDIMS];
     /* samples per step over all replicas: each layout runs global_batch /
      * (dp x batch) micro-batches (equal work); 0: one per replica */
     int global_batch;
@@ -263,6 +272,8 @@ bool plan_tied(const plan_layout *l, const plan_layout *best, double tie);
  * differ, and with --robust how the fastest and the most robust fare: "#"
  * lines after the recommendation. */
 void plan_write_choice(FILE *f, const plan_layout *ls, const int *idx, int m, int pick, const plan_report *rp);
+
+/* ---- the outputs (plan_write.c) ---- */
 
 /* The #-headed ranked table, the removed layouts with their reasons and the
  * recommendation with one line of why. Returns 0 or -1 on a write error. */

@@ -63,16 +63,17 @@ static int candidate_fixes(const plan_request *req, fix *f)
         recompute_set(&f[k].req.base, RECOMPUTE_FULL);
         snprintf(f[k++].what, sizeof f->what, "--zero 3 --recompute full");
     }
-    if (req->tp) {
+    if (req->degree[MESH_TP] != PLAN_SEARCHED) {
         f[k] = (fix){"", *req};
-        f[k].req.tp = 0;
-        snprintf(f[k++].what, sizeof f->what, "tensor parallelism (drop --tp %d: plan searches it)", req->tp);
+        f[k].req.degree[MESH_TP] = PLAN_SEARCHED;
+        snprintf(f[k++].what, sizeof f->what, "tensor parallelism (drop --tp %d: plan searches it)",
+                 req->degree[MESH_TP]);
     }
     for (int m = 2; m <= 8; m *= 2)
         for (int z3 = 0; z3 <= (b->zero < 3 && !req->search_zero); z3++) {
             f[k] = (fix){"", *req};
             f[k].req.gpus = req->gpus * m;
-            f[k].req.dp = 0;
+            f[k].req.degree[MESH_DP] = PLAN_SEARCHED;
             if (z3) f[k].req.base.zero = 3;
             snprintf(f[k++].what, sizeof f->what, "%d GPUs%s", req->gpus * m, z3 ? " with --zero 3" : "");
         }

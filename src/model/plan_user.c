@@ -223,20 +223,21 @@ static int check_degrees(const plan_request *req, const char *name, const said *
 {
     char what[WHAT_LEN];
     long gpus = (long)s->dp * s->pp * s->tp * s->ph * s->ps;
-    int pp = req->pp == PLAN_PP_AUTO ? s->pp : req->pp > 1 ? req->pp : 1;
+    const int *fixed = req->degree;
+    int pp = fixed[MESH_PP] == PLAN_SEARCHED ? s->pp : fixed[MESH_PP];
     if (gpus != req->gpus)
         snprintf(what, sizeof what, "it has dp x pp x tp x P_h x P_s = %ld GPUs, the plan %d: give --gpus %ld", gpus,
                  req->gpus, gpus);
-    else if (req->dp && s->dp != req->dp)
+    else if (fixed[MESH_DP] != PLAN_SEARCHED && s->dp != fixed[MESH_DP])
         snprintf(what, sizeof what, "it has dp %d and the request --dp %d: drop --dp (or make them agree)", s->dp,
-                 req->dp);
+                 fixed[MESH_DP]);
     else if (s->pp != pp)
         snprintf(what, sizeof what, "it has pp %d and the request %d pipeline stage(s): give --pp %d (or --pp auto)",
                  s->pp, pp, s->pp);
-    else if (req->tp && s->tp != req->tp)
+    else if (fixed[MESH_TP] != PLAN_SEARCHED && s->tp != fixed[MESH_TP])
         snprintf(what, sizeof what, "it has tp %d and the request --tp %d: drop --tp (or make them agree)", s->tp,
-                 req->tp);
-    else if (!req->tp && req->base.gpus_per_node % s->tp)
+                 fixed[MESH_TP]);
+    else if (fixed[MESH_TP] == PLAN_SEARCHED && req->base.gpus_per_node % s->tp)
         snprintf(what, sizeof what,
                  "tp %d does not divide the %d GPUs per node the plan searches it over: add --tp %d to score it", s->tp,
                  req->base.gpus_per_node, s->tp);
