@@ -24,6 +24,7 @@
 #include "model/nccl.h"
 #include "model/whatif.h"
 #include "core/dag.h"
+#include "core/placement.h"
 
 /* The SimGrid settings loong applies before the user's --cfg= options:
  * CM02 (no TCP-tuned factors), no cross-traffic, no TCP window bound. */
@@ -63,6 +64,11 @@ void sim_platform_free(sim_platform *pf);
 int sim_platform_gpus(const sim_platform *pf);
 const char *sim_platform_kind(const sim_platform *pf);
 int sim_platform_gpus_per_node(const sim_platform *pf);
+/* Where ranks run on pf (core/placement.h): rank r on GPU host
+ * (placement_node(r), placement_gpu(r)); its nodes, the last possibly
+ * partial, and the NICs of its loong_spec (one per GPU, `loong topo`'s
+ * default, for a platform without one). */
+placement sim_platform_placement(const sim_platform *pf);
 
 typedef struct sim_link {
     const char *name; /* SimGrid link name (owned by SimGrid) */
