@@ -56,7 +56,7 @@ static dag *simulate(const char *path, config *c, sim_result *res)
     sim_platform *pf = sim_platform_open(path, 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
     calib_free(cb);
     sim_platform_free(pf);
     return g;
@@ -79,7 +79,7 @@ static dag *simulate_free_links(config *c, int gpn, sim_result *res)
     sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
     calib_free(cb);
     sim_platform_free(pf);
     return g;
@@ -249,7 +249,7 @@ START_TEST(interference_slows_overlapped_kernels)
     c.gpus_per_node = 2;
     dag *g = tbuild(&c);
     sim_result res;
-    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, &res, err) == 0, "%s", err);
     int covered = 0, alone = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -690,7 +690,7 @@ static void simulate_child(const config *c, const char *coalesce, const char *pa
         sim_platform *pf = cb ? sim_platform_open(LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", 0, NULL, err) : NULL;
         dag *g = pf ? dag_build(c, err) : NULL;
         sim_result res;
-        if (!g || sim_run_dp(pf, g, cb, false, false, &res, err) < 0) {
+        if (!g || sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, &res, err) < 0) {
             fprintf(stderr, "coalesce=%s: %s\n", coalesce, err);
             _exit(1);
         }

@@ -458,7 +458,8 @@ static int write_network(writer *w, const chakra_opts *o, const char *path)
     }
     const placement *m = &w->map;
     double rail = sp->nic_bw * sp->nics_per_node / sp->gpus_per_node; /* a GPU's share of its rail NIC */
-    fprintf(f, "# ASTRA-sim analytical network for loong's %d ranks (loong %s)\n", m->gpus_per_node * m->nodes, PACKAGE_VERSION);
+    fprintf(f, "# ASTRA-sim analytical network for loong's %d ranks (loong %s)\n", m->gpus_per_node * m->nodes,
+            PACKAGE_VERSION);
     fprintf(f, "# platform: %s (%s, nvlink %.4g B/s, rail %.4g B/s per GPU, links %.4g us / %.4g us)\n",
             o->platform_path ? o->platform_path : "none given: H100 datasheet defaults", sp->gpu, sp->nvlink_bw, rail,
             sp->nvlink_lat * 1e6, sp->nic_lat * 1e6);
@@ -468,7 +469,8 @@ static int write_network(writer *w, const chakra_opts *o, const char *path)
                 "# (%d GPUs). NPU n = node n %% %d, GPU slot n / %d: loong rank r is NPU (r %% %d) * %d + r / %d,\n"
                 "# whose trace is workload.<NPU>.et (docs/dag.md, \"Ranks and NPUs\"). The leaf-spine hop of loong's\n"
                 "# fabric (uplinks, oversubscription %.3g) has no dimension here.\n",
-                m->nodes, m->gpus_per_node, m->nodes, m->nodes, m->gpus_per_node, m->nodes, m->gpus_per_node, sp->oversub);
+                m->nodes, m->gpus_per_node, m->nodes, m->nodes, m->gpus_per_node, m->nodes, m->gpus_per_node,
+                sp->oversub);
         fprintf(f, "topology: [ Switch, Switch ]\nnpus_count: [ %d, %d ]\n", m->nodes, m->gpus_per_node);
         fprintf(f, "bandwidth: [ %.10g, %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(rail), astra_gbps(sp->nvlink_bw));
         fprintf(f, "latency: [ %.10g, %.10g ]  # ns per link\n", sp->nic_lat * 1e9, sp->nvlink_lat * 1e9);

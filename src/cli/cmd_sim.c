@@ -55,14 +55,15 @@ static void sim_usage(FILE *f)
             "                        of 1 and 2, else until one more layer adds a constant (three equal\n"
             "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
             "                        if the search would simulate more layers than L: all L. Scope step\n"
-            "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
-            "                        whole nodes; the platform needs P GPUs); full: every replica\n"
-            "                        (N x P GPUs)                                           [symmetric]\n"
-            "  --tp-mode M           symmetric: simulate TP rank 0 of each TP group, the others by\n"
-            "                        symmetry (TP groups inside a node, no --tp-overlap); full: every\n"
-            "                        TP rank                                                     [full]\n"
+            "  --fold DIMS           mesh dimensions simulated by symmetry, comma-separated, or none:\n"
+            "                        dp: one replica, the others copied (replicas of whole nodes; the\n"
+            "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"
+            "                        group (TP groups inside a node, no --tp-overlap). Head, seq and\n"
+            "                        pp ranks differ and never fold                             [dp]\n"
             "                        A perturbation that makes the replicas or TP ranks differ turns\n"
             "                        their fold off, with a note (see Perturbations below)\n"
+            "  --dp-mode M           alias: symmetric is dp in --fold, full is dp left out  [symmetric]\n"
+            "  --tp-mode M           alias: symmetric is tp in --fold, full is tp left out       [full]\n"
             "  --gpu-mem SIZE        reserved peak per GPU is checked against this (scope step;\n"
             "                        above it: predicted OOM, a warning)  [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
@@ -84,9 +85,10 @@ typedef struct sim_args {
     double trace_max; /* bytes, 0: no limit */
     bool out_given;   /* -o was given: with --json -, the table goes only there */
     int links, layers;
-    bool every_replica;            /* --dp-mode full */
-    bool tp_symmetric;             /* --tp-mode symmetric */
-    bool dp_mode_given;            /* --dp-mode was given (else symmetric is sim's choice) */
+    mesh_dims fold;                /* dimensions run by symmetry (--fold, or --dp-mode / --tp-mode): sim.h */
+    const char *fold_text;         /* --fold's argument, NULL: not given */
+    const char *dp_mode, *tp_mode; /* --dp-mode / --tp-mode's argument, NULL: not given */
+    const char *dp_flag, *tp_flag; /* the option that folded dp / tp, as notes name it; dp_flag NULL: the default */
     bool dp_unfolded, tp_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
     double gpu_mem;                /* --gpu-mem, bytes; 0: the GPU kind's */
     trace_filter flt;
@@ -125,6 +127,35 @@ static int parse_int_opt(const char *s, const char *what, int *out)
     return 0;
 }
 
+/* One alias (--dp-mode or --tp-mode M) on dimension d of the fold: with
+ * --fold given too it must agree. */
+static int fold_alias(sim_args *a, mesh_dim d, const char *flag, const char *mode, const char **named)
+{
+    mesh_dims bit = MESH_BIT(d), want = !strcmp(mode, "symmetric") ? bit : 0;
+    if (a->fold_text && (a->fold & bit) != want)
+        return cli_fail("sim", "--fold %s contradicts %s %s (%s %s folded): give one of them", a->fold_text, flag, mode,
+                        mesh_dim_name(d), want ? "is" : "is not");
+    a->fold = (a->fold & ~bit) | want;
+    if (want && !*named) *named = d == MESH_DP ? "--dp-mode symmetric" : "--tp-mode symmetric";
+    return 0;
+}
+
+/* The fold from --fold (default dp) and its aliases, and the option each
+ * folded dimension's notes name. */
+static int resolve_fold(sim_args *a)
+{
+    char err[LOONG_ERRLEN];
+    a->fold = SIM_FOLD_DEFAULT;
+    if (a->fold_text && sim_fold_parse(a->fold_text, &a->fold, err) < 0) return cli_fail("sim", "%s", err);
+    if (a->fold_text) {
+        a->dp_flag = a->fold & MESH_BIT(MESH_DP) ? "--fold dp" : NULL;
+        a->tp_flag = a->fold & MESH_BIT(MESH_TP) ? "--fold tp" : NULL;
+    }
+    if (a->dp_mode && fold_alias(a, MESH_DP, "--dp-mode", a->dp_mode, &a->dp_flag)) return 2;
+    if (a->tp_mode && fold_alias(a, MESH_TP, "--tp-mode", a->tp_mode, &a->tp_flag)) return 2;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
 {
     static const struct option own[] = {
@@ -145,6 +176,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"compose", no_argument, 0, 'C'},
         {"dp-mode", required_argument, 0, 'M'},
         {"tp-mode", required_argument, 0, 'U'},
+        {"fold", required_argument, 0, 'F'},
         {"gpu-mem", required_argument, 0, 'G'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
@@ -183,14 +215,14 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'M':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
-            a->every_replica = !strcmp(optarg, "full");
-            a->dp_mode_given = true;
+            a->dp_mode = optarg;
             break;
         case 'U':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--tp-mode '%s' is not one of: symmetric, full", optarg);
-            a->tp_symmetric = !strcmp(optarg, "symmetric");
+            a->tp_mode = optarg;
             break;
+        case 'F': a->fold_text = optarg; break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
@@ -216,6 +248,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         }
     }
     if (optind < argc) return cli_fail("sim", "unexpected argument '%s': see loong sim --help", argv[optind]);
+    if (resolve_fold(a)) return 2;
     if (!a->platform)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");
     if (a->trace_mem && (!a->trace || a->kineto))
@@ -349,15 +382,15 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
                 config_world(c),
-                a->dp_unfolded     ? "every replica simulated (the perturbation makes them differ: not folded)"
-                : a->every_replica ? "every replica simulated"
-                                   : "one replica simulated, the others by symmetry");
-    if (a->tp_symmetric)
+                a->dp_unfolded ? "every replica simulated (the perturbation makes them differ: not folded)"
+                : !(a->fold & MESH_BIT(MESH_DP)) ? "every replica simulated"
+                                                 : "one replica simulated, the others by symmetry");
+    if (a->fold & MESH_BIT(MESH_TP))
         fprintf(f, "# tensor parallelism: TP rank 0 of each of the TP groups simulated, the other %d by symmetry\n",
                 c->tp - 1);
     if (a->tp_unfolded)
-        fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: --tp-mode "
-                   "symmetric off)\n");
+        fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: %s off)\n",
+                a->tp_flag);
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
@@ -631,7 +664,7 @@ static int simulate(sim_args *a, const config *c)
     }
     double t1 = cli_now();
     sim_result res;
-    int bugs = 0, rc = sim_run_fold(pf, g, cb, !a->quiet, a->every_replica, a->tp_symmetric, &res, err);
+    int bugs = 0, rc = sim_run(pf, g, cb, !a->quiet, a->fold, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
         rc = write_outputs(g, cb, &res, a, pf, &mc, &out, &bugs, err);
@@ -665,8 +698,9 @@ static int run_layers(const sim_args *a, const cli_config *cc, const config *c, 
     const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
     int nw = whatif_argc(&a->w);
     const char **extra = xcalloc((size_t)(a->nsg + 1 + nw), sizeof *extra, "a child's options");
-    char mode[32], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
-    snprintf(mode, sizeof mode, "--dp-mode=%s", a->every_replica ? "full" : "symmetric");
+    char mode[32], fold[24], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
+    sim_fold_text(a->fold & MESH_BIT(MESH_DP), fold, sizeof fold); /* the replicas' fold only, as ever */
+    snprintf(mode, sizeof mode, "--fold=%s", fold);
     for (int i = 0; i < a->nsg; i++)
         extra[i] = a->sg_args[i];
     extra[a->nsg] = mode;
@@ -888,15 +922,16 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
 
 /* A fold is exact only while the copies it skips run alike. A perturbation
  * that makes them differ (whatif_breaks_fold) turns the fold off, with a
- * note on stderr: the default --dp-mode symmetric, and an explicit
- * --dp-mode or --tp-mode symmetric too (a wrong step is worse than a slower
- * run). Refused when every replica would need GPUs the platform lacks. */
+ * note on stderr: the default fold of dp, and an explicit --fold (or
+ * --dp-mode / --tp-mode symmetric) too (a wrong step is worse than a
+ * slower run). Refused when every replica would need GPUs the platform
+ * lacks. */
 static int unfold_for_whatif(sim_args *a, const config *c)
 {
     mesh m = config_mesh(c);
     char why[LOONG_ERRLEN], err[LOONG_ERRLEN];
     int world = config_world(c);
-    if (c->dp > 1 && !a->every_replica && whatif_breaks_fold(&a->w, &m, MESH_DP, why, sizeof why)) {
+    if (c->dp > 1 && (a->fold & MESH_BIT(MESH_DP)) && whatif_breaks_fold(&a->w, &m, MESH_DP, why, sizeof why)) {
         platform_spec sp;
         if (platform_spec_read(a->platform, &sp, err) == 0 && sp.nodes * sp.gpus_per_node < world) {
             int nodes = (world + sp.gpus_per_node - 1) / sp.gpus_per_node;
@@ -907,24 +942,25 @@ static int unfold_for_whatif(sim_args *a, const config *c)
                             why, world, a->platform, sp.nodes * sp.gpus_per_node, nodes, sp.gpu, nodes,
                             sp.gpus_per_node);
         }
-        if (a->dp_mode_given)
+        if (a->dp_flag)
             fprintf(stderr,
-                    "loong sim: note: --dp-mode symmetric switched off: %s, so folding would give a wrong step; "
-                    "every replica is simulated in full (%d GPUs)\n",
-                    why, world);
+                    "loong sim: note: %s switched off: %s, so folding would give a wrong step; every replica is "
+                    "simulated in full (%d GPUs)\n",
+                    a->dp_flag, why, world);
         else
             fprintf(stderr,
                     "loong sim: note: data-parallel replicas not folded (the default --dp-mode symmetric): %s; every "
                     "replica is simulated in full (%d GPUs)\n",
                     why, world);
-        a->every_replica = a->dp_unfolded = true;
+        a->fold &= ~MESH_BIT(MESH_DP);
+        a->dp_unfolded = true;
     }
-    if (c->tp > 1 && a->tp_symmetric && whatif_breaks_fold(&a->w, &m, MESH_TP, why, sizeof why)) {
+    if (c->tp > 1 && (a->fold & MESH_BIT(MESH_TP)) && whatif_breaks_fold(&a->w, &m, MESH_TP, why, sizeof why)) {
         fprintf(stderr,
-                "loong sim: note: --tp-mode symmetric switched off: %s, so folding would give a wrong step; every "
-                "TP rank is simulated in full\n",
-                why);
-        a->tp_symmetric = false;
+                "loong sim: note: %s switched off: %s, so folding would give a wrong step; every TP rank is "
+                "simulated in full\n",
+                a->tp_flag, why);
+        a->fold &= ~MESH_BIT(MESH_TP);
         a->tp_unfolded = true;
     }
     return 0;

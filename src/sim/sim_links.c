@@ -34,7 +34,7 @@ typedef struct route {
 
 struct sim_links {
     int nranks;
-    placement pl; /* where each rank runs */
+    placement pl;     /* where each rank runs */
     sg_host_t *hosts; /* every GPU host of the platform, by rank */
     const sim_faults *faults;
     route *tab;
@@ -122,9 +122,9 @@ static int find_relay(const sim_links *L, int from, int to)
     double lbest = 0;
     const placement *pl = &L->pl;
     int nodes[2] = {placement_node(pl, from), placement_node(pl, to)};
+    /* the GPUs of the pair's NVLink domains first, then any other */
     for (int k = 0; k < 2 && !(k == 1 && nodes[1] == nodes[0]); k++)
-        for (int v = placement_rank(pl, nodes[k], 0);
-             v < L->nranks && placement_node(pl, v) == nodes[k]; v++) /* the GPUs of the pair's domains first */
+        for (int v = placement_rank(pl, nodes[k], 0); v < L->nranks && placement_node(pl, v) == nodes[k]; v++)
             try_relay(L, from, to, v, d, &best, &nbest, &lbest);
     for (int v = 0; best < 0 && v < L->nranks; v++)
         if (!placement_same_domain(pl, v, from) && !placement_same_domain(pl, v, to))
