@@ -158,7 +158,7 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
         snprintf(err, LOONG_ERRLEN,
                  "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
                  "(loong topo --nodes %d) or a smaller --mesh%s",
-                 have, need, (need + gpn - 1) / gpn, every_replica ? " or --dp-mode symmetric" : "");
+                 have, need, (need + gpn - 1) / gpn, every_replica ? " or --fold dp (alias --dp-mode symmetric)" : "");
         return -1;
     }
     if (c->dp > 1 && !sim_platform_nccl_spec(pf)) {
@@ -169,8 +169,8 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     }
     if (c->dp > 1 && !every_replica && P % gpn) {
         snprintf(err, LOONG_ERRLEN,
-                 "--dp-mode symmetric needs whole nodes per replica (%d ranks on %d-GPU nodes): use --dp-mode full "
-                 "on a platform of %d GPUs",
+                 "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica (%d ranks on %d-GPU "
+                 "nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
                  P, gpn, config_world(c));
         return -1;
     }
@@ -346,7 +346,8 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
                       : config_tp_nodes(c) > 1 ? "a TP group spans nodes, whose NICs its members share"
                                                : NULL;
     if (!why) return 0;
-    snprintf(err, LOONG_ERRLEN, "--tp-mode symmetric: %s; use --tp-mode full", why);
+    snprintf(err, LOONG_ERRLEN,
+             "folding tp (--fold tp, alias --tp-mode symmetric): %s; leave tp out of --fold (--tp-mode full)", why);
     return -1;
 }
 
