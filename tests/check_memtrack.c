@@ -78,7 +78,7 @@ static void assert_peaks(const config *c)
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
     sim_result res;
-    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, &res, err) == 0, "%s", err);
     memtrack mt;
     memtrack_build(g, res.start, res.dur, &mt);
     ck_assert_int_eq(mt.nranks, config_ranks(c));

@@ -56,7 +56,7 @@ static dag *simulate(const char *path, config *c, sim_result *res)
     sim_platform *pf = sim_platform_open(path, 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
     calib_free(cb);
     sim_platform_free(pf);
     return g;
@@ -79,7 +79,7 @@ static dag *simulate_free_links(config *c, int gpn, sim_result *res)
     sim_platform *pf = sim_platform_open(plat_write(&sp, "p.xml", path, sizeof path), 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
     calib_free(cb);
     sim_platform_free(pf);
     return g;
@@ -249,7 +249,7 @@ START_TEST(interference_slows_overlapped_kernels)
     c.gpus_per_node = 2;
     dag *g = tbuild(&c);
     sim_result res;
-    ck_assert_msg(sim_run(pf, g, cb, false, &res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, &res, err) == 0, "%s", err);
     int covered = 0, alone = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -675,6 +675,48 @@ START_TEST(tp_symmetric_vs_full)
 }
 END_TEST
 
+/* --fold is one set of folded dimensions, and --dp-mode / --tp-mode its
+ * aliases: the same set written either way gives byte-identical traces and
+ * summaries (the default is --fold dp); and the set's text reads back as
+ * itself, for every set sim_run can fold. */
+START_TEST(fold_aliases_are_one_set)
+{
+    static const struct {
+        const char *args, *a, *b; /* the configuration, then two spellings of one fold */
+    } cases[] = {
+        {"--seq 16K --tp 2 --mesh 2x2 --zero 1", "--fold dp,tp", "--tp-mode symmetric"},
+        {"--seq 16K --tp 2 --mesh 2x2 --zero 1", "--fold tp,dp", "--dp-mode symmetric --tp-mode symmetric"},
+        {"--seq 16K --tp 2 --mesh 2x2 --zero 1", "--fold dp", ""},
+        {"--seq 16K --mesh 2x2 --dp 2 --zero 1", "--fold none", "--dp-mode full"},
+        {"--seq 16K --tp 2 --mesh 1x2 --dp 2 --zero 1", "--fold tp", "--dp-mode full --tp-mode symmetric"},
+    };
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *spell[2] = {cases[i].a, cases[i].b};
+        for (int k = 0; k < 2; k++) {
+            run_result r = run_cmd("%s sim --quiet --platform %s --calib %s --model llama3-8b --layers 2 %s %s "
+                                   "--trace %s/f%d.json -o %s/f%d.txt",
+                                   LOONG_BIN, plat, cal, cases[i].args, spell[k], dir, k, dir, k);
+            ck_assert_msg(r.status == 0, "%s %s: %s", cases[i].args, spell[k], r.err);
+        }
+        run_result r = run_cmd("cmp %s/f0.json %s/f1.json && cmp %s/f0.txt %s/f1.txt", dir, dir, dir, dir);
+        ck_assert_msg(r.status == 0, "%s: '%s' and '%s' differ: %s%s", cases[i].args, cases[i].a, cases[i].b, r.out,
+                      r.err);
+    }
+    char text[32], err[LOONG_ERRLEN];
+    for (mesh_dims f = 0; f <= SIM_FOLDABLE; f++) {
+        if (f & ~SIM_FOLDABLE) continue;
+        mesh_dims back = ~0u;
+        sim_fold_text(f, text, sizeof text);
+        ck_assert_msg(sim_fold_parse(text, &back, err) == 0, "%s: %s", text, err);
+        ck_assert_msg(back == f, "'%s' read back as 0x%x, not 0x%x", text, back, f);
+        ck_assert_int_eq(sim_fold_check(f, err), 0);
+    }
+    ck_assert_int_eq(sim_fold_check(MESH_BIT(MESH_PP), err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "pp cannot be folded"));
+}
+END_TEST
+
 /* One simulation of c (llama3-8b, 2 blocks) on the 4-node DGX H100
  * platform with the shipped H100 table, in a child process (SimGrid
  * starts once per process), with LOONG_SIM_COALESCE=`coalesce`: every
@@ -690,7 +732,7 @@ static void simulate_child(const config *c, const char *coalesce, const char *pa
         sim_platform *pf = cb ? sim_platform_open(LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", 0, NULL, err) : NULL;
         dag *g = pf ? dag_build(c, err) : NULL;
         sim_result res;
-        if (!g || sim_run_dp(pf, g, cb, false, false, &res, err) < 0) {
+        if (!g || sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, &res, err) < 0) {
             fprintf(stderr, "coalesce=%s: %s\n", coalesce, err);
             _exit(1);
         }
@@ -908,6 +950,7 @@ int main(void)
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, tp_symmetric_vs_full);
+    tcase_add_test(cli, fold_aliases_are_one_set);
     tcase_add_test(cli, dp_is_recorded);
     tcase_add_test(cli, floyd_and_dijkstra_platforms_agree);
     tcase_add_test(cli, rail_alltoall_stays_in_its_unit);

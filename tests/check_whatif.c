@@ -41,7 +41,7 @@ static dag *simulate(const platform_spec *sp, const config *c, const calib *cb, 
     ck_assert_msg(pf != NULL, "%s", err);
     ck_assert_msg(sim_platform_perturb(pf, w, err) == 0, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
     sim_platform_free(pf);
     return g;
 }

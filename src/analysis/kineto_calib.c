@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/placement.h"
 #include "core/timeline.h"
 #include "core/xalloc.h"
 
@@ -165,16 +166,12 @@ static coll_op op_of_kind(int kind)
     }
 }
 
-/* Nodes that hold the group of k on nodes of gpn GPUs: its ranks from the
- * args, else consecutive ranks. */
-static int nodes_of(const kineto_kernel *k, int gpn)
+/* Nodes that hold the group of k: its ranks from the args, else
+ * consecutive ranks. */
+static int nodes_of(const kineto_kernel *k, const placement *pl)
 {
-    int start = k->pg_stride ? k->pg_start : 0, stride = k->pg_stride ? k->pg_stride : 1, nodes = 0, last = -1;
-    for (int i = 0; i < k->group; i++) {
-        int node = (int)(((long long)start + (long long)i * stride) / gpn);
-        if (node != last) nodes++, last = node;
-    }
-    return nodes;
+    int start = k->pg_stride ? k->pg_start : 0, stride = k->pg_stride ? k->pg_stride : 1;
+    return placement_strided_nodes(pl, start, stride, k->group);
 }
 
 typedef struct sample {
@@ -195,6 +192,7 @@ void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs
 {
     size_t cap = 0, m = 0;
     sample *v = NULL;
+    placement pl = placement_make(gpn, 1, 0); /* the nodes' NICs play no part here */
     for (int i = 0; i < s->n; i++)
         for (size_t j = 0; j < s->r[i].nk; j++) {
             const kineto_kernel *k = &s->r[i].k[j];
@@ -206,7 +204,7 @@ void kineto_calib_logs(const kineto_set *s, int gpn, nccl_log **logs, int *nlogs
             if (m == cap) v = xrealloc_array(v, cap = cap ? 2 * cap : 256, sizeof *v, "the NCCL kernels");
             /* a p2p's peer is not in the trace: assume the other node when
              * nodes hold one GPU, else the same node */
-            int gpus = p2p ? 2 : k->group, nodes = p2p ? (gpn == 1 ? 2 : 1) : nodes_of(k, gpn);
+            int gpus = p2p ? 2 : k->group, nodes = p2p ? (gpn == 1 ? 2 : 1) : nodes_of(k, &pl);
             v[m++] = (sample){op_of_kind(k->kind), gpus, nodes, k->bytes, k->dur / 1e6};
         }
     if (m > 1) qsort(v, m, sizeof *v, by_log);

@@ -25,6 +25,7 @@
 #include <dirent.h>
 
 #include "autoconf.h"
+#include "core/placement.h"
 #include "core/unfused.h"
 #include "core/xalloc.h"
 #include "model/tiles.h"
@@ -174,19 +175,15 @@ static uint64_t tensor_bytes(const config *c, const dag_task *t)
  * between nodes then pays the rail, as loong's PXN route does (NVLink to
  * the GPU on the peer's rail, then the NIC), not NVLink, which the other
  * order would charge whenever the GPU slot differs too. */
-typedef struct npu_map {
-    int gpn, nodes; /* nodes == 1: one NVSwitch dimension, NPU = rank */
-} npu_map;
-
-static npu_map npu_map_of(const config *c)
+static placement npu_map_of(const config *c)
 {
     int P = config_ranks(c), gpn = c->gpus_per_node;
-    npu_map m = {P, 1};
-    if (P > gpn && P % gpn == 0) m = (npu_map){gpn, P / gpn};
+    placement m = placement_make(P, 1, 1); /* one NVSwitch dimension, NPU = rank */
+    if (P > gpn && P % gpn == 0) m = placement_make(gpn, 1, P / gpn);
     return m;
 }
 
-static int npu_of(const npu_map *m, int rank) { return rank % m->gpn * m->nodes + rank / m->gpn; }
+static int npu_of(const placement *m, int rank) { return placement_gpu(m, rank) * m->nodes + placement_node(m, rank); }
 
 /* ---- output ---- */
 
@@ -195,7 +192,7 @@ typedef struct writer {
     const calib *cb;
     tiles *tiles; /* cb's attention tile work (NULL: exact pairs) */
     chakra_a2a a2a;
-    npu_map map;
+    placement map; /* ranks on ASTRA-sim's nodes (nodes == 1: one NVSwitch dimension) */
     FILE *f;
     uint8_t *buf; /* packed message */
     size_t cap;
@@ -459,9 +456,10 @@ static int write_network(writer *w, const chakra_opts *o, const char *path)
         snprintf(w->err, LOONG_ERRLEN, "cannot write '%s': %s", path, strerror(errno));
         return -1;
     }
-    const npu_map *m = &w->map;
+    const placement *m = &w->map;
     double rail = sp->nic_bw * sp->nics_per_node / sp->gpus_per_node; /* a GPU's share of its rail NIC */
-    fprintf(f, "# ASTRA-sim analytical network for loong's %d ranks (loong %s)\n", m->gpn * m->nodes, PACKAGE_VERSION);
+    fprintf(f, "# ASTRA-sim analytical network for loong's %d ranks (loong %s)\n", m->gpus_per_node * m->nodes,
+            PACKAGE_VERSION);
     fprintf(f, "# platform: %s (%s, nvlink %.4g B/s, rail %.4g B/s per GPU, links %.4g us / %.4g us)\n",
             o->platform_path ? o->platform_path : "none given: H100 datasheet defaults", sp->gpu, sp->nvlink_bw, rail,
             sp->nvlink_lat * 1e6, sp->nic_lat * 1e6);
@@ -471,13 +469,14 @@ static int write_network(writer *w, const chakra_opts *o, const char *path)
                 "# (%d GPUs). NPU n = node n %% %d, GPU slot n / %d: loong rank r is NPU (r %% %d) * %d + r / %d,\n"
                 "# whose trace is workload.<NPU>.et (docs/dag.md, \"Ranks and NPUs\"). The leaf-spine hop of loong's\n"
                 "# fabric (uplinks, oversubscription %.3g) has no dimension here.\n",
-                m->nodes, m->gpn, m->nodes, m->nodes, m->gpn, m->nodes, m->gpn, sp->oversub);
-        fprintf(f, "topology: [ Switch, Switch ]\nnpus_count: [ %d, %d ]\n", m->nodes, m->gpn);
+                m->nodes, m->gpus_per_node, m->nodes, m->nodes, m->gpus_per_node, m->nodes, m->gpus_per_node,
+                sp->oversub);
+        fprintf(f, "topology: [ Switch, Switch ]\nnpus_count: [ %d, %d ]\n", m->nodes, m->gpus_per_node);
         fprintf(f, "bandwidth: [ %.10g, %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(rail), astra_gbps(sp->nvlink_bw));
         fprintf(f, "latency: [ %.10g, %.10g ]  # ns per link\n", sp->nic_lat * 1e9, sp->nvlink_lat * 1e9);
     } else {
-        fprintf(f, "# one NVSwitch of %d GPUs: NPU n is loong rank n\n", m->gpn);
-        fprintf(f, "topology: [ Switch ]\nnpus_count: [ %d ]\n", m->gpn);
+        fprintf(f, "# one NVSwitch of %d GPUs: NPU n is loong rank n\n", m->gpus_per_node);
+        fprintf(f, "topology: [ Switch ]\nnpus_count: [ %d ]\n", m->gpus_per_node);
         fprintf(f, "bandwidth: [ %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(sp->nvlink_bw));
         fprintf(f, "latency: [ %.10g ]  # ns per link\n", sp->nvlink_lat * 1e9);
     }

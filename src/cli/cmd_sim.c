@@ -1,27 +1,22 @@
-/* loong sim: replay a configuration's DAG on a SimGrid platform. */
-#include <errno.h>
-#include <libgen.h>
+/* loong sim: replay a configuration's DAG on a SimGrid platform: its
+ * options (the fold among them), the run, and --compose's composition of
+ * a step from a few layers; what it writes is sim_output.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "analysis/kineto_write.h"
 #include "core/afile.h"
 #include "core/recompute.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
-#include "model/memory.h"
 #include "core/stats.h"
 #include "core/strategy.h"
-#include "core/timeline.h"
 #include "core/trace.h"
-#include "model/memtrack.h"
 #include "sim/sim.h"
 #include "model/platform_spec.h"
 #include "cli.h"
+#include "cmd_sim.h"
 #include "sim_child.h"
 
 static void sim_usage(FILE *f)
@@ -55,14 +50,15 @@ static void sim_usage(FILE *f)
             "                        of 1 and 2, else until one more layer adds a constant (three equal\n"
             "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
             "                        if the search would simulate more layers than L: all L. Scope step\n"
-            "  --dp-mode M           symmetric: simulate one replica, the others by symmetry (replicas of\n"
-            "                        whole nodes; the platform needs P GPUs); full: every replica\n"
-            "                        (N x P GPUs)                                           [symmetric]\n"
-            "  --tp-mode M           symmetric: simulate TP rank 0 of each TP group, the others by\n"
-            "                        symmetry (TP groups inside a node, no --tp-overlap); full: every\n"
-            "                        TP rank                                                     [full]\n"
+            "  --fold DIMS           mesh dimensions simulated by symmetry, comma-separated, or none:\n"
+            "                        dp: one replica, the others copied (replicas of whole nodes; the\n"
+            "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"
+            "                        group (TP groups inside a node, no --tp-overlap). Head, seq and\n"
+            "                        pp ranks differ and never fold                             [dp]\n"
             "                        A perturbation that makes the replicas or TP ranks differ turns\n"
             "                        their fold off, with a note (see Perturbations below)\n"
+            "  --dp-mode M           alias: symmetric is dp in --fold, full is dp left out  [symmetric]\n"
+            "  --tp-mode M           alias: symmetric is tp in --fold, full is tp left out       [full]\n"
             "  --gpu-mem SIZE        reserved peak per GPU is checked against this (scope step;\n"
             "                        above it: predicted OOM, a warning)  [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
@@ -78,26 +74,6 @@ static void sim_usage(FILE *f)
             "            --strategy loongtrain --window 4 --scope step --recompute sc++ --trace predicted.json\n",
             cli_whatif_help(), cli_config_help());
 }
-
-typedef struct sim_args {
-    const char *platform, *calib, *trace, *out, *json;
-    double trace_max; /* bytes, 0: no limit */
-    bool out_given;   /* -o was given: with --json -, the table goes only there */
-    int links, layers;
-    bool every_replica;            /* --dp-mode full */
-    bool tp_symmetric;             /* --tp-mode symmetric */
-    bool dp_mode_given;            /* --dp-mode was given (else symmetric is sim's choice) */
-    bool dp_unfolded, tp_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
-    double gpu_mem;                /* --gpu-mem, bytes; 0: the GPU kind's */
-    trace_filter flt;
-    bool quiet, timing, compose;
-    bool kineto;    /* --trace-format kineto */
-    bool trace_mem; /* --trace-memory */
-    char **sg_args; /* --cfg= and --log= for SimGrid */
-    int nsg;
-    whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */
-    char where[4096]; /* the platform file --platform names (cli_find_platform) */
-} sim_args;
 
 /* Move SimGrid's own --cfg=/--log= out of argv (getopt would reject them). */
 static int split_simgrid_args(int argc, char **argv, sim_args *a)
@@ -125,6 +101,35 @@ static int parse_int_opt(const char *s, const char *what, int *out)
     return 0;
 }
 
+/* One alias (--dp-mode or --tp-mode M) on dimension d of the fold: with
+ * --fold given too it must agree. */
+static int fold_alias(sim_args *a, mesh_dim d, const char *flag, const char *mode, const char **named)
+{
+    mesh_dims bit = MESH_BIT(d), want = !strcmp(mode, "symmetric") ? bit : 0;
+    if (a->fold_text && (a->fold & bit) != want)
+        return cli_fail("sim", "--fold %s contradicts %s %s (%s %s folded): give one of them", a->fold_text, flag, mode,
+                        mesh_dim_name(d), want ? "is" : "is not");
+    a->fold = (a->fold & ~bit) | want;
+    if (want && !*named) *named = d == MESH_DP ? "--dp-mode symmetric" : "--tp-mode symmetric";
+    return 0;
+}
+
+/* The fold from --fold (default dp) and its aliases, and the option each
+ * folded dimension's notes name. */
+static int resolve_fold(sim_args *a)
+{
+    char err[LOONG_ERRLEN];
+    a->fold = SIM_FOLD_DEFAULT;
+    if (a->fold_text && sim_fold_parse(a->fold_text, &a->fold, err) < 0) return cli_fail("sim", "%s", err);
+    if (a->fold_text) {
+        a->dp_flag = a->fold & MESH_BIT(MESH_DP) ? "--fold dp" : NULL;
+        a->tp_flag = a->fold & MESH_BIT(MESH_TP) ? "--fold tp" : NULL;
+    }
+    if (a->dp_mode && fold_alias(a, MESH_DP, "--dp-mode", a->dp_mode, &a->dp_flag)) return 2;
+    if (a->tp_mode && fold_alias(a, MESH_TP, "--tp-mode", a->tp_mode, &a->tp_flag)) return 2;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
 {
     static const struct option own[] = {
@@ -145,6 +150,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"compose", no_argument, 0, 'C'},
         {"dp-mode", required_argument, 0, 'M'},
         {"tp-mode", required_argument, 0, 'U'},
+        {"fold", required_argument, 0, 'F'},
         {"gpu-mem", required_argument, 0, 'G'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
@@ -183,14 +189,14 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'M':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
-            a->every_replica = !strcmp(optarg, "full");
-            a->dp_mode_given = true;
+            a->dp_mode = optarg;
             break;
         case 'U':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--tp-mode '%s' is not one of: symmetric, full", optarg);
-            a->tp_symmetric = !strcmp(optarg, "symmetric");
+            a->tp_mode = optarg;
             break;
+        case 'F': a->fold_text = optarg; break;
         case 'R':
             if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
             break;
@@ -216,6 +222,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         }
     }
     if (optind < argc) return cli_fail("sim", "unexpected argument '%s': see loong sim --help", argv[optind]);
+    if (resolve_fold(a)) return 2;
     if (!a->platform)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");
     if (a->trace_mem && (!a->trace || a->kineto))
@@ -227,346 +234,6 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
     if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return cli_fail("sim", "%s", err);
     a->platform = a->where;
     return 0;
-}
-
-/* ---- memory: the memory model's peak per GPU against the GPU's memory ---- */
-
-typedef struct mem_check {
-    double peak;     /* predicted per-GPU reserved peak, bytes (memory_estimate_config) */
-    double alloc;    /* its allocated peak (the tensors) */
-    double gpu_mem;  /* what it is checked against; 0: unknown (no line of verdict) */
-    char source[40]; /* where gpu_mem comes from: "--gpu-mem" or the GPU kind */
-    bool oom;        /* peak above gpu_mem */
-    char fix[80];    /* the cheapest change that fits (oom only) */
-    double fix_peak; /* its peak, bytes; 0: none found */
-} mem_check;
-
-/* c with one change applied, if it is still a valid configuration. */
-typedef struct mem_fix {
-    int recompute, zero, dp_times; /* -1 / 0: unchanged */
-} mem_fix;
-
-/* The changes tried, cheapest to the user first (as loong plan tries them):
- * a recompute policy (costs compute), a ZeRO stage (costs communication),
- * both, then more data-parallel replicas under ZeRO-3 (costs GPUs). */
-static const mem_fix mem_fixes[] = {
-    {RECOMPUTE_SELECTIVE, -1, 0},
-    {RECOMPUTE_SCPP, -1, 0},
-    {RECOMPUTE_FULL, -1, 0},
-    {-1, 1, 0},
-    {-1, 2, 0},
-    {-1, 3, 0},
-    {RECOMPUTE_FULL, 3, 0},
-    {-1, 3, 2},
-    {-1, 3, 4},
-    {-1, 3, 8},
-};
-
-/* The first change of mem_fixes that fits gpu_mem: 0 with its options and
- * peak, or -1. */
-static int cheapest_fix(const config *c, double gpu_mem, char *what, size_t len, double *peak)
-{
-    char err[LOONG_ERRLEN];
-    for (size_t i = 0; i < sizeof mem_fixes / sizeof *mem_fixes; i++) {
-        const mem_fix *x = &mem_fixes[i];
-        if ((x->recompute >= 0 && x->recompute <= (int)c->recompute) ||
-            (!x->dp_times && x->zero >= 0 && x->zero <= c->zero))
-            continue;
-        config t = *c;
-        if (x->recompute >= 0) recompute_set(&t, (recompute_kind)x->recompute);
-        if (x->zero >= 0) t.zero = x->zero;
-        if (x->dp_times) t.dp = c->dp * x->dp_times;
-        if (config_validate(&t, err) < 0) continue;
-        memory_estimate m;
-        memory_estimate_config(&t, &m);
-        if (m.reserved > gpu_mem) continue;
-        int n = 0;
-        if (x->recompute >= 0) n += snprintf(what + n, len - (size_t)n, "--recompute %s", recompute_name(t.recompute));
-        if (x->zero >= 0 && t.zero != c->zero)
-            n += snprintf(what + n, len - (size_t)n, "%s--zero %d", n ? " " : "", t.zero);
-        if (x->dp_times) /* more GPUs */
-            snprintf(what + n, len - (size_t)n, "%s--dp %d (%d GPUs)", n ? " " : "", t.dp, config_world(&t));
-        *peak = m.reserved;
-        return 0;
-    }
-    return -1;
-}
-
-/* The predicted peak of c against --gpu-mem or the memory of GPU `kind`. */
-static void memory_check(const sim_args *a, const config *c, const char *kind, mem_check *m)
-{
-    memset(m, 0, sizeof *m);
-    memory_estimate e;
-    memory_estimate_config(c, &e);
-    m->peak = e.reserved;
-    m->alloc = e.peak;
-    m->gpu_mem = a->gpu_mem > 0 ? a->gpu_mem : platform_spec_gpu_mem(kind);
-    snprintf(m->source, sizeof m->source, "%s", a->gpu_mem > 0 ? "--gpu-mem" : kind);
-    m->oom = m->gpu_mem > 0 && m->peak > m->gpu_mem;
-    if (m->oom && cheapest_fix(c, m->gpu_mem, m->fix, sizeof m->fix, &m->fix_peak) < 0)
-        snprintf(m->fix, sizeof m->fix, "a smaller --seq, or more context-parallel ranks (a larger --mesh)");
-}
-
-/* The summary's memory line (a training step only: the model counts a
- * step's tensors, not one attention layer's). */
-static void write_memory_line(FILE *f, const config *c, const mem_check *m)
-{
-    if (c->scope != SCOPE_STEP) return;
-    if (!(m->gpu_mem > 0))
-        fprintf(f,
-                "# memory: predicted reserved %.1f GB per GPU, allocated %.1f GB (%s: no GPU memory known; --gpu-mem "
-                "SIZE checks it)\n",
-                m->peak / 1e9, m->alloc / 1e9, m->source);
-    else if (m->oom)
-        fprintf(f,
-                "# memory: predicted OOM: reserved %.1f GB per GPU (allocated %.1f GB), above %.1f GB (%s); cheapest "
-                "fix: %s\n",
-                m->peak / 1e9, m->alloc / 1e9, m->gpu_mem / 1e9, m->source, m->fix);
-    else
-        fprintf(f, "# memory: predicted reserved %.1f GB per GPU (allocated %.1f GB), fits in %.1f GB (%s)\n",
-                m->peak / 1e9, m->alloc / 1e9, m->gpu_mem / 1e9, m->source);
-}
-
-/* One line on stderr when the step does not fit; the run goes on (its
- * timing may still be wanted), and the summary says predicted OOM too. */
-static void warn_oom(const config *c, const mem_check *m)
-{
-    if (c->scope != SCOPE_STEP || !m->oom) return;
-    fprintf(stderr, "loong sim: warning: predicted OOM: reserved %.1f GB of %.1f GB per GPU; cheapest fix: %s",
-            m->peak / 1e9, m->gpu_mem / 1e9, m->fix);
-    if (m->fix_peak > 0) fprintf(stderr, " (%.1f GB)", m->fix_peak / 1e9);
-    fputc('\n', stderr);
-}
-
-static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf, const mem_check *mc)
-{
-    char desc[256];
-    config_describe(dag_config(g), desc, sizeof desc);
-    fprintf(f, "# loong sim: %s\n", desc);
-    fprintf(f, "# platform %s: %d %s GPUs, %d per node; %u tasks\n", a->platform, sim_platform_gpus(pf),
-            sim_platform_kind(pf), sim_platform_gpus_per_node(pf), dag_ntasks(g));
-    const config *c = dag_config(g);
-    if (c->dp > 1)
-        fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
-                config_world(c),
-                a->dp_unfolded     ? "every replica simulated (the perturbation makes them differ: not folded)"
-                : a->every_replica ? "every replica simulated"
-                                   : "one replica simulated, the others by symmetry");
-    if (a->tp_symmetric)
-        fprintf(f, "# tensor parallelism: TP rank 0 of each of the TP groups simulated, the other %d by symmetry\n",
-                c->tp - 1);
-    if (a->tp_unfolded)
-        fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: --tp-mode "
-                   "symmetric off)\n");
-    whatif_write_header(f, &a->w);
-    fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
-    for (int i = 0; i < a->nsg; i++)
-        fprintf(f, " %s", a->sg_args[i]);
-    fputc('\n', f);
-    write_memory_line(f, c, mc);
-}
-
-/* The memory model's per-rank terms (bytes) of c, as the plan prints them. */
-static json_t *json_memory(const config *c)
-{
-    memory_estimate m;
-    memory_estimate_config(c, &m);
-    double layer = m.working + m.attn_buffers;
-    json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m.weights,
-                          "gradients", m.grads, "optimizer", m.optimizer, "workspace", m.workspace, "activations",
-                          m.activations, "transient", layer > m.lm_head ? layer : m.lm_head, "peak", m.peak,
-                          "allocated", m.peak, "allocator", m.allocator, "context", m.context, "nccl", m.nccl,
-                          "reserved", m.reserved, "alloc_factor", m.alloc_factor);
-    if (j && c->pp > 1) json_object_set_new(j, "stage", json_integer(m.stage)); /* the tightest */
-    if (j && m.fp8_weights > 0) json_object_set_new(j, "fp8_weights", json_real(m.fp8_weights));
-    return j;
-}
-
-/* The --json summary: step time, throughput, MFU, the memory model's
- * terms, per-rank busy / idle / exposed (and their means and maxima), for
- * scripts and `loong plan`. */
-static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb)
-{
-    const config *c = dag_config(g);
-    int P = config_ranks(c);
-    double sum[2] = {0, 0}, mx[2] = {0, 0};
-    json_t *ranks = json_array();
-    for (int r = 0; r < P; r++) {
-        rank_timeline tl;
-        timeline_rank(g, res->start, res->dur, r, res->makespan, &tl);
-        double v[2] = {tl.busy, tl.exposed};
-        for (int k = 0; k < 2; k++) {
-            sum[k] += v[k];
-            if (v[k] > mx[k]) mx[k] = v[k];
-        }
-        json_array_append_new(ranks, json_pack("{s:i, s:f, s:f, s:f}", "rank", r, "busy_s", tl.busy, "idle_s", tl.idle,
-                                               "exposed_s", tl.exposed));
-    }
-    double T = res->makespan, tokens = config_step_tokens(c);
-    json_t *j =
-        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:I, s:i, s:f}", "config", config_to_json(c),
-                  "step_s", T, "tokens_per_s_per_gpu", T > 0 ? tokens / (T * P) : 0, "mfu_pct",
-                  100 * stats_mfu(c, T, calib_peak(cb)), "busy_mean_s", sum[0] / P, "busy_max_s", mx[0],
-                  "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1], "memory_bytes", json_memory(c), "ranks", ranks,
-                  "tasks", (json_int_t)dag_ntasks(g), "layers", c->model.layers, "sim_wall_s", res->wall_s);
-    if (!j) xalloc_die(0, "the JSON summary");
-    return j;
-}
-
-/* The memory verdict beside memory_bytes (a training step, a known GPU memory). */
-static void json_memory_verdict(json_t *j, const config *c, const mem_check *m)
-{
-    if (c->scope != SCOPE_STEP || !(m->gpu_mem > 0)) return;
-    json_object_set_new(j, "gpu_mem_bytes", json_real(m->gpu_mem));
-    json_object_set_new(j, "oom", json_boolean(m->oom));
-}
-
-/* The summary with the perturbations it ran under, if any, and the memory verdict. */
-static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const whatif *w,
-                               const mem_check *m)
-{
-    json_t *j = json_summary(g, res, cb);
-    if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
-    json_memory_verdict(j, dag_config(g), m);
-    return j;
-}
-
-/* A JSON summary as loong writes them: compact, 17 digits, one line. */
-static int dump_json(FILE *f, json_t *j)
-{
-    int rc = json_dumpf(j, f, JSON_COMPACT | JSON_REAL_PRECISION(17)) == 0 && fputc('\n', f) != EOF ? 0 : -1;
-    json_decref(j);
-    return rc;
-}
-
-/* --trace-format kineto: DIR must be a directory to write into, or
- * creatable; checked before the work, created only at the end. */
-static int kineto_dir_check(const char *dir, char err[LOONG_ERRLEN])
-{
-    struct stat st;
-    char *copy = xstrdup(dir, "the trace directory");
-    const char *bad = NULL;
-    if (stat(dir, &st) == 0)
-        bad = !S_ISDIR(st.st_mode) ? "exists and is not a directory" : access(dir, W_OK) ? "is not writable" : NULL;
-    else if (access(dirname(copy), W_OK) != 0)
-        bad = "cannot be created (its parent is missing or not writable)";
-    free(copy);
-    if (bad)
-        snprintf(err, LOONG_ERRLEN,
-                 "--trace '%.100s' %s: with --trace-format kineto give a directory for the per-rank files", dir, bad);
-    return bad ? -1 : 0;
-}
-
-/* DIR/rank<N>.pt.trace.json for every rank (or only `rank`), each written
- * whole; a failure removes the ones already written. */
-static int kineto_dir_write(const char *dir, const dag *g, const calib *cb, const sim_result *res, int rank,
-                            char err[LOONG_ERRLEN])
-{
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, LOONG_ERRLEN, "cannot create '%.150s': %s", dir, strerror(errno));
-        return -1;
-    }
-    int ranks = config_ranks(dag_config(g)), r = rank >= 0 ? rank : 0, last = rank >= 0 ? rank : ranks - 1, rc = 0;
-    char path[4200];
-    for (; r <= last && rc == 0; r++) {
-        snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, r);
-        afile f;
-        rc = afile_open(&f, path, err);
-        if (rc == 0 && kineto_write_rank(f.f, g, cb, r, res->start, res->dur) < 0) {
-            afile_abort(&f);
-            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%.150s'", path);
-        } else if (rc == 0) {
-            rc = afile_commit(&f, err);
-        }
-    }
-    if (rc < 0)
-        for (int q = rank >= 0 ? rank : 0; q < r - 1; q++) {
-            snprintf(path, sizeof path, "%s/rank%d.pt.trace.json", dir, q);
-            unlink(path);
-        }
-    return rc;
-}
-
-/* The output files of one run: opened (as temporaries) before any work, so
- * that an unwritable path fails at once, and committed together at the end:
- * a failure leaves no new file and an existing one untouched. */
-typedef struct sim_outputs {
-    afile tr, sm, js;
-    bool table; /* with --json - and no -o the table is still formatted, in memory, for its # BUG checks */
-} sim_outputs;
-
-static int open_outputs(const sim_args *a, sim_outputs *o, char err[LOONG_ERRLEN])
-{
-    memset(o, 0, sizeof *o);
-    o->table = !(a->json && !strcmp(a->json, "-") && !a->out_given);
-    int rc = a->trace ? (a->kineto ? kineto_dir_check(a->trace, err) : afile_open(&o->tr, a->trace, err)) : 0;
-    if (rc == 0 && o->table) rc = afile_open(&o->sm, a->out, err);
-    if (rc == 0 && a->json) rc = afile_open(&o->js, a->json, err);
-    if (rc < 0) {
-        afile_abort(&o->tr);
-        afile_abort(&o->sm);
-    }
-    return rc;
-}
-
-static void abort_outputs(sim_outputs *o)
-{
-    afile_abort(&o->tr);
-    afile_abort(&o->sm);
-    afile_abort(&o->js);
-}
-
-/* The trace, with --trace-memory each rank's memory timeline (memtrack.h)
- * as two counter tracks: "memory" {allocated}, the total, and "memory by
- * term" with one series per term of the memory model. */
-static int write_trace(FILE *f, const dag *g, const sim_result *res, const sim_args *a)
-{
-    json_t *w = whatif_any(&a->w) ? whatif_to_json(&a->w) : NULL;
-    if (!a->trace_mem) return trace_write(f, g, "sim", res->start, res->dur, &a->flt, w);
-    memtrack mt;
-    memtrack_build(g, res->start, res->dur, &mt);
-    static const char *const total[] = {"allocated"};
-    const char *terms[MT_TERMS];
-    for (int k = 0; k < MT_TERMS; k++)
-        terms[k] = memtrack_term_name(k);
-    trace_counter *cnt = xmalloc_array(2 * (size_t)mt.nranks, sizeof *cnt, "the memory counters");
-    for (int r = 0; r < mt.nranks; r++) {
-        const memtrack_rank *m = &mt.r[r];
-        cnt[2 * r] = (trace_counter){r, "memory", 1, total, m->n, m->t, m->total};
-        cnt[2 * r + 1] = (trace_counter){r, "memory by term", MT_TERMS, terms, m->n, m->t, m->v};
-    }
-    int rc = trace_write_counters(f, g, "sim", res->start, res->dur, &a->flt, w, cnt, 2 * (size_t)mt.nranks);
-    free(cnt);
-    memtrack_free(&mt);
-    return rc;
-}
-
-/* Write every output, then commit them all. */
-static int write_outputs(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf,
-                         const mem_check *mc, sim_outputs *o, int *bugs, char err[LOONG_ERRLEN])
-{
-    char *mem = NULL;
-    size_t memlen = 0;
-    int rc = 0;
-    if (a->trace && !a->kineto && write_trace(o->tr.f, g, res, a) < 0)
-        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->trace);
-    FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
-    if (rc == 0 && !f) xalloc_die(0, "the summary");
-    if (rc == 0) {
-        write_header(f, g, a, pf, mc);
-        if (sim_summary_write(f, g, cb, res, a->links, bugs) < 0)
-            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
-    }
-    if (!o->table && f) fclose(f);
-    free(mem);
-    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w, mc)) < 0)
-        rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
-    if (rc == 0 && a->trace && !a->kineto) rc = afile_commit(&o->tr, err);
-    if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, cb, res, a->flt.rank, err);
-    if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
-    if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
-    if (rc < 0) abort_outputs(o);
-    return rc;
 }
 
 /* A mesh smaller than the platform is legitimate (a slice of a cluster),
@@ -607,7 +274,7 @@ static int simulate(sim_args *a, const config *c)
     char err[LOONG_ERRLEN];
     double t0 = cli_now();
     sim_outputs out;
-    if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
+    if (simout_open(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     sim_platform *pf = sim_platform_open(a->platform, a->nsg, a->sg_args, err);
     if (pf && sim_platform_perturb(pf, &a->w, err) < 0) {
         sim_platform_free(pf);
@@ -621,9 +288,9 @@ static int simulate(sim_args *a, const config *c)
     dag *g = cb ? dag_build(c, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf);
     mem_check mc = {0};
-    if (g) memory_check(a, c, sim_platform_kind(pf), &mc);
+    if (g) simout_memory_check(a, c, sim_platform_kind(pf), &mc);
     if (!g || check_trace_size(a, g, err) < 0) {
-        abort_outputs(&out);
+        simout_abort(&out);
         dag_free(g);
         calib_free(cb);
         sim_platform_free(pf);
@@ -631,14 +298,14 @@ static int simulate(sim_args *a, const config *c)
     }
     double t1 = cli_now();
     sim_result res;
-    int bugs = 0, rc = sim_run_fold(pf, g, cb, !a->quiet, a->every_replica, a->tp_symmetric, &res, err);
+    int bugs = 0, rc = sim_run(pf, g, cb, !a->quiet, a->fold, &res, err);
     double t2 = cli_now();
     if (rc == 0) {
-        rc = write_outputs(g, cb, &res, a, pf, &mc, &out, &bugs, err);
+        rc = simout_write(g, cb, &res, a, pf, &mc, &out, &bugs, err);
         sim_result_free(&res);
-        if (rc == 0) warn_oom(c, &mc);
+        if (rc == 0) simout_warn_oom(c, &mc);
     } else {
-        abort_outputs(&out);
+        simout_abort(&out);
     }
     if (a->timing && rc == 0)
         fprintf(stderr, "# timing: load + build %.3f s (%u tasks), simulate %.3f s, write %.3f s, peak RSS %.1f MB\n",
@@ -665,8 +332,9 @@ static int run_layers(const sim_args *a, const cli_config *cc, const config *c, 
     const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
     int nw = whatif_argc(&a->w);
     const char **extra = xcalloc((size_t)(a->nsg + 1 + nw), sizeof *extra, "a child's options");
-    char mode[32], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
-    snprintf(mode, sizeof mode, "--dp-mode=%s", a->every_replica ? "full" : "symmetric");
+    char mode[32], fold[24], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
+    sim_fold_text(a->fold & MESH_BIT(MESH_DP), fold, sizeof fold); /* the replicas' fold only, as ever */
+    snprintf(mode, sizeof mode, "--fold=%s", fold);
     for (int i = 0; i < a->nsg; i++)
         extra[i] = a->sg_args[i];
     extra[a->nsg] = mode;
@@ -793,7 +461,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
     int P = config_world(c);
     fprintf(f, "# loong sim --compose: %s\n", desc);
     whatif_write_header(f, &a->w);
-    write_memory_line(f, c, mc);
+    simout_memory_line(f, c, mc);
     fprintf(f, "# platform %s; ", a->platform);
     int j = period_span(c); /* the increments averaged */
     if (k > 0)
@@ -822,7 +490,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
     int rc = 0;
     platform_spec ps; /* the GPU kind, without loading SimGrid here */
     mem_check mc;
-    memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
+    simout_memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
     if (o->table) write_compose_table(o->sm.f, a, c, &mc, k, L, step, exposed, tk, why);
     if (a->json) {
         platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
@@ -830,10 +498,10 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
         json_t *j = json_pack("{s:o, s:f, s:f, s:f, s:f, s:o, s:b, s:i}", "config", config_to_json(c), "step_s", step,
                               "tokens_per_s_per_gpu", tokens / (step * config_ranks(c)), "mfu_pct",
                               peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
-                              json_memory(c), "composed", k > 0, "period_from_layers", k);
+                              simout_json_memory(c), "composed", k > 0, "period_from_layers", k);
         if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
         if (j && k == 0) json_object_set_new(j, "no_period_why", json_string(why));
-        if (j) json_memory_verdict(j, c, &mc);
+        if (j) simout_json_memory_verdict(j, c, &mc);
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
@@ -841,10 +509,10 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
     if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
     if (rc < 0) {
-        abort_outputs(o);
+        simout_abort(o);
         return cli_fail("sim", "%s", err);
     }
-    warn_oom(c, &mc);
+    simout_warn_oom(c, &mc);
     return 0;
 }
 
@@ -862,7 +530,7 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
         return cli_fail("sim", "--compose learns a step from identical layers, and full recompute's uniform groups of "
                                "N > 1 or block method on part of the layers differ: drop --compose");
     sim_outputs out;
-    if (open_outputs(a, &out, err) < 0) return cli_fail("sim", "%s", err);
+    if (simout_open(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs"), cli_now(), 0, ""};
     for (int i = 0; i <= L; i++)
         lr.r[i].step = -1;
@@ -872,7 +540,7 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
     const sim_child_result *full = k == 0 ? at_layers(&lr, L, err) : NULL;
     int rc;
     if (k < 0 || (k == 0 && !full)) {
-        abort_outputs(&out);
+        simout_abort(&out);
         rc = cli_fail("sim", "%s", err);
     } else if (k == 0) {
         rc = write_compose(a, c, &out, 0, L, full->step, full->exposed, 0, lr.why);
@@ -888,15 +556,16 @@ static int compose(const sim_args *a, const cli_config *cc, const config *c)
 
 /* A fold is exact only while the copies it skips run alike. A perturbation
  * that makes them differ (whatif_breaks_fold) turns the fold off, with a
- * note on stderr: the default --dp-mode symmetric, and an explicit
- * --dp-mode or --tp-mode symmetric too (a wrong step is worse than a slower
- * run). Refused when every replica would need GPUs the platform lacks. */
+ * note on stderr: the default fold of dp, and an explicit --fold (or
+ * --dp-mode / --tp-mode symmetric) too (a wrong step is worse than a
+ * slower run). Refused when every replica would need GPUs the platform
+ * lacks. */
 static int unfold_for_whatif(sim_args *a, const config *c)
 {
     mesh m = config_mesh(c);
     char why[LOONG_ERRLEN], err[LOONG_ERRLEN];
     int world = config_world(c);
-    if (c->dp > 1 && !a->every_replica && whatif_breaks_fold(&a->w, &m, MESH_DP, why, sizeof why)) {
+    if (c->dp > 1 && (a->fold & MESH_BIT(MESH_DP)) && whatif_breaks_fold(&a->w, &m, MESH_DP, why, sizeof why)) {
         platform_spec sp;
         if (platform_spec_read(a->platform, &sp, err) == 0 && sp.nodes * sp.gpus_per_node < world) {
             int nodes = (world + sp.gpus_per_node - 1) / sp.gpus_per_node;
@@ -907,24 +576,25 @@ static int unfold_for_whatif(sim_args *a, const config *c)
                             why, world, a->platform, sp.nodes * sp.gpus_per_node, nodes, sp.gpu, nodes,
                             sp.gpus_per_node);
         }
-        if (a->dp_mode_given)
+        if (a->dp_flag)
             fprintf(stderr,
-                    "loong sim: note: --dp-mode symmetric switched off: %s, so folding would give a wrong step; "
-                    "every replica is simulated in full (%d GPUs)\n",
-                    why, world);
+                    "loong sim: note: %s switched off: %s, so folding would give a wrong step; every replica is "
+                    "simulated in full (%d GPUs)\n",
+                    a->dp_flag, why, world);
         else
             fprintf(stderr,
                     "loong sim: note: data-parallel replicas not folded (the default --dp-mode symmetric): %s; every "
                     "replica is simulated in full (%d GPUs)\n",
                     why, world);
-        a->every_replica = a->dp_unfolded = true;
+        a->fold &= ~MESH_BIT(MESH_DP);
+        a->dp_unfolded = true;
     }
-    if (c->tp > 1 && a->tp_symmetric && whatif_breaks_fold(&a->w, &m, MESH_TP, why, sizeof why)) {
+    if (c->tp > 1 && (a->fold & MESH_BIT(MESH_TP)) && whatif_breaks_fold(&a->w, &m, MESH_TP, why, sizeof why)) {
         fprintf(stderr,
-                "loong sim: note: --tp-mode symmetric switched off: %s, so folding would give a wrong step; every "
-                "TP rank is simulated in full\n",
-                why);
-        a->tp_symmetric = false;
+                "loong sim: note: %s switched off: %s, so folding would give a wrong step; every TP rank is "
+                "simulated in full\n",
+                a->tp_flag, why);
+        a->fold &= ~MESH_BIT(MESH_TP);
         a->tp_unfolded = true;
     }
     return 0;

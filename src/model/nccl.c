@@ -68,13 +68,13 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
  * GPU (node-major), which is NCCL's ring order. */
 static void group_shape(nccl_group *g, const platform_spec *sp)
 {
-    int gpn = sp->gpus_per_node, per = gpn / sp->nics_per_node;
+    placement pl = platform_spec_placement(sp);
     g->nnodes = 0;
     g->ppn = 0;
     g->per_nic = 0;
     g->rails = sp->nics_per_node;
     for (int i = 0; i < g->n; i++) {
-        if (i == 0 || g->rank[i] / gpn != g->rank[i - 1] / gpn) g->node_first[g->nnodes++] = i;
+        if (i == 0 || !placement_same_domain(&pl, g->rank[i], g->rank[i - 1])) g->node_first[g->nnodes++] = i;
         g->node[i] = g->nnodes - 1;
         g->pos[i] = i - g->node_first[g->nnodes - 1];
     }
@@ -85,7 +85,7 @@ static void group_shape(nccl_group *g, const platform_spec *sp)
         if (cnt > g->ppn) g->ppn = cnt;
         memset(nic_cnt, 0, (size_t)sp->nics_per_node * sizeof *nic_cnt);
         for (int i = g->node_first[a]; i < g->node_first[a + 1]; i++) {
-            int nic = (g->rank[i] % gpn) / per;
+            int nic = placement_nic(&pl, g->rank[i]);
             if (nic_cnt[nic]++ == 0) rails++;
             if (nic_cnt[nic] > g->per_nic) g->per_nic = nic_cnt[nic];
         }
@@ -97,7 +97,8 @@ static void group_shape(nccl_group *g, const platform_spec *sp)
 int nccl_group_init(nccl_group *g, const platform_spec *sp, const int *ranks, int n)
 {
     group_alloc(g, n);
-    int total = sp->nodes * sp->gpus_per_node;
+    placement pl = platform_spec_placement(sp);
+    int total = placement_gpus(&pl);
     for (int i = 0; i < n; i++) {
         if (ranks[i] < 0 || ranks[i] >= total) {
             nccl_group_free(g);
@@ -123,8 +124,9 @@ int nccl_group_uniform(nccl_group *g, const platform_spec *sp, int n, int nnodes
 {
     if (nnodes < 1 || n % nnodes || n / nnodes > sp->gpus_per_node || nnodes > sp->nodes) return -1;
     group_alloc(g, n);
+    placement pl = platform_spec_placement(sp);
     for (int i = 0; i < n; i++)
-        g->rank[i] = (i / (n / nnodes)) * sp->gpus_per_node + i % (n / nnodes);
+        g->rank[i] = placement_rank(&pl, i / (n / nnodes), i % (n / nnodes));
     group_shape(g, sp);
     return 0;
 }
@@ -236,11 +238,11 @@ static double mind(double a, double b) { return a < b ? a : b; }
  * rail there, (nodes x NICs x NIC bandwidth) / oversubscription. */
 static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, int span, double oversub)
 {
-    int gpn = sp->gpus_per_node;
+    placement pl = platform_spec_placement(sp);
     double best = HUGE_VAL;
     for (int i = 0, j; i < g->n; i = j) { /* members sorted by GPU: one run per group */
-        int grp = g->rank[i] / gpn / span;
-        for (j = i; j < g->n && g->rank[j] / gpn / span == grp; j++)
+        int grp = placement_node(&pl, g->rank[i]) / span;
+        for (j = i; j < g->n && placement_node(&pl, g->rank[j]) / span == grp; j++)
             ;
         int m = j - i, nodes = sp->nodes - grp * span;
         if (m == g->n) return HUGE_VAL;

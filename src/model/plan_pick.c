@@ -10,11 +10,15 @@
  * streams, then no KV replication, then the faster.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
 #include "core/recompute.h"
 #include "core/dag.h"
+#include "core/mesh.h"
+#include "core/placement.h"
+#include "core/xalloc.h"
 
 const char *plan_pert_name(plan_pert k)
 {
@@ -122,25 +126,30 @@ int plan_recommend(const plan_layout *ls, const int *idx, int m, double tie)
 
 /* ---- the explanation ---- */
 
-/* Ring hops (between ring neighbours of head index 0) that cross nodes. */
+/* Ring hops (between ring neighbours of the ring of rank 0: its seq group,
+ * in ring order) that leave an NVLink domain. */
 static int ring_crossings(const config *c)
 {
-    int n = 0;
+    mesh m = config_mesh(c);
+    placement pl = placement_make(c->gpus_per_node, 1, 0);
+    int n = 0, *ring = xmalloc_array((size_t)c->p_seq, sizeof *ring, "a ring's ranks");
+    mesh_group_members(&m, MESH_BIT(MESH_SEQ), mesh_group_id(&m, MESH_BIT(MESH_SEQ), 0), ring);
     for (int s = 0; c->p_seq > 1 && s < c->p_seq; s++)
-        n += config_node(c, config_rank_of(c, 0, s)) != config_node(c, config_rank_of(c, 0, (s + 1) % c->p_seq));
+        n += !placement_same_domain(&pl, ring[s], ring[(s + 1) % c->p_seq]);
+    free(ring);
     return n;
 }
 
-/* Nodes one all-to-all group (ring index 0) spans. */
+/* Nodes one all-to-all group (rank 0's head group) spans. */
 static int a2a_nodes(const config *c)
 {
-    int n = 0, last = -1;
-    for (int h = 0; h < c->p_head; h++) {
-        int node = config_node(c, config_rank_of(c, h, 0));
-        n += node != last; /* a group's ranks are ordered by node */
-        last = node;
-    }
-    return n;
+    mesh m = config_mesh(c);
+    placement pl = placement_make(c->gpus_per_node, 1, 0);
+    int *group = xmalloc_array((size_t)c->p_head, sizeof *group, "an all-to-all group's ranks");
+    mesh_group_members(&m, MESH_BIT(MESH_HEAD), mesh_group_id(&m, MESH_BIT(MESH_HEAD), 0), group);
+    int nodes = placement_group_nodes(&pl, group, c->p_head);
+    free(group);
+    return nodes;
 }
 
 static void geometry(const plan_layout *l, char *buf, size_t len)

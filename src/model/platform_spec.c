@@ -109,6 +109,11 @@ void platform_spec_domain_default(const char *gpu, int *domain, int *tray)
     *tray = nvl72 ? 4 : 0;
 }
 
+placement platform_spec_placement(const platform_spec *sp)
+{
+    return placement_make(sp->gpus_per_node, sp->nics_per_node, sp->nodes);
+}
+
 double platform_spec_gpu_mem(const char *gpu)
 {
     for (int i = 0; i < NKINDS; i++)

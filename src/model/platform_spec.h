@@ -27,6 +27,7 @@
 
 #include <stdio.h>
 
+#include "core/placement.h"
 #include "core/units.h"
 
 typedef struct platform_spec {
@@ -114,6 +115,11 @@ double platform_spec_gpu_mem(const char *gpu);
  * a rail fabric its switches can build). Returns 0 or -1 with a message
  * naming the option. */
 int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
+
+/* Where a validated spec's ranks run (core/placement.h): its nodes (NVLink
+ * domains), GPUs and rail NICs per node. A domain of several compute
+ * trays is one node of the placement, as it is of the spec. */
+placement platform_spec_placement(const platform_spec *sp);
 
 /* Platforms of at most this many nodes are routed by Floyd (all pairs at
  * load time, a table lookup per message), larger ones by DijkstraCache (a

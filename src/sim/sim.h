@@ -24,6 +24,8 @@
 #include "model/nccl.h"
 #include "model/whatif.h"
 #include "core/dag.h"
+#include "core/mesh.h"
+#include "core/placement.h"
 
 /* The SimGrid settings loong applies before the user's --cfg= options:
  * CM02 (no TCP-tuned factors), no cross-traffic, no TCP window bound. */
@@ -63,6 +65,11 @@ void sim_platform_free(sim_platform *pf);
 int sim_platform_gpus(const sim_platform *pf);
 const char *sim_platform_kind(const sim_platform *pf);
 int sim_platform_gpus_per_node(const sim_platform *pf);
+/* Where ranks run on pf (core/placement.h): rank r on GPU host
+ * (placement_node(r), placement_gpu(r)); its nodes, the last possibly
+ * partial, and the NICs of its loong_spec (one per GPU, `loong topo`'s
+ * default, for a platform without one). */
+placement sim_platform_placement(const sim_platform *pf);
 
 typedef struct sim_link {
     const char *name; /* SimGrid link name (owned by SimGrid) */
@@ -79,36 +86,57 @@ typedef struct sim_result {
     uint64_t compute_runs; /* SimGrid activities the compute tasks took: runs of ready kernels, one sleep each */
 } sim_result;
 
-/* Simulate g on pf with compute durations from cb. Checks that the
+/* ---- folding: dimensions run by symmetry (sim_fold.c) ----
+ * A folded dimension's ranks run identical programs, so only the ranks
+ * whose coordinate in it is 0 run (mesh.h: mesh_fold), and every other
+ * rank's tasks take their representative's times. Two dimensions fold:
+ *   dp  replica 0 runs; its gradient collectives take the whole group's
+ *       NCCL shape and latency, and the flows that would reach another
+ *       replica reach the same GPU of this one (every replica's NICs carry
+ *       the same traffic). Unfolded, every replica runs on its own GPUs
+ *       (a platform of dp x P GPUs).
+ *   tp  TP rank 0 of each TP group runs, as every TP rank runs the same
+ *       program on its own GPU, NVLink links and rail NIC; its TP
+ *       collectives take NCCL's time on the idle group (their flows all
+ *       fold onto the sender). Needs NCCL's collectives, TP groups inside
+ *       a node and no --tp-overlap (whose ring steps are p2p between TP
+ *       ranks); the links report then counts the representatives' flows.
+ * Head, seq and pp ranks differ (their chunks, heads and layers), and
+ * never fold. */
+
+/* The dimensions sim_run can fold, and what loong sim folds by default
+ * (the replicas, not the TP ranks: `--fold dp`). */
+#define SIM_FOLDABLE     (MESH_BIT(MESH_DP) | MESH_BIT(MESH_TP))
+#define SIM_FOLD_DEFAULT MESH_BIT(MESH_DP)
+
+/* `--fold`'s text: "none", or a comma-separated list of dimension names
+ * ("dp,tp", each once). Returns 0 with the set in *out, or -1 with a
+ * message for a name that is not a mesh dimension, one that cannot fold
+ * (head, seq, pp), or one named twice. */
+int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN]);
+
+/* The text sim_fold_parse reads for a set: "none", "dp", "tp", "dp,tp". */
+void sim_fold_text(mesh_dims folded, char *buf, size_t len);
+
+/* 0 when every dimension of `folded` can fold, else -1 with a message. */
+int sim_fold_check(mesh_dims folded, char err[LOONG_ERRLEN]);
+
+/* Simulate g on pf with compute durations from cb, with the config's
+ * data-parallel replicas (its dp: each runs g on its own P GPUs, ranks
+ * from config_mesh; the gradient collectives span their gradient groups)
+ * and the dimensions `folded` run by symmetry (above; SIM_FOLD_DEFAULT is
+ * what loong sim does unasked). A fold that the platform's perturbations
+ * break (whatif_breaks_fold: the skipped copies would no longer run
+ * alike) is not taken: those replicas or TP ranks are simulated in full,
+ * and every replica then needs its GPUs on the platform. Checks that the
  * platform has enough GPU hosts and the same GPUs per node as the config.
  * `progress` prints a line to stderr every few seconds of wall time on long
- * runs. Returns 0, or -1 with a message (mapping errors, or a deadlock,
- * which would be a core bug). res is filled on success; free it with
- * sim_result_free(). Call at most once per process. */
-int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, sim_result *res, char err[LOONG_ERRLEN]);
-/* The same with the config's data-parallel replicas (its dp: each runs g
- * on its own P GPUs, ranks from config_mesh; the gradient collectives span
- * their gradient groups). every_replica: every replica simulated (a
- * platform of dp * P GPUs); else replica 0, and the others by symmetry
- * (mesh_fold over dp): its gradient collectives take the whole group's
- * NCCL shape and latency, and the flows that would reach another replica
- * reach the same GPU of this one (every replica's NICs carry the same
- * traffic). res covers replica 0's tasks and the makespan of all. */
-int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, sim_result *res,
-               char err[LOONG_ERRLEN]);
-/* The same, and with tp_symmetric the TP ranks by symmetry too: only TP
- * rank 0 of each TP group runs (mesh_fold over tp), as every TP rank runs
- * the same program on its own GPU, NVLink links and rail NIC; its TP
- * collectives take NCCL's time on the idle group (their flows all fold
- * onto the sender), and every other TP rank's tasks get its times. Needs
- * NCCL's collectives, TP groups inside a node and no --tp-overlap (whose
- * ring steps are p2p between TP ranks); the links report then counts the
- * representatives' flows only. A fold that the platform's perturbations
- * break (whatif_breaks_fold: the skipped copies would no longer run alike)
- * is not taken: those replicas or TP ranks are simulated in full, and
- * every replica then needs its GPUs on the platform. */
-int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress, bool every_replica, bool tp_symmetric,
-                 sim_result *res, char err[LOONG_ERRLEN]);
+ * runs. Returns 0, or -1 with a message (a dimension that cannot fold, a TP
+ * fold without what it needs, mapping errors, or a deadlock, which would
+ * be a core bug). res covers replica 0's tasks and the makespan of all; free
+ * it with sim_result_free(). Call at most once per process. */
+int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, mesh_dims folded, sim_result *res,
+            char err[LOONG_ERRLEN]);
 void sim_result_free(sim_result *res);
 
 /* Write the #-headed summary with units: step time; per-rank busy, idle and

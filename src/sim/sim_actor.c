@@ -50,7 +50,7 @@ static void progress(sim_state *S, uint32_t k)
             simgrid_get_clock(), now - S->wall0);
 }
 
-/* A kernel's calibrated time, times its jitter draw (sim_run_dp). */
+/* A kernel's calibrated time, times its jitter draw (sim_run). */
 static double kernel_seconds(const sim_stream *me, const dag_task *x)
 {
     double d = calib_task_seconds(me->S->cb, me->S->c, me->S->tiles, x);
@@ -158,7 +158,7 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
         snprintf(err, LOONG_ERRLEN,
                  "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
                  "(loong topo --nodes %d) or a smaller --mesh%s",
-                 have, need, (need + gpn - 1) / gpn, every_replica ? " or --dp-mode symmetric" : "");
+                 have, need, (need + gpn - 1) / gpn, every_replica ? " or --fold dp (alias --dp-mode symmetric)" : "");
         return -1;
     }
     if (c->dp > 1 && !sim_platform_nccl_spec(pf)) {
@@ -169,8 +169,8 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     }
     if (c->dp > 1 && !every_replica && P % gpn) {
         snprintf(err, LOONG_ERRLEN,
-                 "--dp-mode symmetric needs whole nodes per replica (%d ranks on %d-GPU nodes): use --dp-mode full "
-                 "on a platform of %d GPUs",
+                 "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica (%d ranks on %d-GPU "
+                 "nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
                  P, gpn, config_world(c));
         return -1;
     }
@@ -184,7 +184,7 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
 }
 
 /* Whether global rank g runs (a TP rank other than 0 runs by symmetry
- * under the TP fold: sim_run_fold). */
+ * under the TP fold: sim.h, "folding"). */
 static bool rank_runs(const sim_state *S, int g)
 {
     return !(S->folded & MESH_BIT(MESH_TP)) || mesh_fold(&S->mesh, MESH_BIT(MESH_TP), g) == g;
@@ -336,7 +336,7 @@ static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
             S->grank[rep * S->P + r] = mesh_unfold(&S->mesh, MESH_BIT(MESH_DP), r, rep);
 }
 
-/* TP by symmetry: what it needs (sim_run_fold). */
+/* TP by symmetry: what it needs (sim.h, "folding"). */
 static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
 {
     const config *c = S->c;
@@ -346,7 +346,8 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
                       : config_tp_nodes(c) > 1 ? "a TP group spans nodes, whose NICs its members share"
                                                : NULL;
     if (!why) return 0;
-    snprintf(err, LOONG_ERRLEN, "--tp-mode symmetric: %s; use --tp-mode full", why);
+    snprintf(err, LOONG_ERRLEN,
+             "folding tp (--fold tp, alias --tp-mode symmetric): %s; leave tp out of --fold (--tp-mode full)", why);
     return -1;
 }
 
@@ -375,18 +376,19 @@ static void unfold_tp(sim_state *S, uint32_t n)
  * that makes them differ (whatif_breaks_fold) turns it off, so a folded run
  * never returns the clean step for a perturbed cluster. loong sim decides
  * this first and says so (or refuses); this keeps every caller right. */
-static void unfold_perturbed(const sim_faults *F, const config *c, bool *every_replica, bool *tp_symmetric)
+static mesh_dims unfold_perturbed(const sim_faults *F, const config *c, mesh_dims folded)
 {
     mesh m = config_mesh(c);
     char why[LOONG_ERRLEN];
-    if (!*every_replica && whatif_breaks_fold(&F->w, &m, MESH_DP, why, sizeof why)) {
+    if ((folded & MESH_BIT(MESH_DP)) && whatif_breaks_fold(&F->w, &m, MESH_DP, why, sizeof why)) {
         XBT_VERB("data-parallel replicas simulated in full: %s", why);
-        *every_replica = true;
+        folded &= ~MESH_BIT(MESH_DP);
     }
-    if (*tp_symmetric && whatif_breaks_fold(&F->w, &m, MESH_TP, why, sizeof why)) {
+    if ((folded & MESH_BIT(MESH_TP)) && whatif_breaks_fold(&F->w, &m, MESH_TP, why, sizeof why)) {
         XBT_VERB("TP ranks simulated in full: %s", why);
-        *tp_symmetric = false;
+        folded &= ~MESH_BIT(MESH_TP);
     }
+    return folded;
 }
 
 /* Runs of ready kernels are slept through in one call unless the
@@ -396,11 +398,6 @@ static bool coalesce_on(void)
 {
     const char *v = getenv("LOONG_SIM_COALESCE");
     return !v || strcmp(v, "0") != 0;
-}
-
-int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, sim_result *res, char err[LOONG_ERRLEN])
-{
-    return sim_run_dp(pf, g, cb, progress_on, false, res, err);
 }
 
 /* Keep replica 0's times (the trace's and the summary's; every replica
@@ -413,18 +410,14 @@ static void collect_times(sim_state *S, uint32_t n, sim_result *res)
     res->dur = xrealloc_array(S->dur, n ? n : 1, sizeof *res->dur, "the simulated durations");
 }
 
-int sim_run_dp(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, bool every_replica, sim_result *res,
-               char err[LOONG_ERRLEN])
-{
-    return sim_run_fold(pf, g, cb, progress_on, every_replica, false, res, err);
-}
-
-int sim_run_fold(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, bool every_replica,
-                 bool tp_symmetric, sim_result *res, char err[LOONG_ERRLEN])
+int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, mesh_dims folded, sim_result *res,
+            char err[LOONG_ERRLEN])
 {
     memset(res, 0, sizeof *res);
+    if (sim_fold_check(folded, err) < 0) return -1;
     const config *c = dag_config(g);
-    unfold_perturbed(sim_platform_faults(pf), c, &every_replica, &tp_symmetric);
+    folded = unfold_perturbed(sim_platform_faults(pf), c, folded);
+    bool every_replica = !(folded & MESH_BIT(MESH_DP)), tp_symmetric = folded & MESH_BIT(MESH_TP);
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);

@@ -33,7 +33,8 @@ typedef struct route {
 } route;
 
 struct sim_links {
-    int nranks, gpn;
+    int nranks;
+    placement pl;     /* where each rank runs */
     sg_host_t *hosts; /* every GPU host of the platform, by rank */
     const sim_faults *faults;
     route *tab;
@@ -47,7 +48,7 @@ sim_links *sim_links_new(sim_platform *pf)
 {
     sim_links *L = xcalloc(1, sizeof *L, "the link accounting");
     L->nranks = sim_platform_gpus(pf);
-    L->gpn = sim_platform_gpus_per_node(pf);
+    L->pl = sim_platform_placement(pf);
     L->hosts = sim_platform_hosts(pf);
     L->faults = sim_platform_faults(pf);
     L->cap = 1024;
@@ -119,12 +120,15 @@ static int find_relay(const sim_links *L, int from, int to)
     xbt_dynar_t d = xbt_dynar_new(sizeof(sg_link_t), NULL);
     int best = -1, nbest = 0;
     double lbest = 0;
-    int nodes[2] = {from / L->gpn, to / L->gpn};
+    const placement *pl = &L->pl;
+    int nodes[2] = {placement_node(pl, from), placement_node(pl, to)};
+    /* the GPUs of the pair's NVLink domains first, then any other */
     for (int k = 0; k < 2 && !(k == 1 && nodes[1] == nodes[0]); k++)
-        for (int v = nodes[k] * L->gpn; v < (nodes[k] + 1) * L->gpn && v < L->nranks; v++)
+        for (int v = placement_rank(pl, nodes[k], 0); v < L->nranks && placement_node(pl, v) == nodes[k]; v++)
             try_relay(L, from, to, v, d, &best, &nbest, &lbest);
     for (int v = 0; best < 0 && v < L->nranks; v++)
-        if (v / L->gpn != nodes[0] && v / L->gpn != nodes[1]) try_relay(L, from, to, v, d, &best, &nbest, &lbest);
+        if (!placement_same_domain(pl, v, from) && !placement_same_domain(pl, v, to))
+            try_relay(L, from, to, v, d, &best, &nbest, &lbest);
     xbt_dynar_free(&d);
     return best;
 }

@@ -3,7 +3,8 @@
  * file is XML (written by `loong topo` or by hand); a GPU host is a host
  * with the properties loong_gpu (kind, e.g. h100), loong_node and
  * loong_slot (GPU index in its node). Rank r runs on the GPU with node
- * r / gpus_per_node and slot r % gpus_per_node.
+ * placement_node(r) and slot placement_gpu(r) (core/placement.h): the
+ * hosts sorted by (node, slot) are indexed by rank.
  *
  * SimGrid aborts the process on a malformed platform, so the file is first
  * loaded in a child process whose stderr is captured: a bad file becomes a
@@ -156,9 +157,10 @@ static int find_gpus(sim_platform *pf, char err[LOONG_ERRLEN])
     int n0 = prop_int(pf->gpus[0], "loong_node");
     while (pf->gpn < pf->ngpus && prop_int(pf->gpus[pf->gpn], "loong_node") == n0)
         pf->gpn++;
+    placement pl = placement_make(pf->gpn, 1, 0);
     for (int i = 0; i < pf->ngpus; i++)
-        if (prop_int(pf->gpus[i], "loong_node") != n0 + i / pf->gpn ||
-            prop_int(pf->gpus[i], "loong_slot") != i % pf->gpn) {
+        if (prop_int(pf->gpus[i], "loong_node") != n0 + placement_node(&pl, i) ||
+            prop_int(pf->gpus[i], "loong_slot") != placement_gpu(&pl, i)) {
             snprintf(err, LOONG_ERRLEN,
                      "platform '%s': GPU host %s breaks the layout of %d GPUs per node numbered from node %d slot 0",
                      pf->path, sg_host_get_name(pf->gpus[i]), pf->gpn, n0);
@@ -208,6 +210,12 @@ sim_platform *sim_platform_open(const char *path, int nargs, char **args, char e
 int sim_platform_gpus(const sim_platform *pf) { return pf->ngpus; }
 const char *sim_platform_kind(const sim_platform *pf) { return pf->kind; }
 int sim_platform_gpus_per_node(const sim_platform *pf) { return pf->gpn; }
+
+placement sim_platform_placement(const sim_platform *pf)
+{
+    bool spec = pf->spec.gpus_per_node == pf->gpn && pf->spec.nics_per_node > 0;
+    return placement_make(pf->gpn, spec ? pf->spec.nics_per_node : pf->gpn, (pf->ngpus + pf->gpn - 1) / pf->gpn);
+}
 
 const platform_spec *sim_platform_nccl_spec(const sim_platform *pf) { return pf->nccl ? &pf->spec : NULL; }
 
