@@ -125,8 +125,8 @@ static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN]
 {
     if (platform_spec_read(a->platform, &x->spec, err) < 0) return -1;
     const platform_spec *sp = &x->spec;
-    int have = sp->nodes * sp->gpus_per_node;
-    x->req.gpus = have;
+    placement pl = platform_spec_placement(sp);
+    x->req.gpus = placement_gpus(&pl);
     if (a->gpus && units_parse_int(a->gpus, "--gpus", &x->req.gpus, err) < 0) return -1;
     return 0;
 }
@@ -136,7 +136,8 @@ static int read_platform(const plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN]
 static int check_gpus(const plan_args *a, const plan_ctx *x, char err[LOONG_ERRLEN])
 {
     const platform_spec *sp = &x->spec;
-    int have = sp->nodes * sp->gpus_per_node, dp = x->req.degree[MESH_DP], P = dp ? x->req.gpus / dp : 0;
+    placement pl = platform_spec_placement(sp);
+    int have = placement_gpus(&pl), dp = x->req.degree[MESH_DP], P = dp ? x->req.gpus / dp : 0;
     if (x->req.gpus <= have || (dp && P <= have && P % sp->gpus_per_node == 0)) return 0;
     snprintf(err, LOONG_ERRLEN,
              "--gpus %d exceeds the %d GPUs of platform %s: use a larger platform (loong topo), or --dp N with "

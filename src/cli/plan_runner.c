@@ -21,6 +21,7 @@
 #include "core/xalloc.h"
 #include "autoconf.h"
 #include "plan_cli.h"
+#include "sim/sim.h"
 #include "sim_child.h"
 
 #ifdef HAVE_MPI
@@ -168,19 +169,18 @@ static void note(void *user, const char *line)
 static char **sim_argv(const plan_args *a, const plan_sim *sim)
 {
     const sim_child_spec sp = {a->platform, a->calib, a->cc.val[KNOB_MODEL], sim->layers};
-    char *wv[WHATIF_MAX * 3 + 2];
-    /* the other replicas by symmetry, which needs replicas of whole nodes;
-     * smaller ones are all simulated (plan_request.c's check_gpus: then
-     * they fit) */
+    char *wv[WHATIF_MAX * 3 + 2], fold[48] = "--fold=";
     const config *c = &sim->l->c;
-    bool whole = config_ranks(c) % c->gpus_per_node == 0;
-    const char *extra[WHATIF_MAX * 3 + 5] = {"--links=0", whole ? "--dp-mode=symmetric" : "--dp-mode=full"};
-    int ne = c->dp > 1 ? 2 : 1, nw = whatif_argv(sim->w, wv);
+    int ne = 1, nw = whatif_argv(sim->w, wv);
+    const char *extra[WHATIF_MAX * 3 + 5] = {"--links=0"};
+    /* the dimensions run by symmetry (plan_fold), said whenever dp or tp
+     * is on, so that the command shows how the replicas were simulated */
+    mesh_dims folded = plan_fold(c, a->nccl, nw > 0);
+    if (c->dp > 1 || folded) {
+        sim_fold_text(folded, fold + strlen(fold), sizeof fold - strlen(fold));
+        extra[ne++] = fold;
+    }
     if (sim->compose) extra[ne++] = "--compose";
-    /* a pipelined layout is simulated whole: its TP ranks by symmetry where
-     * that is exact (loong sim --tp-mode; no what-if, which may pick one) */
-    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && a->nccl && nw == 0)
-        extra[ne++] = "--tp-mode=symmetric";
     for (int i = 0; i < nw; i++)
         extra[ne++] = wv[i];
     char **v = sim_child_argv(c, &sp, extra, ne);

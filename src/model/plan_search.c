@@ -44,6 +44,15 @@ static int run_layers(plan_compose m, int k, const config *c) { return m == PLAN
  * runner folds them by symmetry otherwise). */
 static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c) % c->gpus_per_node != 0; }
 
+mesh_dims plan_fold(const config *c, bool nccl, bool perturbed)
+{
+    mesh_dims f = 0;
+    if (c->dp > 1 && !full_replicas(c)) f |= MESH_BIT(MESH_DP);
+    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && nccl && !perturbed)
+        f |= MESH_BIT(MESH_TP);
+    return f;
+}
+
 /* ---- running simulations ---- */
 
 typedef struct run {
@@ -388,7 +397,7 @@ static int simulate_draws(plan_request *req, const plan_search_opts *o, const pl
 static plan_pert robust_candidate(const platform_spec *spec, const plan_layout *l, int c, whatif *w, char *what,
                                   size_t len)
 {
-    int P = config_ranks(&l->c), gpn = spec->gpus_per_node, nics = spec->nics_per_node;
+    int P = config_ranks(&l->c);
     char arg[64], err[LOONG_ERRLEN];
     if (c < 2) {
         int r = c ? P - 1 : 0;
@@ -398,7 +407,8 @@ static plan_pert robust_candidate(const platform_spec *spec, const plan_layout *
         return PLAN_PERT_STRAGGLER;
     }
     if (c < 4) {
-        int node = c == 2 ? 0 : (P - 1) / gpn, nic = c == 2 ? 0 : (((P - 1) % gpn) * nics) / gpn;
+        placement pl = platform_spec_placement(spec);
+        int last = c == 2 ? 0 : P - 1, node = placement_node(&pl, last), nic = placement_nic(&pl, last);
         snprintf(what, len, "node%d-nic%d", node, nic);
         snprintf(arg, sizeof arg, "%s:2", what);
         whatif_add_slow_link(w, arg, err);

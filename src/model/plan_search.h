@@ -113,4 +113,11 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
  * (simulated whole) and recompute policies whose layers differ. */
 plan_compose plan_compose_mode(const config *c, bool full_layers);
 
+/* The mesh dimensions c's simulations run by symmetry (loong sim --fold):
+ * dp when a replica is whole nodes (smaller replicas share nodes, and are
+ * all simulated); tp in a pipelined layout whose TP groups stay inside a
+ * node of an NCCL platform, without --tp-overlap or perturbations (which
+ * may pick one TP rank), where TP rank 0 stands exactly for the others. */
+mesh_dims plan_fold(const config *c, bool nccl, bool perturbed);
+
 #endif
