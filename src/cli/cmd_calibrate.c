@@ -21,6 +21,7 @@
 #include "analysis/nccl_fit.h"
 #include "model/platform_spec.h"
 #include "cli.h"
+#include "cli_opts.h"
 
 static void calibrate_usage(FILE *f)
 {
@@ -590,10 +591,8 @@ int cmd_calibrate(int argc, char **argv)
         case 'O': op = optarg; break;
         case 'R': min_r2 = optarg; break;
         case 'F': force = true; break;
-        case 'h': calibrate_usage(stdout); return 0;
-        default:
-            return cli_fail("calibrate", "unknown or incomplete option '%s': see loong calibrate --help",
-                            argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("calibrate", "loong calibrate", opt, argv, calibrate_usage, 0);
         }
     }
     if (nccl_tests && kineto)

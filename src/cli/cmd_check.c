@@ -28,6 +28,7 @@
 #include "model/calib.h"
 #include "model/platform_spec.h"
 #include "cli.h"
+#include "cli_opts.h"
 
 static void check_usage(FILE *f)
 {
@@ -106,12 +107,11 @@ static int parse(int argc, char **argv, check_args *a, cli_config *cc)
         case 'c': a->calib = optarg; break;
         case 'f': a->tflops = optarg; break;
         case 't': a->tokens = optarg; break;
-        case 'h': check_usage(stdout); return 1;
-        default:
-            return cli_fail("check", "unknown or incomplete option '%s': see loong check --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("check", "loong check", opt, argv, check_usage, 1);
         }
     }
-    if (optind < argc) return cli_fail("check", "unexpected argument '%s': see loong check --help", argv[optind]);
+    if (cli_opt_no_operands("check", "loong check", argc, argv)) return 2;
     if (!a->platform) return cli_fail("check", "no --platform: give the cluster the run used (loong topo --list)");
     if (!a->tflops == !a->tokens)
         return cli_fail("check", "give one measurement: --measured-tflops X (per GPU) or --measured-tokens-per-s N");

@@ -7,6 +7,7 @@
 #include "analysis/nccl_log.h"
 #include "autoconf.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "core/xalloc.h"
 #include "model/nccl.h"
 #include "model/platform_spec.h"
@@ -98,11 +99,11 @@ static int parse_cli(int argc, char **argv, coll_cli *o)
         case 'P': o->proto = optarg; break;
         case 'm': o->model = true; break;
         case 'c': o->compare = optarg; break;
-        case 'h': coll_usage(stdout); return 1;
-        default: return cli_fail("coll", "unknown or incomplete option '%s': see loong coll --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("coll", "loong coll", ch, argv, coll_usage, 1);
         }
     }
-    if (optind < argc) return cli_fail("coll", "unexpected argument '%s' (see loong coll --help)", argv[optind]);
+    if (cli_opt_no_operands("coll", "loong coll", argc, argv)) return 2;
     if (!o->platform) return cli_fail("coll", "--platform FILE is required (shipped ones are in topologies/)");
     char err[LOONG_ERRLEN];
     if (cli_find_platform(o->platform, o->where, sizeof o->where, err) < 0) return cli_fail("coll", "%s", err);

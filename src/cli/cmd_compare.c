@@ -1,5 +1,6 @@
 /* loong compare: a predicted trace against a measured one, task by task. */
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "analysis/compare.h"
 #include "core/afile.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "plot.h"
 
 static void compare_usage(FILE *f)
@@ -51,7 +53,7 @@ static int parse(int argc, char **argv, cmp_cli *o)
         {0, 0, 0, 0},
     };
     int opt;
-    char err[LOONG_ERRLEN], *end;
+    char *end;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
@@ -66,7 +68,7 @@ static int parse(int argc, char **argv, cmp_cli *o)
                 return cli_fail("compare", "--by '%s' is not one of: kind, rank, layer", optarg);
             break;
         case 't':
-            if (units_parse_int(optarg, "--top", &o->top, err) < 0) return cli_fail("compare", "%s", err);
+            if (cli_opt_count("compare", "--top", optarg, false, INT_MAX, &o->top)) return 2;
             break;
         case 'p': o->plot = optarg; break;
         case 'e': o->error_plot = optarg; break;
@@ -75,9 +77,8 @@ static int parse(int argc, char **argv, cmp_cli *o)
             if (*end || end == optarg || !(o->max_error >= 0))
                 return cli_fail("compare", "--max-error '%s' is not a non-negative percentage", optarg);
             break;
-        case 'h': compare_usage(stdout); return -1;
-        default:
-            return cli_fail("compare", "unknown or incomplete option '%s': see loong compare --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("compare", "loong compare", opt, argv, compare_usage, -1);
         }
     }
     if (argc - optind != 2) return cli_fail("compare", "give two traces: loong compare PREDICTED.json MEASURED.json");

@@ -2,6 +2,7 @@
  * kind, rank, collective and step (task ids cannot match). */
 #include <jansson.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "core/infile.h"
 #include "core/xalloc.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "plot.h"
 #include "sim_child.h"
 
@@ -78,7 +80,7 @@ static int parse(int argc, char **argv, kargs *a)
     };
     const struct option *opts = cli_options(own);
     int opt;
-    char err[LOONG_ERRLEN], *end;
+    char *end;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (cli_config_option(&a->cc, opt, optarg)) {
@@ -101,12 +103,10 @@ static int parse(int argc, char **argv, kargs *a)
                 return cli_fail("compare", "--max-error '%s' is not a non-negative percentage", optarg);
             break;
         case 't':
-            if (units_parse_int(optarg, "--top", &a->top, err) < 0) return cli_fail("compare", "%s", err);
+            if (cli_opt_count("compare", "--top", optarg, false, INT_MAX, &a->top)) return 2;
             break;
-        case 'h': usage(stdout); return -1;
-        default:
-            return cli_fail("compare", "unknown or incomplete option '%s': see loong compare --kineto --help",
-                            argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("compare", "loong compare --kineto", opt, argv, usage, -1);
         }
     }
     if (optind >= argc)

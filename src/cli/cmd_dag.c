@@ -9,6 +9,7 @@
 #include "core/stats.h"
 #include "core/strategy.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "chakra.h"
 #include "core/datapath.h"
 
@@ -128,15 +129,15 @@ int cmd_dag(int argc, char **argv)
         switch (opt) {
         case 'f': format = optarg; break;
         case 'o': out = optarg; break;
-        case 'h': dag_usage(stdout); return 0;
         case 't': timing = true; break;
         case 'c': calib_path = optarg; break;
         case 'p': platform = optarg; break;
         case 'a': a2a = optarg; break;
-        default: return cli_fail("dag", "unknown or incomplete option '%s': see loong dag --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("dag", "loong dag", opt, argv, dag_usage, 0);
         }
     }
-    if (optind < argc) return cli_fail("dag", "unexpected argument '%s': see loong dag --help", argv[optind]);
+    if (cli_opt_no_operands("dag", "loong dag", argc, argv)) return 2;
     bool chakra = !strcmp(format, "chakra");
     if (strcmp(format, "stats") && strcmp(format, "json") && strcmp(format, "dot") && strcmp(format, "megatron") &&
         strcmp(format, "torchtitan") && !chakra)

@@ -12,6 +12,7 @@
 #include "autoconf.h"
 #include "exec/exec.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "exec/plugin.h"
 
 static void exec_usage(FILE *f)
@@ -75,17 +76,6 @@ typedef struct exec_cli {
 /* The defaults of every exec_opts (mpirun and --transport local). */
 static const exec_opts exec_defaults = {
     .seed = 1, .iters = 3, .warmup = 1, .fail_rank = -1, .fail_at = FAULT_NONE, .fail_task = -1, .timeout_s = 30};
-
-/* A count (K/M/G suffixes) for option `name`; "0" only if zero_ok. */
-static int parse_count(const char *s, const char *name, bool zero_ok, int *out)
-{
-    char err[LOONG_ERRLEN];
-    uint64_t v = 0;
-    if (!(zero_ok && !strcmp(s, "0")) && units_parse_count(s, name, &v, err) < 0) return cli_fail("exec", "%s", err);
-    if (v > 1000000000ull) return cli_fail("exec", "%s '%s' is too large (at most 1G)", name, s);
-    *out = (int)v;
-    return 0;
-}
 
 static int parse_seconds(const char *s, double *out)
 {
@@ -153,10 +143,10 @@ static int parse_args(int argc, char **argv, exec_cli *e)
         case 'X': e->transport = optarg; break;
         case 'C': e->cases = optarg; break;
         case 'i':
-            if (parse_count(optarg, "--iters", false, &e->o.iters)) return 2;
+            if (cli_opt_count("exec", "--iters", optarg, false, 1000000000, &e->o.iters)) return 2;
             break;
         case 'w':
-            if (parse_count(optarg, "--warmup", true, &e->o.warmup)) return 2;
+            if (cli_opt_count("exec", "--warmup", optarg, true, 1000000000, &e->o.warmup)) return 2;
             break;
         case 'I':
             if (strcmp(optarg, "median") && strcmp(optarg, "fastest"))
@@ -170,7 +160,7 @@ static int parse_args(int argc, char **argv, exec_cli *e)
             if (parse_rank(optarg, &e->o.fail_rank)) return 2;
             break;
         case 'a':
-            if (parse_count(optarg, "--fail-at-task", true, &e->o.fail_task)) return 2;
+            if (cli_opt_count("exec", "--fail-at-task", optarg, true, 1000000000, &e->o.fail_task)) return 2;
             e->o.fail_at = FAULT_TASK;
             fail_at_task = true;
             break;
@@ -184,10 +174,10 @@ static int parse_args(int argc, char **argv, exec_cli *e)
                 return cli_fail("exec", "--fail-signal '%s' is not exit, kill or stop", optarg);
             fail_signal = true;
             break;
-        default: return cli_fail("exec", "unknown or incomplete option '%s': see loong exec --help", argv[optind - 1]);
+        default: return cli_opt_tail("exec", "loong exec", opt, argv, exec_usage, 0); /* -h: cmd_exec's wants_help */
         }
     }
-    if (optind < argc) return cli_fail("exec", "unexpected argument '%s': see loong exec --help", argv[optind]);
+    if (cli_opt_no_operands("exec", "loong exec", argc, argv)) return 2;
     return check_args(e, fail_at, fail_at_task, fail_signal);
 }
 

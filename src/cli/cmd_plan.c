@@ -7,11 +7,13 @@
  * ranks under mpirun by the CLI's runner (plan_runner.c); rank 0 writes
  * what a serial run does (plan_output.c).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "autoconf.h"
+#include "cli_opts.h"
 #include "plan_cli.h"
 
 static void plan_usage(FILE *f)
@@ -185,10 +187,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'M': a->margin = optarg; break;
         case 'A': a->allocator = optarg; break;
         case 'c': a->calib = optarg; break;
-        case 'k': rc = plan_cli_count(optarg, "--top", &a->top, true); break;
+        case 'k': rc = cli_opt_count("plan", "--top", optarg, true, INT_MAX, &a->top); break;
         case 'x': a->exact = true; break;
         case 'F': a->full_layers = true; break;
-        case 'S': rc = plan_cli_count(optarg, "--show", &a->show, false); break;
+        case 'S': rc = cli_opt_count("plan", "--show", optarg, false, INT_MAX, &a->show); break;
         case 'E':
             if (strcmp(optarg, "megatron") && strcmp(optarg, "torchtitan"))
                 return cli_fail("plan", "--emit %s: loong emits megatron or torchtitan", optarg);
@@ -199,22 +201,22 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'W': a->why_removed = true; break;
         case 'J': a->json = optarg; break;
         case 'P': a->plot = optarg; break;
-        case 'j': rc = plan_cli_count(optarg, "--jobs", &a->jobs, false); break;
-        case 'r': rc = plan_cli_count(optarg, "--rows", &a->rows, true); break;
+        case 'j': rc = cli_opt_count("plan", "--jobs", optarg, false, INT_MAX, &a->jobs); break;
+        case 'r': rc = cli_opt_count("plan", "--rows", optarg, true, INT_MAX, &a->rows); break;
         case 'C': a->csv = optarg; break;
         case 'o': a->out = optarg; break;
         case 'q': a->quiet = true; break;
-        case 'd': rc = plan_cli_count(optarg, "--draws", &a->draws, false); break;
+        case 'd': rc = cli_opt_count("plan", "--draws", optarg, false, INT_MAX, &a->draws); break;
         case 'R': a->robust = true; break;
         case 'T': rc = plan_cli_tie(optarg, &a->tie); break;
-        case 'G': rc = plan_cli_count(optarg, "--global-batch", &a->global_batch, false); break;
+        case 'G': rc = cli_opt_count("plan", "--global-batch", optarg, false, INT_MAX, &a->global_batch); break;
         case 'O': rc = plan_cli_seconds(optarg, "--sim-timeout", &a->sim_timeout); break;
-        case 'h': plan_usage(stdout); return -1;
-        default: return cli_fail("plan", "unknown or incomplete option '%s': see loong plan --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("plan", "loong plan", opt, argv, plan_usage, -1);
         }
         if (rc) return rc;
     }
-    if (optind < argc) return cli_fail("plan", "unexpected argument '%s': see loong plan --help", argv[optind]);
+    if (cli_opt_no_operands("plan", "loong plan", argc, argv)) return 2;
     return plan_cli_check_args(a, top_given);
 }
 

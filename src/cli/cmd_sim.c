@@ -1,6 +1,7 @@
 /* loong sim: replay a configuration's DAG on a SimGrid platform: its
  * options (the fold among them), the run, and --compose's composition of
  * a step from a few layers; what it writes is sim_output.c's. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "sim/sim.h"
 #include "model/platform_spec.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cmd_sim.h"
 #include "sim_child.h"
 
@@ -88,17 +90,6 @@ static int split_simgrid_args(int argc, char **argv, sim_args *a)
     }
     argv[k] = NULL;
     return k;
-}
-
-static int parse_int_opt(const char *s, const char *what, int *out)
-{
-    char err[LOONG_ERRLEN];
-    if (!strcmp(s, "0")) {
-        *out = 0;
-        return 0;
-    }
-    if (units_parse_int(s, what, out, err) < 0) return cli_fail("sim", "%s", err);
-    return 0;
 }
 
 /* One alias (--dp-mode or --tp-mode M) on dimension d of the fold: with
@@ -181,7 +172,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         case 'q': a->quiet = true; break;
         case 'j': a->json = optarg; break;
         case 'y':
-            if (parse_int_opt(optarg, "--layers", &a->layers)) return 2;
+            if (cli_opt_count("sim", "--layers", optarg, true, INT_MAX, &a->layers)) return 2;
             if (a->layers < 1) return cli_fail("sim", "--layers must be at least 1, got '%s'", optarg);
             break;
         case 'T': a->timing = true; break;
@@ -198,7 +189,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             break;
         case 'F': a->fold_text = optarg; break;
         case 'R':
-            if (parse_int_opt(optarg, "--trace-rank", &a->flt.rank)) return 2;
+            if (cli_opt_count("sim", "--trace-rank", optarg, true, INT_MAX, &a->flt.rank)) return 2;
             break;
         case 'G': {
             char err[LOONG_ERRLEN];
@@ -212,16 +203,16 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             break;
         }
         case 'L':
-            if (parse_int_opt(optarg, "--trace-layer", &a->flt.layer)) return 2;
+            if (cli_opt_count("sim", "--trace-layer", optarg, true, INT_MAX, &a->flt.layer)) return 2;
             break;
         case 'l':
-            if (parse_int_opt(optarg, "--links", &a->links)) return 2;
+            if (cli_opt_count("sim", "--links", optarg, true, INT_MAX, &a->links)) return 2;
             break;
-        case 'h': sim_usage(stdout); return -1;
-        default: return cli_fail("sim", "unknown or incomplete option '%s': see loong sim --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("sim", "loong sim", opt, argv, sim_usage, -1);
         }
     }
-    if (optind < argc) return cli_fail("sim", "unexpected argument '%s': see loong sim --help", argv[optind]);
+    if (cli_opt_no_operands("sim", "loong sim", argc, argv)) return 2;
     if (resolve_fold(a)) return 2;
     if (!a->platform)
         return cli_fail("sim", "--platform FILE is required: a SimGrid platform, e.g. topologies/dgx-h100-8n.xml");

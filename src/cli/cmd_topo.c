@@ -9,6 +9,7 @@
 #include "model/platform_spec.h"
 #include "autoconf.h"
 #include "cli.h"
+#include "cli_opts.h"
 #ifdef HAVE_SIMGRID
 #include "sim/sim.h"
 #endif
@@ -429,11 +430,11 @@ int cmd_topo(int argc, char **argv)
         case 30: list = optarg; break;
         case 31: list_data = true; break;
         case 25: a.datasheet = true; break;
-        case 'h': topo_usage(stdout); return 0;
-        default: return cli_fail("topo", "unknown or incomplete option '%s': see loong topo --help", argv[optind - 1]);
+        case 'h':
+        default: return cli_opt_tail("topo", "loong topo", opt, argv, topo_usage, 0);
         }
     }
-    if (optind < argc) return cli_fail("topo", "unexpected argument '%s': see loong topo --help", argv[optind]);
+    if (cli_opt_no_operands("topo", "loong topo", argc, argv)) return 2;
     char err[LOONG_ERRLEN], origin[8192];
     if (list || list_data) {
         bool generator = a.datasheet;

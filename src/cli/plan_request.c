@@ -9,17 +9,6 @@
 #include "core/units.h"
 #include "plan_cli.h"
 
-int plan_cli_count(const char *s, const char *what, int *out, bool zero_ok)
-{
-    char err[LOONG_ERRLEN];
-    if (zero_ok && !strcmp(s, "0")) {
-        *out = 0;
-        return 0;
-    }
-    if (units_parse_int(s, what, out, err) < 0) return cli_fail("plan", "%s", err);
-    return 0;
-}
-
 int plan_cli_seconds(const char *s, const char *what, double *out)
 {
     char *end;
