@@ -366,7 +366,7 @@ static void build_rank(builder *b)
               DAG_NONE,
               pipe_stage(c, bt_rank(b)),
               true};
-    p.head_gid = bt_group(b, STREAM_A2A, MESH_BIT(MESH_HEAD));
+    p.head_gid = bt_group(b, STREAM_A2A, MESH_DIMS_HEAD);
     build_grad_groups(&p);
     build_tp_groups(&p);
     switch (c->scope) {

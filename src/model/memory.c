@@ -205,7 +205,7 @@ static void nccl_terms(const config *c, int stage, memory_estimate *out)
     int coord[MESH_NDIMS] = {0};
     coord[MESH_PP] = stage;
     int r = mesh_rank(&m, coord);
-    mesh_dims tp = MESH_BIT(MESH_TP), seq = MESH_BIT(MESH_SEQ);
+    mesh_dims tp = MESH_DIMS_TP, seq = MESH_DIMS_SEQ;
     out->nccl_tp = memory_nccl_collective(c->tp, across_nodes(c, &m, tp, r));
     /* the ring's send/recv to its neighbours (the outer ring's too); the
      * all-gather ring mode gathers with a collective instead */
