@@ -18,7 +18,7 @@ static void pp_p2p(prog *p, bool grad, bool recv, int dir, int layer, int buf, b
 {
     builder *b = p->b;
     mesh m = config_mesh(p->c);
-    uint64_t rows = p->sp && p->tp > 1 ? p->T / (uint64_t)p->tp : p->T, hid = (uint64_t)p->m->hidden;
+    uint64_t rows = p->sp && mesh_on(&m, MESH_TP) ? p->T / (uint64_t)p->tp : p->T, hid = (uint64_t)p->m->hidden;
     uint32_t id = bt_begin(b, recv ? TASK_RECV : TASK_SEND, grad ? STREAM_PP_GRAD : STREAM_PP,
                            grad ? OP_PP_GRAD : OP_PP_ACT, grad ? PHASE_BWD : PHASE_FWD, layer);
     dag_task *t = bt_task(b, id);

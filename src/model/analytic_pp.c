@@ -14,7 +14,7 @@
 static double pp_hop(const config *c, const platform_spec *n)
 {
     mesh m = config_mesh(c);
-    bool sp = c->tp > 1 && c->sequence_parallel;
+    bool sp = mesh_on(&m, MESH_TP) && c->sequence_parallel;
     double rows = (double)config_local_tokens(c) / (sp ? c->tp : 1);
     link l = link_between(n, 0, mesh_shift(&m, 0, MESH_PP, 1));
     return flow(&l, rows * c->model.hidden * c->act_bytes);

@@ -48,8 +48,9 @@ tpcost analytic_tp_costs(const config *c, const platform_spec *n)
 {
     tpcost k = {0};
     if (c->tp == 1) return k;
-    k.kv_rep = tp_coll_of(c, n, config_tp_kv_repl(c), COLL_ALL_REDUCE,
-                          2.0 * c->model.head_dim * c->model.hidden * c->act_bytes); /* build_tp.c's build_tp_kv_grads */
+    k.kv_rep =
+        tp_coll_of(c, n, config_tp_kv_repl(c), COLL_ALL_REDUCE,
+                   2.0 * c->model.head_dim * c->model.hidden * c->act_bytes); /* build_tp.c's build_tp_kv_grads */
     double act = (double)config_local_tokens(c) * c->model.hidden * c->act_bytes;
     double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
     if (c->sequence_parallel) {
