@@ -158,7 +158,8 @@ START_TEST(orders_refused)
         {"tp-head-seq-pp", "lacks dp"},
         {"tp-head-seq-pp-dp-tp", "names tp twice"},
         {"tp-cp-seq-pp-dp", "names seq twice"}, /* cp is Megatron's head then seq */
-        {"tp-xx-seq-pp-dp", "'xx' is not a dimension"},
+        {"tp-xx-seq-pp-dp", "'xx' is not a dimension (tp, head, seq, pp, dp; Megatron's cp, ep)"},
+        {"tp-head-seq-dp", "lacks pp: name all of tp, head, seq, pp, dp, fastest first"},
         {"", "'' is not a dimension"},
     };
     mesh m = make(1, 1, 1, 1, 1);
@@ -177,6 +178,30 @@ START_TEST(orders_refused)
 }
 END_TEST
 
+/* mesh_on and mesh_describe against the degrees; the named sets against
+ * the groups they stand for. */
+START_TEST(dimensions_described)
+{
+    mesh m = make(2, 4, 8, 1, 3);
+    ck_assert(mesh_on(&m, MESH_TP) && mesh_on(&m, MESH_SEQ) && mesh_on(&m, MESH_DP));
+    ck_assert(!mesh_on(&m, MESH_PP));
+    char buf[64];
+    mesh_describe(&m, MESH_DIMS_ALL, "%s%d*", buf, sizeof buf); /* slowest first, pp absent */
+    ck_assert_str_eq(buf, "dp3*seq8*head4*tp2*");
+    mesh_describe(&m, MESH_DIMS_ALL & ~MESH_DIMS_CP, " %s %d", buf, sizeof buf);
+    ck_assert_str_eq(buf, " dp 3 tp 2");
+    mesh_describe(&m, MESH_BIT(MESH_PP), "%s%d*", buf, sizeof buf);
+    ck_assert_str_eq(buf, "");
+    mesh_describe(&m, MESH_DIMS_ALL, "%s%d*", buf, 6); /* truncated, terminated */
+    ck_assert_str_eq(buf, "dp3*s");
+    ck_assert_int_eq(mesh_group_size(&m, MESH_DIMS_CP), 4 * 8);
+    ck_assert_int_eq(mesh_group_size(&m, MESH_DIMS_GRAD), 4 * 8 * 3);
+    ck_assert_int_eq(mesh_group_size(&m, MESH_DIMS_TP), 2);
+    ck_assert_int_eq(mesh_group_size(&m, MESH_DIMS_ALL), mesh_size(&m));
+    ck_assert_int_eq(MESH_DIMS_ALL & ~MESH_DIMS_DP & ~MESH_DIMS_GRAD, MESH_BIT(MESH_TP) | MESH_BIT(MESH_PP));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mesh");
@@ -185,6 +210,7 @@ int main(void)
     tcase_add_test(tc, config_geometry_is_the_mesh);
     tcase_add_test(tc, groups_partition_the_ranks);
     tcase_add_test(tc, orders_refused);
+    tcase_add_test(tc, dimensions_described);
     suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -38,8 +38,8 @@ static ctx ctx_of(builder *b, int layer, task_phase phase)
     int h;
     config_coords(c, bt_rank(b), &h, &x.s);
     if (c->kv_stride) x.stride = c->kv_stride, x.groups = config_kv_heads(c) / c->kv_stride;
-    x.kv_gid = bt_group(b, STREAM_RING, MESH_BIT(MESH_SEQ));
-    x.dkv_gid = bt_group(b, STREAM_DKV, MESH_BIT(MESH_SEQ));
+    x.kv_gid = bt_group(b, STREAM_RING, MESH_DIMS_SEQ);
+    x.dkv_gid = bt_group(b, STREAM_DKV, MESH_DIMS_SEQ);
     return x;
 }
 

@@ -1327,13 +1327,19 @@ void config_describe(const config *c, char *buf, size_t len)
     char seq[32];
     units_fmt_count(c->seq, seq, sizeof seq);
     char dp[128] = "", place[64];
-    if (c->dp > 1) snprintf(dp, sizeof dp, " dp %d", c->dp);
-    if (c->tp > 1)
-        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " tp %d%s%s", c->tp, c->sequence_parallel ? " sp" : "",
-                 c->tp_overlap ? " overlapped" : "");
-    if (c->pp > 1)
-        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " pp %d %s%s", c->pp, schedule_name(c->schedule),
-                 c->vpp > 1 ? " v" : "");
+    mesh m = config_mesh(c);
+    static const mesh_dim outer[] = {MESH_DP, MESH_TP, MESH_PP}; /* the dimensions beside P_h x P_s */
+    for (size_t i = 0; i < sizeof outer / sizeof *outer; i++) {
+        mesh_dim d = outer[i];
+        if (!mesh_on(&m, d)) continue;
+        snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " %s %d", mesh_dim_name(d), m.degree[d]);
+        if (d == MESH_TP)
+            snprintf(dp + strlen(dp), sizeof dp - strlen(dp), "%s%s", c->sequence_parallel ? " sp" : "",
+                     c->tp_overlap ? " overlapped" : "");
+        if (d == MESH_PP)
+            snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " %s%s", schedule_name(c->schedule),
+                     c->vpp > 1 ? " v" : "");
+    }
     if (c->vpp > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), "%d", c->vpp);
     if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
     config_placement_text(c, place, sizeof place);
@@ -1347,10 +1353,9 @@ void config_describe(const config *c, char *buf, size_t len)
 
 void config_layout_name(const config *c, char *buf, size_t len)
 {
-    char dpx[32] = "", ring[40];
-    if (c->dp > 1) snprintf(dpx, sizeof dpx, "dp%d*", c->dp);
-    if (c->pp > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "pp%d*", c->pp);
-    if (c->tp > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "tp%d*", c->tp);
+    char dpx[32], ring[40];
+    mesh m = config_mesh(c);
+    mesh_describe(&m, MESH_DIMS_ALL & ~MESH_DIMS_CP, "%s%d*", dpx, sizeof dpx); /* "dp2*pp2*tp2*" */
     const char *part = partition_sp[c->partition].abbrev;
     if (c->p_seq == 1)
         snprintf(ring, sizeof ring, "no ring");

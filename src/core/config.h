@@ -157,12 +157,12 @@ void config_placement_text(const config *c, char *buf, size_t len);
 /* The device mesh: degrees tp, head P_h, seq P_s, pp, dp, in c's order. */
 mesh config_mesh(const config *c);
 /* The TP group: the ranks that share one layer's weights as shards. */
-#define CONFIG_TP_DIMS MESH_BIT(MESH_TP)
+#define CONFIG_TP_DIMS MESH_DIMS_TP
 /* The dimensions the gradients are reduced over and ZeRO shards over: the
  * ranks that hold the same parameters (not tp's or pp's, which hold
  * different ones). The DAG's gradient groups span them; their dp part
  * lies outside the DAG, which holds one replica. */
-#define CONFIG_GRAD_DIMS (MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ) | MESH_BIT(MESH_DP))
+#define CONFIG_GRAD_DIMS MESH_DIMS_GRAD
 
 /* ---- geometry (valid config assumed) ---- */
 /* Context-parallel ranks, the ranks a sample's tokens are shared over:

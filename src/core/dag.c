@@ -325,7 +325,7 @@ static uint32_t intern_group(builder *b, stream_kind stream, mesh_dims dims, int
 static int32_t *rank_group(builder *b, mesh_dims dims, int *n)
 {
     mesh m = config_mesh(&b->g->cfg);
-    mesh_dims in_dag = dims & ~MESH_BIT(MESH_DP); /* the DAG holds replica 0 */
+    mesh_dims in_dag = dims & ~MESH_DIMS_DP; /* the DAG holds replica 0 */
     *n = mesh_group_size(&m, in_dag);
     int32_t *members = xmalloc_array((size_t)*n, sizeof *members, "a collective group");
     mesh_group_members(&m, in_dag, mesh_group_id(&m, in_dag, b->rank), members);

@@ -9,6 +9,26 @@ static const char *const names[MESH_NDIMS] = {"tp", "head", "seq", "pp", "dp"};
 
 const char *mesh_dim_name(mesh_dim d) { return d < MESH_NDIMS ? names[d] : "?"; }
 
+/* Every dimension's name, seed order, joined by ", " ("tp, head, seq,
+ * pp, dp"): the messages list them from the table, never by hand. */
+static const char *all_names(char buf[64])
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < MESH_NDIMS; d++)
+        n += (size_t)snprintf(buf + n, 64 - n, "%s%s", d ? ", " : "", names[d]);
+    return buf;
+}
+
+void mesh_describe(const mesh *m, mesh_dims dims, const char *fmt, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int d = MESH_NDIMS - 1; d >= 0 && n < len; d--)
+        if ((dims & MESH_BIT(d)) && mesh_on(m, (mesh_dim)d))
+            n += (size_t)snprintf(buf + n, len - n, fmt, names[d], m->degree[d]);
+}
+
 mesh mesh_make(const int degree[MESH_NDIMS])
 {
     mesh m;
@@ -30,7 +50,7 @@ int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN])
          * head then seq (its hierarchical CP's first, all-to-all level is
          * the inner one); ep, expert parallelism, has degree 1 here */
         bool cp = len == 2 && !strncmp(p, "cp", 2), ep = len == 2 && !strncmp(p, "ep", 2);
-        unsigned cpbits = MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ);
+        unsigned cpbits = MESH_DIMS_CP;
         if (cp && (seen & cpbits)) {
             snprintf(err, LOONG_ERRLEN, "mesh order '%s' names cp (head and seq) and head or seq: name them once",
                      order);
@@ -46,9 +66,9 @@ int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN])
         while (d < MESH_NDIMS && !(strlen(names[d]) == len && !strncmp(p, names[d], len)))
             d++;
         if (d == MESH_NDIMS) {
-            snprintf(err, LOONG_ERRLEN,
-                     "mesh order '%s': '%.*s' is not a dimension (tp, head, seq, pp, dp; Megatron's cp, ep)", order,
-                     (int)len, p);
+            char all[64];
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s': '%.*s' is not a dimension (%s; Megatron's cp, ep)", order,
+                     (int)len, p, all_names(all));
             return -1;
         }
         if (seen & MESH_BIT(d)) {
@@ -62,8 +82,9 @@ int mesh_set_order(mesh *m, const char *order, char err[LOONG_ERRLEN])
     }
     for (int d = 0; d < MESH_NDIMS; d++)
         if (!(seen & MESH_BIT(d))) {
-            snprintf(err, LOONG_ERRLEN, "mesh order '%s' lacks %s: name all of tp, head, seq, pp, dp, fastest first",
-                     order, names[d]);
+            char all[64];
+            snprintf(err, LOONG_ERRLEN, "mesh order '%s' lacks %s: name all of %s, fastest first", order, names[d],
+                     all_names(all));
             return -1;
         }
     memcpy(m->order, o, sizeof o);
@@ -83,7 +104,8 @@ int mesh_validate(const mesh *m, char err[LOONG_ERRLEN])
     unsigned seen = 0;
     for (int i = 0; i < MESH_NDIMS; i++) {
         if ((unsigned)m->order[i] >= MESH_NDIMS || (seen & MESH_BIT(m->order[i]))) {
-            snprintf(err, LOONG_ERRLEN, "the mesh order is not a permutation of tp, head, seq, pp, dp");
+            char all[64];
+            snprintf(err, LOONG_ERRLEN, "the mesh order is not a permutation of %s", all_names(all));
             return -1;
         }
         seen |= MESH_BIT(m->order[i]);
@@ -180,8 +202,6 @@ static void set_digits(const mesh *m, mesh_dims in, int v, int coord[MESH_NDIMS]
     }
 }
 
-static mesh_dims all_dims(void) { return MESH_BIT(MESH_NDIMS) - 1; }
-
 int mesh_group_size(const mesh *m, mesh_dims dims)
 {
     int n = 1;
@@ -196,7 +216,7 @@ int mesh_group_id(const mesh *m, mesh_dims dims, int rank)
 {
     int c[MESH_NDIMS];
     mesh_coords(m, rank, c);
-    return digits_of(m, all_dims() & ~dims, c);
+    return digits_of(m, MESH_DIMS_ALL & ~dims, c);
 }
 
 int mesh_group_index(const mesh *m, mesh_dims dims, int rank)
@@ -209,7 +229,7 @@ int mesh_group_index(const mesh *m, mesh_dims dims, int rank)
 void mesh_group_members(const mesh *m, mesh_dims dims, int id, int *out)
 {
     int c[MESH_NDIMS] = {0};
-    set_digits(m, all_dims() & ~dims, id, c);
+    set_digits(m, MESH_DIMS_ALL & ~dims, id, c);
     int n = mesh_group_size(m, dims);
     for (int k = 0; k < n; k++) {
         set_digits(m, dims, k, c);

@@ -21,6 +21,7 @@
 #ifndef LOONG_MESH_H
 #define LOONG_MESH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "units.h"
@@ -31,6 +32,28 @@ typedef enum { MESH_TP, MESH_HEAD, MESH_SEQ, MESH_PP, MESH_DP, MESH_NDIMS } mesh
 typedef unsigned mesh_dims;
 #define MESH_BIT(d) (1u << (d))
 
+/* The sets the code forms groups over, named once (as torchtitan's
+ * ParallelDims names its flattened dp_shard_cp): a group is the ranks that
+ * share every coordinate outside its set (mesh_group_members). */
+/* Tensor parallelism: the shards of one layer's weights. */
+#define MESH_DIMS_TP MESH_BIT(MESH_TP)
+/* The head all-to-all's group (Ulysses). */
+#define MESH_DIMS_HEAD MESH_BIT(MESH_HEAD)
+/* The ring's group: the sequence dimension (ring attention, --ring allgather). */
+#define MESH_DIMS_SEQ MESH_BIT(MESH_SEQ)
+/* Context parallelism, the ranks a sample's tokens are shared over
+ * (P = P_h x P_s; Megatron's cp). */
+#define MESH_DIMS_CP (MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ))
+/* The ranks that hold the same parameters: the gradients are reduced and
+ * ZeRO shards over them (torchtitan's dp_shard_cp; not tp's or pp's,
+ * which hold different parameters). */
+#define MESH_DIMS_GRAD (MESH_DIMS_CP | MESH_BIT(MESH_DP))
+/* The data-parallel replicas: a DAG holds one of them, and a backend may
+ * fold the others by symmetry. */
+#define MESH_DIMS_DP MESH_BIT(MESH_DP)
+/* Every dimension. */
+#define MESH_DIMS_ALL (MESH_BIT(MESH_NDIMS) - 1u)
+
 typedef struct mesh {
     int degree[MESH_NDIMS];     /* by dimension; 1: absent */
     mesh_dim order[MESH_NDIMS]; /* fastest-varying first: a permutation of the dimensions */
@@ -38,6 +61,15 @@ typedef struct mesh {
 
 /* "tp", "head", "seq", "pp", "dp". */
 const char *mesh_dim_name(mesh_dim d);
+
+/* Whether dimension d is on: its degree is more than 1. */
+static inline bool mesh_on(const mesh *m, mesh_dim d) { return m->degree[d] > 1; }
+
+/* The dimensions of `dims` that are on, slowest first in the seed order
+ * (dp, pp, seq, head, tp), each written with fmt taking its name then its
+ * degree ("%s%d*" gives "dp2*tp4*"), into buf (always terminated;
+ * truncated at len). Nothing when none is on. */
+void mesh_describe(const mesh *m, mesh_dims dims, const char *fmt, char *buf, size_t len);
 
 /* A mesh of these degrees (by dimension) in the seed's order, tp, head,
  * seq, pp, dp. */

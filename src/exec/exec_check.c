@@ -146,9 +146,33 @@ static void split_qkv(const xr *x, const double *qkv, double *q, double *k, doub
     }
 }
 
+/* One block's activations that its backward reads (x: its input). */
 typedef struct ref_layer {
     double *x, *qkv, *o, *h, *g, *u, *m;
 } ref_layer;
+
+/* One block's parameters (or their gradients) in the executor's tp = 1
+ * layout: QKV (hid, w3), output projection (hd, hid), gate and up (hid,
+ * ffn), down (ffn, hid), one after another. */
+typedef struct ref_block {
+    double *qkv, *o, *g, *u, *d;
+} ref_block;
+
+/* The float64 reference of one sample's step: the model's shapes, its
+ * weights and gradients, the forward's activations and the scratch both
+ * passes share. ref_step_forward then ref_step_backward fill it, as llm.c
+ * pairs each layer's forward with its backward. */
+typedef struct ref_model {
+    const xr *x;
+    int S, hid, ffn, d, L, V, hd, w3, wk;
+    size_t per;              /* floats of one block's parameters */
+    double *wts, *grad;      /* the whole model's (wfull floats each) */
+    ref_layer *ly;           /* L + 1: block l's activations; ly[L].x the LM head's input */
+    double *R;               /* the loss weights (S, V) */
+    int64_t *starts;         /* the attention mask's document starts (NULL: one document) */
+    double *q, *k, *v, *lse; /* attention's operands, per block */
+    double *dx, *dh, *dm, *dg, *du, *dO, *dqkv, *dq, *dk, *dv; /* the backward's gradients */
+} ref_model;
 
 /* The document start of every position of the sequence, for the
  * reference's mask; NULL for one document. */
@@ -177,122 +201,175 @@ static void ref_loss_stats(double *stats, const double *z, const double *R, size
     }
 }
 
-/* The executor's step model in float64 on the whole sequence: per layer
- * h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd; the LM head
- * z = x_L Wlm with loss sum(z * R). Returns the weight gradients of the
- * whole model (tp = 1's layout of the executor's gradient buffer, wfull
- * floats), and the per-token loss statistics (S, 3) in *stats. */
-/* The float64 step of one sample (the micro-batch whose inputs start at
- * row row0): the weight gradients (wfull, tp = 1's layout), and its loss
- * statistics (S, 3) into *stats. */
-static double *ref_step(const xr *x, int64_t row0, double **stats)
+/* Block l's parameters within a buffer of the whole model's (weights or
+ * gradients). */
+static ref_block ref_block_at(const ref_model *r, double *base, int l)
+{
+    ref_block b;
+    b.qkv = base + (size_t)l * r->per;
+    b.o = b.qkv + (size_t)r->hid * (size_t)r->w3;
+    b.g = b.o + (size_t)r->hd * (size_t)r->hid;
+    b.u = b.g + (size_t)r->hid * (size_t)r->ffn;
+    b.d = b.u + (size_t)r->hid * (size_t)r->ffn;
+    return b;
+}
+
+static double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double), "the --check reference"); }
+
+/* Set r up for the sample whose inputs start at row row0: the weights
+ * from the seed, the block input and loss weights of the sample, the
+ * scratch; the gradients zeroed. */
+static void ref_model_init(ref_model *r, const xr *x, int64_t row0)
 {
     const model *m = &x->c->model;
-    int S = (int)x->c->seq, hid = m->hidden, ffn = m->ffn, d = m->head_dim, L = x->L, V = m->vocab;
-    int hd = m->heads * d, w3 = model_qkv_heads(m) * d, wk = m->kv_heads * d;
-    size_t Sz = (size_t)S;
-    double *wts = xmalloc(x->wfull * sizeof *wts, "the --check reference"),
-           *grad = xcalloc(x->wfull, sizeof *grad, "the --check reference");
-    float *row = xmalloc((size_t)hid * sizeof *row, "the --check reference");
-    for (size_t r = 0; r < x->wfull / (size_t)hid; r++) {
-        xr_gen_row(x->o->seed, GEN_W, (int64_t)r, row, hid, 1.0f / sqrtf((float)hid));
-        for (int k = 0; k < hid; k++)
-            wts[r * (size_t)hid + (size_t)k] = row[k];
+    *r = (ref_model){
+        .x = x, .S = (int)x->c->seq, .hid = m->hidden, .ffn = m->ffn, .d = m->head_dim, .L = x->L, .V = m->vocab};
+    r->hd = m->heads * r->d, r->w3 = model_qkv_heads(m) * r->d, r->wk = m->kv_heads * r->d;
+    size_t Sz = (size_t)r->S, hid = (size_t)r->hid, ffn = (size_t)r->ffn;
+    r->wts = ref_alloc(x->wfull);
+    r->grad = xcalloc(x->wfull, sizeof *r->grad, "the --check reference");
+    float *row = xmalloc(hid * sizeof *row, "the --check reference");
+    for (size_t i = 0; i < x->wfull / hid; i++) {
+        xr_gen_row(x->o->seed, GEN_W, (int64_t)i, row, r->hid, 1.0f / sqrtf((float)r->hid));
+        for (size_t k = 0; k < hid; k++)
+            r->wts[i * hid + k] = row[k];
     }
     free(row);
-    size_t per = (size_t)hid * (size_t)w3 + (size_t)hd * (size_t)hid + 3 * (size_t)hid * (size_t)ffn;
-    ref_layer *ly = xcalloc((size_t)L + 1, sizeof *ly, "the --check reference");
-    ly[0].x = gen_sample(x, GEN_X, hid, 1.0f, row0);
-    double *R = gen_sample(x, GEN_R, V, 1.0f / (float)V, row0);
-    double *q = xmalloc(Sz * (size_t)hd * sizeof *q, "the --check reference"),
-           *k = xmalloc(Sz * (size_t)wk * sizeof *k, "the --check reference"),
-           *v = xmalloc(Sz * (size_t)wk * sizeof *v, "the --check reference"),
-           *lse = xmalloc(Sz * (size_t)m->heads * sizeof *lse, "the --check reference");
-    int64_t *starts = doc_starts(x);
-    for (int l = 0; l < L; l++) {
-        const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
-                     *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
-                     *Wd = Wu + (size_t)hid * (size_t)ffn;
-        ref_layer *y = &ly[l];
-        y->qkv = xmalloc(Sz * (size_t)w3 * sizeof(double), "the --check reference");
-        y->o = xmalloc(Sz * (size_t)hd * sizeof(double), "the --check reference");
-        y->h = xmalloc(Sz * (size_t)hid * sizeof(double), "the --check reference");
-        y->g = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
-        y->u = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
-        y->m = xmalloc(Sz * (size_t)ffn * sizeof(double), "the --check reference");
-        dgemm(0, 0, S, w3, hid, y->x, hid, W, w3, 0, y->qkv, w3);
-        split_qkv(x, y->qkv, q, k, v, false);
-        attn_ref_fwd(y->o, lse, q, k, v, starts, S, m->heads, m->kv_heads, d);
-        memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
-        dgemm(0, 0, S, hid, hd, y->o, hd, Wo, hid, 1, y->h, hid);
-        dgemm(0, 0, S, ffn, hid, y->h, hid, Wg, ffn, 0, y->g, ffn);
-        dgemm(0, 0, S, ffn, hid, y->h, hid, Wu, ffn, 0, y->u, ffn);
-        for (size_t i = 0; i < Sz * (size_t)ffn; i++)
-            y->m[i] = y->g[i] / (1 + exp(-y->g[i])) * y->u[i];
-        ly[l + 1].x = xmalloc(Sz * (size_t)hid * sizeof(double), "the --check reference");
-        memcpy(ly[l + 1].x, y->h, Sz * (size_t)hid * sizeof(double));
-        dgemm(0, 0, S, hid, ffn, y->m, ffn, Wd, hid, 1, ly[l + 1].x, hid);
+    r->per = hid * (size_t)r->w3 + (size_t)r->hd * hid + 3 * hid * ffn;
+    r->ly = xcalloc((size_t)r->L + 1, sizeof *r->ly, "the --check reference");
+    r->ly[0].x = gen_sample(x, GEN_X, r->hid, 1.0f, row0);
+    r->R = gen_sample(x, GEN_R, r->V, 1.0f / (float)r->V, row0);
+    r->q = ref_alloc(Sz * (size_t)r->hd), r->k = ref_alloc(Sz * (size_t)r->wk), r->v = ref_alloc(Sz * (size_t)r->wk);
+    r->lse = ref_alloc(Sz * (size_t)m->heads);
+    r->starts = doc_starts(x);
+}
+
+static void ref_model_free(ref_model *r)
+{
+    for (ref_layer *y = r->ly; y <= r->ly + r->L; y++)
+        free(y->x), free(y->qkv), free(y->o), free(y->h), free(y->g), free(y->u), free(y->m);
+    free(r->ly);
+    free(r->R);
+    free(r->q), free(r->k), free(r->v), free(r->lse), free(r->dx), free(r->dh), free(r->dm), free(r->dg);
+    free(r->du), free(r->dO), free(r->dqkv), free(r->dq), free(r->dk), free(r->dv), free(r->wts), free(r->starts);
+}
+
+/* Block l forward: h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd
+ * into ly[l + 1].x, keeping what the backward reads. */
+static void ref_block_forward(ref_model *r, int l)
+{
+    const model *m = &r->x->c->model;
+    int S = r->S, hid = r->hid, ffn = r->ffn, hd = r->hd, w3 = r->w3;
+    size_t Sz = (size_t)S;
+    ref_block W = ref_block_at(r, r->wts, l);
+    ref_layer *y = &r->ly[l];
+    y->qkv = ref_alloc(Sz * (size_t)w3), y->o = ref_alloc(Sz * (size_t)hd), y->h = ref_alloc(Sz * (size_t)hid);
+    y->g = ref_alloc(Sz * (size_t)ffn), y->u = ref_alloc(Sz * (size_t)ffn), y->m = ref_alloc(Sz * (size_t)ffn);
+    dgemm(0, 0, S, w3, hid, y->x, hid, W.qkv, w3, 0, y->qkv, w3);
+    split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
+    attn_ref_fwd(y->o, r->lse, r->q, r->k, r->v, r->starts, S, m->heads, m->kv_heads, r->d);
+    memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
+    dgemm(0, 0, S, hid, hd, y->o, hd, W.o, hid, 1, y->h, hid);
+    dgemm(0, 0, S, ffn, hid, y->h, hid, W.g, ffn, 0, y->g, ffn);
+    dgemm(0, 0, S, ffn, hid, y->h, hid, W.u, ffn, 0, y->u, ffn);
+    for (size_t i = 0; i < Sz * (size_t)ffn; i++)
+        y->m[i] = y->g[i] / (1 + exp(-y->g[i])) * y->u[i];
+    double *next = r->ly[l + 1].x = ref_alloc(Sz * (size_t)hid);
+    memcpy(next, y->h, Sz * (size_t)hid * sizeof(double));
+    dgemm(0, 0, S, hid, ffn, y->m, ffn, W.d, hid, 1, next, hid);
+}
+
+/* Block l backward: from dx, the gradient of its output, the gradients of
+ * its parameters, and dx becomes the gradient of its input. */
+static void ref_block_backward(ref_model *r, int l)
+{
+    const model *m = &r->x->c->model;
+    int S = r->S, hid = r->hid, ffn = r->ffn, hd = r->hd, w3 = r->w3;
+    size_t Sz = (size_t)S;
+    ref_block W = ref_block_at(r, r->wts, l), G = ref_block_at(r, r->grad, l);
+    const ref_layer *y = &r->ly[l];
+    dgemm(0, 1, S, ffn, hid, r->dx, hid, W.d, hid, 0, r->dm, ffn);
+    dgemm(1, 0, ffn, hid, S, y->m, ffn, r->dx, hid, 0, G.d, hid);
+    memcpy(r->dh, r->dx, Sz * (size_t)hid * sizeof *r->dh);
+    for (size_t i = 0; i < Sz * (size_t)ffn; i++) {
+        double gg = y->g[i], sig = 1 / (1 + exp(-gg));
+        r->du[i] = r->dm[i] * gg * sig;
+        r->dg[i] = r->dm[i] * y->u[i] * (sig + gg * sig * (1 - sig));
     }
-    const double *Wlm = wts + (size_t)L * per;
-    double *gWlm = grad + (size_t)L * per;
-    double *dx = xmalloc(Sz * (size_t)hid * sizeof *dx, "the --check reference"),
-           *dh = xmalloc(Sz * (size_t)hid * sizeof *dh, "the --check reference");
-    double *dm = xmalloc(Sz * (size_t)ffn * sizeof *dm, "the --check reference"),
-           *dg = xmalloc(Sz * (size_t)ffn * sizeof *dg, "the --check reference"),
-           *du = xmalloc(Sz * (size_t)ffn * sizeof *du, "the --check reference"),
-           *dO = xmalloc(Sz * (size_t)hd * sizeof *dO, "the --check reference"),
-           *dqkv = xmalloc(Sz * (size_t)w3 * sizeof *dqkv, "the --check reference"),
-           *dq = xmalloc(Sz * (size_t)hd * sizeof *dq, "the --check reference"),
-           *dk = xmalloc(Sz * (size_t)wk * sizeof *dk, "the --check reference"),
-           *dv = xmalloc(Sz * (size_t)wk * sizeof *dv, "the --check reference");
-    double *z = xmalloc(Sz * (size_t)V * sizeof *z, "the --check reference");
+    dgemm(0, 1, S, hid, ffn, r->du, ffn, W.u, ffn, 1, r->dh, hid);
+    dgemm(1, 0, hid, ffn, S, y->h, hid, r->du, ffn, 0, G.u, ffn);
+    dgemm(0, 1, S, hid, ffn, r->dg, ffn, W.g, ffn, 1, r->dh, hid);
+    dgemm(1, 0, hid, ffn, S, y->h, hid, r->dg, ffn, 0, G.g, ffn);
+    dgemm(0, 1, S, hd, hid, r->dh, hid, W.o, hid, 0, r->dO, hd);
+    dgemm(1, 0, hd, hid, S, y->o, hd, r->dh, hid, 0, G.o, hid);
+    split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
+    attn_ref_bwd(r->dq, r->dk, r->dv, r->q, r->k, r->v, r->dO, r->starts, S, m->heads, m->kv_heads, r->d);
+    split_qkv(r->x, r->dqkv, r->dq, r->dk, r->dv, true);
+    memcpy(r->dx, r->dh, Sz * (size_t)hid * sizeof *r->dx);
+    dgemm(0, 1, S, hid, w3, r->dqkv, w3, W.qkv, w3, 1, r->dx, hid);
+    dgemm(1, 0, hid, w3, S, y->x, hid, r->dqkv, w3, 0, G.qkv, w3);
+}
+
+/* The LM head forward: logits z = x_L Wlm, their loss statistics (S, 3)
+ * into a new *stats (the loss is sum(z * R)). */
+static void ref_head_forward(ref_model *r, double **stats)
+{
+    int S = r->S, hid = r->hid, V = r->V;
+    size_t Sz = (size_t)S;
+    const double *Wlm = r->wts + (size_t)r->L * r->per;
+    double *z = ref_alloc(Sz * (size_t)V);
     *stats = xmalloc(Sz * 3 * sizeof **stats, "the --check reference");
-    dgemm(0, 0, S, V, hid, ly[L].x, hid, Wlm, V, 0, z, V);
-    ref_loss_stats(*stats, z, R, Sz, (size_t)V);
+    dgemm(0, 0, S, V, hid, r->ly[r->L].x, hid, Wlm, V, 0, z, V);
+    ref_loss_stats(*stats, z, r->R, Sz, (size_t)V);
     free(z);
-    dgemm(0, 1, S, hid, V, R, V, Wlm, V, 0, dx, hid);
-    dgemm(1, 0, hid, V, S, ly[L].x, hid, R, V, 0, gWlm, V);
-    for (int l = L - 1; l >= 0; l--) {
-        const double *W = wts + (size_t)l * per, *Wo = W + (size_t)hid * (size_t)w3,
-                     *Wg = Wo + (size_t)hd * (size_t)hid, *Wu = Wg + (size_t)hid * (size_t)ffn,
-                     *Wd = Wu + (size_t)hid * (size_t)ffn;
-        double *G = grad + (size_t)l * per, *Go = G + (size_t)hid * (size_t)w3, *Gg = Go + (size_t)hd * (size_t)hid,
-               *Gu = Gg + (size_t)hid * (size_t)ffn, *Gd = Gu + (size_t)hid * (size_t)ffn;
-        ref_layer *y = &ly[l];
-        dgemm(0, 1, S, ffn, hid, dx, hid, Wd, hid, 0, dm, ffn);
-        dgemm(1, 0, ffn, hid, S, y->m, ffn, dx, hid, 0, Gd, hid);
-        memcpy(dh, dx, Sz * (size_t)hid * sizeof *dh);
-        for (size_t i = 0; i < Sz * (size_t)ffn; i++) {
-            double gg = y->g[i], sig = 1 / (1 + exp(-gg));
-            du[i] = dm[i] * gg * sig;
-            dg[i] = dm[i] * y->u[i] * (sig + gg * sig * (1 - sig));
-        }
-        dgemm(0, 1, S, hid, ffn, du, ffn, Wu, ffn, 1, dh, hid);
-        dgemm(1, 0, hid, ffn, S, y->h, hid, du, ffn, 0, Gu, ffn);
-        dgemm(0, 1, S, hid, ffn, dg, ffn, Wg, ffn, 1, dh, hid);
-        dgemm(1, 0, hid, ffn, S, y->h, hid, dg, ffn, 0, Gg, ffn);
-        dgemm(0, 1, S, hd, hid, dh, hid, Wo, hid, 0, dO, hd);
-        dgemm(1, 0, hd, hid, S, y->o, hd, dh, hid, 0, Go, hid);
-        split_qkv(x, y->qkv, q, k, v, false);
-        attn_ref_bwd(dq, dk, dv, q, k, v, dO, starts, S, m->heads, m->kv_heads, d);
-        split_qkv(x, dqkv, dq, dk, dv, true);
-        memcpy(dx, dh, Sz * (size_t)hid * sizeof *dx);
-        dgemm(0, 1, S, hid, w3, dqkv, w3, W, w3, 1, dx, hid);
-        dgemm(1, 0, hid, w3, S, y->x, hid, dqkv, w3, 0, G, w3);
-    }
-    for (int l = 0; l <= L; l++) {
-        free(ly[l].x);
-        free(ly[l].qkv);
-        free(ly[l].o);
-        free(ly[l].h);
-        free(ly[l].g);
-        free(ly[l].u);
-        free(ly[l].m);
-    }
-    free(ly);
-    free(R);
-    free(q), free(k), free(v), free(lse), free(dx), free(dh), free(dm), free(dg), free(du), free(dO), free(dqkv);
-    free(dq), free(dk), free(dv), free(wts), free(starts);
+}
+
+/* The LM head backward: dL/dz = R, so dx = R Wlm^T and dWlm = x_L^T R. */
+static void ref_head_backward(ref_model *r)
+{
+    int S = r->S, hid = r->hid, V = r->V;
+    const double *Wlm = r->wts + (size_t)r->L * r->per;
+    double *gWlm = r->grad + (size_t)r->L * r->per;
+    dgemm(0, 1, S, hid, V, r->R, V, Wlm, V, 0, r->dx, hid);
+    dgemm(1, 0, hid, V, S, r->ly[r->L].x, hid, r->R, V, 0, gWlm, V);
+}
+
+/* The step's forward: every block, then the LM head (statistics into
+ * *stats). */
+static void ref_step_forward(ref_model *r, double **stats)
+{
+    for (int l = 0; l < r->L; l++)
+        ref_block_forward(r, l);
+    ref_head_forward(r, stats);
+}
+
+/* The step's backward: the LM head, then every block in reverse, the
+ * gradients into r->grad. */
+static void ref_step_backward(ref_model *r)
+{
+    size_t Sz = (size_t)r->S, hid = (size_t)r->hid, ffn = (size_t)r->ffn, hd = (size_t)r->hd;
+    r->dx = ref_alloc(Sz * hid), r->dh = ref_alloc(Sz * hid);
+    r->dm = ref_alloc(Sz * ffn), r->dg = ref_alloc(Sz * ffn), r->du = ref_alloc(Sz * ffn);
+    r->dO = ref_alloc(Sz * hd), r->dqkv = ref_alloc(Sz * (size_t)r->w3);
+    r->dq = ref_alloc(Sz * hd), r->dk = ref_alloc(Sz * (size_t)r->wk), r->dv = ref_alloc(Sz * (size_t)r->wk);
+    ref_head_backward(r);
+    for (int l = r->L - 1; l >= 0; l--)
+        ref_block_backward(r, l);
+}
+
+/* The executor's step model in float64 on the whole sequence of one
+ * sample (the micro-batch whose inputs start at row row0): its forward
+ * then its backward. Returns the weight gradients of the whole model
+ * (tp = 1's layout of the executor's gradient buffer, wfull floats), and
+ * the per-token loss statistics (S, 3) in *stats. */
+static double *ref_step(const xr *x, int64_t row0, double **stats)
+{
+    ref_model r;
+    ref_model_init(&r, x, row0);
+    ref_step_forward(&r, stats);
+    ref_step_backward(&r);
+    double *grad = r.grad;
+    ref_model_free(&r);
     return grad;
 }
 

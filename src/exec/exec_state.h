@@ -149,7 +149,7 @@ int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv);
 /* P_h = 1 has no all-to-all tasks: launch the layout change of all-to-all
  * `which` on stream (untimed), e.g. for --check after an attn scope. */
 int xr_local_layout(xr *x, int stream, task_op which, int layer);
-/* All-gather every reduce-scattered gradient (for --check). */
+/* exec_grad.c: all-gather every reduce-scattered gradient (for --check). */
 int xr_gather_grads(xr *x);
 
 /* exec_check.c */

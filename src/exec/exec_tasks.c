@@ -1,67 +1,17 @@
 /*
  * exec_tasks: what each DAG task does on the device — the ops it launches
  * on its stream, reading and writing this rank's buffers (exec_state.h).
- * The task's first op stamps its start, its last op its end.
+ * The task's first op stamps its start, its last op its end. The parallel
+ * dimensions have their own files (exec_tasks.h): tensor parallelism
+ * exec_tp.c, the pipeline's p2p exec_pp.c, the gradient reduction
+ * exec_grad.c; the ring's transfers and attention are here.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/ringgeo.h"
-#include "exec_state.h"
-
-static dev_op op_new(dev_op_kind kind)
-{
-    dev_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.stamp_start = op.stamp_end = op.stamp_start2 = op.stamp_end2 = -1;
-    return op;
-}
-
-/* Ops of one task: stamps go on the first and the last op launched. */
-typedef struct emit {
-    xr *x;
-    int stream, slot, fail;
-    bool started;
-    dev_op pending;
-    bool has_pending;
-    int rc;
-} emit;
-
-static void emit_flush(emit *e, bool last)
-{
-    if (!e->has_pending) return;
-    if (!e->started) {
-        e->pending.stamp_start = e->slot;
-        e->pending.fail = e->fail;
-        e->pending.fail_signal = (int)e->x->o->fail_signal;
-        e->started = true;
-    }
-    if (last) e->pending.stamp_end = e->slot;
-    if (e->rc == 0) e->rc = devq_launch(e->x->q, e->stream, &e->pending);
-    e->has_pending = false;
-}
-
-static void emit_op(emit *e, const dev_op *op)
-{
-    emit_flush(e, false);
-    e->pending = *op;
-    e->has_pending = true;
-}
-
-static int emit_end(emit *e)
-{
-    emit_flush(e, true);
-    return e->rc;
-}
-
-static void copy2d(emit *e, float *dst, size_t dst_ld, const float *src, size_t src_ld, size_t rows, size_t cols)
-{
-    dev_op op = op_new(DOP_COPY2D);
-    op.u.copy = (__typeof__(op.u.copy)){dst, src, rows, cols, dst_ld, src_ld};
-    emit_op(e, &op);
-}
+#include "exec_tasks.h"
 
 static void fill(emit *e, float *y, size_t n, float value)
 {
@@ -272,13 +222,11 @@ static void attn_bwd(emit *e, const dag_task *t)
     emit_op(e, &op);
 }
 
-static void ovl_acc(emit *e, const dag_task *t);
-
 static void acc(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     if (t->op == OP_TP_X || t->op == OP_TP_H || t->op == OP_TP_Y) { /* --tp-overlap */
-        ovl_acc(e, t);
+        xt_tp_ovl_acc(e, t);
         return;
     }
     if (t->op == OP_DKV_ACC) {
@@ -467,49 +415,7 @@ int xr_local_layout(xr *x, int stream, task_op which, int layer)
  * layer): column-parallel QKV, gate, up and LM head read the gathered
  * input (sequence parallelism) or the replicated one; row-parallel output
  * projection and down write partial sums, and so do the column-parallel
- * GEMMs' input gradients; the TP reductions below add the residuals. */
-
-/* ---- --tp-overlap: build.c's ring-exchange pairs ----
- * A pair's GEMMs run in tp chunks of T/tp rows, chunk j of a TP part of
- * the tokens (step j of the task). Gather side (the all-gather before a
- * column-parallel GEMM: forward QKV, gate and up; backward down and the
- * output projection): chunk j multiplies part (t - j) mod tp, its own at
- * j = 0 (read from the ungathered buffer) and then the rows step j-1
- * received, which step j sends on. Scatter side (the reduce-scatter after
- * a row-parallel GEMM: forward the output projection and down; backward
- * up, gate and QKV): chunk j computes the partial sum of part
- * (t - j - 1) mod tp, ACC j adds the partial step j-1 received, step j
- * sends the sum on, and the last (j = tp - 1, the own part) is reduced. */
-
-/* Whether GEMM task t is on the scatter side of its pair. */
-static bool ovl_scatter_gemm(const dag_task *t)
-{
-    if (t->phase == PHASE_BWD) return t->op == OP_MLP_UP || t->op == OP_MLP_GATE || t->op == OP_QKV;
-    return t->op == OP_OUT_PROJ || t->op == OP_MLP_DOWN;
-}
-
-/* The TP part of chunk or step j on either side. */
-static int ovl_part(const xr *x, int j, bool scatter)
-{
-    return ((x->t - j - (scatter ? 1 : 0)) % x->tp + x->tp) % x->tp;
-}
-
-/* Rows [r0, r0 + n) of the T a GEMM task multiplies: all, or its chunk's
- * part; own: a gather-side chunk 0, which reads the ungathered rows;
- * first, last: whether it opens or closes its pair (or is whole). */
-typedef struct span {
-    size_t r0, n;
-    bool own, first, last;
-} span;
-
-static span gemm_span(const xr *x, const dag_task *t)
-{
-    if (!x->c->tp_overlap || t->op == OP_LM_HEAD) return (span){0, (size_t)x->T, false, true, true};
-    size_t n = (size_t)x->T / (size_t)x->tp;
-    bool scatter = ovl_scatter_gemm(t);
-    return (span){(size_t)ovl_part(x, t->step, scatter) * n, n, !scatter && t->step == 0, t->step == 0,
-                  t->step + 1 == x->tp};
-}
+ * GEMMs' input gradients; the TP reductions (exec_tp.c) add the residuals. */
 
 /* The input a column-parallel GEMM reads: gathered under sequence
  * parallelism (the own rows for a gather-side chunk 0), else the block's
@@ -546,7 +452,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
     const model *m = &x->c->model;
     int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
-    span s = gemm_span(x, t);
+    span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
     if (t->op == OP_LM_HEAD) {
         layer_t *top = &x->ly[x->L];
@@ -608,7 +514,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
     const model *m = &x->c->model;
     int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
-    span s = gemm_span(x, t);
+    span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
     if (t->op == OP_LM_HEAD) { /* loss = sum(logits * R): dlogits = R */
         layer_t *top = &x->ly[x->L];
@@ -662,272 +568,23 @@ static void gemm_bwd(emit *e, const dag_task *t)
     }
 }
 
-/* ---- tensor-parallel collectives (STREAM_TP, tp > 1) ----
- * Over the (T, hidden) activations of a layer, or the loss statistics
- * (T, 3). TP rank t's part of T rows is rows [t*T/tp, (t+1)*T/tp): part t
- * of the device collectives (dev_part_of; T % tp == 0 under sequence
- * parallelism, config_validate). The collectives run in place on the
- * GEMM-side buffer (gathered input, partial sum); the rank's own rows move
- * between it and the sharded activation around them. */
-
-/* Floats [*off, *off + *n) of a (T, width) buffer that are this rank's:
- * its part under sequence parallelism, else all. */
-static void own_part(const xr *x, size_t count, size_t *off, size_t *n)
-{
-    if (!x->sp) {
-        *off = 0;
-        *n = count;
-        return;
-    }
-    dev_part_of(count, x->tp, x->ops->comm_rank(x->comm[STREAM_TP], x->rank), n, off);
-}
-
-static void tp_op(emit *e, dev_op_kind kind, float *buf, size_t count)
-{
-    dev_op op = op_new(kind);
-    op.u.coll = (__typeof__(op.u.coll)){e->x->comm[STREAM_TP], buf, buf, count};
-    emit_op(e, &op);
-}
-
-/* ---- pipeline p2p (STREAM_PP, STREAM_PP_GRAD) ----
- * The boundary block's input x (activations) or its gradient dx, of the
- * task's own micro-batch: this rank's rows, its part under sequence
- * parallelism (the DAG's dim[0] rows). */
-static float *pp_buf(const xr *x, const dag_task *t)
-{
-    /* its own micro-batch's: a send's grouped recv is the next pass's */
-    const layer_t *ly = &x->ly_all[(size_t)t->mb * ((size_t)x->L + 1) + (size_t)t->layer];
-    float *buf = t->op == OP_PP_ACT ? ly->x : ly->dx;
-    size_t off, n, count = (size_t)x->T * (size_t)x->c->model.hidden;
-    own_part(x, count, &off, &n);
-    return buf + off;
-}
-
-/* A send s and the recv r grouped with it, or either alone (NULL). */
-static void pp_sendrecv(emit *e, const dag_task *s, const dag_task *r)
-{
-    xr *x = e->x;
-    dev_comm *c = x->comm[(s ? s : r)->stream];
-    dev_op op = op_new(DOP_SENDRECV);
-    op.u.p2p = (__typeof__(op.u.p2p)){c, NULL, NULL, 0, 0, -1, -1};
-    if (s) {
-        op.u.p2p.sbuf = pp_buf(x, s);
-        op.u.p2p.sbytes = s->bytes;
-        op.u.p2p.to = x->ops->comm_rank(c, s->peer);
-        op.stamp_end = e->slot;
-    }
-    if (r) {
-        op.u.p2p.rbuf = pp_buf(x, r);
-        op.u.p2p.rbytes = dag_task_bytes_moved(x->g, r);
-        op.u.p2p.from = x->ops->comm_rank(c, r->peer);
-        op.stamp_start2 = op.stamp_end2 = (int)(r->id - x->base);
-    }
-    emit_op(e, &op);
-}
-
-/* All-gather: the own rows of `from` into `to`, then gathered in place. */
-static void tp_gather(emit *e, float *to, const float *from, size_t count)
-{
-    size_t off, n;
-    own_part(e->x, count, &off, &n);
-    copy2d(e, to + off, n, from + off, n, 1, n);
-    tp_op(e, DOP_ALLGATHER, to, count);
-}
-
-/* Reduce-scatter (all-reduce without sequence parallelism) the partial
- * sums in `part`, and the own rows of out = the sum + residual (NULL: none). */
-static void tp_reduce(emit *e, float *out, float *part, const float *residual, size_t count)
-{
-    size_t off, n;
-    own_part(e->x, count, &off, &n);
-    tp_op(e, e->x->sp ? DOP_REDUCESCATTER : DOP_ALLREDUCE, part, count);
-    copy2d(e, out + off, n, part + off, n, 1, n);
-    if (residual) {
-        dev_op op = op_new(DOP_AXPY);
-        op.u.axpy = (__typeof__(op.u.axpy)){out + off, residual + off, n};
-        emit_op(e, &op);
-    }
-}
-
-/* The buffers of TP collective (or --tp-overlap pair) t, by its op, phase
- * and side: a gather's own rows `from` and the gathered `to`; a
- * reduction's partial sums `from`, its result `to` and the residual added
- * to it (NULL: none). */
-typedef struct tp_bufs {
-    float *from, *to;
-    const float *res;
-} tp_bufs;
-
-static tp_bufs tp_buffers(const xr *x, const dag_task *t, bool gather)
-{
-    layer_t *ly = &x->ly[t->layer], *next = t->layer < x->L ? &x->ly[t->layer + 1] : NULL;
-    bool fwd = t->phase != PHASE_BWD;
-    switch (t->op) {
-    case OP_TP_X: /* the block's (or LM head's) input gathered; its gradient reduced (+ dh) */
-        return gather ? (tp_bufs){ly->x, ly->xg, NULL} : (tp_bufs){ly->dxp, ly->dx, next ? ly->dh : NULL};
-    case OP_TP_H: /* forward: h = reduce(out-proj) + x, gathered for gate/up; backward likewise for dh */
-        if (!gather) return fwd ? (tp_bufs){ly->hp, ly->h, ly->x} : (tp_bufs){ly->dhp, ly->dh, next->dx};
-        if (!fwd && t->buf == DAG_TP_GRAD) return (tp_bufs){ly->dh, ly->dhg, NULL}; /* for out-proj's backward */
-        return (tp_bufs){ly->h, ly->hg, NULL}; /* forward, or again for up's and gate's weight gradients */
-    default: /* OP_TP_Y: forward x_{l+1} = reduce(down) + h; backward dx_{l+1} gathered */
-        return fwd ? (tp_bufs){ly->yp, next->x, ly->h} : (tp_bufs){next->dx, ly->dyg, NULL};
-    }
-}
-
-static void tp_collective(emit *e, const dag_task *t)
-{
-    xr *x = e->x;
-    size_t count = (size_t)t->dim[0] * (size_t)t->dim[1];
-    bool gather = t->kind == TASK_ALLGATHER;
-    if (t->op == OP_TP_LOSS || t->op == OP_TP_NORM_GRAD) {
-        tp_op(e, DOP_ALLREDUCE, t->op == OP_TP_LOSS ? x->loss : x->norm_grad, count);
-        return;
-    }
-    if (t->op == OP_TP_EMBED) { /* the lookup's partial rows reduced into x_0; its gradient gathered */
-        layer_t *ly = &x->ly[0];
-        if (t->phase != PHASE_BWD) {
-            copy2d(e, ly->xg, count, x->embed_part, count, 1, count);
-            tp_reduce(e, ly->x, ly->xg, NULL, count);
-        } else {
-            tp_gather(e, ly->dyg, ly->dx, count);
-        }
-        return;
-    }
-    tp_bufs b = tp_buffers(x, t, gather);
-    if (gather)
-        tp_gather(e, b.to, b.from, count);
-    else
-        tp_reduce(e, b.to, b.from, b.res, count);
-}
-
-/* ---- --tp-overlap: the ring steps and adds of a pair (above) ---- */
-
-/* Floats of one TP part of a (T, hidden) buffer. */
-static size_t ovl_floats(const xr *x) { return (size_t)x->T / (size_t)x->tp * (size_t)x->c->model.hidden; }
-
-/* Step j (the send s, its recv r): gather side, part (t - j) mod tp on
- * (from `from` at j = 0, then the rows received at step j-1), part
- * (t - j - 1) mod tp into `to`; scatter side, the partial sum of part
- * (t - j - 1) mod tp on, the next one in into x->tp_recv. */
-static void ovl_sendrecv(emit *e, const dag_task *s, const dag_task *r)
-{
-    xr *x = e->x;
-    bool scatter = s->flags & DAG_F_TP_SCATTER;
-    tp_bufs b = tp_buffers(x, s, !scatter);
-    size_t n = ovl_floats(x);
-    int j = s->step;
-    dev_comm *c = x->comm[STREAM_TP];
-    dev_op op = op_new(DOP_SENDRECV);
-    op.u.p2p.comm = c;
-    float *src = scatter || j == 0 ? b.from : b.to;
-    op.u.p2p.sbuf = src + (size_t)ovl_part(x, j, scatter) * n;
-    op.u.p2p.sbytes = s->bytes;
-    op.u.p2p.to = x->ops->comm_rank(c, s->peer);
-    op.u.p2p.rbuf = scatter ? x->tp_recv : b.to + (size_t)ovl_part(x, j + 1, false) * n;
-    op.u.p2p.rbytes = dag_task_bytes_moved(x->g, r);
-    op.u.p2p.from = x->ops->comm_rank(c, r->peer);
-    op.stamp_end = e->slot;
-    op.stamp_start2 = op.stamp_end2 = (int)(r->id - x->base);
-    emit_op(e, &op);
-}
-
-/* ACC j of a scatter-side pair: the partial received at step j-1 added to
- * chunk j's; the last, of the own part, written to `to` with the residual. */
-static void ovl_acc(emit *e, const dag_task *t)
-{
-    xr *x = e->x;
-    tp_bufs b = tp_buffers(x, t, false);
-    size_t n = ovl_floats(x), off = (size_t)ovl_part(x, t->step, true) * n;
-    dev_op op = op_new(DOP_AXPY);
-    op.u.axpy = (__typeof__(op.u.axpy)){b.from + off, x->tp_recv, n};
-    emit_op(e, &op);
-    if (t->step + 1 < x->tp) return;
-    copy2d(e, b.to + off, n, b.from + off, n, 1, n);
-    if (!b.res) return;
-    op.u.axpy = (__typeof__(op.u.axpy)){b.to + off, b.res + off, n};
-    emit_op(e, &op);
-}
-
-/* ---- gradient reduction ---- */
-
-static size_t layer_weights(const xr *x)
-{
-    const model *m = &x->c->model;
-    return (size_t)(x->ly[0].w.dn - x->ly[0].w.qkv) + (size_t)x->ffn * (size_t)m->hidden;
-}
-
-/* Model-level (layer -1) reductions: the LM head's own collective, or the
- * whole model at once (ZeRO 1 gradients; ZeRO 1/2 parameters). See build.c. */
-static bool lm_head_only(const xr *x, const dag_task *t)
-{
-    if (t->op == OP_GRAD_ALLREDUCE) return true;
-    if (t->op == OP_GRAD_REDUCESCATTER) return x->c->zero >= 2;
-    return x->c->zero == 3;
-}
-
-/* tp > H_kv: the K and V columns (hidden, 2 Hkv d) of block l's QKV weight
- * gradient, adjacent in each row after the Q columns, summed over the
- * shards of the KV head (the tp_kv communicator) in place. */
-static void kv_grad_replicas(emit *e, const dag_task *t)
-{
-    xr *x = e->x;
-    size_t hid = (size_t)x->c->model.hidden, hd = (size_t)x->H * (size_t)x->d, kv = 2 * (size_t)x->Hkv * (size_t)x->d;
-    float *g = x->ly[t->layer].gw.qkv + hd;
-    copy2d(e, x->kv_grad, kv, g, hd + kv, hid, kv);
-    dev_op op = op_new(DOP_ALLREDUCE);
-    op.u.coll = (__typeof__(op.u.coll)){x->comm[STREAM_TP_KV], x->kv_grad, x->kv_grad, hid * kv};
-    emit_op(e, &op);
-    copy2d(e, g, hd + kv, x->kv_grad, kv, hid, kv);
-}
-
+/* A collective task: TP's, the KV replicas', the all-gather's, or the
+ * gradient reduction's. */
 static void collective(emit *e, const dag_task *t)
 {
-    xr *x = e->x;
     if (t->stream == STREAM_TP) {
-        tp_collective(e, t);
+        xt_tp_collective(e, t);
         return;
     }
     if (t->stream == STREAM_TP_KV) {
-        kv_grad_replicas(e, t);
+        xt_tp_kv_grads(e, t);
         return;
     }
     if (t->op == OP_KV_GATHER || t->op == OP_DKV_REDUCE) {
         (t->op == OP_KV_GATHER ? kv_gather : dkv_reduce)(e, t);
         return;
     }
-    dev_op op = op_new(t->kind == TASK_ALLREDUCE       ? DOP_ALLREDUCE
-                       : t->kind == TASK_REDUCESCATTER ? DOP_REDUCESCATTER
-                                                       : DOP_ALLGATHER);
-    bool params = t->op == OP_PARAM_ALLGATHER;
-    float *buf;
-    size_t n;
-    if (t->layer >= 0) {
-        buf = params ? x->ly[t->layer].w.qkv : x->ly[t->layer].gw.qkv;
-        n = layer_weights(x);
-    } else if (lm_head_only(x, t)) {
-        buf = params ? x->lm_w : x->lm_gw;
-        n = (size_t)x->c->model.hidden * (size_t)x->vocab;
-    } else {
-        buf = params ? x->wbuf : x->gbuf;
-        n = x->wcount;
-    }
-    op.u.coll = (__typeof__(op.u.coll)){x->comm[STREAM_DP], buf, buf, n};
-    emit_op(e, &op);
-}
-
-/* After a timed step, gather every reduce-scattered gradient so that each
- * rank holds the full reduced gradients (for --check; not timed). */
-int xr_gather_grads(xr *x)
-{
-    for (uint32_t i = 0; i < x->ntasks; i++) {
-        dag_task t = *dag_task_get(x->g, x->base + i);
-        if (t.kind != TASK_REDUCESCATTER || t.stream != STREAM_DP) continue;
-        t.kind = TASK_ALLGATHER;
-        emit e = {x, STREAM_DP, -1, 0, true, {0}, false, 0};
-        collective(&e, &t);
-        if (emit_end(&e)) return -1;
-    }
-    return 0;
+    xt_grad_collective(e, t);
 }
 
 int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv)
@@ -946,11 +603,11 @@ int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv)
     case TASK_ACC: acc(&e, t); break;
     case TASK_SEND:
         if (pp)
-            pp_sendrecv(&e, t, recv);
+            xt_pp_sendrecv(&e, t, recv);
         else
-            (t->stream == STREAM_TP ? ovl_sendrecv : sendrecv)(&e, t, recv);
+            (t->stream == STREAM_TP ? xt_tp_ovl_sendrecv : sendrecv)(&e, t, recv);
         break;
-    case TASK_RECV: pp_sendrecv(&e, NULL, t); break; /* a pipeline recv on its own */
+    case TASK_RECV: xt_pp_sendrecv(&e, NULL, t); break; /* a pipeline recv on its own */
     case TASK_ALLTOALL: a2a(&e, t); break;
     case TASK_GEMM: t->phase == PHASE_BWD ? gemm_bwd(&e, t) : gemm_fwd(&e, t); break;
     case TASK_ALLREDUCE:

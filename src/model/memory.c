@@ -205,17 +205,17 @@ static void nccl_terms(const config *c, int stage, memory_estimate *out)
     int coord[MESH_NDIMS] = {0};
     coord[MESH_PP] = stage;
     int r = mesh_rank(&m, coord);
-    mesh_dims tp = MESH_BIT(MESH_TP), seq = MESH_BIT(MESH_SEQ);
+    mesh_dims tp = MESH_DIMS_TP, seq = MESH_DIMS_SEQ;
     out->nccl_tp = memory_nccl_collective(c->tp, across_nodes(c, &m, tp, r));
     /* the ring's send/recv to its neighbours (the outer ring's too); the
      * all-gather ring mode gathers with a collective instead */
     if (c->ring == RING_ALLGATHER)
         out->nccl_cp = memory_nccl_collective(c->p_seq, across_nodes(c, &m, seq, r));
     else
-        out->nccl_cp = c->p_seq > 1 ? p2p_neighbours(c, &m, MESH_SEQ, r, c->window) : 0;
+        out->nccl_cp = mesh_on(&m, MESH_SEQ) ? p2p_neighbours(c, &m, MESH_SEQ, r, c->window) : 0;
     /* Ulysses' all-to-all connects every other member of its group */
     out->nccl_ulysses = 0;
-    if (c->p_head > 1) {
+    if (mesh_on(&m, MESH_HEAD)) {
         int n = c->p_head, nvl = 0;
         for (int k = 1; k < n; k++)
             nvl += config_node(c, mesh_shift(&m, r, MESH_HEAD, k)) == config_node(c, r);
@@ -223,7 +223,7 @@ static void nccl_terms(const config *c, int stage, memory_estimate *out)
     }
     int ng = mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->nccl_grad = memory_nccl_collective(ng, across_nodes(c, &m, CONFIG_GRAD_DIMS, r));
-    out->nccl_pp = c->pp > 1 ? p2p_neighbours(c, &m, MESH_PP, r, 1) : 0;
+    out->nccl_pp = mesh_on(&m, MESH_PP) ? p2p_neighbours(c, &m, MESH_PP, r, 1) : 0;
     out->nccl = out->nccl_tp + out->nccl_cp + out->nccl_ulysses + out->nccl_grad + out->nccl_pp;
 }
 
