@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/docs.h"
+#include "core/knobs.h"
 #include "core/pipeline.h"
 #include "core/recompute.h"
 #include "core/shard.h"
