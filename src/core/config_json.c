@@ -155,6 +155,10 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     return config_validate(c, err);
 }
 
+/* From the standard basis (the copy config.c had started from the documents'
+ * shortened one, hash.h): the hash is never printed on success nor persisted,
+ * only compared between the ranks of one `loong exec` (exec_run.c), which run
+ * the same binary, so no recorded value moves. */
 uint64_t config_hash(const config *c)
 {
     json_t *j = config_to_json(c);
