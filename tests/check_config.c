@@ -1,4 +1,5 @@
-/* config, model and strategy: presets, model files, constraints, geometry. */
+/* config, model and strategy: presets, model files, constraints, geometry,
+ * and every knob of the table parsed from its option (by `loong dag`). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,9 +8,11 @@
 #include <unistd.h>
 
 #include "core/docs.h"
+#include "core/knobs.h"
 #include "core/pipeline.h"
 #include "core/recompute.h"
 #include "core/shard.h"
+#include "cli_util.h"
 #include "dag_util.h"
 #include "check_run.h"
 
@@ -501,6 +504,102 @@ START_TEST(knob_text_round_trip)
 }
 END_TEST
 
+/* The configuration object of `loong dag ARGS --format json`, with the
+ * model's name replaced by "x" (the knob cases' model is a file). */
+static json_t *loong_config_json(const char *args)
+{
+    run_result r = run_cmd(LOONG_BIN " dag %s --format json", args);
+    ck_assert_msg(r.status == 0, "loong dag %s: %s", args, r.err);
+    const char *at = strstr(r.out, "\"config\":");
+    ck_assert_ptr_nonnull(at);
+    json_error_t je;
+    json_t *c = json_loads(at + 9, JSON_DISABLE_EOF_CHECK, &je);
+    ck_assert_ptr_nonnull(c);
+    json_object_set_new(json_object_get(c, "model"), "name", json_string("x"));
+    return c;
+}
+
+/* Every knob of the table is parsed from the command line (the CLI parses
+ * the table by phase, knobs.h): for each knob, a value off its default,
+ * given on top of a valid configuration, changes that knob's member of the
+ * configuration JSON. The cases name each knob by its option, and a knob
+ * without a case fails, so a new knob needs one. The context makes the
+ * value valid (an 8-layer model for the pipeline splits; --tp 2 for its
+ * sub-knobs; the strategy or recompute mode a sub-knob applies to), and a
+ * value may carry what its own validity needs (a slot's 9 layers split
+ * over 3 stages where the context's 8 split over 2). */
+static const struct {
+    const char *option, *context, *value;
+} knob_cases[] = {
+    {"model", "", "tiny"},
+    {"seq", "", "8K"},
+    {"batch", "", "2"},
+    {"tp", "", "2"},
+    {"sequence-parallel", "--tp 2", "off"},
+    {"tp-overlap", "--tp 2", "on"},
+    {"mesh", "", "1x4"},
+    {"dp", "", "2"},
+    {"pp", "", "2"},
+    {"micro-batches", "", "2"},
+    {"schedule", "--pp 2 --micro-batches 2", "gpipe"},
+    {"vpp", "--pp 2 --schedule interleaved --vpp 2 --micro-batches 2", "4"},
+    {"pp-first-layers", "--pp 2", "3"},
+    {"pp-last-layers", "--pp 2", "3"},
+    {"pp-embedding-slot", "--pp 2", "on --pp 3"},
+    {"pp-loss-slot", "--pp 2", "on --pp 3"},
+    {"strategy", "", "usp"},
+    {"placement", "", "context-first"},
+    {"partition", "", "contiguous"},
+    {"ring", "", "single"},
+    {"window", "", "1"},
+    {"kv-stride", "--strategy allgather", "1"},
+    {"kv-replication", "", "off"},
+    {"scope", "", "attn"},
+    {"gpus-per-node", "", "4"},
+    {"recompute", "", "full"},
+    {"recompute-modules", "--recompute selective", "mlp"},
+    {"recompute-method", "--recompute full", "block"},
+    {"recompute-num-layers", "--recompute full", "2"},
+    {"zero", "", "2"},
+    {"prefetch", "--zero 3", "2"},
+    {"dtype", "", "fp32"},
+    {"fusions", "", "none"},
+    {"attention", "--mesh 2x1", "unfused"},
+    {"attention-dropout", "", "0.1"},
+    {"hidden-dropout", "", "0.1"},
+    {"precision", "", "fp8-delayed"},
+    {"docs", "", "1K,3K"},
+    {"nccl-algo", "", "ring"},
+    {"nccl-proto", "", "simple"},
+};
+
+START_TEST(every_knob_parsed)
+{
+    char model[] = "/tmp/loong-knobs-XXXXXX";
+    int fd = mkstemp(model);
+    ck_assert_int_ge(fd, 0);
+    const char *m = "layers=8\nhidden=256\nheads=8\nkv_heads=2\nhead_dim=32\nffn=512\nvocab=1000\n";
+    ck_assert_int_eq(write(fd, m, strlen(m)), (ssize_t)strlen(m));
+    close(fd);
+    for (int k = 0; k < KNOB_COUNT; k++) {
+        const config_knob_info *ki = config_knob_get((config_knob)k);
+        size_t i = 0, n = sizeof knob_cases / sizeof *knob_cases;
+        while (i < n && strcmp(knob_cases[i].option, ki->option))
+            i++;
+        ck_assert_msg(i < n, "knob --%s has no case in knob_cases", ki->option);
+        char base[512], with[600];
+        snprintf(base, sizeof base, "--model %s --seq 4K --mesh 2x2 %s", model, knob_cases[i].context);
+        snprintf(with, sizeof with, "%s --%s %s", base, ki->option, knob_cases[i].value);
+        json_t *a = loong_config_json(base), *b = loong_config_json(with);
+        const json_t *was = json_object_get(a, ki->key), *is = json_object_get(b, ki->key);
+        ck_assert_msg(is && !(was && json_equal(was, is)), "--%s %s left '%s' of the configuration as it was (%s)",
+                      ki->option, knob_cases[i].value, ki->key, with);
+        json_decref(a), json_decref(b);
+    }
+    unlink(model);
+}
+END_TEST
+
 /* A preset's knobs name the preset back (plan names its layouts so), and
  * layout names follow README's spelling. */
 START_TEST(names_of_layouts)
@@ -548,5 +647,10 @@ int main(void)
     tcase_add_test(tc, knob_text_round_trip);
     tcase_add_test(tc, names_of_layouts);
     suite_add_tcase(s, tc);
+    /* 80 runs of loong dag: their own time limit */
+    TCase *cli = tcase_create("knobs");
+    tcase_set_timeout(cli, 120);
+    tcase_add_test(cli, every_knob_parsed);
+    suite_add_tcase(s, cli);
     return check_run(s);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "core/config.h"
+#include "core/knobs.h"
 #include "model/whatif.h"
 
 typedef struct cli_command {

@@ -227,11 +227,13 @@ static void model_note(const model *m, uint64_t seq)
         fprintf(stderr, "loong: model '%s': read, not modelled: %s%s\n", m->name, m->unmodelled, win);
 }
 
-/* Parse the given knobs of `which`, in order. */
-static int parse_knobs(const cli_config *cc, config *c, const config_knob *which, int n, char err[LOONG_ERRLEN])
+/* Parse the given knobs of one phase (knobs.h), in the table's order. */
+static int parse_phase(const cli_config *cc, config *c, config_knob_phase phase, char err[LOONG_ERRLEN])
 {
-    for (int i = 0; i < n; i++)
-        if (cc->val[which[i]] && config_knob_parse(c, which[i], cc->val[which[i]], err) < 0) return -1;
+    for (int k = 0; k < KNOB_COUNT; k++)
+        if (config_knob_get((config_knob)k)->phase == phase && cc->val[k] &&
+            config_knob_parse(c, (config_knob)k, cc->val[k], err) < 0)
+            return -1;
     return 0;
 }
 
@@ -265,54 +267,24 @@ static int merge_megatron(const cli_config *cc, cli_config *merged, model *m, bo
 
 int cli_config_finish(const cli_config *given, config *c, char err[LOONG_ERRLEN])
 {
-    /* what the strategy preset reads first (the model, the placement for the default window) */
-    static const config_knob before[] = {KNOB_MODEL,      KNOB_SEQ,
-                                         KNOB_BATCH,      KNOB_GPUS_PER_NODE,
-                                         KNOB_TP,         KNOB_SEQUENCE_PARALLEL,
-                                         KNOB_TP_OVERLAP, KNOB_KV_REPLICATION,
-                                         KNOB_PLACEMENT};
-    /* overrides of the preset, then the rest */
-    static const config_knob after[] = {
-        KNOB_PARTITION,           KNOB_RING, KNOB_SCOPE, KNOB_RECOMPUTE, KNOB_RECOMPUTE_MODULES, KNOB_RECOMPUTE_METHOD,
-        KNOB_RECOMPUTE_NUM_LAYERS};
-    static const config_knob last[] = {KNOB_WINDOW,
-                                       KNOB_KV_STRIDE,
-                                       KNOB_ZERO,
-                                       KNOB_PREFETCH,
-                                       KNOB_DTYPE,
-                                       KNOB_DP,
-                                       KNOB_PP,
-                                       KNOB_MICRO_BATCHES,
-                                       KNOB_SCHEDULE,
-                                       KNOB_VPP,
-                                       KNOB_PP_FIRST_LAYERS,
-                                       KNOB_PP_LAST_LAYERS,
-                                       KNOB_PP_EMBED_SLOT,
-                                       KNOB_PP_LOSS_SLOT,
-                                       KNOB_NCCL_ALGO,
-                                       KNOB_NCCL_PROTO,
-                                       KNOB_FUSIONS,
-                                       KNOB_ATTENTION,
-                                       KNOB_ATTENTION_DROPOUT,
-                                       KNOB_HIDDEN_DROPOUT,
-                                       KNOB_PRECISION};
     cli_config merged;
     const cli_config *cc = &merged;
     model mg_model;
     bool mg_has_model;
     if (merge_megatron(given, &merged, &mg_model, &mg_has_model, err) < 0) return -1;
     config_defaults(c);
-    if (parse_knobs(cc, c, before, (int)(sizeof before / sizeof *before), err) < 0) return -1;
+    if (parse_phase(cc, c, KNOB_PHASE_FIRST, err) < 0) return -1;
     if (mg_has_model) c->model = mg_model;
+    /* KNOB_PHASE_PRESET: the documents, then the preset from --mesh and --strategy */
     if (parse_docs(cc, c, err) < 0) return -1;
     int ph, ps, p;
     if (parse_mesh(cc->val[KNOB_MESH] ? cc->val[KNOB_MESH] : "64", &ph, &ps, &p, err) < 0) return -1;
     const char *strategy = cc->val[KNOB_STRATEGY] ? cc->val[KNOB_STRATEGY] : "loongtrain";
     if (strategy_apply(strategy, ph, ps, p, c, err) < 0) return -1;
-    if (parse_knobs(cc, c, after, (int)(sizeof after / sizeof *after), err) < 0) return -1;
+    if (parse_phase(cc, c, KNOB_PHASE_OVERRIDE, err) < 0) return -1;
     /* a new ring mode takes its own default window */
     if (cc->val[KNOB_RING]) c->window = c->ring == RING_DOUBLE ? strategy_default_window(c) : c->p_seq;
-    if (parse_knobs(cc, c, last, (int)(sizeof last / sizeof *last), err) < 0) return -1;
+    if (parse_phase(cc, c, KNOB_PHASE_LAST, err) < 0) return -1;
     if (config_validate(c, err) < 0) return -1;
     model_note(&c->model, c->seq);
     if (cc->megatron_note[0]) fprintf(stderr, "loong: --megatron-args: read, not modelled: %s\n", cc->megatron_note);

@@ -1,6 +1,10 @@
 /*
- * loong: plan, simulate and execute 2D head-context parallel attention.
- * Dispatches to one subcommand per file (cmd_*.c).
+ * loong: the command. It plans, simulates (SimGrid) and executes (MPI
+ * ranks with CPU kernels, or CUDA) training steps of long-context LLMs over
+ * a device mesh: tensor, head and sequence (context) parallelism, pipeline
+ * stages and data-parallel replicas. This file only dispatches: one
+ * subcommand per file (cmd_*.c), all reading the configuration options of
+ * cli_config.c.
  */
 #include <stdio.h>
 #include <string.h>

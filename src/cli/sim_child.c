@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/knobs.h"
+#include "core/recompute.h"
 #include "core/xalloc.h"
 
 extern char **environ;

@@ -6,8 +6,13 @@
  *
  * A config is a plain value. config_validate() is the single place that
  * rejects invalid combinations; every other module may assume a validated
- * config. Serialisation (JSON, hash) lives here too so that all backends
- * describe a run identically.
+ * config. Serialisation (JSON, hash) is declared here too so that all
+ * backends describe a run identically. One interface, a file per concern:
+ *   config.c           defaults, the placement orders, geometry
+ *   config_validate.c  config_validate (reads pipeline.h's layer split)
+ *   config_json.c      config_to_json, config_from_json, config_hash
+ *   config_describe.c  config_describe, config_layout_name
+ *   knobs.c            the knobs (knobs.h) and the enums' spellings
  *
  * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */
@@ -65,6 +70,10 @@ typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL1
 /* --prefetch's bound (a model has fewer blocks; more gathers everything). */
 #define CONFIG_MAX_PREFETCH 1024
 
+/* The most ranks of a mesh, all replicas: a bound that keeps every task
+ * field and rank index in range. */
+#define CONFIG_MAX_RANKS 65536
+
 typedef struct config {
     model model;
     uint64_t seq; /* S: tokens per sample */
@@ -104,7 +113,7 @@ typedef struct config {
     attention_kind attention;   /* the attention kernel: flash */
     double attention_dropout;   /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
     double hidden_dropout;      /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
-    precision_kind precision; /* the block GEMMs' precision: bf16 */
+    precision_kind precision;   /* the block GEMMs' precision: bf16 */
     coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
     coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
     const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
@@ -128,7 +137,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN]);
  * estimate of config_validate's task bound and of dag_build. */
 #define DAG_BYTES_PER_TASK 112
 
-/* ---- enum <-> name (names are the CLI and JSON spellings) ---- */
+/* ---- enum <-> name (names are the CLI and JSON spellings; knobs.c) ---- */
 const char *placement_name(placement_kind p);
 const char *partition_name(partition_kind p);
 const char *ring_name(ring_kind r);
@@ -147,6 +156,8 @@ const char *partition_abbrev(partition_kind p);
 const char *ring_abbrev(ring_kind r);
 
 /* ---- the mesh ---- */
+/* The order a placement name stands for, fastest first ("tp-head-seq-pp-dp"). */
+const char *placement_order(placement_kind p);
 /* Set the order to a named one. */
 void config_set_placement(config *c, placement_kind p);
 /* The named order nearest c's: head-first when head varies faster than seq. */
@@ -204,8 +215,6 @@ int config_kv_heads(const config *c);
 int config_kv_heads_total(const config *c);
 /* KV replication factor: P_h / (H_kv/tp) when replicating, else 1. */
 int config_kv_repl(const config *c);
-/* Token chunks of the sequence: 2*P_s under a two-part partition, else P_s. */
-int config_nchunks(const config *c);
 /* Tokens per chunk (S / nchunks): every part of every ring index holds this many. */
 uint64_t config_chunk_tokens(const config *c);
 /* Parts a ring index owns: 2 (A and B) under zigzag, doc-zigzag and
@@ -219,80 +228,6 @@ static inline double config_step_tokens(const config *c)
 {
     return (double)c->batch * (double)c->seq * (double)c->micro_batches;
 }
-
-/* ---- the knobs: one description of a configuration ----
- * Every knob of a config, in the order of the configuration JSON. A knob's
- * name is its JSON key and, with '-' for '_', its command-line option;
- * its value is spelled the same way in both (config_knob_text). The JSON
- * writer and reader, the `loong sim` command lines that plan and compose
- * build, the CLI's options and their --help, and the knobs `loong plan`
- * searches all come from this one table (config.c). */
-typedef enum {
-    KNOB_MODEL,
-    KNOB_SEQ,
-    KNOB_BATCH,
-    KNOB_TP,
-    KNOB_SEQUENCE_PARALLEL,
-    KNOB_TP_OVERLAP,
-    KNOB_MESH,
-    KNOB_DP,
-    KNOB_PP,
-    KNOB_MICRO_BATCHES,
-    KNOB_SCHEDULE,
-    KNOB_VPP,
-    KNOB_PP_FIRST_LAYERS,
-    KNOB_PP_LAST_LAYERS,
-    KNOB_PP_EMBED_SLOT,
-    KNOB_PP_LOSS_SLOT,
-    KNOB_STRATEGY,
-    KNOB_PLACEMENT,
-    KNOB_PARTITION,
-    KNOB_RING,
-    KNOB_WINDOW,
-    KNOB_KV_STRIDE,
-    KNOB_KV_REPLICATION,
-    KNOB_SCOPE,
-    KNOB_GPUS_PER_NODE,
-    KNOB_RECOMPUTE,
-    KNOB_RECOMPUTE_MODULES,
-    KNOB_RECOMPUTE_METHOD,
-    KNOB_RECOMPUTE_NUM_LAYERS,
-    KNOB_ZERO,
-    KNOB_PREFETCH,
-    KNOB_DTYPE,
-    KNOB_FUSIONS,
-    KNOB_ATTENTION,
-    KNOB_ATTENTION_DROPOUT,
-    KNOB_HIDDEN_DROPOUT,
-    KNOB_PRECISION,
-    KNOB_DOCS,
-    KNOB_NCCL_ALGO,
-    KNOB_NCCL_PROTO,
-    KNOB_COUNT
-} config_knob;
-
-typedef struct config_knob_info {
-    const char *key;    /* JSON key, e.g. "kv_replication" */
-    const char *option; /* command-line option without "--", e.g. "kv-replication" */
-    const char *arg;    /* the value in --help, e.g. "on|off" */
-    const char *help;   /* one line of --help, with the default in brackets */
-    bool searched;      /* a layout knob that `loong plan` searches itself (mesh .. scope) */
-} config_knob_info;
-
-const config_knob_info *config_knob_get(config_knob k);
-
-/* Knob k of c spelled as the command line takes it ("8x8", "on", "131072",
- * "bf16", "4096,4096"); KNOB_MODEL gives the model's name. Malloc'd; NULL
- * for a knob at its unset default (KNOB_DOCS of one document), which the
- * JSON and command lines leave out. */
-char *config_knob_text(const config *c, config_knob k);
-
-/* Set knob k of c from its command-line spelling. Enumerations, on|off,
- * ZeRO stages and dtypes are checked here; sizes with units_parse_*;
- * KNOB_MODEL resolves a preset or model file; KNOB_MESH and
- * KNOB_STRATEGY are the CLI's (they interact). Returns 0 or -1 with a
- * message naming the option. */
-int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG_ERRLEN]);
 
 /* ---- serialisation ---- */
 /* New JSON object describing c, one member per knob (caller owns it). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "hash.h"
 #include "infile.h"
 #include "xalloc.h"
 
@@ -29,14 +30,13 @@ static pthread_mutex_t interned_mu = PTHREAD_MUTEX_INITIALIZER;
  * 1-token lengths against a 1M sequence), not a workload. */
 #define DOCS_MAX (1 << 20)
 
+/* FNV-1a of the lengths from the documents' compatibility basis (hash.h:
+ * the hash is persisted in every configuration with documents). */
 static uint64_t hash_lengths(const uint64_t *len, int n)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = HASH_FNV1A_LEGACY_DOCS_BASIS;
     for (int i = 0; i < n; i++)
-        for (int b = 0; b < 8; b++) {
-            h ^= (len[i] >> (8 * b)) & 0xff;
-            h *= 1099511628211ull;
-        }
+        h = hash_fnv1a_u64(h, len[i]);
     return h;
 }
 

@@ -44,7 +44,8 @@ uint64_t docs_length(const doc_layout *d, int i);
 uint64_t docs_start(const doc_layout *d, int i);
 /* Tokens of all documents: what is not padding. */
 uint64_t docs_tokens(const doc_layout *d);
-/* 64-bit FNV-1a of the lengths: equal layouts hash equal. */
+/* 64-bit FNV-1a of the lengths (each 8 bytes, least significant first)
+ * from hash.h's compatibility basis: equal layouts hash equal. */
 uint64_t docs_hash(const doc_layout *d);
 
 /* The start of the document of token pos (the first token it may attend

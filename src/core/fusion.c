@@ -3,8 +3,6 @@
 
 #include "elementwise.h"
 
-const char *fusions_name(fusions_kind f) { return f == FUSIONS_NONE ? "none" : "te"; }
-
 /* none's kernels of one tensor: bytes per element as fixed + act x a, both
  * doubled so that the neg over half of rope's columns stays whole. */
 typedef struct unfused {

@@ -66,7 +66,4 @@
  * bytes[]. The counts add up to calib_task_bytes()' total. */
 int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS]);
 
-/* The name of a --fusions value ("te", "none"). */
-const char *fusions_name(fusions_kind f);
-
 #endif

@@ -265,8 +265,6 @@ uint64_t model_embed_params_tp(const model *m, int tp)
     return ((uint64_t)m->vocab + (uint64_t)tp - 1) / (uint64_t)tp * (uint64_t)m->hidden;
 }
 
-uint64_t model_head_params(const model *m) { return model_head_params_tp(m, 1); }
-
 uint64_t model_params(const model *m) { return model_params_tp(m, 1); }
 
 uint64_t model_layer_params_tp(const model *m, int tp)

@@ -87,9 +87,6 @@ uint64_t model_layer_params(const model *m);
  * bias is). */
 uint64_t model_layer_bias_params_tp(const model *m, int tp);
 
-/* Weights outside the blocks: embedding, LM head unless tied, final norm. */
-uint64_t model_head_params(const model *m);
-
 /* All weights: L blocks + embedding + LM head (unless tied) + final norm. */
 uint64_t model_params(const model *m);
 /* The same held by one of tp tensor-parallel ranks (Megatron's shards):

@@ -94,12 +94,6 @@ bool pipe_is_first(const config *c, int stage, int chunk)
 
 bool pipe_is_last(const config *c, int stage, int chunk) { return stage == c->pp - 1 && chunk == c->vpp - 1; }
 
-int pipe_neighbour(const config *c, int stage, int chunk, int dir)
-{
-    (void)chunk; /* the next virtual stage of the last stage is stage 0's next chunk */
-    return (stage + dir + c->pp) % c->pp;
-}
-
 bool pipe_holds(const config *c, int stage, int l)
 {
     if (c->pp == 1) return true;

@@ -83,10 +83,6 @@ int pipe_first_layer(const config *c, int stage, int chunk);
 bool pipe_is_first(const config *c, int stage, int chunk);
 bool pipe_is_last(const config *c, int stage, int chunk);
 
-/* The stage that holds virtual stage u's neighbour: the one after (dir =
- * +1, where its activation goes) or before (-1, where its gradient goes). */
-int pipe_neighbour(const config *c, int stage, int chunk, int dir);
-
 /* Whether stage holds block l; l = L: weights outside the blocks, all of
  * them at pp 1, else the embedding on stage 0 and the LM head and final
  * norm on the last (Megatron's pre_process and post_process stages). */

@@ -339,8 +339,6 @@ uint64_t shard_query_pairs(const shard_map *m, int s)
     return n;
 }
 
-int shard_balanced_cells(const shard_map *m) { return m->cells; }
-
 /* ---- tiles (shard_tiles) ---- */
 
 /* One tile shape's table, like pairs: [owner][owner]. */

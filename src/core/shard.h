@@ -74,7 +74,4 @@ const uint64_t *shard_tile_table(const shard_map *m, int br, int bc);
  * (the all-gather's block: the gathered keys are whole documents). */
 uint64_t shard_query_tiles(const shard_map *m, int s, int br, int bc);
 
-/* Cells per part (K) the balanced partition chose; 0 under the others. */
-int shard_balanced_cells(const shard_map *m);
-
 #endif

@@ -9,6 +9,10 @@
  * devq raises the host flag; an event wait makes the stream wait for that
  * cudaEvent once the flag is up (the record has been issued).
  *
+ * This file holds the streams, kernels, events and memory, and the NCCL
+ * transport (dev_cuda); the local transport (dev_cuda_local) is
+ * local_cuda.cu, behind local_cuda.h.
+ *
  * Not verified on a GPU yet: everything in this file compiles here (CI has
  * nvcc but no GPU); tests/check_cuda.c and tests/device/run.sh exercise it
  * on a GPU machine.
@@ -29,6 +33,7 @@
 #include "exec/devq.h"
 #include "exec/plugin.h"
 #include "kernels_cuda.h"
+#include "local_cuda.h"
 
 /* ---- state ---- */
 
@@ -41,14 +46,12 @@ typedef struct stream {
     size_t scratch_n;
 } stream;
 
-struct lcomm;
-
 struct dev_comm {
     int n, me;
     int *ranks;
-    ncclComm_t nccl;  /* dev_cuda */
-    MPI_Comm mpi;     /* dev_cuda: the members, for the bootstrap */
-    struct lcomm *lc; /* dev_cuda_local */
+    ncclComm_t nccl; /* dev_cuda */
+    MPI_Comm mpi;    /* dev_cuda: the members, for the bootstrap */
+    lcomm *lc;       /* dev_cuda_local */
 };
 
 typedef struct pos_entry {
@@ -174,242 +177,6 @@ static const int64_t *pos_dev(dev *d, const int64_t *host, int n)
     }
     pthread_mutex_unlock(&d->pos_mu);
     return r;
-}
-
-/* ---- local transport: all ranks in one process, rendezvous on the host ---- */
-
-typedef struct lmsg {
-    const void *sbuf;
-    size_t bytes;
-    cudaEvent_t ready, done;
-    bool done_set;
-    struct lmsg *next;
-} lmsg;
-
-typedef struct xslot {
-    const void *s;
-    void *r;
-    cudaEvent_t ev;
-} xslot;
-
-typedef struct lcomm {
-    int stream, n, refs;
-    int *ranks;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    lmsg **head, **tail; /* FIFO per ordered pair (src * n + dst) */
-    unsigned long gen;
-    int arrived;
-    xslot *slot[2]; /* double-buffered by generation parity */
-} lcomm;
-
-static pthread_mutex_t g_lmu = PTHREAD_MUTEX_INITIALIZER;
-static lcomm **g_lc;
-static int g_nlc;
-
-static lcomm *lcomm_get(int stream, const int *ranks, int n)
-{
-    pthread_mutex_lock(&g_lmu);
-    lcomm *lc = NULL;
-    for (int i = 0; i < g_nlc && !lc; i++)
-        if (g_lc[i]->stream == stream && g_lc[i]->n == n && !memcmp(g_lc[i]->ranks, ranks, (size_t)n * sizeof *ranks))
-            lc = g_lc[i];
-    if (!lc) {
-        lcomm **a = (lcomm **)realloc(g_lc, (size_t)(g_nlc + 1) * sizeof *a);
-        lc = (lcomm *)calloc(1, sizeof *lc);
-        if (a) g_lc = a;
-        if (lc) {
-            lc->ranks = (int *)malloc((size_t)n * sizeof *ranks);
-            lc->head = (lmsg **)calloc((size_t)n * (size_t)n, sizeof *lc->head);
-            lc->tail = (lmsg **)calloc((size_t)n * (size_t)n, sizeof *lc->tail);
-            lc->slot[0] = (xslot *)calloc((size_t)n, sizeof(xslot));
-            lc->slot[1] = (xslot *)calloc((size_t)n, sizeof(xslot));
-        }
-        if (!a || !lc || !lc->ranks || !lc->head || !lc->tail || !lc->slot[0] || !lc->slot[1]) {
-            if (lc) {
-                free(lc->ranks);
-                free(lc->head);
-                free(lc->tail);
-                free(lc->slot[0]);
-                free(lc->slot[1]);
-                free(lc);
-            }
-            pthread_mutex_unlock(&g_lmu);
-            return NULL;
-        }
-        memcpy(lc->ranks, ranks, (size_t)n * sizeof *ranks);
-        lc->stream = stream;
-        lc->n = n;
-        pthread_mutex_init(&lc->mu, NULL);
-        pthread_cond_init(&lc->cv, NULL);
-        g_lc[g_nlc++] = lc;
-    }
-    lc->refs++;
-    pthread_mutex_unlock(&g_lmu);
-    return lc;
-}
-
-static void lcomm_put(lcomm *lc)
-{
-    pthread_mutex_lock(&g_lmu);
-    if (--lc->refs == 0) {
-        for (int i = 0; i < g_nlc; i++)
-            if (g_lc[i] == lc) g_lc[i] = g_lc[--g_nlc];
-        free(lc->ranks);
-        free(lc->head);
-        free(lc->tail);
-        free(lc->slot[0]);
-        free(lc->slot[1]);
-        pthread_mutex_destroy(&lc->mu);
-        pthread_cond_destroy(&lc->cv);
-        free(lc);
-    }
-    pthread_mutex_unlock(&g_lmu);
-}
-
-/* Every member posts (s, r, ev) and gets all members' posts in out[n]. */
-static void lcomm_xchg(lcomm *lc, int me, const void *s, void *r, cudaEvent_t ev, xslot *out)
-{
-    pthread_mutex_lock(&lc->mu);
-    unsigned long g = lc->gen;
-    xslot *buf = lc->slot[g & 1];
-    buf[me] = (xslot){s, r, ev};
-    if (++lc->arrived == lc->n) {
-        lc->arrived = 0;
-        lc->gen++;
-        pthread_cond_broadcast(&lc->cv);
-    } else {
-        while (lc->gen == g)
-            pthread_cond_wait(&lc->cv, &lc->mu);
-    }
-    memcpy(out, buf, (size_t)lc->n * sizeof *out);
-    pthread_mutex_unlock(&lc->mu);
-}
-
-static int new_event(dev *d, cudaEvent_t *e) { return CU(d, cudaEventCreateWithFlags(e, cudaEventDisableTiming)); }
-
-/* Record an event on this stream, exchange it with every member, and make
- * this stream wait for all members' events: a device-side barrier. With
- * bufs, also returns every member's (s, r) pointers. */
-static int local_barrier(stream *st, dev_comm *c, const void *s, void *r, xslot *all)
-{
-    dev *d = st->d;
-    cudaEvent_t e;
-    if (new_event(d, &e) || CU(d, cudaEventRecord(e, st->cs))) return -1;
-    lcomm_xchg(c->lc, c->me, s, r, e, all);
-    int rc = 0;
-    for (int j = 0; j < c->n && rc == 0; j++)
-        if (j != c->me) rc = CU(d, cudaStreamWaitEvent(st->cs, all[j].ev, 0));
-    cudaEventDestroy(e); /* released once it completes */
-    return rc;
-}
-
-static void local_sendrecv(stream *st, const dev_op *op)
-{
-    dev *d = st->d;
-    dev_comm *c = op->u.p2p.comm;
-    lcomm *lc = c->lc;
-    lmsg *m = NULL;
-    if (op->u.p2p.to >= 0) { /* post the send */
-        m = (lmsg *)calloc(1, sizeof *m);
-        if (!m) {
-            DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory in a local send");
-            return;
-        }
-        m->sbuf = op->u.p2p.sbuf;
-        m->bytes = op->u.p2p.sbytes;
-        if (new_event(d, &m->ready) || CU(d, cudaEventRecord(m->ready, st->cs))) return;
-        pthread_mutex_lock(&lc->mu);
-        size_t k = (size_t)c->me * (size_t)c->n + (size_t)op->u.p2p.to;
-        if (lc->tail[k])
-            lc->tail[k]->next = m;
-        else
-            lc->head[k] = m;
-        lc->tail[k] = m;
-        pthread_cond_broadcast(&lc->cv);
-        pthread_mutex_unlock(&lc->mu);
-    }
-    if (op->u.p2p.from >= 0) { /* take the matching send and copy on this stream */
-        size_t k = (size_t)op->u.p2p.from * (size_t)c->n + (size_t)c->me;
-        pthread_mutex_lock(&lc->mu);
-        while (!lc->head[k] && !devq_failed(d->q))
-            pthread_cond_wait(&lc->cv, &lc->mu);
-        lmsg *in = lc->head[k];
-        if (in) {
-            lc->head[k] = in->next;
-            if (!lc->head[k]) lc->tail[k] = NULL;
-        }
-        pthread_mutex_unlock(&lc->mu);
-        if (!in) return;
-        int rc = 0;
-        if (in->bytes != op->u.p2p.rbytes) {
-            DEVQ_FAIL(d->q, DEV_ERR_COMM, "local recv of %zu bytes matched a send of %zu bytes", op->u.p2p.rbytes,
-                      in->bytes);
-            rc = -1;
-        }
-        if (rc == 0) rc = CU(d, cudaStreamWaitEvent(st->cs, in->ready, 0));
-        if (rc == 0) rc = CU(d, cudaMemcpyAsync(op->u.p2p.rbuf, in->sbuf, in->bytes, cudaMemcpyDeviceToDevice, st->cs));
-        if (rc == 0) rc = new_event(d, &in->done);
-        if (rc == 0) rc = CU(d, cudaEventRecord(in->done, st->cs));
-        pthread_mutex_lock(&lc->mu);
-        in->done_set = true; /* the sender destroys in->done (or sees the error) */
-        pthread_cond_broadcast(&lc->cv);
-        pthread_mutex_unlock(&lc->mu);
-    }
-    if (m) { /* the send buffer is reusable once the receiver's copy is done */
-        pthread_mutex_lock(&lc->mu);
-        while (!m->done_set && !devq_failed(d->q))
-            pthread_cond_wait(&lc->cv, &lc->mu);
-        pthread_mutex_unlock(&lc->mu);
-        if (m->done_set && m->done) CU(d, cudaStreamWaitEvent(st->cs, m->done, 0));
-        if (m->done) cudaEventDestroy(m->done);
-        if (m->ready) cudaEventDestroy(m->ready);
-        if (m->done_set) free(m);
-    }
-}
-
-static void local_collective(stream *st, const dev_op *op)
-{
-    dev *d = st->d;
-    dev_comm *c = op->u.coll.comm;
-    int n = c->n, me = c->me;
-    xslot *all = (xslot *)calloc((size_t)n, sizeof *all);
-    if (!all) {
-        DEVQ_FAIL(d->q, DEV_ERR_MEM, "out of host memory in a local collective of %d ranks", n);
-        return;
-    }
-    size_t cnt, off;
-    dev_part_of(op->u.coll.count, n, me, &cnt, &off);
-    if (local_barrier(st, c, op->u.coll.sbuf, op->u.coll.rbuf, all)) goto out;
-    if (op->kind == DOP_ALLTOALL) {
-        size_t b = op->u.coll.count;
-        for (int j = 0; j < n; j++)
-            if (CU(d, cudaMemcpyAsync(op->u.coll.rbuf + (size_t)j * b, (const float *)all[j].s + (size_t)me * b,
-                                      b * sizeof(float), cudaMemcpyDeviceToDevice, st->cs)))
-                goto out;
-    }
-    if (op->kind == DOP_ALLREDUCE || op->kind == DOP_REDUCESCATTER) {
-        /* phase 1: my part summed from every member (nobody writes it) */
-        for (int j = 0; j < n; j++)
-            if (j != me && cnt &&
-                CU(d, (cudaError_t)cuda_axpy(op->u.coll.rbuf + off, (float *)all[j].r + off, cnt, st->cs)))
-                goto out;
-    }
-    if (op->kind == DOP_ALLREDUCE && local_barrier(st, c, NULL, op->u.coll.rbuf, all)) goto out;
-    if (op->kind == DOP_ALLREDUCE || op->kind == DOP_ALLGATHER) {
-        /* phase 2: every other member's own part copied here */
-        for (int j = 0; j < n; j++) {
-            size_t cj, oj;
-            dev_part_of(op->u.coll.count, n, j, &cj, &oj);
-            if (j != me && cj &&
-                CU(d, cudaMemcpyAsync(op->u.coll.rbuf + oj, (float *)all[j].r + oj, cj * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, st->cs)))
-                goto out;
-        }
-    }
-    local_barrier(st, c, NULL, NULL, all); /* nobody reuses a buffer others still read */
-out:
-    free(all);
 }
 
 /* ---- NCCL transport ---- */
@@ -543,11 +310,16 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
         CU(d, (cudaError_t)cuda_swiglu(op->u.swiglu.backward, op->u.swiglu.m, op->u.swiglu.dg, op->u.swiglu.du,
                                        op->u.swiglu.g, op->u.swiglu.u, op->u.swiglu.dm, op->u.swiglu.n, st->cs));
         break;
-    case DOP_SENDRECV: d->local ? local_sendrecv(st, op) : nccl_sendrecv(st, op); break;
+    case DOP_SENDRECV:
+        d->local ? local_sendrecv(d->q, st->cs, op->u.p2p.comm->lc, op->u.p2p.comm->me, op) : nccl_sendrecv(st, op);
+        break;
     case DOP_ALLTOALL:
     case DOP_ALLREDUCE:
     case DOP_REDUCESCATTER:
-    case DOP_ALLGATHER: d->local ? local_collective(st, op) : nccl_collective(st, op); break;
+    case DOP_ALLGATHER:
+        d->local ? local_collective(d->q, st->cs, op->u.coll.comm->lc, op->u.coll.comm->me, op)
+                 : nccl_collective(st, op);
+        break;
     }
     if (op->stamp_end >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end], st->cs)) == 0) d->has1[op->stamp_end] = 1;
     if (op->stamp_end2 >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end2], st->cs)) == 0) d->has1[op->stamp_end2] = 1;

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
+#include "core/hash.h"
 #include "core/pipeline.h"
 #include "core/xalloc.h"
 #include "exec_state.h"
@@ -413,18 +414,11 @@ typedef struct attn_ref_memo {
 } attn_ref_memo;
 static attn_ref_memo memo;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t ref_key(const xr *x, const int64_t *starts, bool bwd)
 {
     int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->c->model.heads, x->c->model.kv_heads, x->d, bwd};
-    uint64_t h = fnv(14695981039346656037ull, dims, sizeof dims);
-    if (starts) h = fnv(h, starts, (size_t)x->c->seq * sizeof *starts);
+    uint64_t h = hash_fnv1a(HASH_FNV1A_BASIS, dims, sizeof dims);
+    if (starts) h = hash_fnv1a(h, starts, (size_t)x->c->seq * sizeof *starts);
     return h ? h : 1;
 }
 

@@ -1,7 +1,14 @@
 /*
- * sim_topo: the platform generator behind `loong topo`. Writes SimGrid
- * platform XML for a GPU cluster; platforms live in XML, never in code, and
- * this is the only place that writes them. Needs no SimGrid at build time.
+ * platform_spec: a GPU cluster as loong models it, and its SimGrid platform
+ * XML. A spec is the GPU kind with its datasheet defaults (peak, memory,
+ * NVLink and NIC figures), the nodes (NVLink domains: one 8-GPU node, or a
+ * GB200/GB300 NVL72 rack of compute trays), NICs, the fabric (fat-tree, or
+ * a DGX SuperPOD rail fabric with its switch counts) and NCCL's model
+ * parameters; `.fit` files override the link and NCCL figures. `loong
+ * topo` writes a spec as platform XML with the spec itself in a loong_spec
+ * property (platform_spec_write: platforms live in XML, never in code, and
+ * this is the only place that writes them), which sim, plan and the NCCL
+ * model read back (platform_spec_read). Needs no SimGrid at build time.
  *
  * Model (one graph-routed zone): each GPU is a host with properties
  * loong_gpu/loong_node/loong_slot. NVSwitch is a star: every GPU has its own

@@ -1,10 +1,14 @@
 /*
- * sim_platform: SimGrid start-up and the platform's GPU hosts. A platform
- * file is XML (written by `loong topo` or by hand); a GPU host is a host
- * with the properties loong_gpu (kind, e.g. h100), loong_node and
- * loong_slot (GPU index in its node). Rank r runs on the GPU with node
- * placement_node(r) and slot placement_gpu(r) (core/placement.h): the
- * hosts sorted by (node, slot) are indexed by rank.
+ * sim_platform: SimGrid start-up (the settings every simulation starts
+ * from, sim_default_cfg) and the platform a simulation runs on: its GPU
+ * hosts, the loong_spec it was generated from (NCCL's collective model
+ * applies where the spec asks for it and its node size is the hosts'),
+ * and its perturbations. A platform file is XML (written by `loong topo`
+ * or by hand); a GPU host is a host with the properties loong_gpu (kind,
+ * e.g. h100), loong_node (its NVLink domain: a node, or a rack of compute
+ * trays) and loong_slot (GPU index in it). Rank r runs on the GPU with
+ * node placement_node(r) and slot placement_gpu(r) (core/placement.h):
+ * the hosts sorted by (node, slot) are indexed by rank.
  *
  * SimGrid aborts the process on a malformed platform, so the file is first
  * loaded in a child process whose stderr is captured: a bad file becomes a
