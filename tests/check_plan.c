@@ -265,16 +265,16 @@ START_TEST(memory_fp8_terms)
     char err[LOONG_ERRLEN];
     ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
     double T = 8192, a = 2, h = c.model.hidden, ffn = c.model.ffn / 8.0, o = c.model.heads * c.model.head_dim / 8.0;
-    double bf16 = memory_layer_activations(&c, RECOMPUTE_NONE), blocks = c.model.layers *
-                                                                        (double)model_layer_params_tp(&c.model, 8);
+    double bf16 = memory_layer_activations(&c, RECOMPUTE_NONE),
+           blocks = c.model.layers * (double)model_layer_params_tp(&c.model, 8);
     memory_estimate e;
     memory_estimate_config(&c, &e);
     ck_assert(e.fp8_weights == 0);
     for (int i = 0; i < 3; i++) {
         c.precision = rec[i];
         ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
-        near(memory_layer_activations(&c, RECOMPUTE_NONE),
-             bf16 - 2 * (T / 8) * h * (a - 1) - T * ffn * (a - 1) + T * o, "fp8 layer");
+        near(memory_layer_activations(&c, RECOMPUTE_NONE), bf16 - 2 * (T / 8) * h * (a - 1) - T * ffn * (a - 1) + T * o,
+             "fp8 layer");
         near(memory_fp8_weight_bytes(&c, 0), blocks * (rec[i] == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2), "fp8 weights");
         memory_estimate_config(&c, &e);
         near(e.fp8_weights, memory_fp8_weight_bytes(&c, 0), "fp8 weights in the estimate");
@@ -939,6 +939,44 @@ START_TEST(unsplit_gpu_count)
 }
 END_TEST
 
+/* The analytical gradient ring runs over the gradient group's members, not
+ * ranks 0..N-1: with tp 2 innermost on nodes of 2 GPUs, dp 2's group is
+ * {0, 2}, one rank on each node, so its ring crosses the NIC and a NIC a
+ * thousand times slower makes the step slower. With tp 1 the group {0, 1}
+ * is one node's and the NIC does not matter. A ring of p2p flows (nccl 0,
+ * as on CPU ranks), ZeRO 0's all-reduce of the whole model. */
+START_TEST(grad_ring_members)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/cpu.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    for (int tp = 1; tp <= 2; tp++) {
+        config c = base("tiny", 2048, 1, 1, 0, RECOMPUTE_NONE);
+        c.tp = tp;
+        c.dp = 2;
+        c.gpus_per_node = 2;
+        ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+        double step[2];
+        for (int slow = 0; slow < 2; slow++) {
+            platform_spec net;
+            ck_assert_int_eq(platform_spec_defaults("cpu", &net, err), 0);
+            net.nccl = 0;
+            net.gpus_per_node = net.nics_per_node = 2;
+            net.nodes = 2;
+            if (slow) net.nic_bw /= 1000;
+            analytic_result r;
+            analytic_step(&c, cb, &net, &r);
+            step[slow] = r.step;
+        }
+        if (tp == 2)
+            ck_assert_msg(step[1] > step[0], "tp 2: the gradient ring ignores the NIC (%g s either way)", step[0]);
+        else
+            ck_assert_msg(step[1] == step[0], "tp 1: one node's group, yet %g s vs %g s", step[0], step[1]);
+    }
+    calib_free(cb);
+}
+END_TEST
+
 START_TEST(bad_input)
 {
     one_line_exit2("--gpus 0");
@@ -1171,9 +1209,9 @@ END_TEST
  * SIM_A + SIM_B l seconds, exposes SIM_E l. Layers are identical, so the
  * search's ZeRO-1 composition T(1) + (L-1)(T(2) - T(1)) and a run of all L
  * layers must both give SIM_A + SIM_B L exactly (binary fractions). */
-#define SIM_A 0.5
-#define SIM_B 0.25
-#define SIM_E 0.0625
+#define SIM_A     0.5
+#define SIM_B     0.25
+#define SIM_E     0.0625
 #define FAKE_RUNS 2048
 
 typedef struct fake {
@@ -1266,14 +1304,8 @@ static plan_search_out fake_search(fake *f, int top, bool exact, double timeout,
                            .progress = fake_progress,
                            .begin = fake_begin,
                            .note = fake_note};
-    const plan_search_opts o = {.top = top,
-                                .exact = exact,
-                                .jobs = 4,
-                                .sim_timeout = timeout,
-                                .draws = 1,
-                                .w = &w,
-                                .cb = cb,
-                                .spec = &net};
+    const plan_search_opts o = {
+        .top = top, .exact = exact, .jobs = 4, .sim_timeout = timeout, .draws = 1, .w = &w, .cb = cb, .spec = &net};
     plan_search_out out;
     *rc = plan_search(&req, &o, &r, &out, err);
     return out;
@@ -1351,6 +1383,7 @@ int main(void)
     tcase_add_test(tc, user_layout_scored);
     tcase_add_test(tc, show_from_json);
     tcase_add_test(tc, unsplit_gpu_count);
+    tcase_add_test(tc, grad_ring_members);
 #ifdef MPIRUN_BIN
     tcase_add_test(tc, serial_vs_mpi);
     tcase_add_test(tc, doc_draws);

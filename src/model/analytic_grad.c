@@ -9,15 +9,16 @@
 #include "core/sizes.h"
 #include "core/xalloc.h"
 
-/* One pipelined ring collective over ranks 0..N-1 in order: every member
- * sends `bytes` to its successor at once; the slowest hop decides. */
-static double dp_ring(const platform_spec *n, int N, double bytes)
+/* One pipelined ring collective over `members` (N ranks) in their order:
+ * every member sends `bytes` to its successor at once; the slowest hop
+ * decides. The members are the gradient group's, which skip the tp and pp
+ * ranks between them: the ring's hops are theirs, not ranks 0..N-1's. */
+static double dp_ring(const platform_spec *n, const int *members, int N, double bytes)
 {
     if (N <= 1) return 0;
-    link worst = link_between(n, 0, 1 % N);
-    for (int r = 0; r < N; r += n->gpus_per_node) { /* hops leaving each node */
-        link l = link_between(n, r + n->gpus_per_node - 1 < N ? r + n->gpus_per_node - 1 : N - 1,
-                              (r + n->gpus_per_node) % N);
+    link worst = link_between(n, members[0], members[1]);
+    for (int i = 1; i < N; i++) {
+        link l = link_between(n, members[i], members[(i + 1) % N]);
         if (l.lat + bytes / l.bw > worst.lat + bytes / worst.bw) worst = l;
     }
     return flow(&worst, bytes);
@@ -39,7 +40,7 @@ double analytic_grad_coll(const config *c, const platform_spec *n, const int *me
             return t;
         }
     }
-    return dp_ring(n, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
+    return dp_ring(n, members, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
 }
 
 dpcost analytic_grad_costs(const config *c, const platform_spec *n)
@@ -47,6 +48,8 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     mesh m = config_mesh(c);
     int N = mesh_group_size(&m, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, g);
+    placement p = platform_spec_placement(n);
+    bool multinode = placement_group_nodes(&p, g, N) > 1;
     const model *md = &c->model;
     uint64_t lp = model_layer_params_tp(md, c->tp), all = model_params_tp(md, c->tp),
              hp = model_head_params_tp(md, c->tp);
@@ -58,7 +61,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
                 analytic_grad_coll(c, n, g, N, hp, false),
                 analytic_grad_coll(c, n, g, N, all, false),
                 analytic_grad_coll(c, n, g, N, all, false),
-                N > n->gpus_per_node};
+                multinode};
     free(g);
     return k;
 }

@@ -37,15 +37,14 @@ typedef struct link {
     bool nic; /* crosses nodes */
 } link;
 
-static inline int rail_of(const platform_spec *n, int gpu) { return gpu / (n->gpus_per_node / n->nics_per_node); }
-
-/* The path between GPUs a and b (platform GPU indices) for one flow that
- * has the NIC to itself. */
+/* The path between GPUs a and b (platform GPU indices, placed by
+ * core/placement.h) for one flow that has the NIC to itself. */
 static inline link link_between(const platform_spec *n, int a, int b)
 {
-    int gpn = n->gpus_per_node, na = a / gpn, nb = b / gpn;
+    placement p = platform_spec_placement(n);
+    int na = placement_node(&p, a), nb = placement_node(&p, b);
     if (na == nb) return (link){2 * n->nvlink_lat, n->nvlink_bw, false};
-    bool spine = rail_of(n, a % gpn) != rail_of(n, b % gpn) || na / n->nodes_per_leaf != nb / n->nodes_per_leaf;
+    bool spine = placement_nic(&p, a) != placement_nic(&p, b) || na / n->nodes_per_leaf != nb / n->nodes_per_leaf;
     int pod = platform_spec_pod_nodes(n);
     bool core = spine && pod && na / pod != nb / pod; /* a rail fabric of three tiers */
     double bw = n->nic_bw / (spine ? n->oversub : 1) / (core ? n->spine_oversub : 1);
@@ -62,9 +61,12 @@ static inline link shared(link l, int share)
 /* GPUs (ranks < P) on the NIC of rank r, r included. */
 static inline int nic_mates(const platform_spec *n, int r, int P, int *mates)
 {
-    int gpn = n->gpus_per_node, per = gpn / n->nics_per_node, first = r - r % gpn + rail_of(n, r % gpn) * per, k = 0;
-    for (int q = first; q < first + per && q < P; q++)
-        mates[k++] = q;
+    placement p = platform_spec_placement(n);
+    int k = 0, node = placement_node(&p, r), nic = placement_nic(&p, r);
+    for (int g = 0; g < p.gpus_per_node; g++) {
+        int q = placement_rank(&p, node, g);
+        if (q < P && placement_nic(&p, q) == nic) mates[k++] = q;
+    }
     return k;
 }
 
