@@ -335,6 +335,15 @@ START_TEST(check_plausibility)
     ck_assert(m && sscanf(m, "# measured: step %lf", &step) == 1);
     r = run_cmd("%s check %s --measured-tokens-per-s %.17g", LOONG_BIN, cfg, 512.0 * 2048 / step);
     ck_assert_msg(r.status == 0 && strstr(r.out, "(99.0 % of the 312 TFLOP/s peak)"), "%s", r.out);
+    /* FP8 GEMMs: the ceiling is the FP8 peak (H100: 1979 TFLOP/s dense), so
+     * 1.5x the bf16 peak is possible and 1.06x the FP8 peak is not */
+    const char *fp8 = "--model llama3-8b --seq 8K --mesh 8 --precision fp8-current --platform " LOONG_SRCDIR
+                      "/topologies/dgx-h100-1n.xml";
+    r = run_cmd("%s check %s --measured-tflops 1500", LOONG_BIN, fp8);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "(75.8 % of the 1979 TFLOP/s FP8 peak)"), "%d %s %s", r.status, r.out,
+                  r.err);
+    r = run_cmd("%s check %s --measured-tflops 2100", LOONG_BIN, fp8);
+    ck_assert_msg(r.status == 1 && strstr(r.out, "above the ceiling"), "%d %s", r.status, r.out);
     static const char *bad[] = {"--measured-tflops 137 --measured-tokens-per-s 5", "", "--measured-tflops -3",
                                 "--measured-tflops 1e9 --tp 3"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

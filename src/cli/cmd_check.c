@@ -136,7 +136,12 @@ static int report(const check_args *a, const config *c, const platform_spec *sp,
 {
     double hw = step_hw_flops(g), meas = measured_step(a, c, hw);
     int P = config_world(c);
-    double ceiling = hw / (sp->peak * P), achieved = hw / (meas * P);
+    /* FP8 GEMMs run at the FP8 tensor cores' peak: the ceiling is the
+     * precision's, or bf16 runs would look impossible beside FP8 ones */
+    bool fp8 = c->precision != PRECISION_BF16 && calib_peak_of(cb, c->precision) > 0;
+    double peak = fp8 ? calib_peak_of(cb, c->precision) : sp->peak;
+    const char *kind = !fp8 ? "" : c->precision == PRECISION_MXFP8 ? "MXFP8 " : "FP8 ";
+    double ceiling = hw / (peak * P), achieved = hw / (meas * P);
     analytic_result r;
     analytic_step(c, cb, sp, &r);
     double share;
@@ -144,8 +149,8 @@ static int report(const check_args *a, const config *c, const platform_spec *sp,
     printf("# loong check: %s on %d %s GPUs\n", a->platform, P, sp->gpu);
     printf("# step: %.4g hardware TFLOP on all GPUs (recompute counted), %.0f tokens\n", hw / 1e12,
            config_step_tokens(c) * c->dp);
-    printf("# measured: step %.4f s, %.1f TFLOP/s per GPU (%.1f %% of the %.0f TFLOP/s peak)\n", meas, achieved / 1e12,
-           100 * achieved / sp->peak, sp->peak / 1e12);
+    printf("# measured: step %.4f s, %.1f TFLOP/s per GPU (%.1f %% of the %.0f TFLOP/s %speak)\n", meas,
+           achieved / 1e12, 100 * achieved / peak, peak / 1e12, kind);
     printf("# ceiling: step %.4f s at the peak on every GPU\n", ceiling);
     printf("# predicted: step %.4f s (loong's analytical model); its largest term: %s, %.0f %% of it\n", r.step, term,
            100 * share);
