@@ -78,7 +78,10 @@ while read -r g gpus targs gpn tp pp cp vp dp mb dpm pub; do
         --json "$TMP/$g.json" 2>&1) || { echo "megatron-bridge-published: $g: $(echo "$out" | tail -n 1)" >&2; exit 1; }
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     pred=$(printf '%s\n' "$out" | sed -n 's|^# throughput: \([0-9.]*\) tokens/s/GPU.*|\1|p')
-    [ -n "$step" ] && [ -n "$pred" ] || { echo "megatron-bridge-published: $g: $(echo "$out" | tail -n 1)" >&2; exit 1; }
+    if [ -z "$step" ] || [ -z "$pred" ]; then
+        echo "megatron-bridge-published: $g: $(echo "$out" | tail -n 1)" >&2
+        exit 1
+    fi
     resv=$(sed -n 's/.*"reserved": *\([0-9.e+]*\).*/\1/p' "$TMP/$g.json" | awk '{printf "%.1f", $1 / 1e9}')
     mem=$(printf '%s\n' "$out" | grep -q 'predicted OOM' && echo "oom (published: fits)" || echo fits)
     err=$(awk -v p="$pred" -v q="$pub" 'BEGIN {printf "%.1f", 100 * (p - q) / q}')
