@@ -27,10 +27,15 @@
 #          source and validation rows share one project (the source column
 #          says so). And NeMo's DGX H100 FP8 Llama 3 runs with context
 #          parallelism (experiments/nemo-published: 8B on 8 GPUs, 70B on
-#          64), in tokens/s/GPU.
+#          64), in tokens/s/GPU. And SimuMax's B200 runs with all-to-all CP
+#          (experiments/simumax-b200: Llama3-70B cut to 12 layers and 405B
+#          cut to 4, TP x CP = 8 on one server, 32K and 128K, bf16), their
+#          step as tokens/s/GPU; b200.calib owes SimuMax nothing, so these
+#          rows count in the plan's quoted error.
 #   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 (gpustat:
 #          the GPU's memory in use) against loong's reserved peak
-#          (experiments/tp-memory).
+#          (experiments/tp-memory); and SimuMax's B200 runs' torch
+#          max_reserved against loong's reserved peak, in GiB.
 #   oom    the same runs' published out-of-memory outcomes: the error is 0
 #          when loong predicts OOM too, 100 when it predicts a fit.
 # Rank correlation: for each group of e2e rows that share a source, a model
@@ -72,7 +77,7 @@ spearman() {
 case "${1:-}" in
 --check | --record) MODE=${1#--} FILE=${2:?$1 needs a file}; shift 2 ;;
 --spearman) spearman; exit 0 ;;
--h | --help) sed -n '2,44p' "$0"; exit 0 ;;
+-h | --help) sed -n '2,53p' "$0"; exit 0 ;;
 -*) echo "fidelity: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 L=${1:-${LOONG:-$TOP/build/loong}}
@@ -198,6 +203,21 @@ while read -r m gpus tp pp cp vp dp mb _ pub pred _; do
     row "e2e.nemo.${m#llama3-}" e2e "$gpus H100 FP8, tp$tp pp$pp cp$cp vp$vp dp$dp m$mb, seq 8K" \
         "NeMo 24.07 performance summary (FP8)" "$pub" "$pred" tokens/s/GPU "nemo/$m/8K"
 done < <(echo "$out" | grep -v -e '^#' -e '^loong ')
+
+# ---- end to end and memory, B200: SimuMax's all-to-all CP runs (experiments/simumax-b200) ----
+# time as tokens/s/GPU (4 micro-batches of one sample on 8 GPUs), so that
+# a positive error is an optimistic prediction as in the other e2e rows;
+# memory: torch's max_reserved against loong's reserved peak, in GiB
+out=$("$TOP/experiments/simumax-b200/run.sh" "$L" 2>&1) || fail "experiments/simumax-b200 failed: $(echo "$out" | tail -n 1)"
+while read -r m tp cp seq rms pms _ _ _ _ rr pr _; do
+    tok=$((${seq%K} * 1024 * 4))
+    id="${m#llama3-}.tp${tp}cp$cp.$seq"
+    setup="8 B200, $m, tp$tp cp$cp a2a, seq $seq"
+    row "e2e.simumax-b200.$id" e2e "$setup" "SimuMax B200 release v1.2 (real_ms)" \
+        "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
+        "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU "simumax-b200/$m/$seq"
+    row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_reserved_gib)" "$rr" "$pr" GiB/GPU
+done < <(echo "$out" | grep -v '^#')
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
 out=$("$TOP/experiments/tp-memory/run.sh" "$L" 2>&1) || fail "experiments/tp-memory failed: $(echo "$out" | tail -n 1)"
