@@ -46,6 +46,10 @@ llama3-70b-12l 2 4 128K 11315.7 112.67 121.4
 llama3-70b-12l 1 8 128K 11301.9 147.99 159.65
 llama3-405b-4l 2 4 128K 10577.6 118.13 127.5"
 
+# A number of the --json summary by its key (each key used here occurs once
+# in it: step_s, memory_bytes' allocated and reserved).
+json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
+
 printf '# %-14s %2s %2s %4s %9s %9s %7s %9s %9s %7s %9s %9s %7s\n' model tp cp seq real_ms pred_ms err_% \
     alloc_GiB pred %  resv_GiB pred %
 while read -r m tp cp seq rms ralloc rresv; do
@@ -56,7 +60,7 @@ while read -r m tp cp seq rms ralloc rresv; do
         --seq "$seq" --batch 1 --micro-batches 4 --tp "$tp" $sp --mesh "${cp}x1" --strategy ulysses --dp 1 \
         --zero 1 --recompute none --json "$TMP/r.json" 2>&1) ||
         { echo "simumax-b200: loong sim failed: $(echo "$out" | tail -n 1)" >&2; exit 2; }
-    read -r step alloc resv < <(jq -r '"\(.step_s) \(.memory_bytes.allocated) \(.memory_bytes.reserved)"' "$TMP/r.json")
+    step=$(json_num step_s "$TMP/r.json") alloc=$(json_num allocated "$TMP/r.json") resv=$(json_num reserved "$TMP/r.json")
     awk -v m="$m" -v tp="$tp" -v cp="$cp" -v seq="$seq" -v rms="$rms" -v ra="$ralloc" -v rr="$rresv" \
         -v s="$step" -v a="$alloc" -v r="$resv" 'BEGIN {
         g = 1024 ^ 3; pms = 1000 * s; pa = a / g; pr = r / g
