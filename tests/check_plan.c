@@ -693,26 +693,36 @@ START_TEST(model_error_tie)
      * between two layouts is (1 + e1) / (1 + e2) - 1 */
     const fidelity_row rows[] = {{"e2e.a", 50}, {"e2e.b", 20}, {"attn.c", -10}, {"e2ex.d", 90}};
     fidelity_error e;
-    ck_assert_int_eq(fidelity_summarize(rows, 4, "e2e", &e), 2);
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "e2e", FIDELITY_ANY, &e), 2);
     ck_assert_double_eq_tol(e.between_pct, 100 * (1.5 / 1.2 - 1), 1e-9);
     ck_assert_double_eq_tol(e.mean_abs_pct, 35, 1e-12);
     ck_assert_double_eq(e.lo_pct, 20);
     ck_assert_double_eq(e.hi_pct, 50);
-    ck_assert_int_eq(fidelity_summarize(rows, 4, "attn", &e), 1);
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "attn", FIDELITY_ANY, &e), 1);
     ck_assert_double_eq(e.between_pct, 0); /* one row: no spread to speak of */
     const fidelity_row same[] = {{"e2e.a", 40}, {"e2e.b", 40}, {"e2e.c", 40}};
-    fidelity_summarize(same, 3, "e2e", &e);
+    fidelity_summarize(same, 3, "e2e", FIDELITY_ANY, &e);
     ck_assert_double_eq_tol(e.between_pct, 0, 1e-12); /* a common bias cancels */
-    ck_assert_int_eq(fidelity_summarize(rows, 4, "mem", &e), 0);
+    ck_assert_int_eq(fidelity_summarize(rows, 4, "mem", FIDELITY_ANY, &e), 0);
     /* a source that also gave a calib file its kernels is not independent */
     const fidelity_row shared[] = {{"e2e.a.x", 10}, {"e2e.simumax.y", 90}, {"e2e.simumaxi.z", 30}};
-    ck_assert_int_eq(fidelity_summarize(shared, 3, "e2e", &e), 2);
+    ck_assert_int_eq(fidelity_summarize(shared, 3, "e2e", FIDELITY_ANY, &e), 2);
     ck_assert_double_eq(e.hi_pct, 30);
-    /* the compiled table has recorded.txt's independent e2e rows */
-    run_result r =
-        run_cmd("grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -vc '^e2e\\.simumax\\.'");
-    ck_assert_int_eq(fidelity_for_scope(SCOPE_STEP, &e), atoi(r.out));
+    /* FP8 sources' rows are FP8 plans', the others bf16 plans' */
+    const fidelity_row prec[] = {{"e2e.nemo.x", 40}, {"e2e.torchtitan.y", 80}, {"e2e.megatron.z", 10}};
+    ck_assert_int_eq(fidelity_summarize(prec, 3, "e2e", FIDELITY_FP8, &e), 2);
+    ck_assert_double_eq(e.lo_pct, 40);
+    ck_assert_int_eq(fidelity_summarize(prec, 3, "e2e", FIDELITY_BF16, &e), 1);
+    ck_assert_double_eq(e.hi_pct, 10);
+    ck_assert_int_eq(fidelity_summarize(prec, 3, "e2e", FIDELITY_ANY, &e), 3);
+    /* the compiled table has recorded.txt's independent e2e rows, split by precision */
+    const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\.'";
+    run_result r = run_cmd("%s | grep -vc '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, &e), atoi(r.out));
     ck_assert_str_eq(e.kind, "e2e");
+    fidelity_error f;
+    r = run_cmd("%s | grep -c '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, &f), atoi(r.out));
     /* the plan's default tie is it, --tie overrides it */
     const char *json = "/tmp/loong-plan-tie.json";
     ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --json %s -o /dev/null", json).status, 0);
@@ -722,6 +732,12 @@ START_TEST(model_error_tie)
     ck_assert_msg(strstr(r.out, want) || fabs(atof(strchr(r.out, ':') + 1) - e.between_pct) < 1e-9, "%s vs %s", r.out,
                   want);
     ck_assert_int_eq(run_cmd("grep -q '\"tie_from\": \"model_error.between_layouts_pct\"' %s", json).status, 0);
+    /* an FP8 plan's default tie is the FP8 rows' */
+    ck_assert_int_eq(
+        run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --precision fp8-current --json %s -o /dev/null", json).status, 0);
+    r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
+    ck_assert_msg(f.rows > 1 && fabs(atof(strchr(r.out, ':') + 1) - f.between_pct) < 1e-9 * f.between_pct,
+                  "%s vs %.17g", r.out, f.between_pct);
     ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --tie 3 --json %s -o /dev/null", json).status, 0);
     r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
     ck_assert_double_eq_tol(atof(strchr(r.out, ':') + 1), 3, 1e-9);

@@ -38,6 +38,11 @@
 #          max_reserved against loong's reserved peak, in GiB.
 #   oom    the same runs' published out-of-memory outcomes: the error is 0
 #          when loong predicts OOM too, 100 when it predicts a fit.
+#   FP8    torchtitan's Llama 3.1 8B FSDP x CP runs (experiments/torchtitan-
+#          cp: Table 2, 8 H100 96 GB at a 500 W cap, Float8, full
+#          recompute, 32K-256K tokens): e2e rows in tokens/s/GPU and mem
+#          rows (torch's max_reserved against loong's reserved peak, GiB),
+#          on a platform whose capped peak the script derives.
 # Rank correlation: for each group of e2e rows that share a source, a model
 # and a sequence length, Spearman's rho between the published and the
 # predicted figures (average ranks for ties; n/a below 3 rows): whether
@@ -77,7 +82,7 @@ spearman() {
 case "${1:-}" in
 --check | --record) MODE=${1#--} FILE=${2:?$1 needs a file}; shift 2 ;;
 --spearman) spearman; exit 0 ;;
--h | --help) sed -n '2,53p' "$0"; exit 0 ;;
+-h | --help) sed -n '2,58p' "$0"; exit 0 ;;
 -*) echo "fidelity: unknown option $1 (see --help)" >&2; exit 2 ;;
 esac
 L=${1:-${LOONG:-$TOP/build/loong}}
@@ -230,6 +235,15 @@ while read -r r m seq tp sp mesh strat rc pub pred _ _ verdict; do
         continue
     fi
     row "mem.megatron.$r" mem "$setup" "vuiseng9/megatron-tutorials (0b2c030)" "$pub" "$pred" "1000MiB/GPU"
+done < <(echo "$out" | grep -v '^#')
+
+# ---- end to end and memory, FP8: torchtitan's FSDP x CP runs on 500 W H100s (experiments/torchtitan-cp) ----
+out=$("$TOP/experiments/torchtitan-cp/run.sh" "$L" 2>&1) || fail "experiments/torchtitan-cp failed: $(echo "$out" | tail -n 1)"
+while read -r fsdp cp seq pub pred _ pubm resv _ _; do
+    setup="8 H100 500W FP8, fsdp$fsdp cp$cp, seq $seq"
+    row "e2e.torchtitan.8b.cp$cp" e2e "$setup, full recompute" "torchtitan H100 2024-12, Table 2 (Float8)" "$pub" "$pred" \
+        tokens/s/GPU "torchtitan/llama3-8b/32K-256K"
+    row "mem.torchtitan.8b.cp$cp" mem "$setup" "torchtitan H100 2024-12, Table 2 (max reserved)" "$pubm" "$resv" GiB/GPU
 done < <(echo "$out" | grep -v '^#')
 
 # ---- the table ----

@@ -94,7 +94,8 @@ static void plan_usage(FILE *f)
             "                        worst case, and prefer the more robust among ties\n"
             "  --tie PCT             layouts within PCT %% of the best tie      [%.1f: the\n"
             "                        model's error between two layouts, from its end-to-end\n"
-            "                        errors on published runs: docs/validation.md]\n"
+            "                        errors on published bf16 runs (%.1f with --precision\n"
+            "                        fp8-*: FP8 runs'): docs/validation.md]\n"
             "  --quiet               no progress bar on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -111,7 +112,8 @@ static void plan_usage(FILE *f)
             "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
             "\nExample:\n"
             "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
-            plan_cli_default_tie_pct(), cli_whatif_help());
+            plan_cli_default_tie_pct(PRECISION_BF16), plan_cli_default_tie_pct(PRECISION_FP8_CURRENT),
+            cli_whatif_help());
 }
 
 /* Mesh and ring knobs are what plan searches: refuse them by name. */

@@ -24,29 +24,49 @@ const fidelity_row *fidelity_table(int *n)
  * GEMM shapes and attention, and its A100-PCIe runs. */
 static const char *const shared_sources[] = {"simumax"};
 
-static bool independent(const char *name, size_t k)
+/* Sources whose published steps ran FP8 GEMMs (experiments/fidelity/run.sh
+ * says which): NeMo's FP8 performance summary (experiments/nemo-published)
+ * and torchtitan's Float8 runs (experiments/torchtitan-cp). Every other
+ * source's runs are bf16. FP8 predictions carry their own error (the FP8
+ * peak and its assumed efficiency, calib.h), so a plan quotes the rows of
+ * its own precision. */
+static const char *const fp8_sources[] = {"nemo", "torchtitan"};
+
+/* Whether the row of kind length k names one of list's sources. */
+static bool source_in(const char *name, size_t k, const char *const *list, size_t nlist)
 {
-    for (size_t i = 0; i < sizeof shared_sources / sizeof shared_sources[0]; i++) {
-        size_t n = strlen(shared_sources[i]);
-        if (!strncmp(name + k + 1, shared_sources[i], n) && name[k + 1 + n] == '.') return false;
+    for (size_t i = 0; i < nlist; i++) {
+        size_t n = strlen(list[i]);
+        if (!strncmp(name + k + 1, list[i], n) && name[k + 1 + n] == '.') return true;
     }
-    return true;
+    return false;
 }
 
-static bool of_kind(const char *name, const char *kind)
+static bool of_kind(const char *name, const char *kind, fidelity_precision p)
 {
     size_t k = strlen(kind);
-    return !strncmp(name, kind, k) && name[k] == '.' && independent(name, k);
+    if (strncmp(name, kind, k) || name[k] != '.') return false;
+    if (source_in(name, k, shared_sources, sizeof shared_sources / sizeof *shared_sources)) return false;
+    bool fp8 = source_in(name, k, fp8_sources, sizeof fp8_sources / sizeof *fp8_sources);
+    return p == FIDELITY_ANY || fp8 == (p == FIDELITY_FP8);
 }
 
-int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_error *out)
+static const char *kind_what(const char *kind, fidelity_precision p)
+{
+    if (strcmp(kind, "e2e")) return !strcmp(kind, "attn") ? "attention" : kind;
+    return p == FIDELITY_BF16  ? "end-to-end bf16 training steps"
+           : p == FIDELITY_FP8 ? "end-to-end FP8 training steps"
+                               : "end-to-end training steps";
+}
+
+int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, fidelity_error *out)
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    out->what = !strcmp(kind, "e2e") ? "end-to-end training steps" : !strcmp(kind, "attn") ? "attention" : kind;
+    out->what = kind_what(kind, p);
     double sum_abs = 0, sum_r = 0, sum_r2 = 0;
     for (int i = 0; i < n; i++) {
-        if (!of_kind(rows[i].name, kind)) continue;
+        if (!of_kind(rows[i].name, kind, p)) continue;
         double e = rows[i].error_pct, r = log1p(e / 100);
         out->lo_pct = out->rows ? fmin(out->lo_pct, e) : e;
         out->hi_pct = out->rows ? fmax(out->hi_pct, e) : e;
@@ -65,9 +85,10 @@ int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fideli
     return k;
 }
 
-int fidelity_for_scope(scope_kind s, fidelity_error *out)
+int fidelity_for_run(scope_kind s, precision_kind p, fidelity_error *out)
 {
     int n;
     const fidelity_row *rows = fidelity_table(&n);
-    return fidelity_summarize(rows, n, s == SCOPE_STEP ? "e2e" : "attn", out);
+    if (s != SCOPE_STEP) return fidelity_summarize(rows, n, "attn", FIDELITY_ANY, out);
+    return fidelity_summarize(rows, n, "e2e", p == PRECISION_BF16 ? FIDELITY_BF16 : FIDELITY_FP8, out);
 }

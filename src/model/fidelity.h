@@ -5,7 +5,9 @@
  *
  * Each recorded row is loong's signed error (%) against one published
  * figure, named KIND.SOURCE.ROW (attn, coll, e2e, mem). A plan of training
- * steps quotes the e2e rows, a plan of attention alone the attn rows.
+ * steps quotes the e2e rows of its precision (bf16 or FP8: a source's runs
+ * are one or the other, fidelity.c's fp8_sources), a plan of attention
+ * alone the attn rows (attention is bf16 in every FP8 recipe).
  *
  * What a ranking needs from those errors is not their mean: a bias common
  * to two layouts cancels in their comparison. What does not cancel is how
@@ -27,25 +29,31 @@ typedef struct fidelity_row {
     double error_pct; /* signed: predicted vs published, % */
 } fidelity_row;
 
+/* Which runs' rows: any, or those of bf16 or of FP8 (any of the FP8
+ * recipes) training steps. */
+typedef enum { FIDELITY_ANY, FIDELITY_BF16, FIDELITY_FP8 } fidelity_precision;
+
 typedef struct fidelity_error {
     const char *kind; /* the rows' prefix: "e2e", "attn" */
-    const char *what; /* "end-to-end training steps", "attention" */
+    const char *what; /* "end-to-end bf16 training steps", "attention" */
     int rows;
     double mean_abs_pct;   /* mean |error| */
     double lo_pct, hi_pct; /* the signed range */
     double between_pct;    /* exp(sqrt(2) s) - 1, in % (0 with one row) */
 } fidelity_error;
 
-/* Summarize the rows of `rows` whose name starts with "<kind>." into *out,
- * but for those of a source that also gave a shipped calib file its
- * kernels (fidelity.c's shared_sources: not an independent validation).
- * Returns the number of such rows (0: *out holds zeros). */
-int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_error *out);
+/* Summarize the rows of `rows` whose name starts with "<kind>." and whose
+ * source ran precision p into *out, but for those of a source that also
+ * gave a shipped calib file its kernels (fidelity.c's shared_sources: not
+ * an independent validation). Returns the number of such rows (0: *out
+ * holds zeros). */
+int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, fidelity_error *out);
 
-/* The compiled-in fidelity table's summary for a plan of scope s: the e2e
- * rows for training steps, the attn rows for attention scopes. Returns
- * its row count (0 when the table has none for that kind). */
-int fidelity_for_scope(scope_kind s, fidelity_error *out);
+/* The compiled-in fidelity table's summary for a plan of scope s in
+ * precision p (--precision): the e2e rows of p's kind (bf16 or FP8) for
+ * training steps, the attn rows for attention scopes. Returns its row
+ * count (0 when the table has none for that kind). */
+int fidelity_for_run(scope_kind s, precision_kind p, fidelity_error *out);
 
 /* The compiled-in table itself, for tests and `--help` texts. */
 const fidelity_row *fidelity_table(int *n);
