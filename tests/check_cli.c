@@ -10,6 +10,7 @@
 #include "autoconf.h"
 #include "cli_util.h"
 #include "check_run.h"
+#include "check_dagjson.h"
 
 #define LOONG LOONG_BIN
 
@@ -294,21 +295,6 @@ START_TEST(unwritable_output)
 }
 END_TEST
 
-/* The configuration object of `loong dag ARGS --format json`, with the
- * model's name replaced by "x" (a Megatron launch names no model). */
-static json_t *dag_config(const char *args)
-{
-    run_result r = run_cmd(LOONG " dag %s --format json", args);
-    ck_assert_msg(r.status == 0, "loong dag %s: %s", args, r.err);
-    const char *at = strstr(r.out, "\"config\":");
-    ck_assert_ptr_nonnull(at);
-    json_error_t je;
-    json_t *c = json_loads(at + 9, JSON_DISABLE_EOF_CHECK, &je);
-    ck_assert_ptr_nonnull(c);
-    json_object_set_new(json_object_get(c, "model"), "name", json_string("x"));
-    return c;
-}
-
 /* Megatron-LM's arguments round-trip: dag --format megatron writes them,
  * --megatron-args reads them back, and the configuration is the same, knob
  * by knob (the JSON object config_hash hashes). A contradiction is one line
@@ -375,9 +361,9 @@ START_TEST(megatron_round_trip)
         snprintf(a, sizeof a, "--model %s --seq 4K %s", model, configs[i]);
         run_result r = run_cmd(LOONG " dag %s --format megatron -o %s", a, args);
         ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
-        json_t *want = dag_config(a);
+        json_t *want = dag_config_json(LOONG, a);
         snprintf(a, sizeof a, "--megatron-args %s", args);
-        json_t *got = dag_config(a);
+        json_t *got = dag_config_json(LOONG, a);
         char *w = json_dumps(want, JSON_SORT_KEYS), *g = json_dumps(got, JSON_SORT_KEYS);
         ck_assert_msg(json_equal(want, got), "round trip of %s:\n want %s\n got  %s", configs[i], w, g);
         free(w), free(g);
@@ -391,7 +377,7 @@ START_TEST(megatron_round_trip)
     ck_assert_int_eq(count_lines(r.err), 1);
     ck_assert_ptr_nonnull(strstr(r.err, "--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes"));
     /* Table 1's GPT-1.7B launch: the paper's shape, its unmodelled arguments listed */
-    json_t *c = dag_config("--megatron-args " LOONG_SRCDIR "/experiments/tp-published/gpt-1.7b.megatron");
+    json_t *c = dag_config_json(LOONG, "--megatron-args " LOONG_SRCDIR "/experiments/tp-published/gpt-1.7b.megatron");
     json_t *mo = json_object_get(c, "model");
     ck_assert_int_eq(json_integer_value(json_object_get(mo, "hidden")), 2304);
     ck_assert_int_eq(json_integer_value(json_object_get(mo, "ffn")), 8 * 2304 / 3); /* GeLU 4h as SwiGLU */
@@ -430,9 +416,9 @@ START_TEST(torchtitan_round_trip)
         snprintf(a, sizeof a, "--model llama3-8b --seq 4K %s", configs[i]);
         run_result r = run_cmd(LOONG " dag %s --format torchtitan -o %s", a, toml);
         ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
-        json_t *want = dag_config(a);
+        json_t *want = dag_config_json(LOONG, a);
         snprintf(a, sizeof a, "--torchtitan-toml %s", toml);
-        json_t *got = dag_config(a);
+        json_t *got = dag_config_json(LOONG, a);
         char *w = json_dumps(want, JSON_SORT_KEYS), *g = json_dumps(got, JSON_SORT_KEYS);
         ck_assert_msg(json_equal(want, got), "round trip of %s:\n want %s\n got  %s", configs[i], w, g);
         free(w), free(g);
@@ -446,7 +432,7 @@ START_TEST(torchtitan_round_trip)
      * per-op selective AC as sc++, its other sections listed */
     const char *tt = "--torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_8b.toml";
     snprintf(a, sizeof a, "%s --dp 64", tt);
-    json_t *c = dag_config(a);
+    json_t *c = dag_config_json(LOONG, a);
     ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "sc++");
     ck_assert_int_eq(json_integer_value(json_object_get(c, "dp")), 64);
     ck_assert_int_eq(json_integer_value(json_object_get(c, "zero")), 3);
@@ -473,7 +459,7 @@ START_TEST(torchtitan_round_trip)
                  "> /tmp/loong-sel.toml",
                  sel[i].ac);
         ck_assert_int_eq(system(a), 0);
-        c = dag_config("--torchtitan-toml /tmp/loong-sel.toml --seq 4K");
+        c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-sel.toml --seq 4K");
         ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "full");
         json_t *method = json_object_get(c, "recompute_method"), *n = json_object_get(c, "recompute_num_layers");
         ck_assert_str_eq(method ? json_string_value(method) : "uniform", sel[i].method); /* absent: the default */
@@ -493,7 +479,7 @@ START_TEST(torchtitan_round_trip)
                 toml);
     ck_assert_msg(r.status == 0 && !r.err[0], "%s", r.err);
     snprintf(a, sizeof a, "--torchtitan-toml %s", toml);
-    c = dag_config(a);
+    c = dag_config_json(LOONG, a);
     json_t *mesh = json_object_get(c, "mesh");
     int world = (int)(json_integer_value(json_array_get(mesh, 0)) * json_integer_value(json_array_get(mesh, 1)));
     static const char *const degrees[] = {"tp", "dp", "pp"}; /* absent: 1 */
@@ -564,7 +550,7 @@ START_TEST(torchtitan_flavors)
                  "[training]\\nseq_len = 4096\\n' > /tmp/loong-flavor.toml",
                  fl[i].flavor);
         ck_assert_int_eq(system(a), 0);
-        json_t *c = dag_config("--torchtitan-toml /tmp/loong-flavor.toml --scope attn");
+        json_t *c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-flavor.toml --scope attn");
         json_t *m = json_object_get(c, "model");
         int hidden = (int)(2 * 4 * fl[i].dim / 3);
         hidden = (int)(fl[i].mult * hidden);

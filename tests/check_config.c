@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "dag_util.h"
 #include "check_run.h"
+#include "check_dagjson.h"
 
 START_TEST(presets_match_table)
 {
@@ -504,21 +505,6 @@ START_TEST(knob_text_round_trip)
 }
 END_TEST
 
-/* The configuration object of `loong dag ARGS --format json`, with the
- * model's name replaced by "x" (the knob cases' model is a file). */
-static json_t *loong_config_json(const char *args)
-{
-    run_result r = run_cmd(LOONG_BIN " dag %s --format json", args);
-    ck_assert_msg(r.status == 0, "loong dag %s: %s", args, r.err);
-    const char *at = strstr(r.out, "\"config\":");
-    ck_assert_ptr_nonnull(at);
-    json_error_t je;
-    json_t *c = json_loads(at + 9, JSON_DISABLE_EOF_CHECK, &je);
-    ck_assert_ptr_nonnull(c);
-    json_object_set_new(json_object_get(c, "model"), "name", json_string("x"));
-    return c;
-}
-
 /* Every knob of the table is parsed from the command line (the CLI parses
  * the table by phase, knobs.h): for each knob, a value off its default,
  * given on top of a valid configuration, changes that knob's member of the
@@ -590,7 +576,7 @@ START_TEST(every_knob_parsed)
         char base[512], with[600];
         snprintf(base, sizeof base, "--model %s --seq 4K --mesh 2x2 %s", model, knob_cases[i].context);
         snprintf(with, sizeof with, "%s --%s %s", base, ki->option, knob_cases[i].value);
-        json_t *a = loong_config_json(base), *b = loong_config_json(with);
+        json_t *a = dag_config_json(LOONG_BIN, base), *b = dag_config_json(LOONG_BIN, with);
         const json_t *was = json_object_get(a, ki->key), *is = json_object_get(b, ki->key);
         ck_assert_msg(is && !(was && json_equal(was, is)), "--%s %s left '%s' of the configuration as it was (%s)",
                       ki->option, knob_cases[i].value, ki->key, with);
