@@ -130,11 +130,8 @@ int config_tp_nodes(const config *c)
     mesh m = config_mesh(c);
     int n = mesh_group_size(&m, CONFIG_TP_DIMS), *mem = xmalloc_array((size_t)n, sizeof *mem, "the TP group");
     mesh_group_members(&m, CONFIG_TP_DIMS, 0, mem);
-    int nodes = 0, last = -1;
-    for (int i = 0; i < n; i++) { /* members ascend, so a node's are adjacent */
-        nodes += config_node(c, mem[i]) != last;
-        last = config_node(c, mem[i]);
-    }
+    placement pl = config_hw_placement(c);
+    int nodes = placement_group_nodes(&pl, mem, n);
     free(mem);
     return nodes;
 }

@@ -24,6 +24,7 @@
 #include "docs.h"
 #include "mesh.h"
 #include "model.h"
+#include "placement.h"
 
 /* The two named mesh orders (config_set_placement): head-first is
  * tp-head-seq-pp-dp (a ring index's P_h ranks adjacent), context-first
@@ -204,8 +205,20 @@ int config_tp_kv_heads(const config *c);
 int config_tp_kv_repl(const config *c);
 /* The first KV head of TP rank t's shard: t * H_kv / tp (floor). */
 int config_tp_kv_head0(const config *c, int t);
-static inline int config_node(const config *c, int rank) { return rank / c->gpus_per_node; }
-static inline int config_gpu(const config *c, int rank) { return rank % c->gpus_per_node; }
+/* Where rank runs (placement.h), on nodes of c->gpus_per_node GPUs: its
+ * node and its GPU slot there; and the placement itself (one NIC per node:
+ * a config names no platform, so no NIC question is asked of it). */
+static inline placement config_hw_placement(const config *c) { return placement_make(c->gpus_per_node, 1, 0); }
+static inline int config_node(const config *c, int rank)
+{
+    placement p = config_hw_placement(c);
+    return placement_node(&p, rank);
+}
+static inline int config_gpu(const config *c, int rank)
+{
+    placement p = config_hw_placement(c);
+    return placement_gpu(&p, rank);
+}
 /* Query heads and KV heads held per rank after the head all-to-all, of its
  * TP shard's H/tp and H_kv/tp; KV heads count replicas
  * (max(H_kv/tp, P_h) / P_h). */
