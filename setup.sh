@@ -117,9 +117,9 @@ check)
     # the tarball out of tree, source read-only, under ASan + UBSan
     # (AM_DISTCHECK_CONFIGURE_FLAGS): the sanitizer pass; the fidelity
     # table's simulations give the same numbers there and have just run
-    run_pass "make distcheck: ASan + UBSan suite of the tarball" 480 \
+    run_pass "make distcheck: ASan + UBSan suite of the tarball" 540 \
         env LOONG_TEST_RECORD="$record/asan" LOONG_SKIP_FIDELITY=1 make -s -C build -j"$JOBS" distcheck
-    run_pass "fuzz: replay corpora, explore changed parsers" 180 make -s -C build fuzz-run FUZZ_SECONDS=60
+    run_pass "fuzz: replay corpora, explore changed parsers" 120 make -s -C build fuzz-run FUZZ_SECONDS=60
     pass_table
     bash tests/record.sh "$record/normal" "$record/asan"
     ;;
