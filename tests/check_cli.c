@@ -354,7 +354,8 @@ START_TEST(megatron_round_trip)
         "--recompute selective --recompute-modules core_attn,mlp --zero 1 --dtype bf16",
         "--tp 2 --sequence-parallel off --mesh 4 --strategy zigzag --recompute full --recompute-method block "
         "--recompute-num-layers 2 --zero 0 --dtype fp32 --micro-batches 2",
-        "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp-first-layers 3 --pp 2 --micro-batches 8 --zero 1",
+        "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp-first-layers 3 --pp 2 --micro-batches 8 --zero 1 "
+        "--grad-reduce bf16",
     };
     char a[1024];
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
@@ -401,7 +402,7 @@ START_TEST(torchtitan_round_trip)
     char toml[] = "/tmp/loong-tt-XXXXXX";
     close(mkstemp(toml));
     static const char *const configs[] = {
-        "--mesh 4 --strategy zigzag --tp 2 --zero 3 --dp 2 --recompute none",
+        "--mesh 4 --strategy zigzag --tp 2 --zero 3 --dp 2 --recompute none --grad-reduce bf16",
         "--mesh 1x4 --strategy allgather --zero 3 --recompute full",
         "--mesh 2 --strategy zigzag --zero 2 --dp 2 --batch 2",
         "--mesh 1 --strategy ulysses --pp 2 --schedule interleaved --vpp 4 --micro-batches 4 --zero 0 "

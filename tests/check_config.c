@@ -550,6 +550,7 @@ static const struct {
     {"prefetch", "--zero 3", "2"},
     {"dtype", "", "fp32"},
     {"fusions", "", "none"},
+    {"grad-reduce", "", "bf16"},
     {"attention", "--mesh 2x1", "unfused"},
     {"attention-dropout", "", "0.1"},
     {"hidden-dropout", "", "0.1"},

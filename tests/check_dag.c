@@ -363,7 +363,9 @@ END_TEST
 
 /* A replica of one context rank (P = 1, here tp 2) beside dp = 4 still
  * reduces its gradients: ZeRO-0's all-reduce per block, sized for the 4
- * members of the gradient group, 2(4-1)/4 of the TP shard's bf16 weights. */
+ * members of the gradient group, 2(4-1)/4 of the TP shard's gradients, in
+ * fp32 (Megatron's reduction of bf16 runs) or, with --grad-reduce bf16, in
+ * bf16 (loop iteration _i). */
 START_TEST(dp_of_single_context_rank)
 {
     config c = tp_case(0);
@@ -371,8 +373,10 @@ START_TEST(dp_of_single_context_rank)
     c.window = 1;
     c.dp = 4;
     c.zero = 0;
+    c.grad_reduce = _i ? GRAD_REDUCE_BF16 : GRAD_REDUCE_FP32;
     dag *g = tbuild(&c);
-    uint64_t lp = model_layer_params_tp(&c.model, c.tp), want = 2 * 3 * ((lp * 2 + 3) / 4); /* ring chunks */
+    uint64_t eb = _i ? 2 : 4, lp = model_layer_params_tp(&c.model, c.tp),
+             want = 2 * 3 * ((lp * eb + 3) / 4); /* ring chunks */
     int n = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
@@ -563,25 +567,25 @@ START_TEST(elementwise_closed_forms)
     /* [kind - TASK_NORM][bwd]: elements and HBM bytes expected on rank 0
      * (no softmax or dropout: FlashAttention; no quant: bf16) */
     uint64_t want_e[10][2] = {{(2 * L + 1) * rows * h, (2 * L + 1) * rows * h},
-                             {L * T * qk, L * T * qk},
-                             {2 * L * rows * h, 2 * L * rows * h},
-                             {L * T * ffn, L * T * ffn},
-                             {T * h, T * h},
-                             {T * vocab, T * vocab},
-                             {0, 0},
-                             {0, 0},
-                             {0, 0},
-                             {params + shard, 0}};
+                              {L * T * qk, L * T * qk},
+                              {2 * L * rows * h, 2 * L * rows * h},
+                              {L * T * ffn, L * T * ffn},
+                              {T * h, T * h},
+                              {T * vocab, T * vocab},
+                              {0, 0},
+                              {0, 0},
+                              {0, 0},
+                              {params + shard, 0}};
     uint64_t want_b[10][2] = {{(2 * L + 1) * rows * h * 2 * a, (2 * L + 1) * rows * h * 3 * a},
-                             {L * T * qk * 2 * a, L * T * qk * 2 * a},
-                             {2 * L * rows * h * 3 * a, 2 * L * rows * h * 3 * a},
-                             {L * T * ffn * 3 * a, L * T * ffn * 5 * a},
-                             {T * h * 2 * a, vocab * h * 12 + T * h * 2 * a},
-                             {T * vocab * 38, T * vocab * 14},
-                             {0, 0},
-                             {0, 0},
-                             {0, 0},
-                             {params * 4 + shard * 38, 0}};
+                              {L * T * qk * 2 * a, L * T * qk * 2 * a},
+                              {2 * L * rows * h * 3 * a, 2 * L * rows * h * 3 * a},
+                              {L * T * ffn * 3 * a, L * T * ffn * 5 * a},
+                              {T * h * 2 * a, vocab * h * 12 + T * h * 2 * a},
+                              {T * vocab * 38, T * vocab * 14},
+                              {0, 0},
+                              {0, 0},
+                              {0, 0},
+                              {params * 4 + shard * 38, 0}};
     uint64_t got_e[10][2] = {{0}}, got_b[10][2] = {{0}};
     uint32_t n;
     const uint32_t *ids = dag_stream_tasks(g, 0, STREAM_COMP, &n);
@@ -838,7 +842,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, tp_attention_shard, 0, 4);
     tcase_add_loop_test(tc, tp_kv_replication, 0, 3);
     tcase_add_loop_test(tc, tp_overlap_ring_exchange, 0, 2);
-    tcase_add_test(tc, dp_of_single_context_rank);
+    tcase_add_loop_test(tc, dp_of_single_context_rank, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

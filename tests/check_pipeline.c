@@ -222,8 +222,9 @@ START_TEST(grads_after_last_micro_batch)
         const uint32_t *ids = dag_stream_tasks(g, r, STREAM_DP, &n);
         ck_assert_uint_eq(n, 2); /* the reduce-scatter, the gather */
         uint64_t N = (uint64_t)config_cp(&c), elems = pipe_stage_params(&c, pipe_stage(&c, r));
-        uint64_t bytes = elems * (uint64_t)c.act_bytes;
-        ck_assert_uint_eq(dag_task_get(g, ids[0])->bytes, (N - 1) * ((bytes + N - 1) / N)); /* ring chunks */
+        uint64_t grads = elems * 4, params = elems * (uint64_t)c.act_bytes; /* fp32 reduction, bf16 weights */
+        ck_assert_uint_eq(dag_task_get(g, ids[0])->bytes, (N - 1) * ((grads + N - 1) / N)); /* ring chunks */
+        ck_assert_uint_eq(dag_task_get(g, ids[1])->bytes, (N - 1) * ((params + N - 1) / N));
     }
     dag_free(g);
 }

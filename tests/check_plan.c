@@ -62,6 +62,11 @@ START_TEST(memory_llama3_8b)
     near(m.weights, 2 * psi, "weights");
     near(m.grads, 4 * psi, "grads (Megatron's fp32 main gradients)");
     near(m.optimizer, 12 * psi / P, "optimizer");
+    c.grad_reduce = GRAD_REDUCE_BF16; /* --grad-reduce-in-bf16: a bf16 gradient buffer */
+    memory_estimate_config(&c, &m);
+    near(m.grads, 2 * psi, "grads reduced in bf16");
+    c.grad_reduce = GRAD_REDUCE_FP32;
+    memory_estimate_config(&c, &m);
     near(m.act_per_layer, x + olse, "sc++ layer");
     near(m.working, none + (none - x - olse), "working (grads + what the re-run regenerates)");
     /* Megatron's selective, core_attn: the head-sharded q|kv, O and LSE

@@ -488,6 +488,7 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     }
     if (fp16) note(g, "--fp16 (costed as bf16: the same bytes and tensor-core rate)");
     out->val[KNOB_DTYPE] = bf16 || fp16 ? "bf16" : "fp32";
+    if (flag(g, "grad-reduce-in-bf16")) out->val[KNOB_GRAD_REDUCE] = "bf16"; /* else fp32: arguments.py for bf16 */
     out->val[KNOB_ZERO] = flag(g, "use-distributed-optimizer") ? "1" : "0";
     (void)flag(g, "use-tp-pp-dp-mapping"); /* the order: cli_megatron_read */
     int ep, experts;
@@ -680,6 +681,7 @@ int cli_megatron_emit(FILE *f, const config *c)
     if (c->zero >= 2)
         gap(&o, "--zero %d (Megatron's distributed optimizer is ZeRO-1; FSDP is another launch)", c->zero);
     if (c->act_bytes == 2) arg(&o, "--bf16");
+    if (c->grad_reduce == GRAD_REDUCE_BF16) arg(&o, "--grad-reduce-in-bf16");
     arg(&o, "--attention-backend %s", c->attention == ATTN_UNFUSED ? "unfused" : "flash");
     if (c->precision != PRECISION_BF16)
         arg(&o, "--fp8-format %s --fp8-recipe %s", c->precision == PRECISION_MXFP8 ? "e4m3" : "hybrid",

@@ -377,7 +377,7 @@ static int read_pp(tt_in *t, const cli_config *given, cli_config *out, tt_job *j
 /* [training]: the batch, the sequence, the precision. */
 static int read_training(tt_in *t, cli_config *out, const tt_job *j, char err[LOONG_ERRLEN])
 {
-    const char *T = "training", *dtype, *mp;
+    const char *T = "training", *dtype, *mp, *mr;
     long local, global, seq, mbs = 1;
     json_t *tab = json_object_get(t->root, T);
     bool old = json_object_get(tab, "batch_size") != NULL; /* its name before torchtitan #1238 (v0.1.0) */
@@ -418,7 +418,9 @@ static int read_training(tt_in *t, cli_config *out, const tt_job *j, char err[LO
     out->val[KNOB_MICRO_BATCHES] = keep("%ld", (j->pp > 1 ? local / mbs : 1) * accum);
     if (str_key(t, T, "dtype", "float32", &dtype, err) < 0 || choice(T, "dtype", dtype, "bfloat16,float32", err) < 0 ||
         str_key(t, T, "mixed_precision_param", "bfloat16", &mp, err) < 0 ||
-        choice(T, "mixed_precision_param", mp, "bfloat16,float32", err) < 0)
+        choice(T, "mixed_precision_param", mp, "bfloat16,float32", err) < 0 ||
+        str_key(t, T, "mixed_precision_reduce", "float32", &mr, err) < 0 ||
+        choice(T, "mixed_precision_reduce", mr, "float32,bfloat16", err) < 0)
         return -1;
     /* maybe_enable_amp: FSDP casts; DDP or one device autocasts; TP or PP
      * without FSDP runs in training.dtype */
@@ -429,6 +431,7 @@ static int read_training(tt_in *t, cli_config *out, const tt_job *j, char err[LO
         note(t, "training.mixed_precision_param bfloat16 (off under TP/PP without FSDP, torchtitan's "
                 "maybe_enable_amp: costed fp32)");
     out->val[KNOB_DTYPE] = bf16 ? "bf16" : "fp32";
+    if (bf16 && !strcmp(mr, "bfloat16")) out->val[KNOB_GRAD_REDUCE] = "bf16"; /* FSDP's reduce_dtype */
     return 0;
 }
 
@@ -684,6 +687,7 @@ int cli_torchtitan_emit(FILE *f, const config *c)
     line(&o, "global_batch_size = %d", c->batch * c->micro_batches * c->dp);
     line(&o, "seq_len = %llu", (unsigned long long)c->seq);
     line(&o, "mixed_precision_param = \"%s\"", c->act_bytes == 2 ? "bfloat16" : "float32");
+    if (c->grad_reduce == GRAD_REDUCE_BF16) line(&o, "mixed_precision_reduce = \"bfloat16\"");
     bool fsdp = c->zero >= 2 || c->p_head * c->p_seq > 1;
     if (c->act_bytes == 2 && !fsdp && (c->tp > 1 || pp))
         gap(&o, "bf16 under TP or PP without FSDP (torchtitan's mixed precision needs FSDP there)");

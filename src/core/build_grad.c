@@ -39,7 +39,8 @@ static void grad_coll_after(prog *p, task_kind kind, task_op op, int layer, uint
     if (kind != TASK_ALLGATHER) p->grad_sync = id;
     dag_task *t = bt_task(b, id);
     t->group = p->dp_gid;
-    t->bytes = size_ring_coll_bytes(elems, p->c->act_bytes, n, kind == TASK_ALLREDUCE);
+    int elem = kind == TASK_ALLGATHER ? p->c->act_bytes : config_grad_bytes(p->c); /* bf16 parameters, fp32 grads */
+    t->bytes = size_ring_coll_bytes(elems, elem, n, kind == TASK_ALLREDUCE);
     if (wait_buf >= 0) bt_reads(b, wait_buf);
     for (int l = first; l <= last; l++) {
         if (!build_stage_holds(p, l)) continue;

@@ -168,3 +168,5 @@ static int config_nchunks(const config *c) { return c->p_seq * config_parts(c); 
 uint64_t config_chunk_tokens(const config *c) { return c->seq / (uint64_t)config_nchunks(c); }
 
 uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_cp(c); }
+
+int config_grad_bytes(const config *c) { return c->grad_reduce == GRAD_REDUCE_FP32 ? 4 : c->act_bytes; }

@@ -39,6 +39,12 @@ typedef enum { SCOPE_ATTN_FWD, SCOPE_ATTN, SCOPE_STEP } scope_kind;
 /* Which elementwise kernels fuse (fusion.h): Megatron-Core with Transformer
  * Engine's fused kernels, or none (the unfused PyTorch path). */
 typedef enum { FUSIONS_TE, FUSIONS_NONE } fusions_kind;
+/* The dtype of the gradient reduction over the gradient group: fp32, as
+ * Megatron-LM reduces bf16 runs' gradients unless --grad-reduce-in-bf16
+ * (megatron/training/arguments.py sets accumulate_allreduce_grads_in_fp32;
+ * NeMo's bf16_mixed grad_reduce_in_fp32, torchtitan's
+ * mixed_precision_reduce "float32"), or the activations' dtype. */
+typedef enum { GRAD_REDUCE_FP32, GRAD_REDUCE_BF16 } grad_reduce_kind;
 /* The attention kernel (elementwise.h): FlashAttention (the scores never
  * leave the chip), or unfused, the materialised-softmax attention of
  * Megatron's CoreAttention before FlashAttention: QK^T and PV batched
@@ -111,13 +117,14 @@ typedef struct config {
     int prefetch;         /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
     int act_bytes;        /* bytes per activation element: 2 (bf16) or 4 (fp32) */
     fusions_kind fusions; /* which elementwise kernels fuse (fusion.h): te */
-    attention_kind attention;   /* the attention kernel: flash */
-    double attention_dropout;   /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
-    double hidden_dropout;      /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
-    precision_kind precision;   /* the block GEMMs' precision: bf16 */
-    coll_algo_kind nccl_algo;   /* forced NCCL algorithm, or auto (the tuner's) */
-    coll_proto_kind nccl_proto; /* forced NCCL protocol, or auto */
-    const doc_layout *docs;     /* the documents packed into each sample (docs.h); NULL: one */
+    grad_reduce_kind grad_reduce; /* the gradient collectives' dtype: fp32 */
+    attention_kind attention;     /* the attention kernel: flash */
+    double attention_dropout;     /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
+    double hidden_dropout;        /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
+    precision_kind precision;     /* the block GEMMs' precision: bf16 */
+    coll_algo_kind nccl_algo;     /* forced NCCL algorithm, or auto (the tuner's) */
+    coll_proto_kind nccl_proto;   /* forced NCCL protocol, or auto */
+    const doc_layout *docs;       /* the documents packed into each sample (docs.h); NULL: one */
 } config;
 
 /* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, dp 1, scope
@@ -236,6 +243,11 @@ int config_parts(const config *c);
 /* Tokens per rank for the sequence-sharded GEMMs: B * S / P (a TP group
  * shares them: each GEMM takes all T with 1/tp of the weights). */
 uint64_t config_local_tokens(const config *c);
+
+/* Bytes per element of a gradient collective (reduce-scatter, all-reduce
+ * over the gradient group): 4 with --grad-reduce fp32, else the
+ * activations' act_bytes. Parameter all-gathers move act_bytes. */
+int config_grad_bytes(const config *c);
 /* Tokens of one training step of the DAG's replica: B * S * m. */
 static inline double config_step_tokens(const config *c)
 {

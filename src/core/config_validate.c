@@ -457,6 +457,9 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
                     "--prefetch applies to --zero 3 (parameters gathered block by block): drop it or add --zero 3");
     if (config_check_prefetch(c->prefetch, err) < 0) return -1;
     if (c->act_bytes != 2 && c->act_bytes != 4) return fail(err, "--dtype must be bf16 or fp32");
+    if (c->grad_reduce == GRAD_REDUCE_BF16 && c->act_bytes != 2)
+        return fail(err, "--grad-reduce bf16 reduces bf16 gradients, and --dtype fp32 has none: drop --grad-reduce, "
+                         "or use --dtype bf16");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
     if (validate_pipeline(c, err) < 0 || validate_recompute(c, err) < 0) return -1;
     if (c->attention == ATTN_UNFUSED && c->p_seq > 1) {

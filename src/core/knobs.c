@@ -25,6 +25,7 @@ static const spelling onoff_sp[] = {{"off", "off"}, {"on", "on"}};
 static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tree", "tree"}, {"nvls", "nvls"}};
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
 static const spelling fusions_sp[] = {{"te", "te"}, {"none", "none"}};
+static const spelling grad_reduce_sp[] = {{"fp32", "fp32"}, {"bf16", "bf16"}};
 static const spelling attention_sp[] = {{"flash", "flash"}, {"unfused", "unfused"}};
 static const spelling precision_sp[] = {
     {"bf16", "bf16"}, {"fp8-delayed", "fp8-delayed"}, {"fp8-current", "fp8-current"}, {"mxfp8", "mxfp8"}};
@@ -277,6 +278,11 @@ const knob_row knob_rows[KNOB_COUNT] = {
                        "fused kernels, or none (unfused PyTorch)      [te]",
                        false, KNOB_PHASE_LAST},
                       KNOB_ENUM(fusions, fusions_sp)},
+    [KNOB_GRAD_REDUCE] = {{"grad_reduce", "grad-reduce", "fp32|bf16",
+                           "dtype of the gradient collectives: fp32\n"
+                           "(Megatron's, NeMo's, torchtitan's) or bf16  [fp32]",
+                           false, KNOB_PHASE_LAST},
+                          KNOB_ENUM(grad_reduce, grad_reduce_sp)},
     [KNOB_ATTENTION] = {{"attention", "attention", "flash|unfused",
                          "attention kernel: FlashAttention, or unfused\n"
                          "(materialised s x s softmax; needs seq 1)   [flash]",
@@ -358,7 +364,9 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_RECOMPUTE_MODULES && c->recompute_modules == RECOMPUTE_MOD_CORE_ATTN) ||
            (k == KNOB_RECOMPUTE_METHOD && c->recompute_method == RECOMPUTE_UNIFORM) ||
            (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1) ||
-           (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE) || (k == KNOB_ATTENTION && c->attention == ATTN_FLASH) ||
+           (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE) ||
+           (k == KNOB_GRAD_REDUCE && c->grad_reduce == GRAD_REDUCE_FP32) ||
+           (k == KNOB_ATTENTION && c->attention == ATTN_FLASH) ||
            (k == KNOB_ATTENTION_DROPOUT && c->attention_dropout == 0) ||
            (k == KNOB_HIDDEN_DROPOUT && c->hidden_dropout == 0) ||
            (k == KNOB_PRECISION && c->precision == PRECISION_BF16);
@@ -375,8 +383,8 @@ bool knob_optional(config_knob k)
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
            k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
-           k == KNOB_FUSIONS || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT ||
-           k == KNOB_PRECISION;
+           k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT ||
+           k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
 }
 
 char *config_knob_text(const config *c, config_knob k)

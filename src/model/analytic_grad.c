@@ -24,23 +24,23 @@ static double dp_ring(const platform_spec *n, const int *members, int N, double 
     return flow(&worst, bytes);
 }
 
-/* One gradient collective of `elems` elements (DAG sizes) over the
- * gradient group of rank 0, members from the mesh: NCCL's on a GPU
+/* One collective of `elems` elements (DAG sizes) of elem_bytes each over
+ * the gradient group of rank 0, members from the mesh: NCCL's on a GPU
  * platform (as many nodes as they take), else one ring. */
 double analytic_grad_coll(const config *c, const platform_spec *n, const int *members, int N, uint64_t elems,
-                          bool allreduce)
+                          bool allreduce, int elem_bytes)
 {
     if (N > 1 && n->nccl) {
         platform_spec big = nccl_spec_holding(n, members[N - 1] + 1, 0);
         nccl_group g;
         if (nccl_group_init(&g, &big, members, N) == 0) {
             double t = nccl_seconds(c, &big, &g, allreduce ? COLL_ALL_REDUCE : COLL_REDUCE_SCATTER,
-                                    (double)elems * c->act_bytes);
+                                    (double)elems * elem_bytes);
             nccl_group_free(&g);
             return t;
         }
     }
-    return dp_ring(n, members, N, (double)size_ring_coll_bytes(elems, c->act_bytes, (uint64_t)N, allreduce));
+    return dp_ring(n, members, N, (double)size_ring_coll_bytes(elems, elem_bytes, (uint64_t)N, allreduce));
 }
 
 dpcost analytic_grad_costs(const config *c, const platform_spec *n)
@@ -53,14 +53,15 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     const model *md = &c->model;
     uint64_t lp = model_layer_params_tp(md, c->tp), all = model_params_tp(md, c->tp),
              hp = model_head_params_tp(md, c->tp);
-    dpcost k = {analytic_grad_coll(c, n, g, N, lp, true),
-                analytic_grad_coll(c, n, g, N, lp, false),
-                analytic_grad_coll(c, n, g, N, lp, false),
-                analytic_grad_coll(c, n, g, N, hp, true),
-                analytic_grad_coll(c, n, g, N, hp, false),
-                analytic_grad_coll(c, n, g, N, hp, false),
-                analytic_grad_coll(c, n, g, N, all, false),
-                analytic_grad_coll(c, n, g, N, all, false),
+    int gb = config_grad_bytes(c), pb = c->act_bytes; /* gradients, parameters */
+    dpcost k = {analytic_grad_coll(c, n, g, N, lp, true, gb),
+                analytic_grad_coll(c, n, g, N, lp, false, gb),
+                analytic_grad_coll(c, n, g, N, lp, false, pb),
+                analytic_grad_coll(c, n, g, N, hp, true, gb),
+                analytic_grad_coll(c, n, g, N, hp, false, gb),
+                analytic_grad_coll(c, n, g, N, hp, false, pb),
+                analytic_grad_coll(c, n, g, N, all, false, gb),
+                analytic_grad_coll(c, n, g, N, all, false, pb),
                 multinode};
     free(g);
     return k;

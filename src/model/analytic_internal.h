@@ -203,11 +203,12 @@ void analytic_tp_overlap_costs(const config *c, const calib *cb, const platform_
 
 /* ---- analytic_grad.c: the gradient reduction ---- */
 
-/* One gradient collective of `elems` elements over the N members of the
- * gradient group: an all-reduce, else a reduce-scatter (an all-gather
- * costs the same). */
+/* One collective of `elems` elements of elem_bytes each over the N members
+ * of the gradient group: an all-reduce, else a reduce-scatter (an
+ * all-gather costs the same): gradients in config_grad_bytes, parameters
+ * in act_bytes. */
 double analytic_grad_coll(const config *c, const platform_spec *n, const int *members, int N, uint64_t elems,
-                          bool allreduce);
+                          bool allreduce, int elem_bytes);
 /* The step's gradient collectives over rank 0's gradient group. */
 dpcost analytic_grad_costs(const config *c, const platform_spec *n);
 

@@ -122,7 +122,8 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
     int N = mesh_group_size(&msh, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&msh, CONFIG_GRAD_DIMS, 0, g);
     double step = 0, ends = 0, idle = 0;
-    double ar_layer = c->zero == 0 ? analytic_grad_coll(c, n, g, N, model_layer_params_tp(m, c->tp), true) : 0;
+    int gb = config_grad_bytes(c);
+    double ar_layer = c->zero == 0 ? analytic_grad_coll(c, n, g, N, model_layer_params_tp(m, c->tp), true, gb) : 0;
     int worst = 0;
     for (int s = 0; s < pp; s++) {
         double dp = free_at[s];
@@ -132,15 +133,16 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
             for (int l = 0; l < blocks; l++)
                 dp = maxd(dp, last_b[s] + (l + 1) * lc->bwd) + ar_layer;
             if (pipe_head_params(c, s))
-                dp = maxd(dp, free_at[s]) + analytic_grad_coll(c, n, g, N, pipe_head_params(c, s), true);
+                dp = maxd(dp, free_at[s]) + analytic_grad_coll(c, n, g, N, pipe_head_params(c, s), true, gb);
         }
         dp = maxd(dp, free_at[s]);
-        /* ZeRO-1: the stage's reduce-scatter, the norms, then the all-gather of as many elements */
-        double rs_all = c->zero == 1 ? analytic_grad_coll(c, n, g, N, pipe_stage_params(c, s), false) : 0;
-        dp += rs_all;
+        /* ZeRO-1: the stage's reduce-scatter of gradients, the norms, then
+         * the all-gather of as many parameters */
+        uint64_t sp = pipe_stage_params(c, s);
+        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, gb) : 0;
         dp += tk->norm;
         dp += elementwise_seconds(c, cb, OP_OPTIM_STEP, false, s); /* the optimizer step, then the all-gather */
-        dp += rs_all;
+        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, c->act_bytes) : 0;
         if (dp > step) step = dp, worst = s;
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);

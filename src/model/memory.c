@@ -232,7 +232,7 @@ static void model_states(const config *c, int stage, memory_estimate *out)
     mesh m = config_mesh(c);
     double psi = (double)pipe_stage_params(c, stage), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
     out->weights = 2 * psi;
-    out->grads = 4 * psi; /* Megatron's fp32 main-gradient buffer */
+    out->grads = config_grad_bytes(c) * psi; /* Megatron's main-gradient buffer, in the reduction's dtype */
     out->optimizer = 12 * psi;
     if (c->zero >= 1) out->optimizer /= n;
     if (c->zero >= 2) out->grads /= n;
