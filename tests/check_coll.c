@@ -17,6 +17,7 @@
 #include "plat_util.h"
 #include "analysis/nccl_fit.h"
 #include "analysis/nccl_log.h"
+#include "model/nccl.h"
 #include "model/platform_spec.h"
 
 #define dir plat_dir
@@ -168,6 +169,48 @@ START_TEST(alltoall_limited_by_nic_per_gpu)
         double per_gpu = sp.nic_bw * nics[i] / 8;
         row r = both(p, "--op alltoall -b 1G -e 1G", 1e6 * (2 * sp.nic_lat + S * 8 / 16 / per_gpu), "all-to-all");
         assert_close(r.busbw, 15.0 / 8 * per_gpu / 1e9, 0.01, "all-to-all bus bandwidth");
+    }
+}
+END_TEST
+
+/* A PCIe server of 2 sockets of 4 GPUs, GPU links 32 GB/s, socket link
+ * 16 GB/s per direction: 4 GPUs of one socket ring at their links' 32; a
+ * ring of 8 crosses the socket link once each way, 16; an all-to-all of 8
+ * sends half of each buffer across, 2 buffers per direction, bus
+ * bandwidth 7/8 x 16 / 2 = 7. Groups strided over both sockets share the
+ * link with their siblings (nccl.c's socket_bound): {0,4} among 4 such
+ * pairs gets 16 / 4, {0,2,4,6} beside {1,3,5,7} 16 / 2. */
+START_TEST(pcie_sockets_bound)
+{
+    const double S = 1 << 30, link = 32e9, sock = 16e9;
+    char p[256];
+    snprintf(p, sizeof p, "%s/pcie.xml", dir);
+    run_result r = run_cmd("%s topo --gpu a100-pcie --datasheet --socket-link 16GBps -o %s", LOONG_BIN, p);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    platform_spec sp;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(platform_spec_read(p, &sp, err) == 0, "%s", err);
+    ck_assert_int_eq(sp.sockets, 2);
+    double a4 = 1e6 * sp.nvlink_lat * 2 * 3, a8 = 1e6 * sp.nvlink_lat * 2 * 7; /* Simple ring all-gather: n-1 hops */
+    row w = both(p, "--op all_gather -b 1G -e 1G --gpus 4 --nccl-proto simple", a4 + 1e6 * S * 3 / 4 / link, "4 GPUs");
+    assert_close(w.busbw, link / 1e9, 0.01, "one socket's ring");
+    w = both(p, "--op all_gather -b 1G -e 1G --gpus 8 --nccl-proto simple", a8 + 1e6 * S * 7 / 8 / sock, "8 GPUs");
+    assert_close(w.busbw, sock / 1e9, 0.01, "a ring over both sockets");
+    w = coll_row(p, "--op alltoall -b 1G -e 1G --gpus 8", true);
+    assert_close(w.busbw, 7.0 / 8 * sock / 2 / 1e9, 0.01, "all-to-all across sockets");
+    static const int pair[] = {0, 4}, quad[] = {0, 2, 4, 6}, local[] = {0, 1};
+    struct {
+        const int *ranks;
+        int n;
+        double want;
+    } g[] = {{pair, 2, sock / 4}, {quad, 4, sock / 2}, {local, 2, link}};
+    for (int i = 0; i < 3; i++) {
+        nccl_group grp;
+        nccl_plan plan;
+        ck_assert_int_eq(nccl_group_init(&grp, &sp, g[i].ranks, g[i].n), 0);
+        ck_assert_int_eq(nccl_plan_coll(&sp, &grp, COLL_REDUCE_SCATTER, S, NCCL_RING, NCCL_SIMPLE, &plan, err), 0);
+        assert_close(plan.raw_busbw, g[i].want, 1e-9, "a strided group's socket share");
+        nccl_group_free(&grp);
     }
 }
 END_TEST
@@ -483,6 +526,7 @@ int main(void)
     tcase_add_test(tc, nvl72_allreduce_is_nvlink);
     tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
     tcase_add_test(tc, alltoall_bounded_by_pod_uplink);
+    tcase_add_test(tc, pcie_sockets_bound);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);

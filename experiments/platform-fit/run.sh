@@ -14,7 +14,8 @@
 #      rate (56.9 GB/s) to reach those figures.
 #   3. <gpu>.fit, one per GPU kind: the fitted link and NCCL values of
 #      that kind's platforms (every size fits the same values), which
-#      `loong topo --gpu KIND` applies over the datasheet by default.
+#      `loong topo --gpu KIND` applies over the datasheet by default;
+#      a100-pcie.fit from SimuMax's measured collectives (a100-pcie.sh).
 # Without --write all go to experiments/platform-fit/out/ and are compared
 # with topologies/ (exit 1 when they differ: the shipped files are this
 # script's output); with --write they replace topologies/.
@@ -78,7 +79,8 @@ for entry in "${PLATFORMS[@]}"; do
         elif ! cmp -s "$OUT/$f" "topologies/$f"; then echo "# differs from the shipped one: topologies/$f"; differ=1; fi
     done
 done
-for f in h100.fit a100.fit; do
+experiments/platform-fit/a100-pcie.sh >"$OUT/a100-pcie.fit" # from SimuMax's measured collectives, no log
+for f in h100.fit a100.fit a100-pcie.fit; do
     if [ $WRITE -eq 1 ]; then cp "$OUT/$f" "topologies/$f"
     elif ! cmp -s "$OUT/$f" "topologies/$f"; then echo "# differs from the shipped one: topologies/$f"; differ=1; fi
 done

@@ -40,6 +40,10 @@ static void topo_usage(FILE *f)
             "  --datasheet             the datasheet figures, without the GPU kind's fit\n"
             "  --peak FLOPS            dense bf16 peak per GPU, e.g. 989T         [by gpu]\n"
             "  --nvlink BW             NVLink per GPU per direction, e.g. 450GBps [by gpu]\n"
+            "  --sockets N             PCIe servers: CPU sockets the GPUs split over\n"
+            "                          (a100-pcie: 2; 1 = one switch)        [by gpu]\n"
+            "  --socket-link BW        per socket per direction, as GPU peer traffic\n"
+            "                          crosses it (a100-pcie: fitted)         [by gpu]\n"
             "  --nic BW                per NIC per direction, e.g. 400Gbps        [by gpu]\n"
             "  --nics-per-node N       rail NICs per node, divides GPUs per node      [8]\n"
             "  --fabric fat-tree|rail  the fabric                               [fat-tree]\n"
@@ -87,7 +91,7 @@ static void topo_usage(FILE *f)
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
     const char *nvls, *pxn, *unit, *lpr, *ports, *spine_oversub, *preset;
-    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff, *domain;
+    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff, *domain, *sockets, *socket_bw;
     bool datasheet;
     char fit[4096]; /* the fitted-values file applied ("" none) */
 } topo_args;
@@ -97,6 +101,7 @@ static const char *link_level(const char *name)
 {
     size_t n = strlen(name);
     if (n > 7 && !strcmp(name + n - 7, "-nvlink")) return "gpu-nvswitch";
+    if (strstr(name, "-socket")) return "socket-switch";
     if (!strncmp(name, "leaf-", 5)) return "leaf-spine";
     if (!strncmp(name, "pod", 3)) return "spine-core";
     if (!strncmp(name, "node", 4) && strstr(name, "-nic")) return "nic-leaf";
@@ -335,6 +340,23 @@ static int apply_domain(const topo_args *a, platform_spec *sp, int hosts, char e
     return 0;
 }
 
+/* --sockets N (a PCIe server's CPU sockets; 1: one switch) and
+ * --socket-link BW; a new socket count starts its link at the GPU's. */
+static int apply_sockets(const topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
+{
+    if (a->sockets) {
+        if (units_parse_int(a->sockets, "--sockets", &sp->sockets, err) < 0) return -1;
+        if (sp->sockets > 1 && !(sp->socket_bw > 0)) sp->socket_bw = sp->nvlink_bw;
+        if (sp->sockets <= 1) sp->socket_bw = 0;
+    }
+    if (!a->socket_bw) return 0;
+    if (sp->sockets < 2) {
+        snprintf(err, LOONG_ERRLEN, "--socket-link needs CPU sockets to join: add --sockets 2 (a PCIe server)");
+        return -1;
+    }
+    return units_parse_bandwidth(a->socket_bw, "--socket-link", &sp->socket_bw, err);
+}
+
 static int apply(topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
 {
     const char *gpu = a->gpu ? a->gpu : preset_nvl72(a->preset) ? "gb200" : "h100";
@@ -345,6 +367,7 @@ static int apply(topo_args *a, platform_spec *sp, char err[LOONG_ERRLEN])
     if (apply_domain(a, sp, hosts, err) < 0) return -1;
     if (a->nvlink && units_parse_bandwidth(a->nvlink, "--nvlink", &sp->nvlink_bw, err) < 0) return -1;
     if (a->nic && units_parse_bandwidth(a->nic, "--nic", &sp->nic_bw, err) < 0) return -1;
+    if (apply_sockets(a, sp, err) < 0) return -1;
     if (a->oversub && units_parse_si(a->oversub, "--oversubscription", &sp->oversub, err) < 0) return -1;
     if (a->nvl_lat && units_parse_time(a->nvl_lat, "--nvlink-latency", &sp->nvlink_lat, err) < 0) return -1;
     if (a->nic_lat && units_parse_time(a->nic_lat, "--nic-latency", &sp->nic_lat, err) < 0) return -1;
@@ -403,6 +426,8 @@ int cmd_topo(int argc, char **argv)
         {"nvls-eff", required_argument, 0, 24},
         {"datasheet", no_argument, 0, 25},
         {"nvlink-domain", required_argument, 0, 26},
+        {"sockets", required_argument, 0, 27},
+        {"socket-link", required_argument, 0, 28},
         {"list-links", required_argument, 0, 30},
         {"list", no_argument, 0, 31},
         {"output", required_argument, 0, 'o'},
@@ -411,10 +436,10 @@ int cmd_topo(int argc, char **argv)
     };
     topo_args a = {0};
     const char **slot[] = {
-        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink, &a.nic,    &a.nics,      &a.fabric,
-        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat, &a.nvls,   &a.pxn,       &a.unit,
-        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,   &a.ll_eff, &a.ll128_eff, &a.tree_eff,
-        &a.nvls_eff, NULL,     &a.domain};
+        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink,   &a.nic,    &a.nics,      &a.fabric,
+        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat,   &a.nvls,   &a.pxn,       &a.unit,
+        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,     &a.ll_eff, &a.ll128_eff, &a.tree_eff,
+        &a.nvls_eff, NULL,     &a.domain,        &a.sockets, &a.socket_bw};
     const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;

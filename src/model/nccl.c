@@ -253,8 +253,49 @@ static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, i
     return best;
 }
 
+static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a);
+
+/* The bound of a PCIe server's socket links (platform_spec.h: sockets),
+ * in bus bandwidth, on the members of each node that span sockets. Every
+ * GPU of a socket is taken to be in a group like g running the same
+ * collective at once (the mesh's groups tile the GPUs: the DP groups of a
+ * TP layout, the TP groups of a DP one), so a socket holding m of g's
+ * members carries G/m such groups (G: its GPUs). A ring leaves and enters
+ * each socket once: socket_bw m / G per ring. All-to-all: each member
+ * sends 1/n of its buffer to each of the node's members in other sockets,
+ * (c - m) of them with c on the node, so the link carries G (c - m) / n
+ * buffers per member's one. HUGE_VAL without sockets or where no node's
+ * members span two. */
+static double socket_bound(const platform_spec *sp, const nccl_group *g, coll_op op)
+{
+    if (sp->sockets < 2) return HUGE_VAL;
+    placement pl = platform_spec_placement(sp);
+    int G = sp->gpus_per_node / sp->sockets, m[PLATFORM_MAX_SOCKETS];
+    double best = HUGE_VAL;
+    for (int a = 0; a < g->nnodes; a++) {
+        int c = node_count(g, a), used = 0;
+        memset(m, 0, sizeof m);
+        for (int i = g->node_first[a]; i < g->node_first[a + 1]; i++)
+            used += m[placement_gpu(&pl, g->rank[i]) / G]++ == 0;
+        if (used < 2) continue;
+        for (int k = 0; k < sp->sockets; k++) {
+            if (!m[k]) continue;
+            double b = op == COLL_ALLTOALL ? sp->socket_bw * g->n / ((double)G * (c - m[k])) * coll_bus_factor(op, g->n)
+                                           : sp->socket_bw * m[k] / G;
+            best = mind(best, b);
+        }
+    }
+    return best;
+}
+
 /* Bus bandwidth of the algorithm's flows on an idle platform (nccl.h). */
 static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
+{
+    return mind(flat_busbw(sp, g, op, a), socket_bound(sp, g, op));
+}
+
+/* raw_busbw on a node whose GPUs share one switch. */
+static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
 {
     int n = g->n, N = g->nnodes, ppn = g->ppn;
     double nic = sp->nic_bw * ppn / g->per_nic; /* a node's rails, spread over its members */

@@ -22,6 +22,7 @@ typedef struct gpu_kind {
     double intra_hop_us;            /* NCCL's hop latency of that link */
     double mem;                     /* HBM bytes */
     const char *source;
+    int sockets; /* PCIe servers: CPU sockets the GPUs split over (0: one switch) */
 } gpu_kind;
 
 /* Datasheet figures (REFERENCE.md, "Hardware"). NVLink: per direction, half
@@ -31,20 +32,23 @@ typedef struct gpu_kind {
  * Gen4 64 GB/s, i.e. 32 GB/s per direction) in the server SimuMax measured
  * (github.com/MooreThreads/SimuMax, configs/system/a100_pcie.json:
  * intra_with_pcie, no NVLink bridges, inter_node 25 GB/s): its GPUs talk
- * over PCIe, modelled as the same star of per-GPU links (a PCIe switch
- * each GPU's x16 link reaches; a shared root complex or socket link is
- * not modelled), no NVLS, no PXN. */
+ * over PCIe, 4 under each of 2 CPU sockets (what its measured groups
+ * show: 2 and 4 adjacent GPUs reach 22 GB/s of bus bandwidth, 8 or a
+ * group strided over both sockets far less; a100-pcie.fit), each GPU's
+ * x16 link to its socket and the sockets joined by one link, no NVLS, no
+ * PXN. Its datasheet socket link is the GPU's (32 GB/s): the fit sets
+ * what peer traffic gets across. */
 static const gpu_kind kinds[] = {
     /* H100 memory: the 81559 MiB nvidia-smi reports for an H100 80GB HBM3
      * (its total line, in public nvidia-smi logs), the figure a reserved
      * peak is measured against */
     {"h100", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 81559.0 * 1048576,
-     "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s"},
+     "H100 SXM: 989 TFLOP/s bf16 dense, NVLink4 900 GB/s total, ConnectX-7 400 Gb/s", 0},
     /* H200 (https://www.nvidia.com/en-us/data-center/h200/): 989 TFLOP/s
      * bf16 and 1,979 FP8 dense (half the sparse figures), 141 GB HBM3e at
      * 4.8 TB/s, NVLink4 900 GB/s total; DGX H200: ConnectX-7 400 Gb/s. */
     {"h200", 989e12, 450e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 141e9,
-     "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s"},
+     "H200: the H100's compute and NVLink, ConnectX-7 400 Gb/s", 0},
     /* Blackwell (NVLink 5: 18 links, 1.8 TB/s total per GPU, 900 GB/s per
      * direction; NVLink Switch with SHARP, so NVLS on; PXN on). NVIDIA's
      * spec tables give sparse figures and totals per system: dense = half
@@ -56,36 +60,36 @@ static const gpu_kind kinds[] = {
      * 1,440 GB HBM3e / 8 = 180 GB (MLCommons systems name it
      * B200-SXM-180GB), 64 TB/s / 8 = 8 TB/s; 8 ConnectX-7 400 Gb/s. */
     {"b200", 2.25e15, 900e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 180e9,
-     "B200 SXM: 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s"},
+     "B200 SXM: 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s", 0},
     /* B300 (HGX B300, https://www.nvidia.com/en-us/data-center/hgx/): 72 PF
      * FP8 and 36 PF bf16 sparse per 8 GPUs, as the B200 = 4.5 PF FP8, 2.25
      * PF bf16 dense per GPU; 2.3 TB HBM3e / 8 = 288 GB, 8 TB/s; ConnectX-8
      * SuperNIC 800 Gb/s per GPU. */
     {"b300", 2.25e15, 900e9, 100e9, 1, 1, 1, NCCL_NVLINK_US, 288e9,
-     "B300 SXM (Blackwell Ultra): 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s"},
+     "B300 SXM (Blackwell Ultra): 2.25 PFLOP/s bf16 dense (4.5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s", 0},
     /* GB200 NVL72 (https://www.nvidia.com/en-us/data-center/gb200-nvl72/):
      * 720 PF FP8 and 360 PF bf16 sparse per 72 GPUs = 5 PF FP8, 2.5 PF
      * bf16 dense per GPU; 13.4 TB HBM3e / 72 = 186 GB (MLCommons systems:
      * GB200-186GB), 576 TB/s / 72 = 8 TB/s; one ConnectX-7 400 Gb/s per GPU
      * (4 per compute tray). */
     {"gb200", 2.5e15, 900e9, 50e9, 1, 1, 1, NCCL_NVLINK_US, 186e9,
-     "GB200 (NVL72): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s"},
+     "GB200 (NVL72): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-7 400 Gb/s", 0},
     /* GB300 NVL72 (https://www.nvidia.com/en-us/data-center/gb300-nvl72/):
      * 720 PF FP8 sparse (360 PF dense) per 72 GPUs = 5 PF FP8 dense, bf16
      * half of it, 2.5 PF; 20.1 TB HBM3e / 72 = 279 GB, 576 TB/s / 72 = 8
      * TB/s; 72 ConnectX-8 SuperNICs, 800 Gb/s each. */
     {"gb300", 2.5e15, 900e9, 100e9, 1, 1, 1, NCCL_NVLINK_US, 279e9,
-     "GB300 (NVL72, Blackwell Ultra): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s"},
+     "GB300 (NVL72, Blackwell Ultra): 2.5 PFLOP/s bf16 dense (5 FP8), NVLink5 1.8 TB/s total, ConnectX-8 800 Gb/s", 0},
     {"a100", 312e12, 300e9, 25e9, 1, 0, 1, NCCL_NVLINK_US, 80e9,
-     "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s"},
+     "A100 SXM: 312 TFLOP/s bf16, NVLink3 600 GB/s total, HDR 200 Gb/s", 0},
     {"a100-pcie", 312e12, 32e9, 25e9, 1, 0, 0, NCCL_PCI_US, 80e9,
-     "A100 PCIe 80GB: 312 TFLOP/s bf16, no NVLink: PCIe Gen4 x16 32 GB/s per direction, HDR 200 Gb/s"},
+     "A100 PCIe 80GB: 312 TFLOP/s bf16, no NVLink: PCIe Gen4 x16 32 GB/s per direction, HDR 200 Gb/s", 2},
     /* A CPU core standing in for a GPU, for validating against `loong exec`
      * on this kind of machine: peak = OpenBLAS fp32 sgemm on one core
      * (experiments/kernel-bench, about 100 GFLOP/s); links = MPI over shared
      * memory, rough until `loong calibrate` fits them. */
     {"cpu", 100e9, 5e9, 1e9, 0, 0, 0, NCCL_NVLINK_US, 0,
-     "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory"},
+     "CPU cores as ranks: 100 GFLOP/s fp32 per core, MPI over shared memory", 0},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -165,6 +169,8 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         sp->nccl = kinds[i].nccl;
         sp->pxn = kinds[i].pxn;
         sp->nvls = kinds[i].nvls;
+        sp->sockets = kinds[i].sockets; /* 0 or 1: one switch */
+        sp->socket_bw = sp->sockets > 1 ? sp->nvlink_bw : 0;
         return 0;
     }
     snprintf(err, LOONG_ERRLEN, "unknown GPU kind '%s': known kinds are %s", gpu, platform_spec_kinds());
@@ -191,6 +197,13 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "--oversubscription must lie in [1, 1000] (1 = non-blocking fat-tree)";
     else if (!(sp->nvlink_bw >= 1e6 && sp->nvlink_bw <= 1e15))
         bad = "--nvlink (nvlink_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 450GBps";
+    else if (sp->sockets < 0 || sp->sockets > PLATFORM_MAX_SOCKETS ||
+             (sp->sockets > 1 && sp->gpus_per_node % sp->sockets))
+        bad = "--sockets must lie in [1, 8] and divide --gpus-per-node (each socket holds the same number of GPUs)";
+    else if (sp->sockets > 1 && (sp->tray_gpus || sp->nvls || sp->pxn))
+        bad = "--sockets applies to PCIe servers: give --nvls off and --pxn off, and no NVLink domain";
+    else if (sp->sockets > 1 && !(sp->socket_bw >= 1e6 && sp->socket_bw <= 1e15))
+        bad = "--socket-link (socket_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 16GBps";
     else if (!(sp->nic_bw >= 1e6 && sp->nic_bw <= 1e15))
         bad = "--nic (nic_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 400Gbps";
     else if (!(sp->peak > 0 && sp->peak <= 1e18))
@@ -368,6 +381,11 @@ static void write_header(FILE *f, const platform_spec *sp)
             sp->nodes, sp->gpus_per_node, sp->gpu, source_of(sp->gpu), sp->nvlink_bw / 1e9, sp->nics_per_node,
             sp->nic_bw / 1e9);
     if (sp->tray_gpus) write_domain_comment(f, sp);
+    if (sp->sockets > 1)
+        fprintf(f,
+                "     PCIe: the star's GPUs split over %d CPU sockets (routers nodeN-socketK), %d each, each\n"
+                "     socket joined to the node's switch router by a link of %.6g GB/s per direction.\n",
+                sp->sockets, sp->gpus_per_node / sp->sockets, sp->socket_bw / 1e9);
     write_fabric_comment(f, sp);
     fprintf(f,
             "     Latency per link: NVLink %.6g us, NIC %.6g us, leaf-spine %.6g us; NCCL's Simple\n"
@@ -417,8 +435,11 @@ static void write_elements(FILE *f, const platform_spec *sp)
                         n * (sp->gpus_per_node / sp->tray_gpus) + g / sp->tray_gpus);
             fputs("</host>\n", f);
         }
-    for (int n = 0; n < sp->nodes; n++)
+    for (int n = 0; n < sp->nodes; n++) {
         fprintf(f, "    <router id=\"node%d-nvswitch\"/>\n", n);
+        for (int k = 0; sp->sockets > 1 && k < sp->sockets; k++)
+            fprintf(f, "    <router id=\"node%d-socket%d\"/>\n", n, k);
+    }
     for (int r = 0; r < sp->nics_per_node; r++)
         for (int l = 0; l < leaves; l++)
             fprintf(f, "    <router id=\"leaf-r%d-%d\"/>\n", r, l);
@@ -438,6 +459,11 @@ static void write_elements(FILE *f, const platform_spec *sp)
                     "    <link id=\"node%d-nic%d\" bandwidth=\"%.9gGBps\" latency=\"%.9gus\" "
                     "sharing_policy=\"SPLITDUPLEX\"/>\n",
                     n, k, sp->nic_bw / 1e9, sp->nic_lat * 1e6);
+        for (int k = 0; sp->sockets > 1 && k < sp->sockets; k++) /* no latency: NCCL's PCIe hop is the GPU's */
+            fprintf(f,
+                    "    <link id=\"node%d-socket%d-link\" bandwidth=\"%.9gGBps\" latency=\"0us\" "
+                    "sharing_policy=\"SPLITDUPLEX\"/>\n",
+                    n, k, sp->socket_bw / 1e9);
     }
     for (int r = 0; r < sp->nics_per_node; r++)
         for (int l = 0; l < leaves; l++) {
@@ -481,11 +507,23 @@ static void write_routes(FILE *f, const platform_spec *sp)
 {
     int per_nic = sp->gpus_per_node / sp->nics_per_node;
     for (int n = 0; n < sp->nodes; n++)
-        for (int g = 0; g < sp->gpus_per_node; g++)
+        for (int g = 0; g < sp->gpus_per_node; g++) {
+            char to[32];
+            if (sp->sockets > 1)
+                snprintf(to, sizeof to, "socket%d", g / (sp->gpus_per_node / sp->sockets));
+            else
+                snprintf(to, sizeof to, "nvswitch");
             fprintf(f,
-                    "    <route src=\"node%d-gpu%d\" dst=\"node%d-nvswitch\"><link_ctn id=\"node%d-gpu%d-nvlink\" "
+                    "    <route src=\"node%d-gpu%d\" dst=\"node%d-%s\"><link_ctn id=\"node%d-gpu%d-nvlink\" "
                     "direction=\"UP\"/></route>\n",
-                    n, g, n, n, g);
+                    n, g, n, to, n, g);
+        }
+    for (int n = 0; n < sp->nodes; n++) /* sockets meet at the node's switch router */
+        for (int k = 0; sp->sockets > 1 && k < sp->sockets; k++)
+            fprintf(f,
+                    "    <route src=\"node%d-socket%d\" dst=\"node%d-nvswitch\"><link_ctn id=\"node%d-socket%d-link\" "
+                    "direction=\"UP\"/></route>\n",
+                    n, k, n, n, k);
     for (int n = 0; n < sp->nodes; n++)
         for (int g = 0; g < sp->gpus_per_node; g++)
             fprintf(f,
@@ -542,6 +580,7 @@ static void write_spec(FILE *f, const platform_spec *sp)
         fprintf(f, " fabric=rail unit_nodes=%d switch_ports=%d spine_oversub=%.17g", sp->unit_nodes, sp->switch_ports,
                 sp->spine_oversub);
     if (sp->tray_gpus) fprintf(f, " tray_gpus=%d", sp->tray_gpus); /* absent: a node is one host, as before */
+    if (sp->sockets > 1) fprintf(f, " sockets=%d socket_bw=%.17g", sp->sockets, sp->socket_bw); /* absent: one */
     fputs("\"/>\n", f);
 }
 
@@ -597,7 +636,9 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
              {"unit_nodes", &sp->unit_nodes, NULL},
              {"switch_ports", &sp->switch_ports, NULL},
              {"spine_oversub", NULL, &sp->spine_oversub},
-             {"tray_gpus", &sp->tray_gpus, NULL}};
+             {"tray_gpus", &sp->tray_gpus, NULL},
+             {"sockets", &sp->sockets, NULL},
+             {"socket_bw", NULL, &sp->socket_bw}};
     const size_t nf = sizeof f / sizeof f[0];
     if (!strcmp(key, "gpu")) {
         if (*seen & (1u << nf)) return -1;
@@ -632,8 +673,8 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
  * --nccl-tests` fits, and the link figures beside them. */
 static bool fit_key(const char *key)
 {
-    static const char *const keys[] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat", "uplink_lat",
-                                       "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff"};
+    static const char *const keys[] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat",  "uplink_lat",
+                                       "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff", "socket_bw"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i])) return true;
     return false;
@@ -655,7 +696,7 @@ static int fit_line(platform_spec *sp, char *line, uint32_t *seen, char *why, si
     if (!fit_key(key))
         return snprintf(why, len,
                         "'%.40s' is not a fitted value (nvlink_bw, nic_bw, nvlink_lat, nic_lat, uplink_lat, ll_eff, "
-                        "ll128_eff, tree_eff, nvls_eff)",
+                        "ll128_eff, tree_eff, nvls_eff, socket_bw)",
                         key),
                -1;
     if (spec_field(sp, key, val, seen) < 0)

@@ -50,6 +50,13 @@ typedef struct platform_spec {
      * ranks, comm->clique, not the host's), so that rings, trees and NVLS
      * run inside the domain and NICs only join domains. */
     int tray_gpus;
+    /* PCIe servers (no NVLink): CPU sockets (root complexes) per node, the
+     * node's GPUs split evenly over them in slot order, each GPU's link
+     * (nvlink_bw) to its socket and each socket's link to the others
+     * (socket_bw per direction: UPI / xGMI as GPU peer traffic gets it).
+     * 0 or 1 (socket_bw 0): one switch joins every GPU of the node. */
+    int sockets;
+    double socket_bw;
     int nodes_per_leaf;   /* nodes whose rail-k NICs share one leaf switch */
     int fabric;           /* PLATFORM_FAT_TREE or PLATFORM_RAIL */
     int unit_nodes;       /* rail: nodes in a scalable unit (a multiple of nodes_per_leaf) */
@@ -157,5 +164,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
 
 /* The largest platform loong generates or simulates (the rank limit). */
 #define PLATFORM_MAX_GPUS 65536
+/* CPU sockets per node (--sockets), at most */
+#define PLATFORM_MAX_SOCKETS 8
 
 #endif
