@@ -601,6 +601,17 @@ START_TEST(fusions_kernels)
     c.fusions = FUSIONS_NONE;
     CLOSE(calib_elementwise_seconds(cb, &c, OP_ACT, PHASE_BWD, rows * cols),
           4 * calib_t0(cb, TASK_ACC) + (double)(rows * cols * 13 * a) / 1e12);
+    /* --cross-entropy eager: the fp32 copy and log_softmax forward; nll's
+     * gradient, log_softmax's backward and the cast back (fusion.c) */
+    c.cross_entropy = CE_EAGER;
+    elementwise_shape(&c, OP_LOSS, 0, &rows, &cols);
+    uint64_t e = rows * cols;
+    ck_assert_int_eq(fusion_kernels(&c, OP_LOSS, PHASE_FWD, e, b), 2);
+    ck_assert_uint_eq(b[0] + b[1], e * (a + 4 + 16));
+    ck_assert_int_eq(fusion_kernels(&c, OP_LOSS, PHASE_BWD, e, b), 3);
+    ck_assert_uint_eq(b[0] + b[1] + b[2], e * (4 + 16 + 4 + a));
+    CLOSE(calib_elementwise_seconds(cb, &c, OP_LOSS, PHASE_FWD, e),
+          2 * calib_t0(cb, TASK_ACC) + (double)(e * (a + 20)) / 1e12);
     calib_free(cb);
 }
 END_TEST

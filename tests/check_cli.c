@@ -403,7 +403,7 @@ START_TEST(torchtitan_round_trip)
     close(mkstemp(toml));
     static const char *const configs[] = {
         "--mesh 4 --strategy zigzag --tp 2 --zero 3 --dp 2 --recompute none --grad-reduce bf16",
-        "--mesh 1x4 --strategy allgather --zero 3 --recompute full",
+        "--mesh 1x4 --strategy allgather --zero 3 --recompute full --cross-entropy eager",
         "--mesh 2 --strategy zigzag --zero 2 --dp 2 --batch 2",
         "--mesh 1 --strategy ulysses --pp 2 --schedule interleaved --vpp 4 --micro-batches 4 --zero 0 "
         "--recompute full --recompute-method block --recompute-num-layers 2 --dtype fp32",
@@ -468,6 +468,30 @@ START_TEST(torchtitan_round_trip)
         json_decref(c);
     }
     unlink("/tmp/loong-sel.toml");
+    /* the loss (components/loss.py): eager F.cross_entropy at TP 1 unless
+     * [compile] compiles "loss" (components' default holds it); TP > 1
+     * runs torchtitan's fused loss-parallel function */
+    static const struct {
+        const char *extra;
+        const char *ce;
+    } loss[] = {{"", "eager"},
+                {"[compile]\nenable = true", "fused"},
+                {"[compile]\nenable = true\ncomponents = [\"model\"]", "eager"},
+                {"[compile]\nenable = false\ncomponents = [\"model\", \"loss\"]", "eager"},
+                {"tensor_parallel_degree = 2", "fused"}};
+    for (size_t i = 0; i < sizeof loss / sizeof *loss; i++) {
+        snprintf(a, sizeof a,
+                 "printf '[model]\nflavor = \"8B\"\n[parallelism]\ndata_parallel_shard_degree = 1\n%s\n' "
+                 "> /tmp/loong-ce.toml",
+                 loss[i].extra);
+        ck_assert_int_eq(system(a), 0);
+        c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-ce.toml --seq 4K");
+        json_t *ce = json_object_get(c, "cross_entropy");
+        ck_assert_msg(!strcmp(ce ? json_string_value(ce) : "fused", loss[i].ce), "%s: %s", loss[i].extra,
+                      ce ? json_string_value(ce) : "fused");
+        json_decref(c);
+    }
+    unlink("/tmp/loong-ce.toml");
     /* the 405B file: float8 named, async TP with its compile */
     r = run_cmd(LOONG " dag --torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_405b.toml --dp 16 "
                       "--format torchtitan");

@@ -551,6 +551,7 @@ static const struct {
     {"dtype", "", "fp32"},
     {"fusions", "", "none"},
     {"grad-reduce", "", "bf16"},
+    {"cross-entropy", "", "eager"},
     {"attention", "--mesh 2x1", "unfused"},
     {"attention-dropout", "", "0.1"},
     {"hidden-dropout", "", "0.1"},

@@ -93,6 +93,11 @@ START_TEST(memory_llama3_8b)
     near(m.activations, 12 * x + 20 * none, "full block 12");
     near(m.working, none + none - x, "full block working");
     near(m.lm_head, T * V * (2 + 4), "logits and their fp32 copy");
+    c.cross_entropy = CE_EAGER; /* backward: log-probs, nll's gradient, the input's, fp32 */
+    memory_estimate_config(&c, &m);
+    near(m.lm_head, T * V * 12, "eager cross-entropy");
+    c.cross_entropy = CE_FUSED;
+    memory_estimate_config(&c, &m);
     /* a single ring: KV_IN0/1, DKV_BLK0/1, DKV_IN0/1, DKV_FINAL */
     double kv = 2 * Ns * 2 * d * 2, dkv = 2 * Ns * 2 * d * 4, a2a = 2 * T * (32 + 16) * d * 2;
     double bufs = 2 * kv + 5 * dkv + olse + a2a;

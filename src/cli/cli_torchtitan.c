@@ -435,6 +435,27 @@ static int read_training(tt_in *t, cli_config *out, const tt_job *j, char err[LO
     return 0;
 }
 
+/* The loss (components/loss.py): cross_entropy_loss is
+ * F.cross_entropy(pred.float()) at TP 1, eager unless [compile] enable
+ * with "loss" in components (its default ["model", "loss"]) compiles it;
+ * at TP > 1 its _LossParallelCrossEntropy keeps one fp32 copy, as
+ * Megatron's does. torchtitan before it compiled the loss (2024-12's
+ * train.py, "compiling loss function causes CUDA errors") ran it eager. */
+static int read_loss(tt_in *t, cli_config *out, const tt_job *j, char err[LOONG_ERRLEN])
+{
+    bool compile;
+    if (bool_key(t, "compile", "enable", false, &compile, err) < 0) return -1;
+    json_t *comp = get(t, "compile", "components");
+    if (comp && !json_is_array(comp))
+        return fail(err, "[compile] components must be a list, e.g. [\"model\", \"loss\"]");
+    bool loss = !comp;
+    for (size_t i = 0; comp && i < json_array_size(comp); i++)
+        loss |= json_is_string(json_array_get(comp, i)) && !strcmp(json_string_value(json_array_get(comp, i)), "loss");
+    if (j->tp == 1 && !(compile && loss)) out->val[KNOB_CROSS_ENTROPY] = "eager";
+    if (compile) note(t, "compile.enable (the model's fused kernels costed as --fusions te)");
+    return 0;
+}
+
 /* [activation_checkpoint]: none, full (every block), selective by op or
  * every N-th layer. */
 static int read_ac(tt_in *t, cli_config *out, const tt_job *j, char err[LOONG_ERRLEN])
@@ -538,6 +559,7 @@ int cli_torchtitan_read(const char *path, const cli_config *given, cli_config *o
     if (rc == 0) rc = read_dp(&t, given, out, &j, err);
     if (rc == 0) rc = read_training(&t, out, &j, err);
     if (rc == 0) rc = read_ac(&t, out, &j, err);
+    if (rc == 0) rc = read_loss(&t, out, &j, err);
     if (rc < 0) return -1;
     long ep;
     if (count_key(&t, "parallelism", "expert_parallel_degree", 1, 1, &ep, err) < 0) return -1;
@@ -700,7 +722,12 @@ int cli_torchtitan_emit(FILE *f, const config *c)
     emit_pp(&o, c);
     line(&o, "");
     emit_ac(&o, c);
-    if (c->tp > 1 && c->tp_overlap) line(&o, "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]");
+    /* async TP needs the model compiled; a fused loss at TP 1 the loss */
+    bool loss = c->tp == 1 && c->cross_entropy == CE_FUSED, model = c->tp > 1 && c->tp_overlap;
+    if (loss || model)
+        line(&o, "\n[compile]\nenable = true\ncomponents = [%s]", model ? "\"model\", \"loss\"" : "\"loss\"");
+    if (c->tp > 1 && c->cross_entropy == CE_EAGER)
+        gap(&o, "--cross-entropy eager at TP > 1 (torchtitan's loss-parallel cross-entropy is fused)");
     if (c->attention == ATTN_UNFUSED) gap(&o, "--attention unfused (torchtitan runs SDPA)");
     if (c->attention_dropout > 0 || c->hidden_dropout > 0) gap(&o, "dropout (torchtitan's llama3 has none)");
     if (c->docs) gap(&o, "--docs (packed documents: torchtitan's flex/varlen flavors read them from the data)");

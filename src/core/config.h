@@ -45,6 +45,13 @@ typedef enum { FUSIONS_TE, FUSIONS_NONE } fusions_kind;
  * NeMo's bf16_mixed grad_reduce_in_fp32, torchtitan's
  * mixed_precision_reduce "float32"), or the activations' dtype. */
 typedef enum { GRAD_REDUCE_FP32, GRAD_REDUCE_BF16 } grad_reduce_kind;
+/* The loss's cross-entropy: fused (Megatron's vocab-parallel kernel, in
+ * place on one fp32 copy of the logits; TE's fused one; a torch.compile'd
+ * loss), or eager, PyTorch's F.cross_entropy on an fp32 copy without the
+ * compiler (torchtitan's before it compiled the loss), whose autograd
+ * keeps the log-probabilities and, backward, their gradient and the
+ * logits' apart. */
+typedef enum { CE_FUSED, CE_EAGER } cross_entropy_kind;
 /* The attention kernel (elementwise.h): FlashAttention (the scores never
  * leave the chip), or unfused, the materialised-softmax attention of
  * Megatron's CoreAttention before FlashAttention: QK^T and PV batched
@@ -117,14 +124,15 @@ typedef struct config {
     int prefetch;         /* ZeRO-3: blocks gathered ahead of the computing one (FSDP's: 1), <= CONFIG_MAX_PREFETCH */
     int act_bytes;        /* bytes per activation element: 2 (bf16) or 4 (fp32) */
     fusions_kind fusions; /* which elementwise kernels fuse (fusion.h): te */
-    grad_reduce_kind grad_reduce; /* the gradient collectives' dtype: fp32 */
-    attention_kind attention;     /* the attention kernel: flash */
-    double attention_dropout;     /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
-    double hidden_dropout;        /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
-    precision_kind precision;     /* the block GEMMs' precision: bf16 */
-    coll_algo_kind nccl_algo;     /* forced NCCL algorithm, or auto (the tuner's) */
-    coll_proto_kind nccl_proto;   /* forced NCCL protocol, or auto */
-    const doc_layout *docs;       /* the documents packed into each sample (docs.h); NULL: one */
+    grad_reduce_kind grad_reduce;     /* the gradient collectives' dtype: fp32 */
+    cross_entropy_kind cross_entropy; /* the loss's kernel and its saved tensors: fused */
+    attention_kind attention;         /* the attention kernel: flash */
+    double attention_dropout;         /* Megatron's --attention-dropout, on the softmax's output (unfused only): 0 */
+    double hidden_dropout;            /* Megatron's --hidden-dropout, in each residual's bias-dropout-add: 0 */
+    precision_kind precision;         /* the block GEMMs' precision: bf16 */
+    coll_algo_kind nccl_algo;         /* forced NCCL algorithm, or auto (the tuner's) */
+    coll_proto_kind nccl_proto;       /* forced NCCL protocol, or auto */
+    const doc_layout *docs;           /* the documents packed into each sample (docs.h); NULL: one */
 } config;
 
 /* Defaults: llama3-8b, S=128K, B=1, loongtrain 8x8 head-first, dp 1, scope

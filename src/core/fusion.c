@@ -54,9 +54,29 @@ static int add_kernels(const unfused *u, uint64_t elems, uint64_t a, uint64_t *b
     return u->n;
 }
 
+/* --cross-entropy eager: F.cross_entropy(logits.float()) on the (T, V/tp)
+ * logits, bytes per element of each kernel. Forward: the fp32 copy (a in,
+ * 4 out); log_softmax over a row longer than shared memory holds (a
+ * 128K-entry vocabulary), a max pass, a sum-of-exp pass and the writing
+ * pass: 3 reads and a write of fp32. nll_loss reads T entries, nothing
+ * per element. Backward: nll_loss's dense fp32 gradient written; the
+ * log-softmax gradient, a sum pass over it, then it and the saved output
+ * read and the input's gradient written; the cast back (4 in, a out). */
+static int eager_loss_kernels(const config *c, bool bwd, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
+{
+    uint64_t a = (uint64_t)c->act_bytes;
+    if (!bwd) {
+        bytes[0] = elems * (a + 4), bytes[1] = elems * 16;
+        return 2;
+    }
+    bytes[0] = elems * 4, bytes[1] = elems * 16, bytes[2] = elems * (4 + a);
+    return 3;
+}
+
 int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
 {
     task_kind kind = elementwise_kind(op);
+    if (kind == TASK_LOSS && c->cross_entropy == CE_EAGER) return eager_loss_kernels(c, ph == PHASE_BWD, elems, bytes);
     if (kind == TASK_ADD && c->hidden_dropout > 0) return dropout_add_kernels(c, ph == PHASE_BWD, elems, bytes);
     if (kind == TASK_QUANT && c->precision == PRECISION_FP8_CURRENT) { /* the amax pass, then the cast */
         uint64_t total = elementwise_hbm_bytes(c, op, ph, elems);

@@ -26,6 +26,7 @@ static const spelling nccl_algo_sp[] = {{"auto", "auto"}, {"ring", "ring"}, {"tr
 static const spelling nccl_proto_sp[] = {{"auto", "auto"}, {"simple", "simple"}, {"ll", "ll"}, {"ll128", "ll128"}};
 static const spelling fusions_sp[] = {{"te", "te"}, {"none", "none"}};
 static const spelling grad_reduce_sp[] = {{"fp32", "fp32"}, {"bf16", "bf16"}};
+static const spelling cross_entropy_sp[] = {{"fused", "fused"}, {"eager", "eager"}};
 static const spelling attention_sp[] = {{"flash", "flash"}, {"unfused", "unfused"}};
 static const spelling precision_sp[] = {
     {"bf16", "bf16"}, {"fp8-delayed", "fp8-delayed"}, {"fp8-current", "fp8-current"}, {"mxfp8", "mxfp8"}};
@@ -283,6 +284,11 @@ const knob_row knob_rows[KNOB_COUNT] = {
                            "(Megatron's, NeMo's, torchtitan's) or bf16  [fp32]",
                            false, KNOB_PHASE_LAST},
                           KNOB_ENUM(grad_reduce, grad_reduce_sp)},
+    [KNOB_CROSS_ENTROPY] = {{"cross_entropy", "cross-entropy", "fused|eager",
+                             "the loss: fused (Megatron's, TE's, compiled)\n"
+                             "or eager F.cross_entropy on fp32 logits  [fused]",
+                             false, KNOB_PHASE_LAST},
+                            KNOB_ENUM(cross_entropy, cross_entropy_sp)},
     [KNOB_ATTENTION] = {{"attention", "attention", "flash|unfused",
                          "attention kernel: FlashAttention, or unfused\n"
                          "(materialised s x s softmax; needs seq 1)   [flash]",
@@ -366,6 +372,7 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_RECOMPUTE_NUM_LAYERS && c->recompute_layers == 1) ||
            (k == KNOB_FUSIONS && c->fusions == FUSIONS_TE) ||
            (k == KNOB_GRAD_REDUCE && c->grad_reduce == GRAD_REDUCE_FP32) ||
+           (k == KNOB_CROSS_ENTROPY && c->cross_entropy == CE_FUSED) ||
            (k == KNOB_ATTENTION && c->attention == ATTN_FLASH) ||
            (k == KNOB_ATTENTION_DROPOUT && c->attention_dropout == 0) ||
            (k == KNOB_HIDDEN_DROPOUT && c->hidden_dropout == 0) ||
@@ -383,8 +390,8 @@ bool knob_optional(config_knob k)
            k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
            k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
-           k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT ||
-           k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
+           k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION ||
+           k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
 }
 
 char *config_knob_text(const config *c, config_knob k)

@@ -1,6 +1,7 @@
 /* memory: per-rank peak memory model. See memory.h for every formula. */
 #include "memory.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,9 +258,14 @@ double memory_sp_gathered(const config *c)
 double memory_lm_head_bytes(const config *c)
 {
     double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
-    /* the fp32 cross-entropy: logits + their fp32 copy (forward), the fp32
-     * gradient + its cast back (backward) */
-    return dims_of(c).T * vocab * (c->act_bytes + 4);
+    /* fused: the logits + one fp32 buffer, the softmax and then its
+     * gradient computed in place (Megatron's VocabParallelCrossEntropy)
+     * and cast back. eager: forward, the logits, their fp32 copy and the
+     * log-probabilities log_softmax saves; backward (torchtitan deletes the
+     * logits first), the saved log-probabilities, nll_loss's dense fp32
+     * gradient and log_softmax's gradient of its input, 12 bytes */
+    double per = c->cross_entropy == CE_EAGER ? fmax(c->act_bytes + 8.0, 12.0) : c->act_bytes + 4.0;
+    return dims_of(c).T * vocab * per;
 }
 
 void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
