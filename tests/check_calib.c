@@ -560,6 +560,27 @@ START_TEST(fp8_gemm)
     free(buf);
     calib_free(again);
     calib_free(cb);
+    /* measured FP8 rows (gemm shape fp8): every FP8 GEMM of a task at its
+     * efficiency of peak_fp8, forward, dgrad and wgrad alike; bf16 and
+     * MXFP8 GEMMs keep the bf16 rows; the rows write back */
+    cb = calib_parse("gpu s\npeak 1000T\npeak_fp8 2000T\npeak_mxfp8 2000T\nmem_bw 2TBps\ngemm line 4us 500T\n"
+                     "gemm shape tn 8192 8192 8192 0.6\ngemm shape fp8 8192 8192 8192 0.3\n"
+                     "attn_fwd line 1us 1T\nattn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc membw 3us\nmembw 1K 0.5\n",
+                     "f8.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_FP8_CURRENT, n, n, n, false, 2), 4e-6 + f / (0.3 * 2000e12));
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_FP8_DELAYED, n, n, n, true, 2), 2 * (4e-6 + f / (0.3 * 2000e12)));
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_BF16, n, n, n, false, 2), 4e-6 + f / (0.6 * 1000e12));
+    CLOSE(calib_gemm_prec_seconds(cb, PRECISION_MXFP8, n, n, n, false, 2), 4e-6 + f / (0.6 * 2000e12));
+    buf = NULL, len = 0;
+    w = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(w, cb), 0);
+    fclose(w);
+    ck_assert_ptr_nonnull(strstr(buf, "gemm shape fp8 8192 8192 8192 0.29999999999999999\n"));
+    free(buf);
+    calib_free(cb);
+    ck_assert_ptr_null(calib_parse("gpu s\npeak 1T\ngemm shape fp16 8 8 8 0.5\n", "bad.calib", err));
+    ck_assert_msg(strstr(err, "tn, nn, nt, any, fp8"), "%s", err);
 }
 END_TEST
 

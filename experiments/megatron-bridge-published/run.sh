@@ -24,8 +24,8 @@
 #  - scripts/performance/configs/llama31/llama31_405b_llm_pretrain.yaml
 #    (0cfe9a4) and workload_base_configs.py (0fa501a): cuda_graphs false,
 #    no FSDP, no recompute or offload for the B200 and H100 layouts above;
-#    grad_reduce_in_fp32 False (bf16 gradient buffer: loong has no such
-#    setting and keeps fp32 gradients, see below).
+#    grad_reduce_in_fp32 False: a bf16 gradient buffer and bf16 gradient
+#    collectives (--grad-reduce bf16).
 #  - The GB300 layout of the table (TP2 PP8 CP2 VP4 on 256 GPUs) is in no
 #    stored version of those files (they give GB300 FP8-CS as TP2 + FSDP +
 #    CPU offload on 128 GPUs), so its recompute/offload settings are the
@@ -74,7 +74,7 @@ while read -r g gpus targs gpn tp pp cp vp dp mb dpm pub; do
     out=$("$L" sim --quiet --platform "$TMP/$g.xml" --calib "$TOP/topologies/$g.calib" --gpus-per-node "$gpn" \
         --model llama3-405b --seq 8K --batch 1 --tp "$tp" --mesh "1x$cp" --strategy zigzag --pp "$pp" \
         --schedule interleaved --vpp "$vp" --pp-embedding-slot on --pp-loss-slot on --dp "$dp" --dp-mode "$dpm" \
-        --micro-batches "$mb" --zero 1 --recompute none --precision fp8-current --tp-overlap on \
+        --micro-batches "$mb" --zero 1 --recompute none --precision fp8-current --grad-reduce bf16 --tp-overlap on \
         --json "$TMP/$g.json" 2>&1) || { echo "megatron-bridge-published: $g: $(echo "$out" | tail -n 1)" >&2; exit 1; }
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     pred=$(printf '%s\n' "$out" | sed -n 's|^# throughput: \([0-9.]*\) tokens/s/GPU.*|\1|p')

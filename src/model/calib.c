@@ -148,7 +148,7 @@ void calib_set_interference(calib *cb, int kind, double f)
 
 /* ---- GEMM shapes (calib.h, "GEMM shapes") ---- */
 
-static const char *const layout_names[GEMM_LAYOUTS] = {"tn", "nn", "nt", "any"};
+static const char *const layout_names[GEMM_LAYOUTS] = {"tn", "nn", "nt", "any", "fp8"};
 
 const char *calib_gemm_layout_name(int layout)
 {
@@ -159,7 +159,8 @@ bool calib_has_gemm_shapes(const calib *cb) { return cb->nshape > 0; }
 
 double calib_t0(const calib *cb, int kind) { return kind >= 0 && kind < NKINDS ? cb->rows[kind].t0 : 0; }
 
-/* The layout whose rows time `layout`: its own, else any's; -1: none. */
+/* The layout whose rows time `layout`: its own, else any's (fp8: its own
+ * only); -1: none. */
 static int rows_for(const calib *cb, int layout)
 {
     bool own = false, any = false;
@@ -167,7 +168,15 @@ static int rows_for(const calib *cb, int layout)
         own |= cb->shape[i].layout == layout;
         any |= cb->shape[i].layout == GEMM_ANY;
     }
-    return own ? layout : any ? GEMM_ANY : -1;
+    return own ? layout : any && layout != GEMM_FP8 ? GEMM_ANY : -1;
+}
+
+/* Whether the table has a bf16 `gemm shape` row (not fp8). */
+static bool bf16_shapes(const calib *cb)
+{
+    for (int i = 0; i < cb->nshape; i++)
+        if (cb->shape[i].layout != GEMM_FP8) return true;
+    return false;
 }
 
 /* Inverse-distance weighting, power 4, in log2 space: a row's weight is
@@ -248,9 +257,17 @@ double calib_gemm_seconds(const calib *cb, int layout, double m, double n, doubl
     return gemm_seconds_io(cb, layout, m, n, k, io_of(elem_bytes));
 }
 
+/* A task's GEMMs on the fp8 rows: forward (m, n, k); backward dgrad
+ * (m, k, n) and wgrad (n, k, m), the one measured layout for all. */
+static double fp8_task_io(const calib *cb, double m, double n, double k, bool bwd, gemm_io io)
+{
+    if (!bwd) return gemm_seconds_io(cb, GEMM_FP8, m, n, k, io);
+    return gemm_seconds_io(cb, GEMM_FP8, m, k, n, io) + gemm_seconds_io(cb, GEMM_FP8, n, k, m, io);
+}
+
 static double gemm_task_io(const calib *cb, double m, double n, double k, bool bwd, gemm_io io)
 {
-    if (!cb->nshape) { /* by FLOPs: one kernel's worth of T0, as before; a backward moves both GEMMs' bytes */
+    if (!bf16_shapes(cb)) { /* by FLOPs: one kernel's worth of T0, as before; a backward moves both GEMMs' bytes */
         gemm_io both = {io.slow, (bwd ? 2 : 1) * io.in_bytes, (bwd ? 2 : 1) * io.out_bytes};
         return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, both);
     }
@@ -271,6 +288,7 @@ double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, doub
     /* FP8 operands (MXFP8: with an E8M0 scale per 32), the output in the
      * activations' width */
     gemm_io io = {cb->peak / peak, p == PRECISION_MXFP8 ? 1 + 1.0 / 32 : 1, act_bytes};
+    if (p != PRECISION_MXFP8 && rows_for(cb, GEMM_FP8) >= 0) return fp8_task_io(cb, m, n, k, bwd, io);
     return gemm_task_io(cb, m, n, k, bwd, io);
 }
 

@@ -52,7 +52,11 @@
  * log2 K), the query first clamped to the rows' range on each axis: exact
  * at a row, between the rows' extremes everywhere, flat beyond the
  * measured range. A layout without rows of its own takes the `any` rows,
- * and without those the gemm curve or line (at 2MNK FLOPs). A forward task
+ * and without those the gemm curve or line (at 2MNK FLOPs). `gemm shape
+ * fp8` rows time the GEMMs of --precision fp8-delayed and fp8-current, all
+ * three of a layer, at their efficiency of peak_fp8; without them an FP8
+ * GEMM takes its bf16 shape's efficiency of peak_fp8 (and MXFP8 always
+ * does: no measured sweep). A forward task
  * (m, n, k) is one tn GEMM; a backward task (4mnk FLOPs) is two, timed
  * each by its own shape: dgrad nn (m, k, n) and wgrad nt (n, k, m). A table
  * without shape rows times GEMMs exactly as before: by FLOPs alone.
@@ -176,8 +180,10 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
 /* ---- GEMM shapes (see "GEMM shapes" above) ---- */
 
 /* A GEMM's layout as Transformer Engine calls cuBLAS for Y = X W^T:
- * forward tn, dgrad nn, wgrad nt; any: rows that stand for every layout. */
-typedef enum { GEMM_TN, GEMM_NN, GEMM_NT, GEMM_ANY, GEMM_LAYOUTS } gemm_layout;
+ * forward tn, dgrad nn, wgrad nt; any: rows that stand for every layout.
+ * fp8: FP8 GEMMs (e4m3 operands, bf16 out), every layout, their
+ * efficiency of peak_fp8; bf16 GEMMs never take them, nor they any's. */
+typedef enum { GEMM_TN, GEMM_NN, GEMM_NT, GEMM_ANY, GEMM_FP8, GEMM_LAYOUTS } gemm_layout;
 
 /* The layout's name in the table ("tn", ...). */
 const char *calib_gemm_layout_name(int layout);

@@ -264,7 +264,7 @@ static int parse_gemm_shape(const cursor *cu, calib *cb, char **tok, int ntok)
     int layout = -1;
     for (int i = 0; i < GEMM_LAYOUTS; i++)
         if (!strcmp(tok[2], calib_gemm_layout_name(i))) layout = i;
-    if (layout < 0) return fail(cu, "gemm shape layout '%s' is not one of: tn, nn, nt, any%s", tok[2], "");
+    if (layout < 0) return fail(cu, "gemm shape layout '%s' is not one of: tn, nn, nt, any, fp8%s", tok[2], "");
     uint64_t dim[3];
     for (int a = 0; a < 3; a++) {
         if (units_parse_count(tok[3 + a], "gemm shape dimension", &dim[a], cu->err) < 0) return fail_units(cu);
