@@ -332,6 +332,20 @@ START_TEST(spec_round_trip)
     ck_assert(a.peak == 312e12 && a.nvlink_bw == 32e9 && a.nic_bw == 25e9);
     ck_assert(fabs(a.nvlink_lat - (8.4 + 5.7) / 2 * 1e-6) < 1e-15 && a.nccl == 1 && a.nvls == 0 && a.pxn == 0);
     ck_assert(platform_spec_gpu_mem("a100-pcie") == 80e9 && platform_spec_gpu_mem("cpu") == 0);
+    /* its 2 sockets of 4 (the datasheet link across them the GPU's) write
+     * and read back; a socket link without sockets is refused, one line */
+    ck_assert(a.sockets == 2 && a.socket_bw == a.nvlink_bw);
+    a.socket_bw = 15.5e9;
+    snprintf(path, sizeof path, "/tmp/loong-topo-spec-XXXXXX");
+    f = fdopen(mkstemp(path), "w");
+    ck_assert_int_eq(platform_spec_write(f, &a, "test"), 0);
+    fclose(f);
+    ck_assert_msg(platform_spec_read(path, &b, err) == 0, "%s", err);
+    ck_assert(b.sockets == 2 && b.socket_bw == 15.5e9);
+    unlink(path);
+    a.sockets = 1;
+    ck_assert_int_eq(platform_spec_validate(&a, err), -1);
+    ck_assert_msg(strstr(err, "socket_bw") && !strchr(err, '\n'), "%s", err);
 }
 END_TEST
 

@@ -204,6 +204,8 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
         bad = "--sockets applies to PCIe servers: give --nvls off and --pxn off, and no NVLink domain";
     else if (sp->sockets > 1 && !(sp->socket_bw >= 1e6 && sp->socket_bw <= 1e15))
         bad = "--socket-link (socket_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 16GBps";
+    else if (sp->sockets <= 1 && sp->socket_bw != 0)
+        bad = "socket_bw joins CPU sockets, and this platform has one: give sockets=2 or more, or drop socket_bw";
     else if (!(sp->nic_bw >= 1e6 && sp->nic_bw <= 1e15))
         bad = "--nic (nic_bw) must lie in [1 MB/s, 1 PB/s]: give a unit, e.g. 400Gbps";
     else if (!(sp->peak > 0 && sp->peak <= 1e18))

@@ -94,12 +94,17 @@ for t in "$@"; do
     stamp=$(mktemp)
     secs=$(slot_of "$t")
     rc=0
-    # the replay: every committed input and every kept crash, once
+    # the replay: every committed input and every kept crash, once (the
+    # kept ones copied into a directory: libFuzzer takes directories or
+    # files, not both, and exits on a file after a directory)
     old=$(find "$crashes" -type f | sort)
     replayed=$(find "$srcdir/corpus/$t" -type f | wc -l)
+    kept=$(mktemp -d)
     # shellcheck disable=SC2086 # a list of files
+    [ -z "$old" ] || cp $old "$kept/"
     "$bin" -runs=0 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$crashes/replay-" "$srcdir/corpus/$t" \
-        $old >"$log.replay" 2>&1 || rc=$?
+        "$kept" >"$log.replay" 2>&1 || rc=$?
+    rm -rf "$kept"
     replayed=$((replayed + $(echo "$old" | grep -c . || true)))
     if [ "$rc" -eq 0 ] && [ "$secs" -eq 0 ]; then
         cp "$log.replay" "$log" # a 0 s slot replays only: libFuzzer's -max_total_time=0 has no limit
