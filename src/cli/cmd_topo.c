@@ -347,6 +347,7 @@ static int apply_sockets(const topo_args *a, platform_spec *sp, char err[LOONG_E
     if (a->sockets) {
         if (units_parse_int(a->sockets, "--sockets", &sp->sockets, err) < 0) return -1;
         if (sp->sockets > 1 && !(sp->socket_bw > 0)) sp->socket_bw = sp->nvlink_bw;
+        if (sp->sockets == 1) sp->sockets = 0; /* one socket: the one switch */
         if (sp->sockets <= 1) sp->socket_bw = 0;
     }
     if (!a->socket_bw) return 0;

@@ -777,6 +777,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no <host> element: regenerate it with loong topo", path);
         rc = -1;
     }
+    if (sp->sockets == 1) sp->sockets = 0; /* one socket is one switch: written without sockets=, read back as 0 */
     return rc < 0 ? -1 : platform_spec_validate(sp, err);
 }
 
