@@ -25,8 +25,9 @@
  *
  *   model states (mixed precision, Adam, as Megatron keeps them: bf16
  *   weights 2Ψ, the DDP buffer of fp32 main gradients 4Ψ
- *   (--accumulate-allreduce-grads-in-fp32, the default with --bf16; its
- *   buckets are views of the one buffer, so they add no bytes), fp32
+ *   (--accumulate-allreduce-grads-in-fp32, the default with --bf16; 2Ψ
+ *   with --grad-reduce bf16, config_grad_bytes; its buckets are views of
+ *   the one buffer, so they add no bytes), fp32
  *   master weights + momentum + variance 12Ψ: 18 bytes per parameter, the
  *   table of Megatron-LM's docs/source/api-guide/dist_optimizer.md; Ψ of the
  *   rank's pipeline stage). Stage 1 (Megatron's distributed optimizer)
@@ -103,7 +104,11 @@
  *   sequence parallelism also holds two gathered (T, hidden) tensors in
  *   the layer's backward (its input re-gathered, its output's gradient).
  *
- *   LM head: logits and their gradient, 2 * T*ceil(vocab/tp)*a.
+ *   LM head (the loss): T*ceil(vocab/tp) logits times a + 4 bytes
+ *   (--cross-entropy fused: the logits and one fp32 buffer, the softmax
+ *   and its gradient in place) or max(a + 8, 12) (eager: PyTorch's
+ *   F.cross_entropy on an fp32 copy, autograd keeping the log-probabilities
+ *   and, backward, two more fp32 tensors of the logits' size).
  *
  *   peak = model states + L * kept per layer
  *          + max(LM head, working set + attention buffers).
@@ -226,7 +231,8 @@ double memory_fp8_weight_bytes(const config *c, int stage);
  *   memory_sp_gathered        the two gathered (T, hidden) tensors of a
  *                             layer's backward under sequence parallelism
  *                             (0 without);
- *   memory_lm_head_bytes      the LM head's logits and their fp32 copy;
+ *   memory_lm_head_bytes      the loss's transient: the LM head's logits
+ *                             and the cross-entropy's fp32 tensors;
  *   memory_block_params       the parameters of one block (head: of the
  *                             weights outside the blocks), one TP shard. */
 double memory_attention_buffers(const config *c);
