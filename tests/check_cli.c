@@ -397,6 +397,20 @@ END_TEST
  * by knob. A published train config (tests/data/torchtitan, v0.2.2) reads
  * with its flavor's shape and its unmodelled sections listed; a
  * contradiction is one line naming both keys. */
+/* The configuration of a torchtitan job: the 8B flavor, FSDP off
+ * (data_parallel_shard_degree 1), then `extra` (TOML lines, the last in
+ * [parallelism] unless it opens a section), at 4K tokens. */
+static json_t *tt_8b_config(const char *extra)
+{
+    FILE *f = fopen("/tmp/loong-tt8b.toml", "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "[model]\nflavor = \"8B\"\n[parallelism]\ndata_parallel_shard_degree = 1\n%s\n", extra);
+    fclose(f);
+    json_t *c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-tt8b.toml --seq 4K");
+    unlink("/tmp/loong-tt8b.toml");
+    return c;
+}
+
 START_TEST(torchtitan_round_trip)
 {
     char toml[] = "/tmp/loong-tt-XXXXXX";
@@ -455,19 +469,13 @@ START_TEST(torchtitan_round_trip)
                {"[activation_checkpoint]\nselective_ac_option = \"5\"", "block", 6},
                {"[activation_checkpoint]\nselective_ac_option = \"1\"", "uniform", 1}};
     for (size_t i = 0; i < sizeof sel / sizeof *sel; i++) {
-        snprintf(a, sizeof a,
-                 "printf '[model]\\nflavor = \"8B\"\\n[parallelism]\\ndata_parallel_shard_degree = 1\\n%s\\n' "
-                 "> /tmp/loong-sel.toml",
-                 sel[i].ac);
-        ck_assert_int_eq(system(a), 0);
-        c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-sel.toml --seq 4K");
+        c = tt_8b_config(sel[i].ac);
         ck_assert_str_eq(json_string_value(json_object_get(c, "recompute")), "full");
         json_t *method = json_object_get(c, "recompute_method"), *n = json_object_get(c, "recompute_num_layers");
         ck_assert_str_eq(method ? json_string_value(method) : "uniform", sel[i].method); /* absent: the default */
         ck_assert_int_eq(n ? json_integer_value(n) : 1, sel[i].layers);
         json_decref(c);
     }
-    unlink("/tmp/loong-sel.toml");
     /* the loss (components/loss.py): eager F.cross_entropy at TP 1 unless
      * [compile] compiles "loss" (components' default holds it); TP > 1
      * runs torchtitan's fused loss-parallel function */
@@ -480,18 +488,12 @@ START_TEST(torchtitan_round_trip)
                 {"[compile]\nenable = false\ncomponents = [\"model\", \"loss\"]", "eager"},
                 {"tensor_parallel_degree = 2", "fused"}};
     for (size_t i = 0; i < sizeof loss / sizeof *loss; i++) {
-        snprintf(a, sizeof a,
-                 "printf '[model]\nflavor = \"8B\"\n[parallelism]\ndata_parallel_shard_degree = 1\n%s\n' "
-                 "> /tmp/loong-ce.toml",
-                 loss[i].extra);
-        ck_assert_int_eq(system(a), 0);
-        c = dag_config_json(LOONG, "--torchtitan-toml /tmp/loong-ce.toml --seq 4K");
+        c = tt_8b_config(loss[i].extra);
         json_t *ce = json_object_get(c, "cross_entropy");
         ck_assert_msg(!strcmp(ce ? json_string_value(ce) : "fused", loss[i].ce), "%s: %s", loss[i].extra,
                       ce ? json_string_value(ce) : "fused");
         json_decref(c);
     }
-    unlink("/tmp/loong-ce.toml");
     /* the 405B file: float8 named, async TP with its compile */
     r = run_cmd(LOONG " dag --torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_405b.toml --dp 16 "
                       "--format torchtitan");
