@@ -257,12 +257,13 @@ double calib_gemm_seconds(const calib *cb, int layout, double m, double n, doubl
     return gemm_seconds_io(cb, layout, m, n, k, io_of(elem_bytes));
 }
 
-/* A task's GEMMs on the fp8 rows: forward (m, n, k); backward dgrad
- * (m, k, n) and wgrad (n, k, m), the one measured layout for all. */
-static double fp8_task_io(const calib *cb, double m, double n, double k, bool bwd, gemm_io io)
+/* A task's GEMMs by shape: forward (m, n, k) in layout fwd; backward the
+ * dgrad (m, k, n) in dgrad and the wgrad (n, k, m) in wgrad. */
+static double shaped_task_io(const calib *cb, int fwd, int dgrad, int wgrad, double m, double n, double k, bool bwd,
+                             gemm_io io)
 {
-    if (!bwd) return gemm_seconds_io(cb, GEMM_FP8, m, n, k, io);
-    return gemm_seconds_io(cb, GEMM_FP8, m, k, n, io) + gemm_seconds_io(cb, GEMM_FP8, n, k, m, io);
+    if (!bwd) return gemm_seconds_io(cb, fwd, m, n, k, io);
+    return gemm_seconds_io(cb, dgrad, m, k, n, io) + gemm_seconds_io(cb, wgrad, n, k, m, io);
 }
 
 static double gemm_task_io(const calib *cb, double m, double n, double k, bool bwd, gemm_io io)
@@ -271,8 +272,7 @@ static double gemm_task_io(const calib *cb, double m, double n, double k, bool b
         gemm_io both = {io.slow, (bwd ? 2 : 1) * io.in_bytes, (bwd ? 2 : 1) * io.out_bytes};
         return gemm_rule(cb, (bwd ? 4 : 2) * m * n * k, -1, m, n, k, both);
     }
-    if (!bwd) return gemm_seconds_io(cb, GEMM_TN, m, n, k, io);
-    return gemm_seconds_io(cb, GEMM_NN, m, k, n, io) + gemm_seconds_io(cb, GEMM_NT, n, k, m, io);
+    return shaped_task_io(cb, GEMM_TN, GEMM_NN, GEMM_NT, m, n, k, bwd, io);
 }
 
 double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bool bwd, double elem_bytes)
@@ -288,7 +288,8 @@ double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, doub
     /* FP8 operands (MXFP8: with an E8M0 scale per 32), the output in the
      * activations' width */
     gemm_io io = {cb->peak / peak, p == PRECISION_MXFP8 ? 1 + 1.0 / 32 : 1, act_bytes};
-    if (p != PRECISION_MXFP8 && rows_for(cb, GEMM_FP8) >= 0) return fp8_task_io(cb, m, n, k, bwd, io);
+    if (p != PRECISION_MXFP8 && rows_for(cb, GEMM_FP8) >= 0) /* one measured layout for all three */
+        return shaped_task_io(cb, GEMM_FP8, GEMM_FP8, GEMM_FP8, m, n, k, bwd, io);
     return gemm_task_io(cb, m, n, k, bwd, io);
 }
 

@@ -253,7 +253,34 @@ static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, i
     return best;
 }
 
-static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a);
+/* raw_busbw on a node whose GPUs share one switch. */
+static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
+{
+    int n = g->n, N = g->nnodes, ppn = g->ppn;
+    double nic = sp->nic_bw * ppn / g->per_nic; /* a node's rails, spread over its members */
+    double bf = coll_bus_factor(op, n), inf = HUGE_VAL;
+    switch (op) {
+    case COLL_ALLTOALL: {
+        /* per byte of the buffer: NVLink carries the node's peers and, with
+         * PXN, what goes to other rails; the NIC of each rail its share */
+        double nvl = (ppn - 1.0) / n + (sp->pxn ? (n - ppn) * (1.0 - 1.0 / g->rails) / n : 0);
+        double net = (double)(n - ppn) / n * g->per_nic;
+        double t = mind(nvl > 0 ? sp->nvlink_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
+        t = mind(t, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
+        int pod = platform_spec_pod_nodes(sp);
+        if (pod) t = mind(t, uplink_alltoall_bw(sp, g, pod, sp->oversub * sp->spine_oversub));
+        return t * bf;
+    }
+    case COLL_SENDRECV: return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? sp->nic_bw : inf);
+    default: break;
+    }
+    if (a == NCCL_NVLS) return sp->nvlink_bw * bf;
+    if (a == NCCL_TREE) {
+        double chain = ppn > 2 ? sp->nvlink_bw / 2 : ppn == 2 ? sp->nvlink_bw : inf;
+        return mind(chain, nic / tree_node_volume(N)) * bf;
+    }
+    return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? nic : inf);
+}
 
 /* The bound of a PCIe server's socket links (platform_spec.h: sockets),
  * in bus bandwidth, on the members of each node that span sockets. Every
@@ -292,35 +319,6 @@ static double socket_bound(const platform_spec *sp, const nccl_group *g, coll_op
 static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
 {
     return mind(flat_busbw(sp, g, op, a), socket_bound(sp, g, op));
-}
-
-/* raw_busbw on a node whose GPUs share one switch. */
-static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
-{
-    int n = g->n, N = g->nnodes, ppn = g->ppn;
-    double nic = sp->nic_bw * ppn / g->per_nic; /* a node's rails, spread over its members */
-    double bf = coll_bus_factor(op, n), inf = HUGE_VAL;
-    switch (op) {
-    case COLL_ALLTOALL: {
-        /* per byte of the buffer: NVLink carries the node's peers and, with
-         * PXN, what goes to other rails; the NIC of each rail its share */
-        double nvl = (ppn - 1.0) / n + (sp->pxn ? (n - ppn) * (1.0 - 1.0 / g->rails) / n : 0);
-        double net = (double)(n - ppn) / n * g->per_nic;
-        double t = mind(nvl > 0 ? sp->nvlink_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
-        t = mind(t, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
-        int pod = platform_spec_pod_nodes(sp);
-        if (pod) t = mind(t, uplink_alltoall_bw(sp, g, pod, sp->oversub * sp->spine_oversub));
-        return t * bf;
-    }
-    case COLL_SENDRECV: return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? sp->nic_bw : inf);
-    default: break;
-    }
-    if (a == NCCL_NVLS) return sp->nvlink_bw * bf;
-    if (a == NCCL_TREE) {
-        double chain = ppn > 2 ? sp->nvlink_bw / 2 : ppn == 2 ? sp->nvlink_bw : inf;
-        return mind(chain, nic / tree_node_volume(N)) * bf;
-    }
-    return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? nic : inf);
 }
 
 /* NCCL's LL bus bandwidth ceilings (tuning.cc llMaxBws: Hopper/Ampere one
