@@ -295,11 +295,6 @@ START_TEST(unwritable_output)
 }
 END_TEST
 
-/* Megatron-LM's arguments round-trip: dag --format megatron writes them,
- * --megatron-args reads them back, and the configuration is the same, knob
- * by knob (the JSON object config_hash hashes). A contradiction is one line
- * naming both arguments; a published launch reads with its unmodelled
- * arguments listed. */
 /* loong check: a published run is plausible, a report above the peak is
  * not (exit 1), and a tokens/s report of the same step reads alike. The
  * ceiling is hardware FLOPs at the peak, so 1.01x the peak in TFLOP/s is
@@ -339,6 +334,12 @@ START_TEST(check_plausibility)
 }
 END_TEST
 
+/* Megatron-LM's arguments round-trip: dag --format megatron writes them,
+ * --megatron-args reads them back, and the configuration is the same, knob
+ * by knob (the JSON object config_hash hashes). A contradiction is one line
+ * naming both arguments; a published launch reads with its unmodelled
+ * arguments listed. Megatron-Core's default rank order (tp-cp-ep-dp-pp)
+ * round-trips as itself, loong's head-first as --use-tp-pp-dp-mapping. */
 START_TEST(megatron_round_trip)
 {
     char model[] = "/tmp/loong-mg-XXXXXX", args[] = "/tmp/loong-mga-XXXXXX";
@@ -356,6 +357,7 @@ START_TEST(megatron_round_trip)
         "--recompute-num-layers 2 --zero 0 --dtype fp32 --micro-batches 2",
         "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp-first-layers 3 --pp 2 --micro-batches 8 --zero 1 "
         "--grad-reduce bf16",
+        "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp 2 --micro-batches 8 --placement tp-cp-ep-dp-pp",
     };
     char a[1024];
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {

@@ -392,6 +392,47 @@ END_TEST
  * the JSON only when it is not 1 (so existing files read and hash as
  * before), moves the hash, and the order round-trips, the named ones by
  * name. dp must vary slowest: the DAG holds one replica as ranks 0..P-1. */
+/* Megatron-Core's default order tp-cp-ep-dp-pp (RankGenerator): a stage's
+ * replicas side by side. loong's ranks keep dp slowest (replica k at
+ * k*P .. k*P+P-1); the GPU of rank q + Q*stage + P*rep (Q = tp*cp ranks
+ * per stage) is q + Q*rep + Q*dp*stage, and back. Head-first keeps the
+ * GPUs the ranks'. Other dimensions after dp are refused. */
+START_TEST(dp_before_pp_gpus)
+{
+    config c = tcfg("tiny", 8192, "usp", 1, 2, 0, SCOPE_STEP);
+    char err[LOONG_ERRLEN], text[64];
+    c.tp = 2;
+    c.pp = 2;
+    c.micro_batches = 2;
+    c.dp = 3;
+    ck_assert_int_eq(config_validate(&c, err), 0);
+    for (int r = 0; r < config_world(&c); r++)
+        ck_assert_int_eq(config_gpu_of(&c, r), r);
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "tp-cp-ep-dp-pp", err), 0);
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    config_placement_text(&c, text, sizeof text);
+    ck_assert_str_eq(text, "tp-head-seq-dp-pp");
+    int Q = 4, P = 8, dp = 3;
+    for (int rep = 0; rep < dp; rep++)
+        for (int stage = 0; stage < 2; stage++)
+            for (int q = 0; q < Q; q++) {
+                int r = q + Q * stage + P * rep, gpu = q + Q * rep + Q * dp * stage;
+                ck_assert_int_eq(config_gpu_of(&c, r), gpu);
+                ck_assert_int_eq(config_rank_of_gpu(&c, gpu), r);
+                ck_assert_int_eq(config_node(&c, r), gpu / c.gpus_per_node);
+            }
+    /* loong's mesh keeps dp slowest: the DAG's stages are where they were */
+    mesh m = config_mesh(&c);
+    ck_assert_int_eq(mesh_stride(&m, MESH_DP), P);
+    ck_assert_int_eq(mesh_stride(&m, MESH_PP), Q);
+    ck_assert_int_eq(config_tp_nodes(&c), 1);
+    /* only pp may vary slower than dp */
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, "tp-dp-head-seq-pp", err), 0);
+    ck_assert_int_eq(config_validate(&c, err), -1);
+    ck_assert_msg(strstr(err, "seq") && strstr(err, "only pp"), "%s", err);
+}
+END_TEST
+
 START_TEST(dp_and_order)
 {
     config c = tcfg("tiny", 8192, "usp", 2, 4, 4, SCOPE_STEP), back;
@@ -636,6 +677,7 @@ int main(void)
     tcase_add_test(tc, strategies);
     tcase_add_test(tc, json_and_hash);
     tcase_add_test(tc, dp_and_order);
+    tcase_add_test(tc, dp_before_pp_gpus);
     tcase_add_test(tc, json_rejects_bad_knobs);
     tcase_add_test(tc, knob_text_round_trip);
     tcase_add_test(tc, names_of_layouts);

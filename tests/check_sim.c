@@ -19,6 +19,7 @@
 
 #include "cli_util.h"
 #include "dag_util.h"
+#include "core/knobs.h"
 #include "sim/sim.h"
 #include "model/platform_spec.h"
 #include "check_run.h"
@@ -46,8 +47,8 @@ static void free_compute(char *buf, size_t len, const char *attn_rate)
              attn_rate, attn_rate);
 }
 
-/* Simulate c on the platform at path with free compute. */
-static dag *simulate(const char *path, config *c, sim_result *res)
+/* Simulate c on the platform at path with free compute, folding `folded`. */
+static dag *simulate_folded(const char *path, config *c, sim_result *res, mesh_dims folded)
 {
     char err[LOONG_ERRLEN] = "", text[512];
     free_compute(text, sizeof text, "1e18");
@@ -56,10 +57,15 @@ static dag *simulate(const char *path, config *c, sim_result *res)
     sim_platform *pf = sim_platform_open(path, 0, NULL, err);
     ck_assert_msg(pf != NULL, "%s", err);
     dag *g = tbuild(c);
-    ck_assert_msg(sim_run(pf, g, cb, false, SIM_FOLD_DEFAULT, res, err) == 0, "%s", err);
+    ck_assert_msg(sim_run(pf, g, cb, false, folded, res, err) == 0, "%s", err);
     calib_free(cb);
     sim_platform_free(pf);
     return g;
+}
+
+static dag *simulate(const char *path, config *c, sim_result *res)
+{
+    return simulate_folded(path, c, res, SIM_FOLD_DEFAULT);
 }
 
 /* Simulate c on one node of gpn GPUs with free links (NVLink at 1e15 B/s,
@@ -448,6 +454,47 @@ START_TEST(pipeline_bubble)
         ck_assert_msg(fabs(idle - (p - 1) / (v * m + p - 1)) < 1e-6 + extra / res.makespan,
                       "interleaved bubble %.9f, closed form %.9f", idle, (p - 1) / (v * m + p - 1));
     }
+    sim_result_free(&res);
+    dag_free(g);
+}
+END_TEST
+
+/* Megatron's default rank order tp-cp-ep-dp-pp puts a stage's replicas
+ * side by side: pp 2 x dp 4 on two nodes of 4 GPUs places stage 0 on node
+ * 0 and stage 1 on node 1, where head-first (dp slowest, _i = 0) puts both
+ * stages of a replica on one node. Every replica simulated, free compute:
+ * each pipeline send takes the p2p closed form of its link class (NVLink
+ * under head-first, the NICs under Megatron's order), and under Megatron's
+ * order the NICs carry the pipeline's bytes and nothing else, each
+ * transfer twice (the sending and the receiving node's NIC): the
+ * gradient groups stay inside the nodes. */
+START_TEST(dp_before_pp_places_stages)
+{
+    static const char *orders[] = {"head-first", "tp-cp-ep-dp-pp"};
+    platform_spec sp = plat_spec(2, 4, 4);
+    char path[128], err[LOONG_ERRLEN];
+    config c = tcfg("tiny", 4 * K, "ulysses", 1, 1, 0, SCOPE_STEP);
+    c.pp = 2;
+    c.dp = 4;
+    c.micro_batches = 1;
+    c.gpus_per_node = 4;
+    ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, orders[_i], err), 0);
+    sim_result res;
+    dag *g = simulate_folded(plat_write(&sp, "p.xml", path, sizeof path), &c, &res, 0);
+    double lat = _i ? sp.nic_lat : sp.nvlink_lat, bw = _i ? sp.nic_bw : sp.nvlink_bw, pp_bytes = 0, nic_bytes = 0;
+    int sends = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_SEND) continue;
+        pp_bytes += (double)t->bytes;
+        if (t->op != OP_PP_ACT) continue;
+        assert_within(res.dur[i], 2 * lat + (double)t->bytes / bw, 0.01, orders[_i]);
+        sends++;
+    }
+    ck_assert_int_eq(sends, 1);
+    for (int i = 0; i < res.nlinks; i++)
+        if (strstr(res.links[i].name, "-nic")) nic_bytes += res.links[i].bytes;
+    if (_i) ck_assert_double_eq_tol(nic_bytes, 2.0 * c.dp * pp_bytes, 1e-9 * nic_bytes);
     sim_result_free(&res);
     dag_free(g);
 }
@@ -943,6 +990,7 @@ int main(void)
     tcase_add_test(tc, compute_bound_imbalance);
     tcase_add_test(tc, comm_bound_double_ring);
     tcase_add_loop_test(tc, pipeline_bubble, 0, 5);
+    tcase_add_loop_test(tc, dp_before_pp_places_stages, 0, 2);
     suite_add_tcase(s, tc);
     TCase *cli = tcase_create("cli");
     tcase_add_checked_fixture(cli, plat_setup, plat_teardown);

@@ -13,7 +13,10 @@
 # distributed optimizer: zero_state 1), no recomputation (enable_recompute
 # with no granularity and 0 layers is SimuMax's "No Recompute"), flash
 # attention, fused norm and SwiGLU, fp32 gradient accumulation, vocabulary
-# padded to a multiple of 128 x TP. The published figure is the measured
+# padded to a multiple of 128 x TP, and Megatron-Core's default rank
+# order tp-cp-ep-dp-pp (no --use-tp-pp-dp-mapping in SimuMax's examples:
+# TP 1 PP 2's four replicas of a stage side by side, in one socket). The
+# published figure is the measured
 # ("Actual") TFLOP/s per GPU, read off the chart by pixel (its gridlines
 # 60-180 TFLOP/s, each marker's centre; +-0.5 TFLOP/s): FULL_RESULTS.md
 # gives only SimuMax's own error per run, and its Llama3-8B runs have no
@@ -66,7 +69,7 @@ while read -r tp pp mbc pub; do
     [ "$tp" -gt 1 ] && sp="--sequence-parallel on --tp-mode symmetric"
     out=$("$L" sim --platform "$PLAT" --calib "$TOP/topologies/a100-pcie.calib" --model "$MODEL" --seq "$SEQ" --batch 1 \
         --micro-batches "$mbc" --tp "$tp" $sp --pp "$pp" --mesh 1x1 --strategy ulysses --dp "$dp" --dp-mode full \
-        --zero 1 --recompute none --quiet 2>&1) ||
+        --zero 1 --recompute none --placement tp-cp-ep-dp-pp --quiet 2>&1) ||
         { echo "simumax-published: loong sim failed: $(echo "$out" | tail -n 1)" >&2; exit 2; }
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     [ -n "$step" ] || { echo "simumax-published: no step time for tp$tp pp$pp m$mbc" >&2; exit 2; }

@@ -539,11 +539,12 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
     if (rc == 0) read_plain(&g), read_attention(&g, out);
     if (rc == 0) rc = read_fp8(&g, out, err);
     /* Megatron's default order tp-cp-ep-dp-pp puts a stage's replicas
-     * next to each other; loong's DAG holds one replica as ranks 0..P-1,
-     * so dp varies slowest (tp-cp-pp-dp, --use-tp-pp-dp-mapping's order):
-     * the same ranks when pp or dp is 1 */
-    if (rc == 0 && !flag(&g, "use-tp-pp-dp-mapping") && pp > 1 && atoi(out->val[KNOB_DP]) > 1)
-        note(&g, "the rank order tp-cp-ep-dp-pp (placed as tp-cp-pp-dp)");
+     * next to each other (RankGenerator); --use-tp-pp-dp-mapping's is
+     * loong's head-first. Named only where they differ (pp and dp > 1),
+     * so that the other launches keep head-first's name */
+    if (rc == 0 && !flag(&g, "use-tp-pp-dp-mapping") && pp > 1 && atoi(out->val[KNOB_DP]) > 1 &&
+        !given->val[KNOB_PLACEMENT])
+        out->val[KNOB_PLACEMENT] = keep("tp-cp-ep-dp-pp");
     for (int i = 0; rc == 0 && i < g.n; i++)
         if (!g.a[i].used) note(&g, keep("--%s", g.a[i].name)), g.a[i].used = true;
     /* said by cli_config_finish once the configuration is valid: a bad
@@ -602,6 +603,14 @@ static void emit_cp(mg_out *o, const config *c)
     if (ph > 1 && ps > 1 && config_placement(c) != PLACE_HEAD_FIRST)
         gap(o, "context-first placement (a2a+p2p's all-to-all level is the inner one)");
     if (c->docs) gap(o, "--docs (packed documents: Megatron reads them from the data)");
+}
+
+/* Whether c's GPUs put dp before pp (Megatron's default order). */
+static bool dp_before_pp(const config *c)
+{
+    for (int i = 0; i < MESH_NDIMS; i++)
+        if (c->order[i] == MESH_DP || c->order[i] == MESH_PP) return c->order[i] == MESH_DP;
+    return false;
 }
 
 static void emit_pipeline(mg_out *o, const config *c)
@@ -670,7 +679,7 @@ int cli_megatron_emit(FILE *f, const config *c)
     if (c->tp > 1 && c->tp_overlap) arg(&o, "--tp-comm-overlap");
     emit_cp(&o, c);
     emit_pipeline(&o, c);
-    if (c->pp > 1 && c->dp > 1) arg(&o, "--use-tp-pp-dp-mapping"); /* loong's dp varies slowest */
+    if (c->pp > 1 && c->dp > 1 && !dp_before_pp(c)) arg(&o, "--use-tp-pp-dp-mapping");
     arg(&o, "--micro-batch-size %d", c->batch);
     arg(&o, "--global-batch-size %d", c->batch * c->micro_batches * c->dp);
     arg(&o, "--seq-length %llu", (unsigned long long)c->seq);

@@ -51,7 +51,7 @@ const char *placement_order(placement_kind p) { return placement_orders[p]; }
 
 void config_set_placement(config *c, placement_kind p)
 {
-    mesh m = config_mesh(c);
+    mesh m = config_gpu_mesh(c);
     char err[LOONG_ERRLEN];
     mesh_set_order(&m, placement_orders[p], err); /* a constant that parses */
     memcpy(c->order, m.order, sizeof c->order);
@@ -68,13 +68,13 @@ placement_kind config_placement(const config *c)
 
 void config_placement_text(const config *c, char *buf, size_t len)
 {
-    mesh m = config_mesh(c);
+    mesh m = config_gpu_mesh(c);
     mesh_order_text(&m, buf, len);
     for (int p = PLACE_HEAD_FIRST; p <= PLACE_CONTEXT_FIRST; p++)
         if (!strcmp(buf, placement_orders[p])) snprintf(buf, len, "%s", placement_name((placement_kind)p));
 }
 
-mesh config_mesh(const config *c)
+mesh config_gpu_mesh(const config *c)
 {
     mesh m;
     memset(&m, 0, sizeof m);
@@ -87,6 +87,37 @@ mesh config_mesh(const config *c)
     m.degree[MESH_DP] = c->dp;
     memcpy(m.order, c->order, sizeof m.order);
     return m;
+}
+
+mesh config_mesh(const config *c)
+{
+    mesh m = config_gpu_mesh(c);
+    int k = 0;
+    for (int i = 0; i < MESH_NDIMS; i++)
+        if (c->order[i] != MESH_DP) m.order[k++] = c->order[i];
+    m.order[k] = MESH_DP;
+    return m;
+}
+
+/* Whether loong's ranks are the GPUs' (dp slowest, or no replicas). */
+static bool gpus_are_ranks(const config *c) { return c->dp == 1 || c->order[MESH_NDIMS - 1] == MESH_DP; }
+
+int config_gpu_of(const config *c, int rank)
+{
+    if (gpus_are_ranks(c)) return rank;
+    mesh m = config_mesh(c), g = config_gpu_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&m, rank, co);
+    return mesh_rank(&g, co);
+}
+
+int config_rank_of_gpu(const config *c, int gpu)
+{
+    if (gpus_are_ranks(c)) return gpu;
+    mesh m = config_mesh(c), g = config_gpu_mesh(c);
+    int co[MESH_NDIMS];
+    mesh_coords(&g, gpu, co);
+    return mesh_rank(&m, co);
 }
 
 int config_rank_of(const config *c, int h, int s)
@@ -130,6 +161,8 @@ int config_tp_nodes(const config *c)
     mesh m = config_mesh(c);
     int n = mesh_group_size(&m, CONFIG_TP_DIMS), *mem = xmalloc_array((size_t)n, sizeof *mem, "the TP group");
     mesh_group_members(&m, CONFIG_TP_DIMS, 0, mem);
+    for (int i = 0; i < n; i++)
+        mem[i] = config_gpu_of(c, mem[i]);
     placement pl = config_hw_placement(c);
     int nodes = placement_group_nodes(&pl, mem, n);
     free(mem);

@@ -181,8 +181,20 @@ placement_kind config_placement(const config *c);
 /* The placement as the knob spells it: the order's name ("head-first",
  * "context-first") or, for another order, the order ("seq-tp-head-pp-dp"). */
 void config_placement_text(const config *c, char *buf, size_t len);
-/* The device mesh: degrees tp, head P_h, seq P_s, pp, dp, in c's order. */
+/* loong's ranks: degrees tp, head P_h, seq P_s, pp, dp, in c's order with
+ * dp moved last. A DAG holds replica 0 as ranks 0..P-1 and replica k as
+ * k*P..(k+1)*P-1, whatever order the GPUs take (config_gpu_of). */
 mesh config_mesh(const config *c);
+/* The GPUs' mesh: the same degrees in c's order as given, so that a rank
+ * of it is a GPU's index (node-major, placement.h). It differs from
+ * config_mesh only when dp is not the slowest dimension (Megatron-Core's
+ * default order tp-cp-ep-dp-pp puts a stage's replicas side by side). */
+mesh config_gpu_mesh(const config *c);
+/* The GPU loong's rank (any replica's: config_mesh) runs on, a rank of
+ * config_gpu_mesh; the rank itself unless dp varies faster than pp. And
+ * its inverse. */
+int config_gpu_of(const config *c, int rank);
+int config_rank_of_gpu(const config *c, int gpu);
 /* The TP group: the ranks that share one layer's weights as shards. */
 #define CONFIG_TP_DIMS MESH_DIMS_TP
 /* The dimensions the gradients are reduced over and ZeRO shards over: the
@@ -220,19 +232,20 @@ int config_tp_kv_heads(const config *c);
 int config_tp_kv_repl(const config *c);
 /* The first KV head of TP rank t's shard: t * H_kv / tp (floor). */
 int config_tp_kv_head0(const config *c, int t);
-/* Where rank runs (placement.h), on nodes of c->gpus_per_node GPUs: its
- * node and its GPU slot there; and the placement itself (one NIC per node:
- * a config names no platform, so no NIC question is asked of it). */
+/* Where loong's rank runs (placement.h, on its GPU config_gpu_of), on
+ * nodes of c->gpus_per_node GPUs: its node and its GPU slot there; and the
+ * placement itself (one NIC per node: a config names no platform, so no
+ * NIC question is asked of it). */
 static inline placement config_hw_placement(const config *c) { return placement_make(c->gpus_per_node, 1, 0); }
 static inline int config_node(const config *c, int rank)
 {
     placement p = config_hw_placement(c);
-    return placement_node(&p, rank);
+    return placement_node(&p, config_gpu_of(c, rank));
 }
 static inline int config_gpu(const config *c, int rank)
 {
     placement p = config_hw_placement(c);
-    return placement_gpu(&p, rank);
+    return placement_gpu(&p, config_gpu_of(c, rank));
 }
 /* Query heads and KV heads held per rank after the head all-to-all, of its
  * TP shard's H/tp and H_kv/tp; KV heads count replicas

@@ -236,12 +236,15 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
-/* The DAG holds replica 0 as ranks 0..P-1: no dimension of degree > 1 may
- * vary slower than dp. */
+/* Only pp may vary slower than dp: loong's ranks keep dp slowest
+ * (config_mesh) and the GPUs take the given order through config_gpu_of;
+ * with dp before pp alone (Megatron-Core's default tp-cp-ep-dp-pp,
+ * torchtitan's pp-outermost mesh) a stage's ranks of replica 0 stay on the
+ * GPUs of their loong ranks, which the predictors' per-stage groups assume. */
 static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
 {
     if (c->dp < 1) return fail(err, "--dp must be at least 1 (1: one replica, no data parallelism)");
-    mesh m = config_mesh(c);
+    mesh m = config_gpu_mesh(c);
     if (mesh_validate(&m, err) < 0) return -1;
     if ((long long)c->dp * config_ranks(c) > CONFIG_MAX_RANKS) {
         snprintf(err, LOONG_ERRLEN, "--dp %d x mesh %dx%d is more than %d ranks: use fewer replicas", c->dp, c->p_head,
@@ -251,12 +254,12 @@ static int validate_mesh(const config *c, char err[LOONG_ERRLEN])
     bool after_dp = false;
     for (int i = 0; i < MESH_NDIMS; i++) {
         mesh_dim d = m.order[i];
-        if (after_dp && m.degree[d] > 1 && c->dp > 1) {
+        if (after_dp && m.degree[d] > 1 && c->dp > 1 && d != MESH_PP) {
             char order[64];
             mesh_order_text(&m, order, sizeof order);
             snprintf(err, LOONG_ERRLEN,
-                     "--placement %s: %s (degree %d) varies slower than dp, but a DAG holds one data-parallel replica "
-                     "as ranks 0..P-1: put dp after it, e.g. %s",
+                     "--placement %s: %s (degree %d) varies slower than dp, and only pp may (replicas beside "
+                     "pipeline stages, Megatron's tp-cp-ep-dp-pp): put dp after it, e.g. %s",
                      order, mesh_dim_name(d), m.degree[d], placement_order(config_placement(c)));
             return -1;
         }

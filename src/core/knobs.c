@@ -188,7 +188,8 @@ const knob_row knob_rows[KNOB_COUNT] = {
                        0},
     [KNOB_PLACEMENT] = {{"placement", "placement", "P",
                          "head-first | context-first, or the mesh's order\n"
-                         "fastest first, e.g. tp-seq-head-pp-dp   [head-first]",
+                         "fastest first, e.g. tp-seq-head-pp-dp; Megatron's\n"
+                         "default tp-cp-ep-dp-pp                [head-first]",
                          true, KNOB_PHASE_FIRST},
                         KT_ORDER,
                         0,
@@ -449,7 +450,7 @@ static int parse_order(config *c, const knob_row *r, const char *text, char err[
                  text);
         return -1;
     }
-    mesh m = config_mesh(c);
+    mesh m = config_gpu_mesh(c);
     char why[LOONG_ERRLEN];
     if (mesh_set_order(&m, text, why) < 0) {
         snprintf(err, LOONG_ERRLEN, "--placement: %.*s", LOONG_ERRLEN - 16, why);

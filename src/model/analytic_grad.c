@@ -24,6 +24,17 @@ static double dp_ring(const platform_spec *n, const int *members, int N, double 
     return flow(&worst, bytes);
 }
 
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The GPUs of loong's ranks members[0..N-1] (config_gpu_of), ascending:
+ * NCCL's ring order. */
+static void gpus_of(const config *c, int *members, int N)
+{
+    for (int i = 0; i < N; i++)
+        members[i] = config_gpu_of(c, members[i]);
+    qsort(members, (size_t)N, sizeof *members, cmp_int);
+}
+
 /* One collective of `elems` elements (DAG sizes) of elem_bytes each over
  * the gradient group of rank 0, members from the mesh: NCCL's on a GPU
  * platform (as many nodes as they take), else one ring. */
@@ -48,6 +59,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     mesh m = config_mesh(c);
     int N = mesh_group_size(&m, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, g);
+    gpus_of(c, g, N);
     placement p = platform_spec_placement(n);
     bool multinode = placement_group_nodes(&p, g, N) > 1;
     const model *md = &c->model;

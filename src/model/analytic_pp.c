@@ -10,13 +10,14 @@
 #include "core/xalloc.h"
 
 /* One pipeline p2p of a stage boundary: this rank's (T or T/tp, hidden)
- * activations between rank 0 and its match on the next stage. */
+ * activations between rank 0 and its match on the next stage, on their
+ * GPUs (config_gpu_of: dp may sit between the stages). */
 static double pp_hop(const config *c, const platform_spec *n)
 {
     mesh m = config_mesh(c);
     bool sp = mesh_on(&m, MESH_TP) && c->sequence_parallel;
     double rows = (double)config_local_tokens(c) / (sp ? c->tp : 1);
-    link l = link_between(n, 0, mesh_shift(&m, 0, MESH_PP, 1));
+    link l = link_between(n, config_gpu_of(c, 0), config_gpu_of(c, mesh_shift(&m, 0, MESH_PP, 1)));
     return flow(&l, rows * c->model.hidden * c->act_bytes);
 }
 

@@ -72,7 +72,7 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
     uint32_t k = i;
     do {
         const dag_task *x = dag_task_get(S->g, me->ids[k]);
-        double d = kernel_seconds(me, x) * (S->faults->kscale ? S->faults->kscale[me->rank] : 1);
+        double d = kernel_seconds(me, x) * (S->faults->kscale ? S->faults->kscale[sim_gpu(S, me->rank)] : 1);
         S->start[me->off + x->id] = t;
         S->dur[me->off + x->id] = d;
         t += d;
@@ -99,7 +99,7 @@ static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
     double t0 = simgrid_get_clock();
     S->start[me->off + x->id] = t0;
     S->compute_runs++;
-    if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(S->hosts[me->rank]), f > 0 ? 1 / f : 1e12);
+    if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(sim_host_of(S, me->rank)), f > 0 ? 1 / f : 1e12);
     S->dur[me->off + x->id] = simgrid_get_clock() - t0;
     return 1;
 }
@@ -150,10 +150,21 @@ static void stream_main(int argc, char **argv)
     XBT_VERB("rank %d %s: %u tasks done at %.9f s", me->rank, stream_name(me->stream), me->n, simgrid_get_clock());
 }
 
+/* GPU hosts the simulated ranks reach: every replica's, or replica 0's
+ * (its ranks' GPUs: config_gpu_of, beyond P when dp varies faster than pp). */
+static int gpus_needed(const config *c, bool every_replica)
+{
+    int P = config_ranks(c), need = every_replica ? config_world(c) : P;
+    for (int r = 0; !every_replica && r < P; r++)
+        if (config_gpu_of(c, r) >= need) need = config_gpu_of(c, r) + 1;
+    return need;
+}
+
 static int check_mapping(sim_platform *pf, const config *c, bool every_replica, char err[LOONG_ERRLEN])
 {
     int P = config_ranks(c), have = sim_platform_gpus(pf), gpn = sim_platform_gpus_per_node(pf);
-    int need = every_replica ? config_world(c) : P;
+    int need = gpus_needed(c, every_replica);
+    mesh gm = config_gpu_mesh(c);
     if (have < need) {
         snprintf(err, LOONG_ERRLEN,
                  "the platform has %d GPU hosts but the configuration needs %d ranks: use a larger topology "
@@ -167,11 +178,12 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
                  "h100|h200|b200|b300|gb200|gb300|a100|a100-pcie): its gradient collectives span every replica");
         return -1;
     }
-    if (c->dp > 1 && !every_replica && P % gpn) {
-        snprintf(err, LOONG_ERRLEN,
-                 "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica (%d ranks on %d-GPU "
-                 "nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
-                 P, gpn, config_world(c));
+    if (c->dp > 1 && !every_replica && mesh_stride(&gm, MESH_DP) % gpn) {
+        snprintf(
+            err, LOONG_ERRLEN,
+            "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica%s (%d ranks on %d-GPU "
+            "nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
+            mesh_stride(&gm, MESH_DP) == P ? "" : " and stage", mesh_stride(&gm, MESH_DP), gpn, config_world(c));
         return -1;
     }
     if (gpn != c->gpus_per_node) {
@@ -221,7 +233,7 @@ static void spawn(sim_state *S)
             if (!st->n) continue;
             char name[48];
             snprintf(name, sizeof name, "r%d.%s", g, stream_name(s));
-            sg_actor_t a = sg_actor_init(name, S->hosts[g]);
+            sg_actor_t a = sg_actor_init(name, sim_host_of(S, g));
             sg_actor_set_data(a, st);
             sg_actor_start(a, stream_main, 0, NULL);
         }
@@ -446,7 +458,7 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     S.jitter = draw_jitter(&S, reps * n);
     if (S.spec) S.groups = xcalloc(reps * dag_ngroups(g) + 1, sizeof *S.groups, "the collective groups");
     S.wall0 = S.last_report = wall_now();
-    int rc = sim_start_checked(&S, S.hosts[0], (int)reps * P, spawn_streams, &S, err);
+    int rc = sim_start_checked(&S, S.hosts[0], gpus_needed(c, every_replica), spawn_streams, &S, err);
     res->wall_s = wall_now() - S.wall0;
     res->compute_runs = S.compute_runs;
     if (rc == 0) rc = check_finished(&S, err);

@@ -99,9 +99,9 @@ static sg_comm_t put_relayed(sim_stream *me, sg_mailbox_t chan, int peer, uint64
     char name[64];
     snprintf(name, sizeof name, "%s/ack", sg_mailbox_get_name(chan));
     relay_job *j = xmalloc_array(1, sizeof *j, "a rerouted transfer");
-    *j = (relay_job){S->hosts[me->rank],
+    *j = (relay_job){sim_host_of(S, me->rank),
                      S->hosts[p->via],
-                     S->hosts[peer],
+                     sim_host_of(S, peer),
                      bytes,
                      {p->lat1, p->lat2},
                      sg_mailbox_by_name(name),
@@ -115,7 +115,7 @@ static sg_comm_t put_relayed(sim_stream *me, sg_mailbox_t chan, int peer, uint64
 static sg_comm_t put(sim_stream *me, int peer, uint64_t bytes)
 {
     sg_mailbox_t mb = channel(&me->out, &me->nout, &me->capout, me->stream, me->rank, peer, peer);
-    sim_path p = sim_links_add(me->S->links, me->rank, peer, (double)bytes);
+    sim_path p = sim_links_add(me->S->links, sim_gpu(me->S, me->rank), sim_gpu(me->S, peer), (double)bytes);
     if (p.via >= 0) return put_relayed(me, mb, peer, bytes, &p);
     return sg_mailbox_put_async(mb, &payload, (long)bytes);
 }
@@ -162,12 +162,12 @@ static int member_index(const int32_t *mem, int n, int rank)
 
 static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* The rank a flow reaches: the member's, or under fold (symmetric data
- * parallelism) the same GPU of this replica; -1 when that is the sender
- * itself (its NIC's share is in the collective's model time). */
+/* The rank a flow reaches: the member's (g holds GPUs), or under fold
+ * (symmetric data parallelism) the same GPU of this replica; -1 when that
+ * is the sender itself (its NIC's share is in the collective's model time). */
 static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool fold)
 {
-    int r = g->rank[member];
+    int r = me->S->c ? config_rank_of_gpu(me->S->c, g->rank[member]) : g->rank[member];
     if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
     return r == me->rank ? -1 : r;
 }
@@ -217,9 +217,10 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
 /* Whether group gid spans the data-parallel replicas (the gradient group). */
 static bool spans_dp(const sim_state *S, uint32_t gid) { return dag_group_dims(S->g, gid) & MESH_BIT(MESH_DP); }
 
-/* The global ranks of group gid in replica rep, from the mesh: the DAG's
- * members unfolded into rep, or for a group over dp every replica's. The
- * caller frees *out. */
+/* The GPUs of group gid in replica rep, from the mesh: the DAG's members
+ * unfolded into rep, or for a group over dp every replica's, each on its
+ * GPU (config_gpu_of), which NCCL's shape of the group needs. The caller
+ * frees *out. */
 static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
 {
     int n;
@@ -229,11 +230,13 @@ static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
         n = mesh_group_size(&S->mesh, dims);
         *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
         mesh_group_members(&S->mesh, dims, mesh_group_id(&S->mesh, dims, sim_rank_of(S, mem[0], rep)), *out);
-        return n;
+    } else {
+        *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
+        for (int i = 0; i < n; i++)
+            (*out)[i] = sim_rank_of(S, mem[i], rep);
     }
-    *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
     for (int i = 0; i < n; i++)
-        (*out)[i] = sim_rank_of(S, mem[i], rep);
+        (*out)[i] = sim_gpu(S, (*out)[i]);
     return n;
 }
 
@@ -260,7 +263,8 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     sim_state *S = me->S;
     const config *c = S->c;
     const nccl_group *g = task_group(me, t);
-    const int *at = bsearch(&me->rank, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
+    int gpu = sim_gpu(S, me->rank);
+    const int *at = bsearch(&gpu, g->rank, (size_t)g->n, sizeof *g->rank, cmp_rank);
     xbt_assert(at, "loong sim: rank %d is not in the group of task %u", me->rank, t->id);
     int n; /* the DAG's members, whose count sized the task; one member: the replicas' (build.c) */
     dag_group(S->g, t->group, &n);

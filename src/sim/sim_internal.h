@@ -79,7 +79,7 @@ typedef struct sim_state {
     const config *c;
     const calib *cb;
     tiles *tiles;          /* attention work at the kernels' tile granularity (NULL: exact pairs) */
-    sg_host_t *hosts;      /* per global rank */
+    sg_host_t *hosts;      /* per GPU (config_gpu_of of a global rank: sim_host_of) */
     sim_stream *streams;   /* reps * P * STREAM_COUNT, index rank * STREAM_COUNT + stream */
     uint32_t *pos;         /* per task: position in its stream (until the dependencies are resolved) */
     double *start, *dur;   /* per (replica, task), [rep * ntasks + id] */
@@ -117,6 +117,12 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
 
 /* The global rank of the DAG's rank r in replica rep. */
 static inline int sim_rank_of(const struct sim_state *S, int r, int rep) { return S->grank[rep * S->P + r]; }
+
+/* The GPU global rank `rank` runs on (loong's ranks keep dp slowest; the
+ * GPUs take the configuration's order: config_gpu_of), and its host. `loong
+ * coll` has no configuration: its ranks are GPUs. */
+static inline int sim_gpu(const struct sim_state *S, int rank) { return S->c ? config_gpu_of(S->c, rank) : rank; }
+static inline sg_host_t sim_host_of(const struct sim_state *S, int rank) { return S->hosts[sim_gpu(S, rank)]; }
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
 sg_host_t *sim_platform_hosts(sim_platform *pf);
