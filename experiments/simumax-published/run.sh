@@ -65,8 +65,9 @@ printf '# %-14s %3s %3s %3s %4s %4s %10s %11s %12s %8s\n' model tp pp dp mbc gbs
 sum=0 n=0
 while read -r tp pp mbc pub; do
     dp=$((8 / (tp * pp)))
-    sp="" # TP rank 0 of each group stands for the others (loong sim --tp-mode: same step, half the time)
-    [ "$tp" -gt 1 ] && sp="--sequence-parallel on --tp-mode symmetric"
+    # every TP rank simulated: the socket link carries all their traffic
+    sp=""
+    [ "$tp" -gt 1 ] && sp="--sequence-parallel on"
     out=$("$L" sim --platform "$PLAT" --calib "$TOP/topologies/a100-pcie.calib" --model "$MODEL" --seq "$SEQ" --batch 1 \
         --micro-batches "$mbc" --tp "$tp" $sp --pp "$pp" --mesh 1x1 --strategy ulysses --dp "$dp" --dp-mode full \
         --zero 1 --recompute none --placement tp-cp-ep-dp-pp --quiet 2>&1) ||

@@ -25,7 +25,7 @@ typedef struct plan_args {
     const char *from;                 /* --show ROW --from FILE: a plan's JSON, read instead of planning */
     char planning[64];                /* the first option given that plans (refused with --from), or "" */
     int global_batch;                 /* 0: not given */
-    bool nccl;                        /* the platform runs NCCL's collectives (what --tp-mode symmetric needs) */
+    bool tp_foldable; /* the platform runs NCCL's collectives on links of each GPU's own (what --tp-mode symmetric needs) */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;

@@ -44,11 +44,11 @@ static int run_layers(plan_compose m, int k, const config *c) { return m == PLAN
  * runner folds them by symmetry otherwise). */
 static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c) % c->gpus_per_node != 0; }
 
-mesh_dims plan_fold(const config *c, bool nccl, bool perturbed)
+mesh_dims plan_fold(const config *c, bool tp_foldable, bool perturbed)
 {
     mesh_dims f = 0;
     if (c->dp > 1 && !full_replicas(c)) f |= MESH_BIT(MESH_DP);
-    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && nccl && !perturbed)
+    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && tp_foldable && !perturbed)
         f |= MESH_BIT(MESH_TP);
     return f;
 }

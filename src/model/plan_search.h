@@ -116,8 +116,10 @@ plan_compose plan_compose_mode(const config *c, bool full_layers);
 /* The mesh dimensions c's simulations run by symmetry (loong sim --fold):
  * dp when a replica is whole nodes (smaller replicas share nodes, and are
  * all simulated); tp in a pipelined layout whose TP groups stay inside a
- * node of an NCCL platform, without --tp-overlap or perturbations (which
- * may pick one TP rank), where TP rank 0 stands exactly for the others. */
-mesh_dims plan_fold(const config *c, bool nccl, bool perturbed);
+ * node of an NCCL platform whose GPUs' links are their own (tp_foldable:
+ * not a PCIe server's shared socket links), without --tp-overlap or
+ * perturbations (which may pick one TP rank), where TP rank 0 stands
+ * exactly for the others. */
+mesh_dims plan_fold(const config *c, bool tp_foldable, bool perturbed);
 
 #endif

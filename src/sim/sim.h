@@ -99,8 +99,10 @@ typedef struct sim_result {
  *       program on its own GPU, NVLink links and rail NIC; its TP
  *       collectives take NCCL's time on the idle group (their flows all
  *       fold onto the sender). Needs NCCL's collectives, TP groups inside
- *       a node and no --tp-overlap (whose ring steps are p2p between TP
- *       ranks); the links report then counts the representatives' flows.
+ *       a node, GPUs with links of their own (not a PCIe server's socket
+ *       link, which every TP rank's traffic shares) and no --tp-overlap
+ *       (whose ring steps are p2p between TP ranks); the links report then
+ *       counts the representatives' flows.
  * Head, seq and pp ranks differ (their chunks, heads and layers), and
  * never fold. */
 
