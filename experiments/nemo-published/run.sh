@@ -30,6 +30,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
 [ -x "$L" ] || { echo "nemo-published: no loong at $L (build first)" >&2; exit 2; }
 
@@ -48,14 +50,18 @@ while read -r m gpus plat tp pp cp vp dp mb pub; do
     [ $((tp * pp * cp)) -ge 8 ] && sym=""
     [ "$tp" -gt 1 ] && sym="$sym --tp-mode symmetric"
     # shellcheck disable=SC2086
-    out=$("$L" sim --quiet --platform "$TOP/topologies/$plat.xml" --calib "$TOP/topologies/h100.calib" --model "$m" \
-        --seq 8K --batch 1 --tp "$tp" --mesh "1x$cp" --strategy zigzag --pp "$pp" $sched --dp "$dp" $sym \
-        --micro-batches "$mb" --zero 1 --recompute none --precision fp8-delayed 2>&1)
+    cfg="--platform $TOP/topologies/$plat.xml --calib $TOP/topologies/h100.calib --model $m --seq 8K --batch 1
+        --tp $tp --mesh 1x$cp --strategy zigzag --pp $pp $sched --dp $dp --micro-batches $mb --zero 1
+        --recompute none --precision fp8-delayed"
+    # shellcheck disable=SC2086
+    out=$("$L" sim --quiet $cfg $sym 2>&1)
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     pred=$(printf '%s\n' "$out" | sed -n 's|^# throughput: \([0-9.]*\) tokens/s/GPU.*|\1|p')
     [ -n "$step" ] && [ -n "$pred" ] || { echo "nemo-published: $m: $(echo "$out" | tail -n 1)" >&2; exit 1; }
     mem=$(printf '%s\n' "$out" | grep -q 'predicted OOM' && echo "oom (published: fits)" || echo fits)
     err=$(awk -v p="$pred" -v q="$pub" 'BEGIN {printf "%.1f", 100 * (p - q) / q}')
+    # shellcheck disable=SC2086
+    plausible nemo-published "$L" $((pub * gpus)) $cfg
     printf '  %-10s %4s %3s %3s %3s %3s %3s %4s %9.3f %10s %10s %8s %s\n' "$m" "$gpus" "$tp" "$pp" "$cp" "$vp" "$dp" \
         "$mb" "$step" "$pub" "$pred" "$err" "$mem"
 done <<<"$rows"

@@ -32,6 +32,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
 ROWS=${2:-4}
 [ -x "$L" ] || { echo "pp-published: no loong at $L (build first)" >&2; exit 2; }
@@ -78,6 +80,9 @@ while read -r m tp pp gpus mbs gbs lpvs pub; do
         s = 2048; V = 51200
         printf "%.1f", 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (t * g) / 1e12 }')
     err=$(awk -v p="$pred" -v q="$pub" 'BEGIN {printf "%.1f", 100 * (p - q) / q}')
+    # shellcheck disable=SC2086
+    plausible pp-published "$L" "$(awk -v B="$gbs" -v t="$step" -v p="$pred" -v q="$pub" \
+        'BEGIN {printf "%.6g", B * 2048 * q / (p * t)}')" $args --platform "$plat" --calib "$TOP/topologies/a100.calib"
     printf '  %-10s %3s %3s %5s %3s %4s %4s %-12s %9s %10.3f %11s %10s %8s\n' "gpt-$m" "$tp" "$pp" "$gpus" "$dp" "$mbs" \
         "$mb" "$name" "$tasks" "$step" "$pub" "$pred" "$err"
     sum=$(awk -v s="$sum" -v e="$err" 'BEGIN {print s + (e < 0 ? -e : e)}')

@@ -31,6 +31,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
 [ -x "$L" ] || { echo "simumax-b200: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
@@ -56,11 +58,15 @@ while read -r m tp cp seq rms ralloc rresv; do
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel on"
     # shellcheck disable=SC2086
-    out=$("$L" sim --quiet --platform "$TMP/b200.xml" --calib "$TOP/topologies/b200.calib" --model "$HERE/$m.model" \
-        --seq "$seq" --batch 1 --micro-batches 4 --tp "$tp" $sp --mesh "${cp}x1" --strategy ulysses --dp 1 \
-        --zero 1 --recompute none --json "$TMP/r.json" 2>&1) ||
+    cfg="--platform $TMP/b200.xml --calib $TOP/topologies/b200.calib --model $HERE/$m.model --seq $seq --batch 1
+        --micro-batches 4 --tp $tp $sp --mesh ${cp}x1 --strategy ulysses --dp 1 --zero 1 --recompute none"
+    # shellcheck disable=SC2086
+    out=$("$L" sim --quiet $cfg --json "$TMP/r.json" 2>&1) ||
         { echo "simumax-b200: loong sim failed: $(echo "$out" | tail -n 1)" >&2; exit 2; }
     step=$(json_num step_s "$TMP/r.json") alloc=$(json_num allocated "$TMP/r.json") resv=$(json_num reserved "$TMP/r.json")
+    # the published step: 4 micro-batches of seq tokens in real_ms
+    # shellcheck disable=SC2086
+    plausible simumax-b200 "$L" "$(awk -v s="$seq" -v ms="$rms" 'BEGIN {printf "%.6g", 4 * s / (ms / 1000)}')" $cfg
     awk -v m="$m" -v tp="$tp" -v cp="$cp" -v seq="$seq" -v rms="$rms" -v ra="$ralloc" -v rr="$rresv" \
         -v s="$step" -v a="$alloc" -v r="$resv" 'BEGIN {
         g = 1024 ^ 3; pms = 1000 * s; pa = a / g; pr = r / g

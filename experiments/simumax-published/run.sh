@@ -36,6 +36,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
 [ -x "$L" ] || { echo "simumax-published: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
@@ -68,9 +70,11 @@ while read -r tp pp mbc pub; do
     # every TP rank simulated: the socket link carries all their traffic
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel on"
-    out=$("$L" sim --platform "$PLAT" --calib "$TOP/topologies/a100-pcie.calib" --model "$MODEL" --seq "$SEQ" --batch 1 \
-        --micro-batches "$mbc" --tp "$tp" $sp --pp "$pp" --mesh 1x1 --strategy ulysses --dp "$dp" --dp-mode full \
-        --zero 1 --recompute none --placement tp-cp-ep-dp-pp --quiet 2>&1) ||
+    cfg="--platform $PLAT --calib $TOP/topologies/a100-pcie.calib --model $MODEL --seq $SEQ --batch 1
+        --micro-batches $mbc --tp $tp $sp --pp $pp --mesh 1x1 --strategy ulysses --dp $dp --zero 1
+        --recompute none --placement tp-cp-ep-dp-pp"
+    # shellcheck disable=SC2086
+    out=$("$L" sim $cfg --dp-mode full --quiet 2>&1) ||
         { echo "simumax-published: loong sim failed: $(echo "$out" | tail -n 1)" >&2; exit 2; }
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     [ -n "$step" ] || { echo "simumax-published: no step time for tp$tp pp$pp m$mbc" >&2; exit 2; }
@@ -80,6 +84,9 @@ while read -r tp pp mbc pub; do
         per_token = 6 * l * (h * d * (nq + 2 * nkv) + h * h) + 6 * l * 3 * h * f + 12 * l * s * h + 6 * h * Vp
         printf "%.1f", per_token * s * gbs / 8 / t / 1e12 }')
     err=$(awk -v p="$pred" -v q="$pub" 'BEGIN {printf "%.1f", 100 * (p - q) / q}')
+    # shellcheck disable=SC2086
+    plausible simumax-published "$L" "$(awk -v B=$((mbc * dp)) -v t="$step" -v p="$pred" -v q="$pub" -v s="$SEQ" \
+        'BEGIN {printf "%.6g", B * s * q / (p * t)}')" $cfg
     printf '  %-14s %3s %3s %3s %4s %4s %10.3f %11s %12s %8s\n' llama3-70b-12l "$tp" "$pp" "$dp" "$mbc" $((mbc * dp)) \
         "$step" "$pub" "$pred" "$err"
     sum=$(awk -v s="$sum" -v e="$err" 'BEGIN {print s + (e < 0 ? -e : e)}')

@@ -64,6 +64,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 BOUNDS=0
 [ "${1:-}" = --peak-bounds ] && { BOUNDS=1; shift; }
 L=${1:-$TOP/build/loong}
@@ -91,11 +93,17 @@ rows="8 1 32K 3890 83.9
 2 4 128K 1071 84.0
 1 8 256K 548 84.5"
 
+# config platform fsdp cp seq: the run's configuration, as loong's options
+config() {
+    echo "--platform $TMP/$1.xml --calib $TMP/$1.calib --model llama3-8b --seq $4 --batch 1 --mesh 1x$3
+        --strategy allgather --dp $2 --micro-batches 1 --zero 3 --recompute full --precision fp8-current --fusions te
+        --cross-entropy eager"
+}
+
 predict() { # platform fsdp cp seq -> "tokens/s/GPU reserved_GiB verdict"
     local out
-    out=$("$L" sim --quiet --platform "$TMP/$1.xml" --calib "$TMP/$1.calib" --model llama3-8b --seq "$4" --batch 1 \
-        --mesh "1x$3" --strategy allgather --dp "$2" --dp-mode full --micro-batches 1 --zero 3 --recompute full \
-        --precision fp8-current --fusions te --cross-entropy eager --gpu-mem "$GPU_MEM" --json "$TMP/r.json" 2>&1) ||
+    # shellcheck disable=SC2046
+    out=$("$L" sim --quiet $(config "$@") --dp-mode full --gpu-mem "$GPU_MEM" --json "$TMP/r.json" 2>&1) ||
         { echo "torchtitan-cp: loong sim failed: $(echo "$out" | tail -n 1)" >&2; exit 2; }
     # the --json summary's "tokens_per_s_per_gpu":T, "memory_bytes":{...,"reserved":R,...} and "oom":B
     sed -n 's/.*"tokens_per_s_per_gpu": *\([0-9.e+]*\).*"reserved": *\([0-9.e+]*\).*"oom": *\([a-z]*\).*/\1 \2 \3/p' \
@@ -109,6 +117,8 @@ printf '\n'
 while read -r fsdp cp seq pub pubm; do
     read -r pred resv verdict < <(predict capped "$fsdp" "$cp" "$seq")
     [ -n "${verdict:-}" ] || { echo "torchtitan-cp: no prediction for fsdp $fsdp cp $cp" >&2; exit 2; }
+    # shellcheck disable=SC2046
+    plausible torchtitan-cp "$L" $((pub * 8)) $(config capped "$fsdp" "$cp" "$seq")
     awk -v f="$fsdp" -v c="$cp" -v s="$seq" -v q="$pub" -v p="$pred" -v qm="$pubm" -v r="$resv" -v v="$verdict" 'BEGIN {
         printf "  %-4s %2s %5s %9s %10.1f %8.1f %8s %9.1f %8.1f %s%s", f, c, s, q, p, 100 * (p - q) / q, qm, r,
             100 * (r - qm) / qm, v, v == "oom" ? " (published: fits)" : "" }'

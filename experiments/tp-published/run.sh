@@ -23,6 +23,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
+# shellcheck source=experiments/fidelity/plausible.sh
+. "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
 [ -x "$L" ] || { echo "tp-published: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
@@ -49,14 +51,20 @@ while read -r m tp gpus batch pub; do
     model=$HERE/gpt-$m.model
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel off"
-    out=$("$L" sim --quiet --model "$model" --seq 2048 --batch $((batch / dp)) --tp "$tp" $sp --mesh 1x1 --strategy ulysses \
-        --dp "$dp" --dp-mode full --recompute full --zero 0 $ATTN --platform "$plat" --calib "$TOP/topologies/a100.calib" --compose)
+    cfg="--model $model --seq 2048 --batch $((batch / dp)) --tp $tp $sp --mesh 1x1 --strategy ulysses --dp $dp
+        --recompute full --zero 0 $ATTN --platform $plat --calib $TOP/topologies/a100.calib"
+    # shellcheck disable=SC2086
+    out=$("$L" sim --quiet $cfg --dp-mode full --compose)
     step=$(printf '%s\n' "$out" | sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p')
     read -r l h <<<"$(awk -F' *= *' '$1 == "layers" {l = $2} $1 == "hidden" {h = $2} END {print l, h}' "$model")"
     pred=$(awk -v B="$batch" -v l="$l" -v h="$h" -v t="$step" -v g="$gpus" 'BEGIN {
         s = 2048; V = 51200
         printf "%.1f", 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (t * g) / 1e12 }')
     err=$(awk -v p="$pred" -v q="$pub" 'BEGIN {printf "%.1f", 100 * (p - q) / q}')
+    # the published step's tokens/s: the formula is linear in 1/step
+    # shellcheck disable=SC2086
+    plausible tp-published "$L" "$(awk -v B="$batch" -v t="$step" -v p="$pred" -v q="$pub" \
+        'BEGIN {printf "%.6g", B * 2048 * q / (p * t)}')" $cfg
     printf '  %-6s %3s %5s %6s %6s %10.3f %11s %12s %8s\n' "gpt-$m" "$tp" "$gpus" "$batch" "$dp" "$step" "$pub" "$pred" "$err"
     sum=$(awk -v s="$sum" -v e="$err" 'BEGIN {print s + (e < 0 ? -e : e)}')
     n=$((n + 1))
