@@ -675,7 +675,7 @@ int cli_megatron_emit(FILE *f, const config *c)
     else
         arg(&o, "--nnodes 1 --nproc-per-node %d", world);
     arg(&o, "--tensor-model-parallel-size %d", c->tp);
-    if (c->tp > 1 && c->sequence_parallel) arg(&o, "--sequence-parallel");
+    if (config_sp(c)) arg(&o, "--sequence-parallel");
     if (c->tp > 1 && c->tp_overlap) arg(&o, "--tp-comm-overlap");
     emit_cp(&o, c);
     emit_pipeline(&o, c);

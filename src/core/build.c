@@ -174,7 +174,8 @@ static void attention_bwd_part(prog *p, int l)
 void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
 {
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = config_tp_ffn(p->c),
+             o = config_tp_attn_width(p->c);
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     if (p->c->zero == 3 && ph == PHASE_FWD) build_grad_fwd_gathers(p, l);
     if (elementwise_reruns(OP_NORM_ATTN, parts)) norm(p, OP_NORM_ATTN, ph, l, X);
@@ -185,8 +186,7 @@ void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     if (parts & RC_QKV) build_tp_column(p, OP_TP_X, ph, l, X, build_tp_buf(p, l, LB_XG), &qkv, 1);
     if (elementwise_reruns(OP_ROPE, parts)) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
     attention_fwd_part(p, l, ph, parts);
-    const tp_gemm out = {
-        OP_OUT_PROJ, hid, (uint64_t)m->heads * d / tp, {lbuf(p, l, LB_OS), X, W}, 3, {build_tp_buf(p, l, LB_HP)}, 1};
+    const tp_gemm out = {OP_OUT_PROJ, hid, o, {lbuf(p, l, LB_OS), X, W}, 3, {build_tp_buf(p, l, LB_HP)}, 1};
     if (fp8(p) && elementwise_reruns(OP_QUANT_ATTN_OUT, parts)) inplace(p, OP_QUANT_ATTN_OUT, ph, l, lbuf(p, l, LB_OS));
     if (parts & RC_OUT) build_tp_row(p, OP_TP_H, ph, l, &out, 1, build_tp_buf(p, l, LB_HP), H);
     if (elementwise_reruns(OP_ADD_ATTN, parts)) inplace(p, OP_ADD_ATTN, ph, l, H);
@@ -205,7 +205,8 @@ void build_layer_bwd(prog *p, int l)
 {
     const config *c = p->c;
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, tp = (uint64_t)p->tp, ffn = (uint64_t)m->ffn / tp;
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = config_tp_ffn(p->c),
+             o = config_tp_attn_width(p->c);
     int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
     if (c->zero == 3) build_grad_bwd_gathers(p, l);
     int first, rerun = recompute_span(c, p->stage, l, &first); /* the policy's blocks, in forward order */
@@ -223,13 +224,8 @@ void build_layer_bwd(prog *p, int l)
     build_tp_row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, build_tp_buf(p, l, LB_DHP), DH);
     norm(p, OP_NORM_MLP, PHASE_BWD, l, DH);
     inplace(p, OP_ADD_MLP, PHASE_BWD, l, DH); /* the residual's gradient joins the MLP's */
-    const tp_gemm out = {OP_OUT_PROJ,
-                         hid,
-                         (uint64_t)m->heads * d / tp,
-                         {build_tp_buf(p, l, LB_DHG), lbuf(p, l, LB_OS), W},
-                         3,
-                         {lbuf(p, l, LB_DOS), G},
-                         2};
+    const tp_gemm out = {
+        OP_OUT_PROJ, hid, o, {build_tp_buf(p, l, LB_DHG), lbuf(p, l, LB_OS), W}, 3, {lbuf(p, l, LB_DOS), G}, 2};
     if (fp8(p)) inplace(p, OP_QUANT_GRAD, PHASE_BWD, l, DH);
     build_tp_column(p, OP_TP_H, PHASE_BWD, l, DH, build_tp_buf(p, l, LB_DHG), &out, 1);
     if (late) attention_fwd_part(p, l, PHASE_RECOMPUTE, late); /* checkpointed core attention */
@@ -283,8 +279,7 @@ void build_lm_head_fwd(prog *p)
     const config *c = p->c;
     const model *m = p->m;
     int L = m->layers, W = BUF_LB(L, LB_W);
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
-    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, v = config_tp_vocab(p->c);
     if (c->zero == 3 && c->prefetch == 0) build_grad_param_gather(p, L, BUF_LB(L, LB_X)); /* else prefetched */
     norm(p, OP_NORM_FINAL, PHASE_FWD, L, BUF_LB(L, LB_X));
     build_tp_gather(p, OP_TP_X, PHASE_FWD, L, BUF_LB(L, LB_X), build_tp_buf(p, L, LB_XG));
@@ -297,8 +292,7 @@ void build_lm_head_bwd(prog *p)
 {
     const model *m = p->m;
     int L = m->layers, W = BUF_LB(L, LB_W), G = BUF_LB(L, LB_GRAD);
-    uint64_t T = p->T, hid = (uint64_t)m->hidden, tp = (uint64_t)p->tp;
-    uint64_t v = ((uint64_t)m->vocab + tp - 1) / tp;
+    uint64_t T = p->T, hid = (uint64_t)m->hidden, v = config_tp_vocab(p->c);
     inplace(p, OP_LOSS, PHASE_BWD, L, BUF_LB(L, LB_M));
     build_tp_gather(p, OP_TP_X, PHASE_BWD, L, BUF_LB(L, LB_X), build_tp_buf(p, L, LB_XG));
     build_gemm(p, OP_LM_HEAD, PHASE_BWD, L, T, v, hid, READS(BUF_LB(L, LB_M), build_tp_buf(p, L, LB_XG), W),

@@ -1,6 +1,7 @@
 /* config: a run's defaults and its rank geometry. See config.h (the knobs:
  * knobs.c; validation: config_validate.c; JSON and hash: config_json.c;
- * one-line descriptions: config_describe.c). */
+ * one-line descriptions: config_describe.c; tensor parallelism's shards:
+ * config_tp.c). */
 #include "config.h"
 
 #include <stdio.h>
@@ -147,32 +148,6 @@ void config_coords(const config *c, int rank, int *h, int *s)
     *h = co[MESH_HEAD];
     *s = co[MESH_SEQ];
 }
-
-int config_tp_rank(const config *c, int rank)
-{
-    mesh m = config_mesh(c);
-    int co[MESH_NDIMS];
-    mesh_coords(&m, rank, co);
-    return co[MESH_TP];
-}
-
-int config_tp_nodes(const config *c)
-{
-    mesh m = config_mesh(c);
-    int n = mesh_group_size(&m, CONFIG_TP_DIMS), *mem = xmalloc_array((size_t)n, sizeof *mem, "the TP group");
-    mesh_group_members(&m, CONFIG_TP_DIMS, 0, mem);
-    for (int i = 0; i < n; i++)
-        mem[i] = config_gpu_of(c, mem[i]);
-    placement pl = config_hw_placement(c);
-    int nodes = placement_group_nodes(&pl, mem, n);
-    free(mem);
-    return nodes;
-}
-
-int config_tp_heads(const config *c) { return c->model.heads / c->tp; }
-int config_tp_kv_heads(const config *c) { return model_tp_kv_heads(&c->model, c->tp); }
-int config_tp_kv_repl(const config *c) { return c->tp > c->model.kv_heads ? c->tp / c->model.kv_heads : 1; }
-int config_tp_kv_head0(const config *c, int t) { return (int)((int64_t)t * c->model.kv_heads / c->tp); }
 
 int config_q_heads(const config *c) { return config_tp_heads(c) / c->p_head; }
 

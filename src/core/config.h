@@ -219,6 +219,7 @@ int config_rank_of(const config *c, int h, int s);
 int config_rank_at(const config *c, int rank, int h, int s);
 /* Mesh coordinates of rank (of any replica). */
 void config_coords(const config *c, int rank, int *h, int *s);
+/* ---- tensor parallelism (config_tp.c) ---- */
 /* The TP rank of rank (0 .. tp-1). */
 int config_tp_rank(const config *c, int rank);
 /* Nodes the TP group of rank 0 spans: 1 when TP stays on NVLink. */
@@ -232,6 +233,21 @@ int config_tp_kv_heads(const config *c);
 int config_tp_kv_repl(const config *c);
 /* The first KV head of TP rank t's shard: t * H_kv / tp (floor). */
 int config_tp_kv_head0(const config *c, int t);
+/* Megatron's sequence parallelism in effect: tp > 1 with it on, so the
+ * norms, dropouts and residual adds run on 1/tp of the rows. */
+bool config_sp(const config *c);
+/* The rows of T tokens one TP rank holds outside the TP region: T / tp
+ * under sequence parallelism, else T. */
+uint64_t config_sp_rows(const config *c, uint64_t T);
+/* The MLP's width on one shard (column-parallel up/gate): ffn / tp
+ * (config_validate: tp divides ffn). */
+uint64_t config_tp_ffn(const config *c);
+/* The attention output's width on one shard (the row-parallel output
+ * projection's input): H d / tp (config_validate: tp divides H). */
+uint64_t config_tp_attn_width(const config *c);
+/* The vocabulary rows of one shard (vocab-parallel embedding and LM head):
+ * ceil(V / tp). */
+uint64_t config_tp_vocab(const config *c);
 /* Where loong's rank runs (placement.h, on its GPU config_gpu_of), on
  * nodes of c->gpus_per_node GPUs: its node and its GPU slot there; and the
  * placement itself (one NIC per node: a config names no platform, so no

@@ -28,11 +28,7 @@ task_kind elementwise_kind(task_op op)
 
 /* Rows of the (T, hidden) tensors norms and residual adds run on: the
  * sequence shard under sequence parallelism. */
-static uint64_t hidden_rows(const config *c)
-{
-    uint64_t T = config_local_tokens(c);
-    return c->tp > 1 && c->sequence_parallel ? T / (uint64_t)c->tp : T;
-}
+static uint64_t hidden_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)); }
 
 /* The stage's parameters (one TP shard), or the rank's shard of them
  * when ZeRO shards what is counted from stage `from` on (1: the optimizer
@@ -46,7 +42,7 @@ static uint64_t local_params(const config *c, int stage, int from)
 void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, uint64_t *cols)
 {
     const model *m = &c->model;
-    uint64_t T = config_local_tokens(c), tp = (uint64_t)c->tp, h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
+    uint64_t T = config_local_tokens(c), h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim;
     *rows = hidden_rows(c);
     *cols = h;
     switch (op) {
@@ -54,12 +50,12 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
         *rows = T;
         *cols = ((uint64_t)model_tp_qkv_heads(m, c->tp) - (uint64_t)model_tp_kv_heads(m, c->tp)) * d;
         break;
-    case OP_ACT: *rows = T, *cols = (uint64_t)m->ffn / tp; break;
+    case OP_ACT: *rows = T, *cols = config_tp_ffn(c); break;
     case OP_EMBED: *rows = T; break;
-    case OP_LOSS: *rows = T, *cols = ((uint64_t)m->vocab + tp - 1) / tp; break;
+    case OP_LOSS: *rows = T, *cols = config_tp_vocab(c); break;
     case OP_ZERO_GRAD: *rows = local_params(c, stage, 2), *cols = 1; break;
     case OP_OPTIM_STEP: *rows = local_params(c, stage, 1), *cols = 1; break;
-    case OP_QUANT_ATTN_OUT: *rows = T, *cols = (uint64_t)m->heads * d / tp; break;
+    case OP_QUANT_ATTN_OUT: *rows = T, *cols = config_tp_attn_width(c); break;
     case OP_QUANT_GRAD: break; /* (T', hidden) */
     case OP_QUANT_DQKV: *rows = T, *cols = (uint64_t)model_tp_qkv_heads(m, c->tp) * d; break;
     case OP_QUANT_W: *rows = (uint64_t)pipe_stage_layers(c, stage) * model_layer_params_tp(m, c->tp), *cols = 1; break;
@@ -83,8 +79,7 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
     case TASK_ACT: return elems * (bwd ? 5 : 3) * a;
     case TASK_EMBED: {
         if (!bwd) return elems * 2 * a;
-        uint64_t vocab = ((uint64_t)c->model.vocab + (uint64_t)c->tp - 1) / (uint64_t)c->tp;
-        return vocab * (uint64_t)c->model.hidden * (2 + 10) + elems * 2 * a;
+        return config_tp_vocab(c) * (uint64_t)c->model.hidden * (2 + 10) + elems * 2 * a;
     }
     case TASK_LOSS: return elems * (bwd ? 14 : 38);
     case TASK_SOFTMAX: return elems * (bwd ? 3 : 2) * a;
@@ -106,9 +101,9 @@ int elementwise_block_ops(const task_op **ops)
 
 bool elementwise_reruns(task_op op, unsigned parts)
 {
-    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE       ? RC_QKV
+    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE            ? RC_QKV
                     : op == OP_ADD_ATTN || op == OP_QUANT_ATTN_OUT ? RC_OUT
-                    : op == OP_ADD_MLP                  ? RC_OUT | RC_MLP
-                                                        : RC_MLP;
+                    : op == OP_ADD_MLP                             ? RC_OUT | RC_MLP
+                                                                   : RC_MLP;
     return (parts & need) == need;
 }

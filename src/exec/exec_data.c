@@ -28,14 +28,14 @@ static void geometry(xr *x)
     config_coords(c, x->rank, &x->h, &x->s);
     x->tp = c->tp;
     x->t = config_tp_rank(c, x->rank);
-    x->sp = c->tp > 1 && c->sequence_parallel;
+    x->sp = config_sp(c);
     x->T = (int)(c->seq / (uint64_t)config_cp(c));
     x->N = (int)(c->seq / (uint64_t)c->p_seq);
     x->ctok = (int)config_chunk_tokens(c);
     x->H = config_tp_heads(c);
     x->Hkv = config_tp_kv_heads(c);
-    x->ffn = m->ffn / c->tp;
-    x->vocab = (m->vocab + c->tp - 1) / c->tp;
+    x->ffn = (int)config_tp_ffn(c);
+    x->vocab = (int)config_tp_vocab(c);
     x->Hkv_eff = config_kv_heads_total(c);
     x->hq = config_q_heads(c);
     x->kvh = config_kv_heads(c);

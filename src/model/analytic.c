@@ -57,8 +57,8 @@ static double alltoall(const config *c, const platform_spec *n, double bytes)
 static void gemm_parts(const config *c, const calib *cb, bool bwd, double g[3])
 {
     const model *m = &c->model;
-    double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)m->ffn / c->tp;
-    double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)m->heads * d / c->tp;
+    double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)config_tp_ffn(c);
+    double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)config_tp_attn_width(c);
     g[0] = gemm(c, cb, T, qkv, hid, bwd);
     g[1] = gemm(c, cb, T, hid, o, bwd);
     g[2] = 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
@@ -155,7 +155,7 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     const model *m = &c->model;
     int L = m->layers, z = c->zero;
     double T = (double)config_local_tokens(c), f = calib_interference(cb, TASK_GEMM);
-    double v = (double)((m->vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    double v = (double)config_tp_vocab(c);
     head_elementwise he = head_elementwise_of(c, cb);
     double lm =
         head_gemm(c, cb, T, v, m->hidden, false) + head_gemm(c, cb, T, v, m->hidden, true) + he.last_f + he.last_b;

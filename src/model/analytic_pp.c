@@ -94,7 +94,7 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
 {
     const model *m = &c->model;
     int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
-    double T = (double)config_local_tokens(c), v = (double)((m->vocab + c->tp - 1) / c->tp);
+    double T = (double)config_local_tokens(c), v = (double)config_tp_vocab(c);
     head_elementwise he = head_elementwise_of(c, cb);
     double lm_f = head_gemm(c, cb, T, v, m->hidden, false) + he.last_f,
            lm_b = head_gemm(c, cb, T, v, m->hidden, true) + he.last_b;

@@ -252,12 +252,12 @@ double memory_fp8_weight_bytes(const config *c, int stage)
 
 double memory_sp_gathered(const config *c)
 {
-    return c->tp > 1 && c->sequence_parallel ? 2 * dims_of(c).T * c->model.hidden * c->act_bytes : 0;
+    return config_sp(c) ? 2 * dims_of(c).T * c->model.hidden * c->act_bytes : 0;
 }
 
 double memory_lm_head_bytes(const config *c)
 {
-    double vocab = (double)((c->model.vocab + c->tp - 1) / c->tp); /* vocab-parallel */
+    double vocab = (double)config_tp_vocab(c);
     /* fused: the logits + one fp32 buffer, the softmax and then its
      * gradient computed in place (Megatron's VocabParallelCrossEntropy)
      * and cast back. eager: forward, the logits, their fp32 copy and the
