@@ -33,10 +33,20 @@
 #     eager (train.py at 9dec370: loss_fn is F.cross_entropy(pred.float(),
 #     labels), its torch.compile commented out, "compiling loss function
 #     causes CUDA errors"), --cross-entropy eager.
-# Not expressible, stated: the attention kernel. torchtitan runs PyTorch's
-# SDPA, whose flash backend is FlashAttention-2; topologies/h100.calib's
-# attention is FlashAttention-3's. FSDP's float8 all-gather is assumed off
-# (torchtitan's default; the table does not say).
+# The attention kernel: torchtitan runs PyTorch's SDPA, whose flash backend
+# is FlashAttention-2 (aten/src/ATen/native/transformers/cuda/flash_attn),
+# where topologies/h100.calib's attention is FlashAttention-3's. The
+# derived table takes FA2's own H100 figures from the same source as FA3's
+# there: the FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608),
+# "Attention forward/backward speed, head dim 128 (H100 80GB SXM5)",
+# non-causal, FlashAttention-2 bars: forward 309 350 362 368 370 370 and
+# backward 214 260 291 310 318 322 TFLOP/s at 512 1K 2K 4K 8K 16K tokens,
+# divided by 989 (the figures topologies/a100.calib already quotes for the
+# curve's shape); FA2's sm80 kernels' tiles, which it runs on sm90 too
+# (csrc/flash_attn/src/flash_fwd_launch_template.h run_mha_fwd_hdim128:
+# 128 x 64; flash_bwd_launch_template.h run_mha_bwd_hdim128: 64 x 128).
+# FSDP's float8 all-gather is assumed off (torchtitan's default; the table
+# does not say).
 #
 # The platform (nothing fitted to these rows):
 #   - peak: a 500 W H100 SXM has no datasheet. torchtitan's footnote 2 says
@@ -73,6 +83,11 @@ L=${1:-$TOP/build/loong}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 GPU_MEM=97943MiB
+# FlashAttention-2 on an H100 SXM, fractions of 989 TFLOP/s (above)
+FA2_FWD=$(awk 'BEGIN {n = split("309 350 362 368 370 370", t, " "); split("512 1K 2K 4K 8K 16K", k, " ")
+    for (i = 1; i <= n; i++) printf "%s%s:%.3f", (i > 1 ? " " : ""), k[i], t[i] / 989 }')
+FA2_BWD=$(awk 'BEGIN {n = split("214 260 291 310 318 322", t, " "); split("512 1K 2K 4K 8K 16K", k, " ")
+    for (i = 1; i <= n; i++) printf "%s%s:%.3f", (i > 1 ? " " : ""), k[i], t[i] / 989 }')
 
 # platform NAME PEAK_TFLOPS: a capped H100 platform and calibration table in $TMP
 platform() {
@@ -81,8 +96,13 @@ platform() {
     "$L" topo --gpu h100 --nodes 1 --peak "${2}T" -o "$TMP/$1.xml" >/dev/null
     sed -e "s|^peak .*|peak    ${2}T      # 500 W cap: experiments/torchtitan-cp/run.sh|" \
         -e "s|^peak_fp8 .*|peak_fp8 ${fp8}T   # the same fraction of the SXM's 1979|" \
-        -e "s|^mem_bw .*|mem_bw  2.4TBps   # HBM2e, the benchmark's figure|" "$TOP/topologies/h100.calib" >"$TMP/$1.calib"
-    grep -q "^peak    ${2}T" "$TMP/$1.calib" || { echo "torchtitan-cp: cannot derive $1.calib" >&2; exit 2; }
+        -e "s|^mem_bw .*|mem_bw  2.4TBps   # HBM2e, the benchmark's figure|" \
+        -e "s|^attn_fwd curve .*|attn_fwd curve tokens 5us $FA2_FWD|" \
+        -e "s|^attn_bwd curve .*|attn_bwd curve tokens 5us $FA2_BWD|" \
+        -e "s|^tile attn_fwd .*|tile attn_fwd 128x64|" "$TOP/topologies/h100.calib" >"$TMP/$1.calib"
+    [ "$(grep -c -e "^peak    ${2}T" -e "^attn_fwd curve tokens 5us $FA2_FWD" -e "^attn_bwd curve tokens 5us $FA2_BWD" \
+        -e '^tile attn_fwd 128x64' -e '^tile attn_bwd 64x128' "$TMP/$1.calib")" = 5 ] ||
+        { echo "torchtitan-cp: cannot derive $1.calib" >&2; exit 2; }
 }
 platform capped "$(awk 'BEGIN {printf "%.1f", 835.5 + (989.5 - 835.5) * (500 - 400) / (700 - 400)}')"
 [ $BOUNDS = 1 ] && platform nvl 835.5 && platform sxm 989.5
