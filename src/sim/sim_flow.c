@@ -167,7 +167,7 @@ static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(c
  * is the sender itself (its NIC's share is in the collective's model time). */
 static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool fold)
 {
-    int r = me->S->c ? config_rank_of_gpu(me->S->c, g->rank[member]) : g->rank[member];
+    int r = sim_rank_on(me->S, g->rank[member]);
     if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
     return r == me->rank ? -1 : r;
 }

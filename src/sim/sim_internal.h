@@ -119,9 +119,11 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
 static inline int sim_rank_of(const struct sim_state *S, int r, int rep) { return S->grank[rep * S->P + r]; }
 
 /* The GPU global rank `rank` runs on (loong's ranks keep dp slowest; the
- * GPUs take the configuration's order: config_gpu_of), and its host. `loong
- * coll` has no configuration: its ranks are GPUs. */
+ * GPUs take the configuration's order: config_gpu_of), the rank on a GPU,
+ * and a rank's host. `loong coll` has no configuration: its ranks are
+ * GPUs. */
 static inline int sim_gpu(const struct sim_state *S, int rank) { return S->c ? config_gpu_of(S->c, rank) : rank; }
+static inline int sim_rank_on(const struct sim_state *S, int gpu) { return S->c ? config_rank_of_gpu(S->c, gpu) : gpu; }
 static inline sg_host_t sim_host_of(const struct sim_state *S, int rank) { return S->hosts[sim_gpu(S, rank)]; }
 
 /* sim_platform.c: the GPU host of each rank (index = rank). */
