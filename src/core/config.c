@@ -103,22 +103,26 @@ mesh config_mesh(const config *c)
 /* Whether loong's ranks are the GPUs' (dp slowest, or no replicas). */
 static bool gpus_are_ranks(const config *c) { return c->dp == 1 || c->order[MESH_NDIMS - 1] == MESH_DP; }
 
+/* The rank of `from`'s rank r in mesh `to` (the same coordinates). */
+static int renumber(const mesh *from, const mesh *to, int r)
+{
+    int co[MESH_NDIMS];
+    mesh_coords(from, r, co);
+    return mesh_rank(to, co);
+}
+
 int config_gpu_of(const config *c, int rank)
 {
     if (gpus_are_ranks(c)) return rank;
     mesh m = config_mesh(c), g = config_gpu_mesh(c);
-    int co[MESH_NDIMS];
-    mesh_coords(&m, rank, co);
-    return mesh_rank(&g, co);
+    return renumber(&m, &g, rank);
 }
 
 int config_rank_of_gpu(const config *c, int gpu)
 {
     if (gpus_are_ranks(c)) return gpu;
     mesh m = config_mesh(c), g = config_gpu_mesh(c);
-    int co[MESH_NDIMS];
-    mesh_coords(&g, gpu, co);
-    return mesh_rank(&m, co);
+    return renumber(&g, &m, gpu);
 }
 
 int config_rank_of(const config *c, int h, int s)
