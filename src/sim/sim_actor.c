@@ -178,12 +178,13 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
                  "h100|h200|b200|b300|gb200|gb300|a100|a100-pcie): its gradient collectives span every replica");
         return -1;
     }
-    if (c->dp > 1 && !every_replica && mesh_stride(&gm, MESH_DP) % gpn) {
-        snprintf(
-            err, LOONG_ERRLEN,
-            "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica%s (%d ranks on %d-GPU "
-            "nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
-            mesh_stride(&gm, MESH_DP) == P ? "" : " and stage", mesh_stride(&gm, MESH_DP), gpn, config_world(c));
+    int block = mesh_stride(&gm, MESH_DP); /* the GPUs one replica holds side by side */
+    if (c->dp > 1 && !every_replica && block % gpn) {
+        snprintf(err, LOONG_ERRLEN,
+                 "folding dp (--fold dp, alias --dp-mode symmetric) needs whole nodes per replica%s (%d rank(s) on "
+                 "%d-GPU nodes): use --fold none (--dp-mode full) on a platform of %d GPUs",
+                 block == P ? "" : "'s stage (dp before pp puts a stage's replicas side by side)", block, gpn,
+                 config_world(c));
         return -1;
     }
     if (gpn != c->gpus_per_node) {
