@@ -542,9 +542,8 @@ int cli_megatron_read(const char *path, const cli_config *given, cli_config *out
      * next to each other (RankGenerator); --use-tp-pp-dp-mapping's is
      * loong's head-first. Named only where they differ (pp and dp > 1),
      * so that the other launches keep head-first's name */
-    if (rc == 0 && !flag(&g, "use-tp-pp-dp-mapping") && pp > 1 && atoi(out->val[KNOB_DP]) > 1 &&
-        !given->val[KNOB_PLACEMENT])
-        out->val[KNOB_PLACEMENT] = keep("tp-cp-ep-dp-pp");
+    if (rc == 0 && !flag(&g, "use-tp-pp-dp-mapping") && pp > 1 && atoi(out->val[KNOB_DP]) > 1)
+        out->val[KNOB_PLACEMENT] = keep("tp-cp-ep-dp-pp"); /* a --placement given wins, as every knob does */
     for (int i = 0; rc == 0 && i < g.n; i++)
         if (!g.a[i].used) note(&g, keep("--%s", g.a[i].name)), g.a[i].used = true;
     /* said by cli_config_finish once the configuration is valid: a bad
