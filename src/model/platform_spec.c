@@ -778,6 +778,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
         rc = -1;
     }
     if (sp->sockets == 1) sp->sockets = 0; /* one socket is one switch: written without sockets=, read back as 0 */
+    if (sp->socket_bw == 0) sp->socket_bw = 0; /* -0 (e.g. 1e-999 underflowing) is not written back: read as +0 */
     return rc < 0 ? -1 : platform_spec_validate(sp, err);
 }
 
