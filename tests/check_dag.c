@@ -2,6 +2,7 @@
  * structure and determinism. Expected values are computed here from the
  * formulas of DESIGN.md, never copied from the program's output. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,99 @@ START_TEST(step_gemms_conserved)
     ck_assert_double_eq(stats_model_flops(&c),
                         (double)(3 * fwd + (uint64_t)m->layers * 6 * S * S * (uint64_t)m->heads * d));
     dag_free(g);
+}
+END_TEST
+
+/* Mixture of experts (build_ep.c, config_ep.c), tiny-moe (E = 8 experts,
+ * top-2, width F = 128) on a 2x2 context mesh, T = S/P tokens per rank,
+ * T' = T/tp under sequence parallelism, R = T' k routed rows per rank:
+ *   dispatch bytes per rank, balanced: R (ep-1)/ep rows of hidden;
+ *   grouped-GEMM FLOPs per rank and block, forward: the T k rows its
+ *   experts compute (ep R / ep gathered over tp) through gate, up and
+ *   down, 3 x 2 T k hidden F/tp; backward twice that;
+ *   under zipf:1 the EP rank i's share is the sum over its experts e of
+ *   1/(e+1) over H_8 = 761/280, its experts' rows ep R share(i) tp, and
+ *   the imbalance ep x max share = 4 (1 + 1/2) 280/761 at ep 4;
+ *   every rank's dispatch goes to someone's combine: the group's total
+ *   dispatched rows equal its total combined rows (any routing);
+ *   the EP group is ep consecutive context ranks of one TP rank; the
+ *   experts' all-reduce (ZeRO 0) runs over the P/ep ranks at the same
+ *   place of each EP group, 2(n-1) ceil(E/ep 3 hidden F/tp 4 / n) bytes. */
+START_TEST(moe_closed_forms)
+{
+    int ep = _i % 2 ? 4 : 2, tp = _i / 2 % 2 ? 2 : 1;
+    bool zipf = _i >= 4;
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.ep = ep, c.tp = tp, c.zero = 0;
+    if (zipf) c.routing_zipf = 1;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    uint64_t T = c.seq / 4, Tsp = T / (uint64_t)tp, k = (uint64_t)m->top_k, hid = (uint64_t)m->hidden;
+    uint64_t F = (uint64_t)m->expert_ffn / (uint64_t)tp, L = (uint64_t)m->layers, R = Tsp * k, a = 2;
+    double H8 = 761.0 / 280;
+    if (zipf && ep == 4) ck_assert_double_eq_tol(config_ep_imbalance(&c), 4 * 1.5 / H8, 1e-12);
+    uint64_t dispatched = 0, combined = 0;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        int i = config_ep_rank(&c, r);
+        double share = 0;
+        for (int e = i * m->experts / ep; e < (i + 1) * m->experts / ep; e++)
+            share += 1.0 / (e + 1) / H8;
+        if (!zipf) share = 1.0 / ep;
+        uint64_t rows = (uint64_t)ep * (uint64_t)llround((double)R * share) * (uint64_t)tp, gemm_f = 0, gemm_b = 0;
+        for (uint32_t id = 0; id < dag_ntasks(g); id++) {
+            const dag_task *t = dag_task_get(g, id);
+            if (t->rank != r) continue;
+            bool expert = t->op == OP_EXPERT_GATE || t->op == OP_EXPERT_UP || t->op == OP_EXPERT_DOWN;
+            if (expert && t->phase == PHASE_FWD) gemm_f += t->flops;
+            if (expert && t->phase == PHASE_BWD) gemm_b += t->flops;
+            if (expert) ck_assert_int_eq(dag_gemm_groups(t), m->experts / ep);
+            if (t->stream == STREAM_EP && t->phase == PHASE_FWD) {
+                int n;
+                const int32_t *mem = dag_group(g, t->group, &n);
+                ck_assert_int_eq(n, ep);
+                for (int j = 0; j < n; j++)
+                    ck_assert_int_eq(config_ep_rank(&c, mem[j]), j);
+                if (t->op == OP_EP_DISPATCH) dispatched += t->bytes;
+                if (t->op == OP_EP_COMBINE) combined += t->bytes;
+                if (t->op == OP_EP_DISPATCH && !zipf)
+                    ck_assert_uint_eq(t->bytes, R * (uint64_t)(ep - 1) / (uint64_t)ep * hid * a);
+            }
+            if (t->stream == STREAM_EP_GRAD) {
+                uint64_t n = 4 / (uint64_t)ep, size = (uint64_t)m->experts / (uint64_t)ep * 3 * hid * F * 4;
+                int members;
+                dag_group(g, t->group, &members);
+                ck_assert_int_eq(members, (int)n);
+                ck_assert_uint_eq(t->bytes, 2 * (n - 1) * ((size + n - 1) / n));
+            }
+        }
+        ck_assert_uint_eq(gemm_f, L * 3 * 2 * rows * hid * F);
+        ck_assert_uint_eq(gemm_b, 2 * gemm_f);
+        if (!zipf) ck_assert_uint_eq(rows, T * k);
+    }
+    ck_assert_uint_eq(dispatched, combined);
+    dag_free(g);
+}
+END_TEST
+
+/* Published parameter counts of the mixture-of-experts presets (their
+ * model cards: Qwen3-30B-A3B 30.5B total, 3.3B activated; Qwen3-235B-A22B
+ * 235B, 22B; Mixtral 8x7B 46.7B, 12.9B), within 1 %: model_params counts
+ * every expert, the activated count the top-k (stats' W_layer). */
+START_TEST(moe_params)
+{
+    static const struct {
+        const char *name;
+        double total, active;
+    } want[] = {{"qwen3-30b-a3b", 30.5e9, 3.3e9}, {"qwen3-235b-a22b", 235e9, 22e9}, {"mixtral-8x7b", 46.7e9, 12.9e9}};
+    model m;
+    char err[LOONG_ERRLEN];
+    ck_assert_int_eq(model_preset(want[_i].name, &m, err), 0);
+    double total = (double)model_params(&m);
+    double active = total - (double)m.layers * (m.experts - m.top_k) * 3.0 * m.hidden * m.expert_ffn;
+    ck_assert_msg(fabs(total / want[_i].total - 1) < 0.01, "%s: %.4g params", want[_i].name, total);
+    ck_assert_msg(fabs(active / want[_i].active - 1) < 0.05, "%s: %.4g active", want[_i].name, active);
 }
 END_TEST
 
@@ -826,6 +920,8 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);
+    tcase_add_loop_test(tc, moe_closed_forms, 0, 8);
+    tcase_add_loop_test(tc, moe_params, 0, 3);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);

@@ -229,6 +229,10 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
      * config has one replica, no TP and one stage */
     const char *dp = v[KNOB_DP], *tp = v[KNOB_TP];
     v[KNOB_DP] = v[KNOB_TP] = NULL;
+    /* --ep N|auto, applied to each layout (its P): searched unless given */
+    x->req.ep = 0;
+    if (v[KNOB_EP] && strcmp(v[KNOB_EP], "auto") && units_parse_int(v[KNOB_EP], "--ep", &x->req.ep, err) < 0) return -1;
+    v[KNOB_EP] = NULL;
     config pk; /* the pipeline knobs given (schedule, vpp, uneven split), for the layouts */
     if (pipeline_knobs(a, x, &pk, v, err) < 0) return -1;
     /* valid with tp > 1 only: read by the knobs' own parser, applied to

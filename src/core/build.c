@@ -165,6 +165,9 @@ static void attention_bwd_part(prog *p, int l)
     bt_end(b);
 }
 
+static void dense_mlp_fwd(prog *p, int l, task_phase ph);
+static void dense_mlp_bwd(prog *p, int l);
+
 /* Forward of block l, the parts of it in `parts` (recompute.h's RC_*: all
  * of them in the forward, the policy's in a recompute pass). Tensor shapes
  * per rank (T tokens, tp shards):
@@ -174,9 +177,8 @@ static void attention_bwd_part(prog *p, int l)
 void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
 {
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = config_tp_ffn(p->c),
-             o = config_tp_attn_width(p->c);
-    int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, o = config_tp_attn_width(p->c);
+    int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H);
     if (p->c->zero == 3 && ph == PHASE_FWD) build_grad_fwd_gathers(p, l);
     if (elementwise_reruns(OP_NORM_ATTN, parts)) norm(p, OP_NORM_ATTN, ph, l, X);
     const tp_gemm qkv = {OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d,
@@ -192,36 +194,42 @@ void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     if (elementwise_reruns(OP_ADD_ATTN, parts)) inplace(p, OP_ADD_ATTN, ph, l, H);
     if (!(parts & RC_MLP)) return;
     norm(p, OP_NORM_MLP, ph, l, H); /* TE's LayerNormMLP: the MLP's recompute re-runs its norm */
+    if (config_moe(p->c))
+        build_moe_fwd(p, l, ph);
+    else
+        dense_mlp_fwd(p, l, ph);
+    if (elementwise_reruns(OP_ADD_MLP, parts)) inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
+}
+
+/* The dense MLP's SwiGLU, from the normed H into the block output. */
+static void dense_mlp_fwd(prog *p, int l, task_phase ph)
+{
+    uint64_t hid = (uint64_t)p->m->hidden, ffn = config_tp_ffn(p->c);
+    int W = BUF_LB(l, LB_W), H = BUF_LB(l, LB_H), M = BUF_LB(l, LB_M);
     const tp_gemm gate_up[2] = {{OP_MLP_GATE, ffn, hid, {build_tp_buf(p, l, LB_HG), W}, 2, {M}, 1},
                                 {OP_MLP_UP, ffn, hid, {build_tp_buf(p, l, LB_HG), W}, 2, {M}, 1}};
     build_tp_column(p, OP_TP_H, ph, l, H, build_tp_buf(p, l, LB_HG), gate_up, 2);
     inplace(p, OP_ACT, ph, l, M);
     const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {M, H, W}, 3, {build_tp_buf(p, l, LB_YP)}, 1};
     build_tp_row(p, OP_TP_Y, ph, l, &down, 1, build_tp_buf(p, l, LB_YP), BUF_LB(l + 1, LB_X));
-    if (elementwise_reruns(OP_ADD_MLP, parts)) inplace(p, OP_ADD_MLP, ph, l, BUF_LB(l + 1, LB_X));
 }
 
 void build_layer_bwd(prog *p, int l)
 {
     const config *c = p->c;
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, ffn = config_tp_ffn(p->c),
-             o = config_tp_attn_width(p->c);
-    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
+    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, o = config_tp_attn_width(p->c);
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DH = BUF_LB(l, LB_DH);
     if (c->zero == 3) build_grad_bwd_gathers(p, l);
     int first, rerun = recompute_span(c, p->stage, l, &first); /* the policy's blocks, in forward order */
     unsigned late = rerun ? recompute_parts_late(c) : 0;
     for (int j = 0; j < rerun; j++)
         build_layer_fwd(p, first + j, PHASE_RECOMPUTE, recompute_parts(c) & ~late);
-    const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {build_tp_buf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
     if (fp8(p)) inplace(p, OP_QUANT_GRAD, PHASE_BWD, l, BUF_LB(l + 1, LB_DX));
-    build_tp_column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), build_tp_buf(p, l, LB_DYG), &down, 1);
-    inplace(p, OP_ACT, PHASE_BWD, l, DM);
-    build_tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), build_tp_buf(p, l, LB_HG)); /* h again, beside down */
-    const tp_gemm up_gate[2] = {
-        {OP_MLP_UP, ffn, hid, {DM, build_tp_buf(p, l, LB_HG), W}, 3, {build_tp_buf(p, l, LB_DHP), G}, 2},
-        {OP_MLP_GATE, ffn, hid, {DM, build_tp_buf(p, l, LB_HG), W}, 3, {build_tp_buf(p, l, LB_DHP), G}, 2}};
-    build_tp_row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, build_tp_buf(p, l, LB_DHP), DH);
+    if (config_moe(c))
+        build_moe_bwd(p, l);
+    else
+        dense_mlp_bwd(p, l);
     norm(p, OP_NORM_MLP, PHASE_BWD, l, DH);
     inplace(p, OP_ADD_MLP, PHASE_BWD, l, DH); /* the residual's gradient joins the MLP's */
     const tp_gemm out = {
@@ -247,6 +255,22 @@ void build_layer_bwd(prog *p, int l)
     if (!p->last_mb) return; /* the gradients accumulate over the micro-batches */
     build_tp_kv_grads(p, l);
     build_grad_block(p, l);
+    build_ep_grad_block(p, l);
+}
+
+/* The dense MLP's backward, from the block output's gradient into DH. */
+static void dense_mlp_bwd(prog *p, int l)
+{
+    uint64_t hid = (uint64_t)p->m->hidden, ffn = config_tp_ffn(p->c);
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
+    const tp_gemm down = {OP_MLP_DOWN, hid, ffn, {build_tp_buf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
+    build_tp_column(p, OP_TP_Y, PHASE_BWD, l, BUF_LB(l + 1, LB_DX), build_tp_buf(p, l, LB_DYG), &down, 1);
+    inplace(p, OP_ACT, PHASE_BWD, l, DM);
+    build_tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), build_tp_buf(p, l, LB_HG)); /* h again, beside down */
+    const tp_gemm up_gate[2] = {
+        {OP_MLP_UP, ffn, hid, {DM, build_tp_buf(p, l, LB_HG), W}, 3, {build_tp_buf(p, l, LB_DHP), G}, 2},
+        {OP_MLP_GATE, ffn, hid, {DM, build_tp_buf(p, l, LB_HG), W}, 3, {build_tp_buf(p, l, LB_DHP), G}, 2}};
+    build_tp_row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, build_tp_buf(p, l, LB_DHP), DH);
 }
 
 /* The vocab-parallel embedding: each TP rank looks up the tokens of its
@@ -334,9 +358,13 @@ static void training_step(prog *p)
     if (fp8(p)) elementwise(p, OP_QUANT_W, PHASE_FWD, -1, NULL, 0, NULL, 0); /* the FP8 weights of the step */
     build_pp_passes(p);
     build_grad_step_scatter(p);
+    build_ep_grad_step_scatter(p);
     /* the gather of the optimizer step's result waits for it */
     p->after = optimizer(p, true, build_tp_norm_grads(p));
+    uint32_t step = p->after;
     build_grad_step_gather(p);
+    p->after = step;
+    build_ep_grad_step_gather(p);
     p->after = DAG_NONE;
 }
 
@@ -359,10 +387,13 @@ static void build_rank(builder *b)
               DAG_NONE,
               DAG_NONE,
               pipe_stage(c, bt_rank(b)),
-              true};
+              true,
+              DAG_NONE,
+              DAG_NONE};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_DIMS_HEAD);
     build_grad_groups(&p);
     build_tp_groups(&p);
+    build_ep_groups(&p);
     switch (c->scope) {
     case SCOPE_ATTN_FWD: attention_fwd_part(&p, 0, PHASE_FWD, RC_A2A | RC_RING); break;
     case SCOPE_ATTN:

@@ -39,6 +39,7 @@ typedef struct prog {
     uint32_t grad_sync; /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
     int stage;          /* pipeline stage (pipeline.h) */
     bool last_mb;       /* the pass being emitted is of the last micro-batch: the gradients are complete */
+    uint32_t ep_gid, edp_gid; /* mixture of experts: the EP group and the expert-data-parallel group */
 } prog;
 
 /* A buffer list and its length, for the functions taking (reads, nreads). */
@@ -107,6 +108,23 @@ void build_tp_kv_grads(prog *p, int l);
 /* The norm weights' gradients over TP, once per step. Returns its id
  * (DAG_NONE: none). */
 uint32_t build_tp_norm_grads(prog *p);
+
+/* ---- build_ep.c: mixture of experts, expert parallelism ---- */
+
+/* The EP and expert-data-parallel groups (build_rank's, after TP's). */
+void build_ep_groups(prog *p);
+/* Block l's MLP as a mixture of experts, forward (a forward or recompute
+ * pass that re-runs the MLP) and backward, from the norm's output H to
+ * the block's output; the backward ends with the MLP input's gradient in
+ * DH. */
+void build_moe_fwd(prog *p, int l, task_phase ph);
+void build_moe_bwd(prog *p, int l);
+/* The experts' gradient reduction over the expert-data-parallel group:
+ * block l's after its last backward (ZeRO 0, 2), and the stage's before
+ * the optimizer step (ZeRO 1) with the parameters' gather after it. */
+void build_ep_grad_block(prog *p, int l);
+void build_ep_grad_step_scatter(prog *p);
+void build_ep_grad_step_gather(prog *p);
 
 /* ---- build_pp.c: pipeline parallelism ---- */
 

@@ -23,6 +23,7 @@ void config_defaults(config *c)
     c->p_seq = 8;
     c->dp = 1;
     c->pp = 1;
+    c->ep = 1;
     c->micro_batches = 1;
     c->schedule = SCHED_1F1B;
     c->vpp = 1;

@@ -101,6 +101,8 @@ typedef struct config {
     int p_seq;                  /* P_s: sequence-parallel degree (ring) */
     int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
     int pp;                     /* pipeline stages (1: none) */
+    int ep;                     /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
+    double routing_zipf;        /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
     int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
     schedule_kind schedule;     /* the pipeline schedule */
     int vpp;                    /* v: model chunks per stage (interleaved; else 1) */
@@ -248,6 +250,49 @@ uint64_t config_tp_attn_width(const config *c);
 /* The vocabulary rows of one shard (vocab-parallel embedding and LM head):
  * ceil(V / tp). */
 uint64_t config_tp_vocab(const config *c);
+/* ---- expert parallelism (config_ep.c) ---- */
+/* Whether the blocks' MLPs are mixtures of experts (model.h). */
+bool config_moe(const config *c);
+/* --routing's spelling ("balanced", "zipf:S") and its parser (0, or -1
+ * with the one-line error). */
+void config_routing_text(const config *c, char *buf, size_t len);
+int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
+/* The EP group: ep consecutive ranks of the context-parallel group in
+ * mesh order (Megatron-Core's expert rank generator with expert TP = TP).
+ * Rank's index in it, 0 .. ep-1, which holds experts [i E/ep, (i+1) E/ep). */
+int config_ep_rank(const config *c, int rank);
+/* Experts one rank holds: E / ep (config_validate: ep divides E). */
+int config_ep_local_experts(const config *c);
+/* Expert-data-parallel ranks, all replicas: dp P / ep, the ranks holding
+ * the same experts, over which their gradients are reduced. */
+int config_edp(const config *c);
+/* One expert's SwiGLU width on a TP shard: expert_ffn / tp; the shared
+ * experts' together: shared_ffn / tp. */
+uint64_t config_ep_expert_ffn(const config *c);
+uint64_t config_ep_shared_ffn(const config *c);
+/* The routed experts' weights one rank holds of one block: E/ep experts
+ * x 3 x hidden x expert_ffn / tp. */
+uint64_t config_ep_expert_params(const config *c);
+/* The share of the routed tokens that EP rank i's experts draw: 1/ep when
+ * balanced; under zipf:S, sum over its experts e of (e+1)^-S over the sum
+ * over all experts. */
+double config_ep_share(const config *c, int ep_rank);
+/* Per micro-batch and block, with R = T' k routed rows per rank (T' =
+ * config_sp_rows of the rank's tokens, k = top-k), every rank drawing
+ * alike: the rows EP rank i receives in the dispatch, ep R share(i)
+ * (its own included); the rows it sends to the others, R (1 - share(i));
+ * and the rows its experts compute, the received ones gathered over TP
+ * under sequence parallelism (x tp). Each pair's R share(j) is rounded
+ * once to whole rows, so the group's dispatched rows are its combined. */
+uint64_t config_ep_recv_rows(const config *c, int ep_rank);
+uint64_t config_ep_send_rows(const config *c, int ep_rank);
+/* The rows EP rank i sends back in the combine: the received ones but its
+ * own, ep R share(i) - R share(i). */
+uint64_t config_ep_return_rows(const config *c, int ep_rank);
+uint64_t config_ep_expert_rows(const config *c, int ep_rank);
+/* The slowest EP rank's rows over the mean: ep x max share (1: balanced). */
+double config_ep_imbalance(const config *c);
+
 /* Where loong's rank runs (placement.h, on its GPU config_gpu_of), on
  * nodes of c->gpus_per_node GPUs: its node and its GPU slot there; and the
  * placement itself (one NIC per node: a config names no platform, so no

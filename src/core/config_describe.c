@@ -25,6 +25,8 @@ void config_describe(const config *c, char *buf, size_t len)
     }
     if (c->vpp > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), "%d", c->vpp);
     if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
+    if (c->ep > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " ep %d", c->ep);
+    if (c->routing_zipf > 0) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " zipf:%g", c->routing_zipf);
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
              c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition),
@@ -36,9 +38,10 @@ void config_describe(const config *c, char *buf, size_t len)
 
 void config_layout_name(const config *c, char *buf, size_t len)
 {
-    char dpx[32], ring[40];
+    char dpx[48], ring[40];
     mesh m = config_mesh(c);
-    mesh_describe(&m, MESH_DIMS_ALL & ~MESH_DIMS_CP, "%s%d*", dpx, sizeof dpx); /* "dp2*pp2*tp2*" */
+    mesh_describe(&m, MESH_DIMS_ALL & ~MESH_DIMS_CP, "%s%d*", dpx, sizeof dpx);           /* "dp2*pp2*tp2*" */
+    if (c->ep > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "ep%d*", c->ep); /* EP inside P: "ep4*" */
     const char *part = partition_abbrev(c->partition);
     if (c->p_seq == 1)
         snprintf(ring, sizeof ring, "no ring");

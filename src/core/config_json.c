@@ -21,6 +21,12 @@ static json_t *model_to_json(const model *m)
     if (j && m->tied) json_object_set_new(j, "tie_word_embeddings", json_true());
     if (j && m->bias) json_object_set_new(j, "attention_bias", json_string(model_bias_name(m->bias)));
     if (j && m->window) json_object_set_new(j, "sliding_window", json_integer(m->window));
+    if (j && model_moe(m)) {
+        json_object_set_new(j, "num_experts", json_integer(m->experts));
+        json_object_set_new(j, "num_experts_per_tok", json_integer(m->top_k));
+        json_object_set_new(j, "moe_intermediate_size", json_integer(m->expert_ffn));
+    }
+    if (j && m->shared_ffn) json_object_set_new(j, "shared_expert_intermediate_size", json_integer(m->shared_ffn));
     return j;
 }
 
@@ -44,6 +50,11 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_DTYPE: return json_string(r->names[knob_dtype_index(c)].name);
     case KT_DOCS: return docs_to_json(c->docs);
     case KT_PROB: return json_real(knob_prob_value(c, r));
+    case KT_ROUTING: {
+        char buf[64];
+        config_routing_text(c, buf, sizeof buf);
+        return json_string(buf);
+    }
     case KT_MODULES: {
         char buf[64];
         recompute_modules_text(knob_int_value(c, r), buf, sizeof buf);
@@ -71,10 +82,12 @@ static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
     int tied = 0;
     json_error_t je;
     memset(m, 0, sizeof *m);
-    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i}", "name", &name, "layers",
-                       &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads, "head_dim",
-                       &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "tie_word_embeddings", &tied, "attention_bias",
-                       &bias, "sliding_window", &m->window) < 0) {
+    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i,s?i,s?i,s?i,s?i}", "name",
+                       &name, "layers", &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads,
+                       "head_dim", &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "tie_word_embeddings", &tied,
+                       "attention_bias", &bias, "sliding_window", &m->window, "num_experts", &m->experts,
+                       "num_experts_per_tok", &m->top_k, "moe_intermediate_size", &m->expert_ffn,
+                       "shared_expert_intermediate_size", &m->shared_ffn) < 0) {
         snprintf(err, LOONG_ERRLEN, "configuration object: model: %s", je.text);
         return -1;
     }
@@ -134,6 +147,7 @@ int config_from_json(const json_t *j, config *c, char err[LOONG_ERRLEN])
     c->tp = 1;
     c->prefetch = 1;
     c->pp = 1;
+    c->ep = 1;
     c->micro_batches = 1;
     c->vpp = 1;
     c->sequence_parallel = true;

@@ -202,7 +202,10 @@ static long double task_size_bound(const config *c)
     long double attn = pairs * 4 * m->head_dim * config_q_heads(c) * B * 5 / 2;
     long double gemm = 4 * (long double)config_local_tokens(c) * m->hidden * widest(m);
     long double act = 8 * B * n * widest(m), params = 8 * (long double)model_params(m);
+    /* a grouped GEMM's backward: at most every EP rank's routed rows */
+    long double experts = 4 * (long double)config_local_tokens(c) * m->top_k * c->ep * m->hidden * m->expert_ffn;
     long double b = attn > gemm ? attn : gemm;
+    b = experts > b ? experts : b;
     b = act > b ? act : b;
     return params > b ? params : b;
 }
@@ -224,8 +227,8 @@ static int validate_overflow(const config *c, char err[LOONG_ERRLEN])
     }
     const model *m = &c->model;
     uint64_t mb = (uint64_t)c->micro_batches;
-    uint64_t est =
-        (uint64_t)config_ranks(c) * (uint64_t)(m->layers / c->pp + 1) * mb * (24ull * (uint64_t)c->p_seq + 64);
+    uint64_t est = (uint64_t)config_ranks(c) * (uint64_t)(m->layers / c->pp + 1) * mb *
+                   (24ull * (uint64_t)c->p_seq + (config_moe(c) ? 128 : 64));
     if (est > MAX_TASKS) {
         snprintf(err, LOONG_ERRLEN,
                  "this configuration would need up to %.3g tasks (~%.0f GB of task memory), more than loong builds "
@@ -426,6 +429,40 @@ static int validate_recompute(const config *c, char err[LOONG_ERRLEN])
     return 0;
 }
 
+/* Expert parallelism (config_ep.c): an EP group is ep consecutive
+ * context ranks holding E/ep experts each; Megatron's constraints
+ * (megatron/training/arguments.py: sequence parallelism under TP with
+ * experts; the expert TP shards' widths). */
+static int validate_experts(const config *c, char err[LOONG_ERRLEN])
+{
+    const model *m = &c->model;
+    char buf[LOONG_ERRLEN];
+    if (c->ep < 1) return fail(err, "--ep must be at least 1 (1: every rank holds every expert)");
+    if (!config_moe(c) && (c->ep > 1 || c->routing_zipf != 0))
+        return fail(err, "--ep and --routing apply to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or "
+                         "drop them");
+    if (!config_moe(c)) return 0;
+    if (config_cp(c) % c->ep || m->experts % c->ep) {
+        snprintf(buf, sizeof buf,
+                 "--ep %d must divide both P = %d (an EP group is ep consecutive context-parallel ranks of one "
+                 "replica) and the %d experts: choose a common divisor",
+                 c->ep, config_cp(c), m->experts);
+        return fail(err, buf);
+    }
+    if (c->tp > 1 && !c->sequence_parallel)
+        return fail(err, "a mixture of experts under --tp needs --sequence-parallel on (Megatron-LM requires it: the "
+                         "tokens are dispatched from their sequence-parallel shards)");
+    if (m->expert_ffn % c->tp || m->shared_ffn % c->tp) {
+        snprintf(buf, sizeof buf, "--tp %d must divide moe_intermediate_size (%d) and the shared experts' width (%d)",
+                 c->tp, m->expert_ffn, m->shared_ffn);
+        return fail(err, buf);
+    }
+    if (c->zero == 3)
+        return fail(err, "--zero 3 with a mixture of experts: loong gathers no expert shards yet; use --zero 0, 1 or 2 "
+                         "(Megatron's distributed optimizer is --zero 1)");
+    return 0;
+}
+
 int config_validate(const config *c, char err[LOONG_ERRLEN])
 {
     if (model_validate(&c->model, err) < 0) return -1;
@@ -465,6 +502,7 @@ int config_validate(const config *c, char err[LOONG_ERRLEN])
                          "or use --dtype bf16");
     if (validate_heads(c, err) < 0 || validate_ring(c, err) < 0 || validate_seq(c, err) < 0) return -1;
     if (validate_pipeline(c, err) < 0 || validate_recompute(c, err) < 0) return -1;
+    if (validate_experts(c, err) < 0) return -1;
     if (c->attention == ATTN_UNFUSED && c->p_seq > 1) {
         snprintf(err, LOONG_ERRLEN,
                  "--attention unfused materialises each head's s x s scores over the whole sequence, which context "

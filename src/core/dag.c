@@ -15,11 +15,12 @@
 /* ---- names ---- */
 
 static const char *const kind_names[TASK_KIND_COUNT] = {
-    "gemm",       "attn_fwd",   "attn_bwd",       "merge",     "acc",     "norm",  "rope", "add",
-    "act",        "embed",      "loss",           "softmax",   "dropout", "quant", "optim", "send", "recv",
-    "all_to_all", "all_reduce", "reduce_scatter", "all_gather"};
-static const char *const stream_names[STREAM_COUNT] = {
-    "comp", "a2a", "ring", "ring_outer", "dkv", "dkv_outer", "ring_b", "dkv_b", "dp", "tp", "tp_kv", "pp", "pp_grad"};
+    "gemm",  "attn_fwd", "attn_bwd", "merge",      "acc",        "norm",           "rope",
+    "add",   "act",      "embed",    "loss",       "softmax",    "dropout",        "quant",
+    "optim", "send",     "recv",     "all_to_all", "all_reduce", "reduce_scatter", "all_gather"};
+static const char *const stream_names[STREAM_COUNT] = {"comp",      "a2a",    "ring",    "ring_outer", "dkv",
+                                                       "dkv_outer", "ring_b", "dkv_b",   "dp",         "tp",
+                                                       "tp_kv",     "pp",     "pp_grad", "ep",         "ep_grad"};
 /* task_op's names, five to a row */
 /* clang-format off */
 static const char *const op_names[OP_COUNT] = {
@@ -32,7 +33,9 @@ static const char *const op_names[OP_COUNT] = {
     "norm_mlp",           "norm_final",         "rope",               "add_attn",           "add_mlp",
     "act",                "embed",              "loss",               "zero_grad",          "optim_step",
     "softmax",            "attn_dropout",       "quant_attn_out",     "quant_grad",         "quant_dqkv",
-    "quant_w"};
+    "quant_w",            "router",             "route",              "permute",            "unpermute",
+    "ep_dispatch",        "ep_combine",         "tp_expert",          "expert_gate",        "expert_up",
+    "expert_down",        "expert_act",         "expert_grad"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 
@@ -337,6 +340,17 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
     int n;
     int32_t *members = rank_group(b, dims, &n);
     return intern_group(b, stream, dims, members, n);
+}
+
+uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int stride)
+{
+    int n, k = 0, j = 0;
+    int32_t *members = rank_group(b, dims, &n);
+    while (members[k] != b->rank)
+        k++;
+    for (int i = k % stride; i < n; i += stride)
+        members[j++] = members[i];
+    return intern_group(b, stream, dims, members, j);
 }
 
 uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts)

@@ -93,6 +93,8 @@ typedef enum {
     STREAM_TP_KV,      /* tp > H_kv: the replicas of a KV head sum its weights' gradients */
     STREAM_PP,         /* pipeline: activations to the next stage, from the previous */
     STREAM_PP_GRAD,    /* pipeline: activation gradients to the previous stage, from the next */
+    STREAM_EP,         /* mixture of experts: the tokens' dispatch and combine all-to-alls in the EP group */
+    STREAM_EP_GRAD,    /* mixture of experts: the experts' gradient reduction over the expert-data-parallel group */
     STREAM_COUNT
 } stream_kind;
 
@@ -148,6 +150,19 @@ typedef enum {
     OP_QUANT_GRAD,     /* a block gradient (T', hidden) entering the MLP's down or the output projection's backward */
     OP_QUANT_DQKV,     /* attention's input gradient entering the QKV projection's backward */
     OP_QUANT_W,        /* the stage's block weights, once per step */
+    /* mixture of experts (build_ep.c; rows are routed token copies) */
+    OP_ROUTER,      /* the router's GEMM (T', hidden) x (hidden, experts) */
+    OP_ROUTE,       /* the router's softmax and top-k over (T', experts) (a softmax kernel) */
+    OP_PERMUTE,     /* the tokens copied into expert order, (T' k, hidden) (a copy kernel, kind add) */
+    OP_UNPERMUTE,   /* the experts' outputs back in token order, weighted by the router (kind add) */
+    OP_EP_DISPATCH, /* all-to-all over EP: the routed rows to their experts' ranks */
+    OP_EP_COMBINE,  /* all-to-all over EP: the experts' outputs back */
+    OP_TP_EXPERT,   /* the experts' rows gathered over TP, their output reduce-scattered (TP collectives) */
+    OP_EXPERT_GATE, /* grouped GEMMs over the rank's experts: dim m is one expert's mean rows */
+    OP_EXPERT_UP,
+    OP_EXPERT_DOWN,
+    OP_EXPERT_ACT,  /* SwiGLU over the experts' rows */
+    OP_EXPERT_GRAD, /* the experts' gradients reduced over the expert-data-parallel group */
     OP_COUNT
 } task_op;
 
@@ -186,7 +201,8 @@ typedef struct dag_task {
     uint32_t dep_off; /* private: offset of deps */
     int32_t rank;
     int32_t peer; /* p2p partner rank, else -1 */
-    /* GEMM: m, n, k. Attention/merge: q tokens, kv tokens (per sample), q heads.
+    /* GEMM: m, n, k (a grouped GEMM, dag_gemm_groups() > 1: one GEMM's
+     * m, the mean over its groups). Attention/merge: q tokens, kv tokens (per sample), q heads.
      * KV/dKV p2p and dK/dV ACC: tokens, kv heads, element bytes. KV-replica
      * sum (ACC, OP_KV_REP_SUM): tokens, KV heads with replicas, 4. All-to-all:
      * this rank's tokens (all samples), heads moved, head dim. */
@@ -194,7 +210,7 @@ typedef struct dag_task {
     int32_t src;   /* ring tasks: ring index whose KV this is; else -1 */
     int16_t layer; /* transformer block; -1 for model-level tasks */
     uint16_t ndeps;
-    uint16_t step;  /* ring step (outer*w + inner) of ring tasks */
+    uint16_t step;  /* ring step (outer*w + inner) of ring tasks; a grouped GEMM's GEMMs (dag_gemm_groups) */
     uint16_t mb;    /* micro-batch (0 .. m-1; the step's collectives: the last) */
     uint8_t stream; /* stream_kind */
     uint8_t kind;   /* task_kind */
@@ -207,6 +223,11 @@ typedef struct dag_task {
 } dag_task;
 
 typedef struct dag dag;
+
+/* The GEMMs of a GEMM task launched together: the experts' grouped GEMM
+ * holds one per local expert of dim[0] rows each (their mean), FLOPs
+ * their sum; every other GEMM task one. */
+static inline int dag_gemm_groups(const dag_task *t) { return t->kind == TASK_GEMM && t->step > 1 ? t->step : 1; }
 
 /* Build the DAG of a validated config. Returns NULL with a message on
  * failure (out of memory, or an internal inconsistency). */

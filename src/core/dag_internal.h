@@ -51,6 +51,22 @@ enum {
     LB_DHG, /* MLP input's gradient gathered for the output projection's backward */
     LB_DHP, /* gate and up backward's partial input gradient */
     LB_DXP, /* QKV backward's partial input gradient */
+    /* a mixture of experts' block (build_ep.c): routed rows, forward then their gradients */
+    LB_ROUTE,  /* the router's probabilities (T', experts) */
+    LB_PERM,   /* the rank's routed rows in expert order */
+    LB_DISP,   /* the rows dispatched to this rank's experts */
+    LB_DISPG,  /* the same gathered over TP */
+    LB_EM,     /* the experts' SwiGLU intermediate */
+    LB_EY,     /* the experts' down partial sums */
+    LB_EYS,    /* reduce-scattered over TP */
+    LB_COMB,   /* the rank's rows back from the experts */
+    LB_DCOMB,  /* their gradient */
+    LB_DEYS,   /* at the experts */
+    LB_DEY,    /* gathered over TP */
+    LB_DEM,    /* the experts' intermediate's gradient */
+    LB_DDISPP, /* the experts' input gradient, partial over TP */
+    LB_DDISP,  /* reduce-scattered */
+    LB_DPERM,  /* back at the rank, in expert order */
     LB_COUNT
 };
 #define BUF_LB(layer, k) (BUF_LAYER0 + (layer)*LB_COUNT + (k))
@@ -91,6 +107,12 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims);
  * (mesh order; parts divides its size): the run that holds the current
  * rank. Its dims are those it splits (a backend widens no split group). */
 uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts);
+
+/* The members of the group over dims at the current rank's place modulo
+ * `stride` (mesh order; stride divides its size): one of every stride
+ * consecutive members. With dp in dims it spans the same members of every
+ * replica (a backend widens it as dag.h says). */
+uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int stride);
 
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);

@@ -12,8 +12,12 @@ task_kind elementwise_kind(task_op op)
     case OP_NORM_FINAL: return TASK_NORM;
     case OP_ROPE: return TASK_ROPE;
     case OP_ADD_ATTN:
-    case OP_ADD_MLP: return TASK_ADD;
-    case OP_ACT: return TASK_ACT;
+    case OP_ADD_MLP:
+    case OP_PERMUTE:
+    case OP_UNPERMUTE: return TASK_ADD;
+    case OP_ACT:
+    case OP_EXPERT_ACT: return TASK_ACT;
+    case OP_ROUTE: return TASK_SOFTMAX;
     case OP_EMBED: return TASK_EMBED;
     case OP_LOSS: return TASK_LOSS;
     case OP_SOFTMAX: return TASK_SOFTMAX;
@@ -30,13 +34,15 @@ task_kind elementwise_kind(task_op op)
  * sequence shard under sequence parallelism. */
 static uint64_t hidden_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)); }
 
-/* The stage's parameters (one TP shard), or the rank's shard of them
- * when ZeRO shards what is counted from stage `from` on (1: the optimizer
- * state, 2: the gradients too). */
+/* The stage's parameters (one TP shard, its E/ep experts), or the rank's
+ * shard of them when ZeRO shards what is counted from stage `from` on (1:
+ * the optimizer state, 2: the gradients too): the experts' over the
+ * expert-data-parallel group, the rest over the gradient group. */
 static uint64_t local_params(const config *c, int stage, int from)
 {
     uint64_t n = pipe_stage_params(c, stage), g = (uint64_t)config_cp(c) * (uint64_t)c->dp;
-    return c->zero >= from ? (n + g - 1) / g : n;
+    uint64_t e = (uint64_t)pipe_stage_layers(c, stage) * config_ep_expert_params(c), ge = (uint64_t)config_edp(c);
+    return c->zero >= from ? (n + g - 1) / g + (e + ge - 1) / ge : n + e;
 }
 
 void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, uint64_t *cols)
@@ -58,7 +64,10 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
     case OP_QUANT_ATTN_OUT: *rows = T, *cols = config_tp_attn_width(c); break;
     case OP_QUANT_GRAD: break; /* (T', hidden) */
     case OP_QUANT_DQKV: *rows = T, *cols = (uint64_t)model_tp_qkv_heads(m, c->tp) * d; break;
-    case OP_QUANT_W: *rows = (uint64_t)pipe_stage_layers(c, stage) * model_layer_params_tp(m, c->tp), *cols = 1; break;
+    case OP_QUANT_W: /* the block weights, the experts' included */
+        *rows = (uint64_t)pipe_stage_layers(c, stage) * (model_layer_params_tp(m, c->tp) + config_ep_expert_params(c));
+        *cols = 1;
+        break;
     case OP_SOFTMAX:
     case OP_ATTN_DROPOUT: /* the scores: every query row of every head, a column per key */
         *rows = (uint64_t)c->batch * (c->seq / (uint64_t)c->p_seq) * (uint64_t)config_q_heads(c);
@@ -75,7 +84,9 @@ uint64_t elementwise_hbm_bytes(const config *c, task_op op, task_phase ph, uint6
     switch (elementwise_kind(op)) {
     case TASK_NORM: return elems * (bwd ? 3 : 2) * a;
     case TASK_ROPE: return elems * 2 * a;
-    case TASK_ADD: return elems * (3 * a + (c->hidden_dropout > 0 ? (bwd ? 2 * a + 1 : 1) : 0));
+    case TASK_ADD:
+        if (op == OP_PERMUTE || op == OP_UNPERMUTE) return elems * 2 * a; /* a row copied (and weighted) */
+        return elems * (3 * a + (c->hidden_dropout > 0 ? (bwd ? 2 * a + 1 : 1) : 0));
     case TASK_ACT: return elems * (bwd ? 5 : 3) * a;
     case TASK_EMBED: {
         if (!bwd) return elems * 2 * a;

@@ -76,6 +76,10 @@ static int eager_loss_kernels(const config *c, bool bwd, uint64_t elems, uint64_
 int fusion_kernels(const config *c, task_op op, task_phase ph, uint64_t elems, uint64_t bytes[FUSION_MAX_KERNELS])
 {
     task_kind kind = elementwise_kind(op);
+    if (op == OP_PERMUTE || op == OP_UNPERMUTE || op == OP_ROUTE) { /* the experts' own kernels, fused or not */
+        bytes[0] = elementwise_hbm_bytes(c, op, ph, elems);
+        return 1;
+    }
     if (kind == TASK_LOSS && c->cross_entropy == CE_EAGER) return eager_loss_kernels(c, ph == PHASE_BWD, elems, bytes);
     if (kind == TASK_ADD && c->hidden_dropout > 0) return dropout_add_kernels(c, ph == PHASE_BWD, elems, bytes);
     if (kind == TASK_QUANT && c->precision == PRECISION_FP8_CURRENT) { /* the amax pass, then the cast */

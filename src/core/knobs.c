@@ -128,6 +128,23 @@ const knob_row knob_rows[KNOB_COUNT] = {
                  offsetof(config, pp),
                  NULL,
                  0},
+    [KNOB_EP] = {{"ep", "ep", "N",
+                  "mixture of experts: expert-parallel ranks, ep\n"
+                  "consecutive context ranks hold a block's experts\n"
+                  "(Megatron's EP, expert TP = tp)               [1]",
+                  false, KNOB_PHASE_LAST},
+                 KT_INT,
+                 offsetof(config, ep),
+                 NULL,
+                 0},
+    [KNOB_ROUTING] = {{"routing", "routing", "balanced|zipf:S",
+                       "mixture of experts: the tokens' draw over the\n"
+                       "experts, even or Zipf's law of exponent S  [balanced]",
+                       false, KNOB_PHASE_LAST},
+                      KT_ROUTING,
+                      offsetof(config, routing_zipf),
+                      NULL,
+                      0},
     [KNOB_MICRO_BATCHES] = {{"micro_batches", "micro-batches", "M",
                              "micro-batches of --batch samples per step and\n"
                              "pipeline (pp 1: gradient accumulation)       [1]",
@@ -351,6 +368,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_DOCS: break;
     case KT_MODULES: recompute_modules_text(knob_int_value(c, r), buf, len); break;
     case KT_PROB: snprintf(buf, len, "%.17g", knob_prob_value(c, r)); break;
+    case KT_ROUTING: config_routing_text(c, buf, len); break;
     }
 }
 
@@ -364,7 +382,8 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_NCCL_PROTO && c->nccl_proto == COLL_PROTO_AUTO) || (k == KNOB_DP && c->dp == 1) ||
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
-           (k == KNOB_PP && c->pp == 1) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
+           (k == KNOB_PP && c->pp == 1) || (k == KNOB_EP && c->ep == 1) ||
+           (k == KNOB_ROUTING && c->routing_zipf == 0) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
            (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0) ||
            (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot) ||
@@ -388,8 +407,8 @@ bool knob_optional(config_knob k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
-           k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS ||
-           k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
+           k == KNOB_EP || k == KNOB_ROUTING || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP ||
+           k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
            k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION ||
            k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
@@ -499,6 +518,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
     case KT_DOCS: return (c->docs = docs_parse_list(text, c->seq, "--docs", err)) ? 0 : -1;
     case KT_MODULES: return recompute_modules_parse(text, knob_int(c, r), err);
     case KT_PROB: return parse_prob(text, what, knob_prob(c, r), err);
+    case KT_ROUTING: return config_routing_parse(c, text, err);
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
     case KT_BOOL:

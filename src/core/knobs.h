@@ -27,6 +27,8 @@ typedef enum {
     KNOB_MESH,
     KNOB_DP,
     KNOB_PP,
+    KNOB_EP,
+    KNOB_ROUTING,
     KNOB_MICRO_BATCHES,
     KNOB_SCHEDULE,
     KNOB_VPP,

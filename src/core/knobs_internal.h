@@ -33,7 +33,8 @@ typedef enum {
     KT_DTYPE,
     KT_DOCS,
     KT_MODULES, /* --recompute-modules' list */
-    KT_PROB     /* a probability in [0, 1) (a double) */
+    KT_PROB,    /* a probability in [0, 1) (a double) */
+    KT_ROUTING  /* --routing: balanced or zipf:S (a double, 0: balanced) */
 } knob_type;
 
 typedef struct knob_row {

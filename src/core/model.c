@@ -16,6 +16,11 @@
     {                                                                                                                  \
         .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = kv, .head_dim = d, .ffn = f, .vocab = v           \
     }
+#define MOE_PRESET(n, L, h, H, kv, d, f, v, E, k, fe)                                                                  \
+    {                                                                                                                  \
+        .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = kv, .head_dim = d, .ffn = f, .vocab = v,          \
+        .experts = E, .top_k = k, .expert_ffn = fe                                                                     \
+    }
 static const model presets[] = {
     /*     name           L    hidden H    H_kv d    ffn    vocab */
     PRESET("llama3-8b", 32, 4096, 32, 8, 128, 14336, 128256),
@@ -24,10 +29,21 @@ static const model presets[] = {
     PRESET("7b-mha", 32, 4096, 32, 32, 128, 11008, 32000),
     PRESET("7b-gqa", 32, 4096, 32, 8, 128, 11008, 32000),
     PRESET("tiny", 2, 256, 8, 2, 32, 512, 1000),
+    /* Mixtures of experts: the Hugging Face config.json of each
+     * (mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B);
+     * ffn is their dense intermediate_size, which no block uses */
+    MOE_PRESET("mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 8, 2, 14336),
+    MOE_PRESET("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 6144, 151936, 128, 8, 768),
+    MOE_PRESET("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 12288, 151936, 128, 8, 1536),
+    MOE_PRESET("tiny-moe", 2, 256, 8, 2, 32, 512, 1000, 8, 2, 128),
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
-const char *model_preset_names(void) { return "llama3-8b, llama3-70b, llama3-405b, 7b-mha, 7b-gqa, tiny"; }
+const char *model_preset_names(void)
+{
+    return "llama3-8b, llama3-70b, llama3-405b, 7b-mha, 7b-gqa, tiny, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b, "
+           "tiny-moe";
+}
 
 int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
 {
@@ -37,6 +53,30 @@ int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
             return 0;
         }
     snprintf(err, LOONG_ERRLEN, "unknown model '%s': use one of %s, or a model file path", name, model_preset_names());
+    return -1;
+}
+
+/* The experts' keys: none, or experts, top_k and expert_ffn together
+ * (top_k <= experts), shared_ffn only beside them. */
+static int model_validate_experts(const model *m, char err[LOONG_ERRLEN])
+{
+    if (m->experts < 0 || m->top_k < 0 || m->expert_ffn < 0 || m->shared_ffn < 0 || m->experts > 4096 ||
+        m->expert_ffn > 1 << 24 || m->shared_ffn > 1 << 24)
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': num_experts, moe_intermediate_size or shared_expert_intermediate_size "
+                 "out of range (experts at most 4096, widths at most 2^24)",
+                 m->name);
+    else if ((m->experts > 0) != (m->top_k > 0) || (m->experts > 0) != (m->expert_ffn > 0) ||
+             (m->shared_ffn > 0 && !m->experts))
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': a mixture of experts needs num_experts, num_experts_per_tok and moe_intermediate_size "
+                 "together (shared_expert_intermediate_size beside them): give all three, or none for a dense MLP",
+                 m->name);
+    else if (m->top_k > m->experts)
+        snprintf(err, LOONG_ERRLEN, "model '%s': num_experts_per_tok (%d) exceeds num_experts (%d)", m->name, m->top_k,
+                 m->experts);
+    else
+        return 0;
     return -1;
 }
 
@@ -70,6 +110,7 @@ int model_validate(const model *m, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "model '%s': attention_bias or sliding_window out of range", m->name);
         return -1;
     }
+    if (model_validate_experts(m, err) < 0) return -1;
     if (m->kv_heads > m->heads || m->heads % m->kv_heads) {
         snprintf(err, LOONG_ERRLEN, "model '%s': heads (%d) must be a multiple of kv_heads (%d)", m->name, m->heads,
                  m->kv_heads);
@@ -106,10 +147,23 @@ int model_bias_parse(const char *s, int *out)
 
 /* Keys of a model file, in the order of the bit that marks each seen: the
  * name, the 7 required sizes, then the optional keys (HF's names). */
-static const char *const model_keys[] = {
-    "name",           "layers",        "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "tie_word_embeddings",
-    "attention_bias", "sliding_window"};
-#define MODEL_NREQUIRED 8 /* name .. vocab; name is optional too */
+static const char *const model_keys[] = {"name",
+                                         "layers",
+                                         "hidden",
+                                         "heads",
+                                         "kv_heads",
+                                         "head_dim",
+                                         "ffn",
+                                         "vocab",
+                                         "tie_word_embeddings",
+                                         "attention_bias",
+                                         "sliding_window",
+                                         "num_experts",
+                                         "num_experts_per_tok",
+                                         "moe_intermediate_size",
+                                         "shared_expert_intermediate_size"};
+#define MODEL_NREQUIRED   8  /* name .. vocab; name is optional too */
+#define MODEL_KEY_EXPERTS 11 /* num_experts, the first of the experts' four */
 
 static int *model_field(model *m, int key)
 {
@@ -143,7 +197,8 @@ static int model_apply_optional(model *m, int k, const char *key, const char *va
         }
         return 0;
     }
-    (void)k;
+    int *experts[] = {&m->experts, &m->top_k, &m->expert_ffn, &m->shared_ffn};
+    if (k >= MODEL_KEY_EXPERTS) return units_parse_int(val, key, experts[k - MODEL_KEY_EXPERTS], err);
     if (!strcmp(val, "none")) return 0;
     if (units_parse_int(val, key, &m->window, err) < 0) return -1;
     if (m->window < 0) {
@@ -168,8 +223,9 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
     int k = model_key(key);
     if (k < 0) {
         snprintf(err, LOONG_ERRLEN,
-                 "unknown key '%.40s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab; optional: "
-                 "tie_word_embeddings, attention_bias, sliding_window)",
+                 "unknown key '%.20s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab; optional "
+                 "tie_word_embeddings, attention_bias, sliding_window, num_experts, num_experts_per_tok, "
+                 "moe_intermediate_size, shared_expert_intermediate_size)",
                  key);
         return -1;
     }
@@ -271,8 +327,15 @@ uint64_t model_layer_params_tp(const model *m, int tp)
 {
     uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, t = (uint64_t)tp;
     uint64_t qkv = h * (uint64_t)model_tp_qkv_heads(m, tp) * d;
-    uint64_t rest = (uint64_t)m->heads * d * h + 3 * h * (uint64_t)m->ffn; /* output projection, SwiGLU */
-    return qkv + rest / t + 2 * h + model_layer_bias_params_tp(m, tp);
+    /* output projection, then the SwiGLU or the shared experts' */
+    uint64_t rest = (uint64_t)m->heads * d * h + 3 * h * (uint64_t)(model_moe(m) ? m->shared_ffn : m->ffn);
+    uint64_t router = h * (uint64_t)m->experts; /* replicated over TP, as Megatron's TopKRouter is */
+    return qkv + rest / t + router + 2 * h + model_layer_bias_params_tp(m, tp);
+}
+
+uint64_t model_expert_params_tp(const model *m, int tp)
+{
+    return (uint64_t)m->experts * 3 * (uint64_t)m->hidden * (uint64_t)m->expert_ffn / (uint64_t)tp;
 }
 
 uint64_t model_head_params_tp(const model *m, int tp)
@@ -282,5 +345,6 @@ uint64_t model_head_params_tp(const model *m, int tp)
 
 uint64_t model_params_tp(const model *m, int tp)
 {
-    return (uint64_t)m->layers * model_layer_params_tp(m, tp) + model_head_params_tp(m, tp);
+    return (uint64_t)m->layers * (model_layer_params_tp(m, tp) + model_expert_params_tp(m, tp)) +
+           model_head_params_tp(m, tp);
 }

@@ -21,9 +21,20 @@ typedef struct model {
     int ffn;      /* SwiGLU inner width */
     int vocab;    /* vocabulary (embedding and LM head) */
     /* The optional keys (0: absent; what each changes: docs/concepts.md#models) */
-    bool tied;            /* tie_word_embeddings: the LM head is the embedding matrix (one V x hidden, not two) */
-    int bias;             /* attention_bias: MODEL_BIAS_* (vectors added by the projections) */
-    int window;           /* sliding_window: keys each query sees (0: all); read, costed as full causal */
+    bool tied;  /* tie_word_embeddings: the LM head is the embedding matrix (one V x hidden, not two) */
+    int bias;   /* attention_bias: MODEL_BIAS_* (vectors added by the projections) */
+    int window; /* sliding_window: keys each query sees (0: all); read, costed as full causal */
+    /* Mixture of experts (0: a dense MLP; docs/moe.md): with experts > 0
+     * every block's MLP is a router over `experts` SwiGLU experts of width
+     * expert_ffn, each token going to top_k of them, beside shared experts
+     * of total width shared_ffn that every token goes through (Qwen2-MoE's
+     * shared_expert_intermediate_size; DeepSeek's n_shared_experts x
+     * moe_intermediate_size). ffn is then the dense MLP's width, which no
+     * block uses. */
+    int experts;          /* num_experts (Mixtral's num_local_experts) */
+    int top_k;            /* num_experts_per_tok */
+    int expert_ffn;       /* moe_intermediate_size (Mixtral: intermediate_size) */
+    int shared_ffn;       /* shared_expert_intermediate_size (0: none) */
     char unmodelled[640]; /* keys of the file read but not modelled, "a, b, c" ("": none); never serialised */
 } model;
 
@@ -43,7 +54,9 @@ const char *model_preset_names(void);
 
 /* Load a model file: one `key = value` per line (keys: name, layers, hidden,
  * heads, kv_heads, head_dim, ffn, vocab; optional tie_word_embeddings,
- * attention_bias, sliding_window), '#' starts a comment. Every key but name
+ * attention_bias, sliding_window, and the experts' num_experts,
+ * num_experts_per_tok, moe_intermediate_size (the three together) and
+ * shared_expert_intermediate_size), '#' starts a comment. Every key but name
  * and the optional ones is required, none twice; sizes are bounded
  * (model_validate). A file whose text starts with '{' is read as a Hugging
  * Face config.json (model_parse_hf). Returns 0, or -1 with a message naming
@@ -69,6 +82,9 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
 /* Check internal consistency (positive sizes, H % H_kv == 0). */
 int model_validate(const model *m, char err[LOONG_ERRLEN]);
 
+/* Whether the blocks' MLPs are mixtures of experts. */
+static inline bool model_moe(const model *m) { return m->experts > 0; }
+
 /* Heads the QKV projection produces: H query heads, H_kv K and H_kv V. */
 static inline int model_qkv_heads(const model *m) { return m->heads + 2 * m->kv_heads; }
 /* KV heads of one of tp tensor-parallel shards: H_kv / tp when tp divides
@@ -79,7 +95,11 @@ static inline int model_tp_kv_heads(const model *m, int tp) { return m->kv_heads
 static inline int model_tp_qkv_heads(const model *m, int tp) { return m->heads / tp + 2 * model_tp_kv_heads(m, tp); }
 
 /* Weights of one transformer block: QKV, output projection, three SwiGLU
- * matrices, two RMSNorm vectors and the attention biases. */
+ * matrices, two RMSNorm vectors and the attention biases. A mixture of
+ * experts' block: the router (hidden x experts) and the shared experts'
+ * three matrices in place of the SwiGLU, its routed experts counted apart
+ * (model_expert_params_tp), since they are sharded and reduced over other
+ * ranks. */
 uint64_t model_layer_params(const model *m);
 /* The bias vectors of one block's attention, of a TP shard's heads
  * (tp = 1: all): (H + 2 H_kv) d for qkv, + hidden for all (the output
@@ -87,7 +107,8 @@ uint64_t model_layer_params(const model *m);
  * bias is). */
 uint64_t model_layer_bias_params_tp(const model *m, int tp);
 
-/* All weights: L blocks + embedding + LM head (unless tied) + final norm. */
+/* All weights: L blocks (their experts included) + embedding + LM head
+ * (unless tied) + final norm. */
 uint64_t model_params(const model *m);
 /* The same held by one of tp tensor-parallel ranks (Megatron's shards):
  * the QKV, output and MLP weights divided by tp (QKV's K and V: of the
@@ -96,6 +117,10 @@ uint64_t model_params(const model *m);
  * (Megatron pads the vocabulary to a multiple of tp), one matrix when
  * tied. tp = 1: the above. */
 uint64_t model_layer_params_tp(const model *m, int tp);
+/* The routed experts' weights of one block on one of tp tensor-parallel
+ * ranks (expert TP = TP): experts x 3 x hidden x expert_ffn / tp; 0 for a
+ * dense model. */
+uint64_t model_expert_params_tp(const model *m, int tp);
 uint64_t model_head_params_tp(const model *m, int tp);
 uint64_t model_params_tp(const model *m, int tp);
 /* One vocab-parallel embedding shard: ceil(V/tp) x hidden (with pp > 1 the

@@ -64,6 +64,7 @@ double stats_model_flops(const config *c)
     if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
     double hid = m->hidden, w_layer = (double)(model_layer_params(m) - 2 * (uint64_t)m->hidden -
                                                model_layer_bias_params_tp(m, 1)); /* GEMM weights */
+    w_layer += (double)m->top_k * 3 * hid * m->expert_ffn; /* the experts a token goes through (MoE) */
     /* in floating point: m micro-batches of a 405B model pass 2^64 */
     return c->micro_batches * (m->layers * (6 * B * S * w_layer + 3 * attn_fwd) + 6 * B * S * hid * m->vocab);
 }

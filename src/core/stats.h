@@ -11,8 +11,9 @@
  *   step:     L*(6*B*S*W_layer + 6*B*S^2*H*d) + 6*B*S*hidden*vocab
  * With packed documents S^2 becomes the sum of L_i^2 over the documents:
  * the same convention per document (the DAG's tasks count exact pairs).
- * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU),
- * and B the samples of the whole step: --batch times its m micro-batches.
+ * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU;
+ * a mixture of experts': the router, the shared experts and the top-k
+ * routed experts a token goes through, 3 k hidden expert_ffn), and B the samples of the whole step: --batch times its m micro-batches.
  * Norms, activations, RoPE and the embedding lookup are not counted.
  *
  * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).

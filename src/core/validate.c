@@ -54,7 +54,9 @@ static int check_member(const dag *g, const dag_task *t, char err[LOONG_ERRLEN])
     const dag_task *root = dag_task_get(g, t->match);
     if (t->group >= dag_ngroups(g) || !root || root->match != root->id)
         return bad(err, g, t->id, "collective without a valid group or instance");
-    if (root->kind != t->kind || root->op != t->op || root->group != t->group || root->bytes != t->bytes ||
+    /* the experts' all-to-alls are all-to-all-v: each member sends its own rows */
+    bool v = t->kind == TASK_ALLTOALL && t->stream == STREAM_EP;
+    if (root->kind != t->kind || root->op != t->op || root->group != t->group || (root->bytes != t->bytes && !v) ||
         root->stream != t->stream)
         return bad(err, g, t->id, "differs from the other members of its collective");
     int gn;

@@ -54,20 +54,21 @@ static double alltoall(const config *c, const platform_spec *n, double bytes)
 
 /* The block's GEMMs, each with 1/tp of the weights (build.c's shapes), by
  * recompute part: g[0] QKV, g[1] the output projection, g[2] the MLP's. */
-static void gemm_parts(const config *c, const calib *cb, bool bwd, double g[3])
+static void gemm_parts(const config *c, const calib *cb, const moecost *mc, bool bwd, double g[3])
 {
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)config_tp_ffn(c);
     double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)config_tp_attn_width(c);
     g[0] = gemm(c, cb, T, qkv, hid, bwd);
     g[1] = gemm(c, cb, T, hid, o, bwd);
-    g[2] = 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
+    g[2] =
+        config_moe(c) ? (bwd ? mc->bwd : mc->fwd) : 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
 }
 
-static double gemms(const config *c, const calib *cb, bool bwd)
+static double gemms(const config *c, const calib *cb, const moecost *mc, bool bwd)
 {
     double g[3];
-    gemm_parts(c, cb, bwd, g);
+    gemm_parts(c, cb, mc, bwd, g);
     return g[0] + g[1] + g[2];
 }
 
@@ -77,8 +78,9 @@ static double block_elementwise(const config *c, const calib *cb, bool bwd, unsi
 {
     const task_op *ops;
     double t = 0;
-    for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
-        if (elementwise_reruns(ops[i], parts)) t += elementwise_seconds(c, cb, ops[i], bwd, 0);
+    for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++) /* a mixture of experts' act: analytic_ep.c's */
+        if (elementwise_reruns(ops[i], parts) && !(ops[i] == OP_ACT && config_moe(c)))
+            t += elementwise_seconds(c, cb, ops[i], bwd, 0);
     if (c->precision == PRECISION_BF16) return t;
     /* the FP8 casts (build.c): forward attention's output, backward two
      * block gradients and attention's input gradient */
@@ -97,8 +99,9 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     uint64_t heads = (uint64_t)config_tp_heads(c), qkv_heads = heads + 2 * (uint64_t)config_kv_heads_total(c);
     double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
     double a_o = alltoall(c, n, (double)size_a2a_bytes(c, heads));
-    double gf = gemms(c, cb, false) + block_elementwise(c, cb, false, RC_ALL);
-    double gb = gemms(c, cb, true) + block_elementwise(c, cb, true, RC_ALL);
+    moecost mc = analytic_moe_costs(c, cb, n);
+    double gf = gemms(c, cb, &mc, false) + block_elementwise(c, cb, false, RC_ALL);
+    double gb = gemms(c, cb, &mc, true) + block_elementwise(c, cb, true, RC_ALL);
     double fb, bb;
     bool ag = c->ring == RING_ALLGATHER;
     double rf = ag ? analytic_gather_pass(r, s, false, &fb) : analytic_ring_fwd(r, s, &fb);
@@ -109,7 +112,8 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     layer_cost lc;
     gf += tk->fwd_busy; /* --tp-overlap's chunked GEMMs and adds */
     gb += tk->bwd_busy;
-    lc.fwd = gf + a_qkv + rf + a_o + tk->fwd; /* QKV all-to-all, ring, O all-to-all, TP */
+    /* QKV all-to-all, ring, O all-to-all, TP, the experts' dispatch and combine */
+    lc.fwd = gf + a_qkv + rf + a_o + tk->fwd + mc.comm_fwd;
     lc.fwd_busy = gf + fb;
     /* the recompute pass: the policy's parts (core/recompute.h), on the
      * share of a chunk's blocks that re-run (full's block method: N of n) */
@@ -117,16 +121,17 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     int blocks = pipe_chunk_layers(c, 0), reruns, inputs, group;
     recompute_chunk(c, blocks, &reruns, &inputs, &group);
     double share = (double)reruns / blocks, g[3], re_gemm = 0, re_tp = 0;
-    gemm_parts(c, cb, false, g);
+    gemm_parts(c, cb, &mc, false, g);
     static const unsigned gemm_part[3] = {RC_QKV, RC_OUT, RC_MLP};
     for (int i = 0; i < 3; i++)
         if (parts & gemm_part[i]) re_gemm += g[i] + tk->part_busy[i], re_tp += tk->part[i];
+    if (parts & RC_MLP) re_tp += mc.comm_fwd;
     if (parts) re_gemm += block_elementwise(c, cb, false, parts); /* the kernels the pass re-runs with them */
     double re_a2a = parts & RC_A2A ? a_qkv + a_o : 0, re_ring = parts & RC_RING ? rf : 0;
     double re = share * (re_gemm + re_tp + re_a2a + re_ring);
     double re_busy = share * (re_gemm + (parts & RC_RING ? fb : 0));
     lc.tp = tk->fwd + tk->bwd + share * re_tp;
-    lc.bwd = re + gb + a_o /* dO */ + rb + a_qkv /* dQKV */ + rep + tk->bwd;
+    lc.bwd = re + gb + a_o /* dO */ + rb + a_qkv /* dQKV */ + rep + tk->bwd + mc.comm_bwd;
     lc.bwd_busy = re_busy + gb + bb + rep;
     lc.a2a = 2 * (a_qkv + a_o) + share * re_a2a;
     lc.ring_wait = (rf - fb) + (rb - bb) + share * (parts & RC_RING ? rf - fb : 0);

@@ -63,7 +63,9 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     placement p = platform_spec_placement(n);
     bool multinode = placement_group_nodes(&p, g, N) > 1;
     const model *md = &c->model;
-    uint64_t lp = model_layer_params_tp(md, c->tp), all = model_params_tp(md, c->tp),
+    /* the experts' gradients go over their own group (analytic_ep.c) */
+    uint64_t lp = model_layer_params_tp(md, c->tp),
+             all = model_params_tp(md, c->tp) - (uint64_t)md->layers * model_expert_params_tp(md, c->tp),
              hp = model_head_params_tp(md, c->tp);
     int gb = config_grad_bytes(c), pb = c->act_bytes; /* gradients, parameters */
     dpcost k = {analytic_grad_coll(c, n, g, N, lp, true, gb),
@@ -76,5 +78,10 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
                 analytic_grad_coll(c, n, g, N, all, false, pb),
                 multinode};
     free(g);
+    int L = c->model.layers;
+    k.ar_layer += analytic_ep_grad(c, n, 1, true, gb);
+    k.rs_layer += analytic_ep_grad(c, n, 1, false, gb);
+    k.rs_all += analytic_ep_grad(c, n, L, false, gb);
+    k.ag_all += analytic_ep_grad(c, n, L, false, pb);
     return k;
 }

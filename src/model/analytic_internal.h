@@ -198,6 +198,23 @@ double analytic_gather_pass(const ringctx *r, int s, bool bwd, double *busy);
 /* The TP collectives of one layer, the LM head, the embedding and the
  * norm gradients (zero at tp 1). */
 tpcost analytic_tp_costs(const config *c, const platform_spec *n);
+/* One collective of nccl-tests size `size` over TP group 0. */
+double analytic_tp_coll(const config *c, const platform_spec *n, coll_op op, double size);
+
+/* ---- analytic_ep.c: mixture of experts, expert parallelism ---- */
+
+/* A mixture of experts' MLP in one block, on the busiest EP rank, as
+ * core/build_ep.c emits it (all zero for a dense model). */
+typedef struct moecost {
+    double fwd, bwd;           /* GEMMs and kernels: router, grouped experts, shared experts */
+    double comm_fwd, comm_bwd; /* dispatch and combine all-to-alls, the routed rows' TP collectives */
+} moecost;
+moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec *n);
+/* The experts' gradient collective (build_ep.c's) over the expert-data-
+ * parallel group of rank 0 for `blocks` blocks' experts: an all-reduce of
+ * gradients, or a reduce-scatter of gradients (bytes: config_grad_bytes)
+ * or all-gather of parameters (bytes: act_bytes). 0 for a dense model. */
+double analytic_ep_grad(const config *c, const platform_spec *n, int blocks, bool allreduce, int bytes);
 /* --tp-overlap: replace k's per-block costs with the ring-exchange pairs'. */
 void analytic_tp_overlap_costs(const config *c, const calib *cb, const platform_spec *n, tpcost *k);
 

@@ -124,7 +124,9 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
     mesh_group_members(&msh, CONFIG_GRAD_DIMS, 0, g);
     double step = 0, ends = 0, idle = 0;
     int gb = config_grad_bytes(c);
-    double ar_layer = c->zero == 0 ? analytic_grad_coll(c, n, g, N, model_layer_params_tp(m, c->tp), true, gb) : 0;
+    double ar_layer = c->zero == 0 ? analytic_grad_coll(c, n, g, N, model_layer_params_tp(m, c->tp), true, gb) +
+                                         analytic_ep_grad(c, n, 1, true, gb)
+                                   : 0;
     int worst = 0;
     for (int s = 0; s < pp; s++) {
         double dp = free_at[s];
@@ -140,10 +142,13 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
         /* ZeRO-1: the stage's reduce-scatter of gradients, the norms, then
          * the all-gather of as many parameters */
         uint64_t sp = pipe_stage_params(c, s);
-        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, gb) : 0;
+        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, gb) + analytic_ep_grad(c, n, blocks, false, gb)
+                           : 0;
         dp += tk->norm;
         dp += elementwise_seconds(c, cb, OP_OPTIM_STEP, false, s); /* the optimizer step, then the all-gather */
-        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, c->act_bytes) : 0;
+        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, c->act_bytes) +
+                                 analytic_ep_grad(c, n, blocks, false, c->act_bytes)
+                           : 0;
         if (dp > step) step = dp, worst = s;
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);

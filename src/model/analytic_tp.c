@@ -38,11 +38,11 @@ static double tp_coll_of(const config *c, const platform_spec *n, int N, coll_op
     return t;
 }
 
-/* The same over the whole TP group. */
-static double tp_coll(const config *c, const platform_spec *n, coll_op op, double size)
+double analytic_tp_coll(const config *c, const platform_spec *n, coll_op op, double size)
 {
     return tp_coll_of(c, n, c->tp, op, size);
 }
+#define tp_coll analytic_tp_coll
 
 tpcost analytic_tp_costs(const config *c, const platform_spec *n)
 {
@@ -55,11 +55,14 @@ tpcost analytic_tp_costs(const config *c, const platform_spec *n)
     double loss = tp_coll(c, n, COLL_ALL_REDUCE, 3.0 * (double)config_local_tokens(c) * 4);
     if (c->sequence_parallel) {
         double ag = tp_coll(c, n, COLL_ALL_GATHER, act), rs = tp_coll(c, n, COLL_REDUCE_SCATTER, act);
-        k.fwd = 2 * ag + 2 * rs;
-        k.part[0] = ag, k.part[1] = rs, k.part[2] = ag + rs;
+        /* a mixture of experts without shared experts gathers no MLP
+         * input: its routed rows' collectives are analytic_ep.c's */
+        double mlp = config_moe(c) && !c->model.shared_ffn ? 0 : ag + rs;
+        k.fwd = ag + rs + mlp;
+        k.part[0] = ag, k.part[1] = rs, k.part[2] = mlp;
         /* the inputs gathered again for the weight gradients run beside
          * down's backward and attention's (build_tp.c): hidden */
-        k.bwd = 2 * ag + 2 * rs;
+        k.bwd = ag + rs + mlp;
         k.head = 2 * ag + rs + loss;
         k.head_fwd = ag + loss;
         k.embed = rs + ag;

@@ -43,6 +43,28 @@ static double scores(const config *c)
     return c->attention == ATTN_UNFUSED ? k.Ns * k.hq * (double)c->seq : 0;
 }
 
+/* The most rows any EP rank's experts compute (config_ep.c). */
+static double most_expert_rows(const config *c)
+{
+    uint64_t most = 0;
+    for (int i = 0; i < c->ep; i++)
+        if (config_ep_expert_rows(c, i) > most) most = config_ep_expert_rows(c, i);
+    return (double)most;
+}
+
+/* A mixture of experts' MLP, what its backward reads (build_ep.c), on the
+ * busiest EP rank: the router's fp32 probabilities (T', E), the experts'
+ * input rows and their SwiGLU's gate, up and product (as the dense MLP's,
+ * FP8 or not), the rows back from the experts that the router's gradient
+ * reads (T' k, hidden), and the shared experts' SwiGLU as a dense MLP's. */
+static double moe_activations(const config *c, const dims *k, double swiglu)
+{
+    const model *m = &c->model;
+    double rows = most_expert_rows(c), Tsp = k->Tr, f = (double)config_ep_expert_ffn(c);
+    double probs = Tsp * m->experts * 4, in = rows * k->hid * k->a, back = Tsp * m->top_k * k->hid * k->a;
+    return probs + in + swiglu * rows * f + back + swiglu * k->T * (double)config_ep_shared_ffn(c);
+}
+
 double memory_layer_activations(const config *c, recompute_kind policy)
 {
     dims k = dims_of(c);
@@ -60,7 +82,8 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     double xq = fp8 ? k.Tr * k.hid : x;
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SCPP) return x + o + lse;
-    double qkv = k.T * k.qkv * k.d * k.a, mlp = (fp8 ? 2 * k.a + 1 : 3 * k.a) * k.T * k.ffn;
+    double swiglu = fp8 ? 2 * k.a + 1 : 3 * k.a;
+    double qkv = k.T * k.qkv * k.d * k.a, mlp = config_moe(c) ? moe_activations(c, &k, swiglu) : swiglu * k.T * k.ffn;
     double os = c->p_head > 1 || fp8 ? k.T * k.H * k.d * (fp8 ? 1 : k.a) : 0; /* P_h = 1 aliases O */
     double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0;    /* head-sharded q|kv */
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
@@ -228,15 +251,22 @@ static void nccl_terms(const config *c, int stage, memory_estimate *out)
     out->nccl = out->nccl_tp + out->nccl_cp + out->nccl_ulysses + out->nccl_grad + out->nccl_pp;
 }
 
+/* The routed experts' weights of the stage's blocks on one rank (E/ep of
+ * them, TP shards), sharded by ZeRO over the expert-data-parallel group. */
+static double stage_expert_params(const config *c, int stage)
+{
+    return (double)pipe_stage_layers(c, stage) * (double)config_ep_expert_params(c);
+}
+
 static void model_states(const config *c, int stage, memory_estimate *out)
 {
     mesh m = config_mesh(c);
     double psi = (double)pipe_stage_params(c, stage), n = (double)mesh_group_size(&m, CONFIG_GRAD_DIMS);
-    out->weights = 2 * psi;
-    out->grads = config_grad_bytes(c) * psi; /* Megatron's main-gradient buffer, in the reduction's dtype */
-    out->optimizer = 12 * psi;
-    if (c->zero >= 1) out->optimizer /= n;
-    if (c->zero >= 2) out->grads /= n;
+    double psi_e = stage_expert_params(c, stage), n_e = config_edp(c);
+    out->weights = 2 * (psi + psi_e);
+    /* Megatron's main-gradient buffer, in the reduction's dtype */
+    out->grads = config_grad_bytes(c) * (c->zero >= 2 ? psi / n + psi_e / n_e : psi + psi_e);
+    out->optimizer = 12 * (c->zero >= 1 ? psi / n + psi_e / n_e : psi + psi_e);
     out->gathered = c->zero >= 3 ? 2 * memory_gathered_params(c) : 0;
     if (c->zero >= 3) out->weights = 2 * psi / n + out->gathered;
     out->fp8_weights = memory_fp8_weight_bytes(c, stage);
@@ -245,7 +275,8 @@ static void model_states(const config *c, int stage, memory_estimate *out)
 double memory_fp8_weight_bytes(const config *c, int stage)
 {
     if (c->precision == PRECISION_BF16) return 0;
-    double blocks = (double)pipe_stage_layers(c, stage) * (double)model_layer_params_tp(&c->model, c->tp);
+    double blocks = (double)pipe_stage_layers(c, stage) * (double)model_layer_params_tp(&c->model, c->tp) +
+                    stage_expert_params(c, stage);
     if (c->zero >= 3 && memory_gathered_params(c) < blocks) blocks = memory_gathered_params(c);
     return blocks * (c->precision == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2);
 }

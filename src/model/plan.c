@@ -120,6 +120,23 @@ static bool uneven_split(int L, int pp, int *first, int *last)
     return *first >= 1;
 }
 
+/* A mixture of experts: each EP degree the request takes (build_ep.c's
+ * groups: ep divides P and the experts; a given one that does not is
+ * removed by config_validate, with its reason). */
+static void add_experts(vec *a, const plan_request *req, config c)
+{
+    int P = config_cp(&c);
+    if (!config_moe(&c)) {
+        add_pipeline(a, req, c);
+        return;
+    }
+    for (int ep = 1; ep <= (req->ep > P ? req->ep : P); ep++) {
+        if (req->ep ? ep != req->ep : P % ep || c.model.experts % ep) continue;
+        c.ep = ep;
+        add_pipeline(a, req, c);
+    }
+}
+
 static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIMS])
 {
     config c = req->base;
@@ -130,7 +147,7 @@ static void add_mesh(vec *a, const plan_request *req, const int degree[MESH_NDIM
     c.pp = degree[MESH_PP];
     if (c.model.layers % c.pp && !c.pp_first && !c.pp_last && !c.pp_embed_slot && !c.pp_loss_slot)
         uneven_split(c.model.layers, c.pp, &c.pp_first, &c.pp_last);
-    add_pipeline(a, req, c);
+    add_experts(a, req, c);
 }
 
 /* The recompute policies the plan searches (recompute.h), NSEARCHED_RC of

@@ -114,6 +114,9 @@ typedef struct plan_request {
     double alloc_factor;        /* --allocator F: a measured factor instead (loong calibrate --kineto); 0: none */
     /* searched (every ZeRO stage, every recompute policy) instead of base's */
     bool search_zero, search_recompute;
+    /* a mixture of experts' --ep: 0 searched (every common divisor of a
+     * layout's P and the experts), else the degree every layout takes */
+    int ep;
 } plan_request;
 
 /* Every layout of req, removed ones included (with their reason). Returns a

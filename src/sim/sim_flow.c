@@ -217,27 +217,22 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
 /* Whether group gid spans the data-parallel replicas (the gradient group). */
 static bool spans_dp(const sim_state *S, uint32_t gid) { return dag_group_dims(S->g, gid) & MESH_BIT(MESH_DP); }
 
-/* The GPUs of group gid in replica rep, from the mesh: the DAG's members
- * unfolded into rep, or for a group over dp every replica's, each on its
- * GPU (config_gpu_of), which NCCL's shape of the group needs. The caller
- * frees *out. */
+/* The GPUs of group gid in replica rep: the DAG's members unfolded into
+ * rep, or for a group over dp the same members of every replica (dag.h),
+ * each on its GPU (config_gpu_of), which NCCL's shape of the group needs.
+ * The caller frees *out. */
 static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
 {
     int n;
     const int32_t *mem = dag_group(S->g, gid, &n);
-    mesh_dims dims = dag_group_dims(S->g, gid);
-    if (spans_dp(S, gid)) {
-        n = mesh_group_size(&S->mesh, dims);
-        *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
-        mesh_group_members(&S->mesh, dims, mesh_group_id(&S->mesh, dims, sim_rank_of(S, mem[0], rep)), *out);
-    } else {
-        *out = xmalloc_array((size_t)n, sizeof **out, "a collective group");
+    bool dp = spans_dp(S, gid);
+    int reps = dp ? S->dp : 1;
+    *out = xmalloc_array((size_t)n * (size_t)reps, sizeof **out, "a collective group");
+    for (int k = 0; k < reps; k++) /* every replica's, simulated or not */
         for (int i = 0; i < n; i++)
-            (*out)[i] = sim_rank_of(S, mem[i], rep);
-    }
-    for (int i = 0; i < n; i++)
-        (*out)[i] = sim_gpu(S, (*out)[i]);
-    return n;
+            (*out)[k * n + i] =
+                sim_gpu(S, dp ? mesh_unfold(&S->mesh, MESH_DIMS_DP, mem[i], k) : sim_rank_of(S, mem[i], rep));
+    return n * reps;
 }
 
 /* The NCCL shape of the task's group in me's replica, built on first use;

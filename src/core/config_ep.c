@@ -1,0 +1,119 @@
+/* config_ep: expert parallelism's geometry, Megatron-Core's MoE layers
+ * (megatron/core/transformer/moe/; the expert ranks of
+ * megatron/core/parallel_state.py, "MoE Parallel Folding"): which EP rank
+ * a rank is, what one rank holds of a block's experts, and how the routed
+ * tokens split over the EP group under the routing draw (--routing). Every
+ * walker asks here. See config.h, "expert parallelism".
+ *
+ * The expert layers decompose the same ranks as attention: with expert TP
+ * = TP, Megatron's expert rank generator (order tp-ep-dp) takes the ep
+ * ranks that follow a TP group in rank order, which are ep consecutive
+ * context-parallel ranks (cp precedes dp in Megatron's and loong's
+ * orders); the expert-data-parallel group is the rest of the gradient
+ * group, the ranks at the same place in every EP group. config_validate
+ * holds ep to a divisor of P, so that an EP group lies in one replica. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool config_moe(const config *c) { return model_moe(&c->model); }
+
+void config_routing_text(const config *c, char *buf, size_t len)
+{
+    if (c->routing_zipf == 0)
+        snprintf(buf, len, "balanced");
+    else
+        snprintf(buf, len, "zipf:%.17g", c->routing_zipf);
+}
+
+int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN])
+{
+    if (!strcmp(text, "balanced")) {
+        c->routing_zipf = 0;
+        return 0;
+    }
+    char *end = NULL;
+    double s = !strncmp(text, "zipf:", 5) ? strtod(text + 5, &end) : -1;
+    if (!end || end == text + 5 || *end || !(s > 0 && s <= 8)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--routing '%.40s' is not balanced or zipf:S with 0 < S <= 8 (e.g. zipf:1.2, the hottest expert "
+                 "first)",
+                 text);
+        return -1;
+    }
+    c->routing_zipf = s;
+    return 0;
+}
+
+int config_ep_rank(const config *c, int rank)
+{
+    mesh m = config_mesh(c);
+    return mesh_group_index(&m, MESH_DIMS_CP, rank) % c->ep;
+}
+
+int config_ep_local_experts(const config *c) { return c->model.experts / c->ep; }
+
+int config_edp(const config *c) { return config_cp(c) / c->ep * c->dp; }
+
+uint64_t config_ep_expert_ffn(const config *c) { return (uint64_t)c->model.expert_ffn / (uint64_t)c->tp; }
+
+uint64_t config_ep_shared_ffn(const config *c) { return (uint64_t)c->model.shared_ffn / (uint64_t)c->tp; }
+
+uint64_t config_ep_expert_params(const config *c) { return model_expert_params_tp(&c->model, c->tp) / (uint64_t)c->ep; }
+
+/* Zipf's law over the experts, expert e (from 0) drawing (e+1)^-s of the
+ * routed tokens, normalised: the hottest experts sit on EP rank 0. */
+static double zipf_weight(double s, int e) { return pow((double)e + 1, -s); }
+
+double config_ep_share(const config *c, int ep_rank)
+{
+    if (c->routing_zipf == 0) return 1.0 / c->ep;
+    int E = c->model.experts, local = config_ep_local_experts(c);
+    double all = 0, mine = 0;
+    for (int e = 0; e < E; e++) {
+        double w = zipf_weight(c->routing_zipf, e);
+        all += w;
+        if (e / local == ep_rank) mine += w;
+    }
+    return mine / all;
+}
+
+/* The routed rows (token copies) one rank sends into the dispatch: its
+ * T' tokens (T / tp under sequence parallelism) times top-k. */
+static uint64_t routed_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)) * c->model.top_k; }
+
+/* The rows every rank sends to EP rank i's experts, R share(i) rounded:
+ * one rounding per pair, so that what the group dispatches is what it
+ * combines. */
+static uint64_t pair_rows(const config *c, int ep_rank)
+{
+    return (uint64_t)llround((double)routed_rows(c) * config_ep_share(c, ep_rank));
+}
+
+uint64_t config_ep_recv_rows(const config *c, int ep_rank) { return (uint64_t)c->ep * pair_rows(c, ep_rank); }
+
+uint64_t config_ep_send_rows(const config *c, int ep_rank)
+{
+    uint64_t rows = 0;
+    for (int j = 0; j < c->ep; j++)
+        rows += j == ep_rank ? 0 : pair_rows(c, j);
+    return rows;
+}
+
+uint64_t config_ep_return_rows(const config *c, int ep_rank) { return (uint64_t)(c->ep - 1) * pair_rows(c, ep_rank); }
+
+uint64_t config_ep_expert_rows(const config *c, int ep_rank)
+{
+    return config_ep_recv_rows(c, ep_rank) * (config_sp(c) ? (uint64_t)c->tp : 1);
+}
+
+double config_ep_imbalance(const config *c)
+{
+    double most = 0;
+    for (int i = 0; i < c->ep; i++)
+        if (config_ep_share(c, i) > most) most = config_ep_share(c, i);
+    return most * c->ep;
+}

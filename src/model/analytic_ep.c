@@ -1,0 +1,123 @@
+/* analytic_ep: a mixture of experts' MLP in the analytic step model
+ * (analytic_internal.h), as core/build_ep.c emits it, on the busiest EP
+ * rank (the one whose experts draw the most rows sets the pace at the
+ * all-to-alls): its GEMMs and kernels, the dispatch and combine over the
+ * EP group, the routed rows' TP collectives, and the experts' gradient
+ * collectives over the expert-data-parallel group. */
+#include "analytic_internal.h"
+
+#include <stdlib.h>
+
+#include "core/xalloc.h"
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* The GPUs of the first `most` members of the rank-0 group over dims,
+ * ascending (NCCL's order); *N gets their count. The caller frees them. */
+static int *group_gpus(const config *c, mesh_dims dims, int most, int *N)
+{
+    mesh m = config_mesh(c);
+    int n = mesh_group_size(&m, dims), *g = xmalloc_array((size_t)n, sizeof *g, "an expert group"), k = 0;
+    mesh_group_members(&m, dims, 0, g);
+    for (int i = 0; i < n && k < most; i++)
+        g[k++] = config_gpu_of(c, g[i]);
+    qsort(g, (size_t)k, sizeof *g, cmp_int);
+    *N = k;
+    return g;
+}
+
+/* An all-to-all over EP group 0 sending `bytes` per rank to the others;
+ * every EP group exchanges at once, so a NIC carries its ranks' flows. */
+static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
+{
+    int N, *g = group_gpus(c, MESH_DIMS_CP, c->ep, &N);
+    double t = 0;
+    nccl_group grp;
+    if (N > 1 && bytes > 0 && nccl_group_init(&grp, n, g, N) == 0) {
+        int mates[64], share = nic_mates(n, g[0], config_ranks(c), mates);
+        if (grp.nnodes > 1 && share > grp.per_nic) grp.per_nic = share;
+        t = nccl_seconds(c, n, &grp, COLL_ALLTOALL, bytes * N / (N - 1));
+        nccl_group_free(&grp);
+    } else if (N > 1 && bytes > 0) { /* a platform without NCCL's model: one flow per peer */
+        for (int i = 1; i < N; i++)
+            t += flow(&(link){0, link_between(n, g[0], g[i]).bw, false}, bytes / (N - 1));
+        t += link_between(n, g[0], g[N - 1]).lat;
+    }
+    free(g);
+    return t;
+}
+
+/* The busiest EP rank and its rows. */
+static int busiest(const config *c)
+{
+    int most = 0;
+    for (int i = 1; i < c->ep; i++)
+        if (config_ep_expert_rows(c, i) > config_ep_expert_rows(c, most)) most = i;
+    return most;
+}
+
+/* A grouped GEMM of `rows` over the rank's local experts: one GEMM per
+ * expert of the mean rows (build_ep.c's task). */
+static double grouped(const config *c, const calib *cb, double rows, double nn, double k, bool bwd)
+{
+    int local = config_ep_local_experts(c);
+    return local * gemm(c, cb, rows / local, nn, k, bwd);
+}
+
+/* One block's compute, forward or backward. */
+static double moe_compute(const config *c, const calib *cb, int me, bool bwd)
+{
+    const model *m = &c->model;
+    double hid = m->hidden, E = m->experts, Tsp = (double)config_sp_rows(c, config_local_tokens(c));
+    double rows = (double)config_ep_expert_rows(c, me), f = (double)config_ep_expert_ffn(c);
+    double fs = (double)config_ep_shared_ffn(c), T = (double)config_local_tokens(c), routed = Tsp * m->top_k;
+    task_phase ph = bwd ? PHASE_BWD : PHASE_FWD;
+    double t =
+        gemm(c, cb, Tsp, E, hid, bwd) + 2 * grouped(c, cb, rows, f, hid, bwd) + grouped(c, cb, rows, hid, f, bwd);
+    t += calib_elementwise_seconds(cb, c, OP_ROUTE, ph, (uint64_t)(Tsp * E)) +
+         2 * calib_elementwise_seconds(cb, c, OP_PERMUTE, ph, (uint64_t)(routed * hid)) +
+         calib_elementwise_seconds(cb, c, OP_EXPERT_ACT, ph, (uint64_t)(rows * f));
+    if (fs > 0)
+        t += 2 * gemm(c, cb, T, fs, hid, bwd) + gemm(c, cb, T, hid, fs, bwd) +
+             calib_elementwise_seconds(cb, c, OP_ACT, ph, (uint64_t)(T * fs));
+    return t;
+}
+
+/* The experts' gradient collective of `elems` over the expert-data-
+ * parallel group of rank 0 (build_ep.c's edp_coll), the DAG's members or
+ * with one member the replicas'. */
+static double edp_coll(const config *c, const platform_spec *n, uint64_t elems, bool allreduce, int bytes)
+{
+    mesh m = config_mesh(c);
+    int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
+    mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
+    for (int i = 0; i < all; i++)
+        if (mesh_group_index(&m, MESH_DIMS_CP, mem[i]) % c->ep == 0) mem[k++] = config_gpu_of(c, mem[i]);
+    qsort(mem, (size_t)k, sizeof *mem, cmp_int);
+    double t = elems && k > 1 ? analytic_grad_coll(c, n, mem, k, elems, allreduce, bytes) : 0;
+    free(mem);
+    return t;
+}
+
+double analytic_ep_grad(const config *c, const platform_spec *n, int blocks, bool allreduce, int bytes)
+{
+    if (!config_moe(c)) return 0;
+    return edp_coll(c, n, (uint64_t)blocks * config_ep_expert_params(c), allreduce, bytes);
+}
+
+moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec *n)
+{
+    moecost k = {0};
+    if (!config_moe(c)) return k;
+    int me = busiest(c);
+    double row = (double)c->model.hidden * c->act_bytes, rows = (double)config_ep_expert_rows(c, me);
+    k.fwd = moe_compute(c, cb, me, false);
+    k.bwd = moe_compute(c, cb, me, true);
+    double a2a = ep_alltoall(c, n, (double)config_ep_send_rows(c, me) * row) +
+                 ep_alltoall(c, n, (double)config_ep_return_rows(c, me) * row);
+    double tp = c->tp > 1 ? analytic_tp_coll(c, n, COLL_ALL_GATHER, rows * row) +
+                                analytic_tp_coll(c, n, COLL_REDUCE_SCATTER, rows * row)
+                          : 0;
+    k.comm_fwd = k.comm_bwd = a2a + tp;
+    return k;
+}
