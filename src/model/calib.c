@@ -110,9 +110,10 @@ void calib_set_tile(calib *cb, int kind, int br, int bc)
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;
-    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2])
-        return calib_gemm_prec_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision, t->dim[0], t->dim[1],
-                                       t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
+    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) /* a grouped GEMM: one per expert */
+        return dag_gemm_groups(t) * calib_gemm_prec_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision,
+                                                            t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD,
+                                                            c->act_bytes);
     if ((t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) && c->attention == ATTN_UNFUSED)
         return calib_unfused_attn_seconds(cb, c, t->dim[0], t->dim[1], t->dim[2], t->kind == TASK_ATTN_BWD);
     if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)
