@@ -567,6 +567,8 @@ static const struct {
     {"mesh", "", "1x4"},
     {"dp", "", "2"},
     {"pp", "", "2"},
+    {"ep", "--model tiny-moe", "2"},
+    {"routing", "--model tiny-moe", "zipf:1.5"},
     {"micro-batches", "", "2"},
     {"schedule", "--pp 2 --micro-batches 2", "gpipe"},
     {"vpp", "--pp 2 --schedule interleaved --vpp 2 --micro-batches 2", "4"},
