@@ -120,15 +120,17 @@ END_TEST
 START_TEST(moe_closed_forms)
 {
     int ep = _i % 2 ? 4 : 2, tp = _i / 2 % 2 ? 2 : 1;
-    bool zipf = _i >= 4;
+    bool zipf = _i >= 4 && _i < 8, across = _i >= 8; /* across: EP over 2 of 4 replicas of P = 2 (ep 4) */
     config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    if (across) c.p_head = 1, c.dp = 4, c.window = 2, ep = 4;
     c.ep = ep, c.tp = tp, c.zero = 0;
     if (zipf) c.routing_zipf = 1;
     char err[LOONG_ERRLEN] = "";
     ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
     dag *g = tbuild(&c);
     const model *m = &c.model;
-    uint64_t T = c.seq / 4, Tsp = T / (uint64_t)tp, k = (uint64_t)m->top_k, hid = (uint64_t)m->hidden;
+    int P = config_cp(&c);
+    uint64_t T = c.seq / (uint64_t)P, Tsp = T / (uint64_t)tp, k = (uint64_t)m->top_k, hid = (uint64_t)m->hidden;
     uint64_t F = (uint64_t)m->expert_ffn / (uint64_t)tp, L = (uint64_t)m->layers, R = Tsp * k, a = 2;
     double H8 = 761.0 / 280;
     if (zipf && ep == 4) ck_assert_double_eq_tol(config_ep_imbalance(&c), 4 * 1.5 / H8, 1e-12);
@@ -148,9 +150,11 @@ START_TEST(moe_closed_forms)
             if (expert && t->phase == PHASE_BWD) gemm_b += t->flops;
             if (expert) ck_assert_int_eq(dag_gemm_groups(t), m->experts / ep);
             if (t->stream == STREAM_EP && t->phase == PHASE_FWD) {
-                int n;
+                int n, stride, count;
                 const int32_t *mem = dag_group(g, t->group, &n);
-                ck_assert_int_eq(n, ep);
+                dag_group_replicas(g, t->group, &stride, &count);
+                ck_assert_int_eq(n * count, ep); /* across replicas: the DAG's P members in ep / P replicas */
+                ck_assert_int_eq(stride, 1);
                 for (int j = 0; j < n; j++)
                     ck_assert_int_eq(config_ep_rank(&c, mem[j]), j);
                 if (t->op == OP_EP_DISPATCH) dispatched += t->bytes;
@@ -158,11 +162,14 @@ START_TEST(moe_closed_forms)
                 if (t->op == OP_EP_DISPATCH && !zipf)
                     ck_assert_uint_eq(t->bytes, R * (uint64_t)(ep - 1) / (uint64_t)ep * hid * a);
             }
-            if (t->stream == STREAM_EP_GRAD) {
-                uint64_t n = 4 / (uint64_t)ep, size = (uint64_t)m->experts / (uint64_t)ep * 3 * hid * F * 4;
-                int members;
+            if (t->stream == STREAM_EP_GRAD) { /* dp P / ep ranks; sized for the DAG's, or dp with one */
+                uint64_t size = (uint64_t)m->experts / (uint64_t)ep * 3 * hid * F * 4;
+                int members, stride, count;
                 dag_group(g, t->group, &members);
-                ck_assert_int_eq(members, (int)n);
+                dag_group_replicas(g, t->group, &stride, &count);
+                ck_assert_int_gt(c.dp * P / ep, 1); /* none when each rank holds its own experts */
+                ck_assert_int_eq(members * count, c.dp * P / ep);
+                uint64_t n = members > 1 ? (uint64_t)members : (uint64_t)c.dp;
                 ck_assert_uint_eq(t->bytes, 2 * (n - 1) * ((size + n - 1) / n));
             }
         }
@@ -177,19 +184,26 @@ END_TEST
 
 /* Published parameter counts of the mixture-of-experts presets (their
  * model cards: Qwen3-30B-A3B 30.5B total, 3.3B activated; Qwen3-235B-A22B
- * 235B, 22B; Mixtral 8x7B 46.7B, 12.9B), within 1 %: model_params counts
- * every expert, the activated count the top-k (stats' W_layer). */
+ * 235B, 22B; Mixtral 8x7B 46.7B, 12.9B; DeepSeek-V2 236B, 21B;
+ * DeepSeek-V3 671B, 37B, its MTP module apart), the totals within 1 % and
+ * the activated within 5 %: model_params counts every expert (and MLA's
+ * projections, Megatron-Core's), the activated the top-k of the blocks
+ * past the dense ones. */
 START_TEST(moe_params)
 {
     static const struct {
         const char *name;
         double total, active;
-    } want[] = {{"qwen3-30b-a3b", 30.5e9, 3.3e9}, {"qwen3-235b-a22b", 235e9, 22e9}, {"mixtral-8x7b", 46.7e9, 12.9e9}};
+    } want[] = {{"qwen3-30b-a3b", 30.5e9, 3.3e9},
+                {"qwen3-235b-a22b", 235e9, 22e9},
+                {"mixtral-8x7b", 46.7e9, 12.9e9},
+                {"deepseek-v2", 236e9, 21e9},
+                {"deepseek-v3", 671e9, 37e9}};
     model m;
     char err[LOONG_ERRLEN];
     ck_assert_int_eq(model_preset(want[_i].name, &m, err), 0);
     double total = (double)model_params(&m);
-    double active = total - (double)m.layers * (m.experts - m.top_k) * 3.0 * m.hidden * m.expert_ffn;
+    double active = total - (double)(m.layers - m.dense_layers) * (m.experts - m.top_k) * 3.0 * m.hidden * m.expert_ffn;
     ck_assert_msg(fabs(total / want[_i].total - 1) < 0.01, "%s: %.4g params", want[_i].name, total);
     ck_assert_msg(fabs(active / want[_i].active - 1) < 0.05, "%s: %.4g active", want[_i].name, active);
 }
@@ -920,8 +934,8 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, tp_closed_forms, 0, 4);
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);
-    tcase_add_loop_test(tc, moe_closed_forms, 0, 8);
-    tcase_add_loop_test(tc, moe_params, 0, 3);
+    tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
+    tcase_add_loop_test(tc, moe_params, 0, 5);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);

@@ -201,11 +201,11 @@ static int configure(exec_cli *e, config *c)
     if (c->model.tied || c->model.bias)
         return cli_fail("exec", "model '%s' has %s, which the executor does not implement: use a model without",
                         c->model.name, c->model.tied ? "tied embeddings" : "attention biases");
-    if (config_moe(c))
+    if (config_moe(c) || model_mla(&c->model))
         return cli_fail("exec",
-                        "model '%s' is a mixture of experts, whose kernels the executor does not run yet: predict it "
-                        "with loong sim or loong plan, or execute a dense model",
-                        c->model.name);
+                        "model '%s' has %s, whose kernels the executor does not run yet: predict it with loong sim or "
+                        "loong plan, or execute a dense GQA model",
+                        c->model.name, config_moe(c) ? "a mixture of experts" : "multi-head latent attention");
     if (c->dp > 1)
         return cli_fail("exec",
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "

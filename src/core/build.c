@@ -17,6 +17,8 @@
  * With P_h = 1 there is no all-to-all and head-sharded buffers are the
  * sequence-sharded ones.
  */
+#include <string.h>
+
 #include "build_internal.h"
 #include "elementwise.h"
 #include "recompute.h"
@@ -132,6 +134,33 @@ static uint64_t a2a_qkv_heads(const config *c)
     return (uint64_t)config_tp_heads(c) + 2 * (uint64_t)config_kv_heads_total(c);
 }
 
+/* The QKV projection's GEMMs into g (reads and writes as given), their
+ * count: one, or MLA's (Megatron-Core's MultiLatentAttention) Q down and
+ * up (or one Q projection without q_lora), and KV down, to the latent and
+ * the shared rope key, and up. The down projections are replicated over
+ * TP, the up projections column-parallel. */
+static int qkv_gemms(const prog *p, tp_gemm g[4], const int *reads, int nreads, const int *writes, int nwrites)
+{
+    const model *m = p->m;
+    uint64_t hid = (uint64_t)m->hidden, H = (uint64_t)config_tp_heads(p->c), n = 0;
+    uint64_t shape[4][2];
+    if (!model_mla(m)) {
+        shape[n][0] = (uint64_t)model_tp_qkv_heads(m, p->tp) * (uint64_t)m->head_dim, shape[n++][1] = hid;
+    } else {
+        uint64_t ql = (uint64_t)m->q_lora, kl = (uint64_t)m->kv_lora, dqk = (uint64_t)(m->qk_nope + m->qk_rope);
+        if (ql) shape[n][0] = ql, shape[n++][1] = hid;
+        shape[n][0] = H * dqk, shape[n++][1] = ql ? ql : hid;
+        shape[n][0] = kl + (uint64_t)m->qk_rope, shape[n++][1] = hid;
+        shape[n][0] = H * (uint64_t)(m->qk_nope + m->v_dim), shape[n++][1] = kl;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        g[i] = (tp_gemm){OP_QKV, shape[i][0], shape[i][1], {0}, nreads, {0}, nwrites};
+        memcpy(g[i].reads, reads, (size_t)nreads * sizeof *reads);
+        memcpy(g[i].writes, writes, (size_t)nwrites * sizeof *writes);
+    }
+    return (int)n;
+}
+
 /* Attention's forward: the parts of RC_A2A | RC_RING in `parts`. */
 static void attention_fwd_part(prog *p, int l, task_phase ph, unsigned parts)
 {
@@ -177,15 +206,13 @@ static void dense_mlp_bwd(prog *p, int l);
 void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
 {
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, o = config_tp_attn_width(p->c);
+    uint64_t hid = (uint64_t)m->hidden, o = config_tp_attn_width(p->c);
     int W = BUF_LB(l, LB_W), X = BUF_LB(l, LB_X), H = BUF_LB(l, LB_H);
     if (p->c->zero == 3 && ph == PHASE_FWD) build_grad_fwd_gathers(p, l);
     if (elementwise_reruns(OP_NORM_ATTN, parts)) norm(p, OP_NORM_ATTN, ph, l, X);
-    const tp_gemm qkv = {OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d,
-                         hid,    {build_tp_buf(p, l, LB_XG), W},
-                         2,      {lbuf(p, l, LB_QKV)},
-                         1};
-    if (parts & RC_QKV) build_tp_column(p, OP_TP_X, ph, l, X, build_tp_buf(p, l, LB_XG), &qkv, 1);
+    tp_gemm qkv[4];
+    int nq = qkv_gemms(p, qkv, READS(build_tp_buf(p, l, LB_XG), W), WRITES(lbuf(p, l, LB_QKV)));
+    if (parts & RC_QKV) build_tp_column(p, OP_TP_X, ph, l, X, build_tp_buf(p, l, LB_XG), qkv, nq);
     if (elementwise_reruns(OP_ROPE, parts)) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
     attention_fwd_part(p, l, ph, parts);
     const tp_gemm out = {OP_OUT_PROJ, hid, o, {lbuf(p, l, LB_OS), X, W}, 3, {build_tp_buf(p, l, LB_HP)}, 1};
@@ -194,7 +221,7 @@ void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     if (elementwise_reruns(OP_ADD_ATTN, parts)) inplace(p, OP_ADD_ATTN, ph, l, H);
     if (!(parts & RC_MLP)) return;
     norm(p, OP_NORM_MLP, ph, l, H); /* TE's LayerNormMLP: the MLP's recompute re-runs its norm */
-    if (config_moe(p->c))
+    if (model_block_moe(m, l))
         build_moe_fwd(p, l, ph);
     else
         dense_mlp_fwd(p, l, ph);
@@ -218,7 +245,7 @@ void build_layer_bwd(prog *p, int l)
 {
     const config *c = p->c;
     const model *m = p->m;
-    uint64_t hid = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, o = config_tp_attn_width(p->c);
+    uint64_t hid = (uint64_t)m->hidden, o = config_tp_attn_width(p->c);
     int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DH = BUF_LB(l, LB_DH);
     if (c->zero == 3) build_grad_bwd_gathers(p, l);
     int first, rerun = recompute_span(c, p->stage, l, &first); /* the policy's blocks, in forward order */
@@ -226,7 +253,7 @@ void build_layer_bwd(prog *p, int l)
     for (int j = 0; j < rerun; j++)
         build_layer_fwd(p, first + j, PHASE_RECOMPUTE, recompute_parts(c) & ~late);
     if (fp8(p)) inplace(p, OP_QUANT_GRAD, PHASE_BWD, l, BUF_LB(l + 1, LB_DX));
-    if (config_moe(c))
+    if (model_block_moe(m, l))
         build_moe_bwd(p, l);
     else
         dense_mlp_bwd(p, l);
@@ -244,12 +271,11 @@ void build_layer_bwd(prog *p, int l)
     elementwise(p, OP_ROPE, PHASE_BWD, l, READS(lbuf(p, l, LB_DQKV), dkv_a, dkv_b), WRITES(lbuf(p, l, LB_DQKV)));
     build_tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X),
                     build_tp_buf(p, l, LB_XG)); /* x again, beside attention */
-    const tp_gemm qkv = {OP_QKV, (uint64_t)model_tp_qkv_heads(m, p->tp) * d,
-                         hid,    {lbuf(p, l, LB_DQKV), build_tp_buf(p, l, LB_XG), W, dkv_a, dkv_b},
-                         5,      {build_tp_buf(p, l, LB_DXP), G},
-                         2};
+    tp_gemm qkv[4];
+    int nq = qkv_gemms(p, qkv, READS(lbuf(p, l, LB_DQKV), build_tp_buf(p, l, LB_XG), W, dkv_a, dkv_b),
+                       WRITES(build_tp_buf(p, l, LB_DXP), G));
     if (fp8(p)) inplace(p, OP_QUANT_DQKV, PHASE_BWD, l, lbuf(p, l, LB_DQKV));
-    build_tp_row(p, OP_TP_X, PHASE_BWD, l, &qkv, 1, build_tp_buf(p, l, LB_DXP), BUF_LB(l, LB_DX));
+    build_tp_row(p, OP_TP_X, PHASE_BWD, l, qkv, nq, build_tp_buf(p, l, LB_DXP), BUF_LB(l, LB_DX));
     norm(p, OP_NORM_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
     inplace(p, OP_ADD_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));
     if (!p->last_mb) return; /* the gradients accumulate over the micro-batches */

@@ -32,11 +32,22 @@
 #include "elementwise.h"
 #include "sizes.h"
 
+/* An EP group within a replica is ep consecutive context ranks, its
+ * expert-data-parallel group every ep-th rank of the gradient group; one
+ * across replicas (ep = s P) is the context ranks of s consecutive
+ * replicas, the expert-data-parallel group the rank itself in every s-th
+ * replica (dag_group_replicas). */
 void build_ep_groups(prog *p)
 {
     if (!config_moe(p->c)) return;
-    p->ep_gid = bt_group_split(p->b, STREAM_EP, MESH_DIMS_CP, config_cp(p->c) / p->c->ep);
-    p->edp_gid = bt_group_strided(p->b, STREAM_EP_GRAD, CONFIG_GRAD_DIMS, p->c->ep);
+    int P = config_cp(p->c), ep = p->c->ep, s = ep / P;
+    if (ep <= P) {
+        p->ep_gid = bt_group_split(p->b, STREAM_EP, MESH_DIMS_CP, P / ep);
+        p->edp_gid = bt_group_strided(p->b, STREAM_EP_GRAD, CONFIG_GRAD_DIMS, ep);
+    } else {
+        p->ep_gid = bt_group_replicas(p->b, STREAM_EP, MESH_DIMS_CP, 1, 1, s);
+        p->edp_gid = bt_group_replicas(p->b, STREAM_EP_GRAD, MESH_DIMS_CP, P, s, p->c->dp / s);
+    }
 }
 
 /* This rank's place in its EP group. */
@@ -190,9 +201,10 @@ void build_moe_bwd(prog *p, int l)
  * one member for the replicas'. */
 static void edp_coll(prog *p, task_kind kind, int layer, uint64_t elems, int first, int last)
 {
-    uint64_t n = (uint64_t)(config_cp(p->c) / p->c->ep);
+    int P = config_cp(p->c);
+    uint64_t n = (uint64_t)(P > p->c->ep ? P / p->c->ep : 1); /* its members in the DAG */
     if (n == 1) n = (uint64_t)p->c->dp;
-    if (n == 1 || !elems) return;
+    if (config_edp(p->c) == 1 || !elems) return; /* each rank holds its own experts: nothing to reduce */
     builder *b = p->b;
     task_op op = kind == TASK_ALLGATHER ? OP_PARAM_ALLGATHER : OP_EXPERT_GRAD;
     uint32_t id = bt_begin(b, kind, STREAM_EP_GRAD, op, PHASE_REDUCE, layer);
@@ -215,7 +227,7 @@ static void edp_coll(prog *p, task_kind kind, int layer, uint64_t elems, int fir
 
 void build_ep_grad_block(prog *p, int l)
 {
-    if (!config_moe(p->c)) return;
+    if (!model_block_moe(p->m, l)) return;
     uint64_t ep = config_ep_expert_params(p->c);
     if (p->c->zero == 0) edp_coll(p, TASK_ALLREDUCE, l, ep, l, l);
     if (p->c->zero == 2) edp_coll(p, TASK_REDUCESCATTER, l, ep, l, l);
@@ -224,7 +236,7 @@ void build_ep_grad_block(prog *p, int l)
 /* The experts' parameters of the rank's stage. */
 static uint64_t stage_expert_params(const prog *p)
 {
-    return (uint64_t)pipe_stage_layers(p->c, p->stage) * config_ep_expert_params(p->c);
+    return (uint64_t)pipe_stage_moe_blocks(p->c, p->stage) * config_ep_expert_params(p->c);
 }
 
 void build_ep_grad_step_scatter(prog *p)

@@ -107,7 +107,7 @@ void build_grad_head(prog *p, int wait_buf)
 
 void build_grad_block(prog *p, int l)
 {
-    uint64_t lp = model_layer_params_tp(p->m, p->tp);
+    uint64_t lp = model_block_params_tp(p->m, p->tp, l);
     if (p->c->zero == 0) grad_coll(p, TASK_ALLREDUCE, OP_GRAD_ALLREDUCE, l, lp, l, l);
     if (p->c->zero >= 2) grad_coll(p, TASK_REDUCESCATTER, OP_GRAD_REDUCESCATTER, l, lp, l, l);
 }

@@ -32,13 +32,13 @@ typedef struct prog {
     uint64_t T; /* tokens per rank, sequence-sharded (B*S/P) */
     uint32_t head_gid, dp_gid, tp_gid, kv_gid;
     int tp;
-    bool sp;            /* sequence parallelism */
-    bool overlap;       /* --tp-overlap: the ring-exchange pipelines (build_tp.c) */
-    uint32_t after;     /* a task the next GEMM or DP collective waits for besides its buffers (DAG_NONE: none) */
-    uint32_t tp_after;  /* a task the next TP collective waits for besides its buffers (DAG_NONE: none) */
-    uint32_t grad_sync; /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
-    int stage;          /* pipeline stage (pipeline.h) */
-    bool last_mb;       /* the pass being emitted is of the last micro-batch: the gradients are complete */
+    bool sp;                  /* sequence parallelism */
+    bool overlap;             /* --tp-overlap: the ring-exchange pipelines (build_tp.c) */
+    uint32_t after;           /* a task the next GEMM or DP collective waits for besides its buffers (DAG_NONE: none) */
+    uint32_t tp_after;        /* a task the next TP collective waits for besides its buffers (DAG_NONE: none) */
+    uint32_t grad_sync;       /* the last gradient collective over the gradient group so far (DAG_NONE: none) */
+    int stage;                /* pipeline stage (pipeline.h) */
+    bool last_mb;             /* the pass being emitted is of the last micro-batch: the gradients are complete */
     uint32_t ep_gid, edp_gid; /* mixture of experts: the EP group and the expert-data-parallel group */
 } prog;
 

@@ -257,9 +257,11 @@ bool config_moe(const config *c);
  * with the one-line error). */
 void config_routing_text(const config *c, char *buf, size_t len);
 int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
-/* The EP group: ep consecutive ranks of the context-parallel group in
- * mesh order (Megatron-Core's expert rank generator with expert TP = TP).
- * Rank's index in it, 0 .. ep-1, which holds experts [i E/ep, (i+1) E/ep). */
+/* The EP group: ep consecutive ranks of the gradient group (the context
+ * ranks, then the replicas) in mesh order (Megatron-Core's expert rank
+ * generator with expert TP = TP): within a replica when ep divides P,
+ * else across ep / P replicas. Rank's index in it, 0 .. ep-1, which holds
+ * experts [i E/ep, (i+1) E/ep). */
 int config_ep_rank(const config *c, int rank);
 /* Experts one rank holds: E / ep (config_validate: ep divides E). */
 int config_ep_local_experts(const config *c);

@@ -9,9 +9,9 @@
  * = TP, Megatron's expert rank generator (order tp-ep-dp) takes the ep
  * ranks that follow a TP group in rank order, which are ep consecutive
  * context-parallel ranks (cp precedes dp in Megatron's and loong's
- * orders); the expert-data-parallel group is the rest of the gradient
- * group, the ranks at the same place in every EP group. config_validate
- * holds ep to a divisor of P, so that an EP group lies in one replica. */
+ * orders), or when ep is a multiple of P the context ranks of ep / P
+ * consecutive replicas; the expert-data-parallel group is the rest of the
+ * gradient group, the ranks at the same place in every EP group. */
 #include "config.h"
 
 #include <math.h>
@@ -51,12 +51,12 @@ int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN])
 int config_ep_rank(const config *c, int rank)
 {
     mesh m = config_mesh(c);
-    return mesh_group_index(&m, MESH_DIMS_CP, rank) % c->ep;
+    return mesh_group_index(&m, CONFIG_GRAD_DIMS, rank) % c->ep;
 }
 
 int config_ep_local_experts(const config *c) { return c->model.experts / c->ep; }
 
-int config_edp(const config *c) { return config_cp(c) / c->ep * c->dp; }
+int config_edp(const config *c) { return config_cp(c) * c->dp / c->ep; }
 
 uint64_t config_ep_expert_ffn(const config *c) { return (uint64_t)c->model.expert_ffn / (uint64_t)c->tp; }
 

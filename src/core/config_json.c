@@ -27,6 +27,14 @@ static json_t *model_to_json(const model *m)
         json_object_set_new(j, "moe_intermediate_size", json_integer(m->expert_ffn));
     }
     if (j && m->shared_ffn) json_object_set_new(j, "shared_expert_intermediate_size", json_integer(m->shared_ffn));
+    if (j && m->dense_layers) json_object_set_new(j, "first_k_dense_replace", json_integer(m->dense_layers));
+    if (j && model_mla(m)) {
+        json_object_set_new(j, "q_lora_rank", json_integer(m->q_lora));
+        json_object_set_new(j, "kv_lora_rank", json_integer(m->kv_lora));
+        json_object_set_new(j, "qk_nope_head_dim", json_integer(m->qk_nope));
+        json_object_set_new(j, "qk_rope_head_dim", json_integer(m->qk_rope));
+        json_object_set_new(j, "v_head_dim", json_integer(m->v_dim));
+    }
     return j;
 }
 
@@ -82,12 +90,15 @@ static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
     int tied = 0;
     json_error_t je;
     memset(m, 0, sizeof *m);
-    if (json_unpack_ex((json_t *)v, &je, 0, "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i,s?i,s?i,s?i,s?i}", "name",
+    if (json_unpack_ex((json_t *)v, &je, 0,
+                       "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i}", "name",
                        &name, "layers", &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads,
                        "head_dim", &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "tie_word_embeddings", &tied,
                        "attention_bias", &bias, "sliding_window", &m->window, "num_experts", &m->experts,
                        "num_experts_per_tok", &m->top_k, "moe_intermediate_size", &m->expert_ffn,
-                       "shared_expert_intermediate_size", &m->shared_ffn) < 0) {
+                       "shared_expert_intermediate_size", &m->shared_ffn, "first_k_dense_replace", &m->dense_layers,
+                       "q_lora_rank", &m->q_lora, "kv_lora_rank", &m->kv_lora, "qk_nope_head_dim", &m->qk_nope,
+                       "qk_rope_head_dim", &m->qk_rope, "v_head_dim", &m->v_dim) < 0) {
         snprintf(err, LOONG_ERRLEN, "configuration object: model: %s", je.text);
         return -1;
     }

@@ -43,7 +43,7 @@ uint64_t config_tp_ffn(const config *c) { return (uint64_t)c->model.ffn / (uint6
 
 uint64_t config_tp_attn_width(const config *c)
 {
-    return (uint64_t)c->model.heads * (uint64_t)c->model.head_dim / (uint64_t)c->tp;
+    return (uint64_t)c->model.heads * (uint64_t)model_v_dim(&c->model) / (uint64_t)c->tp;
 }
 
 uint64_t config_tp_vocab(const config *c) { return ((uint64_t)c->model.vocab + (uint64_t)c->tp - 1) / (uint64_t)c->tp; }

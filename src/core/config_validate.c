@@ -442,11 +442,12 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
         return fail(err, "--ep and --routing apply to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or "
                          "drop them");
     if (!config_moe(c)) return 0;
-    if (config_cp(c) % c->ep || m->experts % c->ep) {
+    int P = config_cp(c);
+    if ((P % c->ep && (c->ep % P || c->dp % (c->ep / P))) || m->experts % c->ep) {
         snprintf(buf, sizeof buf,
-                 "--ep %d must divide both P = %d (an EP group is ep consecutive context-parallel ranks of one "
-                 "replica) and the %d experts: choose a common divisor",
-                 c->ep, config_cp(c), m->experts);
+                 "--ep %d must divide the %d experts and either divide P = %d or be P times a divisor of --dp %d (an "
+                 "EP group is ep consecutive context ranks, or the context ranks of ep / P replicas)",
+                 c->ep, m->experts, P, c->dp);
         return fail(err, buf);
     }
     if (c->tp > 1 && !c->sequence_parallel)

@@ -58,8 +58,9 @@ typedef struct group_rec {
     uint32_t off; /* into members */
     int n;
     uint8_t stream;
-    mesh_dims dims; /* the mesh dimensions the communicator spans */
-    uint32_t *inst; /* first task id of each instance, in order */
+    mesh_dims dims;            /* the mesh dimensions the communicator spans */
+    int rep_stride, rep_count; /* with dp in dims: the replicas it spans (0: every one; dag.h) */
+    uint32_t *inst;            /* first task id of each instance, in order */
     uint32_t ninst, instcap;
 } group_rec;
 
@@ -296,14 +297,16 @@ void bt_end(builder *b)
         match_collective(b, t);
 }
 
-/* The group of stream over dims with these members, interned. */
-static uint32_t intern_group(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n)
+/* The group of stream over dims with these members, spanning the
+ * replicas (stride, count) (0: all, or none without dp), interned. */
+static uint32_t intern_group_over(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n, int stride,
+                                  int count)
 {
     dag *g = b->g;
     for (uint32_t i = 0; i < g->ngroups; i++) {
         group_rec *gr = &g->groups[i];
-        if (gr->stream == stream && gr->dims == dims && gr->n == n &&
-            !memcmp(g->members + gr->off, members, (size_t)n * sizeof *members)) {
+        if (gr->stream == stream && gr->dims == dims && gr->n == n && gr->rep_stride == stride &&
+            gr->rep_count == count && !memcmp(g->members + gr->off, members, (size_t)n * sizeof *members)) {
             free(members);
             return i;
         }
@@ -317,11 +320,18 @@ static uint32_t intern_group(builder *b, stream_kind stream, mesh_dims dims, int
     gr->n = n;
     gr->stream = (uint8_t)stream;
     gr->dims = dims;
+    gr->rep_stride = stride;
+    gr->rep_count = count;
     memcpy(g->members + g->nmembers, members, (size_t)n * sizeof *members);
     free(members);
     g->nmembers += (uint32_t)n;
     b->coll_count[g->ngroups] = 0;
     return g->ngroups++;
+}
+
+static uint32_t intern_group(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n)
+{
+    return intern_group_over(b, stream, dims, members, n, 0, 0);
 }
 
 /* The current rank's group over dims (in mesh order) and its size. */
@@ -340,6 +350,17 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
     int n;
     int32_t *members = rank_group(b, dims, &n);
     return intern_group(b, stream, dims, members, n);
+}
+
+uint32_t bt_group_replicas(builder *b, stream_kind stream, mesh_dims dims, int parts, int rep_stride, int rep_count)
+{
+    int n, k = 0;
+    int32_t *members = rank_group(b, dims, &n);
+    while (members[k] != b->rank)
+        k++;
+    int size = n / parts, first = k / size * size;
+    memmove(members, members + first, (size_t)size * sizeof *members);
+    return intern_group_over(b, stream, dims | MESH_DIMS_DP, members, size, rep_stride, rep_count);
 }
 
 uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int stride)
@@ -506,6 +527,14 @@ const uint32_t *dag_deps(const dag *g, const dag_task *t) { return g->deps + t->
 uint32_t dag_ngroups(const dag *g) { return g->ngroups; }
 
 mesh_dims dag_group_dims(const dag *g, uint32_t gid) { return g->groups[gid].dims; }
+
+void dag_group_replicas(const dag *g, uint32_t gid, int *stride, int *count)
+{
+    const group_rec *gr = &g->groups[gid];
+    bool dp = gr->dims & MESH_DIMS_DP;
+    *stride = dp && gr->rep_stride ? gr->rep_stride : 1;
+    *count = !dp ? 1 : gr->rep_count ? gr->rep_count : g->cfg.dp;
+}
 
 int dag_group_stream(const dag *g, uint32_t gid) { return g->groups[gid].stream; }
 

@@ -254,6 +254,14 @@ const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n
 const int32_t *dag_group(const dag *g, uint32_t gid, int *n);
 uint32_t dag_ngroups(const dag *g);
 mesh_dims dag_group_dims(const dag *g, uint32_t gid);
+/* The replicas group gid spans, whose same members it holds: `count` of
+ * them `stride` apart, from the first of their run that holds a given
+ * replica (replica r's: r mod stride + r / (stride count) stride count).
+ * Every replica (1, dp) for a group over dp, as the gradient group; only
+ * its own (1, 1) without dp; a mixture of experts' EP group across
+ * replicas a run of them (1, ep / P), its expert-data-parallel group
+ * every (ep / P)-th (ep / P, dp P / ep). */
+void dag_group_replicas(const dag *g, uint32_t gid, int *stride, int *count);
 int dag_group_stream(const dag *g, uint32_t gid);
 
 /* Check the contract: acyclic (deadlock-free under group semantics), every

@@ -108,6 +108,9 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims);
  * rank. Its dims are those it splits (a backend widens no split group). */
 uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts);
 
+/* bt_group_split's run over dims, spanning `rep_count` replicas
+ * `rep_stride` apart (dag_group_replicas; dp joins its dims). */
+uint32_t bt_group_replicas(builder *b, stream_kind stream, mesh_dims dims, int parts, int rep_stride, int rep_count);
 /* The members of the group over dims at the current rank's place modulo
  * `stride` (mesh order; stride divides its size): one of every stride
  * consecutive members. With dp in dims it spans the same members of every

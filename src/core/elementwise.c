@@ -41,7 +41,7 @@ static uint64_t hidden_rows(const config *c) { return config_sp_rows(c, config_l
 static uint64_t local_params(const config *c, int stage, int from)
 {
     uint64_t n = pipe_stage_params(c, stage), g = (uint64_t)config_cp(c) * (uint64_t)c->dp;
-    uint64_t e = (uint64_t)pipe_stage_layers(c, stage) * config_ep_expert_params(c), ge = (uint64_t)config_edp(c);
+    uint64_t e = (uint64_t)pipe_stage_moe_blocks(c, stage) * config_ep_expert_params(c), ge = (uint64_t)config_edp(c);
     return c->zero >= from ? (n + g - 1) / g + (e + ge - 1) / ge : n + e;
 }
 
@@ -65,7 +65,8 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
     case OP_QUANT_GRAD: break; /* (T', hidden) */
     case OP_QUANT_DQKV: *rows = T, *cols = (uint64_t)model_tp_qkv_heads(m, c->tp) * d; break;
     case OP_QUANT_W: /* the block weights, the experts' included */
-        *rows = (uint64_t)pipe_stage_layers(c, stage) * (model_layer_params_tp(m, c->tp) + config_ep_expert_params(c));
+        *rows =
+            pipe_stage_block_params(c, stage) + (uint64_t)pipe_stage_moe_blocks(c, stage) * config_ep_expert_params(c);
         *cols = 1;
         break;
     case OP_SOFTMAX:

@@ -16,6 +16,15 @@
     {                                                                                                                  \
         .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = kv, .head_dim = d, .ffn = f, .vocab = v           \
     }
+/* DeepSeek's: MLA (q_lora, kv_lora; nope, rope and v dims 128, 64, 128,
+ * so head_dim (128 + 64 + 128) / 2 = 160 and kv_heads = heads), experts
+ * with shared ones (n_shared x moe_intermediate_size) after k dense blocks */
+#define DEEPSEEK_PRESET(n, L, h, H, f, v, E, k, fe, shared, dense)                                                     \
+    {                                                                                                                  \
+        .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = H, .head_dim = 160, .ffn = f, .vocab = v,         \
+        .experts = E, .top_k = k, .expert_ffn = fe, .shared_ffn = shared, .dense_layers = dense, .q_lora = 1536,       \
+        .kv_lora = 512, .qk_nope = 128, .qk_rope = 64, .v_dim = 128                                                    \
+    }
 #define MOE_PRESET(n, L, h, H, kv, d, f, v, E, k, fe)                                                                  \
     {                                                                                                                  \
         .name = n, .layers = L, .hidden = h, .heads = H, .kv_heads = kv, .head_dim = d, .ffn = f, .vocab = v,          \
@@ -36,13 +45,17 @@ static const model presets[] = {
     MOE_PRESET("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 6144, 151936, 128, 8, 768),
     MOE_PRESET("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 12288, 151936, 128, 8, 1536),
     MOE_PRESET("tiny-moe", 2, 256, 8, 2, 32, 512, 1000, 8, 2, 128),
+    /* deepseek-ai/DeepSeek-V2 and DeepSeek-V3's config.json (V3's
+     * multi-token prediction module is not counted) */
+    DEEPSEEK_PRESET("deepseek-v2", 60, 5120, 128, 12288, 102400, 160, 6, 1536, 2 * 1536, 1),
+    DEEPSEEK_PRESET("deepseek-v3", 61, 7168, 128, 18432, 129280, 256, 8, 2048, 2048, 3),
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
 const char *model_preset_names(void)
 {
     return "llama3-8b, llama3-70b, llama3-405b, 7b-mha, 7b-gqa, tiny, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b, "
-           "tiny-moe";
+           "tiny-moe, deepseek-v2, deepseek-v3";
 }
 
 int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
@@ -75,6 +88,34 @@ static int model_validate_experts(const model *m, char err[LOONG_ERRLEN])
     else if (m->top_k > m->experts)
         snprintf(err, LOONG_ERRLEN, "model '%s': num_experts_per_tok (%d) exceeds num_experts (%d)", m->name, m->top_k,
                  m->experts);
+    else if (m->dense_layers < 0 || m->dense_layers > m->layers || (m->dense_layers && !m->experts))
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': first_k_dense_replace (%d) applies to a mixture of experts, within its "
+                 "%d layers",
+                 m->name, m->dense_layers, m->layers);
+    else
+        return 0;
+    return -1;
+}
+
+/* MLA's keys: kv_lora_rank with the three head widths, a mean head_dim
+ * and kv_heads = heads (model.h); q_lora_rank optional. */
+static int model_validate_mla(const model *m, char err[LOONG_ERRLEN])
+{
+    int sum = m->qk_nope + m->qk_rope + m->v_dim;
+    if (!m->kv_lora && !m->q_lora && !m->qk_nope && !m->qk_rope && !m->v_dim) return 0;
+    if (m->kv_lora <= 0 || m->q_lora < 0 || m->qk_nope <= 0 || m->qk_rope < 0 || m->v_dim <= 0 ||
+        m->kv_lora > 1 << 16 || m->q_lora > 1 << 16 || m->qk_nope > 1 << 16 || m->qk_rope > 1 << 16 ||
+        m->v_dim > 1 << 16)
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': multi-head latent attention needs kv_lora_rank, qk_nope_head_dim and v_head_dim "
+                 "(positive, at most 65536; qk_rope_head_dim and q_lora_rank may be 0)",
+                 m->name);
+    else if (sum % 2 || m->head_dim != sum / 2 || m->kv_heads != m->heads)
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': under MLA give head_dim = (qk_nope + qk_rope + v) / 2 = %d (an even sum) and kv_heads = "
+                 "heads = %d: attention runs on every head at their mean width",
+                 m->name, sum / 2, m->heads);
     else
         return 0;
     return -1;
@@ -110,7 +151,7 @@ int model_validate(const model *m, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN, "model '%s': attention_bias or sliding_window out of range", m->name);
         return -1;
     }
-    if (model_validate_experts(m, err) < 0) return -1;
+    if (model_validate_experts(m, err) < 0 || model_validate_mla(m, err) < 0) return -1;
     if (m->kv_heads > m->heads || m->heads % m->kv_heads) {
         snprintf(err, LOONG_ERRLEN, "model '%s': heads (%d) must be a multiple of kv_heads (%d)", m->name, m->heads,
                  m->kv_heads);
@@ -161,7 +202,13 @@ static const char *const model_keys[] = {"name",
                                          "num_experts",
                                          "num_experts_per_tok",
                                          "moe_intermediate_size",
-                                         "shared_expert_intermediate_size"};
+                                         "shared_expert_intermediate_size",
+                                         "first_k_dense_replace",
+                                         "q_lora_rank",
+                                         "kv_lora_rank",
+                                         "qk_nope_head_dim",
+                                         "qk_rope_head_dim",
+                                         "v_head_dim"};
 #define MODEL_NREQUIRED   8  /* name .. vocab; name is optional too */
 #define MODEL_KEY_EXPERTS 11 /* num_experts, the first of the experts' four */
 
@@ -197,7 +244,8 @@ static int model_apply_optional(model *m, int k, const char *key, const char *va
         }
         return 0;
     }
-    int *experts[] = {&m->experts, &m->top_k, &m->expert_ffn, &m->shared_ffn};
+    int *experts[] = {&m->experts, &m->top_k,   &m->expert_ffn, &m->shared_ffn, &m->dense_layers,
+                      &m->q_lora,  &m->kv_lora, &m->qk_nope,    &m->qk_rope,    &m->v_dim};
     if (k >= MODEL_KEY_EXPERTS) return units_parse_int(val, key, experts[k - MODEL_KEY_EXPERTS], err);
     if (!strcmp(val, "none")) return 0;
     if (units_parse_int(val, key, &m->window, err) < 0) return -1;
@@ -323,15 +371,33 @@ uint64_t model_embed_params_tp(const model *m, int tp)
 
 uint64_t model_params(const model *m) { return model_params_tp(m, 1); }
 
-uint64_t model_layer_params_tp(const model *m, int tp)
+/* MLA's projections on one of tp ranks (Megatron-Core's
+ * MultiLatentAttention): the down projections and the latents' norms
+ * replicated over TP, the up projections column-parallel. */
+static uint64_t mla_params_tp(const model *m, int tp)
+{
+    uint64_t h = (uint64_t)m->hidden, H = (uint64_t)m->heads / (uint64_t)tp, ql = (uint64_t)m->q_lora,
+             kl = (uint64_t)m->kv_lora, dqk = (uint64_t)(m->qk_nope + m->qk_rope);
+    uint64_t q = ql ? h * ql + ql + ql * H * dqk : h * H * dqk;
+    return q + h * (kl + (uint64_t)m->qk_rope) + kl + kl * H * (uint64_t)(m->qk_nope + m->v_dim);
+}
+
+/* A block's weights on one of tp ranks; moe: with the router and shared
+ * experts in place of the dense SwiGLU. */
+static uint64_t block_params_tp(const model *m, int tp, bool moe)
 {
     uint64_t h = (uint64_t)m->hidden, d = (uint64_t)m->head_dim, t = (uint64_t)tp;
-    uint64_t qkv = h * (uint64_t)model_tp_qkv_heads(m, tp) * d;
+    uint64_t qkv = model_mla(m) ? mla_params_tp(m, tp) : h * (uint64_t)model_tp_qkv_heads(m, tp) * d;
     /* output projection, then the SwiGLU or the shared experts' */
-    uint64_t rest = (uint64_t)m->heads * d * h + 3 * h * (uint64_t)(model_moe(m) ? m->shared_ffn : m->ffn);
-    uint64_t router = h * (uint64_t)m->experts; /* replicated over TP, as Megatron's TopKRouter is */
+    uint64_t rest =
+        (uint64_t)m->heads * (uint64_t)model_v_dim(m) * h + 3 * h * (uint64_t)(moe ? m->shared_ffn : m->ffn);
+    uint64_t router = moe ? h * (uint64_t)m->experts : 0; /* replicated over TP, as Megatron's TopKRouter is */
     return qkv + rest / t + router + 2 * h + model_layer_bias_params_tp(m, tp);
 }
+
+uint64_t model_layer_params_tp(const model *m, int tp) { return block_params_tp(m, tp, model_moe(m)); }
+
+uint64_t model_block_params_tp(const model *m, int tp, int l) { return block_params_tp(m, tp, model_block_moe(m, l)); }
 
 uint64_t model_expert_params_tp(const model *m, int tp)
 {
@@ -345,6 +411,8 @@ uint64_t model_head_params_tp(const model *m, int tp)
 
 uint64_t model_params_tp(const model *m, int tp)
 {
-    return (uint64_t)m->layers * (model_layer_params_tp(m, tp) + model_expert_params_tp(m, tp)) +
-           model_head_params_tp(m, tp);
+    uint64_t blocks = 0;
+    for (int l = 0; l < m->layers; l++)
+        blocks += model_block_params_tp(m, tp, l) + (model_block_moe(m, l) ? model_expert_params_tp(m, tp) : 0);
+    return blocks + model_head_params_tp(m, tp);
 }

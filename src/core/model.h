@@ -31,10 +31,25 @@ typedef struct model {
      * shared_expert_intermediate_size; DeepSeek's n_shared_experts x
      * moe_intermediate_size). ffn is then the dense MLP's width, which no
      * block uses. */
-    int experts;          /* num_experts (Mixtral's num_local_experts) */
-    int top_k;            /* num_experts_per_tok */
-    int expert_ffn;       /* moe_intermediate_size (Mixtral: intermediate_size) */
-    int shared_ffn;       /* shared_expert_intermediate_size (0: none) */
+    int experts;      /* num_experts (Mixtral's num_local_experts) */
+    int top_k;        /* num_experts_per_tok */
+    int expert_ffn;   /* moe_intermediate_size (Mixtral: intermediate_size) */
+    int shared_ffn;   /* shared_expert_intermediate_size (0: none) */
+    int dense_layers; /* first_k_dense_replace: the leading blocks keep a dense MLP of ffn */
+    /* Multi-head latent attention (DeepSeek-V2/V3's MLA; 0: GQA): Q through
+     * a rank-q_lora latent (0: one projection), K and V up from a shared
+     * rank-kv_lora latent, per head qk_nope + qk_rope dims for Q and K and
+     * v_dim for V. Attention then runs on H heads for K and V too
+     * (kv_heads = heads, as Megatron-Core expands them for context
+     * parallelism), and head_dim is the mean (qk_nope + qk_rope + v_dim)/2,
+     * with which attention's FLOPs, 2 (d_qk + d_v) per (query, key) pair and
+     * head, and the K and V bytes a ring moves, d_qk + d_v per head, are
+     * exact. */
+    int q_lora;           /* q_lora_rank */
+    int kv_lora;          /* kv_lora_rank (> 0: MLA) */
+    int qk_nope;          /* qk_nope_head_dim */
+    int qk_rope;          /* qk_rope_head_dim */
+    int v_dim;            /* v_head_dim */
     char unmodelled[640]; /* keys of the file read but not modelled, "a, b, c" ("": none); never serialised */
 } model;
 
@@ -82,8 +97,15 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
 /* Check internal consistency (positive sizes, H % H_kv == 0). */
 int model_validate(const model *m, char err[LOONG_ERRLEN]);
 
-/* Whether the blocks' MLPs are mixtures of experts. */
+/* Whether the blocks' MLPs are mixtures of experts, and whether block l's
+ * is (the first dense_layers keep a dense one). */
 static inline bool model_moe(const model *m) { return m->experts > 0; }
+static inline bool model_block_moe(const model *m, int l) { return m->experts > 0 && l >= m->dense_layers; }
+/* Whether attention is multi-head latent attention (MLA). */
+static inline bool model_mla(const model *m) { return m->kv_lora > 0; }
+/* The width of one head of V and of attention's output: v_dim under MLA,
+ * else head_dim. */
+static inline int model_v_dim(const model *m) { return model_mla(m) ? m->v_dim : m->head_dim; }
 
 /* Heads the QKV projection produces: H query heads, H_kv K and H_kv V. */
 static inline int model_qkv_heads(const model *m) { return m->heads + 2 * m->kv_heads; }
@@ -117,6 +139,10 @@ uint64_t model_params(const model *m);
  * (Megatron pads the vocabulary to a multiple of tp), one matrix when
  * tied. tp = 1: the above. */
 uint64_t model_layer_params_tp(const model *m, int tp);
+/* The same of block l: a dense leading block of a mixture of experts has
+ * the SwiGLU of ffn in place of the router and shared experts (and no
+ * routed experts). */
+uint64_t model_block_params_tp(const model *m, int tp, int l);
 /* The routed experts' weights of one block on one of tp tensor-parallel
  * ranks (expert TP = TP): experts x 3 x hidden x expert_ffn / tp; 0 for a
  * dense model. */

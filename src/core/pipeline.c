@@ -114,10 +114,27 @@ uint64_t pipe_head_params(const config *c, int stage)
     return stage == 0 ? emb : stage == c->pp - 1 ? emb + (uint64_t)c->model.hidden : 0;
 }
 
+uint64_t pipe_stage_block_params(const config *c, int stage)
+{
+    if (c->model.dense_layers == 0) /* every block alike */
+        return (uint64_t)pipe_stage_layers(c, stage) * model_layer_params_tp(&c->model, c->tp);
+    uint64_t n = 0;
+    for (int l = 0; l < c->model.layers; l++)
+        n += pipe_holds(c, stage, l) ? model_block_params_tp(&c->model, c->tp, l) : 0;
+    return n;
+}
+
 uint64_t pipe_stage_params(const config *c, int stage)
 {
-    uint64_t blocks = (uint64_t)pipe_stage_layers(c, stage);
-    return blocks * model_layer_params_tp(&c->model, c->tp) + pipe_head_params(c, stage);
+    return pipe_stage_block_params(c, stage) + pipe_head_params(c, stage);
+}
+
+int pipe_stage_moe_blocks(const config *c, int stage)
+{
+    int n = 0;
+    for (int l = c->model.dense_layers; model_moe(&c->model) && l < c->model.layers; l++)
+        n += pipe_holds(c, stage, l);
+    return n;
 }
 
 /* Megatron's virtual micro-batch k of the interleaved schedule. */

@@ -92,6 +92,10 @@ bool pipe_holds(const config *c, int stage, int l);
  * holds outside the blocks, and in all. */
 uint64_t pipe_head_params(const config *c, int stage);
 uint64_t pipe_stage_params(const config *c, int stage);
+/* The same without the head's: the stage's blocks (the experts' apart). */
+uint64_t pipe_stage_block_params(const config *c, int stage);
+/* The stage's blocks whose MLP is a mixture of experts (model_block_moe). */
+int pipe_stage_moe_blocks(const config *c, int stage);
 
 /* Forward passes of `stage` whose backward has not run yet, at most, over
  * the schedule: the activations it holds at its peak, in micro-batches of

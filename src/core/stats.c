@@ -49,6 +49,13 @@ void stats_compute(const dag *g, rank_stats *out)
     }
 }
 
+/* One block's weights at tp 1, dense or a mixture of experts'. */
+static uint64_t block_params(const model *m, bool moe)
+{
+    int l = moe ? m->layers - 1 : 0; /* a block of that kind: MoE ones follow the dense_layers */
+    return moe || !model_moe(m) || m->dense_layers ? model_block_params_tp(m, 1, l) : 0;
+}
+
 double stats_model_flops(const config *c)
 {
     const model *m = &c->model;
@@ -62,11 +69,15 @@ double stats_model_flops(const config *c)
     double attn_fwd = 2 * B * sq * H * d;
     if (c->scope == SCOPE_ATTN_FWD) return attn_fwd;
     if (c->scope == SCOPE_ATTN) return 3 * attn_fwd;
-    double hid = m->hidden, w_layer = (double)(model_layer_params(m) - 2 * (uint64_t)m->hidden -
-                                               model_layer_bias_params_tp(m, 1)); /* GEMM weights */
-    w_layer += (double)m->top_k * 3 * hid * m->expert_ffn; /* the experts a token goes through (MoE) */
+    /* the GEMM weights a token goes through in a dense block and in a
+     * mixture of experts' (its top-k experts) */
+    double hid = m->hidden, norms = (double)(2 * (uint64_t)m->hidden + model_layer_bias_params_tp(m, 1));
+    double wd = (double)block_params(m, false) - norms;
+    double wm = (double)block_params(m, true) - norms + (double)m->top_k * 3 * hid * m->expert_ffn;
+    int nm = model_moe(m) ? m->layers - m->dense_layers : 0, nd = m->layers - nm;
     /* in floating point: m micro-batches of a 405B model pass 2^64 */
-    return c->micro_batches * (m->layers * (6 * B * S * w_layer + 3 * attn_fwd) + 6 * B * S * hid * m->vocab);
+    return c->micro_batches *
+           (nd * (6 * B * S * wd + 3 * attn_fwd) + nm * (6 * B * S * wm + 3 * attn_fwd) + 6 * B * S * hid * m->vocab);
 }
 
 double stats_mfu(const config *c, double step_seconds, double peak_flops_per_gpu)

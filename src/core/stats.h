@@ -13,8 +13,8 @@
  * the same convention per document (the DAG's tasks count exact pairs).
  * where W_layer is the GEMM weights of one block (QKV, output, 3x SwiGLU;
  * a mixture of experts': the router, the shared experts and the top-k
- * routed experts a token goes through, 3 k hidden expert_ffn), and B the samples of the whole step: --batch times its m micro-batches.
- * Norms, activations, RoPE and the embedding lookup are not counted.
+ * routed experts a token goes through, 3 k hidden expert_ffn), and B the samples of the whole step: --batch times its m
+ * micro-batches. Norms, activations, RoPE and the embedding lookup are not counted.
  *
  * Layer: core (libc and jansson only: it knows no predictor, measurement or backend).
  */

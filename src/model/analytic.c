@@ -52,6 +52,18 @@ static double alltoall(const config *c, const platform_spec *n, double bytes)
 
 /* ---- the layer and the step ---- */
 
+/* MLA's projections (build.c's qkv_gemms): Q down and up (or one), KV
+ * down and up. */
+static double mla_gemms(const config *c, const calib *cb, bool bwd)
+{
+    const model *m = &c->model;
+    double T = (double)config_local_tokens(c), hid = m->hidden, H = config_tp_heads(c), ql = m->q_lora;
+    double kl = m->kv_lora, dqk = m->qk_nope + m->qk_rope;
+    double q =
+        ql > 0 ? gemm(c, cb, T, ql, hid, bwd) + gemm(c, cb, T, H * dqk, ql, bwd) : gemm(c, cb, T, H * dqk, hid, bwd);
+    return q + gemm(c, cb, T, kl + m->qk_rope, hid, bwd) + gemm(c, cb, T, H * (m->qk_nope + m->v_dim), kl, bwd);
+}
+
 /* The block's GEMMs, each with 1/tp of the weights (build.c's shapes), by
  * recompute part: g[0] QKV, g[1] the output projection, g[2] the MLP's. */
 static void gemm_parts(const config *c, const calib *cb, const moecost *mc, bool bwd, double g[3])
@@ -59,7 +71,7 @@ static void gemm_parts(const config *c, const calib *cb, const moecost *mc, bool
     const model *m = &c->model;
     double T = (double)config_local_tokens(c), hid = m->hidden, d = m->head_dim, ffn = (double)config_tp_ffn(c);
     double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)config_tp_attn_width(c);
-    g[0] = gemm(c, cb, T, qkv, hid, bwd);
+    g[0] = model_mla(m) ? mla_gemms(c, cb, bwd) : gemm(c, cb, T, qkv, hid, bwd);
     g[1] = gemm(c, cb, T, hid, o, bwd);
     g[2] =
         config_moe(c) ? (bwd ? mc->bwd : mc->fwd) : 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);

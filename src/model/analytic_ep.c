@@ -30,7 +30,7 @@ static int *group_gpus(const config *c, mesh_dims dims, int most, int *N)
  * every EP group exchanges at once, so a NIC carries its ranks' flows. */
 static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
 {
-    int N, *g = group_gpus(c, MESH_DIMS_CP, c->ep, &N);
+    int N, *g = group_gpus(c, CONFIG_GRAD_DIMS, c->ep, &N); /* the context ranks, then the replicas' */
     double t = 0;
     nccl_group grp;
     if (N > 1 && bytes > 0 && nccl_group_init(&grp, n, g, N) == 0) {
@@ -91,8 +91,8 @@ static double edp_coll(const config *c, const platform_spec *n, uint64_t elems, 
     mesh m = config_mesh(c);
     int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
-    for (int i = 0; i < all; i++)
-        if (mesh_group_index(&m, MESH_DIMS_CP, mem[i]) % c->ep == 0) mem[k++] = config_gpu_of(c, mem[i]);
+    for (int i = 0; i < all; i += c->ep) /* member i is at index i of the gradient group */
+        mem[k++] = config_gpu_of(c, mem[i]);
     qsort(mem, (size_t)k, sizeof *mem, cmp_int);
     double t = elems && k > 1 ? analytic_grad_coll(c, n, mem, k, elems, allreduce, bytes) : 0;
     free(mem);

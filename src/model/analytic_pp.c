@@ -142,12 +142,13 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
         /* ZeRO-1: the stage's reduce-scatter of gradients, the norms, then
          * the all-gather of as many parameters */
         uint64_t sp = pipe_stage_params(c, s);
-        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, gb) + analytic_ep_grad(c, n, blocks, false, gb)
+        dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, gb) +
+                                 analytic_ep_grad(c, n, pipe_stage_moe_blocks(c, s), false, gb)
                            : 0;
         dp += tk->norm;
         dp += elementwise_seconds(c, cb, OP_OPTIM_STEP, false, s); /* the optimizer step, then the all-gather */
         dp += c->zero == 1 ? analytic_grad_coll(c, n, g, N, sp, false, c->act_bytes) +
-                                 analytic_ep_grad(c, n, blocks, false, c->act_bytes)
+                                 analytic_ep_grad(c, n, pipe_stage_moe_blocks(c, s), false, c->act_bytes)
                            : 0;
         if (dp > step) step = dp, worst = s;
         ends = maxd(ends, free_at[s]);

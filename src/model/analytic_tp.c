@@ -109,7 +109,7 @@ void analytic_tp_overlap_costs(const config *c, const calib *cb, const platform_
     const model *m = &c->model;
     int tp = c->tp;
     double T = (double)config_local_tokens(c), rows = T / tp, hid = m->hidden, d = m->head_dim;
-    double ffn = (double)m->ffn / tp, qkv = (double)model_tp_qkv_heads(m, tp) * d, o = (double)m->heads * d / tp;
+    double ffn = (double)m->ffn / tp, qkv = (double)model_tp_qkv_heads(m, tp) * d, o = (double)config_tp_attn_width(c);
     mesh ms = config_mesh(c);
     link l = link_between(n, 0, mesh_shift(&ms, 0, MESH_TP, 1)); /* a ring step: rank 0 to the next TP rank */
     double s = flow(&l, rows * hid * c->act_bytes);

@@ -255,7 +255,7 @@ static void nccl_terms(const config *c, int stage, memory_estimate *out)
  * them, TP shards), sharded by ZeRO over the expert-data-parallel group. */
 static double stage_expert_params(const config *c, int stage)
 {
-    return (double)pipe_stage_layers(c, stage) * (double)config_ep_expert_params(c);
+    return (double)pipe_stage_moe_blocks(c, stage) * (double)config_ep_expert_params(c);
 }
 
 static void model_states(const config *c, int stage, memory_estimate *out)
@@ -275,8 +275,7 @@ static void model_states(const config *c, int stage, memory_estimate *out)
 double memory_fp8_weight_bytes(const config *c, int stage)
 {
     if (c->precision == PRECISION_BF16) return 0;
-    double blocks = (double)pipe_stage_layers(c, stage) * (double)model_layer_params_tp(&c->model, c->tp) +
-                    stage_expert_params(c, stage);
+    double blocks = (double)pipe_stage_block_params(c, stage) + stage_expert_params(c, stage);
     if (c->zero >= 3 && memory_gathered_params(c) < blocks) blocks = memory_gathered_params(c);
     return blocks * (c->precision == PRECISION_MXFP8 ? 2 + 2.0 / 32 : 2);
 }

@@ -221,27 +221,36 @@ static bool spans_dp(const sim_state *S, uint32_t gid) { return dag_group_dims(S
  * rep, or for a group over dp the same members of every replica (dag.h),
  * each on its GPU (config_gpu_of), which NCCL's shape of the group needs.
  * The caller frees *out. */
+/* The first replica of the run of group gid's replicas that holds
+ * replica rep (dag_group_replicas), and their stride and count. */
+static int replica_base(const sim_state *S, uint32_t gid, int rep, int *stride, int *count)
+{
+    dag_group_replicas(S->g, gid, stride, count);
+    int run = *stride * *count;
+    return rep % *stride + rep / run * run;
+}
+
 static int group_ranks(const sim_state *S, uint32_t gid, int rep, int **out)
 {
-    int n;
+    int n, stride, count;
     const int32_t *mem = dag_group(S->g, gid, &n);
     bool dp = spans_dp(S, gid);
-    int reps = dp ? S->dp : 1;
+    int base = dp ? replica_base(S, gid, rep, &stride, &count) : rep, reps = dp ? count : 1;
     *out = xmalloc_array((size_t)n * (size_t)reps, sizeof **out, "a collective group");
     for (int k = 0; k < reps; k++) /* every replica's, simulated or not */
         for (int i = 0; i < n; i++)
-            (*out)[k * n + i] =
-                sim_gpu(S, dp ? mesh_unfold(&S->mesh, MESH_DIMS_DP, mem[i], k) : sim_rank_of(S, mem[i], rep));
+            (*out)[k * n + i] = sim_gpu(S, dp ? mesh_unfold(&S->mesh, MESH_DIMS_DP, mem[i], base + k * stride)
+                                              : sim_rank_of(S, mem[i], rep));
     return n * reps;
 }
 
 /* The NCCL shape of the task's group in me's replica, built on first use;
- * a group over dp, the same in every replica, once (at replica 0's index),
- * on the platform that holds every replica. */
+ * a group over dp, the same for its run of replicas, once (at the run's
+ * first replica's index), on the platform that holds every replica. */
 static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
 {
     sim_state *S = me->S;
-    int rep = spans_dp(S, t->group) ? 0 : me->rep;
+    int stride, count, rep = spans_dp(S, t->group) ? replica_base(S, t->group, me->rep, &stride, &count) : me->rep;
     nccl_group *g = &S->groups[(size_t)rep * dag_ngroups(S->g) + t->group];
     if (g->n) return g;
     int *ranks, n = group_ranks(S, t->group, rep, &ranks);
@@ -264,6 +273,7 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     int n; /* the DAG's members, whose count sized the task; one member: the replicas' (build.c) */
     dag_group(S->g, t->group, &n);
     if (n == 1) n = S->dp;
+    if (t->kind == TASK_ALLTOALL) n = g->n; /* its bytes are what the rank sends: the whole group's */
     bool fold = (dag_group_dims(S->g, t->group) & S->folded) != 0; /* it spans a dimension run by symmetry */
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
