@@ -144,10 +144,38 @@ START_TEST(hf_configs)
         ck_assert_msg(rel < 0.01, "%s: %.0f parameters, published %.0f", rows[i].file, (double)model_params(&m),
                       rows[i].published);
     }
-    /* MoE, a JSON that is not an HF config, and broken JSON: one message each */
-    model m;
-    ck_assert_int_eq(model_parse("{\"hidden_size\": 8, \"num_local_experts\": 8}", "moe.json", &m, err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "mixture-of-experts"));
+    /* mixtures of experts: DeepSeek-V3's and Mixtral-8x7B's config.json
+     * keys (deepseek-ai/DeepSeek-V3, mistralai/Mixtral-8x7B-v0.1) read as
+     * the presets; experts every other layer are refused */
+    model m, preset;
+    const char *ds3 =
+        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":2048,"
+        "\"num_hidden_layers\":61,\"num_attention_heads\":128,\"num_key_value_heads\":128,\"n_shared_experts\":1,"
+        "\"n_routed_experts\":256,\"num_experts_per_tok\":8,\"first_k_dense_replace\":3,\"moe_layer_freq\":1,"
+        "\"q_lora_rank\":1536,\"kv_lora_rank\":512,\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,"
+        "\"vocab_size\":129280,\"tie_word_embeddings\":false}";
+    const char *mixtral = "{\"model_type\":\"mixtral\",\"hidden_size\":4096,\"intermediate_size\":14336,"
+                          "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+                          "\"num_local_experts\":8,\"num_experts_per_tok\":2,\"vocab_size\":32000,\"sliding_window\":null}";
+    const char *json[] = {ds3, mixtral}, *name[] = {"deepseek-v3", "mixtral-8x7b"};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(model_parse(json[i], "moe.json", &m, err) == 0, "%s", err);
+        ck_assert_int_eq(model_preset(name[i], &preset, err), 0);
+        ck_assert_uint_eq(model_params(&m), model_params(&preset));
+        ck_assert_int_eq(m.experts, preset.experts);
+        ck_assert_int_eq(m.top_k, preset.top_k);
+        ck_assert_int_eq(m.expert_ffn, preset.expert_ffn);
+        ck_assert_int_eq(m.shared_ffn, preset.shared_ffn);
+        ck_assert_int_eq(m.dense_layers, preset.dense_layers);
+        ck_assert_int_eq(m.head_dim, preset.head_dim);
+        ck_assert_int_eq(m.kv_lora, preset.kv_lora);
+    }
+    ck_assert_int_eq(model_parse("{\"model_type\":\"qwen2_moe\",\"hidden_size\":8,\"intermediate_size\":8,"
+                                 "\"num_hidden_layers\":2,\"num_attention_heads\":2,\"vocab_size\":8,\"num_experts\":4,"
+                                 "\"num_experts_per_tok\":2,\"decoder_sparse_step\":2}",
+                                 "moe.json", &m, err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "every N-th layer"));
     ck_assert_int_eq(model_parse("{\"config\": {}}", "other.json", &m, err), -1);
     ck_assert_ptr_nonnull(strstr(err, "not a Hugging Face config.json"));
     ck_assert_int_eq(model_parse("{", "cut.json", &m, err), -1);

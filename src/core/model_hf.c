@@ -2,10 +2,12 @@
  * model_hf: a Hugging Face config.json as a model (model.h's
  * model_parse_hf). It reads the dense decoder families whose block is
  * loong's (pre-norm, rotary, gated MLP): Llama, Qwen2/2.5/3, Mistral,
- * Gemma/Gemma 2. It is not a general transformers config reader: a
- * mixture-of-experts config is refused, and every key that does not change
- * loong's cost or memory model is named in m->unmodelled, never dropped
- * silently.
+ * Gemma/Gemma 2, and the mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE
+ * and DeepSeek-V2/V3 (with MLA). It is not a general transformers config
+ * reader: an expert layout loong does not model (experts every N-th
+ * layer, dense layers listed by index) is refused, and every key that does
+ * not change loong's cost or memory model is named in m->unmodelled, never
+ * dropped silently.
  *
  * Key names and their defaults when absent: transformers'
  * models/<family>/configuration_<family>.py (LlamaConfig, Qwen2Config,
@@ -19,11 +21,9 @@
 
 #include "model.h"
 
-/* Keys that carry a mixture of experts (Mixtral's num_local_experts,
- * Qwen-MoE's num_experts, DeepSeek's n_routed_experts, ...): loong has no
- * expert layers yet. */
-static const char *const moe_keys[] = {"num_local_experts",     "num_experts",         "n_routed_experts",
-                                       "moe_intermediate_size", "num_experts_per_tok", "n_shared_experts"};
+/* The experts' count under its three names (Mixtral's, Qwen-MoE's,
+ * DeepSeek's). */
+static const char *const expert_keys[] = {"num_local_experts", "num_experts", "n_routed_experts"};
 
 /* The family's defaults for the keys a config may leave out. */
 typedef struct hf_family {
@@ -34,17 +34,44 @@ typedef struct hf_family {
 } hf_family;
 
 static const hf_family families[] = {
-    {"llama", false, MODEL_BIAS_NONE, false}, {"mistral", false, MODEL_BIAS_NONE, false},
-    {"qwen2", false, MODEL_BIAS_QKV, true},   {"qwen3", false, MODEL_BIAS_NONE, true},
-    {"gemma", true, MODEL_BIAS_NONE, false},  {"gemma2", true, MODEL_BIAS_NONE, false},
+    {"llama", false, MODEL_BIAS_NONE, false},       {"mistral", false, MODEL_BIAS_NONE, false},
+    {"qwen2", false, MODEL_BIAS_QKV, true},         {"qwen3", false, MODEL_BIAS_NONE, true},
+    {"gemma", true, MODEL_BIAS_NONE, false},        {"gemma2", true, MODEL_BIAS_NONE, false},
+    {"mixtral", false, MODEL_BIAS_NONE, false},     {"qwen2_moe", false, MODEL_BIAS_QKV, true},
+    {"qwen3_moe", false, MODEL_BIAS_NONE, true},    {"deepseek_v2", false, MODEL_BIAS_NONE, false},
+    {"deepseek_v3", false, MODEL_BIAS_NONE, false},
 };
 
 /* Keys loong consumes: each changes the model (shape, parameters, memory)
  * or says which family's defaults apply. */
-static const char *const modelled[] = {
-    "hidden_size",    "intermediate_size", "num_attention_heads", "num_key_value_heads",
-    "head_dim",       "num_hidden_layers", "vocab_size",          "tie_word_embeddings",
-    "attention_bias", "sliding_window",    "use_sliding_window",  "model_type"};
+static const char *const modelled[] = {"hidden_size",
+                                       "intermediate_size",
+                                       "num_attention_heads",
+                                       "num_key_value_heads",
+                                       "head_dim",
+                                       "num_hidden_layers",
+                                       "vocab_size",
+                                       "tie_word_embeddings",
+                                       "attention_bias",
+                                       "sliding_window",
+                                       "use_sliding_window",
+                                       "model_type",
+                                       "num_local_experts",
+                                       "num_experts",
+                                       "n_routed_experts",
+                                       "num_experts_per_tok",
+                                       "moe_intermediate_size",
+                                       "shared_expert_intermediate_size",
+                                       "n_shared_experts",
+                                       "first_k_dense_replace",
+                                       "decoder_sparse_step",
+                                       "mlp_only_layers",
+                                       "moe_layer_freq",
+                                       "q_lora_rank",
+                                       "kv_lora_rank",
+                                       "qk_nope_head_dim",
+                                       "qk_rope_head_dim",
+                                       "v_head_dim"};
 
 /* Whether loong models key at value v: a key it consumes, or one whose
  * value is what loong computes anyway (SiLU's gated MLP is loong's
@@ -117,18 +144,52 @@ static const hf_family *hf_family_of(const json_t *j)
     return &families[0];
 }
 
-static int hf_refuse_moe(const json_t *j, const char *file, char err[LOONG_ERRLEN])
+/* A mixture of experts' keys (transformers' MixtralConfig,
+ * Qwen2MoeConfig, Qwen3MoeConfig, DeepseekV2Config, DeepseekV3Config):
+ * the experts, top-k and expert width (Mixtral's is intermediate_size,
+ * its dense one), the shared experts' width, the dense leading layers.
+ * Experts every N-th layer (decoder_sparse_step, moe_layer_freq) or dense
+ * layers listed by index (mlp_only_layers) are refused. */
+static int hf_experts(const json_t *j, model *m, const char *file, char err[LOONG_ERRLEN])
 {
-    for (size_t i = 0; i < sizeof moe_keys / sizeof *moe_keys; i++) {
-        const json_t *v = json_object_get(j, moe_keys[i]);
-        if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0)) {
-            snprintf(err, LOONG_ERRLEN,
-                     "%s: '%s' makes this a mixture-of-experts model, which loong does not model yet: give a dense "
-                     "model",
-                     file, moe_keys[i]);
-            return -1;
-        }
+    for (size_t i = 0; i < sizeof expert_keys / sizeof *expert_keys && !m->experts; i++)
+        if (hf_int(j, expert_keys[i], 0, &m->experts, file, err) < 0) return -1;
+    if (!m->experts) return 0;
+    int step = 1, freq = 1, shared = 0;
+    const json_t *only = json_object_get(j, "mlp_only_layers");
+    if (hf_int(j, "num_experts_per_tok", 0, &m->top_k, file, err) < 0 ||
+        hf_int(j, "moe_intermediate_size", m->ffn, &m->expert_ffn, file, err) < 0 ||
+        hf_int(j, "shared_expert_intermediate_size", 0, &m->shared_ffn, file, err) < 0 ||
+        hf_int(j, "n_shared_experts", 0, &shared, file, err) < 0 ||
+        hf_int(j, "first_k_dense_replace", 0, &m->dense_layers, file, err) < 0 ||
+        hf_int(j, "decoder_sparse_step", 1, &step, file, err) < 0 ||
+        hf_int(j, "moe_layer_freq", 1, &freq, file, err) < 0)
+        return -1;
+    if (shared) m->shared_ffn = shared * m->expert_ffn;
+    if (step != 1 || freq != 1 || (only && json_array_size(only) > 0)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%s: experts in every N-th layer (decoder_sparse_step, moe_layer_freq) or dense layers by index "
+                 "(mlp_only_layers) are not modelled: loong's mixtures have experts in every block past "
+                 "first_k_dense_replace",
+                 file);
+        return -1;
     }
+    return 0;
+}
+
+/* MLA's keys (DeepseekV2Config): with kv_lora_rank, the head widths, and
+ * attention at their mean on every head (model.h). */
+static int hf_mla(const json_t *j, model *m, const char *file, char err[LOONG_ERRLEN])
+{
+    if (hf_int(j, "kv_lora_rank", 0, &m->kv_lora, file, err) < 0) return -1;
+    if (!m->kv_lora) return 0;
+    if (hf_int(j, "q_lora_rank", 0, &m->q_lora, file, err) < 0 ||
+        hf_int(j, "qk_nope_head_dim", 0, &m->qk_nope, file, err) < 0 ||
+        hf_int(j, "qk_rope_head_dim", 0, &m->qk_rope, file, err) < 0 ||
+        hf_int(j, "v_head_dim", 0, &m->v_dim, file, err) < 0)
+        return -1;
+    m->head_dim = (m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    m->kv_heads = m->heads;
     return 0;
 }
 
@@ -182,9 +243,7 @@ int model_parse_hf(const char *text, const char *file, model *m, char err[LOONG_
         return -1;
     }
     const hf_family *f = hf_family_of(j);
-    int rc = hf_refuse_moe(j, file, err);
-    if (rc == 0)
-        rc = hf_size(j, "hidden_size", &m->hidden, file, err) < 0 ||
+    int rc = hf_size(j, "hidden_size", &m->hidden, file, err) < 0 ||
                      hf_size(j, "intermediate_size", &m->ffn, file, err) < 0 ||
                      hf_size(j, "num_attention_heads", &m->heads, file, err) < 0 ||
                      hf_size(j, "num_hidden_layers", &m->layers, file, err) < 0 ||
@@ -195,6 +254,7 @@ int model_parse_hf(const char *text, const char *file, model *m, char err[LOONG_
     if (rc == 0) rc = hf_int(j, "num_key_value_heads", m->heads, &m->kv_heads, file, err);
     if (rc == 0) rc = hf_int(j, "head_dim", m->heads ? m->hidden / m->heads : 0, &m->head_dim, file, err);
     if (rc == 0) rc = hf_optional(j, f, m, file, err);
+    if (rc == 0) rc = hf_experts(j, m, file, err) < 0 || hf_mla(j, m, file, err) < 0 ? -1 : 0;
     if (rc == 0) {
         hf_name(j, file, m);
         hf_unmodelled(j, m);

@@ -183,6 +183,21 @@ static void write_row(FILE *f, int rank, const plan_layout *l, const row *r, boo
     fputs(l == cols->user ? "  <- yours\n" : "\n", f);
 }
 
+/* "# experts:" a mixture of experts' EP x CP choice and its routing's
+ * imbalance, the same in every block (one draw over the experts). */
+static void write_experts(FILE *f, const config *c)
+{
+    if (!config_moe(c)) return;
+    char routing[64];
+    config_routing_text(c, routing, sizeof routing);
+    int P = config_cp(c);
+    fprintf(f,
+            "# experts: ep %d beside cp %d (%dx%d) and dp %d: %d of the %d experts per rank, EP groups %s; routing "
+            "%s: the busiest EP rank computes %.2fx the mean rows in every MoE block (1.00: even)\n",
+            c->ep, P, c->p_head, c->p_seq, c->dp, config_ep_local_experts(c), c->model.experts,
+            c->ep <= P ? "inside the context ranks" : "across replicas", routing, config_ep_imbalance(c));
+}
+
 static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp,
                       const plan_request *req)
 {
@@ -212,6 +227,7 @@ static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int
     if (ring >= 0 && ring != pick) fprintf(f, "; %.3fx Megatron-CP (%s)", r.vs_ring, ls[ring].name);
     fprintf(f, "; memory: reserved %.1f GB (allocated %.1f GB), %.1f GB under the %.1f GB limit\n", r.mem_gb,
             ls[pick].mem.peak / 1e9, plan_mem_limit(req) / 1e9 - r.mem_gb, plan_mem_limit(req) / 1e9);
+    write_experts(f, &best->c);
     plan_write_choice(f, ls, idx, m, pick, rp);
 }
 
