@@ -149,14 +149,16 @@ START_TEST(hf_configs)
      * the presets; experts every other layer are refused */
     model m, preset;
     const char *ds3 =
-        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":2048,"
+        "{\"model_type\":\"deepseek_v3\",\"hidden_size\":7168,\"intermediate_size\":18432,\"moe_intermediate_size\":"
+        "2048,"
         "\"num_hidden_layers\":61,\"num_attention_heads\":128,\"num_key_value_heads\":128,\"n_shared_experts\":1,"
         "\"n_routed_experts\":256,\"num_experts_per_tok\":8,\"first_k_dense_replace\":3,\"moe_layer_freq\":1,"
         "\"q_lora_rank\":1536,\"kv_lora_rank\":512,\"qk_nope_head_dim\":128,\"qk_rope_head_dim\":64,\"v_head_dim\":128,"
         "\"vocab_size\":129280,\"tie_word_embeddings\":false}";
-    const char *mixtral = "{\"model_type\":\"mixtral\",\"hidden_size\":4096,\"intermediate_size\":14336,"
-                          "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
-                          "\"num_local_experts\":8,\"num_experts_per_tok\":2,\"vocab_size\":32000,\"sliding_window\":null}";
+    const char *mixtral =
+        "{\"model_type\":\"mixtral\",\"hidden_size\":4096,\"intermediate_size\":14336,"
+        "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+        "\"num_local_experts\":8,\"num_experts_per_tok\":2,\"vocab_size\":32000,\"sliding_window\":null}";
     const char *json[] = {ds3, mixtral}, *name[] = {"deepseek-v3", "mixtral-8x7b"};
     for (int i = 0; i < 2; i++) {
         ck_assert_msg(model_parse(json[i], "moe.json", &m, err) == 0, "%s", err);

@@ -167,6 +167,58 @@ static const char *str_arg(mg_args *g, const char *name)
 
 static bool flag(mg_args *g, const char *name) { return find(g, name) != NULL; }
 
+/* --moe-layer-freq: 1, or Megatron's pattern "([0]*K+[1]*N)" (K dense
+ * blocks, then experts); *dense gets K. */
+static int read_layer_freq(mg_args *g, int layers, int *dense, char err[LOONG_ERRLEN])
+{
+    const char *s = str_arg(g, "moe-layer-freq");
+    int k = 0, n = 0, used = 0;
+    *dense = 0;
+    if (!s || !strcmp(s, "1")) return 0;
+    if (sscanf(s, "([0]*%d+[1]*%d)%n", &k, &n, &used) == 2 && !s[used] && k >= 0 && n >= 1 && k + n == layers) {
+        *dense = k;
+        return 0;
+    }
+    snprintf(err, LOONG_ERRLEN,
+             "--megatron-args: --moe-layer-freq %.40s: loong models experts in every block after the first K, "
+             "written 1 or ([0]*K+[1]*N) with K + N = --num-layers %d",
+             s, layers);
+    return -1;
+}
+
+/* A mixture of experts' arguments (megatron/training/arguments.py's MoE
+ * group, their defaults: top-k 2, the expert width --ffn-hidden-size). */
+static int read_experts(mg_args *g, model *m, char err[LOONG_ERRLEN])
+{
+    if (int_arg(g, "num-experts", 0, &m->experts, err) < 0) return -1;
+    if (!m->experts) return 0;
+    if (int_arg(g, "moe-router-topk", 2, &m->top_k, err) < 0 ||
+        int_arg(g, "moe-ffn-hidden-size", m->ffn, &m->expert_ffn, err) < 0 ||
+        int_arg(g, "moe-shared-expert-intermediate-size", 0, &m->shared_ffn, err) < 0 ||
+        read_layer_freq(g, m->layers, &m->dense_layers, err) < 0)
+        return -1;
+    (void)flag(g, "moe-grouped-gemm"); /* loong's experts run as grouped GEMMs */
+    const char *d = str_arg(g, "moe-token-dispatcher-type");
+    if (d && strcmp(d, "alltoall")) note(g, keep("--moe-token-dispatcher-type %.20s (costed as alltoall)", d));
+    return 0;
+}
+
+/* Multi-latent attention (--multi-latent-attention; MLATransformerConfig's
+ * defaults: kv_lora_rank 512, qk_head_dim 128, qk_pos_emb_head_dim 64,
+ * v_head_dim 128, no q_lora_rank). */
+static int read_mla(mg_args *g, model *m, char err[LOONG_ERRLEN])
+{
+    if (!flag(g, "multi-latent-attention")) return 0;
+    if (int_arg(g, "q-lora-rank", 0, &m->q_lora, err) < 0 || int_arg(g, "kv-lora-rank", 512, &m->kv_lora, err) < 0 ||
+        int_arg(g, "qk-head-dim", 128, &m->qk_nope, err) < 0 ||
+        int_arg(g, "qk-pos-emb-head-dim", 64, &m->qk_rope, err) < 0 ||
+        int_arg(g, "v-head-dim", 128, &m->v_dim, err) < 0)
+        return -1;
+    m->head_dim = (m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    m->kv_heads = m->heads;
+    return 0;
+}
+
 /* The model of the launch: --num-layers, --hidden-size, ... Returns 1 when
  * it gives one, 0 when it gives none of the shape options, -1 on error. */
 static int read_model(mg_args *g, int tp, model *m, char err[LOONG_ERRLEN])
@@ -228,6 +280,7 @@ static int read_model(mg_args *g, int tp, model *m, char err[LOONG_ERRLEN])
     bool nobias = flag(g, "disable-bias-linear"), qkv = flag(g, "add-qkv-bias");
     m->bias = !nobias ? MODEL_BIAS_ALL : qkv ? MODEL_BIAS_QKV : MODEL_BIAS_NONE;
     if (!nobias) note(g, "the MLP's linear biases (no --disable-bias-linear)");
+    if (read_experts(g, m, err) < 0 || read_mla(g, m, err) < 0) return -1;
     return model_validate(m, err) < 0 ? -1 : 1;
 }
 
@@ -491,15 +544,18 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     if (flag(g, "grad-reduce-in-bf16")) out->val[KNOB_GRAD_REDUCE] = "bf16"; /* else fp32: arguments.py for bf16 */
     out->val[KNOB_ZERO] = flag(g, "use-distributed-optimizer") ? "1" : "0";
     (void)flag(g, "use-tp-pp-dp-mapping"); /* the order: cli_megatron_read */
-    int ep, experts;
-    if (int_arg(g, "expert-model-parallel-size", 1, &ep, err) < 0 || int_arg(g, "num-experts", 0, &experts, err) < 0)
+    int ep, etp;
+    if (int_arg(g, "expert-model-parallel-size", 1, &ep, err) < 0 ||
+        int_arg(g, "expert-tensor-parallel-size", tp, &etp, err) < 0)
         return -1;
-    if (ep > 1 || experts) {
+    if (etp != tp) {
         snprintf(err, LOONG_ERRLEN,
-                 "--megatron-args: --num-experts / --expert-model-parallel-size: a mixture of "
-                 "experts, which loong does not model yet");
+                 "--megatron-args: --expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
+                 "loong's experts take TP's degree",
+                 etp, tp);
         return -1;
     }
+    if (ep > 1) out->val[KNOB_EP] = keep("%d", ep);
     return 0;
 }
 
@@ -623,6 +679,21 @@ static void emit_pipeline(mg_out *o, const config *c)
     if (c->pp_loss_slot) arg(o, "--account-for-loss-in-pipeline-split");
 }
 
+/* A mixture of experts: the experts, their parallelism (expert TP = TP)
+ * and the all-to-all dispatcher with grouped GEMMs, as loong costs them. */
+static void emit_experts(mg_out *o, const config *c)
+{
+    const model *m = &c->model;
+    if (!model_moe(m)) return;
+    arg(o, "--num-experts %d --moe-router-topk %d", m->experts, m->top_k);
+    arg(o, "--moe-ffn-hidden-size %d", m->expert_ffn);
+    if (m->shared_ffn) arg(o, "--moe-shared-expert-intermediate-size %d", m->shared_ffn);
+    if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
+    arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
+    arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, c->tp);
+    if (c->routing_zipf > 0) gap(o, "--routing zipf (the routing is the model's, not an argument)");
+}
+
 static void emit_model(mg_out *o, const config *c)
 {
     const model *m = &c->model;
@@ -632,7 +703,14 @@ static void emit_model(mg_out *o, const config *c)
     arg(o, "--swiglu");
     arg(o, "--num-attention-heads %d", m->heads);
     if (m->kv_heads != m->heads) arg(o, "--group-query-attention"), arg(o, "--num-query-groups %d", m->kv_heads);
-    arg(o, "--kv-channels %d", m->head_dim);
+    if (model_mla(m)) {
+        arg(o, "--multi-latent-attention");
+        if (m->q_lora) arg(o, "--q-lora-rank %d", m->q_lora);
+        arg(o, "--kv-lora-rank %d --qk-head-dim %d", m->kv_lora, m->qk_nope);
+        arg(o, "--qk-pos-emb-head-dim %d --v-head-dim %d", m->qk_rope, m->v_dim);
+    } else {
+        arg(o, "--kv-channels %d", m->head_dim);
+    }
     arg(o, "--vocab-size %d", m->vocab);
     arg(o, "--make-vocab-size-divisible-by 1"); /* loong pads each TP shard itself */
     arg(o, "--position-embedding-type rope");
@@ -641,6 +719,7 @@ static void emit_model(mg_out *o, const config *c)
     if (m->bias != MODEL_BIAS_ALL) arg(o, "--disable-bias-linear");
     if (m->bias == MODEL_BIAS_QKV) arg(o, "--add-qkv-bias");
     if (m->bias == MODEL_BIAS_ALL) gap(o, "attention_bias all without the MLP's biases (Megatron adds both)");
+    emit_experts(o, c);
 }
 
 static void emit_recompute(mg_out *o, const config *c)
