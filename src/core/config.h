@@ -287,6 +287,9 @@ double config_ep_share(const config *c, int ep_rank);
  * under sequence parallelism (x tp). Each pair's R share(j) is rounded
  * once to whole rows, so the group's dispatched rows are its combined. */
 uint64_t config_ep_recv_rows(const config *c, int ep_rank);
+/* The rows every rank sends EP rank i's experts, R share(i), rounded once
+ * per pair, so that what the group dispatches is what it combines. */
+uint64_t config_ep_pair_rows(const config *c, int ep_rank);
 uint64_t config_ep_send_rows(const config *c, int ep_rank);
 /* The rows EP rank i sends back in the combine: the received ones but its
  * own, ep R share(i) - R share(i). */

@@ -85,25 +85,25 @@ double config_ep_share(const config *c, int ep_rank)
  * T' tokens (T / tp under sequence parallelism) times top-k. */
 static uint64_t routed_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)) * c->model.top_k; }
 
-/* The rows every rank sends to EP rank i's experts, R share(i) rounded:
- * one rounding per pair, so that what the group dispatches is what it
- * combines. */
-static uint64_t pair_rows(const config *c, int ep_rank)
+uint64_t config_ep_pair_rows(const config *c, int ep_rank)
 {
     return (uint64_t)llround((double)routed_rows(c) * config_ep_share(c, ep_rank));
 }
 
-uint64_t config_ep_recv_rows(const config *c, int ep_rank) { return (uint64_t)c->ep * pair_rows(c, ep_rank); }
+uint64_t config_ep_recv_rows(const config *c, int ep_rank) { return (uint64_t)c->ep * config_ep_pair_rows(c, ep_rank); }
 
 uint64_t config_ep_send_rows(const config *c, int ep_rank)
 {
     uint64_t rows = 0;
     for (int j = 0; j < c->ep; j++)
-        rows += j == ep_rank ? 0 : pair_rows(c, j);
+        rows += j == ep_rank ? 0 : config_ep_pair_rows(c, j);
     return rows;
 }
 
-uint64_t config_ep_return_rows(const config *c, int ep_rank) { return (uint64_t)(c->ep - 1) * pair_rows(c, ep_rank); }
+uint64_t config_ep_return_rows(const config *c, int ep_rank)
+{
+    return (uint64_t)(c->ep - 1) * config_ep_pair_rows(c, ep_rank);
+}
 
 uint64_t config_ep_expert_rows(const config *c, int ep_rank)
 {

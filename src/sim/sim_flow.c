@@ -260,6 +260,34 @@ static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
     return g;
 }
 
+/* The experts' all-to-all-v (core/build_ep.c) under a skewed routing:
+ * each member sends member j the rows j's experts draw (the dispatch, and
+ * the combine's gradient) or gives back what it drew from each (the
+ * combine, the dispatch's gradient), config_ep_pair_rows, so the hot
+ * experts' rank receives, then sends back, the most. NCCL's latency and
+ * protocol factor are those of the group's mean all-to-all (plan p). */
+static void ep_alltoallv(sim_stream *me, const nccl_group *g, const nccl_plan *p, const dag_task *t, int me_i,
+                         bool fold)
+{
+    const config *c = me->S->c;
+    bool spread = (t->op == OP_EP_DISPATCH) == (t->phase != PHASE_BWD);
+    double row = (double)c->model.hidden * c->act_bytes *
+                 (p->busbw > 0 && p->raw_busbw < HUGE_VAL ? p->raw_busbw / p->busbw : 1);
+    int mine = config_ep_rank(c, config_rank_of_gpu(c, g->rank[me_i]));
+    sg_comm_t *comms = xmalloc_array(2 * (size_t)g->n, sizeof *comms, "an all-to-all's flows");
+    int k = 0;
+    for (int j = 0; j < g->n; j++) {
+        int peer = j == me_i ? -1 : flow_peer(me, g, j, fold);
+        if (peer < 0) continue;
+        int theirs = config_ep_rank(c, config_rank_of_gpu(c, g->rank[j]));
+        double rows = (double)config_ep_pair_rows(c, spread ? theirs : mine);
+        comms[k++] = put(me, peer, (uint64_t)llround(rows * row < 1 ? 1 : rows * row));
+        comms[k++] = get(me, peer);
+    }
+    if (k) sg_comm_wait_all(comms, (size_t)k);
+    free(comms);
+}
+
 /* A collective as NCCL runs it. A group over dp folds when the other
  * replicas are simulated by symmetry, a TP group when the TP ranks are. */
 static void nccl_collective(sim_stream *me, const dag_task *t)
@@ -276,8 +304,19 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     if (t->kind == TASK_ALLTOALL) n = g->n; /* its bytes are what the rank sends: the whole group's */
     bool fold = (dag_group_dims(S->g, t->group) & S->folded) != 0; /* it spans a dimension run by symmetry */
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
-    nccl_plan p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
-                                (int)c->nccl_proto - 1, fold);
+    nccl_plan p;
+    if (t->stream == STREAM_EP && c->routing_zipf > 0) { /* an all-to-all-v */
+        double t0 = simgrid_get_clock();
+        nccl_plan_lenient(S->spec, g, COLL_ALLTOALL, size, (int)c->nccl_algo - 1, (int)c->nccl_proto - 1, &p);
+        double extra = p.alpha - nccl_flow_latency(S->spec, g);
+        if (extra >= SIM_MIN_SLEEP) sg_actor_sleep_for(extra);
+        ep_alltoallv(me, g, &p, t, (int)(at - g->rank), fold);
+        /* by symmetry (folded replicas' flows dropped): no faster than the mean all-to-all alone */
+        if (fold && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t0 + p.seconds);
+    } else {
+        p = sim_flow_nccl(me, g, (int)(at - g->rank), nccl_op_of_task(t->kind), size, (int)c->nccl_algo - 1,
+                          (int)c->nccl_proto - 1, fold);
+    }
     double *dur = S->dur + me->off, *start = S->start + me->off;
     dur[t->id] = simgrid_get_clock() - start[t->id];
     XBT_DEBUG("rank %d %s: %s task %u, %s/%s, %.9f s", me->rank, stream_name(me->stream), task_kind_name(t->kind),
