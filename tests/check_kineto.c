@@ -252,7 +252,8 @@ START_TEST(nccl_names)
 END_TEST
 
 /* Tiles and pairs of one FlashAttention call against enumeration. */
-/* The materialised attention's kernels, as Megatron and PyTorch name them
+/* The materialised attention's kernels, and a mixture of experts', as
+ * Megatron, Transformer Engine and PyTorch name them
  * (megatron/fused_kernels' scaled_*softmax_warp_*, aten's Dropout.cu),
  * map to softmax and dropout; the fused bias-dropout-add stays an add;
  * Transformer Engine's FP8 casts (transformer_engine/common/transpose/
@@ -280,6 +281,11 @@ START_TEST(unfused_names)
         {"void transformer_engine::dispatch::mxfp8::cast_mxfp8_2D_kernel<false, false, false, false, float, "
          "__nv_bfloat16, __nv_fp8_e4m3>",
          TASK_QUANT},
+        /* a mixture of experts' (TE's permutation.cu and fused router, aten's TensorTopK.cu) */
+        {"void moe_permute_kernel<__nv_bfloat16, float, 128, false>", TASK_ADD},
+        {"void moe_unpermute_kernel<__nv_bfloat16, float, true>", TASK_ADD},
+        {"void transformer_engine::fused_topk_with_score_function_forward_kernel<__nv_bfloat16, float>", TASK_SOFTMAX},
+        {"void at::native::sbtopk::gatherTopK<c10::BFloat16, unsigned int, 2, false>", TASK_SOFTMAX},
     };
     kineto_names *names = kineto_names_default();
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)

@@ -34,7 +34,12 @@ enum { KIND_NCCL = -2 };
  * (cast_transpose, cast_fp8, cast_mxfp8 and quantize kernels, and the amax
  * pass of current scaling); Apex's and TE's
  * multi_tensor_apply_kernel for the optimizer and the FillFunctor<float>
- * that zeroes the fp32 gradient buffer), cuBLAS/CUTLASS GEMMs
+ * that zeroes the fp32 gradient buffer), a mixture of experts' kernels
+ * (TE's transformer_engine/common/permutation/permutation.cu
+ * moe_permute_kernel, moe_unpermute_kernel and moe_sort_chunks_by_map as
+ * loong's permute and unpermute, kind add; TE's fused router
+ * fused_topk_with_score_function_*_kernel and PyTorch's gatherTopK as the
+ * router's top-k, kind softmax; grouped GEMMs are GEMMs), cuBLAS/CUTLASS GEMMs
  * (sm80/sm90 xmma and CUTLASS gemm kernels, cuBLAS 12.6's nvjet_*, gemv),
  * and NCCL (src/device: ncclDevKernel_* since 2.19, ncclKernel_* before). */
 static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
@@ -63,6 +68,11 @@ static const char default_rules[] = "attn_bwd  *flash_bwd*\n"
                                     "act       *swiglu*\n"
                                     "act       *silu*\n"
                                     "act       *gelu*\n"
+                                    "add       *moe_permute*\n"
+                                    "add       *moe_unpermute*\n"
+                                    "add       *moe_sort_chunks*\n"
+                                    "softmax   *fused_topk*\n"
+                                    "softmax   *gatherTopK*\n"
                                     "add       *bias_dropout_add*\n"
                                     "add       *CUDAFunctor_add*\n"
                                     "softmax   *scaled_upper_triang_masked_softmax*\n"
