@@ -728,11 +728,15 @@ START_TEST(model_error_tie)
     /* the compiled table has recorded.txt's independent e2e rows, split by precision */
     const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\.'";
     run_result r = run_cmd("%s | grep -vc '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, &e), atoi(r.out));
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, &e), atoi(r.out));
     ck_assert_str_eq(e.kind, "e2e");
-    fidelity_error f;
+    fidelity_error f, g;
     r = run_cmd("%s | grep -c '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, &f), atoi(r.out));
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, &f), atoi(r.out));
+    /* a mixture of experts' plan quotes the moe rows */
+    r = run_cmd("grep -c '^moe\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt");
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, &g), atoi(r.out));
+    ck_assert_str_eq(g.kind, "moe");
     /* the plan's default tie is it, --tie overrides it */
     const char *json = "/tmp/loong-plan-tie.json";
     ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --json %s -o /dev/null", json).status, 0);

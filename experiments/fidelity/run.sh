@@ -36,6 +36,11 @@
 #          the GPU's memory in use) against loong's reserved peak
 #          (experiments/tp-memory); and SimuMax's B200 runs' torch
 #          max_reserved against loong's reserved peak, in GiB.
+#   moe    SimuMax's B200 DeepSeek-V2 and V3 runs cut to 4 layers
+#          (experiments/simumax-b200-moe: EP 8 over 8 replicas, EP 4 x PP 2,
+#          4-32 micro-batches of 4K tokens, MLA), tokens/s/GPU; their memory
+#          (torch max_allocated, once per layout) as mem rows. A plan of a
+#          mixture of experts quotes the moe rows' error.
 #   oom    the same runs' published out-of-memory outcomes: the error is 0
 #          when loong predicts OOM too, 100 when it predicts a fit.
 #   FP8    torchtitan's Llama 3.1 8B FSDP x CP runs (experiments/torchtitan-
@@ -222,6 +227,24 @@ while read -r m tp cp seq rms pms _ _ _ _ rr pr _; do
         "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
         "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU "simumax-b200/$m/$seq"
     row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_reserved_gib)" "$rr" "$pr" GiB/GPU
+done < <(echo "$out" | grep -v '^#')
+
+# ---- mixtures of experts, B200: SimuMax's DeepSeek runs (experiments/simumax-b200-moe) ----
+# kind moe (a plan of a mixture of experts quotes these rows, a dense one
+# the e2e ones): the step as tokens/s/GPU, as the e2e rows; memory: torch's
+# max_allocated against loong's allocated peak, in GiB
+out=$("$TOP/experiments/simumax-b200-moe/run.sh" "$L" 2>&1) ||
+    fail "experiments/simumax-b200-moe failed: $(echo "$out" | tail -n 1)"
+while read -r m ep pp mb rms pms _ ra pa _; do
+    id="${m#deepseek-}.ep${ep}pp$pp.m$mb"
+    setup="8 B200, $m, tp1 ep$ep pp$pp dp$((8 / pp)) m$mb, seq 4K"
+    tok=$((mb * (8 / pp) * 4096))
+    row "moe.simumax-b200.$id" moe "$setup" "SimuMax B200 release v1.2 (real_ms)" \
+        "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
+        "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU \
+        "simumax-b200/$m/4K"
+    [ "$mb" = 4 ] && row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_alloc_gib)" "$ra" "$pa" \
+        GiB/GPU
 done < <(echo "$out" | grep -v '^#')
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----

@@ -112,7 +112,7 @@ static void plan_usage(FILE *f)
             "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
             "\nExample:\n"
             "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
-            plan_cli_default_tie_pct(PRECISION_BF16), plan_cli_default_tie_pct(PRECISION_FP8_CURRENT),
+            plan_cli_default_tie_pct(PRECISION_BF16, false), plan_cli_default_tie_pct(PRECISION_FP8_CURRENT, false),
             cli_whatif_help());
 }
 

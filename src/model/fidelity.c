@@ -53,6 +53,7 @@ static bool of_kind(const char *name, const char *kind, fidelity_precision p)
 
 static const char *kind_what(const char *kind, fidelity_precision p)
 {
+    if (!strcmp(kind, "moe")) return "end-to-end mixture-of-experts training steps";
     if (strcmp(kind, "e2e")) return !strcmp(kind, "attn") ? "attention" : kind;
     return p == FIDELITY_BF16  ? "end-to-end bf16 training steps"
            : p == FIDELITY_FP8 ? "end-to-end FP8 training steps"
@@ -85,10 +86,11 @@ int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fideli
     return k;
 }
 
-int fidelity_for_run(scope_kind s, precision_kind p, fidelity_error *out)
+int fidelity_for_run(scope_kind s, precision_kind p, bool moe, fidelity_error *out)
 {
     int n;
     const fidelity_row *rows = fidelity_table(&n);
     if (s != SCOPE_STEP) return fidelity_summarize(rows, n, "attn", FIDELITY_ANY, out);
+    if (moe && fidelity_summarize(rows, n, "moe", FIDELITY_ANY, out) > 0) return out->rows;
     return fidelity_summarize(rows, n, "e2e", p == PRECISION_BF16 ? FIDELITY_BF16 : FIDELITY_FP8, out);
 }

@@ -51,9 +51,10 @@ int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fideli
 
 /* The compiled-in fidelity table's summary for a plan of scope s in
  * precision p (--precision): the e2e rows of p's kind (bf16 or FP8) for
- * training steps, the attn rows for attention scopes. Returns its row
+ * training steps, or for a mixture of experts (moe) the moe rows when
+ * there are any; the attn rows for attention scopes. Returns its row
  * count (0 when the table has none for that kind). */
-int fidelity_for_run(scope_kind s, precision_kind p, fidelity_error *out);
+int fidelity_for_run(scope_kind s, precision_kind p, bool moe, fidelity_error *out);
 
 /* The compiled-in table itself, for tests and `--help` texts. */
 const fidelity_row *fidelity_table(int *n);
