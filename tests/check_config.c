@@ -599,6 +599,7 @@ static const struct {
     {"pp", "", "2"},
     {"ep", "--model tiny-moe", "2"},
     {"routing", "--model tiny-moe", "zipf:1.5"},
+    {"capacity-factor", "--model tiny-moe", "1.25"},
     {"micro-batches", "", "2"},
     {"schedule", "--pp 2 --micro-batches 2", "gpipe"},
     {"vpp", "--pp 2 --schedule interleaved --vpp 2 --micro-batches 2", "4"},

@@ -182,6 +182,49 @@ START_TEST(moe_closed_forms)
 }
 END_TEST
 
+/* A capacity factor C (Megatron's --moe-expert-capacity-factor): each
+ * expert takes at most ceil(C R / E) of a rank's R routed rows, so under
+ * zipf:1 (E = 8, top-2) EP rank j draws sum over its experts of
+ * min(R (1/(e+1)) / H_8, ceil(C R / 8)); balanced routing drops nothing
+ * at C = 1, nor any routing at C = E; and the DAG's expert GEMMs follow
+ * the kept rows. */
+START_TEST(moe_capacity)
+{
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.ep = 4;
+    c.routing_zipf = 1;
+    config dropless = c;
+    double R = (double)(c.seq / 4) * c.model.top_k, H8 = 761.0 / 280;
+    c.capacity = 1;
+    double cap = ceil(R / 8);
+    for (int j = 0; j < 4; j++) {
+        double rows = 0;
+        for (int e = 2 * j; e < 2 * j + 2; e++)
+            rows += fmin(R / (e + 1) / H8, cap);
+        ck_assert_uint_eq(config_ep_pair_rows(&c, j), (uint64_t)llround(rows));
+    }
+    ck_assert_uint_lt(config_ep_pair_rows(&c, 0), config_ep_pair_rows(&dropless, 0)); /* the hot experts drop */
+    dag *g = tbuild(&c);
+    uint64_t F = (uint64_t)c.model.expert_ffn, hid = (uint64_t)c.model.hidden;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        uint64_t f = 0, rows = 4 * config_ep_pair_rows(&c, config_ep_rank(&c, r));
+        for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+            const dag_task *t = dag_task_get(g, i);
+            bool expert = t->op == OP_EXPERT_GATE || t->op == OP_EXPERT_UP || t->op == OP_EXPERT_DOWN;
+            if (t->rank == r && expert && t->phase == PHASE_FWD) f += t->flops;
+        }
+        ck_assert_uint_eq(f, (uint64_t)c.model.layers * 3 * 2 * rows * hid * F);
+    }
+    dag_free(g);
+    c.capacity = 8; /* C = E: never below a share */
+    for (int j = 0; j < 4; j++)
+        ck_assert_uint_eq(config_ep_pair_rows(&c, j), config_ep_pair_rows(&dropless, j));
+    c.routing_zipf = dropless.routing_zipf = 0, c.capacity = 1;
+    for (int j = 0; j < 4; j++)
+        ck_assert_uint_eq(config_ep_pair_rows(&c, j), config_ep_pair_rows(&dropless, j));
+}
+END_TEST
+
 /* Published parameter counts of the mixture-of-experts presets (their
  * model cards: Qwen3-30B-A3B 30.5B total, 3.3B activated; Qwen3-235B-A22B
  * 235B, 22B; Mixtral 8x7B 46.7B, 12.9B; DeepSeek-V2 236B, 21B;
@@ -936,6 +979,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, llama3_params, 0, 2);
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
     tcase_add_loop_test(tc, moe_params, 0, 5);
+    tcase_add_test(tc, moe_capacity);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);

@@ -556,6 +556,10 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
         return -1;
     }
     if (ep > 1) out->val[KNOB_EP] = keep("%d", ep);
+    const char *cf = str_arg(g, "moe-expert-capacity-factor");
+    if (cf) out->val[KNOB_CAPACITY] = cf; /* its parser checks it */
+    if (flag(g, "moe-pad-expert-input-to-capacity"))
+        note(g, "--moe-pad-expert-input-to-capacity (costed without the padding: the rows kept)");
     return 0;
 }
 
@@ -691,6 +695,7 @@ static void emit_experts(mg_out *o, const config *c)
     if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
     arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
     arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, c->tp);
+    if (c->capacity > 0) arg(o, "--moe-expert-capacity-factor %.17g", c->capacity);
     if (c->routing_zipf > 0) gap(o, "--routing zipf (the routing is the model's, not an argument)");
 }
 

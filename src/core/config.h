@@ -103,6 +103,7 @@ typedef struct config {
     int pp;                     /* pipeline stages (1: none) */
     int ep;                     /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
     double routing_zipf;        /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
+    double capacity;            /* an expert's capacity, x its mean tokens (Megatron's capacity factor); 0: dropless */
     int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
     schedule_kind schedule;     /* the pipeline schedule */
     int vpp;                    /* v: model chunks per stage (interleaved; else 1) */
@@ -257,6 +258,9 @@ bool config_moe(const config *c);
  * with the one-line error). */
 void config_routing_text(const config *c, char *buf, size_t len);
 int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
+/* --capacity-factor's spelling ("none", or C) and its parser. */
+void config_capacity_text(const config *c, char *buf, size_t len);
+int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
 /* The EP group: ep consecutive ranks of the gradient group (the context
  * ranks, then the replicas) in mesh order (Megatron-Core's expert rank
  * generator with expert TP = TP): within a replica when ep divides P,
@@ -288,14 +292,18 @@ double config_ep_share(const config *c, int ep_rank);
  * once to whole rows, so the group's dispatched rows are its combined. */
 uint64_t config_ep_recv_rows(const config *c, int ep_rank);
 /* The rows every rank sends EP rank i's experts, R share(i), rounded once
- * per pair, so that what the group dispatches is what it combines. */
+ * per pair, so that what the group dispatches is what it combines. With
+ * a capacity factor C each expert e takes at most ceil(C R / E) of a
+ * rank's rows (Megatron's capacity, per rank), the rest dropped: the sum
+ * over i's experts of min(R share(e), that). */
 uint64_t config_ep_pair_rows(const config *c, int ep_rank);
 uint64_t config_ep_send_rows(const config *c, int ep_rank);
 /* The rows EP rank i sends back in the combine: the received ones but its
  * own, ep R share(i) - R share(i). */
 uint64_t config_ep_return_rows(const config *c, int ep_rank);
 uint64_t config_ep_expert_rows(const config *c, int ep_rank);
-/* The slowest EP rank's rows over the mean: ep x max share (1: balanced). */
+/* The slowest EP rank's rows over the mean: ep x max share (1: balanced;
+ * with a capacity factor, of the rows kept). */
 double config_ep_imbalance(const config *c);
 
 /* Where loong's rank runs (placement.h, on its GPU config_gpu_of), on

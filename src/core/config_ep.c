@@ -48,6 +48,33 @@ int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN])
     return 0;
 }
 
+void config_capacity_text(const config *c, char *buf, size_t len)
+{
+    if (c->capacity == 0)
+        snprintf(buf, len, "none");
+    else
+        snprintf(buf, len, "%.17g", c->capacity);
+}
+
+int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN])
+{
+    if (!strcmp(text, "none")) {
+        c->capacity = 0;
+        return 0;
+    }
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v >= 0.01 && v <= 1000)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--capacity-factor '%.40s' is not none or a factor in [0.01, 1000] (Megatron's "
+                 "--moe-expert-capacity-factor, e.g. 1.25)",
+                 text);
+        return -1;
+    }
+    c->capacity = v;
+    return 0;
+}
+
 int config_ep_rank(const config *c, int rank)
 {
     mesh m = config_mesh(c);
@@ -85,9 +112,25 @@ double config_ep_share(const config *c, int ep_rank)
  * T' tokens (T / tp under sequence parallelism) times top-k. */
 static uint64_t routed_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)) * c->model.top_k; }
 
+/* Expert e's share of the routed rows. */
+static double expert_share(const config *c, int e)
+{
+    if (c->routing_zipf == 0) return 1.0 / c->model.experts;
+    double all = 0;
+    for (int k = 0; k < c->model.experts; k++)
+        all += zipf_weight(c->routing_zipf, k);
+    return zipf_weight(c->routing_zipf, e) / all;
+}
+
 uint64_t config_ep_pair_rows(const config *c, int ep_rank)
 {
-    return (uint64_t)llround((double)routed_rows(c) * config_ep_share(c, ep_rank));
+    double R = (double)routed_rows(c);
+    if (c->capacity == 0) return (uint64_t)llround(R * config_ep_share(c, ep_rank));
+    int local = config_ep_local_experts(c);
+    double cap = ceil(c->capacity * R / c->model.experts), rows = 0;
+    for (int e = ep_rank * local; e < (ep_rank + 1) * local; e++)
+        rows += fmin(R * expert_share(c, e), cap);
+    return (uint64_t)llround(rows);
 }
 
 uint64_t config_ep_recv_rows(const config *c, int ep_rank) { return (uint64_t)c->ep * config_ep_pair_rows(c, ep_rank); }
@@ -112,8 +155,11 @@ uint64_t config_ep_expert_rows(const config *c, int ep_rank)
 
 double config_ep_imbalance(const config *c)
 {
-    double most = 0;
-    for (int i = 0; i < c->ep; i++)
-        if (config_ep_share(c, i) > most) most = config_ep_share(c, i);
-    return most * c->ep;
+    double most = 0, all = 0;
+    for (int i = 0; i < c->ep; i++) { /* dropless: the shares themselves, else the rows kept */
+        double rows = c->capacity == 0 ? config_ep_share(c, i) : (double)config_ep_pair_rows(c, i);
+        most = rows > most ? rows : most;
+        all += rows;
+    }
+    return all > 0 ? most * c->ep / all : 1;
 }

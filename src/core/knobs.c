@@ -145,6 +145,14 @@ const knob_row knob_rows[KNOB_COUNT] = {
                       offsetof(config, routing_zipf),
                       NULL,
                       0},
+    [KNOB_CAPACITY] = {{"capacity_factor", "capacity-factor", "none|C",
+                        "mixture of experts: an expert takes at most C x\n"
+                        "its mean tokens, the rest dropped  [none: dropless]",
+                        false, KNOB_PHASE_LAST},
+                       KT_CAPACITY,
+                       offsetof(config, capacity),
+                       NULL,
+                       0},
     [KNOB_MICRO_BATCHES] = {{"micro_batches", "micro-batches", "M",
                              "micro-batches of --batch samples per step and\n"
                              "pipeline (pp 1: gradient accumulation)       [1]",
@@ -369,6 +377,7 @@ static void knob_format(const config *c, const knob_row *r, char *buf, size_t le
     case KT_MODULES: recompute_modules_text(knob_int_value(c, r), buf, len); break;
     case KT_PROB: snprintf(buf, len, "%.17g", knob_prob_value(c, r)); break;
     case KT_ROUTING: config_routing_text(c, buf, len); break;
+    case KT_CAPACITY: config_capacity_text(c, buf, len); break;
     }
 }
 
@@ -383,7 +392,8 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_EP && c->ep == 1) ||
-           (k == KNOB_ROUTING && c->routing_zipf == 0) || (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
+           (k == KNOB_ROUTING && c->routing_zipf == 0) || (k == KNOB_CAPACITY && c->capacity == 0) ||
+           (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
            (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0) ||
            (k == KNOB_PP_EMBED_SLOT && !c->pp_embed_slot) || (k == KNOB_PP_LOSS_SLOT && !c->pp_loss_slot) ||
@@ -407,11 +417,11 @@ bool knob_optional(config_knob k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
-           k == KNOB_EP || k == KNOB_ROUTING || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP ||
-           k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
-           k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
-           k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION ||
-           k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
+           k == KNOB_EP || k == KNOB_ROUTING || k == KNOB_CAPACITY || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE ||
+           k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT ||
+           k == KNOB_PP_LOSS_SLOT || k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD ||
+           k == KNOB_RECOMPUTE_NUM_LAYERS || k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY ||
+           k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
 }
 
 char *config_knob_text(const config *c, config_knob k)
@@ -519,6 +529,7 @@ int config_knob_parse(config *c, config_knob k, const char *text, char err[LOONG
     case KT_MODULES: return recompute_modules_parse(text, knob_int(c, r), err);
     case KT_PROB: return parse_prob(text, what, knob_prob(c, r), err);
     case KT_ROUTING: return config_routing_parse(c, text, err);
+    case KT_CAPACITY: return config_capacity_parse(c, text, err);
     case KT_STRING: snprintf((char *)c + r->off, sizeof c->strategy, "%s", text); return 0;
     case KT_ENUM:
     case KT_BOOL:

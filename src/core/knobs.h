@@ -29,6 +29,7 @@ typedef enum {
     KNOB_PP,
     KNOB_EP,
     KNOB_ROUTING,
+    KNOB_CAPACITY,
     KNOB_MICRO_BATCHES,
     KNOB_SCHEDULE,
     KNOB_VPP,

@@ -34,7 +34,8 @@ typedef enum {
     KT_DOCS,
     KT_MODULES, /* --recompute-modules' list */
     KT_PROB,    /* a probability in [0, 1) (a double) */
-    KT_ROUTING  /* --routing: balanced or zipf:S (a double, 0: balanced) */
+    KT_ROUTING, /* --routing: balanced or zipf:S (a double, 0: balanced) */
+    KT_CAPACITY /* --capacity-factor: none or C (a double, 0: none) */
 } knob_type;
 
 typedef struct knob_row {
