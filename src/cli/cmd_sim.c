@@ -239,6 +239,17 @@ static void note_idle_gpus(const config *c, sim_platform *pf)
             used, have);
 }
 
+/* Folded replicas and a mixture of experts: its expert gradients (and
+ * with ep > P its all-to-alls) cross replicas beside the gradient
+ * group's collectives, and folding drops their contention: say so. */
+static void note_moe_fold(const config *c, unsigned fold)
+{
+    if (!config_moe(c) || c->dp == 1 || !(fold & MESH_BIT(MESH_DP))) return;
+    fprintf(stderr, "loong sim: note: the experts' traffic across the folded replicas runs beside the gradient "
+                    "group's without contending for the NICs, so the step may be short (docs/moe.md: 4-16 %%); "
+                    "--fold none simulates every replica\n");
+}
+
 /* The trace's estimated size against --trace-max (an error) and
  * Perfetto's limit (a warning), before any simulation. */
 static int check_trace_size(const sim_args *a, const dag *g, char err[LOONG_ERRLEN])
@@ -277,7 +288,7 @@ static int simulate(sim_args *a, const config *c)
         cb = NULL;
     }
     dag *g = cb ? dag_build(c, err) : NULL;
-    if (g && !a->quiet) note_idle_gpus(c, pf);
+    if (g && !a->quiet) note_idle_gpus(c, pf), note_moe_fold(c, a->fold);
     mem_check mc = {0};
     if (g) simout_memory_check(a, c, sim_platform_kind(pf), &mc);
     if (!g || check_trace_size(a, g, err) < 0) {
