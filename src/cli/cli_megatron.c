@@ -214,7 +214,8 @@ static int read_mla(mg_args *g, model *m, char err[LOONG_ERRLEN])
         int_arg(g, "qk-pos-emb-head-dim", 64, &m->qk_rope, err) < 0 ||
         int_arg(g, "v-head-dim", 128, &m->v_dim, err) < 0)
         return -1;
-    m->head_dim = (m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    long long mean = ((long long)m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    m->head_dim = mean <= 1 << 16 ? (int)mean : -1; /* model_validate names the widths out of range */
     m->kv_heads = m->heads;
     return 0;
 }

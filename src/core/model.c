@@ -102,7 +102,7 @@ static int model_validate_experts(const model *m, char err[LOONG_ERRLEN])
  * and kv_heads = heads (model.h); q_lora_rank optional. */
 static int model_validate_mla(const model *m, char err[LOONG_ERRLEN])
 {
-    int sum = m->qk_nope + m->qk_rope + m->v_dim;
+    long long sum = (long long)m->qk_nope + m->qk_rope + m->v_dim; /* each may be near INT_MAX until checked */
     if (!m->kv_lora && !m->q_lora && !m->qk_nope && !m->qk_rope && !m->v_dim) return 0;
     if (m->kv_lora <= 0 || m->q_lora < 0 || m->qk_nope <= 0 || m->qk_rope < 0 || m->v_dim <= 0 ||
         m->kv_lora > 1 << 16 || m->q_lora > 1 << 16 || m->qk_nope > 1 << 16 || m->qk_rope > 1 << 16 ||
@@ -115,7 +115,7 @@ static int model_validate_mla(const model *m, char err[LOONG_ERRLEN])
         snprintf(err, LOONG_ERRLEN,
                  "model '%s': under MLA give head_dim = (qk_nope + qk_rope + v) / 2 = %d (an even sum) and kv_heads = "
                  "heads = %d: attention runs on every head at their mean width",
-                 m->name, sum / 2, m->heads);
+                 m->name, (int)(sum / 2), m->heads);
     else
         return 0;
     return -1;

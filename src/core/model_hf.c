@@ -188,7 +188,8 @@ static int hf_mla(const json_t *j, model *m, const char *file, char err[LOONG_ER
         hf_int(j, "qk_rope_head_dim", 0, &m->qk_rope, file, err) < 0 ||
         hf_int(j, "v_head_dim", 0, &m->v_dim, file, err) < 0)
         return -1;
-    m->head_dim = (m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    long long mean = ((long long)m->qk_nope + m->qk_rope + m->v_dim) / 2;
+    m->head_dim = mean <= 1 << 16 ? (int)mean : -1; /* model_validate names the widths out of range */
     m->kv_heads = m->heads;
     return 0;
 }
