@@ -121,17 +121,19 @@ static bool uneven_split(int L, int pp, int *first, int *last)
 }
 
 /* A mixture of experts: each EP degree the request takes (build_ep.c's
- * groups: ep divides P and the experts; a given one that does not is
+ * groups: ep divides the experts and either divides P or is P times a
+ * divisor of dp, EP across replicas; a given one that is neither is
  * removed by config_validate, with its reason). */
 static void add_experts(vec *a, const plan_request *req, config c)
 {
-    int P = config_cp(&c);
+    int P = config_cp(&c), most = P * c.dp;
     if (!config_moe(&c)) {
         add_pipeline(a, req, c);
         return;
     }
-    for (int ep = 1; ep <= (req->ep > P ? req->ep : P); ep++) {
-        if (req->ep ? ep != req->ep : P % ep || c.model.experts % ep) continue;
+    for (int ep = 1; ep <= (req->ep > most ? req->ep : most); ep++) {
+        bool grouped = P % ep == 0 || (ep % P == 0 && c.dp % (ep / P) == 0);
+        if (req->ep ? ep != req->ep : !grouped || c.model.experts % ep) continue;
         c.ep = ep;
         add_pipeline(a, req, c);
     }
