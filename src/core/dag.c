@@ -352,23 +352,38 @@ uint32_t bt_group(builder *b, stream_kind stream, mesh_dims dims)
     return intern_group(b, stream, dims, members, n);
 }
 
+/* The current rank's place in its group over dims (*n members). */
+static int32_t *rank_group_at(builder *b, mesh_dims dims, int *n, int *at)
+{
+    int32_t *members = rank_group(b, dims, n);
+    *at = 0;
+    while (members[*at] != b->rank)
+        (*at)++;
+    return members;
+}
+
+/* The run of the group over dims split in `parts` that holds the rank,
+ * moved to the front of its members; *size gets its length. */
+static int32_t *rank_run(builder *b, mesh_dims dims, int parts, int *size)
+{
+    int n, k;
+    int32_t *members = rank_group_at(b, dims, &n, &k);
+    *size = n / parts;
+    memmove(members, members + k / *size * *size, (size_t)*size * sizeof *members);
+    return members;
+}
+
 uint32_t bt_group_replicas(builder *b, stream_kind stream, mesh_dims dims, int parts, int rep_stride, int rep_count)
 {
-    int n, k = 0;
-    int32_t *members = rank_group(b, dims, &n);
-    while (members[k] != b->rank)
-        k++;
-    int size = n / parts, first = k / size * size;
-    memmove(members, members + first, (size_t)size * sizeof *members);
+    int size;
+    int32_t *members = rank_run(b, dims, parts, &size);
     return intern_group_over(b, stream, dims | MESH_DIMS_DP, members, size, rep_stride, rep_count);
 }
 
 uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int stride)
 {
-    int n, k = 0, j = 0;
-    int32_t *members = rank_group(b, dims, &n);
-    while (members[k] != b->rank)
-        k++;
+    int n, k, j = 0;
+    int32_t *members = rank_group_at(b, dims, &n, &k);
     for (int i = k % stride; i < n; i += stride)
         members[j++] = members[i];
     return intern_group(b, stream, dims, members, j);
@@ -376,12 +391,8 @@ uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int st
 
 uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts)
 {
-    int n, k = 0;
-    int32_t *members = rank_group(b, dims, &n);
-    while (members[k] != b->rank)
-        k++;
-    int size = n / parts, first = k / size * size;
-    memmove(members, members + first, (size_t)size * sizeof *members);
+    int size;
+    int32_t *members = rank_run(b, dims, parts, &size);
     return intern_group(b, stream, dims, members, size);
 }
 
