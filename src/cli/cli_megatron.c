@@ -254,7 +254,7 @@ static int read_model(mg_args *g, int tp, model *m, char err[LOONG_ERRLEN])
     }
     m->kv_heads = gqa && groups ? groups : m->heads;
     if (int_arg(g, "kv-channels", m->hidden / m->heads, &m->head_dim, err) < 0) return -1;
-    if (!ffn) ffn = 4 * m->hidden;
+    if (!ffn) ffn = m->hidden <= 1 << 24 ? 4 * m->hidden : -1; /* hidden may be up to 2^30 here: validation refuses */
     /* loong's block is SwiGLU (3 matrices); Megatron's default MLP is GeLU
      * with 2 of h x ffn: ffn' = 2 ffn / 3 keeps its weights and FLOPs */
     if (flag(g, "swiglu"))

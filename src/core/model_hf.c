@@ -165,7 +165,8 @@ static int hf_experts(const json_t *j, model *m, const char *file, char err[LOON
         hf_int(j, "decoder_sparse_step", 1, &step, file, err) < 0 ||
         hf_int(j, "moe_layer_freq", 1, &freq, file, err) < 0)
         return -1;
-    if (shared) m->shared_ffn = shared * m->expert_ffn;
+    long long width = (long long)shared * m->expert_ffn; /* each up to 2^30 */
+    if (shared) m->shared_ffn = width <= 1 << 24 ? (int)width : -1; /* model_validate names it out of range */
     if (step != 1 || freq != 1 || (only && json_array_size(only) > 0)) {
         snprintf(err, LOONG_ERRLEN,
                  "%s: experts in every N-th layer (decoder_sparse_step, moe_layer_freq) or dense layers by index "
