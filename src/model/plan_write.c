@@ -195,7 +195,10 @@ static void write_experts(FILE *f, const config *c)
             "# experts: ep %d beside cp %d (%dx%d) and dp %d: %d of the %d experts per rank, EP groups %s; routing "
             "%s: the busiest EP rank computes %.2fx the mean rows in every MoE block (1.00: even)\n",
             c->ep, P, c->p_head, c->p_seq, c->dp, config_ep_local_experts(c), c->model.experts,
-            c->ep <= P ? "inside the context ranks" : "across replicas", routing, config_ep_imbalance(c));
+            c->ep == 1   ? "of one rank (no expert parallelism)"
+            : c->ep <= P ? "inside the context ranks"
+                         : "across replicas",
+            routing, config_ep_imbalance(c));
 }
 
 static void write_why(FILE *f, const plan_layout *ls, const int *idx, int m, int ring, int uly, const plan_report *rp,
