@@ -95,17 +95,30 @@ uint64_t config_ep_expert_params(const config *c) { return model_expert_params_t
  * routed tokens, normalised: the hottest experts sit on EP rank 0. */
 static double zipf_weight(double s, int e) { return pow((double)e + 1, -s); }
 
+/* The sum of Zipf's weights over E experts, the shares' normaliser: the
+ * builder and the simulator ask for shares per task, so the last one is
+ * kept (per thread: CUDA's local transport builds a DAG per thread). */
+static double zipf_total(double s, int E)
+{
+    static _Thread_local double last_s = -1, last_total;
+    static _Thread_local int last_E = -1;
+    if (s != last_s || E != last_E) {
+        last_total = 0;
+        for (int e = 0; e < E; e++)
+            last_total += zipf_weight(s, e);
+        last_s = s, last_E = E;
+    }
+    return last_total;
+}
+
 double config_ep_share(const config *c, int ep_rank)
 {
     if (c->routing_zipf == 0) return 1.0 / c->ep;
-    int E = c->model.experts, local = config_ep_local_experts(c);
-    double all = 0, mine = 0;
-    for (int e = 0; e < E; e++) {
-        double w = zipf_weight(c->routing_zipf, e);
-        all += w;
-        if (e / local == ep_rank) mine += w;
-    }
-    return mine / all;
+    int local = config_ep_local_experts(c);
+    double mine = 0;
+    for (int e = ep_rank * local; e < (ep_rank + 1) * local; e++)
+        mine += zipf_weight(c->routing_zipf, e);
+    return mine / zipf_total(c->routing_zipf, c->model.experts);
 }
 
 /* The routed rows (token copies) one rank sends into the dispatch: its
@@ -116,10 +129,7 @@ static uint64_t routed_rows(const config *c) { return config_sp_rows(c, config_l
 static double expert_share(const config *c, int e)
 {
     if (c->routing_zipf == 0) return 1.0 / c->model.experts;
-    double all = 0;
-    for (int k = 0; k < c->model.experts; k++)
-        all += zipf_weight(c->routing_zipf, k);
-    return zipf_weight(c->routing_zipf, e) / all;
+    return zipf_weight(c->routing_zipf, e) / zipf_total(c->routing_zipf, c->model.experts);
 }
 
 uint64_t config_ep_pair_rows(const config *c, int ep_rank)
