@@ -253,6 +253,12 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     }
     v[KNOB_SEQUENCE_PARALLEL] = v[KNOB_TP_OVERLAP] = v[KNOB_PREFETCH] = NULL; /* --prefetch: ZeRO-3 layouts */
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
+    if (x->req.ep > 1 && !config_moe(&x->req.base)) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--ep applies to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or "
+                 "drop --ep");
+        return -1;
+    }
     x->req.base.sequence_parallel = !sp_off;
     x->req.base.tp_overlap = overlap;
     x->req.base.prefetch = tpk.prefetch;
