@@ -129,9 +129,10 @@ const knob_row knob_rows[KNOB_COUNT] = {
                  NULL,
                  0},
     [KNOB_EP] = {{"ep", "ep", "N",
-                  "mixture of experts: expert-parallel ranks, ep\n"
-                  "consecutive context ranks hold a block's experts\n"
-                  "(Megatron's EP, expert TP = tp)               [1]",
+                  "mixture of experts: expert-parallel ranks holding\n"
+                  "a block's experts: ep consecutive context ranks,\n"
+                  "or P x a divisor of dp across replicas (Megatron's\n"
+                  "EP, expert TP = tp)                            [1]",
                   false, KNOB_PHASE_LAST},
                  KT_INT,
                  offsetof(config, ep),
