@@ -205,24 +205,8 @@ static void edp_coll(prog *p, task_kind kind, int layer, uint64_t elems, int fir
     uint64_t n = (uint64_t)(P > p->c->ep ? P / p->c->ep : 1); /* its members in the DAG */
     if (n == 1) n = (uint64_t)p->c->dp;
     if (config_edp(p->c) == 1 || !elems) return; /* each rank holds its own experts: nothing to reduce */
-    builder *b = p->b;
     task_op op = kind == TASK_ALLGATHER ? OP_PARAM_ALLGATHER : OP_EXPERT_GRAD;
-    uint32_t id = bt_begin(b, kind, STREAM_EP_GRAD, op, PHASE_REDUCE, layer);
-    bt_after(b, p->after);
-    p->after = DAG_NONE;
-    if (kind != TASK_ALLGATHER) p->grad_sync = id;
-    dag_task *t = bt_task(b, id);
-    t->group = p->edp_gid;
-    int elem = kind == TASK_ALLGATHER ? p->c->act_bytes : config_grad_bytes(p->c);
-    t->bytes = size_ring_coll_bytes(elems, elem, n, kind == TASK_ALLREDUCE);
-    for (int j = first; j <= last; j++) {
-        if (!build_stage_holds(p, j)) continue;
-        if (kind == TASK_ALLGATHER)
-            bt_writes(b, BUF_LB(j, LB_W));
-        else
-            bt_reads(b, BUF_LB(j, LB_GRAD));
-    }
-    bt_end(b);
+    build_grad_coll_on(p, STREAM_EP_GRAD, p->edp_gid, n, kind, op, layer, elems, first, last, -1);
 }
 
 void build_ep_grad_block(prog *p, int l)

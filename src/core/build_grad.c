@@ -32,13 +32,19 @@ static void grad_coll_after(prog *p, task_kind kind, task_op op, int layer, uint
     uint64_t n = (uint64_t)config_cp(p->c);
     if (n == 1) n = (uint64_t)p->c->dp;
     if (n == 1) return;
+    build_grad_coll_on(p, STREAM_DP, p->dp_gid, n, kind, op, layer, elems, first, last, wait_buf);
+}
+
+void build_grad_coll_on(prog *p, stream_kind stream, uint32_t gid, uint64_t n, task_kind kind, task_op op, int layer,
+                        uint64_t elems, int first, int last, int wait_buf)
+{
     builder *b = p->b;
-    uint32_t id = bt_begin(b, kind, STREAM_DP, op, PHASE_REDUCE, layer);
+    uint32_t id = bt_begin(b, kind, stream, op, PHASE_REDUCE, layer);
     bt_after(b, p->after);
     p->after = DAG_NONE;
     if (kind != TASK_ALLGATHER) p->grad_sync = id;
     dag_task *t = bt_task(b, id);
-    t->group = p->dp_gid;
+    t->group = gid;
     int elem = kind == TASK_ALLGATHER ? p->c->act_bytes : config_grad_bytes(p->c); /* bf16 parameters, fp32 grads */
     t->bytes = size_ring_coll_bytes(elems, elem, n, kind == TASK_ALLREDUCE);
     if (wait_buf >= 0) bt_reads(b, wait_buf);

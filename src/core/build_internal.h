@@ -135,6 +135,14 @@ void build_pp_passes(prog *p);
 
 /* The gradient group (build_rank's second group). */
 void build_grad_groups(prog *p);
+/* One ring collective of grad_coll_after's (build_grad.c) on `stream` over
+ * group gid, sized for n members: its gradients' reduction (reads their
+ * LB_GRAD of blocks first..last held) or its parameters' gather (writes
+ * their LB_W), after p->after (then cleared) and buffer wait_buf (-1:
+ * none); a reduction becomes p->grad_sync. The experts' collectives over
+ * their expert-data-parallel group (build_ep.c) are the same. */
+void build_grad_coll_on(prog *p, stream_kind stream, uint32_t gid, uint64_t n, task_kind kind, task_op op, int layer,
+                        uint64_t elems, int first, int last, int wait_buf);
 /* ZeRO-3's all-gather of block j's parameters (j = L: the LM head's),
  * issued after buffer `after` is written (-1: in stream order only). */
 void build_grad_param_gather(prog *p, int j, int after);

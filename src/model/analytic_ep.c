@@ -10,18 +10,15 @@
 
 #include "core/xalloc.h"
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
 /* The GPUs of the first `most` members of the rank-0 group over dims,
  * ascending (NCCL's order); *N gets their count. The caller frees them. */
 static int *group_gpus(const config *c, mesh_dims dims, int most, int *N)
 {
     mesh m = config_mesh(c);
-    int n = mesh_group_size(&m, dims), *g = xmalloc_array((size_t)n, sizeof *g, "an expert group"), k = 0;
+    int n = mesh_group_size(&m, dims), *g = xmalloc_array((size_t)n, sizeof *g, "an expert group"), k;
     mesh_group_members(&m, dims, 0, g);
-    for (int i = 0; i < n && k < most; i++)
-        g[k++] = config_gpu_of(c, g[i]);
-    qsort(g, (size_t)k, sizeof *g, cmp_int);
+    k = n < most ? n : most;
+    analytic_gpus_of(c, g, k);
     *N = k;
     return g;
 }
@@ -92,8 +89,8 @@ static double edp_coll(const config *c, const platform_spec *n, uint64_t elems, 
     int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
     for (int i = 0; i < all; i += c->ep) /* member i is at index i of the gradient group */
-        mem[k++] = config_gpu_of(c, mem[i]);
-    qsort(mem, (size_t)k, sizeof *mem, cmp_int);
+        mem[k++] = mem[i];
+    analytic_gpus_of(c, mem, k);
     double t = elems && k > 1 ? analytic_grad_coll(c, n, mem, k, elems, allreduce, bytes) : 0;
     free(mem);
     return t;

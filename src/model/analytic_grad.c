@@ -28,7 +28,7 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
 
 /* The GPUs of loong's ranks members[0..N-1] (config_gpu_of), ascending:
  * NCCL's ring order. */
-static void gpus_of(const config *c, int *members, int N)
+void analytic_gpus_of(const config *c, int *members, int N)
 {
     for (int i = 0; i < N; i++)
         members[i] = config_gpu_of(c, members[i]);
@@ -59,7 +59,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     mesh m = config_mesh(c);
     int N = mesh_group_size(&m, CONFIG_GRAD_DIMS), *g = xmalloc_array((size_t)N, sizeof *g, "the gradient group");
     mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, g);
-    gpus_of(c, g, N);
+    analytic_gpus_of(c, g, N);
     placement p = platform_spec_placement(n);
     bool multinode = placement_group_nodes(&p, g, N) > 1;
     const model *md = &c->model;

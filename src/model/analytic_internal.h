@@ -220,6 +220,9 @@ void analytic_tp_overlap_costs(const config *c, const calib *cb, const platform_
 
 /* ---- analytic_grad.c: the gradient reduction ---- */
 
+/* The GPUs of loong's ranks members[0..N-1] (config_gpu_of), ascending:
+ * NCCL's ring order (analytic_grad.c). */
+void analytic_gpus_of(const config *c, int *members, int N);
 /* One collective of `elems` elements of elem_bytes each over the N members
  * of the gradient group: an all-reduce, else a reduce-scatter (an
  * all-gather costs the same): gradients in config_grad_bytes, parameters
