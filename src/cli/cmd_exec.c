@@ -181,6 +181,29 @@ static int parse_args(int argc, char **argv, exec_cli *e)
     return check_args(e, fail_at, fail_at_task, fail_signal);
 }
 
+/* What the executor runs of a mixture of experts (exec_ep.c): the CPU
+ * device's kernels, expert TP = TP = 1, dropless routing, and a --check
+ * table of at most 64 experts. 0, or 2 with the one-line error. */
+static int check_moe(const exec_cli *e, const config *c)
+{
+    if (strcmp(e->device, "cpu"))
+        return cli_fail("exec", "the %s device has no mixture-of-experts kernels: use --device cpu", e->device);
+    if (c->tp > 1)
+        return cli_fail("exec",
+                        "loong exec runs a mixture of experts without tensor parallelism: drop --tp %d (expert TP is "
+                        "modelled by dag, sim and plan)",
+                        c->tp);
+    if (c->capacity > 0)
+        return cli_fail("exec", "loong exec routes dropless: drop --capacity-factor (token dropping is modelled by "
+                                "dag, sim and plan)");
+    if (c->model.experts > 64)
+        return cli_fail("exec",
+                        "model '%s' has %d experts and loong exec checks each one: use a model of at most 64 "
+                        "(e.g. tiny-moe)",
+                        c->model.name, c->model.experts);
+    return 0;
+}
+
 static int configure(exec_cli *e, config *c)
 {
     char err[LOONG_ERRLEN];
@@ -201,11 +224,12 @@ static int configure(exec_cli *e, config *c)
     if (c->model.tied || c->model.bias)
         return cli_fail("exec", "model '%s' has %s, which the executor does not implement: use a model without",
                         c->model.name, c->model.tied ? "tied embeddings" : "attention biases");
-    if (config_moe(c) || model_mla(&c->model))
+    if (model_mla(&c->model))
         return cli_fail("exec",
-                        "model '%s' has %s, whose kernels the executor does not run yet: predict it with loong sim or "
-                        "loong plan, or execute a dense GQA model",
-                        c->model.name, config_moe(c) ? "a mixture of experts" : "multi-head latent attention");
+                        "model '%s' has multi-head latent attention, whose kernels the executor does not run yet: "
+                        "predict it with loong sim or loong plan, or execute a GQA model",
+                        c->model.name);
+    if (config_moe(c) && check_moe(e, c)) return 2;
     if (c->dp > 1)
         return cli_fail("exec",
                         "loong exec runs one data-parallel replica (its gradient collectives over its P ranks): "

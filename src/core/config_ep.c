@@ -13,6 +13,7 @@
  * consecutive replicas; the expert-data-parallel group is the rest of the
  * gradient group, the ranks at the same place in every EP group. */
 #include "config.h"
+#include "hash.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -172,4 +173,38 @@ double config_ep_imbalance(const config *c)
         all += rows;
     }
     return all > 0 ? most * c->ep / all : 1;
+}
+
+/* A uniform draw in [0, 1) for choice j of the token at pos, from seed:
+ * FNV-1a of the three, the top 53 bits. */
+static double route_uniform(uint64_t seed, uint64_t pos, int j)
+{
+    uint64_t h = hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(HASH_FNV1A_BASIS, seed), pos), (uint64_t)j);
+    return (double)(h >> 11) * 0x1p-53;
+}
+
+void config_ep_route(const config *c, uint64_t seed, uint64_t pos, int *experts)
+{
+    int E = c->model.experts, k = c->model.top_k;
+    if (c->routing_zipf == 0) {
+        for (int j = 0; j < k; j++)
+            experts[j] = (int)((pos * (uint64_t)k + (uint64_t)j) % (uint64_t)E);
+        return;
+    }
+    double left = 1; /* the shares of the experts not drawn yet */
+    for (int j = 0; j < k; j++) {
+        double u = route_uniform(seed, pos, j) * left, acc = 0;
+        int pick = -1;
+        for (int e = 0; e < E; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++)
+                taken |= experts[i] == e;
+            if (taken) continue;
+            pick = e; /* the last one left, should rounding leave u past the end */
+            acc += expert_share(c, e);
+            if (u < acc) break;
+        }
+        experts[j] = pick;
+        left -= expert_share(c, pick);
+    }
 }

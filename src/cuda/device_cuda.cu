@@ -320,6 +320,12 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
         d->local ? local_collective(d->q, st->cs, op->u.coll.comm->lc, op->u.coll.comm->me, op)
                  : nccl_collective(st, op);
         break;
+    case DOP_MOVE_ROWS: /* a mixture of experts': loong exec refuses MoE on this device (cmd_exec.c) */
+    case DOP_ROUTE:
+    case DOP_ALLTOALLV:
+        DEVQ_FAIL(d->q, DEV_ERR_ARG, "the CUDA device has no mixture-of-experts kernels (op %d): use --device cpu",
+                  (int)op->kind);
+        break;
     }
     if (op->stamp_end >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end], st->cs)) == 0) d->has1[op->stamp_end] = 1;
     if (op->stamp_end2 >= 0 && CU(d, cudaEventRecord(d->t1[op->stamp_end2], st->cs)) == 0) d->has1[op->stamp_end2] = 1;

@@ -50,6 +50,10 @@ typedef enum {
     DOP_ALLREDUCE,
     DOP_REDUCESCATTER,
     DOP_ALLGATHER,
+    /* A mixture of experts' (exec_ep.c): */
+    DOP_MOVE_ROWS, /* dst[di(r)] (+)= scale[r] * src[si(r)], r < rows, rows of `width` floats */
+    DOP_ROUTE,     /* fwd: the top-k gates from the router's logits; bwd: the logits' gradient */
+    DOP_ALLTOALLV, /* per-member counts and displacements (floats), as MPI_Alltoallv */
 } dev_op_kind;
 
 typedef struct dev_op {
@@ -121,6 +125,31 @@ typedef struct dev_op {
             float *rbuf;
             size_t count; /* all-to-all: floats per member block; others: total */
         } coll;
+        struct {
+            dev_comm *comm;
+            const float *sbuf;
+            float *rbuf;
+            const int *scounts, *sdispls, *rcounts, *rdispls; /* host arrays of the comm's size */
+        } a2av;
+        struct {
+            float *dst;
+            const float *src;
+            const int32_t *dst_idx, *src_idx; /* device arrays of `rows`; NULL: row r itself */
+            const float *scale;               /* per r; NULL: 1 */
+            size_t rows, width;
+            int add; /* accumulate into dst */
+        } rows;
+        struct {
+            int backward;
+            const float *logits; /* (n, experts) */
+            const int32_t *sel;  /* (n, k): each token's experts */
+            float *gates;        /* (n, k): fwd out; bwd in */
+            const float *dgates; /* bwd: entry i k + j's gradient at dgates[dg_idx[i k + j]] */
+            const int32_t *dg_idx;
+            float *dlogits;      /* bwd: (n, experts), overwritten */
+            size_t n;
+            int experts, k;
+        } route;
     } u;
 } dev_op;
 

@@ -160,6 +160,16 @@ out:
     free(displs);
 }
 
+/* An all-to-all-v: the counts and displacements of every member, in floats. */
+static void run_alltoallv(dev *d, const dev_op *op)
+{
+    const __typeof__(op->u.a2av) *a = &op->u.a2av;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    if (MPI_CHECK(d, MPI_Ialltoallv(a->sbuf, a->scounts, a->sdispls, MPI_FLOAT, a->rbuf, a->rcounts, a->rdispls,
+                                    MPI_FLOAT, a->comm->comm, &rq)) == 0)
+        wait_quietly(d, &rq, 1, NULL);
+}
+
 static void run_gemm(const dev_op *op)
 {
     const __typeof__(op->u.gemm) *g = &op->u.gemm;
@@ -221,6 +231,19 @@ static void run_small(const dev_op *op)
             }
         break;
     }
+    case DOP_MOVE_ROWS: {
+        const __typeof__(op->u.rows) *m = &op->u.rows;
+        moe_move_rows(m->dst, m->dst_idx, m->src, m->src_idx, m->scale, m->rows, m->width, m->add);
+        break;
+    }
+    case DOP_ROUTE: {
+        const __typeof__(op->u.route) *r = &op->u.route;
+        if (r->backward)
+            moe_route_bwd(r->dlogits, r->gates, r->dgates, r->dg_idx, r->sel, r->n, r->experts, r->k);
+        else
+            moe_route_fwd(r->gates, r->logits, r->sel, r->n, r->experts, r->k);
+        break;
+    }
     default: break;
     }
 }
@@ -229,7 +252,8 @@ static void run_small(const dev_op *op)
  * included) computes on the core, and the wait rule counts it a kernel. */
 static bool communicates(dev_op_kind k)
 {
-    return k == DOP_SENDRECV || k == DOP_ALLTOALL || k == DOP_ALLREDUCE || k == DOP_REDUCESCATTER || k == DOP_ALLGATHER;
+    return k == DOP_SENDRECV || k == DOP_ALLTOALL || k == DOP_ALLREDUCE || k == DOP_REDUCESCATTER || k == DOP_ALLGATHER ||
+           k == DOP_ALLTOALLV;
 }
 
 /* devq's run hook: one op on the calling stream thread. */
@@ -263,6 +287,7 @@ static void cpu_run(void *ctx, int stream, const dev_op *op)
     case DOP_ALLREDUCE:
     case DOP_REDUCESCATTER:
     case DOP_ALLGATHER: run_collective(d, op); break;
+    case DOP_ALLTOALLV: run_alltoallv(d, op); break;
     default: run_small(op); break;
     }
     if (kernel) atomic_fetch_sub_explicit(&d->computing, 1, memory_order_relaxed);

@@ -16,6 +16,7 @@
 #include "core/hash.h"
 #include "core/pipeline.h"
 #include "core/xalloc.h"
+#include "exec_ref.h"
 #include "exec_state.h"
 #include "npy.h"
 
@@ -125,13 +126,6 @@ static double *gen_seq(const xr *x, int tensor, int width, float scale)
     return gen_sample(x, tensor, width, scale, 0);
 }
 
-static void dgemm(int ta, int tb, int m, int n, int k, const double *a, int lda, const double *b, int ldb, double beta,
-                  double *c, int ldc)
-{
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
-                ldb, beta, c, ldc);
-}
-
 /* Split (S, (H+2Hkv)d) rows of the whole model into Q (S,H,d), K, V
  * (S,Hkv,d) and back. */
 static void split_qkv(const xr *x, const double *qkv, double *q, double *k, double *v, bool join)
@@ -147,16 +141,20 @@ static void split_qkv(const xr *x, const double *qkv, double *q, double *k, doub
     }
 }
 
-/* One block's activations that its backward reads (x: its input). */
+/* One block's activations that its backward reads (x: its input), and
+ * its MLP's: the dense SwiGLU's or the mixture of experts'. */
 typedef struct ref_layer {
-    double *x, *qkv, *o, *h, *g, *u, *m;
+    double *x, *qkv, *o, *h;
+    ref_mlp mlp;
+    ref_moe *moe; /* NULL: dense */
 } ref_layer;
 
-/* One block's parameters (or their gradients) in the executor's tp = 1
- * layout: QKV (hid, w3), output projection (hd, hid), gate and up (hid,
- * ffn), down (ffn, hid), one after another. */
+/* One block's attention parameters (or their gradients) in the
+ * executor's whole-model layout (xr_full_off): QKV (hid, w3), output
+ * projection (hd, hid); then its MLP's: gate, up (hid, ffn) and down (ffn,
+ * hid), or a mixture of experts' router and shared experts. */
 typedef struct ref_block {
-    double *qkv, *o, *g, *u, *d;
+    double *qkv, *o, *mlp;
 } ref_block;
 
 /* The float64 reference of one sample's step: the model's shapes, its
@@ -166,13 +164,12 @@ typedef struct ref_block {
 typedef struct ref_model {
     const xr *x;
     int S, hid, ffn, d, L, V, hd, w3, wk;
-    size_t per;              /* floats of one block's parameters */
     double *wts, *grad;      /* the whole model's (wfull floats each) */
     ref_layer *ly;           /* L + 1: block l's activations; ly[L].x the LM head's input */
     double *R;               /* the loss weights (S, V) */
     int64_t *starts;         /* the attention mask's document starts (NULL: one document) */
     double *q, *k, *v, *lse; /* attention's operands, per block */
-    double *dx, *dh, *dm, *dg, *du, *dO, *dqkv, *dq, *dk, *dv; /* the backward's gradients */
+    double *dx, *dh, *dO, *dqkv, *dq, *dk, *dv; /* the backward's gradients */
 } ref_model;
 
 /* The document start of every position of the sequence, for the
@@ -207,12 +204,17 @@ static void ref_loss_stats(double *stats, const double *z, const double *R, size
 static ref_block ref_block_at(const ref_model *r, double *base, int l)
 {
     ref_block b;
-    b.qkv = base + (size_t)l * r->per;
+    b.qkv = base + xr_full_off(r->x, l);
     b.o = b.qkv + (size_t)r->hid * (size_t)r->w3;
-    b.g = b.o + (size_t)r->hd * (size_t)r->hid;
-    b.u = b.g + (size_t)r->hid * (size_t)r->ffn;
-    b.d = b.u + (size_t)r->hid * (size_t)r->ffn;
+    b.mlp = b.o + (size_t)r->hd * (size_t)r->hid;
     return b;
+}
+
+/* Expert block l's E experts within a buffer of the whole model's. */
+static double *ref_experts_at(const ref_model *r, double *base, int l)
+{
+    const model *m = &r->x->c->model;
+    return base + xr_full_off(r->x, r->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * xr_expert_floats(r->x);
 }
 
 static double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double), "the --check reference"); }
@@ -226,7 +228,7 @@ static void ref_model_init(ref_model *r, const xr *x, int64_t row0)
     *r = (ref_model){
         .x = x, .S = (int)x->c->seq, .hid = m->hidden, .ffn = m->ffn, .d = m->head_dim, .L = x->L, .V = m->vocab};
     r->hd = m->heads * r->d, r->w3 = model_qkv_heads(m) * r->d, r->wk = m->kv_heads * r->d;
-    size_t Sz = (size_t)r->S, hid = (size_t)r->hid, ffn = (size_t)r->ffn;
+    size_t Sz = (size_t)r->S, hid = (size_t)r->hid;
     r->wts = ref_alloc(x->wfull);
     r->grad = xcalloc(x->wfull, sizeof *r->grad, "the --check reference");
     float *row = xmalloc(hid * sizeof *row, "the --check reference");
@@ -236,7 +238,6 @@ static void ref_model_init(ref_model *r, const xr *x, int64_t row0)
             r->wts[i * hid + k] = row[k];
     }
     free(row);
-    r->per = hid * (size_t)r->w3 + (size_t)r->hd * hid + 3 * hid * ffn;
     r->ly = xcalloc((size_t)r->L + 1, sizeof *r->ly, "the --check reference");
     r->ly[0].x = gen_sample(x, GEN_X, r->hid, 1.0f, row0);
     r->R = gen_sample(x, GEN_R, r->V, 1.0f / (float)r->V, row0);
@@ -247,37 +248,51 @@ static void ref_model_init(ref_model *r, const xr *x, int64_t row0)
 
 static void ref_model_free(ref_model *r)
 {
-    for (ref_layer *y = r->ly; y <= r->ly + r->L; y++)
-        free(y->x), free(y->qkv), free(y->o), free(y->h), free(y->g), free(y->u), free(y->m);
+    for (ref_layer *y = r->ly; y <= r->ly + r->L; y++) {
+        free(y->x), free(y->qkv), free(y->o), free(y->h), free(y->mlp.g), free(y->mlp.u), free(y->mlp.m);
+        if (y->moe) ref_moe_free(y->moe);
+        free(y->moe);
+    }
     free(r->ly);
     free(r->R);
-    free(r->q), free(r->k), free(r->v), free(r->lse), free(r->dx), free(r->dh), free(r->dm), free(r->dg);
-    free(r->du), free(r->dO), free(r->dqkv), free(r->dq), free(r->dk), free(r->dv), free(r->wts), free(r->starts);
+    free(r->q), free(r->k), free(r->v), free(r->lse), free(r->dx), free(r->dh);
+    free(r->dO), free(r->dqkv), free(r->dq), free(r->dk), free(r->dv), free(r->wts), free(r->starts);
 }
 
-/* Block l forward: h = x + attn(x Wqkv) Wo; x' = h + (silu(h Wg) * (h Wu)) Wd
- * into ly[l + 1].x, keeping what the backward reads. */
+/* Block l's MLP forward from y->h into out (S, hid): out = h + MLP(h). */
+static void ref_mlp_block_fwd(ref_model *r, int l, double *out)
+{
+    const xr *x = r->x;
+    ref_layer *y = &r->ly[l];
+    ref_block W = ref_block_at(r, r->wts, l), G = ref_block_at(r, r->grad, l);
+    if (!model_block_moe(&x->c->model, l)) {
+        memcpy(out, y->h, (size_t)r->S * (size_t)r->hid * sizeof(double));
+        y->mlp = (ref_mlp){.S = r->S, .hid = r->hid, .f = r->ffn, .w = W.mlp, .gw = G.mlp};
+        ref_mlp_fwd(&y->mlp, y->h, out);
+        return;
+    }
+    y->moe = xmalloc(sizeof *y->moe, "the --check reference");
+    ref_moe_init(y->moe, x->c, x->o->seed, r->S, W.mlp, G.mlp, ref_experts_at(r, r->wts, l),
+                 ref_experts_at(r, r->grad, l));
+    ref_moe_fwd(y->moe, y->h, out);
+}
+
+/* Block l forward: h = x + attn(x Wqkv) Wo; x' = h + MLP(h) into
+ * ly[l + 1].x, keeping what the backward reads. */
 static void ref_block_forward(ref_model *r, int l)
 {
     const model *m = &r->x->c->model;
-    int S = r->S, hid = r->hid, ffn = r->ffn, hd = r->hd, w3 = r->w3;
+    int S = r->S, hid = r->hid, hd = r->hd, w3 = r->w3;
     size_t Sz = (size_t)S;
     ref_block W = ref_block_at(r, r->wts, l);
     ref_layer *y = &r->ly[l];
     y->qkv = ref_alloc(Sz * (size_t)w3), y->o = ref_alloc(Sz * (size_t)hd), y->h = ref_alloc(Sz * (size_t)hid);
-    y->g = ref_alloc(Sz * (size_t)ffn), y->u = ref_alloc(Sz * (size_t)ffn), y->m = ref_alloc(Sz * (size_t)ffn);
-    dgemm(0, 0, S, w3, hid, y->x, hid, W.qkv, w3, 0, y->qkv, w3);
+    ref_dgemm(0, 0, S, w3, hid, y->x, hid, W.qkv, w3, 0, y->qkv, w3);
     split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
     attn_ref_fwd(y->o, r->lse, r->q, r->k, r->v, r->starts, S, m->heads, m->kv_heads, r->d);
     memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
-    dgemm(0, 0, S, hid, hd, y->o, hd, W.o, hid, 1, y->h, hid);
-    dgemm(0, 0, S, ffn, hid, y->h, hid, W.g, ffn, 0, y->g, ffn);
-    dgemm(0, 0, S, ffn, hid, y->h, hid, W.u, ffn, 0, y->u, ffn);
-    for (size_t i = 0; i < Sz * (size_t)ffn; i++)
-        y->m[i] = y->g[i] / (1 + exp(-y->g[i])) * y->u[i];
-    double *next = r->ly[l + 1].x = ref_alloc(Sz * (size_t)hid);
-    memcpy(next, y->h, Sz * (size_t)hid * sizeof(double));
-    dgemm(0, 0, S, hid, ffn, y->m, ffn, W.d, hid, 1, next, hid);
+    ref_dgemm(0, 0, S, hid, hd, y->o, hd, W.o, hid, 1, y->h, hid);
+    ref_mlp_block_fwd(r, l, r->ly[l + 1].x = ref_alloc(Sz * (size_t)hid));
 }
 
 /* Block l backward: from dx, the gradient of its output, the gradients of
@@ -285,30 +300,24 @@ static void ref_block_forward(ref_model *r, int l)
 static void ref_block_backward(ref_model *r, int l)
 {
     const model *m = &r->x->c->model;
-    int S = r->S, hid = r->hid, ffn = r->ffn, hd = r->hd, w3 = r->w3;
+    int S = r->S, hid = r->hid, hd = r->hd, w3 = r->w3;
     size_t Sz = (size_t)S;
     ref_block W = ref_block_at(r, r->wts, l), G = ref_block_at(r, r->grad, l);
     const ref_layer *y = &r->ly[l];
-    dgemm(0, 1, S, ffn, hid, r->dx, hid, W.d, hid, 0, r->dm, ffn);
-    dgemm(1, 0, ffn, hid, S, y->m, ffn, r->dx, hid, 0, G.d, hid);
-    memcpy(r->dh, r->dx, Sz * (size_t)hid * sizeof *r->dh);
-    for (size_t i = 0; i < Sz * (size_t)ffn; i++) {
-        double gg = y->g[i], sig = 1 / (1 + exp(-gg));
-        r->du[i] = r->dm[i] * gg * sig;
-        r->dg[i] = r->dm[i] * y->u[i] * (sig + gg * sig * (1 - sig));
+    if (y->moe) {
+        ref_moe_bwd(y->moe, y->h, r->dx, r->dh);
+    } else {
+        memcpy(r->dh, r->dx, Sz * (size_t)hid * sizeof *r->dh);
+        ref_mlp_bwd(&y->mlp, y->h, r->dx, r->dh);
     }
-    dgemm(0, 1, S, hid, ffn, r->du, ffn, W.u, ffn, 1, r->dh, hid);
-    dgemm(1, 0, hid, ffn, S, y->h, hid, r->du, ffn, 0, G.u, ffn);
-    dgemm(0, 1, S, hid, ffn, r->dg, ffn, W.g, ffn, 1, r->dh, hid);
-    dgemm(1, 0, hid, ffn, S, y->h, hid, r->dg, ffn, 0, G.g, ffn);
-    dgemm(0, 1, S, hd, hid, r->dh, hid, W.o, hid, 0, r->dO, hd);
-    dgemm(1, 0, hd, hid, S, y->o, hd, r->dh, hid, 0, G.o, hid);
+    ref_dgemm(0, 1, S, hd, hid, r->dh, hid, W.o, hid, 0, r->dO, hd);
+    ref_dgemm(1, 0, hd, hid, S, y->o, hd, r->dh, hid, 0, G.o, hid);
     split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
     attn_ref_bwd(r->dq, r->dk, r->dv, r->q, r->k, r->v, r->dO, r->starts, S, m->heads, m->kv_heads, r->d);
     split_qkv(r->x, r->dqkv, r->dq, r->dk, r->dv, true);
     memcpy(r->dx, r->dh, Sz * (size_t)hid * sizeof *r->dx);
-    dgemm(0, 1, S, hid, w3, r->dqkv, w3, W.qkv, w3, 1, r->dx, hid);
-    dgemm(1, 0, hid, w3, S, y->x, hid, r->dqkv, w3, 0, G.qkv, w3);
+    ref_dgemm(0, 1, S, hid, w3, r->dqkv, w3, W.qkv, w3, 1, r->dx, hid);
+    ref_dgemm(1, 0, hid, w3, S, y->x, hid, r->dqkv, w3, 0, G.qkv, w3);
 }
 
 /* The LM head forward: logits z = x_L Wlm, their loss statistics (S, 3)
@@ -317,10 +326,10 @@ static void ref_head_forward(ref_model *r, double **stats)
 {
     int S = r->S, hid = r->hid, V = r->V;
     size_t Sz = (size_t)S;
-    const double *Wlm = r->wts + (size_t)r->L * r->per;
+    const double *Wlm = r->wts + xr_full_off(r->x, r->L);
     double *z = ref_alloc(Sz * (size_t)V);
     *stats = xmalloc(Sz * 3 * sizeof **stats, "the --check reference");
-    dgemm(0, 0, S, V, hid, r->ly[r->L].x, hid, Wlm, V, 0, z, V);
+    ref_dgemm(0, 0, S, V, hid, r->ly[r->L].x, hid, Wlm, V, 0, z, V);
     ref_loss_stats(*stats, z, r->R, Sz, (size_t)V);
     free(z);
 }
@@ -329,10 +338,10 @@ static void ref_head_forward(ref_model *r, double **stats)
 static void ref_head_backward(ref_model *r)
 {
     int S = r->S, hid = r->hid, V = r->V;
-    const double *Wlm = r->wts + (size_t)r->L * r->per;
-    double *gWlm = r->grad + (size_t)r->L * r->per;
-    dgemm(0, 1, S, hid, V, r->R, V, Wlm, V, 0, r->dx, hid);
-    dgemm(1, 0, hid, V, S, r->ly[r->L].x, hid, r->R, V, 0, gWlm, V);
+    const double *Wlm = r->wts + xr_full_off(r->x, r->L);
+    double *gWlm = r->grad + xr_full_off(r->x, r->L);
+    ref_dgemm(0, 1, S, hid, V, r->R, V, Wlm, V, 0, r->dx, hid);
+    ref_dgemm(1, 0, hid, V, S, r->ly[r->L].x, hid, r->R, V, 0, gWlm, V);
 }
 
 /* The step's forward: every block, then the LM head (statistics into
@@ -348,9 +357,8 @@ static void ref_step_forward(ref_model *r, double **stats)
  * gradients into r->grad. */
 static void ref_step_backward(ref_model *r)
 {
-    size_t Sz = (size_t)r->S, hid = (size_t)r->hid, ffn = (size_t)r->ffn, hd = (size_t)r->hd;
+    size_t Sz = (size_t)r->S, hid = (size_t)r->hid, hd = (size_t)r->hd;
     r->dx = ref_alloc(Sz * hid), r->dh = ref_alloc(Sz * hid);
-    r->dm = ref_alloc(Sz * ffn), r->dg = ref_alloc(Sz * ffn), r->du = ref_alloc(Sz * ffn);
     r->dO = ref_alloc(Sz * hd), r->dqkv = ref_alloc(Sz * (size_t)r->w3);
     r->dq = ref_alloc(Sz * hd), r->dk = ref_alloc(Sz * (size_t)r->wk), r->dv = ref_alloc(Sz * (size_t)r->wk);
     ref_head_backward(r);
@@ -383,13 +391,15 @@ typedef struct row {
 
 static int print_rows(const row *r, int n)
 {
-    int bad = 0;
+    int bad = 0, w = 12; /* the names' column: 12, or the longest name */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(r[i].name) > w) w = (int)strlen(r[i].name);
     printf("# check against the float64 single-rank reference over the whole sequence\n");
-    printf("# %-12s %14s %10s %7s\n", "tensor", "max_rel_err", "tolerance", "status");
+    printf("# %-*s %14s %10s %7s\n", w, "tensor", "max_rel_err", "tolerance", "status");
     for (int i = 0; i < n; i++) {
         bool ok = r[i].err <= r[i].tol; /* false for NaN */
         bad |= !ok;
-        printf("  %-12s %14.3e %10.0e %7s\n", r[i].name, r[i].err, r[i].tol, ok ? "ok" : "FAILED");
+        printf("  %-*s %14.3e %10.0e %7s\n", w, r[i].name, r[i].err, r[i].tol, ok ? "ok" : "FAILED");
     }
     return bad;
 }
@@ -548,9 +558,6 @@ static double loss_err(const xr *x, const loss_rows *a, const double *ref)
  * tmp: wfull floats of scratch. */
 static void put_stage_grads(const xr *x, int r, const float *shard, float *full, float *tmp)
 {
-    const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, per = (size_t)model_qkv_heads(m) * (size_t)m->head_dim * hid +
-                                          (size_t)m->heads * (size_t)m->head_dim * hid + 3 * hid * (size_t)m->ffn;
     int s = pipe_stage(x->c, r);
     memcpy(tmp, full, x->wfull * sizeof *tmp);
     if (x->tp == 1)
@@ -559,9 +566,35 @@ static void put_stage_grads(const xr *x, int r, const float *shard, float *full,
         xr_tp_shard(x, config_tp_rank(x->c, r), tmp, (float *)shard, false);
     for (int l = 0; l <= x->L; l++) {
         bool held = l < x->L ? pipe_holds(x->c, s, l) : s == x->c->pp - 1;
-        size_t o = (size_t)l * per, n = l < x->L ? per : hid * (size_t)m->vocab;
+        size_t o = xr_full_off(x, l), n = xr_full_off(x, l + 1) - o;
         if (held) memcpy(full + o, tmp + o, n * sizeof *full);
     }
+}
+
+/* Rank r's local experts' gradients (ecount floats at mine) into full,
+ * for the expert blocks its stage holds. */
+static void put_stage_experts(const xr *x, int r, const float *mine, float *full)
+{
+    const model *m = &x->c->model;
+    int s = pipe_stage(x->c, r), local = config_ep_local_experts(x->c), first = config_ep_rank(x->c, r) * local;
+    size_t ef = xr_expert_floats(x), at = xr_full_off(x, x->L + 1);
+    for (int l = m->dense_layers, i = 0; l < x->L; l++, i++)
+        if (pipe_holds(x->c, s, l))
+            memcpy(full + at + ((size_t)i * (size_t)m->experts + (size_t)first) * ef,
+                   mine + (size_t)i * (size_t)local * ef, (size_t)local * ef * sizeof *full);
+}
+
+/* Every rank's local experts' gradients into full on rank 0. */
+static void model_expert_grads(xr *x, float *full)
+{
+    float *mine = xmalloc(x->ecount * sizeof *mine, "the --check reference"), *all = NULL;
+    x->ops->get(x->dev, mine, x->egbuf, x->ecount);
+    if (x->rank == 0) all = xmalloc((size_t)x->P * x->ecount * sizeof *all, "the --check reference");
+    x->w->gather(x->w, mine, x->ecount * sizeof *mine, all);
+    for (int r = 0; x->rank == 0 && r < x->P; r++)
+        put_stage_experts(x, r, all + (size_t)r * x->ecount, full);
+    free(mine);
+    free(all);
 }
 
 /* The reduced weight gradients of the whole model on rank 0 (wfull floats,
@@ -573,7 +606,7 @@ static float *model_grads(xr *x)
 {
     float *mine = xmalloc(x->wcount * sizeof *mine, "the --check reference"), *all = NULL, *full = NULL, *tmp = NULL;
     x->ops->get(x->dev, mine, x->gbuf, x->wcount);
-    if (x->tp == 1 && x->c->pp == 1) {
+    if (x->tp == 1 && x->c->pp == 1 && !x->ept) {
         if (x->rank == 0) return mine;
         free(mine);
         return NULL;
@@ -590,6 +623,7 @@ static float *model_grads(xr *x)
         mesh_coords(&msh, r, co);
         if (co[MESH_HEAD] == 0 && co[MESH_SEQ] == 0) put_stage_grads(x, r, all + (size_t)r * x->wcount, full, tmp);
     }
+    if (x->ept) model_expert_grads(x, full);
     free(mine);
     free(all);
     free(tmp);
@@ -619,6 +653,58 @@ static double *ref_steps(const xr *x, double **stats)
     return sum;
 }
 
+/* The rows of the step's check: each weight of the model by name, its
+ * worst block; a mixture of experts' router, shared experts and every
+ * routed expert (its three matrices together). */
+enum { MAX_ROWS = 80 };
+typedef struct step_rows {
+    row r[MAX_ROWS];
+    char names[MAX_ROWS][24];
+    int n;
+} step_rows;
+
+/* Fold the error of the n floats at offset o under `name` into its row. */
+static void step_row(step_rows *t, const char *name, const float *g, const double *ref, size_t o, size_t n, double tol)
+{
+    double e = rel_err(g + o, ref + o, n);
+    int i = 0;
+    while (i < t->n && strcmp(t->names[i], name))
+        i++;
+    if (i == t->n) {
+        if (t->n == MAX_ROWS) return;
+        snprintf(t->names[t->n], sizeof t->names[0], "%s", name);
+        t->r[t->n++] = (row){t->names[i], 0, tol};
+    }
+    if (!(e <= t->r[i].err)) t->r[i].err = e; /* NaN propagates */
+}
+
+/* Block l's rows: attention's, then its SwiGLU's or its experts'. */
+static void block_rows(const xr *x, int l, const float *g, const double *ref, step_rows *t)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
+    size_t hd = (size_t)m->heads * (size_t)m->head_dim, o = xr_full_off(x, l), f = (size_t)m->ffn;
+    step_row(t, "dW_qkv", g, ref, o, hid * w3, TOL_STEP);
+    step_row(t, "dW_o", g, ref, o += hid * w3, hd * hid, TOL_STEP);
+    o += hd * hid;
+    const char *mlp[3] = {"dW_gate", "dW_up", "dW_down"};
+    if (model_block_moe(m, l)) {
+        static const char *shared[3] = {"dW_shared_gate", "dW_shared_up", "dW_shared_down"};
+        step_row(t, "dW_router", g, ref, o, hid * (size_t)m->experts, TOL_STEP);
+        o += hid * (size_t)m->experts;
+        f = (size_t)m->shared_ffn;
+        memcpy(mlp, shared, sizeof mlp);
+        size_t ef = xr_expert_floats(x), at = xr_full_off(x, x->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * ef;
+        for (int e = 0; e < m->experts; e++) {
+            char name[24];
+            snprintf(name, sizeof name, "dW_expert%d", e);
+            step_row(t, name, g, ref, at + (size_t)e * ef, ef, TOL_STEP);
+        }
+    }
+    for (int k = 0; k < 3 && f; k++, o += hid * f)
+        step_row(t, mlp[k], g, ref, o, hid * f, TOL_STEP);
+}
+
 static int check_step(xr *x)
 {
     xr_watch(x, "the --check gather"); /* the gradients were all-gathered before (finish_layouts) */
@@ -629,24 +715,13 @@ static int check_step(xr *x)
     if (x->rank != 0) return 0;
     double *ref_loss, *ref = ref_steps(x, &ref_loss);
     const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, ffn = (size_t)m->ffn, hd = (size_t)m->heads * (size_t)m->head_dim;
-    size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
-    size_t sz[5] = {hid * w3, hd * hid, hid * ffn, hid * ffn, ffn * hid}, per = sz[0] + sz[1] + sz[2] + sz[3] + sz[4];
-    static const char *names[5] = {"dW_qkv", "dW_o", "dW_gate", "dW_up", "dW_down"};
-    row r[7];
-    for (int k = 0, off = 0; k < 5; off += (int)sz[k], k++) {
-        double worst = 0; /* worst layer */
-        for (int l = 0; l < x->L; l++) {
-            size_t o = (size_t)l * per + (size_t)off;
-            double e = rel_err(g + o, ref + o, sz[k]);
-            if (!(e <= worst)) worst = e;
-        }
-        r[k] = (row){names[k], worst, TOL_STEP};
-    }
-    size_t o = (size_t)x->L * per;
-    r[5] = (row){"dW_lm_head", rel_err(g + o, ref + o, hid * (size_t)m->vocab), TOL_STEP};
-    r[6] = (row){"loss_stats", loss_err(x, &lr, ref_loss), TOL_STEP};
-    int bad = print_rows(r, 7);
+    step_rows t = {.n = 0};
+    for (int l = 0; l < x->L; l++)
+        block_rows(x, l, g, ref, &t);
+    size_t o = xr_full_off(x, x->L);
+    step_row(&t, "dW_lm_head", g, ref, o, (size_t)m->hidden * (size_t)m->vocab, TOL_STEP);
+    t.r[t.n++] = (row){"loss_stats", loss_err(x, &lr, ref_loss), TOL_STEP};
+    int bad = print_rows(t.r, t.n);
     free(g);
     free(ref);
     free(ref_loss);

@@ -66,6 +66,14 @@ int64_t xr_pos(const xr *x, int s, int part, int i)
     return (int64_t)shard_pos(shard_map_of(x->c), s, part, (uint64_t)i);
 }
 
+int64_t xr_seq_pos_of(const xr *x, int rank, int i)
+{
+    int h, s;
+    config_coords(x->c, rank, &h, &s);
+    int idx = h * x->T + i;
+    return xr_pos(x, s, idx / x->ctok, idx % x->ctok);
+}
+
 int64_t xr_seq_pos(const xr *x, int i)
 {
     int idx = x->h * x->T + i;
@@ -125,7 +133,7 @@ static void alloc_tp_layer(xr *x, layer_t *l, bool head, bool *ok)
 
 static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
 {
-    size_t T = (size_t)x->T, hid = (size_t)x->c->model.hidden, ffn = (size_t)x->ffn;
+    size_t T = (size_t)x->T, hid = (size_t)x->c->model.hidden, ffn = (size_t)l->ffn;
     l->h = dalloc(x, T * hid, ok);
     l->dh = dalloc(x, T * hid, ok);
     l->g = dalloc(x, T * ffn, ok);
@@ -136,12 +144,55 @@ static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
     l->dm = dalloc(x, T * ffn, ok);
 }
 
-/* Floats of one block's weights and of the LM head's, for heads (H,
- * H_kv), ffn and vocab of the whole model or of one TP shard. */
-static size_t block_floats(const xr *x, int H, int Hkv, int ffn)
+size_t xr_block_floats(const xr *x, int l, int H, int Hkv, int ffn)
 {
-    size_t hid = (size_t)x->c->model.hidden, d = (size_t)x->d;
-    return hid * (size_t)(H + 2 * Hkv) * d + (size_t)H * d * hid + 3 * hid * (size_t)ffn;
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, d = (size_t)x->d, attn = hid * (size_t)(H + 2 * Hkv) * d + (size_t)H * d * hid;
+    if (!model_block_moe(m, l)) return attn + 3 * hid * (size_t)ffn;
+    return attn + hid * (size_t)m->experts + 3 * hid * (size_t)m->shared_ffn; /* tp = 1 */
+}
+
+size_t xr_expert_floats(const xr *x) { return 3 * (size_t)x->c->model.hidden * (size_t)x->c->model.expert_ffn; }
+
+size_t xr_full_off(const xr *x, int l)
+{
+    const model *m = &x->c->model;
+    size_t off = 0;
+    for (int i = 0; i < l && i < x->L; i++)
+        off += xr_block_floats(x, i, m->heads, m->kv_heads, m->ffn);
+    return off + (l > x->L ? (size_t)m->hidden * (size_t)m->vocab : 0);
+}
+
+/* Block l's weights from w on (its dense part; a mixture of experts' also
+ * its router and shared experts), in the order of xr_block_floats. */
+static void point_block(const xr *x, layer_w *w, int l, float *p)
+{
+    size_t hid = (size_t)x->c->model.hidden, d = (size_t)x->d, f = (size_t)x->ly[l].ffn;
+    w->qkv = p;
+    w->o = w->qkv + hid * (size_t)(x->H + 2 * x->Hkv) * d;
+    float *mlp = w->o + (size_t)x->H * d * hid;
+    if (model_block_moe(&x->c->model, l)) {
+        w->router = mlp;
+        mlp += hid * (size_t)x->c->model.experts;
+    }
+    w->g = f ? mlp : NULL;
+    w->u = f ? w->g + hid * f : NULL;
+    w->dn = f ? w->u + hid * f : NULL;
+}
+
+/* Every expert block's local experts, one after another, in one buffer
+ * padded like wbuf. */
+static void alloc_experts(xr *x, bool *ok)
+{
+    size_t each = (size_t)config_ep_local_experts(x->c) * xr_expert_floats(x), P = (size_t)x->P;
+    x->ecount = each * (size_t)(x->L - x->c->model.dense_layers);
+    x->epad = (x->ecount + P - 1) / P * P;
+    x->ebuf = dalloc(x, x->epad, ok);
+    x->egbuf = dalloc(x, x->epad, ok);
+    for (int l = x->c->model.dense_layers, i = 0; *ok && l < x->L; l++, i++) {
+        x->ly[l].w.experts = x->ebuf + (size_t)i * each;
+        x->ly[l].gw.experts = x->egbuf + (size_t)i * each;
+    }
 }
 
 /* Weights of every layer then the LM head, in one buffer padded to a
@@ -149,29 +200,32 @@ static size_t block_floats(const xr *x, int H, int Hkv, int ffn)
 static void alloc_weights(xr *x, bool *ok)
 {
     const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, d = (size_t)m->head_dim, ffn = (size_t)x->ffn;
-    size_t per = block_floats(x, x->H, x->Hkv, x->ffn);
-    size_t total = per * (size_t)x->L + hid * (size_t)x->vocab, P = (size_t)x->P;
-    x->wfull = block_floats(x, m->heads, m->kv_heads, m->ffn) * (size_t)x->L + hid * (size_t)m->vocab;
+    size_t hid = (size_t)m->hidden, P = (size_t)x->P, total = 0;
+    x->boff = malloc(((size_t)x->L + 1) * sizeof *x->boff);
+    if (!x->boff) {
+        *ok = false;
+        return;
+    }
+    for (int l = 0; l < x->L; l++) {
+        x->boff[l] = total;
+        total += xr_block_floats(x, l, x->H, x->Hkv, x->ffn);
+    }
+    x->boff[x->L] = total;
+    total += hid * (size_t)x->vocab;
+    x->wfull = xr_full_off(x, x->L + 1) + (config_moe(x->c) ? x->ecount / (size_t)config_ep_local_experts(x->c) *
+                                                                  (size_t)m->experts
+                                                            : 0);
     x->wcount = total;
     x->wpad = (total + P - 1) / P * P;
     x->wbuf = dalloc(x, x->wpad, ok);
     x->gbuf = dalloc(x, x->wpad, ok);
     if (!*ok) return;
-    float *w = x->wbuf, *gw = x->gbuf;
     for (int l = 0; l < x->L; l++) {
-        size_t sz[5] = {hid * (size_t)(x->H + 2 * x->Hkv) * d, (size_t)x->H * d * hid, hid * ffn, hid * ffn, ffn * hid};
-        float **wp[5] = {&x->ly[l].w.qkv, &x->ly[l].w.o, &x->ly[l].w.g, &x->ly[l].w.u, &x->ly[l].w.dn};
-        float **gp[5] = {&x->ly[l].gw.qkv, &x->ly[l].gw.o, &x->ly[l].gw.g, &x->ly[l].gw.u, &x->ly[l].gw.dn};
-        for (int k = 0; k < 5; k++) {
-            *wp[k] = w;
-            *gp[k] = gw;
-            w += sz[k];
-            gw += sz[k];
-        }
+        point_block(x, &x->ly[l].w, l, x->wbuf + x->boff[l]);
+        point_block(x, &x->ly[l].gw, l, x->gbuf + x->boff[l]);
     }
-    x->lm_w = w;
-    x->lm_gw = gw;
+    x->lm_w = x->wbuf + x->boff[x->L];
+    x->lm_gw = x->gbuf + x->boff[x->L];
     size_t mbs = (size_t)x->mbs;
     x->r_lm_all = dalloc(x, mbs * (size_t)x->T * (size_t)x->vocab, ok);
     x->logits_all = dalloc(x, mbs * (size_t)x->T * (size_t)x->vocab, ok);
@@ -224,11 +278,16 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
         for (int k = 0; ok && k < x->mbs; k++)
             for (int l = 0; ok && l <= x->L; l++) {
                 layer_t *y = &x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l];
+                y->ffn = !model_block_moe(&x->c->model, l) ? x->ffn : (int)config_ep_shared_ffn(x->c);
                 y->x = dalloc(x, (size_t)x->T * hid, &ok);
                 y->dx = dalloc(x, (size_t)x->T * hid, &ok);
                 if (l < x->L) alloc_step_layer(x, y, &ok);
                 alloc_tp_layer(x, y, l == x->L, &ok);
             }
+        if (ok && config_moe(x->c)) {
+            if (xr_ep_alloc(x, err) < 0) return -1;
+            alloc_experts(x, &ok);
+        }
         if (ok) alloc_weights(x, &ok);
         if (ok) xr_select_mb(x, 0);
     }
@@ -245,6 +304,8 @@ void xr_free(xr *x)
 {
     /* the device releases everything it allocated when it closes; host-side
      * arrays are ours */
+    xr_ep_free(x);
+    free(x->boff);
     free(x->ly_all);
     free(x->qpos);
     free(x->qstart);
@@ -403,6 +464,20 @@ static int gen_embed_part(xr *x)
     return rc;
 }
 
+/* Every expert block's local experts (EP rank i's: [i E/ep, (i+1) E/ep))
+ * out of the whole model's weights into ebuf. */
+static int put_local_experts(xr *x, const float *full)
+{
+    int local = config_ep_local_experts(x->c), first = config_ep_rank(x->c, x->rank) * local;
+    size_t each = (size_t)local * xr_expert_floats(x), E = (size_t)x->c->model.experts;
+    int rc = 0;
+    const float *experts = full + xr_full_off(x, x->L + 1);
+    for (int l = x->c->model.dense_layers, i = 0; rc == 0 && l < x->L; l++, i++)
+        rc = (int)x->ops->put(x->dev, x->ly[l].w.experts,
+                         experts + ((size_t)i * E + (size_t)first) * xr_expert_floats(x), each);
+    return rc;
+}
+
 /* The weights: the whole model's, row-wise from one stream of rows scaled
  * by 1/sqrt(fan-in), then this rank's TP shard of them. */
 static int gen_weights(xr *x)
@@ -417,6 +492,7 @@ static int gen_weights(xr *x)
             xr_gen_row(x->o->seed, GEN_W, (int64_t)r, full + r * hid, (int)hid, scale);
         if (x->tp > 1) xr_tp_shard(x, x->t, full, shard, true);
         rc = x->ops->put(x->dev, x->wbuf, shard, x->wcount);
+        if (rc == 0 && x->ebuf) rc = put_local_experts(x, full);
     }
     if (shard != full) free(shard);
     free(full);

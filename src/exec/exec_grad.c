@@ -6,11 +6,8 @@
  */
 #include "exec_tasks.h"
 
-static size_t layer_weights(const xr *x)
-{
-    const model *m = &x->c->model;
-    return (size_t)(x->ly[0].w.dn - x->ly[0].w.qkv) + (size_t)x->ffn * (size_t)m->hidden;
-}
+/* Block l's weights in wbuf (a mixture of experts': but its experts). */
+static size_t layer_weights(const xr *x, int l) { return x->boff[l + 1] - x->boff[l]; }
 
 /* Model-level (layer -1) reductions: the LM head's own collective, or the
  * whole model at once (ZeRO 1 gradients; ZeRO 1/2 parameters). See build_grad.c. */
@@ -32,7 +29,7 @@ void xt_grad_collective(emit *e, const dag_task *t)
     size_t n;
     if (t->layer >= 0) {
         buf = params ? x->ly[t->layer].w.qkv : x->ly[t->layer].gw.qkv;
-        n = layer_weights(x);
+        n = layer_weights(x, t->layer);
     } else if (lm_head_only(x, t)) {
         buf = params ? x->lm_w : x->lm_gw;
         n = (size_t)x->c->model.hidden * (size_t)x->vocab;
@@ -56,5 +53,5 @@ int xr_gather_grads(xr *x)
         xt_grad_collective(&e, &t);
         if (emit_end(&e)) return -1;
     }
-    return 0;
+    return x->ept ? xt_ep_gather_grads(x) : 0;
 }

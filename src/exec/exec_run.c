@@ -253,8 +253,9 @@ static int launch_all(xr *x)
 static void zero_grads(xr *x)
 {
     if (x->c->scope != SCOPE_STEP) return;
-    float *z = calloc(x->wpad, sizeof *z);
+    float *z = calloc(x->wpad > x->epad ? x->wpad : x->epad, sizeof *z);
     if (z) x->ops->put(x->dev, x->gbuf, z, x->wpad);
+    if (z && x->egbuf) x->ops->put(x->dev, x->egbuf, z, x->epad);
     free(z);
 }
 

@@ -40,7 +40,25 @@
 
 typedef struct layer_w {
     float *qkv, *o, *g, *u, *dn; /* (hid, (H+2Hkv)d), (Hd, hid), (hid, ffn) x2, (ffn, hid); TP shards */
+    /* a mixture of experts' block: g, u, dn are its shared experts' (of
+     * width shared_ffn; NULL: none); router (hid, E); experts: the rank's
+     * E/ep local experts, each [gate (hid, fe) | up (hid, fe) | down (fe, hid)] */
+    float *router, *experts;
 } layer_w;
+
+/* A mixture of experts' block on one rank (exec_ep.c), tp = 1: its T k
+ * routed rows ("entries", token i's choice j at i k + j) in "slot" order
+ * (by destination EP rank, local expert, token) and the `recv` rows its
+ * experts take, ordered by source EP rank then local expert. With ep = 1
+ * perm and disp, ey and comb, dcomb and dey, ddisp and dperm are the same. */
+typedef struct layer_ep {
+    float *z, *gates;         /* router logits (T, E); gates (T, k) */
+    float *perm, *disp;       /* (T k, hid) sent; (recv, hid) received */
+    float *eg, *eu, *em, *ey; /* (recv, fe) gate, up, SwiGLU; (recv, hid) down */
+    float *comb;              /* (T k, hid) the experts' outputs back, slot order */
+    float *dcomb, *dey, *deg, *deu, *dem, *ddisp, *dperm; /* their gradients */
+    float *dgs, *dz;          /* the gates' gradient (T k, slot order); the logits' (T, E) */
+} layer_ep;
 
 typedef struct layer_t {
     float *qkv_s, *o_s, *do_s, *dqkv_s, *dkv_eff; /* dkv_eff: (T, 2 * Hkv_eff * d) before the replica sum */
@@ -52,7 +70,11 @@ typedef struct layer_t {
      * LB_XG..LB_DXP), each (T, hidden): gathered inputs, partial sums */
     float *xg, *hg, *hp, *yp, *dyg, *dhg, *dhp, *dxp;
     layer_w w, gw; /* weights and their gradients (views into one buffer) */
+    int ffn;       /* the SwiGLU's width of g, u, m: ffn/tp, or a mixture of experts' shared_ffn (0: none) */
+    layer_ep *ep;  /* a mixture of experts' block; NULL: dense */
 } layer_t;
+
+struct xr_ep; /* exec_ep.c: the routing tables */
 
 struct watchdog; /* exec_run.c */
 
@@ -85,7 +107,11 @@ typedef struct xr {
     float *a2a_send, *a2a_recv;
     float *wbuf, *gbuf;         /* all weights / all grads, contiguous */
     size_t wcount, wpad;        /* floats in wbuf (padded to a multiple of P) */
-    size_t wfull;               /* floats of the whole model's weights (tp = 1: wcount) */
+    size_t wfull;               /* floats of the whole model's weights (xr_full_off's layout) */
+    size_t *boff;               /* [L + 1]: block l's weights (its dense part) in wbuf; [L]: the LM head */
+    float *ebuf, *egbuf;        /* a mixture of experts: every block's local experts / their gradients */
+    size_t ecount, epad;        /* floats in ebuf (padded to a multiple of P) */
+    struct xr_ep *ept;          /* the routing (NULL: dense) */
     float *lm_w, *lm_gw, *r_lm; /* LM head weight/grad (hid, vocab), loss weights (T, vocab) */
     float *logits;
     float *loss;       /* (T, 3): per token sum(z*R) (the loss), sum(z), sum(z^2) over the vocabulary (shard) */
@@ -126,6 +152,20 @@ void xr_free(xr *x);
 int64_t xr_pos(const xr *x, int s, int part, int i);
 /* Global position of sequence-sharded row i of this rank. */
 int64_t xr_seq_pos(const xr *x, int i);
+/* Position of sequence-sharded row i of rank `rank` (tp = 1's layout for
+ * a mixture of experts' routing of its EP peers' rows). */
+int64_t xr_seq_pos_of(const xr *x, int rank, int i);
+/* The whole model's weights, tp = 1 (the --check reference's and
+ * gen_weights' layout, wfull floats): every block's dense part (QKV,
+ * output projection, then the SwiGLU, or a mixture of experts' router and
+ * shared experts), the LM head, then every expert block's E experts.
+ * xr_full_off(x, l): block l's dense part, l = L: the LM head, l = L + 1:
+ * the experts; xr_expert_floats: one expert's [gate | up | down]. */
+size_t xr_full_off(const xr *x, int l);
+size_t xr_expert_floats(const xr *x);
+/* Floats of block l's dense part for heads H, H_kv and ffn (whole model
+ * or one TP shard; a mixture of experts' block: router and shared experts). */
+size_t xr_block_floats(const xr *x, int l, int H, int Hkv, int ffn);
 /* Point x's activations (ly, logits, loss, r_lm, embed_part, row0) at
  * micro-batch mb's. */
 void xr_select_mb(xr *x, int mb);
@@ -151,6 +191,10 @@ int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv);
 int xr_local_layout(xr *x, int stream, task_op which, int layer);
 /* exec_grad.c: all-gather every reduce-scattered gradient (for --check). */
 int xr_gather_grads(xr *x);
+/* exec_ep.c: the routing tables of a mixture of experts (step scope; x's
+ * buffers allocated); its per-layer buffers. 0, or -1 with err. */
+int xr_ep_alloc(xr *x, char err[LOONG_ERRLEN]);
+void xr_ep_free(xr *x);
 
 /* exec_check.c */
 /* Rank 0 gathers the results, compares them with the float64 reference and

@@ -24,14 +24,6 @@ static void fill(emit *e, float *y, size_t n, float value)
 
 static void zero(emit *e, float *y, size_t n) { fill(e, y, n, 0.0f); }
 
-static void gemm(emit *e, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc)
-{
-    dev_op op = op_new(DOP_GEMM);
-    op.u.gemm = (__typeof__(op.u.gemm)){ta, tb, m, n, k, lda, ldb, ldc, 1.0f, beta, a, b, c};
-    emit_op(e, &op);
-}
-
 /* ---- buffers ---- */
 
 static size_t slot_floats(const xr *x) { return 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d; }
@@ -450,7 +442,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    int T = x->T, hid = m->hidden, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
     span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
@@ -462,6 +454,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    int ffn = ly->ffn; /* a mixture of experts' block: its shared experts' */
     switch (t->op) {
     case OP_QKV:
         gemm(e, 0, 0, n, w3, hid, ROWS(gathered(x, &s, ly->xg, ly->x), hid), hid, ly->w.qkv, w3, 0, ROWS(ly->qkv_s, w3),
@@ -498,7 +491,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
             gemm(e, 0, 0, n, hid, ffn, ROWS(ly->m, ffn), ffn, ly->w.dn, hid, 0, ROWS(ly->yp, hid), hid);
             break;
         }
-        copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid);
+        if (!ly->ep) copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid); /* else unpermute did */
         gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 1, next->x, hid);
         break;
     }
@@ -512,7 +505,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, ffn = x->ffn, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    int T = x->T, hid = m->hidden, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
     bool tp = x->tp > 1;
     span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
@@ -524,6 +517,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
         return;
     }
     layer_t *ly = &x->ly[t->layer], *next = &x->ly[t->layer + 1];
+    int ffn = ly->ffn;
     const float *hin = ROWS(gathered(x, &s, ly->hg, ly->h), hid);
     switch (t->op) {
     case OP_MLP_DOWN: {
@@ -596,6 +590,10 @@ int xr_launch_task(xr *x, const dag_task *t, const dag_task *recv)
     bool its_recv = t->kind == TASK_SEND && (int)t->id + 1 == o->fail_task; /* the recv issued with this send */
     if (o->fail_rank == x->rank && o->fail_at == FAULT_TASK && ((int)t->id == o->fail_task || its_recv))
         e.fail = o->fail_task + 1;
+    if (xt_ep_owns(t)) {
+        xt_ep_task(&e, t);
+        return emit_end(&e);
+    }
     switch (t->kind) {
     case TASK_ATTN_FWD: attn_fwd(&e, t); break;
     case TASK_MERGE: merge(&e, t); break;

@@ -7,7 +7,9 @@
  *   exec_tp.c     tensor parallelism: the TP collectives, --tp-overlap's
  *                 ring steps, adds and chunk rows, the KV replicas' sum;
  *   exec_pp.c     the pipeline's p2p;
- *   exec_grad.c   the gradient reduction over the gradient group.
+ *   exec_grad.c   the gradient reduction over the gradient group;
+ *   exec_ep.c     a mixture of experts: router, permutes, the EP
+ *                 all-to-alls, the experts and their gradients' reduction.
  * The op emitter below is static inline: every file launches ops alike.
  * Only these files include this header.
  *
@@ -79,6 +81,15 @@ static inline void copy2d(emit *e, float *dst, size_t dst_ld, const float *src, 
     emit_op(e, &op);
 }
 
+/* C = op(A) op(B) + beta C, row-major. */
+static inline void gemm(emit *e, int ta, int tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc)
+{
+    dev_op op = op_new(DOP_GEMM);
+    op.u.gemm = (__typeof__(op.u.gemm)){ta, tb, m, n, k, lda, ldb, ldc, 1.0f, beta, a, b, c};
+    emit_op(e, &op);
+}
+
 /* Rows [r0, r0 + n) of the T a GEMM task multiplies: all, or its chunk's
  * part; own: a gather-side chunk 0, which reads the ungathered rows;
  * first, last: whether it opens or closes its pair (or is whole). */
@@ -107,6 +118,16 @@ span xt_tp_gemm_span(const xr *x, const dag_task *t);
 
 /* A send s and the recv r grouped with it, or either alone (NULL). */
 void xt_pp_sendrecv(emit *e, const dag_task *s, const dag_task *r);
+
+/* ---- exec_ep.c: a mixture of experts ---- */
+
+/* Whether task t is a mixture of experts' (its router, permutes, the EP
+ * all-to-alls, the experts' GEMMs and SwiGLU, their gradients'
+ * collectives), which xt_ep_task launches. */
+bool xt_ep_owns(const dag_task *t);
+void xt_ep_task(emit *e, const dag_task *t);
+/* After a step, the experts' reduce-scattered gradients all-gathered (for --check). */
+int xt_ep_gather_grads(xr *x);
 
 /* ---- exec_grad.c: the gradient reduction ---- */
 

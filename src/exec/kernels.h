@@ -57,4 +57,25 @@ void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, cons
 void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
                   const double *do_, const int64_t *start, int n, int hq, int hkv, int d);
 
+/* ---- a mixture of experts (kernels_ep_cpu.c; exec_ep.c runs them) ---- */
+
+/* Rows of `width` floats: for r < rows, dst row di(r) = (or +=, add)
+ * scale[r] * src row si(r), where di(r) = dst_idx[r] (NULL: r), si(r) =
+ * src_idx[r] (NULL: r) and scale NULL is 1. The permute (tokens into
+ * expert order), the unpermute (the experts' outputs back, weighted) and
+ * their gradients. Rows that several r write must have add set. */
+void moe_move_rows(float *dst, const int32_t *dst_idx, const float *src, const int32_t *src_idx, const float *scale,
+                   size_t rows, size_t width, int add);
+
+/* The router's gates as Megatron-Core's top-k router computes them with
+ * moe_router_pre_softmax off (megatron/core/transformer/moe/moe_utils.py,
+ * topk_softmax_with_capacity): a softmax over the k chosen experts'
+ * logits. logits (n, experts); sel (n, k) the chosen experts; gates (n, k). */
+void moe_route_fwd(float *gates, const float *logits, const int32_t *sel, size_t n, int experts, int k);
+/* Its backward: dlogits (n, experts) = 0 but at the chosen experts,
+ * g_j (dg_j - sum_i g_i dg_i), where dg of entry i k + j is
+ * dgates[dg_idx[i k + j]] (dg_idx NULL: dgates[i k + j]). */
+void moe_route_bwd(float *dlogits, const float *gates, const float *dgates, const int32_t *dg_idx, const int32_t *sel,
+                   size_t n, int experts, int k);
+
 #endif
