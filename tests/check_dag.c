@@ -188,6 +188,56 @@ END_TEST
  * min(R (1/(e+1)) / H_8, ceil(C R / 8)); balanced routing drops nothing
  * at C = 1, nor any routing at C = E; and the DAG's expert GEMMs follow
  * the kept rows. */
+/* The executor's routing (config_ep_route): balanced, token p's choice j
+ * is expert (p k + j) mod E, so a sample of S tokens (E | S k) gives every
+ * expert exactly S k / E rows; under zipf:1 each token's k experts are
+ * distinct, the same for the same seed, another draw for another seed,
+ * and each expert's count within 5 binomial deviations of its expectation
+ * under two draws without replacement, S (p_e + sum_{f != e} p_f p_e /
+ * (1 - p_f)), p_e = 1/(e+1) / H_8. */
+START_TEST(moe_routing_draw)
+{
+    config c = tcfg("tiny-moe", 64 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    int E = c.model.experts, k = c.model.top_k, e[2], f[2];
+    int *n = calloc((size_t)E, sizeof *n);
+    for (uint64_t p = 0; p < c.seq; p++) {
+        config_ep_route(&c, 7, p, e);
+        for (int j = 0; j < k; j++) {
+            ck_assert_int_eq(e[j], (int)((p * (uint64_t)k + (uint64_t)j) % (uint64_t)E));
+            n[e[j]]++;
+        }
+    }
+    for (int x = 0; x < E; x++)
+        ck_assert_int_eq(n[x], (int)(c.seq * (uint64_t)k / (uint64_t)E));
+    c.routing_zipf = 1;
+    memset(n, 0, (size_t)E * sizeof *n);
+    int differ = 0;
+    for (uint64_t p = 0; p < c.seq; p++) {
+        config_ep_route(&c, 7, p, e);
+        config_ep_route(&c, 8, p, f);
+        ck_assert_int_ne(e[0], e[1]);
+        for (int j = 0; j < k; j++) {
+            ck_assert(e[j] >= 0 && e[j] < E);
+            n[e[j]]++;
+            differ += e[j] != f[j];
+        }
+        int again[2];
+        config_ep_route(&c, 7, p, again);
+        ck_assert(again[0] == e[0] && again[1] == e[1]);
+    }
+    ck_assert_int_gt(differ, (int)c.seq / 2);
+    double H8 = 761.0 / 280, S = (double)c.seq;
+    for (int x = 0; x < E; x++) {
+        double px = 1.0 / (x + 1) / H8, q = px;
+        for (int y = 0; y < E; y++)
+            if (y != x) q += 1.0 / (y + 1) / H8 * px / (1 - 1.0 / (y + 1) / H8);
+        double mean = S * q, sd = sqrt(S * q * (1 - q));
+        ck_assert_msg(fabs(n[x] - mean) < 5 * sd, "expert %d: %d rows, expected %.0f +- %.0f", x, n[x], mean, sd);
+    }
+    free(n);
+}
+END_TEST
+
 START_TEST(moe_capacity)
 {
     config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
@@ -980,6 +1030,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
     tcase_add_loop_test(tc, moe_params, 0, 5);
     tcase_add_test(tc, moe_capacity);
+    tcase_add_test(tc, moe_routing_draw);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);

@@ -358,6 +358,32 @@ static void document_step_rows(case_table *t4)
         add_case(t4, "dW_lm_head", "--model tiny --seq 512 %s --scope step", cases[i]);
 }
 
+/* Mixtures of experts (exec_ep.c) beside 2-D context parallelism, every
+ * expert's gradient, the router's and the shared experts' checked: EP 2
+ * and 4 inside meshes 2x2 and 2x4 (the double, single and dual rings),
+ * EP 1 under Ulysses; balanced and zipf routing; tiny-moe4's dense first
+ * block and shared expert; ZeRO 0-2, full recompute, and two pipeline
+ * stages of two micro-batches. */
+static void moe_step_rows(case_table *t4, case_table *t8)
+{
+    static const struct {
+        const char *model, *args, *want;
+        int np;
+    } rows[] = {
+        {"tiny-moe", "--mesh 2x2 --strategy loongtrain --ep 2 --zero 0", "dW_expert7", 4},
+        {LOONG_SRCDIR "/tests/data/tiny-moe4.model", "--mesh 2x2 --strategy usp --ep 4 --zero 2 --recompute full",
+         "dW_shared_down", 4},
+        {LOONG_SRCDIR "/tests/data/tiny-moe4.model",
+         "--mesh 1x2 --pp 2 --micro-batches 2 --strategy zigzag --ep 2 --zero 1 --routing zipf:1.2", "dW_expert7", 4},
+        {"tiny-moe", "--mesh 2x4 --strategy dualring --ep 4 --routing zipf:1", "ep 4 zipf:1", 8},
+        {"tiny-moe", "--mesh 4x1 --strategy ulysses", "dW_router", 4},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (sampled((int)i, 2))
+            add_case(rows[i].np == 4 ? t4 : t8, rows[i].want, "--model %s --seq 512 %s --scope step", rows[i].model,
+                     rows[i].args);
+}
+
 /* The numerical tables: _i = 0 runs the rows of 4 ranks, 1 those of 8.
  * Each row equals the float64 single-rank reference (exit 0, no FAILED). */
 START_TEST(numerics_match_reference)
@@ -374,11 +400,30 @@ START_TEST(numerics_match_reference)
     document_rows(&t[0], &t[1]);
     document_step_rows(&t[0]);
     pipeline_step_rows(&t[0], &t[1]);
+    moe_step_rows(&t[0], &t[1]);
     /* 504 = 8 * 63: a multiple of 2*P_s = 8 with odd chunks of 63 tokens */
     add_case(&t[0], NULL, "--model tiny --seq 504 --mesh 4 --strategy zigzag --scope attn");
     batch_result b = run_table(&t[_i], "--check " FAST);
     expect_table_ok(&t[_i], &b);
     batch_free(&b);
+}
+END_TEST
+
+/* A mutation --check must catch: the executor (alone) routes every
+ * choice to the next expert, so every expert's gradient is off. */
+START_TEST(moe_routing_mutation_caught)
+{
+    run_result r = run_cmd("LOONG_EXEC_MUTATE=route " MPIRUN " --model tiny-moe --seq 512 --mesh 2x2 --strategy usp "
+                           "--ep 2 --scope step --check " FAST,
+                           4);
+    ck_assert_msg(r.status == 1, "exit %d\n%s\n%s", r.status, r.out, r.err);
+    for (int e = 0; e < 8; e++) {
+        char name[32];
+        snprintf(name, sizeof name, "dW_expert%d", e);
+        const char *at = strstr(r.out, name), *nl = at ? strchr(at, '\n') : NULL;
+        ck_assert_msg(at && nl, "no %s row\n%s", name, r.out);
+        ck_assert_msg(strstr(at, "FAILED") && strstr(at, "FAILED") < nl, "%s passed\n%s", name, r.out);
+    }
 }
 END_TEST
 
@@ -779,6 +824,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, numerics_match_reference, 0, 2);
     tcase_add_test(tc, sequence_not_divisible);
+    tcase_add_test(tc, moe_routing_mutation_caught);
     suite_add_tcase(s, tc);
     tc = tcase_create("outputs");
     tcase_set_timeout(tc, 300);

@@ -12,6 +12,7 @@
  * Inputs come from GSL's Mersenne twister with fixed seeds. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,63 @@ START_TEST(document_mask)
 }
 END_TEST
 
+/* A mixture of experts' kernels (kernels_ep_cpu.c). The gates: each row a
+ * softmax over its k chosen logits, summing to 1, the others' logits
+ * ignored; the backward of L = sum_j w_j gate_j equals central finite
+ * differences of the forward (h = 1e-2 on O(1) logits: the error is
+ * O(h^2) ~ 1e-4, fp32 rounding eps/h ~ 1e-5); a logit not chosen gets 0.
+ * Row moves: a permutation there and back is the identity; the weighted
+ * scatter-add of every row onto row 0 is the weighted sum. */
+START_TEST(moe_kernels)
+{
+    enum { N = 6, E = 5, K = 2, W = 3 };
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 17);
+    float z[N * E], gates[N * K], w[N * K], dz[N * E];
+    int32_t sel[N * K];
+    for (int i = 0; i < N * E; i++)
+        z[i] = (float)gsl_ran_gaussian(g, 1.0);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < K; j++)
+            sel[i * K + j] = (int32_t)((i + 2 * j) % E), w[i * K + j] = (float)gsl_ran_gaussian(g, 1.0);
+    moe_route_fwd(gates, z, sel, N, E, K);
+    for (int i = 0; i < N; i++)
+        ck_assert_double_eq_tol(gates[i * K] + gates[i * K + 1], 1.0, 1e-6);
+    moe_route_bwd(dz, gates, w, NULL, sel, N, E, K);
+    for (int i = 0; i < N * E; i++) {
+        float keep = z[i], up[N * K], dn[N * K], h = 1e-2f;
+        z[i] = keep + h, moe_route_fwd(up, z, sel, N, E, K);
+        z[i] = keep - h, moe_route_fwd(dn, z, sel, N, E, K);
+        z[i] = keep;
+        double fd = 0;
+        for (int r = 0; r < N * K; r++)
+            fd += (double)w[r] * ((double)up[r] - dn[r]) / (2.0 * h);
+        bool chosen = sel[(i / E) * K] == i % E || sel[(i / E) * K + 1] == i % E;
+        if (!chosen) ck_assert_float_eq(dz[i], 0.0f);
+        ck_assert_msg(fabs(dz[i] - fd) < 1e-3, "logit %d: %g against %g", i, dz[i], fd);
+    }
+    float a[N * W], b[N * W], c[N * W], s[N];
+    int32_t perm[N] = {3, 0, 5, 1, 4, 2}, zero[N] = {0};
+    for (int i = 0; i < N * W; i++)
+        a[i] = (float)gsl_ran_gaussian(g, 1.0);
+    for (int i = 0; i < N; i++)
+        s[i] = (float)(i + 1);
+    moe_move_rows(b, perm, a, NULL, NULL, N, W, 0);
+    moe_move_rows(c, NULL, b, perm, NULL, N, W, 0);
+    for (int i = 0; i < N * W; i++)
+        ck_assert_float_eq(c[i], a[i]);
+    memset(c, 0, sizeof c);
+    moe_move_rows(c, zero, a, NULL, s, N, W, 1);
+    for (int col = 0; col < W; col++) {
+        double want = 0;
+        for (int i = 0; i < N; i++)
+            want += s[i] * a[i * W + col];
+        ck_assert_double_eq_tol(c[col], want, 1e-5);
+    }
+    gsl_rng_free(g);
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
@@ -495,6 +553,9 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, merge_extreme);
     tcase_add_test(tc, document_mask);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("experts");
+    tcase_add_test(tc, moe_kernels);
     suite_add_tcase(s, tc);
     return s;
 }

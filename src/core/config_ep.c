@@ -176,10 +176,15 @@ double config_ep_imbalance(const config *c)
 }
 
 /* A uniform draw in [0, 1) for choice j of the token at pos, from seed:
- * FNV-1a of the three, the top 53 bits. */
+ * FNV-1a of the three, whose top bits barely move with the last bytes,
+ * through SplitMix64's finaliser (Steele et al., OOPSLA 2014), the top 53
+ * bits. */
 static double route_uniform(uint64_t seed, uint64_t pos, int j)
 {
     uint64_t h = hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(HASH_FNV1A_BASIS, seed), pos), (uint64_t)j);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
     return (double)(h >> 11) * 0x1p-53;
 }
 

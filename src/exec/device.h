@@ -146,7 +146,7 @@ typedef struct dev_op {
             float *gates;        /* (n, k): fwd out; bwd in */
             const float *dgates; /* bwd: entry i k + j's gradient at dgates[dg_idx[i k + j]] */
             const int32_t *dg_idx;
-            float *dlogits;      /* bwd: (n, experts), overwritten */
+            float *dlogits; /* bwd: (n, experts), overwritten */
             size_t n;
             int experts, k;
         } route;

@@ -252,8 +252,8 @@ static void run_small(const dev_op *op)
  * included) computes on the core, and the wait rule counts it a kernel. */
 static bool communicates(dev_op_kind k)
 {
-    return k == DOP_SENDRECV || k == DOP_ALLTOALL || k == DOP_ALLREDUCE || k == DOP_REDUCESCATTER || k == DOP_ALLGATHER ||
-           k == DOP_ALLTOALLV;
+    return k == DOP_SENDRECV || k == DOP_ALLTOALL || k == DOP_ALLREDUCE || k == DOP_REDUCESCATTER ||
+           k == DOP_ALLGATHER || k == DOP_ALLTOALLV;
 }
 
 /* devq's run hook: one op on the calling stream thread. */

@@ -164,11 +164,11 @@ typedef struct ref_block {
 typedef struct ref_model {
     const xr *x;
     int S, hid, ffn, d, L, V, hd, w3, wk;
-    double *wts, *grad;      /* the whole model's (wfull floats each) */
-    ref_layer *ly;           /* L + 1: block l's activations; ly[L].x the LM head's input */
-    double *R;               /* the loss weights (S, V) */
-    int64_t *starts;         /* the attention mask's document starts (NULL: one document) */
-    double *q, *k, *v, *lse; /* attention's operands, per block */
+    double *wts, *grad;                         /* the whole model's (wfull floats each) */
+    ref_layer *ly;                              /* L + 1: block l's activations; ly[L].x the LM head's input */
+    double *R;                                  /* the loss weights (S, V) */
+    int64_t *starts;                            /* the attention mask's document starts (NULL: one document) */
+    double *q, *k, *v, *lse;                    /* attention's operands, per block */
     double *dx, *dh, *dO, *dqkv, *dq, *dk, *dv; /* the backward's gradients */
 } ref_model;
 
@@ -214,7 +214,8 @@ static ref_block ref_block_at(const ref_model *r, double *base, int l)
 static double *ref_experts_at(const ref_model *r, double *base, int l)
 {
     const model *m = &r->x->c->model;
-    return base + xr_full_off(r->x, r->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * xr_expert_floats(r->x);
+    return base + xr_full_off(r->x, r->L + 1) +
+           (size_t)(l - m->dense_layers) * (size_t)m->experts * xr_expert_floats(r->x);
 }
 
 static double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double), "the --check reference"); }
@@ -694,7 +695,8 @@ static void block_rows(const xr *x, int l, const float *g, const double *ref, st
         o += hid * (size_t)m->experts;
         f = (size_t)m->shared_ffn;
         memcpy(mlp, shared, sizeof mlp);
-        size_t ef = xr_expert_floats(x), at = xr_full_off(x, x->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * ef;
+        size_t ef = xr_expert_floats(x),
+               at = xr_full_off(x, x->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * ef;
         for (int e = 0; e < m->experts; e++) {
             char name[24];
             snprintf(name, sizeof name, "dW_expert%d", e);

@@ -212,9 +212,8 @@ static void alloc_weights(xr *x, bool *ok)
     }
     x->boff[x->L] = total;
     total += hid * (size_t)x->vocab;
-    x->wfull = xr_full_off(x, x->L + 1) + (config_moe(x->c) ? x->ecount / (size_t)config_ep_local_experts(x->c) *
-                                                                  (size_t)m->experts
-                                                            : 0);
+    x->wfull = xr_full_off(x, x->L + 1) +
+               (config_moe(x->c) ? x->ecount / (size_t)config_ep_local_experts(x->c) * (size_t)m->experts : 0);
     x->wcount = total;
     x->wpad = (total + P - 1) / P * P;
     x->wbuf = dalloc(x, x->wpad, ok);
@@ -474,7 +473,7 @@ static int put_local_experts(xr *x, const float *full)
     const float *experts = full + xr_full_off(x, x->L + 1);
     for (int l = x->c->model.dense_layers, i = 0; rc == 0 && l < x->L; l++, i++)
         rc = (int)x->ops->put(x->dev, x->ly[l].w.experts,
-                         experts + ((size_t)i * E + (size_t)first) * xr_expert_floats(x), each);
+                              experts + ((size_t)i * E + (size_t)first) * xr_expert_floats(x), each);
     return rc;
 }
 

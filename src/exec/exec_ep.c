@@ -217,8 +217,8 @@ static void move_rows(emit *e, float *dst, const int32_t *di, const float *src, 
                       bool add)
 {
     dev_op op = op_new(DOP_MOVE_ROWS);
-    op.u.rows = (__typeof__(op.u.rows)){dst,   src, di, si, scale, (size_t)e->x->ept->n, (size_t)e->x->c->model.hidden,
-                                        add};
+    op.u.rows =
+        (__typeof__(op.u.rows)){dst, src, di, si, scale, (size_t)e->x->ept->n, (size_t)e->x->c->model.hidden, add};
     emit_op(e, &op);
 }
 
@@ -228,13 +228,9 @@ static void alltoallv(emit *e, const float *sbuf, float *rbuf, bool forward)
 {
     const struct xr_ep *t = e->x->ept;
     dev_op op = op_new(DOP_ALLTOALLV);
-    op.u.a2av = (__typeof__(op.u.a2av)){e->x->comm[STREAM_EP],
-                                        sbuf,
-                                        rbuf,
-                                        forward ? t->sc : t->rc,
-                                        forward ? t->sd : t->rd,
-                                        forward ? t->rc : t->sc,
-                                        forward ? t->rd : t->sd};
+    op.u.a2av = (__typeof__(op.u.a2av)){
+        e->x->comm[STREAM_EP],  sbuf, rbuf, forward ? t->sc : t->rc, forward ? t->sd : t->rd, forward ? t->rc : t->sc,
+        forward ? t->rd : t->sd};
     emit_op(e, &op);
 }
 
@@ -242,17 +238,17 @@ static void route(emit *e, layer_ep *b, bool backward)
 {
     const struct xr_ep *t = e->x->ept;
     dev_op op = op_new(DOP_ROUTE);
-    op.u.route = (__typeof__(op.u.route)){
-        backward, b->z, t->sel, b->gates, b->dgs, t->slot, b->dz, (size_t)e->x->T, t->E, t->k};
+    op.u.route =
+        (__typeof__(op.u.route)){backward, b->z, t->sel, b->gates, b->dgs, t->slot, b->dz, (size_t)e->x->T, t->E, t->k};
     emit_op(e, &op);
 }
 
 static void swiglu(emit *e, layer_ep *b, bool backward)
 {
     dev_op op = op_new(DOP_SWIGLU);
-    op.u.swiglu = (__typeof__(op.u.swiglu)){
-        backward, b->em, b->deg, b->deu, b->eg, b->eu, b->dem,
-        (size_t)e->x->ept->recv * (size_t)e->x->c->model.expert_ffn};
+    op.u.swiglu =
+        (__typeof__(op.u.swiglu)){backward, b->em, b->deg, b->deu,
+                                  b->eg,    b->eu, b->dem, (size_t)e->x->ept->recv * (size_t)e->x->c->model.expert_ffn};
     emit_op(e, &op);
 }
 
@@ -398,17 +394,4 @@ void xt_ep_task(emit *e, const dag_task *t)
     case OP_UNPERMUTE: unpermute(e, t, ly, &x->ly[t->layer + 1]); break;
     default: expert_gemms(e, t, ly, b); break;
     }
-}
-
-int xt_ep_gather_grads(xr *x)
-{
-    for (uint32_t i = 0; i < x->ntasks; i++) {
-        dag_task t = *dag_task_get(x->g, x->base + i);
-        if (t.kind != TASK_REDUCESCATTER || t.stream != STREAM_EP_GRAD) continue;
-        t.kind = TASK_ALLGATHER;
-        emit e = {x, STREAM_EP_GRAD, -1, 0, true, {0}, false, 0};
-        grad_collective(&e, &t);
-        if (emit_end(&e)) return -1;
-    }
-    return 0;
 }

@@ -41,17 +41,18 @@ void xt_grad_collective(emit *e, const dag_task *t)
     emit_op(e, &op);
 }
 
-/* After a timed step, gather every reduce-scattered gradient so that each
- * rank holds the full reduced gradients (for --check; not timed). */
+/* After a timed step, gather every reduce-scattered gradient, the
+ * experts' too, so that each rank holds the full reduced gradients (for
+ * --check; not timed). */
 int xr_gather_grads(xr *x)
 {
     for (uint32_t i = 0; i < x->ntasks; i++) {
         dag_task t = *dag_task_get(x->g, x->base + i);
-        if (t.kind != TASK_REDUCESCATTER || t.stream != STREAM_DP) continue;
-        t.kind = TASK_ALLGATHER;
-        emit e = {x, STREAM_DP, -1, 0, true, {0}, false, 0};
-        xt_grad_collective(&e, &t);
+        if (t.kind != TASK_REDUCESCATTER || (t.stream != STREAM_DP && t.stream != STREAM_EP_GRAD)) continue;
+        t.kind = TASK_ALLGATHER; /* the experts' (ep_grad) over their group, exec_ep.c */
+        emit e = {x, t.stream, -1, 0, true, {0}, false, 0};
+        (t.stream == STREAM_DP ? xt_grad_collective : xt_ep_task)(&e, &t);
         if (emit_end(&e)) return -1;
     }
-    return x->ept ? xt_ep_gather_grads(x) : 0;
+    return 0;
 }

@@ -41,10 +41,10 @@ typedef struct ref_moe {
     int S, hid, E, k, fe, fs;
     const double *router, *experts, *shared;
     double *grouter, *gexperts, *gshared;
-    int32_t *sel;                     /* (S, k) */
-    double *z, *gates, *ey;           /* (S, E), (S, k), each entry's expert output (S k, hid) */
-    ref_mlp *each;                    /* per expert: its forward's activations of its rows */
-    int32_t **rows;                   /* per expert: its entries i k + j */
+    int32_t *sel;           /* (S, k) */
+    double *z, *gates, *ey; /* (S, E), (S, k), each entry's expert output (S k, hid) */
+    ref_mlp *each;          /* per expert: its forward's activations of its rows */
+    int32_t **rows;         /* per expert: its entries i k + j */
     int *nrows;
     ref_mlp shared_mlp;
 } ref_moe;

@@ -117,8 +117,11 @@ void ref_moe_fwd(ref_moe *r, const double *h, double *out)
     memcpy(out, h, (size_t)S * hz * sizeof *out);
     for (int x = 0; x < E; x++) {
         double *in = gather_tokens(r, x, h), *y = ref_new((size_t)r->nrows[x] * hz);
-        r->each[x] = (ref_mlp){
-            .S = r->nrows[x], .hid = hid, .f = r->fe, .w = r->experts + (size_t)x * ef, .gw = r->gexperts + (size_t)x * ef};
+        r->each[x] = (ref_mlp){.S = r->nrows[x],
+                               .hid = hid,
+                               .f = r->fe,
+                               .w = r->experts + (size_t)x * ef,
+                               .gw = r->gexperts + (size_t)x * ef};
         ref_mlp_fwd(&r->each[x], in, y);
         for (int i = 0; i < r->nrows[x]; i++) {
             size_t at = (size_t)r->rows[x][i], tok = at / (size_t)k;

@@ -52,12 +52,12 @@ typedef struct layer_w {
  * experts take, ordered by source EP rank then local expert. With ep = 1
  * perm and disp, ey and comb, dcomb and dey, ddisp and dperm are the same. */
 typedef struct layer_ep {
-    float *z, *gates;         /* router logits (T, E); gates (T, k) */
-    float *perm, *disp;       /* (T k, hid) sent; (recv, hid) received */
-    float *eg, *eu, *em, *ey; /* (recv, fe) gate, up, SwiGLU; (recv, hid) down */
-    float *comb;              /* (T k, hid) the experts' outputs back, slot order */
+    float *z, *gates;                                     /* router logits (T, E); gates (T, k) */
+    float *perm, *disp;                                   /* (T k, hid) sent; (recv, hid) received */
+    float *eg, *eu, *em, *ey;                             /* (recv, fe) gate, up, SwiGLU; (recv, hid) down */
+    float *comb;                                          /* (T k, hid) the experts' outputs back, slot order */
     float *dcomb, *dey, *deg, *deu, *dem, *ddisp, *dperm; /* their gradients */
-    float *dgs, *dz;          /* the gates' gradient (T k, slot order); the logits' (T, E) */
+    float *dgs, *dz; /* the gates' gradient (T k, slot order); the logits' (T, E) */
 } layer_ep;
 
 typedef struct layer_t {

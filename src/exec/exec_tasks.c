@@ -491,7 +491,8 @@ static void gemm_fwd(emit *e, const dag_task *t)
             gemm(e, 0, 0, n, hid, ffn, ROWS(ly->m, ffn), ffn, ly->w.dn, hid, 0, ROWS(ly->yp, hid), hid);
             break;
         }
-        if (!ly->ep) copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid); /* else unpermute did */
+        if (!ly->ep)
+            copy2d(e, next->x, (size_t)hid, ly->h, (size_t)hid, (size_t)T, (size_t)hid); /* else unpermute did */
         gemm(e, 0, 0, T, hid, ffn, ly->m, ffn, ly->w.dn, hid, 1, next->x, hid);
         break;
     }

@@ -126,8 +126,6 @@ void xt_pp_sendrecv(emit *e, const dag_task *s, const dag_task *r);
  * collectives), which xt_ep_task launches. */
 bool xt_ep_owns(const dag_task *t);
 void xt_ep_task(emit *e, const dag_task *t);
-/* After a step, the experts' reduce-scattered gradients all-gathered (for --check). */
-int xt_ep_gather_grads(xr *x);
 
 /* ---- exec_grad.c: the gradient reduction ---- */
 
