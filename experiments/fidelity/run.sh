@@ -40,7 +40,10 @@
 #          (experiments/simumax-b200-moe: EP 8 over 8 replicas, EP 4 x PP 2,
 #          4-32 micro-batches of 4K tokens, MLA), tokens/s/GPU; their memory
 #          (torch max_allocated, once per layout) as mem rows. A plan of a
-#          mixture of experts quotes the moe rows' error.
+#          mixture of experts quotes the moe rows' error. And SimuMax's
+#          A100-PCIe DeepSeek-V2 runs (experiments/simumax-a100-moe: the
+#          same layouts on 8 PCIe GPUs, TFLOP/s/GPU read off its chart),
+#          which share a100-pcie.calib's source and so are not quoted.
 #   oom    the same runs' published out-of-memory outcomes: the error is 0
 #          when loong predicts OOM too, 100 when it predicts a fit.
 #   FP8    torchtitan's Llama 3.1 8B FSDP x CP runs (experiments/torchtitan-
@@ -245,6 +248,16 @@ while read -r m ep pp mb rms pms _ ra pa _; do
         "simumax-b200/$m/4K"
     [ "$mb" = 4 ] && row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_alloc_gib)" "$ra" "$pa" \
         GiB/GPU
+done < <(echo "$out" | grep -v '^#')
+
+# ---- mixtures of experts, A100-PCIe: SimuMax's DeepSeek-V2 runs (experiments/simumax-a100-moe) ----
+# TFLOP/s/GPU as SimuMax counts them; source "simumax": a100-pcie.calib's
+# kernels come from the same project, so a plan's quoted error leaves them out
+out=$("$TOP/experiments/simumax-a100-moe/run.sh" "$L" 2>&1) ||
+    fail "experiments/simumax-a100-moe failed: $(echo "$out" | tail -n 1)"
+while read -r layout mb pub pred _; do
+    row "moe.simumax.v2-4l.$layout.m$mb" moe "8 A100-PCIe, deepseek-v2-4l, tp1 ${layout/pp/ pp} m$mb, seq 4K" \
+        "SimuMax A100-PCIe (also a100-pcie.calib's kernels)" "$pub" "$pred" TFLOP/s/GPU "simumax/deepseek-v2-4l/4K"
 done < <(echo "$out" | grep -v '^#')
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----
