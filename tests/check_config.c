@@ -547,9 +547,10 @@ END_TEST
  * command lines that plan and compose build for their children. */
 START_TEST(knob_text_round_trip)
 {
-    config cs[3] = {tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 2, SCOPE_STEP),
+    config cs[4] = {tcfg("7b-gqa", 256 * 1024, "loongtrain", 4, 8, 2, SCOPE_STEP),
                     tcfg("tiny", 4096, "ring", 1, 4, 4, SCOPE_ATTN_FWD),
-                    tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN)};
+                    tcfg("tiny", 8192, "dualring", 2, 4, 4, SCOPE_ATTN),
+                    tcfg("tiny-moe", 8192, "usp", 2, 2, 2, SCOPE_STEP)};
     config_set_placement(&cs[0], PLACE_CONTEXT_FIRST);
     cs[0].recompute = RECOMPUTE_FULL;
     cs[0].zero = 0;
@@ -560,7 +561,9 @@ START_TEST(knob_text_round_trip)
     cs[2].docs = docs_parse_list("1K,7,5000", 8192, "test", err);
     cs[2].dp = 3;
     ck_assert_int_eq(config_knob_parse(&cs[2], KNOB_PLACEMENT, "head-tp-pp-seq-dp", err), 0);
-    for (int i = 0; i < 3; i++) {
+    cs[3].ep = 2; /* a routing histogram: every weight written back, to the last bit */
+    ck_assert_int_eq(config_knob_parse(&cs[3], KNOB_ROUTING, "hist:3,0.1,1e-3,0,7,1,1,2.5", err), 0);
+    for (int i = 0; i < 4; i++) {
         config back;
         config_defaults(&back);
         for (int k = 0; k < KNOB_COUNT; k++) {

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/pipeline.h"
 #include "core/elementwise.h"
@@ -235,6 +236,46 @@ START_TEST(moe_routing_draw)
         ck_assert_msg(fabs(n[x] - mean) < 5 * sd, "expert %d: %d rows, expected %.0f +- %.0f", x, n[x], mean, sd);
     }
     free(n);
+}
+END_TEST
+
+/* A routing histogram (--routing hist:W,... or FILE): EP rank i's share is
+ * the sum of its experts' weights over all of them, the imbalance ep x
+ * the largest share; for 8,4,2,1,1,1,1,1 (19 in all) at ep 4 the shares
+ * are 12, 3, 2, 2 / 19 and the imbalance 48/19; the rows every rank sends
+ * EP rank i are R share(i) rounded; a file of the same weights (spaces,
+ * newlines, a comment) is the same histogram, and the draw of the
+ * executor's routing follows it (expert 0 most often). */
+START_TEST(moe_routing_histogram)
+{
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP), f = c;
+    char err[LOONG_ERRLEN], path[] = "/tmp/loong-hist-XXXXXX";
+    c.ep = 4;
+    ck_assert_int_eq(config_routing_parse(&c, "hist:8,4,2,1,1,1,1,1", err), 0);
+    ck_assert(config_routing_skewed(&c));
+    double share[4] = {12.0 / 19, 3.0 / 19, 2.0 / 19, 2.0 / 19}, R = (double)(c.seq / 4) * c.model.top_k;
+    for (int j = 0; j < 4; j++) {
+        ck_assert_double_eq_tol(config_ep_share(&c, j), share[j], 1e-12);
+        ck_assert_uint_eq(config_ep_pair_rows(&c, j), (uint64_t)llround(R * share[j]));
+    }
+    ck_assert_double_eq_tol(config_ep_imbalance(&c), 48.0 / 19, 1e-12);
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char text[] = "# tokens per expert\n8 4\t2\n1,1 1 1 1 # the cold ones\n";
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (int)sizeof text - 1);
+    close(fd);
+    ck_assert_int_eq(config_routing_parse(&f, path, err), 0);
+    ck_assert_ptr_eq(f.routing_hist, c.routing_hist); /* interned: the same weights, one histogram */
+    unlink(path);
+    int n[8] = {0}, e[2];
+    for (uint64_t p = 0; p < 4096; p++) {
+        config_ep_route(&c, 1, p, e);
+        n[e[0]]++, n[e[1]]++;
+    }
+    for (int x = 1; x < 8; x++)
+        ck_assert_int_gt(n[0], n[x]);
+    ck_assert_int_eq(config_routing_parse(&c, "balanced", err), 0);
+    ck_assert(!config_routing_skewed(&c) && !c.routing_hist);
 }
 END_TEST
 
@@ -1031,6 +1072,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, moe_params, 0, 5);
     tcase_add_test(tc, moe_capacity);
     tcase_add_test(tc, moe_routing_draw);
+    tcase_add_test(tc, moe_routing_histogram);
     suite_add_tcase(s, tc);
     tc = tcase_create("bytes");
     tcase_add_loop_test(tc, alltoall_bytes, 0, NMATRIX);

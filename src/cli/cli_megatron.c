@@ -697,7 +697,7 @@ static void emit_experts(mg_out *o, const config *c)
     arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
     arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, c->tp);
     if (c->capacity > 0) arg(o, "--moe-expert-capacity-factor %.17g", c->capacity);
-    if (c->routing_zipf > 0) gap(o, "--routing zipf (the routing is the model's, not an argument)");
+    if (config_routing_skewed(c)) gap(o, "--routing zipf or a histogram (the routing is the model's, not an argument)");
 }
 
 static void emit_model(mg_out *o, const config *c)

@@ -88,21 +88,24 @@ typedef enum { COLL_PROTO_AUTO, COLL_PROTO_SIMPLE, COLL_PROTO_LL, COLL_PROTO_LL1
  * field and rank index in range. */
 #define CONFIG_MAX_RANKS 65536
 
+typedef struct routing_hist routing_hist; /* config_ep.c */
+
 typedef struct config {
     model model;
     uint64_t seq; /* S: tokens per sample */
     int batch;    /* B: samples per micro-batch */
     /* The degrees of the device mesh by name (torchtitan's ParallelDims);
      * config_mesh() builds the mesh from them and the order. */
-    int tp;                     /* tensor-parallel degree (Megatron's TP; 1: none) */
-    bool sequence_parallel;     /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
-    bool tp_overlap;            /* tp > 1: TP collectives overlap their GEMMs (TE's ring-exchange) */
-    int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
-    int p_seq;                  /* P_s: sequence-parallel degree (ring) */
-    int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
-    int pp;                     /* pipeline stages (1: none) */
-    int ep;                     /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
-    double routing_zipf;        /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
+    int tp;                 /* tensor-parallel degree (Megatron's TP; 1: none) */
+    bool sequence_parallel; /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
+    bool tp_overlap;        /* tp > 1: TP collectives overlap their GEMMs (TE's ring-exchange) */
+    int p_head;             /* P_h: head-parallel degree (all-to-all group) */
+    int p_seq;              /* P_s: sequence-parallel degree (ring) */
+    int dp;                 /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
+    int pp;                 /* pipeline stages (1: none) */
+    int ep;                 /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
+    double routing_zipf;    /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
+    const routing_hist *routing_hist; /* or a per-expert histogram (config_ep.c; NULL: none) */
     double capacity;            /* an expert's capacity, x its mean tokens (Megatron's capacity factor); 0: dropless */
     int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
     schedule_kind schedule;     /* the pipeline schedule */
@@ -254,10 +257,22 @@ uint64_t config_tp_vocab(const config *c);
 /* ---- expert parallelism (config_ep.c) ---- */
 /* Whether the blocks' MLPs are mixtures of experts (model.h). */
 bool config_moe(const config *c);
-/* --routing's spelling ("balanced", "zipf:S") and its parser (0, or -1
- * with the one-line error). */
+/* --routing: balanced, zipf:S, hist:W0,W1,... (a weight per expert, in
+ * expert order: counts or shares, each >= 0, some > 0) or FILE, a text
+ * file of those weights (whitespace or newlines apart, # comments), e.g.
+ * the tokens each expert received in a measured step. A histogram is
+ * interned for the process (one pointer per distinct list of weights).
+ * config_routing_text: a short spelling for tables ("balanced",
+ * "zipf:1.2", "hist:8 experts"); config_routing_spec: the full one that
+ * --routing parses back (malloc'd); config_routing_parse: 0, or -1 with
+ * the one-line error. */
 void config_routing_text(const config *c, char *buf, size_t len);
+char *config_routing_spec(const config *c);
 int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
+/* Whether the routing is skewed (zipf or a histogram), and the experts a
+ * histogram weighs (0: none). */
+bool config_routing_skewed(const config *c);
+int config_routing_hist_experts(const config *c);
 /* --capacity-factor's spelling ("none", or C) and its parser. */
 void config_capacity_text(const config *c, char *buf, size_t len);
 int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN]);

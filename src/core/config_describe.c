@@ -27,6 +27,7 @@ void config_describe(const config *c, char *buf, size_t len)
     if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
     if (c->ep > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " ep %d", c->ep);
     if (c->routing_zipf > 0) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " zipf:%g", c->routing_zipf);
+    if (c->routing_hist) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " hist:%d", config_routing_hist_experts(c));
     config_placement_text(c, place, sizeof place);
     snprintf(buf, len, "%s S=%s B=%d mesh %dx%d%s %s (%s, %s, ring %s w=%d, kv-repl %s) scope %s, %d GPUs/node",
              c->model.name, seq, c->batch, c->p_head, c->p_seq, dp, c->strategy, place, partition_name(c->partition),

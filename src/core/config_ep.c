@@ -14,38 +14,157 @@
  * gradient group, the ranks at the same place in every EP group. */
 #include "config.h"
 #include "hash.h"
+#include "infile.h"
+#include "xalloc.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 bool config_moe(const config *c) { return model_moe(&c->model); }
 
+/* A histogram's weights, interned: equal lists share one. */
+struct routing_hist {
+    int n;
+    double *w, total;
+    routing_hist *next;
+};
+static routing_hist *interned;
+static pthread_mutex_t interned_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const routing_hist *hist_intern(const double *w, int n)
+{
+    pthread_mutex_lock(&interned_mu);
+    routing_hist *h = interned;
+    while (h && (h->n != n || memcmp(h->w, w, (size_t)n * sizeof *w)))
+        h = h->next;
+    if (!h) {
+        h = xcalloc(1, sizeof *h, "a routing histogram");
+        h->w = xmalloc_array((size_t)n, sizeof *h->w, "a routing histogram");
+        memcpy(h->w, w, (size_t)n * sizeof *w);
+        h->n = n;
+        for (int e = 0; e < n; e++)
+            h->total += w[e];
+        h->next = interned;
+        interned = h;
+    }
+    pthread_mutex_unlock(&interned_mu);
+    return h;
+}
+
+bool config_routing_skewed(const config *c) { return c->routing_zipf > 0 || c->routing_hist; }
+
+int config_routing_hist_experts(const config *c) { return c->routing_hist ? c->routing_hist->n : 0; }
+
 void config_routing_text(const config *c, char *buf, size_t len)
 {
-    if (c->routing_zipf == 0)
+    if (c->routing_hist)
+        snprintf(buf, len, "hist:%d experts", c->routing_hist->n);
+    else if (c->routing_zipf == 0)
         snprintf(buf, len, "balanced");
     else
         snprintf(buf, len, "zipf:%.17g", c->routing_zipf);
 }
 
+char *config_routing_spec(const config *c)
+{
+    const routing_hist *h = c->routing_hist;
+    if (!h) {
+        char buf[64];
+        config_routing_text(c, buf, sizeof buf);
+        return xstrdup(buf, "--routing");
+    }
+    size_t cap = 8 + (size_t)h->n * 26, at = (size_t)snprintf(NULL, 0, "hist:");
+    char *s = xmalloc(cap, "--routing");
+    snprintf(s, cap, "hist:");
+    for (int e = 0; e < h->n; e++)
+        at += (size_t)snprintf(s + at, cap - at, "%s%.17g", e ? "," : "", h->w[e]);
+    return s;
+}
+
+enum { HIST_MAX = 4096 }; /* model.c's limit on experts */
+
+/* Weights from text, separated by any of `seps`; # to the end of a line
+ * is a comment where comments is set. Returns their count (>= 1), or -1
+ * with the error naming `what`. */
+static int hist_numbers(char *text, const char *seps, bool comments, double *w, const char *what,
+                        char err[LOONG_ERRLEN])
+{
+    int n = 0;
+    double total = 0;
+    for (char *line = text, *nl; line; line = nl) {
+        nl = comments ? strchr(line, '\n') : NULL;
+        if (nl) *nl++ = '\0';
+        char *hash = comments ? strchr(line, '#') : NULL;
+        if (hash) *hash = '\0';
+        char *save = NULL;
+        for (char *tok = strtok_r(line, seps, &save); tok; tok = strtok_r(NULL, seps, &save)) {
+            char *end;
+            double v = strtod(tok, &end);
+            if (*end || !(v >= 0 && v <= 1e300)) {
+                snprintf(err, LOONG_ERRLEN, "%s: '%.30s' is not a weight (a number >= 0, one per expert)", what, tok);
+                return -1;
+            }
+            if (n == HIST_MAX) {
+                snprintf(err, LOONG_ERRLEN, "%s: more than %d weights (one per expert)", what, HIST_MAX);
+                return -1;
+            }
+            w[n++] = v;
+            total += v;
+        }
+    }
+    if (n == 0 || !(total > 0 && total <= 1e300)) {
+        snprintf(err, LOONG_ERRLEN, "%s: %s (one weight >= 0 per expert, some above 0)", what,
+                 n ? "every weight is 0" : "no weights");
+        return -1;
+    }
+    return n;
+}
+
+/* --routing hist:W,W,... or FILE into c->routing_hist. */
+static int routing_hist_parse(config *c, const char *text, char err[LOONG_ERRLEN])
+{
+    bool inline_list = !strncmp(text, "hist:", 5);
+    char what[LOONG_ERRLEN / 2], *buf;
+    if (inline_list) {
+        snprintf(what, sizeof what, "--routing's hist: list");
+        buf = xstrdup(text + 5, "--routing");
+    } else {
+        snprintf(what, sizeof what, "--routing '%.60s'", text);
+        char rerr[LOONG_ERRLEN];
+        if (!(buf = infile_read(text, "--routing histogram", (size_t)1 << 20, NULL, rerr))) {
+            snprintf(err, LOONG_ERRLEN, "%.150s (--routing takes balanced, zipf:S, hist:W,W,... or a histogram file)",
+                     rerr);
+            return -1;
+        }
+    }
+    double *w = xmalloc_array(HIST_MAX, sizeof *w, "--routing");
+    int n = hist_numbers(buf, inline_list ? "," : " \t\r,", !inline_list, w, what, err);
+    if (n > 0) c->routing_hist = hist_intern(w, n), c->routing_zipf = 0;
+    free(w);
+    free(buf);
+    return n > 0 ? 0 : -1;
+}
+
 int config_routing_parse(config *c, const char *text, char err[LOONG_ERRLEN])
 {
     if (!strcmp(text, "balanced")) {
-        c->routing_zipf = 0;
+        c->routing_zipf = 0, c->routing_hist = NULL;
         return 0;
     }
+    if (strncmp(text, "zipf:", 5)) return routing_hist_parse(c, text, err);
     char *end = NULL;
-    double s = !strncmp(text, "zipf:", 5) ? strtod(text + 5, &end) : -1;
-    if (!end || end == text + 5 || *end || !(s > 0 && s <= 8)) {
+    double s = strtod(text + 5, &end);
+    if (end == text + 5 || *end || !(s > 0 && s <= 8)) {
         snprintf(err, LOONG_ERRLEN,
                  "--routing '%.40s' is not balanced or zipf:S with 0 < S <= 8 (e.g. zipf:1.2, the hottest expert "
                  "first)",
                  text);
         return -1;
     }
-    c->routing_zipf = s;
+    c->routing_zipf = s, c->routing_hist = NULL;
     return 0;
 }
 
@@ -112,26 +231,28 @@ static double zipf_total(double s, int E)
     return last_total;
 }
 
+/* Expert e's share of the routed rows: 1/E balanced, its Zipf weight or
+ * its histogram weight over their sum. */
+static double expert_share(const config *c, int e)
+{
+    if (c->routing_hist) return e < c->routing_hist->n ? c->routing_hist->w[e] / c->routing_hist->total : 0;
+    if (c->routing_zipf == 0) return 1.0 / c->model.experts;
+    return zipf_weight(c->routing_zipf, e) / zipf_total(c->routing_zipf, c->model.experts);
+}
+
 double config_ep_share(const config *c, int ep_rank)
 {
-    if (c->routing_zipf == 0) return 1.0 / c->ep;
+    if (!config_routing_skewed(c)) return 1.0 / c->ep;
     int local = config_ep_local_experts(c);
     double mine = 0;
     for (int e = ep_rank * local; e < (ep_rank + 1) * local; e++)
-        mine += zipf_weight(c->routing_zipf, e);
-    return mine / zipf_total(c->routing_zipf, c->model.experts);
+        mine += expert_share(c, e);
+    return mine;
 }
 
 /* The routed rows (token copies) one rank sends into the dispatch: its
  * T' tokens (T / tp under sequence parallelism) times top-k. */
 static uint64_t routed_rows(const config *c) { return config_sp_rows(c, config_local_tokens(c)) * c->model.top_k; }
-
-/* Expert e's share of the routed rows. */
-static double expert_share(const config *c, int e)
-{
-    if (c->routing_zipf == 0) return 1.0 / c->model.experts;
-    return zipf_weight(c->routing_zipf, e) / zipf_total(c->routing_zipf, c->model.experts);
-}
 
 uint64_t config_ep_pair_rows(const config *c, int ep_rank)
 {
@@ -191,7 +312,7 @@ static double route_uniform(uint64_t seed, uint64_t pos, int j)
 void config_ep_route(const config *c, uint64_t seed, uint64_t pos, int *experts)
 {
     int E = c->model.experts, k = c->model.top_k;
-    if (c->routing_zipf == 0) {
+    if (!config_routing_skewed(c)) {
         for (int j = 0; j < k; j++)
             experts[j] = (int)((pos * (uint64_t)k + (uint64_t)j) % (uint64_t)E);
         return;

@@ -58,10 +58,15 @@ static json_t *knob_to_json(const config *c, const knob_row *r)
     case KT_DTYPE: return json_string(r->names[knob_dtype_index(c)].name);
     case KT_DOCS: return docs_to_json(c->docs);
     case KT_PROB: return json_real(knob_prob_value(c, r));
-    case KT_ROUTING:
+    case KT_ROUTING: {
+        char *spec = config_routing_spec(c);
+        json_t *j = json_string(spec);
+        free(spec);
+        return j;
+    }
     case KT_CAPACITY: {
         char buf[64];
-        (r->type == KT_ROUTING ? config_routing_text : config_capacity_text)(c, buf, sizeof buf);
+        config_capacity_text(c, buf, sizeof buf);
         return json_string(buf);
     }
     case KT_MODULES: {

@@ -438,10 +438,18 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
     const model *m = &c->model;
     char buf[LOONG_ERRLEN];
     if (c->ep < 1) return fail(err, "--ep must be at least 1 (1: every rank holds every expert)");
-    if (!config_moe(c) && (c->ep > 1 || c->routing_zipf != 0 || c->capacity != 0))
+    if (!config_moe(c) && (c->ep > 1 || config_routing_skewed(c) || c->capacity != 0))
         return fail(err, "--ep, --routing and --capacity-factor apply to a mixture-of-experts model: use e.g. --model "
                          "qwen3-30b-a3b, or drop them");
     if (!config_moe(c)) return 0;
+    int hist = config_routing_hist_experts(c);
+    if (hist && hist != m->experts) {
+        snprintf(buf, sizeof buf,
+                 "--routing's histogram weighs %d experts and model '%s' has %d: give one weight per expert, in "
+                 "expert order",
+                 hist, m->name, m->experts);
+        return fail(err, buf);
+    }
     int P = config_cp(c);
     if ((P % c->ep && (c->ep % P || c->dp % (c->ep / P))) || m->experts % c->ep) {
         snprintf(buf, sizeof buf,

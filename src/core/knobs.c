@@ -138,9 +138,11 @@ const knob_row knob_rows[KNOB_COUNT] = {
                  offsetof(config, ep),
                  NULL,
                  0},
-    [KNOB_ROUTING] = {{"routing", "routing", "balanced|zipf:S",
+    [KNOB_ROUTING] = {{"routing", "routing", "balanced|zipf:S|FILE",
                        "mixture of experts: the tokens' draw over the\n"
-                       "experts, even or Zipf's law of exponent S  [balanced]",
+                       "experts, even, Zipf's law of exponent S, or a\n"
+                       "histogram: a weight per expert in FILE (or\n"
+                       "hist:W,W,...)  [balanced]",
                        false, KNOB_PHASE_LAST},
                       KT_ROUTING,
                       offsetof(config, routing_zipf),
@@ -393,7 +395,7 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_TP && c->tp == 1) || (k == KNOB_SEQUENCE_PARALLEL && c->tp == 1) ||
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_EP && c->ep == 1) ||
-           (k == KNOB_ROUTING && c->routing_zipf == 0) || (k == KNOB_CAPACITY && c->capacity == 0) ||
+           (k == KNOB_ROUTING && !config_routing_skewed(c)) || (k == KNOB_CAPACITY && c->capacity == 0) ||
            (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
            (k == KNOB_PP_FIRST_LAYERS && c->pp_first == 0) || (k == KNOB_PP_LAST_LAYERS && c->pp_last == 0) ||
@@ -429,6 +431,7 @@ char *config_knob_text(const config *c, config_knob k)
 {
     if (knob_unset(c, k)) return NULL;
     if (knob_rows[k].type == KT_DOCS) return docs_format(c->docs);
+    if (knob_rows[k].type == KT_ROUTING) return config_routing_spec(c); /* a histogram's every weight */
     char buf[256];
     knob_format(c, &knob_rows[k], buf, sizeof buf);
     return xstrdup(buf, "a knob's value");
