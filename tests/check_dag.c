@@ -85,6 +85,38 @@ START_TEST(attention_conserved)
 }
 END_TEST
 
+/* MLA (Megatron-Core's MultiLatentAttention, build.c's qkv_gemms) on a
+ * tiny MLA model: H = 8 heads, hidden 256, q_lora 64, kv_lora 32, nope
+ * 32, rope 16, v 32 (head_dim = the mean, (48 + 32) / 2 = 40), S = 8K on
+ * a ring of 4 (T = N = 2K tokens a rank). Per layer:
+ *   the four projections forward, over all ranks: 2 S (hid ql + ql H
+ *   (nope + rope) + hid (kl + rope) + kl H (nope + v));
+ *   attention forward: S(S+1)/2 pairs of 2 H (d_qk + d_v) FLOPs (QK^T
+ *   at d_qk, PV at d_v), backward 2.5x;
+ *   the ring's KV block, K at d_qk and V at d_v for every head, expanded
+ *   as Megatron's CP passes it: N H (d_qk + d_v) x 2 bytes (bf16). */
+START_TEST(mla_closed_forms)
+{
+    config c = tcfg("tiny", 8 * K, "ring", 1, 4, 0, SCOPE_STEP);
+    model *m = &c.model;
+    m->layers = 1, m->kv_heads = m->heads, m->head_dim = 40;
+    m->q_lora = 64, m->kv_lora = 32, m->qk_nope = 32, m->qk_rope = 16, m->v_dim = 32;
+    dag *g = tbuild(&c);
+    uint64_t S = c.seq, H = 8, hid = 256, N = S / 4, dqk = 48, dv = 32;
+    uint64_t proj = 2 * S * (hid * 64 + 64 * H * dqk + hid * (32 + 16) + 32 * H * (32 + dv)), qkv = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->op == OP_QKV && t->phase == PHASE_FWD) qkv += t->flops;
+        if (t->op == OP_KV && t->kind == TASK_SEND && t->phase == PHASE_FWD)
+            ck_assert_uint_eq(t->bytes, N * H * (dqk + dv) * 2);
+    }
+    ck_assert_uint_eq(qkv, proj);
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), S * (S + 1) * H * (dqk + dv));
+    ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), 5 * S * (S + 1) * H * (dqk + dv) / 2);
+    dag_free(g);
+}
+END_TEST
+
 START_TEST(step_gemms_conserved)
 {
     config c = tcfg("llama3-8b", 32 * K, "loongtrain", 8, 4, 2, SCOPE_STEP);
@@ -1062,6 +1094,7 @@ static Suite *dag_suite(void)
     tc = tcase_create("conservation");
     tcase_add_loop_test(tc, attention_conserved, 0, NMATRIX);
     tcase_add_test(tc, step_gemms_conserved);
+    tcase_add_test(tc, mla_closed_forms);
     tcase_add_loop_test(tc, elementwise_closed_forms, 0, 2);
     tcase_add_loop_test(tc, unfused_closed_forms, 0, 3);
     tcase_add_loop_test(tc, fp8_casts_closed_forms, 0, 3);
