@@ -73,10 +73,10 @@ static void *dmem(const void *h, size_t bytes)
 }
 
 static const attn_shape kshapes[] = {
-    {300, 300, 4, 2, 64, 1, NULL},
-    {257, 257, 8, 8, 128, 1, NULL},
-    {200, 200, 6, 2, 40, 1, NULL},
-    {65, 65, 2, 1, 16, 1, NULL},
+    {300, 300, 4, 2, 64, 1, NULL, 0},
+    {257, 257, 8, 8, 128, 1, NULL, 0},
+    {200, 200, 6, 2, 40, 1, NULL, 0},
+    {65, 65, 2, 1, 16, 1, NULL, 0},
 };
 
 /* Shapes x {causal, documents}: under documents, query i sees keys from

@@ -224,7 +224,7 @@ START_TEST(blocks_vs_reference)
     for (int r = 0; r < P; r++) {
         for (int step = 0; step < P; step++) {
             int s = ((r - step) % P + P) % P;
-            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL};
+            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL, 0};
             if (!c->zigzag && s > r) continue;
             if (!c->zigzag && s < r) sh.causal = 0;
             if (step == 0) {
@@ -245,7 +245,7 @@ START_TEST(blocks_vs_reference)
         float *dq = xcalloc((size_t)cnt[r] * wq, sizeof(float));
         for (int step = 0; step < P; step++) {
             int s = ((r - step) % P + P) % P;
-            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL};
+            attn_shape sh = {cnt[r], cnt[s], hq, hkv, d, 1, NULL, 0};
             if (!c->zigzag && s > r) continue;
             if (!c->zigzag && s < r) sh.causal = 0;
             attn_block_bwd(dq, dkb, dvb, q[r], k[s], v[s], o[r], lse[r], dO[r], pos[r], pos[s], &sh);
@@ -301,7 +301,7 @@ START_TEST(fully_masked_rows)
     /* block A: keys 8..39 (rows 0..7 masked); block B: keys 0..7 */
     const int na = 32, nb = 8;
     const float *ka = t.k + (size_t)8 * wk, *va = t.v + (size_t)8 * wk;
-    attn_shape sa = {nq, na, hq, hkv, d, 1, NULL}, sb = {nq, nb, hq, hkv, d, 1, NULL};
+    attn_shape sa = {nq, na, hq, hkv, d, 1, NULL, 0}, sb = {nq, nb, hq, hkv, d, 1, NULL, 0};
     float *oa = xcalloc((size_t)nq * wq, sizeof(float)), *la = xcalloc((size_t)nq * hq, sizeof(float));
     float *ob = xcalloc((size_t)nq * wq, sizeof(float)), *lb = xcalloc((size_t)nq * hq, sizeof(float));
     /* poison the outputs: the kernel must overwrite them */
@@ -351,15 +351,15 @@ START_TEST(fully_masked_rows)
 
     /* a block with every row masked: o = 0, lse = -inf; its backward from
      * lse = -inf (a row that saw no key at all) is zero everywhere, no NaN */
-    attn_shape sm = {8, 32, hq, hkv, d, 1, NULL};
+    attn_shape sm = {8, 32, hq, hkv, d, 1, NULL, 0};
     attn_block_fwd(oa, la, t.q, ka, va, pos, pos + 8, &sm);
     for (int i = 0; i < 8 * hq; i++)
         ck_assert(la[i] == -INFINITY);
     for (int i = 0; i < 8 * wq; i++)
         ck_assert(oa[i] == 0.0f);
     memset(dq, 0, (size_t)nq * wq * sizeof(float));
-    attn_shape sn = {8, 32, hq,  hkv,
-                     d, 0,  NULL}; /* non-causal: every tile computed, P = exp(s - -inf) must not appear */
+    attn_shape sn = {8, 32, hq,   hkv,
+                     d, 0,  NULL, 0}; /* non-causal: every tile computed, P = exp(s - -inf) must not appear */
     attn_block_bwd(dq, dka, dva, t.q, ka, va, oa, la, t.do_, pos, pos + 8, &sn);
     for (int i = 0; i < 8 * wq; i++)
         ck_assert(dq[i] == 0.0f);
@@ -441,7 +441,7 @@ START_TEST(document_mask)
         gather(dO, t.do_, perm, n, wq);
     float *o = xcalloc((size_t)n * wq, sizeof(float)), *lse = xcalloc((size_t)n * hq, sizeof(float));
     float *ob = xcalloc((size_t)n * wq, sizeof(float)), *lseb = xcalloc((size_t)n * hq, sizeof(float));
-    attn_shape sh = {n, half, hq, hkv, d, 1, pstart};
+    attn_shape sh = {n, half, hq, hkv, d, 1, pstart, 0};
     attn_block_fwd(o, lse, q, k, v, perm, perm, &sh);
     attn_block_fwd(ob, lseb, q, k + (size_t)half * wk, v + (size_t)half * wk, perm, perm + half, &sh);
     attn_merge(o, lse, ob, lseb, n, hq, d);

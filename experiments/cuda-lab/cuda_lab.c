@@ -108,7 +108,7 @@ static int validate(int n, int hq, int hkv, int d)
     float *O = dput(NULL, nqh), *L = dput(NULL, (size_t)n * hq), *DQ = dput(NULL, nqh), *DK = dput(NULL, nkh),
           *DV = dput(NULL, nkh), *DI = dput(NULL, (size_t)n * hq);
     int64_t *pos = dpos(0, n);
-    attn_shape s = {n, n, hq, hkv, d, 1, NULL};
+    attn_shape s = {n, n, hq, hkv, d, 1, NULL, 0};
     cudaCheck(cuda_attn_fwd(O, L, Q, K, V, pos, pos, &s, 0));
     cudaCheck(cuda_attn_bwd(DQ, DK, DV, Q, K, V, O, L, DO, pos, pos, &s, DI, 0));
     cudaCheck(cudaDeviceSynchronize());
@@ -134,7 +134,7 @@ static int validate(int n, int hq, int hkv, int d)
     /* keys [0, h) and [h, n) as two blocks (the second one causal by
      * absolute position), merged: must equal the whole sequence */
     int h = n / 2 + 3;
-    attn_shape s1 = {n, h, hq, hkv, d, 1, NULL}, s2 = {n, n - h, hq, hkv, d, 1, NULL};
+    attn_shape s1 = {n, h, hq, hkv, d, 1, NULL, 0}, s2 = {n, n - h, hq, hkv, d, 1, NULL, 0};
     float *OB = dput(NULL, nqh), *LB = dput(NULL, (size_t)n * hq);
     int64_t *pos2 = dpos(h, n - h);
     cudaCheck(cuda_attn_fwd(O, L, Q, K, V, pos, pos, &s1, 0));
@@ -163,7 +163,7 @@ static void bench_attn(int n, int hq, int hkv, int d, int iters)
           *L = dput(NULL, (size_t)n * hq), *DQ = dput(NULL, nqh), *DK = dput(NULL, nkh), *DV = dput(NULL, nkh),
           *DI = dput(NULL, (size_t)n * hq);
     int64_t *pos = dpos(0, n);
-    attn_shape s = {n, n, hq, hkv, d, 0, NULL};
+    attn_shape s = {n, n, hq, hkv, d, 0, NULL, 0};
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));

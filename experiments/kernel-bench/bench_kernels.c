@@ -66,7 +66,7 @@ static double check_fwd(gsl_rng *r, int n, int hq, int hkv, int d)
         kd[i] = k[i], vd[i] = v[i];
     for (int i = 0; i < n; i++)
         pos[i] = i;
-    attn_shape sh = {n, n, hq, hkv, d, 1, NULL};
+    attn_shape sh = {n, n, hq, hkv, d, 1, NULL, 0};
     attn_block_fwd(o, lse, q, k, v, pos, pos, &sh);
     attn_ref_fwd(od, lsed, qd, kd, vd, NULL, n, hq, hkv, d);
     double num = 0, den = 0;
@@ -89,7 +89,7 @@ typedef struct bench_buf {
 
 static double time_fwd(bench_buf *b, int causal, int reps)
 {
-    attn_shape sh = {b->n, b->n, b->hq, b->hkv, b->d, causal, NULL};
+    attn_shape sh = {b->n, b->n, b->hq, b->hkv, b->d, causal, NULL, 0};
     double best = INFINITY;
     attn_block_fwd(b->o, b->lse, b->q, b->k, b->v, b->pos, b->pos, &sh); /* warm-up */
     for (int r = 0; r < reps; r++) {
@@ -104,7 +104,7 @@ static double time_fwd(bench_buf *b, int causal, int reps)
 /* Backward of the block whose final (o, lse) is its own forward. */
 static double time_bwd(bench_buf *b, int causal, int reps)
 {
-    attn_shape sh = {b->n, b->n, b->hq, b->hkv, b->d, causal, NULL};
+    attn_shape sh = {b->n, b->n, b->hq, b->hkv, b->d, causal, NULL, 0};
     attn_block_fwd(b->o, b->lse, b->q, b->k, b->v, b->pos, b->pos, &sh);
     double best = INFINITY;
     for (int r = 0; r <= reps; r++) { /* r = 0 is the warm-up */

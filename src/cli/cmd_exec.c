@@ -204,6 +204,29 @@ static int check_moe(const exec_cli *e, const config *c)
     return 0;
 }
 
+/* What the executor runs of multi-head latent attention (exec_mla.c):
+ * the CPU device's kernels, tp = 1, the whole step (its projections are
+ * the block's). 0, or 2 with the one-line error. */
+static int check_mla(const exec_cli *e, const config *c)
+{
+    if (strcmp(e->device, "cpu"))
+        return cli_fail("exec",
+                        "the %s device has no multi-head latent attention (V's width differs from K's): "
+                        "use --device cpu",
+                        e->device);
+    if (c->tp > 1)
+        return cli_fail("exec",
+                        "loong exec runs multi-head latent attention without tensor parallelism: drop --tp %d "
+                        "(dag, sim and plan model it)",
+                        c->tp);
+    if (c->scope != SCOPE_STEP)
+        return cli_fail("exec",
+                        "loong exec runs multi-head latent attention's projections with the block: use --scope step "
+                        "(model '%s')",
+                        c->model.name);
+    return 0;
+}
+
 static int configure(exec_cli *e, config *c)
 {
     char err[LOONG_ERRLEN];
@@ -224,11 +247,7 @@ static int configure(exec_cli *e, config *c)
     if (c->model.tied || c->model.bias)
         return cli_fail("exec", "model '%s' has %s, which the executor does not implement: use a model without",
                         c->model.name, c->model.tied ? "tied embeddings" : "attention biases");
-    if (model_mla(&c->model))
-        return cli_fail("exec",
-                        "model '%s' has multi-head latent attention, whose kernels the executor does not run yet: "
-                        "predict it with loong sim or loong plan, or execute a GQA model",
-                        c->model.name);
+    if (model_mla(&c->model) && check_mla(e, c)) return 2;
     if (config_moe(c) && check_moe(e, c)) return 2;
     if (c->dp > 1)
         return cli_fail("exec",

@@ -274,6 +274,10 @@ void build_layer_bwd(prog *p, int l)
     tp_gemm qkv[4];
     int nq = qkv_gemms(p, qkv, READS(lbuf(p, l, LB_DQKV), build_tp_buf(p, l, LB_XG), W, dkv_a, dkv_b),
                        WRITES(build_tp_buf(p, l, LB_DXP), G));
+    for (int i = 0; i < nq / 2; i++) { /* MLA's backward: the up projections' before their down's, as autograd */
+        tp_gemm swap = qkv[i];
+        qkv[i] = qkv[nq - 1 - i], qkv[nq - 1 - i] = swap;
+    }
     if (fp8(p)) inplace(p, OP_QUANT_DQKV, PHASE_BWD, l, lbuf(p, l, LB_DQKV));
     build_tp_row(p, OP_TP_X, PHASE_BWD, l, qkv, nq, build_tp_buf(p, l, LB_DXP), BUF_LB(l, LB_DX));
     norm(p, OP_NORM_ATTN, PHASE_BWD, l, BUF_LB(l, LB_DX));

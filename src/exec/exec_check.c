@@ -126,16 +126,17 @@ static double *gen_seq(const xr *x, int tensor, int width, float scale)
     return gen_sample(x, tensor, width, scale, 0);
 }
 
-/* Split (S, (H+2Hkv)d) rows of the whole model into Q (S,H,d), K, V
- * (S,Hkv,d) and back. */
+/* Split (S, H d + Hkv (d + dv)) rows of the whole model into Q (S,H,d),
+ * K (S,Hkv,d), V (S,Hkv,dv) and back (dv = d but under MLA). */
 static void split_qkv(const xr *x, const double *qkv, double *q, double *k, double *v, bool join)
 {
     const model *m = &x->c->model;
     size_t S = (size_t)x->c->seq, d = (size_t)x->d, wq = (size_t)m->heads * d, wk = (size_t)m->kv_heads * d;
+    size_t wv = (size_t)m->kv_heads * (size_t)x->dv;
     for (size_t p = 0; p < S; p++) {
-        double *row = (double *)qkv + p * (wq + 2 * wk);
-        double *parts[3] = {q + p * wq, k + p * wk, v + p * wk};
-        size_t off[3] = {0, wq, wq + wk}, len[3] = {wq, wk, wk};
+        double *row = (double *)qkv + p * (wq + wk + wv);
+        double *parts[3] = {q + p * wq, k + p * wk, v + p * wv};
+        size_t off[3] = {0, wq, wq + wk}, len[3] = {wq, wk, wv};
         for (int i = 0; i < 3; i++)
             memcpy(join ? row + off[i] : parts[i], join ? parts[i] : row + off[i], len[i] * sizeof(double));
     }
@@ -145,6 +146,7 @@ static void split_qkv(const xr *x, const double *qkv, double *q, double *k, doub
  * its MLP's: the dense SwiGLU's or the mixture of experts'. */
 typedef struct ref_layer {
     double *x, *qkv, *o, *h;
+    ref_mla mla; /* MLA's latents (unused under GQA) */
     ref_mlp mlp;
     ref_moe *moe; /* NULL: dense */
 } ref_layer;
@@ -163,13 +165,13 @@ typedef struct ref_block {
  * pairs each layer's forward with its backward. */
 typedef struct ref_model {
     const xr *x;
-    int S, hid, ffn, d, L, V, hd, w3, wk;
-    double *wts, *grad;                         /* the whole model's (wfull floats each) */
-    ref_layer *ly;                              /* L + 1: block l's activations; ly[L].x the LM head's input */
-    double *R;                                  /* the loss weights (S, V) */
-    int64_t *starts;                            /* the attention mask's document starts (NULL: one document) */
-    double *q, *k, *v, *lse;                    /* attention's operands, per block */
-    double *dx, *dh, *dO, *dqkv, *dq, *dk, *dv; /* the backward's gradients */
+    int S, hid, ffn, d, dvh, L, V, hd, w3, wk, wv; /* d: Q's and K's head dim; dvh, V's and O's; hd = H dvh */
+    double *wts, *grad;                            /* the whole model's (wfull floats each) */
+    ref_layer *ly;                                 /* L + 1: block l's activations; ly[L].x the LM head's input */
+    double *R;                                     /* the loss weights (S, V) */
+    int64_t *starts;                               /* the attention mask's document starts (NULL: one document) */
+    double *q, *k, *v, *lse;                       /* attention's operands, per block */
+    double *dx, *dh, *dO, *dqkv, *dq, *dk, *dv;    /* the backward's gradients */
 } ref_model;
 
 /* The document start of every position of the sequence, for the
@@ -205,7 +207,7 @@ static ref_block ref_block_at(const ref_model *r, double *base, int l)
 {
     ref_block b;
     b.qkv = base + xr_full_off(r->x, l);
-    b.o = b.qkv + (size_t)r->hid * (size_t)r->w3;
+    b.o = b.qkv + (model_mla(&r->x->c->model) ? xr_mla_floats(r->x) : (size_t)r->hid * (size_t)r->w3);
     b.mlp = b.o + (size_t)r->hd * (size_t)r->hid;
     return b;
 }
@@ -226,23 +228,29 @@ static double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double), "the --c
 static void ref_model_init(ref_model *r, const xr *x, int64_t row0)
 {
     const model *m = &x->c->model;
-    *r = (ref_model){
-        .x = x, .S = (int)x->c->seq, .hid = m->hidden, .ffn = m->ffn, .d = m->head_dim, .L = x->L, .V = m->vocab};
-    r->hd = m->heads * r->d, r->w3 = model_qkv_heads(m) * r->d, r->wk = m->kv_heads * r->d;
-    size_t Sz = (size_t)r->S, hid = (size_t)r->hid;
+    *r = (ref_model){.x = x,
+                     .S = (int)x->c->seq,
+                     .hid = m->hidden,
+                     .ffn = m->ffn,
+                     .d = x->d,
+                     .dvh = x->dv,
+                     .L = x->L,
+                     .V = m->vocab};
+    r->hd = m->heads * r->dvh, r->wk = m->kv_heads * r->d, r->wv = m->kv_heads * r->dvh;
+    r->w3 = m->heads * r->d + r->wk + r->wv;
+    size_t Sz = (size_t)r->S;
     r->wts = ref_alloc(x->wfull);
     r->grad = xcalloc(x->wfull, sizeof *r->grad, "the --check reference");
-    float *row = xmalloc(hid * sizeof *row, "the --check reference");
-    for (size_t i = 0; i < x->wfull / hid; i++) {
-        xr_gen_row(x->o->seed, GEN_W, (int64_t)i, row, r->hid, 1.0f / sqrtf((float)r->hid));
-        for (size_t k = 0; k < hid; k++)
-            r->wts[i * hid + k] = row[k];
-    }
-    free(row);
+    float *w = xmalloc(x->wfull * sizeof *w, "the --check reference");
+    xr_gen_weights(x, w);
+    for (size_t i = 0; i < x->wfull; i++)
+        r->wts[i] = w[i];
+    free(w);
     r->ly = xcalloc((size_t)r->L + 1, sizeof *r->ly, "the --check reference");
     r->ly[0].x = gen_sample(x, GEN_X, r->hid, 1.0f, row0);
     r->R = gen_sample(x, GEN_R, r->V, 1.0f / (float)r->V, row0);
-    r->q = ref_alloc(Sz * (size_t)r->hd), r->k = ref_alloc(Sz * (size_t)r->wk), r->v = ref_alloc(Sz * (size_t)r->wk);
+    r->q = ref_alloc(Sz * (size_t)m->heads * (size_t)r->d), r->k = ref_alloc(Sz * (size_t)r->wk);
+    r->v = ref_alloc(Sz * (size_t)r->wv);
     r->lse = ref_alloc(Sz * (size_t)m->heads);
     r->starts = doc_starts(x);
 }
@@ -251,6 +259,7 @@ static void ref_model_free(ref_model *r)
 {
     for (ref_layer *y = r->ly; y <= r->ly + r->L; y++) {
         free(y->x), free(y->qkv), free(y->o), free(y->h), free(y->mlp.g), free(y->mlp.u), free(y->mlp.m);
+        ref_mla_free(&y->mla);
         if (y->moe) ref_moe_free(y->moe);
         free(y->moe);
     }
@@ -288,9 +297,14 @@ static void ref_block_forward(ref_model *r, int l)
     ref_block W = ref_block_at(r, r->wts, l);
     ref_layer *y = &r->ly[l];
     y->qkv = ref_alloc(Sz * (size_t)w3), y->o = ref_alloc(Sz * (size_t)hd), y->h = ref_alloc(Sz * (size_t)hid);
-    ref_dgemm(0, 0, S, w3, hid, y->x, hid, W.qkv, w3, 0, y->qkv, w3);
+    if (model_mla(m)) {
+        y->mla = (ref_mla){.m = m, .S = S, .w = W.qkv, .gw = ref_block_at(r, r->grad, l).qkv};
+        ref_mla_fwd(&y->mla, y->x, y->qkv);
+    } else {
+        ref_dgemm(0, 0, S, w3, hid, y->x, hid, W.qkv, w3, 0, y->qkv, w3);
+    }
     split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
-    attn_ref_fwd(y->o, r->lse, r->q, r->k, r->v, r->starts, S, m->heads, m->kv_heads, r->d);
+    attn_ref_fwd_v(y->o, r->lse, r->q, r->k, r->v, r->starts, S, m->heads, m->kv_heads, r->d, r->dvh);
     memcpy(y->h, y->x, Sz * (size_t)hid * sizeof(double));
     ref_dgemm(0, 0, S, hid, hd, y->o, hd, W.o, hid, 1, y->h, hid);
     ref_mlp_block_fwd(r, l, r->ly[l + 1].x = ref_alloc(Sz * (size_t)hid));
@@ -314,9 +328,13 @@ static void ref_block_backward(ref_model *r, int l)
     ref_dgemm(0, 1, S, hd, hid, r->dh, hid, W.o, hid, 0, r->dO, hd);
     ref_dgemm(1, 0, hd, hid, S, y->o, hd, r->dh, hid, 0, G.o, hid);
     split_qkv(r->x, y->qkv, r->q, r->k, r->v, false);
-    attn_ref_bwd(r->dq, r->dk, r->dv, r->q, r->k, r->v, r->dO, r->starts, S, m->heads, m->kv_heads, r->d);
+    attn_ref_bwd_v(r->dq, r->dk, r->dv, r->q, r->k, r->v, r->dO, r->starts, S, m->heads, m->kv_heads, r->d, r->dvh);
     split_qkv(r->x, r->dqkv, r->dq, r->dk, r->dv, true);
     memcpy(r->dx, r->dh, Sz * (size_t)hid * sizeof *r->dx);
+    if (model_mla(m)) {
+        ref_mla_bwd(&y->mla, y->x, r->dqkv, r->dx);
+        return;
+    }
     ref_dgemm(0, 1, S, hid, w3, r->dqkv, w3, W.qkv, w3, 1, r->dx, hid);
     ref_dgemm(1, 0, hid, w3, S, y->x, hid, r->dqkv, w3, 0, G.qkv, w3);
 }
@@ -361,7 +379,8 @@ static void ref_step_backward(ref_model *r)
     size_t Sz = (size_t)r->S, hid = (size_t)r->hid, hd = (size_t)r->hd;
     r->dx = ref_alloc(Sz * hid), r->dh = ref_alloc(Sz * hid);
     r->dO = ref_alloc(Sz * hd), r->dqkv = ref_alloc(Sz * (size_t)r->w3);
-    r->dq = ref_alloc(Sz * hd), r->dk = ref_alloc(Sz * (size_t)r->wk), r->dv = ref_alloc(Sz * (size_t)r->wk);
+    r->dq = ref_alloc(Sz * (size_t)r->x->c->model.heads * (size_t)r->d), r->dk = ref_alloc(Sz * (size_t)r->wk);
+    r->dv = ref_alloc(Sz * (size_t)r->wv);
     ref_head_backward(r);
     for (int l = r->L - 1; l >= 0; l--)
         ref_block_backward(r, l);
@@ -679,14 +698,33 @@ static void step_row(step_rows *t, const char *name, const float *g, const doubl
     if (!(e <= t->r[i].err)) t->r[i].err = e; /* NaN propagates */
 }
 
+/* The QKV projection's rows of the block at o: one, or MLA's four (three
+ * without q_lora). Returns where the output projection starts. */
+static size_t attn_rows(const xr *x, size_t o, const float *g, const double *ref, step_rows *t)
+{
+    const model *m = &x->c->model;
+    size_t hid = (size_t)m->hidden, H = (size_t)m->heads, ql = (size_t)m->q_lora, kl = (size_t)m->kv_lora;
+    if (!model_mla(m)) {
+        size_t w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
+        step_row(t, "dW_qkv", g, ref, o, hid * w3, TOL_STEP);
+        return o + hid * w3;
+    }
+    size_t dqk = (size_t)(m->qk_nope + m->qk_rope),
+           n[4] = {hid * ql, (ql ? ql : hid) * H * dqk, hid * (kl + (size_t)m->qk_rope),
+                   kl * H * (size_t)(m->qk_nope + m->v_dim)};
+    const char *names[4] = {"dW_q_down", ql ? "dW_q_up" : "dW_q", "dW_kv_down", "dW_kv_up"};
+    for (int i = 0; i < 4; o += n[i], i++)
+        if (n[i]) step_row(t, names[i], g, ref, o, n[i], TOL_STEP);
+    return o;
+}
+
 /* Block l's rows: attention's, then its SwiGLU's or its experts'. */
 static void block_rows(const xr *x, int l, const float *g, const double *ref, step_rows *t)
 {
     const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, w3 = (size_t)model_qkv_heads(m) * (size_t)m->head_dim;
-    size_t hd = (size_t)m->heads * (size_t)m->head_dim, o = xr_full_off(x, l), f = (size_t)m->ffn;
-    step_row(t, "dW_qkv", g, ref, o, hid * w3, TOL_STEP);
-    step_row(t, "dW_o", g, ref, o += hid * w3, hd * hid, TOL_STEP);
+    size_t hid = (size_t)m->hidden, hd = (size_t)m->heads * (size_t)x->dv, o = xr_full_off(x, l), f = (size_t)m->ffn;
+    o = attn_rows(x, o, g, ref, t);
+    step_row(t, "dW_o", g, ref, o, hd * hid, TOL_STEP);
     o += hd * hid;
     const char *mlp[3] = {"dW_gate", "dW_up", "dW_down"};
     if (model_block_moe(m, l)) {

@@ -39,7 +39,8 @@ static void geometry(xr *x)
     x->Hkv_eff = config_kv_heads_total(c);
     x->hq = config_q_heads(c);
     x->kvh = config_kv_heads(c);
-    x->d = m->head_dim;
+    x->d = model_mla(m) ? m->qk_nope + m->qk_rope : m->head_dim;
+    x->dv = model_v_dim(m);
     x->R = config_kv_repl(c);
     x->lanes = ringgeo_lanes(c);
     x->lane_tok = (int)ringgeo_lane_tokens(c, 0);
@@ -97,20 +98,22 @@ static void positions(xr *x)
         }
 }
 
+/* Floats of one lane's KV slot: [K (lane_tok, kvh, d) | V (lane_tok, kvh, dv)]. */
+static size_t slot_size(const xr *x) { return (size_t)x->lane_tok * (xr_kd(x) + xr_vd(x)); }
+
 static void alloc_layer(xr *x, layer_t *l, bool *ok)
 {
     size_t T = (size_t)x->T, N = (size_t)x->N, d = (size_t)x->d;
-    size_t w3 = (size_t)(x->H + 2 * x->Hkv) * d, hd = (size_t)x->H * d,
-           slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * d;
+    size_t w3 = xr_qkv_width(x), hd = (size_t)x->H * (size_t)x->dv, slot = slot_size(x);
     l->qkv_s = dalloc(x, T * w3, ok);
     l->o_s = dalloc(x, T * hd, ok);
     l->do_s = dalloc(x, T * hd, ok);
     l->dqkv_s = dalloc(x, T * w3, ok);
     if (x->R > 1) l->dkv_eff = dalloc(x, T * 2 * (size_t)x->Hkv_eff * d, ok);
-    size_t hqd = N * (size_t)x->hq * d;
+    size_t hqd = N * (size_t)x->hq * d, hqv = N * (size_t)x->hq * (size_t)x->dv;
     l->q_h = dalloc(x, hqd, ok);
-    l->o_h = dalloc(x, hqd, ok);
-    l->do_h = dalloc(x, hqd, ok);
+    l->o_h = dalloc(x, hqv, ok);
+    l->do_h = dalloc(x, hqv, ok);
     l->dq_h = dalloc(x, hqd, ok);
     l->lse = dalloc(x, N * (size_t)x->hq, ok);
     for (int k = 0; k < x->lanes; k++)
@@ -144,10 +147,17 @@ static void alloc_step_layer(xr *x, layer_t *l, bool *ok)
     l->dm = dalloc(x, T * ffn, ok);
 }
 
+/* Floats of a block's QKV projection (MLA's four, at tp = 1). */
+static size_t qkv_floats(const xr *x, int H, int Hkv)
+{
+    if (model_mla(&x->c->model)) return xr_mla_floats(x);
+    return (size_t)x->c->model.hidden * (size_t)(H + 2 * Hkv) * (size_t)x->d;
+}
+
 size_t xr_block_floats(const xr *x, int l, int H, int Hkv, int ffn)
 {
     const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden, d = (size_t)x->d, attn = hid * (size_t)(H + 2 * Hkv) * d + (size_t)H * d * hid;
+    size_t hid = (size_t)m->hidden, attn = qkv_floats(x, H, Hkv) + (size_t)H * (size_t)x->dv * hid;
     if (!model_block_moe(m, l)) return attn + 3 * hid * (size_t)ffn;
     return attn + hid * (size_t)m->experts + 3 * hid * (size_t)m->shared_ffn; /* tp = 1 */
 }
@@ -167,10 +177,10 @@ size_t xr_full_off(const xr *x, int l)
  * its router and shared experts), in the order of xr_block_floats. */
 static void point_block(const xr *x, layer_w *w, int l, float *p)
 {
-    size_t hid = (size_t)x->c->model.hidden, d = (size_t)x->d, f = (size_t)x->ly[l].ffn;
+    size_t hid = (size_t)x->c->model.hidden, f = (size_t)x->ly[l].ffn;
     w->qkv = p;
-    w->o = w->qkv + hid * (size_t)(x->H + 2 * x->Hkv) * d;
-    float *mlp = w->o + (size_t)x->H * d * hid;
+    w->o = w->qkv + qkv_floats(x, x->H, x->Hkv);
+    float *mlp = w->o + (size_t)x->H * (size_t)x->dv * hid;
     if (model_block_moe(&x->c->model, l)) {
         w->router = mlp;
         mlp += hid * (size_t)x->c->model.experts;
@@ -254,7 +264,7 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
     for (int k = 0; ok && k < x->mbs; k++)
         for (int l = 0; ok && l < x->L; l++)
             alloc_layer(x, &x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l], &ok);
-    size_t slot = 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d;
+    size_t slot = slot_size(x);
     for (int k = 0; ok && k < x->lanes; k++) {
         for (int i = KV_IN0; i < KV_SLOTS; i++)
             x->kv_slot[k][i] = dalloc(x, slot, &ok);
@@ -265,11 +275,10 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
         x->ag_kv[k] = dalloc(x, slot * (size_t)x->c->p_seq, &ok);
         x->ag_dkv[k] = dalloc(x, slot * (size_t)x->c->p_seq, &ok);
     }
-    size_t hqd = (size_t)x->N * (size_t)x->hq * (size_t)x->d;
-    x->ob = dalloc(x, hqd, &ok);
+    x->ob = dalloc(x, (size_t)x->N * (size_t)x->hq * (size_t)x->dv, &ok);
     x->lseb = dalloc(x, (size_t)x->N * (size_t)x->hq, &ok);
     x->zeros = dalloc(x, slot, &ok);
-    size_t a2a = (size_t)x->T * (size_t)(x->H + 2 * x->Hkv_eff) * (size_t)x->d;
+    size_t a2a = (size_t)x->T * ((size_t)(x->H + x->Hkv_eff) * (size_t)x->d + (size_t)x->Hkv_eff * (size_t)x->dv);
     x->a2a_send = dalloc(x, a2a, &ok);
     x->a2a_recv = dalloc(x, a2a, &ok);
     if (step && ok) {
@@ -281,6 +290,7 @@ int xr_alloc(xr *x, char err[LOONG_ERRLEN])
                 y->x = dalloc(x, (size_t)x->T * hid, &ok);
                 y->dx = dalloc(x, (size_t)x->T * hid, &ok);
                 if (l < x->L) alloc_step_layer(x, y, &ok);
+                if (l < x->L && model_mla(&x->c->model)) xr_mla_alloc(x, y, &ok);
                 alloc_tp_layer(x, y, l == x->L, &ok);
             }
         if (ok && config_moe(x->c)) {
@@ -304,6 +314,8 @@ void xr_free(xr *x)
     /* the device releases everything it allocated when it closes; host-side
      * arrays are ours */
     xr_ep_free(x);
+    for (size_t i = 0; x->ly_all && i < (size_t)x->mbs * ((size_t)x->L + 1); i++)
+        xr_mla_free(&x->ly_all[i]);
     free(x->boff);
     free(x->ly_all);
     free(x->qpos);
@@ -479,16 +491,21 @@ static int put_local_experts(xr *x, const float *full)
 
 /* The weights: the whole model's, row-wise from one stream of rows scaled
  * by 1/sqrt(fan-in), then this rank's TP shard of them. */
+void xr_gen_weights(const xr *x, float *full)
+{
+    size_t hid = (size_t)x->c->model.hidden;
+    float scale = 1.0f / sqrtf((float)hid);
+    for (size_t r = 0; r * hid < x->wfull; r++) /* the last row may be partial (MLA's widths) */
+        xr_gen_row(x->o->seed, GEN_W, (int64_t)r, full + r * hid,
+                   (int)(x->wfull - r * hid < hid ? x->wfull - r * hid : hid), scale);
+}
+
 static int gen_weights(xr *x)
 {
-    const model *m = &x->c->model;
-    size_t hid = (size_t)m->hidden;
     float *full = malloc(x->wfull * sizeof *full), *shard = x->tp > 1 ? malloc(x->wcount * sizeof *shard) : full;
     int rc = -1;
     if (full && shard) {
-        float scale = 1.0f / sqrtf((float)m->hidden);
-        for (size_t r = 0; r < x->wfull / hid; r++)
-            xr_gen_row(x->o->seed, GEN_W, (int64_t)r, full + r * hid, (int)hid, scale);
+        xr_gen_weights(x, full);
         if (x->tp > 1) xr_tp_shard(x, x->t, full, shard, true);
         rc = x->ops->put(x->dev, x->wbuf, shard, x->wcount);
         if (rc == 0 && x->ebuf) rc = put_local_experts(x, full);

@@ -57,4 +57,21 @@ void ref_moe_fwd(ref_moe *r, const double *h, double *out);
 void ref_moe_bwd(ref_moe *r, const double *h, const double *dy, double *dh);
 void ref_moe_free(ref_moe *r);
 
+/* Multi-head latent attention's projections (exec_ref_mla.c; exec_mla.c's
+ * layout and math, tp = 1): from x (S, hid) into qkv (S, w3) = [Q (H dqk)
+ * | K (H dqk) | V (H dv)], keeping the latents qc (S, q_lora) and ckv (S,
+ * kv_lora + rope); backward from dqkv, the weights' gradients into gw
+ * (accumulated) and dx += the input's. w: the block's [Wqa | Wqb | Wkva |
+ * Wkvb] (or [Wq | Wkva | Wkvb]). */
+typedef struct ref_mla {
+    const model *m;
+    int S;
+    const double *w;
+    double *gw;
+    double *qc, *ckv; /* the forward's */
+} ref_mla;
+void ref_mla_fwd(ref_mla *r, const double *x, double *qkv);
+void ref_mla_bwd(const ref_mla *r, const double *x, const double *dqkv, double *dx);
+void ref_mla_free(ref_mla *r);
+
 #endif

@@ -8,7 +8,9 @@
  *   head-sharded, N = S/P_s rows (the ring rank's tokens, part A then B):
  *     q_h[l], o_h[l], do_h[l], dq_h[l]  (N, hq, d);  lse[l] (N, hq)
  *   KV and dK/dV slots, one set per ring lane, "slot layout"
- *     [K (nt, kvh, d) | V (nt, kvh, d)], nt = the lane's tokens
+ *     [K (nt, kvh, d) | V (nt, kvh, dv)], nt = the lane's tokens (MLA:
+ *     d = nope + rope, dv = v_head_dim; O, dO and V are dv wide
+ *     throughout, Q and K d wide; else dv = d)
  *     kv_own[l][lane] is the layer's own KV; dkv[lane][DKV_FINAL] the result.
  *   --ring allgather: gathered KV per slot KV_IN0/1, [K (P_s lane_tok, kvh,
  *     d) | V (likewise)], ring index j's rows at j * lane_tok (the kpos
@@ -69,9 +71,10 @@ typedef struct layer_t {
     /* tp > 1: the GEMMs' side of the TP collectives (dag_internal.h's
      * LB_XG..LB_DXP), each (T, hidden): gathered inputs, partial sums */
     float *xg, *hg, *hp, *yp, *dyg, *dhg, *dhp, *dxp;
-    layer_w w, gw; /* weights and their gradients (views into one buffer) */
-    int ffn;       /* the SwiGLU's width of g, u, m: ffn/tp, or a mixture of experts' shared_ffn (0: none) */
-    layer_ep *ep;  /* a mixture of experts' block; NULL: dense */
+    layer_w w, gw;         /* weights and their gradients (views into one buffer) */
+    int ffn;               /* the SwiGLU's width of g, u, m: ffn/tp, or a mixture of experts' shared_ffn (0: none) */
+    layer_ep *ep;          /* a mixture of experts' block; NULL: dense */
+    struct layer_mla *mla; /* MLA's latents (exec_mla.c); NULL: GQA */
 } layer_t;
 
 struct xr_ep; /* exec_ep.c: the routing tables */
@@ -90,7 +93,8 @@ typedef struct xr {
     int tp, t;                          /* TP degree and this rank's TP rank */
     bool sp;                            /* tp > 1 with sequence parallelism */
     int T, N, ctok;                     /* tokens: per rank (a TP group shares them), per ring rank, per chunk */
-    int H, Hkv, Hkv_eff, hq, kvh, d, R; /* H, Hkv: of the TP shard */
+    int H, Hkv, Hkv_eff, hq, kvh, d, R; /* H, Hkv: of the TP shard; d: Q's and K's head dim */
+    int dv;                             /* V's and O's head dim: d, or MLA's v_head_dim (d: nope + rope) */
     int ffn, vocab;                     /* of the TP shard: ffn/tp, ceil(V/tp) */
     int lanes, lane_tok, lane_parts[2];
     int L;           /* layers with buffers: 1 for attn scopes */
@@ -136,6 +140,15 @@ typedef struct xr {
     bool dump_mkdir; /* the --dump directory is made at commit */
 } xr;
 
+/* Floats of one row of the GEMM layout [Q | K | V] (of the TP shard),
+ * and of one token's K and V of the head-sharded heads. */
+static inline size_t xr_qkv_width(const xr *x)
+{
+    return (size_t)(x->H + x->Hkv) * (size_t)x->d + (size_t)x->Hkv * (size_t)x->dv;
+}
+static inline size_t xr_kd(const xr *x) { return (size_t)x->kvh * (size_t)x->d; }
+static inline size_t xr_vd(const xr *x) { return (size_t)x->kvh * (size_t)x->dv; }
+
 /* exec_run.c */
 /* Arm this rank's watchdog for `phase`, named in its message ("the --check
  * gather"), or disarm it with NULL: armed, a phase that makes no progress
@@ -179,6 +192,10 @@ void xr_tp_shard(const xr *x, int t, float *full, float *shard, bool to_shard);
 /* Which TP rank's vocabulary shard the token of sequence-sharded row i
  * falls in (the emulated vocab-parallel lookup: i % tp). */
 static inline int xr_embed_owner(const xr *x, int i) { return i % x->tp; }
+/* The whole model's weights (wfull floats, xr_full_off's layout): rows
+ * of `hidden` floats of tensor GEN_W scaled by 1/sqrt(hidden), the last
+ * one possibly partial. */
+void xr_gen_weights(const xr *x, float *full);
 /* Deterministic fp32 value of tensor `tensor`, global row `row`, column col. */
 void xr_gen_row(uint64_t seed, int tensor, int64_t row, float *out, int n, float scale);
 enum { GEN_Q, GEN_K, GEN_V, GEN_DO, GEN_X, GEN_W, GEN_R };
@@ -195,6 +212,12 @@ int xr_gather_grads(xr *x);
  * buffers allocated); its per-layer buffers. 0, or -1 with err. */
 int xr_ep_alloc(xr *x, char err[LOONG_ERRLEN]);
 void xr_ep_free(xr *x);
+/* exec_mla.c: multi-head latent attention's projections, tp = 1: the
+ * floats of one block's (its "QKV" weights: [Wqa | Wqb | Wkva | Wkvb], or
+ * [Wq | Wkva | Wkvb] without q_lora), and a block's latent buffers. */
+size_t xr_mla_floats(const xr *x);
+void xr_mla_alloc(xr *x, layer_t *l, bool *ok);
+void xr_mla_free(layer_t *l);
 
 /* exec_check.c */
 /* Rank 0 gathers the results, compares them with the float64 reference and

@@ -26,7 +26,7 @@ static void zero(emit *e, float *y, size_t n) { fill(e, y, n, 0.0f); }
 
 /* ---- buffers ---- */
 
-static size_t slot_floats(const xr *x) { return 2 * (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d; }
+static size_t slot_floats(const xr *x) { return (size_t)x->lane_tok * (xr_kd(x) + xr_vd(x)); }
 
 static float *kv_ptr(xr *x, int layer, int buf)
 {
@@ -65,10 +65,9 @@ static view block_view(xr *x, const dag_task *t)
     w.lane = t->buf / DAG_SLOTS_PER_LANE;
     sel_rows(x, q_parts(x), SEL_Q(t->sel), &w.q0, &w.nq);
     sel_rows(x, x->lane_parts[w.lane], SEL_KV(t->sel), &w.k0, &w.nk);
-    size_t kvd = (size_t)x->kvh * (size_t)x->d;
     const float *slot = kv_ptr(x, t->layer, t->buf);
-    w.k = slot + (size_t)w.k0 * kvd;
-    w.v = slot + (size_t)x->lane_tok * kvd + (size_t)w.k0 * kvd;
+    w.k = slot + (size_t)w.k0 * xr_kd(x);
+    w.v = slot + (size_t)x->lane_tok * xr_kd(x) + (size_t)w.k0 * xr_vd(x);
     w.kpos = x->kpos + ((size_t)t->src * (size_t)x->lanes + (size_t)w.lane) * (size_t)x->lane_tok + w.k0;
     return w;
 }
@@ -76,9 +75,10 @@ static view block_view(xr *x, const dag_task *t)
 /* ---- --ring allgather: gathered K and V (exec_state.h's layout) ---- */
 
 static bool gathering(const xr *x) { return x->c->ring == RING_ALLGATHER; }
-/* Floats of one rank's K (or V) part, and of the gathered K (or V). */
-static size_t ag_part(const xr *x) { return (size_t)x->lane_tok * (size_t)x->kvh * (size_t)x->d; }
-static size_t ag_all(const xr *x) { return ag_part(x) * (size_t)x->c->p_seq; }
+/* Floats of one rank's K (kv 0) or V (kv 1) part, and of the gathered K
+ * or V; the gathered V starts at ag_all(x, 0). */
+static size_t ag_part(const xr *x, int kv) { return (size_t)x->lane_tok * (kv ? xr_vd(x) : xr_kd(x)); }
+static size_t ag_all(const xr *x, int kv) { return ag_part(x, kv) * (size_t)x->c->p_seq; }
 
 /* The KV a block reads: the gathered copy in slot buf, or (P_s = 1) the own
  * KV, which has the same layout. */
@@ -97,7 +97,7 @@ static float *ag_dkv(xr *x, int slot)
 static view gathered_view(xr *x, const dag_task *t)
 {
     const float *kv = ag_kv(x, t);
-    return (view){0, x->N, 0, x->c->p_seq * x->lane_tok, 0, kv, kv + ag_all(x), x->kpos};
+    return (view){0, x->N, 0, x->c->p_seq * x->lane_tok, 0, kv, kv + ag_all(x, 0), x->kpos};
 }
 
 static void ag_collective(emit *e, dev_op_kind kind, int stream, float *buf, size_t count)
@@ -111,11 +111,11 @@ static void ag_collective(emit *e, dev_op_kind kind, int stream, float *buf, siz
 static void kv_gather(emit *e, const dag_task *t)
 {
     xr *x = e->x;
-    size_t part = ag_part(x), all = ag_all(x);
     float *dst = ag_kv(x, t), *own = x->ly[t->layer].kv_own[0];
     for (int kv = 0; kv < 2; kv++) {
-        copy2d(e, dst + (size_t)kv * all + (size_t)x->s * part, part, own + (size_t)kv * part, part, 1, part);
-        ag_collective(e, DOP_ALLGATHER, STREAM_RING, dst + (size_t)kv * all, all);
+        size_t part = ag_part(x, kv), all = ag_all(x, kv), at = kv ? ag_all(x, 0) : 0, from = kv ? ag_part(x, 0) : 0;
+        copy2d(e, dst + at + (size_t)x->s * part, part, own + from, part, 1, part);
+        ag_collective(e, DOP_ALLGATHER, STREAM_RING, dst + at, all);
     }
 }
 
@@ -123,11 +123,11 @@ static void kv_gather(emit *e, const dag_task *t)
 static void dkv_reduce(emit *e, const dag_task *t)
 {
     xr *x = e->x;
-    size_t part = ag_part(x), all = ag_all(x);
     float *src = ag_dkv(x, t->buf2), *fin = dkv_ptr(x, DKV_FINAL);
     for (int kv = 0; kv < 2; kv++) {
-        ag_collective(e, DOP_REDUCESCATTER, STREAM_DKV, src + (size_t)kv * all, all);
-        copy2d(e, fin + (size_t)kv * part, part, src + (size_t)kv * all + (size_t)x->s * part, part, 1, part);
+        size_t part = ag_part(x, kv), all = ag_all(x, kv), at = kv ? ag_all(x, 0) : 0, to = kv ? ag_part(x, 0) : 0;
+        ag_collective(e, DOP_REDUCESCATTER, STREAM_DKV, src + at, all);
+        copy2d(e, fin + to, part, src + at + (size_t)x->s * part, part, 1, part);
     }
 }
 
@@ -141,7 +141,7 @@ static dev_op attn_op(dev_op_kind kind, const xr *x, const layer_t *ly, const vi
     op.u.attn.qpos = x->qpos + w->q0;
     op.u.attn.kpos = w->kpos;
     op.u.attn.s = (attn_shape){
-        w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_MASKED) != 0, x->qstart ? x->qstart + w->q0 : NULL};
+        w->nq, w->nk, x->hq, x->kvh, x->d, (t->flags & DAG_F_MASKED) != 0, x->qstart ? x->qstart + w->q0 : NULL, x->dv};
     return op;
 }
 
@@ -155,7 +155,7 @@ static void attn_fwd(emit *e, const dag_task *t)
         x->o_init[t->phase] = false;
     }
     view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
-    size_t hqd = (size_t)x->hq * (size_t)x->d;
+    size_t hqd = (size_t)x->hq * (size_t)x->dv; /* O's */
     bool first = !x->o_init[t->phase];
     x->o_init[t->phase] = true;
     if (first && w.nq != x->N) {
@@ -178,7 +178,7 @@ static void merge(emit *e, const dag_task *t)
     layer_t *ly = &x->ly[t->layer];
     int q0, nq;
     sel_rows(x, q_parts(x), SEL_Q(t->sel), &q0, &nq);
-    size_t hqd = (size_t)x->hq * (size_t)x->d;
+    size_t hqd = (size_t)x->hq * (size_t)x->dv;
     dev_op op = op_new(DOP_MERGE);
     op.u.merge = (__typeof__(op.u.merge)){ly->o_h + (size_t)q0 * hqd,
                                           ly->lse + (size_t)q0 * (size_t)x->hq,
@@ -186,7 +186,7 @@ static void merge(emit *e, const dag_task *t)
                                           x->lseb + (size_t)q0 * (size_t)x->hq,
                                           nq,
                                           x->hq,
-                                          x->d};
+                                          x->dv};
     emit_op(e, &op);
 }
 
@@ -194,7 +194,7 @@ static void attn_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[t->layer];
-    size_t hqd = (size_t)x->hq * (size_t)x->d, kvd = (size_t)x->kvh * (size_t)x->d;
+    size_t hqd = (size_t)x->hq * (size_t)x->d, hqv = (size_t)x->hq * (size_t)x->dv; /* Q's and O's */
     int key = t->layer + t->mb * (x->L + 1);
     if (x->cur_layer_dq != key) {
         x->cur_layer_dq = key;
@@ -202,15 +202,15 @@ static void attn_bwd(emit *e, const dag_task *t)
     }
     view w = gathering(x) ? gathered_view(x, t) : block_view(x, t);
     float *out = gathering(x) ? ag_dkv(x, t->buf2) : dkv_ptr(x, t->buf2);
-    size_t v_at = gathering(x) ? ag_all(x) : (size_t)x->lane_tok * kvd;     /* where V starts */
-    if (!gathering(x) && w.nk != x->lane_tok) zero(e, out, slot_floats(x)); /* rows outside the block stay zero */
+    size_t v_at = gathering(x) ? ag_all(x, 0) : (size_t)x->lane_tok * xr_kd(x); /* where V starts */
+    if (!gathering(x) && w.nk != x->lane_tok) zero(e, out, slot_floats(x));     /* rows outside the block stay zero */
     dev_op op = attn_op(DOP_ATTN_BWD, x, ly, &w, t);
     op.u.attn.dq = ly->dq_h + (size_t)w.q0 * hqd;
-    op.u.attn.dk = out + (size_t)w.k0 * kvd;
-    op.u.attn.dv = out + v_at + (size_t)w.k0 * kvd;
-    op.u.attn.o_in = ly->o_h + (size_t)w.q0 * hqd;
+    op.u.attn.dk = out + (size_t)w.k0 * xr_kd(x);
+    op.u.attn.dv = out + v_at + (size_t)w.k0 * xr_vd(x);
+    op.u.attn.o_in = ly->o_h + (size_t)w.q0 * hqv;
     op.u.attn.lse_in = ly->lse + (size_t)w.q0 * (size_t)x->hq;
-    op.u.attn.do_ = ly->do_h + (size_t)w.q0 * hqd;
+    op.u.attn.do_ = ly->do_h + (size_t)w.q0 * hqv;
     emit_op(e, &op);
 }
 
@@ -230,7 +230,7 @@ static void acc(emit *e, const dag_task *t)
     /* OP_KV_REP_SUM: the R replicas of each KV head, adjacent after the
      * all-to-all, summed into the GEMM layout's dK and dV */
     layer_t *ly = &x->ly[t->layer];
-    size_t d = (size_t)x->d, w3 = (size_t)(x->H + 2 * x->Hkv) * d, weff = 2 * (size_t)x->Hkv_eff * d;
+    size_t d = (size_t)x->d, w3 = xr_qkv_width(x), weff = 2 * (size_t)x->Hkv_eff * d; /* no MLA: R = 1 there */
     for (int kv = 0; kv < 2; kv++) {
         dev_op op = op_new(DOP_SUM_GROUPS);
         op.u.sum = (__typeof__(op.u.sum)){ly->dqkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d,
@@ -277,18 +277,18 @@ static void sendrecv(emit *e, const dag_task *s, const dag_task *r)
 static void slot_rows(emit *e, float *const *slots, bool to_slot, int r0, float *blk, size_t blk_ld, int col)
 {
     xr *x = e->x;
-    size_t kvd = (size_t)x->kvh * (size_t)x->d;
+    size_t w[2] = {xr_kd(x), xr_vd(x)}; /* K's and V's floats a token */
     for (int r = r0; r < r0 + x->T;) {
         int lane = x->lanes == 2 ? r / x->ctok : 0, lr = x->lanes == 2 ? r % x->ctok : r;
         int n = x->lanes == 2 ? x->ctok - lr : x->T;
         if (n > r0 + x->T - r) n = r0 + x->T - r;
         for (int kv = 0; kv < 2; kv++) {
-            float *s = slots[lane] + (size_t)kv * (size_t)x->lane_tok * kvd + (size_t)lr * kvd;
-            float *b = blk + (size_t)(r - r0) * blk_ld + (size_t)col + (size_t)kv * kvd;
+            float *s = slots[lane] + (size_t)kv * (size_t)x->lane_tok * w[0] + (size_t)lr * w[kv];
+            float *b = blk + (size_t)(r - r0) * blk_ld + (size_t)col + (size_t)kv * w[0];
             if (to_slot)
-                copy2d(e, s, kvd, b, blk_ld, (size_t)n, kvd);
+                copy2d(e, s, w[kv], b, blk_ld, (size_t)n, w[kv]);
             else
-                copy2d(e, b, blk_ld, s, kvd, (size_t)n, kvd);
+                copy2d(e, b, blk_ld, s, w[kv], (size_t)n, w[kv]);
         }
         r += n;
     }
@@ -306,19 +306,26 @@ static void alltoall(emit *e, const float *sbuf, float *rbuf, size_t count)
     emit_op(e, &op);
 }
 
+/* Where head block j's K (kv 0) or V (kv 1) starts in a row of the GEMM
+ * layout [Q | K | V], and its width: K and V of the block's KV heads (its
+ * replica's head when R > 1, which MLA never has: its H_kv is H). */
+static size_t qkv_col(const xr *x, int j, int kv)
+{
+    size_t d = (size_t)x->d, at = (size_t)x->H * d + (kv ? (size_t)x->Hkv * d : 0);
+    return at + (x->R > 1 ? (size_t)(j / x->R) * d : (size_t)j * (kv ? xr_vd(x) : xr_kd(x)));
+}
+
 static void a2a_qkv(emit *e, int l)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[l];
-    size_t d = (size_t)x->d, T = (size_t)x->T, hqd = (size_t)x->hq * d, kvd = (size_t)x->kvh * d;
-    size_t bw = hqd + 2 * kvd, w3 = (size_t)(x->H + 2 * x->Hkv) * d;
+    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->d, w[2] = {xr_kd(x), xr_vd(x)};
+    size_t bw = hqd + w[0] + w[1], w3 = xr_qkv_width(x);
     for (int j = 0; j < x->c->p_head; j++) {
         float *blk = x->a2a_send + (size_t)j * T * bw;
         copy2d(e, blk, bw, ly->qkv_s + (size_t)j * hqd, w3, T, hqd);
-        size_t kcol = x->R > 1 ? (size_t)(j / x->R) * d : (size_t)j * kvd;
         for (int kv = 0; kv < 2; kv++)
-            copy2d(e, blk + hqd + (size_t)kv * kvd, bw,
-                   ly->qkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d + kcol, w3, T, kvd);
+            copy2d(e, blk + hqd + (size_t)kv * w[0], bw, ly->qkv_s + qkv_col(x, j, kv), w3, T, w[kv]);
     }
     alltoall(e, x->a2a_send, x->a2a_recv, T * bw);
     for (int i = 0; i < x->c->p_head; i++) {
@@ -332,7 +339,7 @@ static void a2a_o(emit *e, int l)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[l];
-    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->d, hd = (size_t)x->H * (size_t)x->d;
+    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->dv, hd = (size_t)x->H * (size_t)x->dv;
     alltoall(e, ly->o_h, x->a2a_recv, T * hqd);
     for (int i = 0; i < x->c->p_head; i++)
         copy2d(e, ly->o_s + (size_t)i * hqd, hd, x->a2a_recv + (size_t)i * T * hqd, hqd, T, hqd);
@@ -342,7 +349,7 @@ static void a2a_do(emit *e, int l)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[l];
-    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->d, hd = (size_t)x->H * (size_t)x->d;
+    size_t T = (size_t)x->T, hqd = (size_t)x->hq * (size_t)x->dv, hd = (size_t)x->H * (size_t)x->dv;
     for (int j = 0; j < x->c->p_head; j++)
         copy2d(e, x->a2a_send + (size_t)j * T * hqd, hqd, ly->do_s + (size_t)j * hqd, hd, T, hqd);
     alltoall(e, x->a2a_send, ly->do_h, T * hqd);
@@ -352,8 +359,8 @@ static void a2a_dqkv(emit *e, int l)
 {
     xr *x = e->x;
     layer_t *ly = &x->ly[l];
-    size_t d = (size_t)x->d, T = (size_t)x->T, hqd = (size_t)x->hq * d, kvd = (size_t)x->kvh * d;
-    size_t bw = hqd + 2 * kvd, w3 = (size_t)(x->H + 2 * x->Hkv) * d;
+    size_t d = (size_t)x->d, T = (size_t)x->T, hqd = (size_t)x->hq * d, w[2] = {xr_kd(x), xr_vd(x)};
+    size_t bw = hqd + w[0] + w[1], w3 = xr_qkv_width(x);
     float *finals[2] = {x->dkv_slot[0][DKV_FINAL], x->dkv_slot[1][DKV_FINAL]};
     for (int j = 0; j < x->c->p_head; j++) {
         float *blk = x->a2a_send + (size_t)j * T * bw;
@@ -366,11 +373,10 @@ static void a2a_dqkv(emit *e, int l)
         copy2d(e, ly->dqkv_s + (size_t)i * hqd, w3, blk, bw, T, hqd);
         for (int kv = 0; kv < 2; kv++) {
             if (x->R > 1)
-                copy2d(e, ly->dkv_eff + (size_t)kv * (size_t)x->Hkv_eff * d + (size_t)i * kvd,
-                       2 * (size_t)x->Hkv_eff * d, blk + hqd + (size_t)kv * kvd, bw, T, kvd);
+                copy2d(e, ly->dkv_eff + (size_t)kv * (size_t)x->Hkv_eff * d + (size_t)i * w[kv],
+                       2 * (size_t)x->Hkv_eff * d, blk + hqd + (size_t)kv * w[0], bw, T, w[kv]);
             else
-                copy2d(e, ly->dqkv_s + (size_t)x->H * d + (size_t)kv * (size_t)x->Hkv * d + (size_t)i * kvd, w3,
-                       blk + hqd + (size_t)kv * kvd, bw, T, kvd);
+                copy2d(e, ly->dqkv_s + qkv_col(x, i, kv), w3, blk + hqd + (size_t)kv * w[0], bw, T, w[kv]);
         }
     }
 }
@@ -442,7 +448,7 @@ static void gemm_fwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    int T = x->T, hid = m->hidden, hd = x->H * x->dv, w3 = (int)xr_qkv_width(x);
     bool tp = x->tp > 1;
     span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
@@ -457,6 +463,11 @@ static void gemm_fwd(emit *e, const dag_task *t)
     int ffn = ly->ffn; /* a mixture of experts' block: its shared experts' */
     switch (t->op) {
     case OP_QKV:
+        if (ly->mla) {
+            xt_mla_qkv(e, t);
+            if (x->c->p_head == 1 && xt_mla_edge(x, t)) a2a_qkv(e, t->layer);
+            break;
+        }
         gemm(e, 0, 0, n, w3, hid, ROWS(gathered(x, &s, ly->xg, ly->x), hid), hid, ly->w.qkv, w3, 0, ROWS(ly->qkv_s, w3),
              w3);
         if (x->c->p_head == 1 && s.last) a2a_qkv(e, t->layer);
@@ -506,7 +517,7 @@ static void gemm_bwd(emit *e, const dag_task *t)
 {
     xr *x = e->x;
     const model *m = &x->c->model;
-    int T = x->T, hid = m->hidden, hd = x->H * x->d, w3 = (x->H + 2 * x->Hkv) * x->d;
+    int T = x->T, hid = m->hidden, hd = x->H * x->dv, w3 = (int)xr_qkv_width(x);
     bool tp = x->tp > 1;
     span s = xt_tp_gemm_span(x, t);
     int n = (int)s.n;
@@ -553,6 +564,11 @@ static void gemm_bwd(emit *e, const dag_task *t)
         break;
     }
     case OP_QKV:
+        if (ly->mla) {
+            if (x->c->p_head == 1 && xt_mla_edge(x, t)) a2a_dqkv(e, t->layer);
+            xt_mla_qkv(e, t);
+            break;
+        }
         if (x->c->p_head == 1 && s.first) a2a_dqkv(e, t->layer);
         gemm(e, 0, 1, n, hid, w3, ROWS(ly->dqkv_s, w3), w3, ly->w.qkv, w3, tp ? 0 : 1, ROWS(tp ? ly->dxp : ly->dx, hid),
              hid);

@@ -9,7 +9,8 @@
  *   exec_pp.c     the pipeline's p2p;
  *   exec_grad.c   the gradient reduction over the gradient group;
  *   exec_ep.c     a mixture of experts: router, permutes, the EP
- *                 all-to-alls, the experts and their gradients' reduction.
+ *                 all-to-alls, the experts and their gradients' reduction;
+ *   exec_mla.c    multi-head latent attention's projections.
  * The op emitter below is static inline: every file launches ops alike.
  * Only these files include this header.
  *
@@ -126,6 +127,15 @@ void xt_pp_sendrecv(emit *e, const dag_task *s, const dag_task *r);
  * collectives), which xt_ep_task launches. */
 bool xt_ep_owns(const dag_task *t);
 void xt_ep_task(emit *e, const dag_task *t);
+
+/* ---- exec_mla.c: multi-head latent attention's projections ---- */
+
+/* An OP_QKV task of an MLA model: its projection, forward or backward
+ * (build.c's qkv_gemms, reversed in the backward). xt_mla_edge: whether
+ * it is the forward's last or the backward's first, where P_h = 1 changes
+ * the layouts (exec_tasks.c). */
+void xt_mla_qkv(emit *e, const dag_task *t);
+bool xt_mla_edge(const xr *x, const dag_task *t);
 
 /* ---- exec_grad.c: the gradient reduction ---- */
 

@@ -12,6 +12,7 @@
  *   qpos, kpos      absolute token positions of each row (int64)
  *   qstart          per query row, the first position it may see: the start
  *                   of its document (docs.h), or qpos + 1 for padding
+ * With MLA's widths (attn_shape.dv != d) v, dv, o and do_ are (.., dv).
  * GQA: query head h reads KV head h / (hq / hkv). The document-causal mask
  * keeps qstart <= kpos <= qpos, by absolute position, so zigzag chunks,
  * double rings and packed documents mask correctly (qstart NULL: 0, one
@@ -27,9 +28,10 @@
 typedef struct attn_shape {
     int nq, nk;            /* query rows, key rows */
     int hq, hkv;           /* query heads, KV heads (hq % hkv == 0) */
-    int d;                 /* head dim */
+    int d;                 /* head dim of Q and K */
     int causal;            /* apply the mask qstart <= kpos <= qpos; 0: every pair counts */
     const int64_t *qstart; /* nq document starts, or NULL: 0 */
+    int dv;                /* head dim of V and O (MLA's v_head_dim); 0: d */
 } attn_shape;
 
 /* o, lse = attention(q, k, v) for one block. Overwrites o and lse. */
@@ -56,6 +58,11 @@ void attn_ref_fwd(double *o, double *lse, const double *q, const double *k, cons
                   int n, int hq, int hkv, int d);
 void attn_ref_bwd(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
                   const double *do_, const int64_t *start, int n, int hq, int hkv, int d);
+/* The same with V and O of head dim d_v (MLA); the two above are d_v = d. */
+void attn_ref_fwd_v(double *o, double *lse, const double *q, const double *k, const double *v, const int64_t *start,
+                    int n, int hq, int hkv, int d, int d_v);
+void attn_ref_bwd_v(double *dq, double *dk, double *dv, const double *q, const double *k, const double *v,
+                    const double *do_, const int64_t *start, int n, int hq, int hkv, int d, int d_v);
 
 /* ---- a mixture of experts (kernels_ep_cpu.c; exec_ep.c runs them) ---- */
 

@@ -93,12 +93,12 @@ static qrows rows_at(const int64_t *qpos, const attn_shape *sh, int i0)
 void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const float *v, const int64_t *qpos,
                     const int64_t *kpos, const attn_shape *sh)
 {
-    const int nq = sh->nq, nk = sh->nk, hq = sh->hq, hkv = sh->hkv, d = sh->d;
-    const int ldq = hq * d, ldk = hkv * d, group = hq / hkv;
+    const int nq = sh->nq, nk = sh->nk, hq = sh->hq, hkv = sh->hkv, d = sh->d, dv = sh->dv ? sh->dv : d;
+    const int ldq = hq * d, ldk = hkv * d, ldo = hq * dv, ldv = hkv * dv, group = hq / hkv;
     const float scale = 1.0f / sqrtf((float)d);
 
     /* o is the PV accumulator (rescaled in place); start from zero */
-    memset(o, 0, (size_t)nq * hq * d * sizeof *o);
+    memset(o, 0, (size_t)nq * hq * dv * sizeof *o);
     if (nq == 0) return;
     float *s = mallocCheck(((size_t)BR * BC + 2 * BR) * sizeof *s); /* s (BR,BC), m (BR), l (BR) */
     float *m = s + (size_t)BR * BC, *l = m + BR;
@@ -108,7 +108,7 @@ void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const 
         for (int i0 = 0; i0 < nq; i0 += BR) {
             const int br = nq - i0 < BR ? nq - i0 : BR;
             const float *qt = q + ((size_t)i0 * hq + h) * d; /* (br, d), ld ldq */
-            float *ot = o + ((size_t)i0 * hq + h) * d;       /* (br, d), ld ldq */
+            float *ot = o + ((size_t)i0 * hq + h) * dv;      /* (br, dv), ld ldo */
             for (int i = 0; i < br; i++) {
                 m[i] = -INFINITY;
                 l[i] = 0.0f;
@@ -117,8 +117,8 @@ void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const 
                 const int bc = nk - j0 < BC ? nk - j0 : BC;
                 const int mask = tile_mask(rows_at(qpos, sh, i0), br, kpos + j0, bc, sh->causal);
                 if (mask == TILE_MASKED) continue;
-                const float *kt = k + ((size_t)j0 * hkv + g) * d; /* (bc, d), ld ldk */
-                const float *vt = v + ((size_t)j0 * hkv + g) * d; /* (bc, d), ld ldk */
+                const float *kt = k + ((size_t)j0 * hkv + g) * d;  /* (bc, d), ld ldk */
+                const float *vt = v + ((size_t)j0 * hkv + g) * dv; /* (bc, dv), ld ldv */
                 tile_logits(s, qt, ldq, kt, ldk, rows_at(qpos, sh, i0), kpos + j0, br, bc, d, scale, mask);
                 /* online softmax: s <- exp(s - m_new), l and o rescaled by exp(m_old - m_new) */
                 for (int i = 0; i < br; i++) {
@@ -139,23 +139,23 @@ void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const 
                     l[i] = l[i] * alpha + sum;
                     m[i] = mx;
                     if (alpha != 1.0f) {
-                        float *oi = ot + (size_t)i * ldq;
-                        for (int c = 0; c < d; c++)
+                        float *oi = ot + (size_t)i * ldo;
+                        for (int c = 0; c < dv; c++)
                             oi[c] *= alpha;
                     }
                 }
-                /* o_tile (br, d) += P (br, bc) V_tile (bc, d) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, d, bc, 1.0f, s, bc, vt, ldk, 1.0f, ot, ldq);
+                /* o_tile (br, dv) += P (br, bc) V_tile (bc, dv) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, br, dv, bc, 1.0f, s, bc, vt, ldv, 1.0f, ot, ldo);
             }
             for (int i = 0; i < br; i++) {
-                float *oi = ot + (size_t)i * ldq;
+                float *oi = ot + (size_t)i * ldo;
                 float *li = lse + (size_t)(i0 + i) * hq + h;
                 if (l[i] == 0.0f) { /* fully masked row: o stays 0 */
                     *li = -INFINITY;
                     continue;
                 }
                 const float inv = 1.0f / l[i];
-                for (int c = 0; c < d; c++)
+                for (int c = 0; c < dv; c++)
                     oi[c] *= inv;
                 *li = m[i] + logf(l[i]);
             }
@@ -169,13 +169,13 @@ void attn_block_fwd(float *o, float *lse, const float *q, const float *k, const 
 void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v, const float *o,
                     const float *lse, const float *do_, const int64_t *qpos, const int64_t *kpos, const attn_shape *sh)
 {
-    const int nq = sh->nq, nk = sh->nk, hq = sh->hq, hkv = sh->hkv, d = sh->d;
-    const int ldq = hq * d, ldk = hkv * d, group = hq / hkv;
+    const int nq = sh->nq, nk = sh->nk, hq = sh->hq, hkv = sh->hkv, d = sh->d, e = sh->dv ? sh->dv : d;
+    const int ldq = hq * d, ldk = hkv * d, ldo = hq * e, ldv = hkv * e, group = hq / hkv;
     const float scale = 1.0f / sqrtf((float)d);
 
     /* dk, dv are overwritten: the query heads of a group accumulate into them */
     memset(dk, 0, (size_t)nk * hkv * d * sizeof *dk);
-    memset(dv, 0, (size_t)nk * hkv * d * sizeof *dv);
+    memset(dv, 0, (size_t)nk * hkv * e * sizeof *dv);
     if (nq == 0 || nk == 0) return;
     /* p (BR,BC): S then P; ds (BR,BC): dP then dS; D (BR) = rowsum(dO*O) */
     float *p = mallocCheck(((size_t)2 * BR * BC + BR) * sizeof *p);
@@ -185,13 +185,13 @@ void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float
         const int g = h / group;
         for (int i0 = 0; i0 < nq; i0 += BR) {
             const int br = nq - i0 < BR ? nq - i0 : BR;
-            const size_t qoff = ((size_t)i0 * hq + h) * d;
-            const float *qt = q + qoff, *ot = o + qoff, *dot = do_ + qoff; /* (br, d), ld ldq */
+            const size_t qoff = ((size_t)i0 * hq + h) * d, ooff = ((size_t)i0 * hq + h) * e;
+            const float *qt = q + qoff, *ot = o + ooff, *dot = do_ + ooff; /* (br, d), ld ldq; (br, e), ld ldo */
             float *dqt = dq + qoff;
             for (int i = 0; i < br; i++) {
-                const float *oi = ot + (size_t)i * ldq, *doi = dot + (size_t)i * ldq;
+                const float *oi = ot + (size_t)i * ldo, *doi = dot + (size_t)i * ldo;
                 float acc = 0.0f;
-                for (int c = 0; c < d; c++)
+                for (int c = 0; c < e; c++)
                     acc += doi[c] * oi[c];
                 D[i] = acc;
             }
@@ -199,9 +199,9 @@ void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float
                 const int bc = nk - j0 < BC ? nk - j0 : BC;
                 const int mask = tile_mask(rows_at(qpos, sh, i0), br, kpos + j0, bc, sh->causal);
                 if (mask == TILE_MASKED) continue;
-                const size_t koff = ((size_t)j0 * hkv + g) * d;
-                const float *kt = k + koff, *vt = v + koff; /* (bc, d), ld ldk */
-                float *dkt = dk + koff, *dvt = dv + koff;
+                const size_t koff = ((size_t)j0 * hkv + g) * d, voff = ((size_t)j0 * hkv + g) * e;
+                const float *kt = k + koff, *vt = v + voff; /* (bc, d), ld ldk; (bc, e), ld ldv */
+                float *dkt = dk + koff, *dvt = dv + voff;
                 tile_logits(p, qt, ldq, kt, ldk, rows_at(qpos, sh, i0), kpos + j0, br, bc, d, scale, mask);
                 /* P = exp(S - lse); a row with lse = -inf (fully masked in the whole row) is 0 */
                 for (int i = 0; i < br; i++) {
@@ -214,10 +214,10 @@ void attn_block_bwd(float *dq, float *dk, float *dv, const float *q, const float
                     for (int j = 0; j < bc; j++)
                         pi[j] = expf(pi[j] - li);
                 }
-                /* dV_tile (bc, d) += P^T (bc, br) dO_tile (br, d) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, d, br, 1.0f, p, bc, dot, ldq, 1.0f, dvt, ldk);
-                /* dP (br, bc) = dO_tile (br, d) V_tile^T (d, bc) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, br, bc, d, 1.0f, dot, ldq, vt, ldk, 0.0f, ds, bc);
+                /* dV_tile (bc, e) += P^T (bc, br) dO_tile (br, e) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bc, e, br, 1.0f, p, bc, dot, ldo, 1.0f, dvt, ldv);
+                /* dP (br, bc) = dO_tile (br, e) V_tile^T (e, bc) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, br, bc, e, 1.0f, dot, ldo, vt, ldv, 0.0f, ds, bc);
                 /* dS = P * (dP - D) */
                 for (int i = 0; i < br; i++) {
                     float *dsi = ds + (size_t)i * bc;
