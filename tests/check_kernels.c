@@ -486,6 +486,50 @@ START_TEST(document_mask)
 }
 END_TEST
 
+/* MLA's widths (attn_shape.dv != d): V and O 32 wide beside Q and K of
+ * 48, 4 heads, 300 causal tokens; the keys in two blocks whose outputs
+ * attn_merge folds (at d_v), the backward per block from the final
+ * (O, LSE) with dK and dV summed; against the float64 reference at the
+ * same widths, within TOL_FP32. */
+START_TEST(mla_widths)
+{
+    enum { N = 300, H = 4, D = 48, DV = 32, HALF = 140 };
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 23);
+    size_t nq = (size_t)N * H * D, nv = (size_t)N * H * DV;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nq * sizeof *k), *v = malloc(nv * sizeof *v),
+          *dO = malloc(nv * sizeof *dO), *o = malloc(nv * sizeof *o), *ob = malloc(nv * sizeof *ob),
+          *lse = malloc((size_t)N * H * sizeof *lse), *lseb = malloc((size_t)N * H * sizeof *lseb),
+          *dq = calloc(nq, sizeof *dq), *dk = malloc(nq * sizeof *dk), *dv = malloc(nv * sizeof *dv);
+    double *qd = malloc(nq * sizeof *qd), *kd = malloc(nq * sizeof *kd), *vd = malloc(nv * sizeof *vd),
+           *dod = malloc(nv * sizeof *dod), *ro = malloc(nv * sizeof *ro), *rl = malloc((size_t)N * H * sizeof *rl),
+           *rdq = malloc(nq * sizeof *rdq), *rdk = malloc(nq * sizeof *rdk), *rdv = malloc(nv * sizeof *rdv);
+    for (size_t i = 0; i < nq; i++)
+        qd[i] = q[i] = (float)gsl_ran_gaussian(g, 1.0), kd[i] = k[i] = (float)gsl_ran_gaussian(g, 1.0);
+    for (size_t i = 0; i < nv; i++)
+        vd[i] = v[i] = (float)gsl_ran_gaussian(g, 1.0), dod[i] = dO[i] = (float)gsl_ran_gaussian(g, 1.0);
+    int64_t pos[N];
+    for (int i = 0; i < N; i++)
+        pos[i] = i;
+    attn_ref_fwd_v(ro, rl, qd, kd, vd, NULL, N, H, H, D, DV);
+    attn_ref_bwd_v(rdq, rdk, rdv, qd, kd, vd, dod, NULL, N, H, H, D, DV);
+    attn_shape a = {N, HALF, H, H, D, 1, NULL, DV}, b = {N, N - HALF, H, H, D, 1, NULL, DV};
+    size_t kb = (size_t)HALF * H * D, vb = (size_t)HALF * H * DV;
+    attn_block_fwd(o, lse, q, k, v, pos, pos, &a);
+    attn_block_fwd(ob, lseb, q, k + kb, v + vb, pos, pos + HALF, &b);
+    attn_merge(o, lse, ob, lseb, N, H, DV);
+    ck_assert_msg(relerr(o, ro, nv) <= TOL_FP32, "O: %g", relerr(o, ro, nv));
+    attn_block_bwd(dq, dk, dv, q, k, v, o, lse, dO, pos, pos, &a);
+    attn_block_bwd(dq, dk + kb, dv + vb, q, k + kb, v + vb, o, lse, dO, pos, pos + HALF, &b);
+    ck_assert_msg(relerr(dq, rdq, nq) <= TOL_FP32, "dQ: %g", relerr(dq, rdq, nq));
+    ck_assert_msg(relerr(dk, rdk, nq) <= TOL_FP32, "dK: %g", relerr(dk, rdk, nq));
+    ck_assert_msg(relerr(dv, rdv, nv) <= TOL_FP32, "dV: %g", relerr(dv, rdv, nv));
+    free(q), free(k), free(v), free(dO), free(o), free(ob), free(lse), free(lseb), free(dq), free(dk), free(dv);
+    free(qd), free(kd), free(vd), free(dod), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+    gsl_rng_free(g);
+}
+END_TEST
+
 /* A mixture of experts' kernels (kernels_ep_cpu.c). The gates: each row a
  * softmax over its k chosen logits, summing to 1, the others' logits
  * ignored; the backward of L = sum_j w_j gate_j equals central finite
@@ -553,6 +597,9 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, fully_masked_rows);
     tcase_add_test(tc, merge_extreme);
     tcase_add_test(tc, document_mask);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("widths");
+    tcase_add_test(tc, mla_widths);
     suite_add_tcase(s, tc);
     tc = tcase_create("experts");
     tcase_add_test(tc, moe_kernels);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/xalloc.h"
 #include "exec_tasks.h"
 
 struct xr_ep {
@@ -62,8 +63,8 @@ static int ep_members(const xr *x, int *mem)
 /* The experts of every entry of rank r's T rows. */
 static void route_rows(const xr *x, int r, bool mutate, int32_t *sel)
 {
-    int k = x->c->model.top_k, E = x->c->model.experts, *e = malloc((size_t)k * sizeof *e);
-    for (int i = 0; e && i < x->T; i++) {
+    int k = x->c->model.top_k, E = x->c->model.experts, *e = xmalloc_array((size_t)k, sizeof *e, "the routing");
+    for (int i = 0; i < x->T; i++) {
         config_ep_route(x->c, x->o->seed, (uint64_t)xr_seq_pos_of(x, r, i), e);
         for (int j = 0; j < k; j++)
             sel[(size_t)i * (size_t)k + (size_t)j] = mutate ? (e[j] + 1) % E : e[j];
@@ -75,7 +76,7 @@ static void route_rows(const xr *x, int r, bool mutate, int32_t *sel)
  * sent to each member. */
 static void send_side(struct xr_ep *t, const int32_t *sel, int32_t *slot, int hid)
 {
-    int *start = calloc((size_t)t->E + 1, sizeof *start);
+    int *start = xcalloc((size_t)t->E + 1, sizeof *start, "the routing");
     for (int i = 0; i < t->n; i++)
         start[sel[i] + 1]++;
     for (int e = 0; e < t->E; e++)
