@@ -733,10 +733,16 @@ START_TEST(model_error_tie)
     fidelity_error f, g;
     r = run_cmd("%s | grep -c '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, &f), atoi(r.out));
-    /* a mixture of experts' plan quotes the moe rows, but those sharing a100-pcie.calib's source */
-    r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -vc '^moe\\.simumax\\.'");
+    /* a bf16 mixture of experts' plan quotes the bf16 moe rows, but those sharing a100-pcie.calib's source */
+    r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR
+                "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | grep -vc '^moe\\.simumax\\.'");
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, &g), atoi(r.out));
     ck_assert_str_eq(g.kind, "moe");
+    /* an FP8 one, the FP8 moe rows (Megatron-Bridge's) */
+    fidelity_error h;
+    r = run_cmd("grep -c '^moe\\.mbridge\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt");
+    ck_assert_int_gt(atoi(r.out), 0);
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, true, &h), atoi(r.out));
     /* the plan's default tie is it, --tie overrides it */
     const char *json = "/tmp/loong-plan-tie.json";
     ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --json %s -o /dev/null", json).status, 0);

@@ -39,11 +39,15 @@
 #   moe    SimuMax's B200 DeepSeek-V2 and V3 runs cut to 4 layers
 #          (experiments/simumax-b200-moe: EP 8 over 8 replicas, EP 4 x PP 2,
 #          4-32 micro-batches of 4K tokens, MLA), tokens/s/GPU; their memory
-#          (torch max_allocated, once per layout) as mem rows. A plan of a
+#          (torch max_allocated, once per layout) as mem rows. A bf16 plan of a
 #          mixture of experts quotes the moe rows' error. And SimuMax's
 #          A100-PCIe DeepSeek-V2 runs (experiments/simumax-a100-moe: the
 #          same layouts on 8 PCIe GPUs, TFLOP/s/GPU read off its chart),
 #          which share a100-pcie.calib's source and so are not quoted.
+#          And Megatron-Bridge's FP8 Qwen3 MoE runs (experiments/megatron-
+#          bridge-moe: Qwen3-30B-A3B on 8 B200, GB200, GB300 and 16 H100,
+#          Qwen3-235B-A22B on 64 B200; EP 8), tokens/s/GPU: an FP8 MoE
+#          plan quotes them.
 #   oom    the same runs' published out-of-memory outcomes: the error is 0
 #          when loong predicts OOM too, 100 when it predicts a fit.
 #   FP8    torchtitan's Llama 3.1 8B FSDP x CP runs (experiments/torchtitan-
@@ -258,6 +262,15 @@ out=$("$TOP/experiments/simumax-a100-moe/run.sh" "$L" 2>&1) ||
 while read -r layout mb pub pred _; do
     row "moe.simumax.v2-4l.$layout.m$mb" moe "8 A100-PCIe, deepseek-v2-4l, tp1 ${layout/pp/ pp} m$mb, seq 4K" \
         "SimuMax A100-PCIe (also a100-pcie.calib's kernels)" "$pub" "$pred" TFLOP/s/GPU "simumax/deepseek-v2-4l/4K"
+done < <(echo "$out" | grep -v '^#')
+
+# ---- mixtures of experts, FP8: Megatron-Bridge's Qwen3 MoE runs (experiments/megatron-bridge-moe) ----
+# source "mbridge", an FP8 source: an FP8 MoE plan quotes these rows, a bf16 one SimuMax's B200 rows
+out=$("$TOP/experiments/megatron-bridge-moe/run.sh" "$L" 2>&1) ||
+    fail "experiments/megatron-bridge-moe failed: $(echo "$out" | tail -n 1)"
+while read -r kind m gpus prec gbs mbs pp vp ep pub pred _; do
+    row "moe.mbridge.$kind.${m#qwen3-}" moe "$gpus $kind, $m $prec, pp$pp vp$vp ep$ep mbs$mbs gbs$gbs, seq 4K" \
+        "Megatron-Bridge 25.11 performance summary (FP8)" "$pub" "$pred" tokens/s/GPU
 done < <(echo "$out" | grep -v '^#')
 
 # ---- memory: Megatron-LM's per-GPU memory (experiments/tp-memory) ----

@@ -25,12 +25,13 @@ const fidelity_row *fidelity_table(int *n)
 static const char *const shared_sources[] = {"simumax"};
 
 /* Sources whose published steps ran FP8 GEMMs (experiments/fidelity/run.sh
- * says which): NeMo's FP8 performance summary (experiments/nemo-published)
- * and torchtitan's Float8 runs (experiments/torchtitan-cp). Every other
+ * says which): NeMo's FP8 performance summary (experiments/nemo-published),
+ * torchtitan's Float8 runs (experiments/torchtitan-cp) and Megatron-
+ * Bridge's FP8 MoE runs (experiments/megatron-bridge-moe). Every other
  * source's runs are bf16. FP8 predictions carry their own error (the FP8
  * peak and its assumed efficiency, calib.h), so a plan quotes the rows of
  * its own precision. */
-static const char *const fp8_sources[] = {"nemo", "torchtitan"};
+static const char *const fp8_sources[] = {"nemo", "torchtitan", "mbridge"};
 
 /* Whether the row of kind length k names one of list's sources. */
 static bool source_in(const char *name, size_t k, const char *const *list, size_t nlist)
@@ -91,6 +92,8 @@ int fidelity_for_run(scope_kind s, precision_kind p, bool moe, fidelity_error *o
     int n;
     const fidelity_row *rows = fidelity_table(&n);
     if (s != SCOPE_STEP) return fidelity_summarize(rows, n, "attn", FIDELITY_ANY, out);
+    fidelity_precision fp = p == PRECISION_BF16 ? FIDELITY_BF16 : FIDELITY_FP8;
+    if (moe && fidelity_summarize(rows, n, "moe", fp, out) > 0) return out->rows;
     if (moe && fidelity_summarize(rows, n, "moe", FIDELITY_ANY, out) > 0) return out->rows;
-    return fidelity_summarize(rows, n, "e2e", p == PRECISION_BF16 ? FIDELITY_BF16 : FIDELITY_FP8, out);
+    return fidelity_summarize(rows, n, "e2e", fp, out);
 }
