@@ -177,6 +177,10 @@ static void attn_rows(case_table *t8)
     }
     /* tiny at tp 4 > H_kv = 2: each KV head on two shards, whose dK/dV --check sums */
     add_case(t8, "  dK ", "--model tiny --seq 1K --tp 4 --mesh 1x2 --strategy zigzag --scope attn");
+    /* MLA: V 32 wide beside Q and K of 48, through the double ring's slots and the head all-to-alls */
+    add_case(t8, "  dV ",
+             "--model " LOONG_SRCDIR "/tests/data/tiny-mla.model --seq 1K --mesh 2x4 --strategy loongtrain --window 2 "
+             "--scope attn");
 }
 
 static void attn_fwd_rows(case_table *t8)

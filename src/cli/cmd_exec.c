@@ -205,8 +205,7 @@ static int check_moe(const exec_cli *e, const config *c)
 }
 
 /* What the executor runs of multi-head latent attention (exec_mla.c):
- * the CPU device's kernels, tp = 1, the whole step (its projections are
- * the block's). 0, or 2 with the one-line error. */
+ * the CPU device's kernels, tp = 1. 0, or 2 with the one-line error. */
 static int check_mla(const exec_cli *e, const config *c)
 {
     if (strcmp(e->device, "cpu"))
@@ -219,11 +218,6 @@ static int check_mla(const exec_cli *e, const config *c)
                         "loong exec runs multi-head latent attention without tensor parallelism: drop --tp %d "
                         "(dag, sim and plan model it)",
                         c->tp);
-    if (c->scope != SCOPE_STEP)
-        return cli_fail("exec",
-                        "loong exec runs multi-head latent attention's projections with the block: use --scope step "
-                        "(model '%s')",
-                        c->model.name);
     return 0;
 }
 

@@ -79,9 +79,9 @@ static float *columns(const xr *x, const float *a, size_t rows, size_t ld, size_
  * config_tp_kv_head0(t). The shards of a replicated head (tp > H_kv) hold
  * the same K and V, but each only the part of their gradient from its own
  * query heads: grad sums them. */
-static float *kv_columns(const xr *x, const float *a, size_t rows, size_t ld, size_t c0, bool grad)
+static float *kv_columns(const xr *x, const float *a, size_t rows, size_t ld, size_t c0, bool grad, size_t d)
 {
-    size_t tp = (size_t)x->tp, d = (size_t)x->d, n = (size_t)x->Hkv * d, full = (size_t)x->c->model.kv_heads * d;
+    size_t tp = (size_t)x->tp, n = (size_t)x->Hkv * d, full = (size_t)x->c->model.kv_heads * d;
     float *o = xcalloc(rows * full, sizeof *o, "the --check reference");
     for (size_t r = 0; r < rows; r++)
         for (size_t t = 0; t < tp; t++) {
@@ -446,7 +446,8 @@ static attn_ref_memo memo;
 
 static uint64_t ref_key(const xr *x, const int64_t *starts, bool bwd)
 {
-    int64_t dims[6] = {(int64_t)x->o->seed, (int64_t)x->c->seq, x->c->model.heads, x->c->model.kv_heads, x->d, bwd};
+    int64_t dims[7] = {
+        (int64_t)x->o->seed, (int64_t)x->c->seq, x->c->model.heads, x->c->model.kv_heads, x->d, bwd, x->dv};
     uint64_t h = hash_fnv1a(HASH_FNV1A_BASIS, dims, sizeof dims);
     if (starts) h = hash_fnv1a(h, starts, (size_t)x->c->seq * sizeof *starts);
     return h ? h : 1;
@@ -457,7 +458,8 @@ static uint64_t ref_key(const xr *x, const int64_t *starts, bool bwd)
 static void attn_reference(const xr *x, bool bwd)
 {
     int H = x->c->model.heads, Hkv = x->c->model.kv_heads;
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)H * d, wk = (size_t)Hkv * d;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hq = (size_t)H * d, wk = (size_t)Hkv * d;
+    size_t hd = (size_t)H * (size_t)x->dv, wv = (size_t)Hkv * (size_t)x->dv; /* O's and V's (MLA: dv wide) */
     int64_t *starts = doc_starts(x);
     uint64_t key = ref_key(x, starts, bwd);
     if (memo.key == key) {
@@ -466,16 +468,16 @@ static void attn_reference(const xr *x, bool bwd)
     }
     free(memo.o), free(memo.dq), free(memo.dk), free(memo.dv);
     memo = (attn_ref_memo){0};
-    double *q = gen_seq(x, GEN_Q, (int)hd, 1.0f), *k = gen_seq(x, GEN_K, (int)wk, 1.0f),
-           *v = gen_seq(x, GEN_V, (int)wk, 1.0f), *lse = xmalloc(S * (size_t)H * sizeof *lse, "the --check reference");
+    double *q = gen_seq(x, GEN_Q, (int)hq, 1.0f), *k = gen_seq(x, GEN_K, (int)wk, 1.0f),
+           *v = gen_seq(x, GEN_V, (int)wv, 1.0f), *lse = xmalloc(S * (size_t)H * sizeof *lse, "the --check reference");
     memo.o = xmalloc(S * hd * sizeof *memo.o, "the --check reference");
-    attn_ref_fwd(memo.o, lse, q, k, v, starts, (int)S, H, Hkv, (int)d);
+    attn_ref_fwd_v(memo.o, lse, q, k, v, starts, (int)S, H, Hkv, (int)d, x->dv);
     if (bwd) {
         double *dO = gen_seq(x, GEN_DO, (int)hd, 1.0f);
-        memo.dq = xmalloc(S * hd * sizeof *memo.dq, "the --check reference");
+        memo.dq = xmalloc(S * hq * sizeof *memo.dq, "the --check reference");
         memo.dk = xmalloc(S * wk * sizeof *memo.dk, "the --check reference");
-        memo.dv = xmalloc(S * wk * sizeof *memo.dv, "the --check reference");
-        attn_ref_bwd(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, H, Hkv, (int)d);
+        memo.dv = xmalloc(S * wv * sizeof *memo.dv, "the --check reference");
+        attn_ref_bwd_v(memo.dq, memo.dk, memo.dv, q, k, v, dO, starts, (int)S, H, Hkv, (int)d, x->dv);
         free(dO);
     }
     memo.key = key;
@@ -486,8 +488,8 @@ static int check_attn(xr *x)
 {
     layer_t *ly = &x->ly[0];
     /* hd, wk, w3: of the TP shard; the gathered tensors are the model's, tp times wider */
-    size_t S = (size_t)x->c->seq, d = (size_t)x->d, hd = (size_t)x->H * d, wk = (size_t)x->Hkv * d, w3 = hd + 2 * wk;
-    size_t tp = (size_t)x->tp;
+    size_t S = (size_t)x->c->seq, d = (size_t)x->d, dv = (size_t)x->dv, hq = (size_t)x->H * d, hd = (size_t)x->H * dv;
+    size_t wk = (size_t)x->Hkv * d, w3 = xr_qkv_width(x), tp = (size_t)x->tp; /* hd: O's (dv wide under MLA) */
     xr_watch(x, "the --check gather");
     float *o = gather_seq(x, ly->o_s, (int)hd);
     xr_fault(x, FAULT_CHECK);
@@ -499,12 +501,12 @@ static int check_attn(xr *x)
         row r[4] = {{"O", rel_err(o, memo.o, S * tp * hd), TOL_ATTN}};
         int n = 1;
         if (dqkv) {
-            size_t wkm = (size_t)x->c->model.kv_heads * d; /* the model's */
-            float *a[3] = {columns(x, dqkv, S, w3, 0, hd), kv_columns(x, dqkv, S, w3, hd, true),
-                           kv_columns(x, dqkv, S, w3, hd + wk, true)};
-            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * tp * hd), TOL_ATTN};
+            size_t wkm = (size_t)x->c->model.kv_heads * d, wvm = (size_t)x->c->model.kv_heads * dv; /* the model's */
+            float *a[3] = {columns(x, dqkv, S, w3, 0, hq), kv_columns(x, dqkv, S, w3, hq, true, d),
+                           kv_columns(x, dqkv, S, w3, hq + wk, true, dv)};
+            r[1] = (row){"dQ", rel_err(a[0], memo.dq, S * tp * hq), TOL_ATTN};
             r[2] = (row){"dK", rel_err(a[1], memo.dk, S * wkm), TOL_ATTN};
-            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * wkm), TOL_ATTN};
+            r[3] = (row){"dV", rel_err(a[2], memo.dv, S * wvm), TOL_ATTN};
             n = 4;
             for (int i = 0; i < 3; i++)
                 free(a[i]);
@@ -844,15 +846,15 @@ static int dump_write(xr *x, const char *dir, const char *stage, const char *nam
 }
 
 /* kv: 0 query heads (tp shards of `heads`), 1 K or V, 2 their gradient
- * (kv_columns); every tensor with the model's heads. */
+ * (kv_columns); every tensor with the model's heads, of head dim d. */
 static int dump_seq(xr *x, const char *dir, const char *stage, const char *name, const float *dptr, int heads, int kv,
-                    size_t col0, size_t ld, char err[LOONG_ERRLEN])
+                    size_t col0, size_t ld, size_t d, char err[LOONG_ERRLEN])
 {
     float *all = gather_seq(x, dptr, (int)ld);
     int rc = 0;
     if (x->rank == 0) {
-        size_t S = (size_t)x->c->seq, d = (size_t)x->d, w = (size_t)heads * d;
-        float *a = kv ? kv_columns(x, all, S, ld, col0, kv == 2) : columns(x, all, S, ld, col0, w);
+        size_t S = (size_t)x->c->seq, w = (size_t)heads * d;
+        float *a = kv ? kv_columns(x, all, S, ld, col0, kv == 2, d) : columns(x, all, S, ld, col0, w);
         size_t shape[3] = {S, kv ? (size_t)x->c->model.kv_heads : (size_t)x->tp * (size_t)heads, d};
         rc = dump_write(x, dir, stage, name, a, shape, 3, err);
         free(a);
@@ -868,8 +870,9 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
     x->w->bcast(x->w, &rc, sizeof rc);
     if (rc) return -1;
     layer_t *ly = &x->ly[0];
-    int H = x->H, Hkv = x->Hkv, d = x->d;
-    size_t hd = (size_t)H * (size_t)d, wk = (size_t)Hkv * (size_t)d, w3 = hd + 2 * wk;
+    int H = x->H, Hkv = x->Hkv;
+    size_t d = (size_t)x->d, dv = (size_t)x->dv, hq = (size_t)H * d, hd = (size_t)H * dv, wk = (size_t)Hkv * d;
+    size_t w3 = xr_qkv_width(x);
     if (x->c->scope == SCOPE_STEP) {
         float *g = model_grads(x);
         if (x->rank != 0) return 0;
@@ -883,16 +886,16 @@ int xr_dump(xr *x, const char *dir, char err[LOONG_ERRLEN])
         const char *name;
         const float *p;
         int heads, kv;
-        size_t col, ld;
+        size_t col, ld, d;
     } t[] = {
-        {"q", ly->qkv_s, H, 0, 0, w3},         {"k", ly->qkv_s, Hkv, 1, hd, w3},
-        {"v", ly->qkv_s, Hkv, 1, hd + wk, w3}, {"o", ly->o_s, H, 0, 0, hd},
-        {"do", ly->do_s, H, 0, 0, hd},         {"dq", ly->dqkv_s, H, 0, 0, w3},
-        {"dk", ly->dqkv_s, Hkv, 2, hd, w3},    {"dv", ly->dqkv_s, Hkv, 2, hd + wk, w3},
+        {"q", ly->qkv_s, H, 0, 0, w3, d},          {"k", ly->qkv_s, Hkv, 1, hq, w3, d},
+        {"v", ly->qkv_s, Hkv, 1, hq + wk, w3, dv}, {"o", ly->o_s, H, 0, 0, hd, dv},
+        {"do", ly->do_s, H, 0, 0, hd, dv},         {"dq", ly->dqkv_s, H, 0, 0, w3, d},
+        {"dk", ly->dqkv_s, Hkv, 2, hq, w3, d},     {"dv", ly->dqkv_s, Hkv, 2, hq + wk, w3, dv},
     };
     int n = x->c->scope == SCOPE_ATTN ? 8 : 4;
     for (int i = 0; i < n; i++)
-        if (dump_seq(x, dir, stage, t[i].name, t[i].p, t[i].heads, t[i].kv, t[i].col, t[i].ld, err)) rc = -1;
+        if (dump_seq(x, dir, stage, t[i].name, t[i].p, t[i].heads, t[i].kv, t[i].col, t[i].ld, t[i].d, err)) rc = -1;
     return rc;
 }
 

@@ -354,9 +354,11 @@ static int gen_rows(xr *x, float *dst, int tensor, int rows, int width, int64_t 
 static int gen_qkv(xr *x, float *qkv)
 {
     const model *m = &x->c->model;
-    int d = x->d, wq = x->H * d, wk = x->Hkv * d, w3 = wq + 2 * wk, fq = m->heads * d, fk = m->kv_heads * d;
+    int d = x->d, wq = x->H * d, wk = x->Hkv * d, wv = x->Hkv * x->dv, w3 = wq + wk + wv, fq = m->heads * d;
+    int fk = m->kv_heads * d, fv = m->kv_heads * x->dv; /* V: dv wide under MLA (tp 1) */
     size_t k0 = (size_t)config_tp_kv_head0(x->c, x->t) * (size_t)d;
-    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host), *full = malloc((size_t)fq * sizeof *full);
+    float *host = malloc((size_t)x->T * (size_t)w3 * sizeof *host),
+          *full = malloc((size_t)(fq > fv ? fq : fv) * sizeof *full);
     int rc = -1;
     for (int i = 0; host && full && i < x->T; i++) {
         float *row = host + (size_t)i * (size_t)w3;
@@ -365,8 +367,8 @@ static int gen_qkv(xr *x, float *qkv)
         memcpy(row, full + (size_t)x->t * (size_t)wq, (size_t)wq * sizeof *row);
         xr_gen_row(x->o->seed, GEN_K, p, full, fk, 1.0f);
         memcpy(row + wq, full + k0, (size_t)wk * sizeof *row);
-        xr_gen_row(x->o->seed, GEN_V, p, full, fk, 1.0f);
-        memcpy(row + wq + wk, full + k0, (size_t)wk * sizeof *row);
+        xr_gen_row(x->o->seed, GEN_V, p, full, fv, 1.0f);
+        memcpy(row + wq + wk, full + (fv == fk ? k0 : 0), (size_t)wv * sizeof *row);
     }
     if (host && full) rc = x->ops->put(x->dev, qkv, host, (size_t)x->T * (size_t)w3);
     free(host);
@@ -377,7 +379,7 @@ static int gen_qkv(xr *x, float *qkv)
 /* dO of this rank's tokens, of its TP shard's query heads. */
 static int gen_do(xr *x, float *dst)
 {
-    int w = x->H * x->d, fw = x->c->model.heads * x->d;
+    int w = x->H * x->dv, fw = x->c->model.heads * x->dv;
     float *host = malloc((size_t)x->T * (size_t)w * sizeof *host), *full = malloc((size_t)fw * sizeof *full);
     int rc = -1;
     for (int i = 0; host && full && i < x->T; i++) {
