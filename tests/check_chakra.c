@@ -12,6 +12,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -586,6 +587,94 @@ START_TEST(step_matches_dag)
 }
 END_TEST
 
+/* Rank r's nodes of an export in dir (4 ranks, one node of 4 GPUs: NPU =
+ * rank), decoded by protoc. */
+static int decode_rank(const char *dir, int r, node **v)
+{
+    char path[700], bin[700], txt[700], version[32];
+    snprintf(path, sizeof path, "%s/et/workload.%d.et", dir, r);
+    snprintf(bin, sizeof bin, "%s/%d.bin", dir, r);
+    snprintf(txt, sizeof txt, "%s/%d.txt", dir, r);
+    reframe(path, bin);
+    run_result rr = run_cmd("%s --decode=loongtest.EtStream %s < %s > %s", PROTOC, PROTOS, bin, txt);
+    ck_assert_msg(rr.status == 0, "protoc could not decode %s: %s", path, rr.err);
+    char *text = read_text(txt);
+    int n = parse_stream(text, v, version, sizeof version);
+    free(text);
+    return n;
+}
+
+/* A mixture of experts' all-to-all under a skewed routing (tiny-moe, 8
+ * experts, top-2, EP 4 over a 2x2 mesh, zipf:1) is an all-to-all-v: each
+ * EP all-to-all task is a send and a recv per peer instead of one
+ * collective node. Each send has its recv in the peer's file (same src,
+ * dst, tag and size); a rank's sends sum to the DAG's bytes of its EP
+ * tasks; the layer-0 dispatch of rank 0 sends EP rank j llround(R share(j))
+ * rows of 256 bf16 values, R = 2K tokens x 2 and share(j) the Zipf weights
+ * of j's experts, (1/(2j+1) + 1/(2j+2)) / H_8 with H_8 = 761/280; every
+ * dependency names a node of the same file. */
+START_TEST(moe_alltoallv)
+{
+    char dir[] = "/tmp/loong-chakra-XXXXXX", et[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *cfg = "--model tiny-moe --seq 8K --mesh 2x2 --ep 4 --routing zipf:1 --gpus-per-node 4 --scope step";
+    json_t *j = dag_json(cfg, dir), *tasks = json_object_get(j, "tasks");
+    snprintf(et, sizeof et, "%s/et", dir);
+    run_result r = run_cmd(LOONG " dag %s --format chakra -o %s", cfg, et);
+    ck_assert_msg(r.status == 0, "loong dag --format chakra: %s", r.err);
+    node *v[4];
+    int n[4];
+    long long dag_bytes[4] = {0}, sent[4] = {0};
+    for (int rk = 0; rk < 4; rk++)
+        n[rk] = decode_rank(dir, rk, &v[rk]);
+    for (size_t i = 0; i < json_array_size(tasks); i++) {
+        json_t *t = json_array_get(tasks, i);
+        if (strcmp(json_string_value(json_object_get(t, "stream")), "ep")) continue;
+        dag_bytes[jint(t, "rank")] += jint(t, "bytes");
+        for (int k = 0; k < n[jint(t, "rank")]; k++) /* no collective node for it */
+            ck_assert_uint_ne(v[jint(t, "rank")][k].id, i);
+    }
+    const long long tag0 = 1LL << 30;
+    double H8 = 761.0 / 280, R = 2048.0 * 2;
+    for (int rk = 0; rk < 4; rk++) {
+        for (int k = 0; k < n[rk]; k++) {
+            const node *x = &v[rk][k];
+            for (int d = 0; d < x->ndata + x->nctrl; d++) { /* dependencies within the file */
+                uint64_t dep = d < x->ndata ? x->data[d] : x->ctrl[d - x->ndata];
+                bool found = false;
+                for (int m = 0; m < n[rk] && !found; m++)
+                    found = v[rk][m].id == dep;
+                ck_assert_msg(found, "rank %d node %llu depends on %llu, not in its file", rk,
+                              (unsigned long long)x->id, (unsigned long long)dep);
+            }
+            if (strcmp(x->type, "COMM_SEND_NODE") || attr_ll(x, "comm_tag") < tag0) continue;
+            long long dst = attr_ll(x, "comm_dst"), size = attr_ll(x, "comm_size");
+            sent[rk] += size;
+            int recvs = 0;
+            for (int m = 0; m < n[dst]; m++) {
+                const node *y = &v[dst][m];
+                if (strcmp(y->type, "COMM_RECV_NODE") || attr_ll(y, "comm_tag") != attr_ll(x, "comm_tag") ||
+                    attr_ll(y, "comm_src") != rk)
+                    continue;
+                ck_assert_int_eq(attr_ll(y, "comm_dst"), dst);
+                ck_assert_int_eq(attr_ll(y, "comm_size"), size);
+                recvs++;
+            }
+            ck_assert_int_eq(recvs, 1);
+            if (rk == 0 && attr_ll(x, "comm_tag") == tag0) { /* layer 0's dispatch */
+                double share = (1.0 / (2 * dst + 1) + 1.0 / (2 * dst + 2)) / H8;
+                ck_assert_int_eq(size, llround(R * share) * 256 * 2);
+            }
+        }
+        ck_assert_int_eq(sent[rk], dag_bytes[rk]);
+    }
+    for (int rk = 0; rk < 4; rk++)
+        free(v[rk]);
+    json_decref(j);
+    run_cmd("rm -rf %s", dir);
+}
+END_TEST
+
 /* Bad input: one line on stderr, exit 2, and no directory appears. */
 START_TEST(bad_output)
 {
@@ -659,6 +748,7 @@ int main(void)
     tcase_add_test(tc, attn_matches_dag);
     tcase_add_test(tc, two_nodes_and_npus);
     tcase_add_test(tc, step_matches_dag);
+    tcase_add_test(tc, moe_alltoallv);
     tcase_add_test(tc, bad_output);
     suite_add_tcase(s, tc);
     return check_run(s);

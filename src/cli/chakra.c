@@ -13,6 +13,9 @@
  *   reduce_scatter                        = the DAG's group index (string)
  * and is_cpu_op = false on every node. Node ids are the DAG's task ids;
  * data_deps are the DAG's cross-stream events, ctrl_deps the stream order.
+ * A mixture of experts' all-to-all under a skewed --routing (an
+ * all-to-all-v: each peer its own bytes) is a send and a recv per EP peer
+ * instead (split_a2a below).
  */
 #include "chakra.h"
 
@@ -203,6 +206,9 @@ typedef struct writer {
     const uint32_t **mates; /* per task: the members of its NCCL group (a run of its stream's ids) */
     uint32_t *nmates;
     size_t data_cap;
+    uint64_t *split; /* per task: the first id of its per-peer nodes (0: not split; split_a2a) */
+    uint32_t *nsplit;
+    int32_t a2a_seq; /* the rank's split tasks written so far: their tags */
     char err[LOONG_ERRLEN];
 } writer;
 
@@ -280,6 +286,90 @@ static size_t group_deps(writer *w, const dag_task *t)
     return n;
 }
 
+/* ---- a mixture of experts' all-to-all-v ----
+ * Under a skewed routing an EP all-to-all sends each peer its own rows
+ * (config_ep_pair_rows), which Chakra's collective node (one comm_size for
+ * every member) cannot say. It goes out as a send and a recv per peer,
+ * with ids after the DAG's (w->split[t], 2 (n - 1) of them), tags 2^30 +
+ * the rank's count of such tasks before it (every member of an EP group
+ * runs them in the same order), and the task's deps; what depended on the
+ * task depends on all of them. */
+static bool split_a2a(const config *c, const dag_task *t)
+{
+    return t->kind == TASK_ALLTOALL && t->stream == STREAM_EP && config_routing_skewed(c);
+}
+
+static void plan_splits(writer *w)
+{
+    const dag *g = w->g;
+    uint32_t nt = dag_ntasks(g);
+    uint64_t next = nt;
+    w->split = xcalloc((size_t)nt + 1, sizeof *w->split, "the Chakra all-to-all-v");
+    w->nsplit = xcalloc((size_t)nt + 1, sizeof *w->nsplit, "the Chakra all-to-all-v");
+    for (uint32_t i = 0; i < nt; i++) {
+        const dag_task *t = dag_task_get(g, i);
+        int n;
+        if (!split_a2a(dag_config(g), t)) continue;
+        dag_group(g, t->group, &n);
+        w->split[i] = next;
+        w->nsplit[i] = 2 * (uint32_t)(n - 1);
+        next += w->nsplit[i];
+    }
+}
+
+/* deps[0 .. *n) with every split task replaced by its nodes. */
+static void expand_split(writer *w, uint64_t **deps, size_t *n, size_t *cap)
+{
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < *n; i++)
+        total += w->split[(*deps)[i]] ? w->nsplit[(*deps)[i]] : 1;
+    if (total == *n) return;
+    uint64_t *out = xmalloc_array(total, sizeof *out, "the Chakra dependencies");
+    for (size_t i = 0; i < *n; i++) {
+        uint64_t d = (*deps)[i];
+        for (uint32_t j = 0; j < (w->split[d] ? w->nsplit[d] : 1); j++)
+            out[k++] = w->split[d] ? w->split[d] + j : d;
+    }
+    free(*deps);
+    *deps = out, *n = total, *cap = total;
+}
+
+/* The bytes this rank sends EP rank j (recv: receives from it) in an
+ * all-to-all-v: the dispatch sends each peer its experts' rows, the
+ * combine returns each peer the rows its experts took from it. */
+static int64_t pair_bytes(const config *c, const dag_task *t, int me, int j, bool recv)
+{
+    bool out = (t->op == OP_EP_DISPATCH) == (t->phase != PHASE_BWD); /* rows towards the experts */
+    int owner = out != recv ? j : me;
+    return (int64_t)config_ep_pair_rows(c, owner) * c->model.hidden * c->act_bytes;
+}
+
+static int put_split(writer *w, const dag_task *t, ChakraProtoMsg__Node *nd, const char *name)
+{
+    const config *c = dag_config(w->g);
+    int n, me = config_ep_rank(c, t->rank), k = 0, rc = 0;
+    const int32_t *mem = dag_group(w->g, t->group, &n);
+    char label[128];
+    int32_t tag = (1 << 30) + w->a2a_seq++;
+    for (int j = 0; j < n && !rc; j++)
+        for (int recv = 0; recv < 2 && j != me && !rc; recv++) {
+            attrs as = {.n = 0};
+            attr_bool(&as, "is_cpu_op", false);
+            attr_i32(&as, "comm_src", npu_of(&w->map, recv ? mem[j] : t->rank));
+            attr_i32(&as, "comm_dst", npu_of(&w->map, recv ? t->rank : mem[j]));
+            attr_i64(&as, "comm_size", pair_bytes(c, t, me, j, recv));
+            attr_i32(&as, "comm_tag", tag);
+            snprintf(label, sizeof label, "%s, %s EP rank %d", name, recv ? "from" : "to", j);
+            nd->id = w->split[t->id] + (uint64_t)k++;
+            nd->name = label;
+            nd->type = recv ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE;
+            nd->attr = as.p;
+            nd->n_attr = as.n;
+            rc = put_msg(w, &nd->base);
+        }
+    return rc;
+}
+
 static int put_node(writer *w, const dag_task *t)
 {
     const dag *g = w->g;
@@ -292,17 +382,20 @@ static int put_node(writer *w, const dag_task *t)
     nd.id = t->id;
     nd.name = name;
 
-    nd.data_deps = w->data;
-    nd.n_data_deps = group_deps(w, t);
-    uint32_t np = w->npred[t->id];
-    if (np > w->ctrl_cap) {
-        w->ctrl_cap = np;
-        w->ctrl = xrealloc_array(w->ctrl, np, sizeof *w->ctrl, "the Chakra control dependencies");
+    size_t nd_data = group_deps(w, t), nctrl = w->npred[t->id];
+    if (nctrl > w->ctrl_cap) {
+        w->ctrl_cap = nctrl;
+        w->ctrl = xrealloc_array(w->ctrl, nctrl, sizeof *w->ctrl, "the Chakra control dependencies");
     }
-    for (uint32_t i = 0; i < np; i++)
+    for (size_t i = 0; i < nctrl; i++)
         w->ctrl[i] = w->pred[t->id][i];
+    expand_split(w, &w->data, &nd_data, &w->data_cap);
+    expand_split(w, &w->ctrl, &nctrl, &w->ctrl_cap);
+    nd.data_deps = w->data;
+    nd.n_data_deps = nd_data;
     nd.ctrl_deps = w->ctrl;
-    nd.n_ctrl_deps = np;
+    nd.n_ctrl_deps = nctrl;
+    if (w->split[t->id]) return put_split(w, t, &nd, name);
 
     attr_bool(&as, "is_cpu_op", false);
     if (task_is_compute(t)) {
@@ -389,6 +482,7 @@ static int write_rank(writer *w, const char *path, int rank, const uint32_t *ids
         return -1;
     }
     int rc = put_metadata(w, rank);
+    w->a2a_seq = 0;
     for (uint32_t i = 0; i < n && !rc; i++)
         rc = put_node(w, dag_task_get(w->g, ids[i]));
     if (fclose(w->f) != 0 && !rc) {
@@ -635,6 +729,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
         first = xmalloc((size_t)(ranks + 1) * sizeof *first, "the Chakra rank index");
         order = xmalloc((size_t)nt * sizeof *order + 1, "the Chakra rank index");
         stream_preds(&w);
+        plan_splits(&w);
         by_rank(g, ranks, first, order);
     }
     for (int r = 0; r < ranks && !rc; r++) {
@@ -667,6 +762,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
     }
     if (rc && stage) remove_stage(stage, ranks);
     free(w.buf), free(w.data), free(w.ctrl), free(w.pred), free(w.npred), free(w.mates), free(w.nmates);
+    free(w.split), free(w.nsplit);
     tiles_free(w.tiles);
     free(first), free(order);
     free(stage), free(dir);
