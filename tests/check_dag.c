@@ -225,7 +225,8 @@ END_TEST
  * is expert (p k + j) mod E, so a sample of S tokens (E | S k) gives every
  * expert exactly S k / E rows; under zipf:1 each token's k experts are
  * distinct, the same for the same seed, another draw for another seed,
- * and each expert's count within 5 binomial deviations of its expectation
+ * another block's draw another, and each expert's count within 5
+ * binomial deviations of its expectation
  * under two draws without replacement, S (p_e + sum_{f != e} p_f p_e /
  * (1 - p_f)), p_e = 1/(e+1) / H_8. */
 START_TEST(moe_routing_draw)
@@ -234,7 +235,7 @@ START_TEST(moe_routing_draw)
     int E = c.model.experts, k = c.model.top_k, e[2], f[2];
     int *n = calloc((size_t)E, sizeof *n);
     for (uint64_t p = 0; p < c.seq; p++) {
-        config_ep_route(&c, 7, p, e);
+        config_ep_route(&c, 7, 0, p, e);
         for (int j = 0; j < k; j++) {
             ck_assert_int_eq(e[j], (int)((p * (uint64_t)k + (uint64_t)j) % (uint64_t)E));
             n[e[j]]++;
@@ -246,8 +247,8 @@ START_TEST(moe_routing_draw)
     memset(n, 0, (size_t)E * sizeof *n);
     int differ = 0;
     for (uint64_t p = 0; p < c.seq; p++) {
-        config_ep_route(&c, 7, p, e);
-        config_ep_route(&c, 8, p, f);
+        config_ep_route(&c, 7, 0, p, e);
+        config_ep_route(&c, 8, 0, p, f);
         ck_assert_int_ne(e[0], e[1]);
         for (int j = 0; j < k; j++) {
             ck_assert(e[j] >= 0 && e[j] < E);
@@ -255,10 +256,17 @@ START_TEST(moe_routing_draw)
             differ += e[j] != f[j];
         }
         int again[2];
-        config_ep_route(&c, 7, p, again);
+        config_ep_route(&c, 7, 0, p, again);
         ck_assert(again[0] == e[0] && again[1] == e[1]);
     }
     ck_assert_int_gt(differ, (int)c.seq / 2);
+    differ = 0; /* another block, another draw */
+    for (uint64_t p = 0; p < 4096; p++) {
+        config_ep_route(&c, 7, 0, p, e);
+        config_ep_route(&c, 7, 1, p, f);
+        differ += e[0] != f[0] || e[1] != f[1];
+    }
+    ck_assert_int_gt(differ, 4096 / 2);
     double H8 = 761.0 / 280, S = (double)c.seq;
     for (int x = 0; x < E; x++) {
         double px = 1.0 / (x + 1) / H8, q = px;
@@ -301,7 +309,7 @@ START_TEST(moe_routing_histogram)
     unlink(path);
     int n[8] = {0}, e[2];
     for (uint64_t p = 0; p < 4096; p++) {
-        config_ep_route(&c, 1, p, e);
+        config_ep_route(&c, 1, 0, p, e);
         n[e[0]]++, n[e[1]]++;
     }
     for (int x = 1; x < 8; x++)

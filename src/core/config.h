@@ -317,14 +317,15 @@ uint64_t config_ep_send_rows(const config *c, int ep_rank);
  * own, ep R share(i) - R share(i). */
 uint64_t config_ep_return_rows(const config *c, int ep_rank);
 uint64_t config_ep_expert_rows(const config *c, int ep_rank);
-/* The experts of the token at position pos of a sample, top_k distinct
- * ones into experts[], as the executor routes (loong exec; the DAG and the
- * simulator use the shares' expected rows): balanced, choice j goes to
- * expert (pos k + j) mod E, so a sample of S tokens sends every expert
- * exactly S k / E rows when E divides S k; under zipf:S, k experts drawn
- * without replacement with probability proportional to their shares, from
- * a hash of (seed, pos, j): the same on every rank and run. */
-void config_ep_route(const config *c, uint64_t seed, uint64_t pos, int *experts);
+/* The experts of the token at position pos of a sample in block layer,
+ * top_k distinct ones into experts[], as the executor routes (loong exec;
+ * the DAG and the simulator use the shares' expected rows): balanced,
+ * choice j goes to expert (pos k + j + layer) mod E, so a sample of S
+ * tokens sends every expert exactly S k / E rows when E divides S k;
+ * skewed (zipf:S or a histogram), k experts drawn without replacement
+ * with probability proportional to their shares, from a hash of (seed,
+ * layer, pos, j): the same on every rank and run, another in every block. */
+void config_ep_route(const config *c, uint64_t seed, int layer, uint64_t pos, int *experts);
 /* The slowest EP rank's rows over the mean: ep x max share (1: balanced;
  * with a capacity factor, of the rows kept). */
 double config_ep_imbalance(const config *c);

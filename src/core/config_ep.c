@@ -296,30 +296,31 @@ double config_ep_imbalance(const config *c)
     return all > 0 ? most * c->ep / all : 1;
 }
 
-/* A uniform draw in [0, 1) for choice j of the token at pos, from seed:
- * FNV-1a of the three, whose top bits barely move with the last bytes,
- * through SplitMix64's finaliser (Steele et al., OOPSLA 2014), the top 53
- * bits. */
-static double route_uniform(uint64_t seed, uint64_t pos, int j)
+/* A uniform draw in [0, 1) for choice j of the token at pos in block
+ * layer, from seed: FNV-1a of the four, whose top bits barely move with
+ * the last bytes, through SplitMix64's finaliser (Steele et al., OOPSLA
+ * 2014), the top 53 bits. */
+static double route_uniform(uint64_t seed, int layer, uint64_t pos, int j)
 {
-    uint64_t h = hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(HASH_FNV1A_BASIS, seed), pos), (uint64_t)j);
+    uint64_t h = hash_fnv1a_u64(HASH_FNV1A_BASIS, seed);
+    h = hash_fnv1a_u64(hash_fnv1a_u64(hash_fnv1a_u64(h, (uint64_t)layer), pos), (uint64_t)j);
     h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
     h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
     h ^= h >> 31;
     return (double)(h >> 11) * 0x1p-53;
 }
 
-void config_ep_route(const config *c, uint64_t seed, uint64_t pos, int *experts)
+void config_ep_route(const config *c, uint64_t seed, int layer, uint64_t pos, int *experts)
 {
     int E = c->model.experts, k = c->model.top_k;
     if (!config_routing_skewed(c)) {
         for (int j = 0; j < k; j++)
-            experts[j] = (int)((pos * (uint64_t)k + (uint64_t)j) % (uint64_t)E);
+            experts[j] = (int)((pos * (uint64_t)k + (uint64_t)j + (uint64_t)layer) % (uint64_t)E);
         return;
     }
     double left = 1; /* the shares of the experts not drawn yet */
     for (int j = 0; j < k; j++) {
-        double u = route_uniform(seed, pos, j) * left, acc = 0;
+        double u = route_uniform(seed, layer, pos, j) * left, acc = 0;
         int pick = -1;
         for (int e = 0; e < E; e++) {
             bool taken = false;

@@ -282,7 +282,7 @@ static void ref_mlp_block_fwd(ref_model *r, int l, double *out)
         return;
     }
     y->moe = xmalloc(sizeof *y->moe, "the --check reference");
-    ref_moe_init(y->moe, x->c, x->o->seed, r->S, W.mlp, G.mlp, ref_experts_at(r, r->wts, l),
+    ref_moe_init(y->moe, x->c, x->o->seed, l, r->S, W.mlp, G.mlp, ref_experts_at(r, r->wts, l),
                  ref_experts_at(r, r->grad, l));
     ref_moe_fwd(y->moe, y->h, out);
 }

@@ -13,9 +13,9 @@
  *   unpermute next x = h + sum_j gate_j * (expert j's output)
  *   (the shared experts are build.c's MLP tasks at their width, exec_tasks.c)
  *
- * Routing is config_ep_route's, a function of the token's position and
- * --seed, so every rank knows its EP peers' counts without exchanging them,
- * and the --check reference routes alike. LOONG_EXEC_MUTATE=route (a test
+ * Routing is config_ep_route's, a function of the block, the token's
+ * position and --seed, so every rank knows its EP peers' counts without
+ * exchanging them, and the --check reference routes alike. LOONG_EXEC_MUTATE=route (a test
  * hook) sends every choice to the next expert on the executor only: every
  * expert's gradient must then fail --check.
  */
@@ -25,12 +25,21 @@
 #include "core/xalloc.h"
 #include "exec_tasks.h"
 
+/* One expert block's routing, every micro-batch's (the route depends on
+ * the block and the token's position only). */
+struct ep_route {
+    int recv;               /* rows this rank's experts take */
+    int32_t *slot, *sel;    /* device, per entry: its slot, its expert */
+    int *cnt, *roff;        /* (ep, local): rows from member s for local expert e; their row in disp */
+    int *sc, *sd, *rc, *rd; /* per member, floats: the dispatch's counts and displacements */
+};
+
 struct xr_ep {
-    int k, E, local, ep, me, n, recv; /* n: entries T k; recv: rows this rank's experts take */
-    int32_t *tok, *slot, *sel;        /* device, per entry: its token row, its slot, its expert */
-    int *cnt, *roff;                  /* (ep, local): rows from member s for local expert e; their row in disp */
-    int *sc, *sd, *rc, *rd;           /* per member, floats: the dispatch's counts and displacements */
-    layer_ep *layers;                 /* mbs x L, used by the expert blocks */
+    int k, E, local, ep, me, n; /* n: entries T k */
+    int32_t *tok;               /* device, per entry: its token row */
+    ep_route *routes;           /* per expert block */
+    int nroutes;
+    layer_ep *layers; /* mbs x L, used by the expert blocks */
 };
 
 /* ---- routing tables ---- */
@@ -60,12 +69,12 @@ static int ep_members(const xr *x, int *mem)
     return -1;
 }
 
-/* The experts of every entry of rank r's T rows. */
-static void route_rows(const xr *x, int r, bool mutate, int32_t *sel)
+/* The experts of every entry of rank r's T rows in block l. */
+static void route_rows(const xr *x, int r, int l, bool mutate, int32_t *sel)
 {
     int k = x->c->model.top_k, E = x->c->model.experts, *e = xmalloc_array((size_t)k, sizeof *e, "the routing");
     for (int i = 0; i < x->T; i++) {
-        config_ep_route(x->c, x->o->seed, (uint64_t)xr_seq_pos_of(x, r, i), e);
+        config_ep_route(x->c, x->o->seed, l, (uint64_t)xr_seq_pos_of(x, r, i), e);
         for (int j = 0; j < k; j++)
             sel[(size_t)i * (size_t)k + (size_t)j] = mutate ? (e[j] + 1) % E : e[j];
     }
@@ -74,7 +83,7 @@ static void route_rows(const xr *x, int r, bool mutate, int32_t *sel)
 
 /* Slot of every entry (a stable counting sort by expert) and the rows
  * sent to each member. */
-static void send_side(struct xr_ep *t, const int32_t *sel, int32_t *slot, int hid)
+static void send_side(const struct xr_ep *t, ep_route *rt, const int32_t *sel, int32_t *slot, int hid)
 {
     int *start = xcalloc((size_t)t->E + 1, sizeof *start, "the routing");
     for (int i = 0; i < t->n; i++)
@@ -82,30 +91,32 @@ static void send_side(struct xr_ep *t, const int32_t *sel, int32_t *slot, int hi
     for (int e = 0; e < t->E; e++)
         start[e + 1] += start[e];
     for (int d = 0; d < t->ep; d++) {
-        t->sc[d] = (start[(d + 1) * t->local] - start[d * t->local]) * hid;
-        t->sd[d] = start[d * t->local] * hid;
+        rt->sc[d] = (start[(d + 1) * t->local] - start[d * t->local]) * hid;
+        rt->sd[d] = start[d * t->local] * hid;
     }
     for (int i = 0; i < t->n; i++)
         slot[i] = start[sel[i]]++;
     free(start);
 }
 
-/* Rows each member sends this rank, per local expert, from its routing. */
-static void recv_side(const xr *x, struct xr_ep *t, const int *mem, bool mutate, int32_t *peer, int hid)
+/* Rows each member sends this rank in block l, per local expert, from its
+ * routing. */
+static void recv_side(const xr *x, const struct xr_ep *t, ep_route *rt, int l, const int *mem, bool mutate,
+                      int32_t *peer, int hid)
 {
     int row = 0;
     for (int s = 0; s < t->ep; s++) {
-        route_rows(x, mem[s], mutate, peer);
+        route_rows(x, mem[s], l, mutate, peer);
         for (int i = 0; i < t->n; i++)
-            if (peer[i] / t->local == t->me) t->cnt[s * t->local + peer[i] % t->local]++;
-        t->rd[s] = row * hid;
+            if (peer[i] / t->local == t->me) rt->cnt[s * t->local + peer[i] % t->local]++;
+        rt->rd[s] = row * hid;
         for (int e = 0; e < t->local; e++) {
-            t->roff[s * t->local + e] = row;
-            row += t->cnt[s * t->local + e];
+            rt->roff[s * t->local + e] = row;
+            row += rt->cnt[s * t->local + e];
         }
-        t->rc[s] = row * hid - t->rd[s];
+        rt->rc[s] = row * hid - rt->rd[s];
     }
-    t->recv = row;
+    rt->recv = row;
 }
 
 static float *ep_alloc(xr *x, size_t n, bool *ok)
@@ -125,13 +136,32 @@ static int32_t *put_table(xr *x, const int32_t *host, size_t n, bool *ok)
     return p;
 }
 
-/* Block buffers (exec_state.h's layer_ep) of one micro-batch's expert block. */
-static void alloc_block(xr *x, layer_ep *b, bool *ok)
+/* Block l's routing tables: its entries' experts and slots on the device,
+ * the counts of its all-to-alls and grouped GEMMs. scratch: 3 T k ints. */
+static void route_block(xr *x, ep_route *rt, int l, const int *mem, bool mutate, int32_t *scratch, bool *ok)
 {
     const struct xr_ep *t = x->ept;
-    size_t T = (size_t)x->T, E = (size_t)t->E, n = (size_t)t->n, r = (size_t)t->recv;
+    int ep = t->ep, hid = x->c->model.hidden;
+    int32_t *sel = scratch, *slot = sel + t->n, *peer = slot + t->n;
+    rt->cnt = xcalloc((size_t)ep * (size_t)t->local, sizeof *rt->cnt, "the routing");
+    rt->roff = xmalloc_array((size_t)ep * (size_t)t->local, sizeof *rt->roff, "the routing");
+    rt->sc = xmalloc_array(4 * (size_t)ep, sizeof *rt->sc, "the routing");
+    rt->sd = rt->sc + ep, rt->rc = rt->sd + ep, rt->rd = rt->rc + ep;
+    route_rows(x, x->rank, l, mutate, sel);
+    send_side(t, rt, sel, slot, hid);
+    recv_side(x, t, rt, l, mem, mutate, peer, hid);
+    rt->slot = put_table(x, slot, (size_t)t->n, ok);
+    rt->sel = put_table(x, sel, (size_t)t->n, ok);
+}
+
+/* Block buffers (exec_state.h's layer_ep) of one micro-batch's expert block. */
+static void alloc_block(xr *x, layer_ep *b, const ep_route *rt, bool *ok)
+{
+    const struct xr_ep *t = x->ept;
+    size_t T = (size_t)x->T, E = (size_t)t->E, n = (size_t)t->n, r = (size_t)rt->recv;
     size_t hid = (size_t)x->c->model.hidden, fe = (size_t)x->c->model.expert_ffn;
     bool ep = t->ep > 1;
+    b->rt = rt;
     b->z = ep_alloc(x, T * E, ok), b->gates = ep_alloc(x, n, ok), b->dz = ep_alloc(x, T * E, ok);
     b->dgs = ep_alloc(x, n, ok);
     b->perm = ep_alloc(x, n * hid, ok), b->disp = ep ? ep_alloc(x, r * hid, ok) : b->perm;
@@ -142,73 +172,54 @@ static void alloc_block(xr *x, layer_ep *b, bool *ok)
     b->ddisp = ep_alloc(x, r * hid, ok), b->dperm = ep ? ep_alloc(x, n * hid, ok) : b->ddisp;
 }
 
-static int fail(char err[LOONG_ERRLEN], const char *what)
-{
-    snprintf(err, LOONG_ERRLEN, "%s", what);
-    return -1;
-}
-
 int xr_ep_alloc(xr *x, char err[LOONG_ERRLEN])
 {
-    struct xr_ep *t = calloc(1, sizeof *t);
-    if (!(x->ept = t)) return fail(err, "out of memory for the experts' routing");
     const model *m = &x->c->model;
-    int hid = m->hidden, ep = x->c->ep;
+    struct xr_ep *t = xcalloc(1, sizeof *t, "the experts' routing");
+    x->ept = t;
     const char *mut = getenv("LOONG_EXEC_MUTATE");
-    bool mutate = mut && !strcmp(mut, "route");
+    bool mutate = mut && !strcmp(mut, "route"), ok = true;
     *t = (struct xr_ep){.k = m->top_k,
                         .E = m->experts,
                         .local = config_ep_local_experts(x->c),
-                        .ep = ep,
+                        .ep = x->c->ep,
                         .me = config_ep_rank(x->c, x->rank),
-                        .n = x->T * m->top_k};
-    int *mem = malloc((size_t)ep * sizeof *mem);
-    int32_t *sel = malloc((size_t)t->n * sizeof *sel), *slot = malloc((size_t)t->n * sizeof *slot);
-    int32_t *tok = malloc((size_t)t->n * sizeof *tok), *peer = malloc((size_t)t->n * sizeof *peer);
-    t->cnt = calloc((size_t)ep * (size_t)t->local, sizeof *t->cnt);
-    t->roff = malloc((size_t)ep * (size_t)t->local * sizeof *t->roff);
-    t->sc = malloc(4 * (size_t)ep * sizeof *t->sc);
-    t->layers = calloc((size_t)x->mbs * (size_t)x->L, sizeof *t->layers);
-    int rc = -1;
-    if (!mem || !sel || !slot || !tok || !peer || !t->cnt || !t->roff || !t->sc || !t->layers) {
-        fail(err, "out of memory for the experts' routing");
-        goto out;
-    }
-    t->sd = t->sc + ep, t->rc = t->sd + ep, t->rd = t->rc + ep;
+                        .n = x->T * m->top_k,
+                        .nroutes = x->L - m->dense_layers};
+    int *mem = xmalloc_array((size_t)t->ep, sizeof *mem, "the routing");
+    int32_t *scratch = xmalloc_array(3 * (size_t)t->n, sizeof *scratch, "the routing");
+    t->routes = xcalloc((size_t)t->nroutes, sizeof *t->routes, "the routing");
+    t->layers = xcalloc((size_t)x->mbs * (size_t)x->L, sizeof *t->layers, "the routing");
     if (ep_members(x, mem) < 0) {
         snprintf(err, LOONG_ERRLEN, "rank %d: the DAG's EP group is not config_ep_rank's order (a bug)", x->rank);
-        goto out;
+        free(mem), free(scratch);
+        return -1;
     }
-    route_rows(x, x->rank, mutate, sel);
-    send_side(t, sel, slot, hid);
-    recv_side(x, t, mem, mutate, peer, hid);
     for (int i = 0; i < t->n; i++)
-        tok[i] = i / t->k;
-    bool ok = true;
-    t->tok = put_table(x, tok, (size_t)t->n, &ok);
-    t->slot = put_table(x, slot, (size_t)t->n, &ok);
-    t->sel = put_table(x, sel, (size_t)t->n, &ok);
+        scratch[i] = i / t->k;
+    t->tok = put_table(x, scratch, (size_t)t->n, &ok);
+    for (int i = 0; ok && i < t->nroutes; i++)
+        route_block(x, &t->routes[i], m->dense_layers + i, mem, mutate, scratch, &ok);
     for (int k = 0; ok && k < x->mbs; k++)
         for (int l = m->dense_layers; ok && l < x->L; l++) {
             layer_ep *b = &t->layers[(size_t)k * (size_t)x->L + (size_t)l];
-            alloc_block(x, b, &ok);
+            alloc_block(x, b, &t->routes[l - m->dense_layers], &ok);
             x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l].ep = b;
         }
-    if (ok)
-        rc = 0;
-    else
-        snprintf(err, LOONG_ERRLEN,
-                 "rank %d: out of device memory for the experts' buffers: use a smaller --seq or model", x->rank);
-out:
-    free(mem), free(sel), free(slot), free(tok), free(peer);
-    return rc;
+    free(mem), free(scratch);
+    if (ok) return 0;
+    snprintf(err, LOONG_ERRLEN, "rank %d: out of device memory for the experts' buffers: use a smaller --seq or model",
+             x->rank);
+    return -1;
 }
 
 void xr_ep_free(xr *x)
 {
     struct xr_ep *t = x->ept;
     if (!t) return; /* device buffers: released with the device */
-    free(t->cnt), free(t->roff), free(t->sc), free(t->layers), free(t);
+    for (int i = 0; t->routes && i < t->nroutes; i++)
+        free(t->routes[i].cnt), free(t->routes[i].roff), free(t->routes[i].sc);
+    free(t->routes), free(t->layers), free(t);
     x->ept = NULL;
 }
 
@@ -225,9 +236,9 @@ static void move_rows(emit *e, float *dst, const int32_t *di, const float *src, 
 
 /* The all-to-all-v of a block: `forward` sends slot-ordered rows to the
  * experts (the dispatch, and the combine's gradient), else back. */
-static void alltoallv(emit *e, const float *sbuf, float *rbuf, bool forward)
+static void alltoallv(emit *e, const layer_ep *b, const float *sbuf, float *rbuf, bool forward)
 {
-    const struct xr_ep *t = e->x->ept;
+    const ep_route *t = b->rt;
     dev_op op = op_new(DOP_ALLTOALLV);
     op.u.a2av = (__typeof__(op.u.a2av)){
         e->x->comm[STREAM_EP],  sbuf, rbuf, forward ? t->sc : t->rc, forward ? t->sd : t->rd, forward ? t->rc : t->sc,
@@ -239,17 +250,16 @@ static void route(emit *e, layer_ep *b, bool backward)
 {
     const struct xr_ep *t = e->x->ept;
     dev_op op = op_new(DOP_ROUTE);
-    op.u.route =
-        (__typeof__(op.u.route)){backward, b->z, t->sel, b->gates, b->dgs, t->slot, b->dz, (size_t)e->x->T, t->E, t->k};
+    op.u.route = (__typeof__(op.u.route)){backward,    b->z,  b->rt->sel,      b->gates, b->dgs,
+                                          b->rt->slot, b->dz, (size_t)e->x->T, t->E,     t->k};
     emit_op(e, &op);
 }
 
 static void swiglu(emit *e, layer_ep *b, bool backward)
 {
     dev_op op = op_new(DOP_SWIGLU);
-    op.u.swiglu =
-        (__typeof__(op.u.swiglu)){backward, b->em, b->deg, b->deu,
-                                  b->eg,    b->eu, b->dem, (size_t)e->x->ept->recv * (size_t)e->x->c->model.expert_ffn};
+    op.u.swiglu = (__typeof__(op.u.swiglu)){
+        backward, b->em, b->deg, b->deu, b->eg, b->eu, b->dem, (size_t)b->rt->recv * (size_t)e->x->c->model.expert_ffn};
     emit_op(e, &op);
 }
 
@@ -270,8 +280,8 @@ static void expert_gemms(emit *e, const dag_task *t, const layer_t *ly, layer_ep
     int hid = x->c->model.hidden, fe = x->c->model.expert_ffn;
     bool bwd = t->phase == PHASE_BWD;
     for (int c = 0; c < r->ep * r->local; c++) {
-        int n = r->cnt[c], le = c % r->local;
-        size_t o = (size_t)r->roff[c], oh = o * (size_t)hid, of = o * (size_t)fe;
+        int n = b->rt->cnt[c], le = c % r->local;
+        size_t o = (size_t)b->rt->roff[c], oh = o * (size_t)hid, of = o * (size_t)fe;
         if (!n) continue;
         if (t->op == OP_EXPERT_DOWN) {
             float *wd = expert_w(x, ly->w.experts, le, EW_DOWN), *gd = expert_w(x, ly->gw.experts, le, EW_DOWN);
@@ -321,15 +331,15 @@ static void unpermute(emit *e, const dag_task *t, layer_t *ly, layer_t *next)
     size_t hid = (size_t)x->c->model.hidden, T = (size_t)x->T;
     if (t->phase != PHASE_BWD) {
         copy2d(e, next->x, hid, ly->h, hid, T, hid);
-        move_rows(e, next->x, r->tok, b->comb, r->slot, b->gates, true);
+        move_rows(e, next->x, r->tok, b->comb, b->rt->slot, b->gates, true);
         return;
     }
     if (!ly->ffn) copy2d(e, ly->dh, hid, next->dx, hid, T, hid); /* else the shared experts' down did */
-    move_rows(e, b->dcomb, r->slot, next->dx, r->tok, NULL, false);
+    move_rows(e, b->dcomb, b->rt->slot, next->dx, r->tok, NULL, false);
     dev_op op = op_new(DOP_ROWDOT);
     op.u.rowdot = (__typeof__(op.u.rowdot)){b->dgs, b->dcomb, b->comb, (size_t)r->n, hid, 1, hid, hid};
     emit_op(e, &op);
-    move_rows(e, b->dcomb, r->slot, next->dx, r->tok, b->gates, false);
+    move_rows(e, b->dcomb, b->rt->slot, next->dx, r->tok, b->gates, false);
 }
 
 /* The experts' gradients over the expert-data-parallel group (the ep_grad
@@ -381,15 +391,15 @@ void xt_ep_task(emit *e, const dag_task *t)
     case OP_ROUTE: route(e, b, bwd); break;
     case OP_PERMUTE:
         if (!bwd)
-            move_rows(e, b->perm, r->slot, ly->h, r->tok, NULL, false);
+            move_rows(e, b->perm, b->rt->slot, ly->h, r->tok, NULL, false);
         else
-            move_rows(e, ly->dh, r->tok, b->dperm, r->slot, NULL, true);
+            move_rows(e, ly->dh, r->tok, b->dperm, b->rt->slot, NULL, true);
         break;
     case OP_EP_DISPATCH: /* forward: the rows out; backward: their gradient back */
-        alltoallv(e, bwd ? b->ddisp : b->perm, bwd ? b->dperm : b->disp, !bwd);
+        alltoallv(e, b, bwd ? b->ddisp : b->perm, bwd ? b->dperm : b->disp, !bwd);
         break;
     case OP_EP_COMBINE: /* forward: the outputs back; backward: their gradient out */
-        alltoallv(e, bwd ? b->dcomb : b->ey, bwd ? b->dey : b->comb, bwd);
+        alltoallv(e, b, bwd ? b->dcomb : b->ey, bwd ? b->dey : b->comb, bwd);
         break;
     case OP_EXPERT_ACT: swiglu(e, b, bwd); break;
     case OP_UNPERMUTE: unpermute(e, t, ly, &x->ly[t->layer + 1]); break;

@@ -48,11 +48,11 @@ typedef struct ref_moe {
     int *nrows;
     ref_mlp shared_mlp;
 } ref_moe;
-/* Set up r for the block whose weights and gradients start at w and gw
- * (xr_full_off's layout: router then shared experts) and whose experts
- * at we and gwe; seed and the sample's S tokens route. */
-void ref_moe_init(ref_moe *r, const config *c, uint64_t seed, int S, const double *w, double *gw, const double *we,
-                  double *gwe);
+/* Set up r for block `layer`, whose weights and gradients start at w and
+ * gw (xr_full_off's layout: router then shared experts) and whose experts
+ * at we and gwe; seed, the block and the sample's S tokens route. */
+void ref_moe_init(ref_moe *r, const config *c, uint64_t seed, int layer, int S, const double *w, double *gw,
+                  const double *we, double *gwe);
 void ref_moe_fwd(ref_moe *r, const double *h, double *out);
 void ref_moe_bwd(ref_moe *r, const double *h, const double *dy, double *dh);
 void ref_moe_free(ref_moe *r);

@@ -56,8 +56,8 @@ void ref_mlp_bwd(const ref_mlp *r, const double *h, const double *dy, double *dh
 
 static void ref_mlp_free(ref_mlp *r) { free(r->g), free(r->u), free(r->m); }
 
-void ref_moe_init(ref_moe *r, const config *c, uint64_t seed, int S, const double *w, double *gw, const double *we,
-                  double *gwe)
+void ref_moe_init(ref_moe *r, const config *c, uint64_t seed, int layer, int S, const double *w, double *gw,
+                  const double *we, double *gwe)
 {
     const model *m = &c->model;
     *r = (ref_moe){.c = c, .S = S, .hid = m->hidden, .E = m->experts, .k = m->top_k, .fe = m->expert_ffn};
@@ -69,7 +69,7 @@ void ref_moe_init(ref_moe *r, const config *c, uint64_t seed, int S, const doubl
     r->sel = xmalloc(n * sizeof *r->sel, "the --check reference");
     int *e = xmalloc((size_t)r->k * sizeof *e, "the --check reference");
     for (int p = 0; p < S; p++) {
-        config_ep_route(c, seed, (uint64_t)p, e);
+        config_ep_route(c, seed, layer, (uint64_t)p, e);
         for (int j = 0; j < r->k; j++)
             r->sel[(size_t)p * (size_t)r->k + (size_t)j] = e[j];
     }

@@ -53,7 +53,9 @@ typedef struct layer_w {
  * (by destination EP rank, local expert, token) and the `recv` rows its
  * experts take, ordered by source EP rank then local expert. With ep = 1
  * perm and disp, ey and comb, dcomb and dey, ddisp and dperm are the same. */
+typedef struct ep_route ep_route; /* exec_ep.c: one block's routing tables */
 typedef struct layer_ep {
+    const ep_route *rt;                                   /* the block's routing (every micro-batch's) */
     float *z, *gates;                                     /* router logits (T, E); gates (T, k) */
     float *perm, *disp;                                   /* (T k, hid) sent; (recv, hid) received */
     float *eg, *eu, *em, *ey;                             /* (recv, fe) gate, up, SwiGLU; (recv, hid) down */
