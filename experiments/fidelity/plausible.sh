@@ -16,3 +16,7 @@ plausible() {
     echo "$who: loong check calls a published run implausible (exit $rc): $(echo "$out" | tail -n 1)" >&2
     exit 2
 }
+
+# json_num KEY FILE: the number of loong's --json summary under KEY (each key
+# the experiments read occurs once).
+json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }

@@ -55,7 +55,6 @@ gb300 18 qwen3-30b-a3b 8 mxfp8 512 4 1 1 8 28934
 h100 2 qwen3-30b-a3b 16 fp8-current 512 2 2 24 8 5275
 b200 8 qwen3-235b-a22b 64 mxfp8 1024 1 8 2 8 3269"
 
-json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
 printf '# %-5s %-16s %4s %-11s %4s %3s %2s %2s %2s %9s %9s %7s\n' kind model gpus precision gbs mbs pp vp ep published \
     predicted err_%

@@ -67,7 +67,6 @@ rows="8 1 4 70.22
 8 1 32 95.22
 4 2 32 102.86"
 
-json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
 printf '# %-6s %3s %9s %9s %7s %9s\n' layout m meas_TF pred_TF err_% pred_ms
 while read -r ep pp mb meas; do

@@ -52,8 +52,6 @@ deepseek-v2-4l 4 2 32 1727.7 44.70
 deepseek-v3-4l 8 1 32 4141.2 104.30
 deepseek-v3-4l 4 2 32 2718.6 114.00"
 
-# A number of the --json summary by its key (each used here occurs once).
-json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
 printf '# %-14s %2s %2s %3s %9s %9s %7s %9s %9s %7s\n' model ep pp m real_ms pred_ms err_% alloc_GiB pred %
 while read -r m ep pp mb rms ralloc; do

@@ -49,8 +49,6 @@ llama3-70b-12l 1 8 128K 11301.9 147.99 159.65
 llama3-405b-4l 2 4 128K 10577.6 118.13 127.5"
 
 # A number of the --json summary by its key (each key used here occurs once
-# in it: step_s, memory_bytes' allocated and reserved).
-json_num() { grep -o "\"$1\": *[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
 printf '# %-14s %2s %2s %4s %9s %9s %7s %9s %9s %7s %9s %9s %7s\n' model tp cp seq real_ms pred_ms err_% \
     alloc_GiB pred %  resv_GiB pred %
