@@ -79,12 +79,58 @@ static const attn_shape kshapes[] = {
     {65, 65, 2, 1, 16, 1, NULL, 0},
 };
 
-/* Shapes x {causal, documents}: under documents, query i sees keys from
- * the start of its 77-token document, and the last 9 tokens are padding. */
+/* Row i of a zigzag block holds token zz(i): the block is chunks 0 and 3
+ * of four (rank 0 of a 2-rank zigzag ring), then chunks 1 and 2, so that
+ * the causal mask must follow the positions, not the rows. */
+static int64_t zz(int i, int n)
+{
+    const int c = n / 4;
+    const int size[4] = {c, n - 3 * c, c, c}; /* chunk 3 takes the remainder */
+    const int64_t first[4] = {0, 3 * (int64_t)c, c, 2 * (int64_t)c};
+    for (int j = 0; j < 4; i -= size[j++])
+        if (i < size[j]) return first[j] + i;
+    return -1;
+}
+
+/* rows (width w doubles) from row order to position order and back */
+static void to_positions(double *dst, const double *src, const int64_t *pos, int n, size_t w)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(dst + (size_t)pos[i] * w, src + (size_t)i * w, w * sizeof *dst);
+}
+
+static void from_positions(double *dst, const double *src, const int64_t *pos, int n, size_t w)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * w, src + (size_t)pos[i] * w, w * sizeof *dst);
+}
+
+/* The float64 reference on rows whose tokens sit at pos (a permutation of
+ * 0..n-1): computed in position order, returned in row order. */
+static void ref_permuted(double *ro, double *rl, double *rdq, double *rdk, double *rdv, const double *qd,
+                         const double *kd, const double *vd, const double *dod, const int64_t *pos, int n,
+                         attn_shape s)
+{
+    size_t wq = (size_t)s.hq * s.d, wk = (size_t)s.hkv * s.d;
+    double *q = calloc(n * wq, 8), *k = calloc(n * wk, 8), *v = calloc(n * wk, 8), *g = calloc(n * wq, 8);
+    double *o = malloc(n * wq * 8), *l = malloc((size_t)n * s.hq * 8), *dq = malloc(n * wq * 8),
+           *dk = malloc(n * wk * 8), *dv = malloc(n * wk * 8);
+    to_positions(q, qd, pos, n, wq), to_positions(k, kd, pos, n, wk), to_positions(v, vd, pos, n, wk);
+    to_positions(g, dod, pos, n, wq);
+    attn_ref_fwd(o, l, q, k, v, NULL, n, s.hq, s.hkv, s.d);
+    attn_ref_bwd(dq, dk, dv, q, k, v, g, NULL, n, s.hq, s.hkv, s.d);
+    from_positions(ro, o, pos, n, wq), from_positions(rl, l, pos, n, (size_t)s.hq);
+    from_positions(rdq, dq, pos, n, wq), from_positions(rdk, dk, pos, n, wk), from_positions(rdv, dv, pos, n, wk);
+    free(q), free(k), free(v), free(g), free(o), free(l), free(dq), free(dk), free(dv);
+}
+
+/* Shapes x {causal, documents, zigzag}: under documents, query i sees keys
+ * from the start of its 77-token document, and the last 9 tokens are
+ * padding; under zigzag, rows hold tokens out of order (zz). */
 START_TEST(attention_matches_float64)
 {
-    attn_shape s = kshapes[_i / 2];
-    const bool docs = _i % 2;
+    attn_shape s = kshapes[_i / 3];
+    const bool docs = _i % 3 == 1, zigzag = _i % 3 == 2;
     int n = s.nq;
     size_t nq = (size_t)n * s.hq * s.d, nk = (size_t)n * s.hkv * s.d, nl = (size_t)n * s.hq;
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *dO = malloc(nq * 4), *got = malloc(nq * 4);
@@ -93,15 +139,19 @@ START_TEST(attention_matches_float64)
            *rdv = malloc(nk * 8);
     int64_t *pos = malloc((size_t)n * sizeof *pos), *start = malloc((size_t)n * sizeof *start);
     for (int i = 0; i < n; i++) {
-        pos[i] = i;
+        pos[i] = zigzag ? zz(i, n) : i;
         start[i] = i >= n - 9 ? i + 1 : i - i % 77;
     }
     for (size_t i = 0; i < nq; i++)
         qd[i] = q[i] = frand(), dod[i] = dO[i] = frand();
     for (size_t i = 0; i < nk; i++)
         kd[i] = k[i] = frand(), vd[i] = v[i] = frand();
-    attn_ref_fwd(ro, rl, qd, kd, vd, docs ? start : NULL, n, s.hq, s.hkv, s.d);
-    attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, docs ? start : NULL, n, s.hq, s.hkv, s.d);
+    if (zigzag) {
+        ref_permuted(ro, rl, rdq, rdk, rdv, qd, kd, vd, dod, pos, n, s);
+    } else {
+        attn_ref_fwd(ro, rl, qd, kd, vd, docs ? start : NULL, n, s.hq, s.hkv, s.d);
+        attn_ref_bwd(rdq, rdk, rdv, qd, kd, vd, dod, docs ? start : NULL, n, s.hq, s.hkv, s.d);
+    }
     float *Q = dmem(q, nq * 4), *K = dmem(k, nk * 4), *V = dmem(v, nk * 4), *DO = dmem(dO, nq * 4);
     float *O = dmem(NULL, nq * 4), *L = dmem(NULL, nl * 4), *DQ = dmem(NULL, nq * 4), *DK = dmem(NULL, nk * 4),
           *DV = dmem(NULL, nk * 4), *DI = dmem(NULL, nl * 4);
@@ -119,7 +169,8 @@ START_TEST(attention_matches_float64)
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(cudaMemcpy(got, t[i].dev, t[i].n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         double e = rel_err(got, t[i].ref, t[i].n);
-        ck_assert_msg(e <= 1e-2, "%s: max rel err %.3e (n=%d hq=%d hkv=%d d=%d)", t[i].name, e, n, s.hq, s.hkv, s.d);
+        ck_assert_msg(e <= 1e-2, "%s (%s): max rel err %.3e (n=%d hq=%d hkv=%d d=%d)", t[i].name,
+                      zigzag ? "zigzag" : docs ? "documents" : "causal", e, n, s.hq, s.hkv, s.d);
     }
     cudaFree(Q), cudaFree(K), cudaFree(V), cudaFree(DO), cudaFree(O), cudaFree(L), cudaFree(DQ), cudaFree(DK);
     cudaFree(DV), cudaFree(DI), cudaFree(P), cudaFree(ST);
@@ -165,7 +216,7 @@ int main(void)
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create(n > 0 && e == cudaSuccess ? "gpu" : "no_gpu");
     if (n > 0 && e == cudaSuccess) {
-        tcase_add_loop_test(tc, attention_matches_float64, 0, 2 * (int)(sizeof kshapes / sizeof kshapes[0]));
+        tcase_add_loop_test(tc, attention_matches_float64, 0, 3 * (int)(sizeof kshapes / sizeof kshapes[0]));
         tcase_add_loop_test(tc, local_exec_matches_reference, 0, (int)(sizeof meshes / sizeof meshes[0]));
         tcase_add_test(tc, local_exec_step);
         tcase_add_test(tc, bad_transport);

@@ -192,20 +192,49 @@ static void bench_attn(int n, int hq, int hkv, int d, int iters)
     cudaEventDestroy(b);
 }
 
-static void bench_gemm(int n, int bf16, int iters)
+/* bf16 bits of x, rounded to nearest even (finite inputs) */
+static unsigned short to_bf16(float x)
+{
+    unsigned int u;
+    memcpy(&u, &x, 4);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* n elements of random data in [-1, 1) on the device, fp32 or bf16: never
+ * time on zeros (they run faster than real data, METHOD.md) */
+static void *drand_buf(size_t n, int bf16)
+{
+    size_t el = bf16 ? 2 : 4;
+    unsigned char *h = malloc(n * el);
+    for (size_t i = 0; i < n; i++) {
+        float x = frand();
+        if (bf16) {
+            unsigned short b = to_bf16(x);
+            memcpy(h + 2 * i, &b, 2);
+        } else {
+            memcpy(h + 4 * i, &x, 4);
+        }
+    }
+    void *d;
+    cudaCheck(cudaMalloc(&d, n * el));
+    cudaCheck(cudaMemcpy(d, h, n * el, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+/* C[m x n] = A[m x k] B[k x n] (row-major, as the executor's y = x W with
+ * x tokens x in): cuBLAS sees the column-major transpose, n x m = (n x k)(k x m).
+ * bf16 operands with fp32 output and accumulation (cublasGemmEx), or fp32
+ * (cublasSgemm, what the device runs today). */
+static void bench_gemm(int m, int n, int k, int bf16, int iters, const char *what)
 {
     cublasHandle_t hd;
     if (cublasCreate(&hd) != CUBLAS_STATUS_SUCCESS) {
         fprintf(stderr, "cuda_lab: cublasCreate failed\n");
         exit(2);
     }
-    size_t el = bf16 ? 2 : 4, nn = (size_t)n * n;
-    void *A, *B, *C;
-    cudaCheck(cudaMalloc(&A, nn * el));
-    cudaCheck(cudaMalloc(&B, nn * el));
-    cudaCheck(cudaMalloc(&C, nn * 4));
-    cudaCheck(cudaMemset(A, 0, nn * el)); /* zeros run faster than random data: a ceiling, see README */
-    cudaCheck(cudaMemset(B, 0, nn * el));
+    void *A = drand_buf((size_t)m * k, bf16), *B = drand_buf((size_t)k * n, bf16), *C;
+    cudaCheck(cudaMalloc(&C, (size_t)m * n * 4));
     float one = 1, zero = 0;
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
@@ -213,9 +242,9 @@ static void bench_gemm(int n, int bf16, int iters)
     for (int i = 0; i < iters + 2; i++) {
         if (i == 2) cudaCheck(cudaEventRecord(a, 0));
         cublasStatus_t st =
-            bf16 ? cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, CUDA_R_16BF, n, B, CUDA_R_16BF, n,
+            bf16 ? cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, CUDA_R_16BF, n, A, CUDA_R_16BF, k,
                                 &zero, C, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-                 : cublasSgemm(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, A, n, B, n, &zero, C, n);
+                 : cublasSgemm(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k, &zero, C, n);
         if (st != CUBLAS_STATUS_SUCCESS) {
             fprintf(stderr, "cuda_lab: cuBLAS GEMM failed (status %d)\n", (int)st);
             exit(2);
@@ -226,10 +255,29 @@ static void bench_gemm(int n, int bf16, int iters)
     float ms;
     cudaCheck(cudaEventElapsedTime(&ms, a, b));
     ms /= (float)iters;
-    printf("gemm_%s m=n=k=%d ms=%.4f tflops=%.1f (zero inputs)\n", bf16 ? "bf16" : "fp32", n, ms,
-           2.0 * n * (double)n * n / (ms * 1e-3) / 1e12);
+    printf("gemm_%s m=%d n=%d k=%d ms=%.4f tflops=%.1f (%s, random inputs)\n", bf16 ? "bf16" : "fp32", m, n, k, ms,
+           2.0 * m * (double)n * k / (ms * 1e-3) / 1e12, what);
     cudaFree(A), cudaFree(B), cudaFree(C);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
     cublasDestroy(hd);
+}
+
+/* The step's GEMMs for llama3-8b (hidden 4096, 32 heads, 8 KV heads of 128,
+ * ffn 14336) on 8192 tokens, forward shapes, and a square ceiling. */
+static void bench_gemms(int iters)
+{
+    static const struct {
+        int m, n, k;
+        const char *what;
+    } g[] = {
+        {8192, 8192, 8192, "square"},          {8192, 6144, 4096, "qkv 4096->6144"},
+        {8192, 4096, 4096, "o 4096->4096"},    {8192, 28672, 4096, "gate+up 4096->2x14336"},
+        {8192, 4096, 14336, "down 14336->4096"},
+    };
+    for (int bf16 = 1; bf16 >= 0; bf16--)
+        for (size_t i = 0; i < sizeof g / sizeof *g; i++)
+            bench_gemm(g[i].m, g[i].n, g[i].k, bf16, iters, g[i].what);
 }
 
 int main(int argc, char **argv)
@@ -267,7 +315,6 @@ int main(int argc, char **argv)
     if (bad || check_only) return bad ? 1 : 0;
     for (int i = 0; i < nsizes; i++)
         bench_attn(sizes[i], 8, 2, 128, iters);
-    bench_gemm(8192, 1, iters);
-    bench_gemm(4096, 0, iters);
+    bench_gemms(iters);
     return 0;
 }

@@ -96,6 +96,7 @@ typedef struct topo_args {
     char fit[4096]; /* the fitted-values file applied ("" none) */
 } topo_args;
 
+#ifdef HAVE_SIMGRID
 /* A link's level in a platform loong topo wrote, from its name. */
 static const char *link_level(const char *name)
 {
@@ -125,6 +126,7 @@ static void fabric_summary(FILE *f, const char *path)
     if (fb.tiers == 3) fprintf(f, " in %d pods, %d cores", fb.pods, fb.cores);
     fprintf(f, " (%d-port switches)\n", sp.switch_ports);
 }
+#endif
 
 /* The platform's links, as SimGrid loaded them: "# link bandwidth latency" rows. */
 static int list_installed(const char *out)
@@ -172,7 +174,7 @@ static int list_links(const char *given, const char *out)
     return cli_fail("topo",
                     "--list-links '%s' needs SimGrid: this loong was built without it (apt-get install "
                     "libsimgrid-dev, then reconfigure)",
-                    path);
+                    given);
 #endif
 }
 

@@ -8,53 +8,82 @@
 #      4K/8K/16K tokens per block and cuBLAS GEMMs;
 #   2. PyTorch's scaled_dot_product_attention (flash) on the same shapes, in
 #      the same run, for the ratio;
-#   3. `loong exec --device cuda --transport local --check` over a matrix of
-#      meshes/strategies: needs a `loong` built elsewhere (it links jansson,
-#      GSL, OpenBLAS and Open MPI, absent there) and carried with its
-#      libraries: run `tests/device/run.sh --pack` on a build machine first
-#      (writes build-devpack/, ignored by git) and name build-devpack in the
-#      device call's carry. Without it, part 3 is reported as NOT RUN.
+#   3. tests/check_cuda on the GPU (every kernel against float64, causal,
+#      document-masked and zigzag positions, GQA; `loong exec --device cuda
+#      --transport local --check` over nine layouts and one --scope step),
+#      then one measured trace per line of tests/device/traces.txt (for
+#      loong calibrate and loong compare), returned as traces.tgz. Needs
+#      loong, its plug-in and check_cuda built elsewhere (they link
+#      jansson, GSL, OpenBLAS, Check and Open MPI, absent there) and carried
+#      with their libraries: run `tests/device/run.sh --pack` on a build
+#      machine first (writes build-devpack/, ignored by git) and carry the
+#      paths it prints. Without them, part 3 is reported as NOT RUN.
 #
 # usage: tests/device/run.sh [--dry-run] [--quick] [--out DIR]
 #        tests/device/run.sh --pack        (on the build machine, no GPU needed)
 #   --dry-run  print the commands and check the inputs, run nothing on a GPU
 #   --quick    one size (4K) and fewer iterations
 #   --out DIR  logs and the table (default: $OUT if set, else /tmp/loong-device)
+#   --parts L  which parts, comma-separated: lab, sdpa, check, traces [all]
+#   --only N,N the traces of these names only (tests/device/traces.txt)
+#   --budget S traces start only while S seconds from the start remain > 40 [420]
 # The exact call from a session with the device tool:
-#   run(command="bash tests/device/run.sh", carry=["build-devpack"], timeout_s=540)
+#   run(command="bash tests/device/run.sh", carry=["build-devpack/loong",
+#       "build-devpack/loong-cuda.so", "build-devpack/tests/check_cuda",
+#       "build-devpack/lib", "build-devpack/PACKED"], timeout_s=480)
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here"
-dry=0 quick=0 pack=0
+dry=0 quick=0 pack=0 parts=lab,sdpa,check,traces only="" budget=420
 out=${OUT:-/tmp/loong-device}
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1 ;;
     --quick) quick=1 ;;
     --pack) pack=1 ;;
+    --parts) shift; parts=${1:?--parts needs a list, e.g. lab,check} ;;
+    --only) shift; only=${1:?--only needs trace names} ;;
+    --budget) shift; budget=${1:?--budget needs seconds} ;;
     --out) shift; out=${1:?--out needs a directory} ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 
-# ---- --pack: build loong with CUDA here and collect its non-system libraries ----
+# build_lab DIR: the kernel lab from source with nvcc alone (objects in DIR)
+build_lab() {
+  local d=$1 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  local cuinc; cuinc=$(dirname "$(dirname "$nvcc")")/include
+  "$nvcc" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Isrc -I. -c src/cuda/kernels_cuda.cu -o "$d/kernels_cuda.o" &&
+    "$nvcc" -O2 -Isrc -I. -I"$cuinc" -Xcompiler -std=c11 -c experiments/cuda-lab/cuda_lab.c -o "$d/cuda_lab.o" &&
+    "$nvcc" -O2 -Isrc -I. -Xcompiler -std=c11 -c src/exec/attn_ref.c -o "$d/attn_ref.o" &&
+    "$nvcc" -gencode arch=compute_90,code=sm_90 "$d/kernels_cuda.o" "$d/cuda_lab.o" "$d/attn_ref.o" -lcublas -lm \
+      -o "$d/cuda_lab"
+}
+
+# ---- --pack: build loong, its CUDA plug-in and check_cuda here, with their non-system libraries ----
 if [ $pack = 1 ]; then
   set -e
   b="$here/build-devpack"
   mkdir -p "$b/lib"
-  (cd "$b" && "$here/configure" --without-simgrid --with-cuda >/dev/null && make -j1 loong >/dev/null)
-  # every shared library outside glibc and CUDA/NCCL (the machine has those)
-  ldd "$b/loong" | awk '/=> \//{print $3}' | while read -r l; do
-    case "$(basename "$l")" in
-      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
-      libcuda*|libcudart*|libcublas*|libnccl*) ;;
-      *) cp -L "$l" "$b/lib/" ;;
-    esac
-  done
-  du -sh "$b/loong" "$b/lib"
-  echo "packed: carry build-devpack (and keep the working tree + it under 64 MiB)"
+  (cd "$b" && "$here/configure" --without-simgrid --with-cuda >/dev/null &&
+    make -j2 src/model/fidelity_rows.inc >/dev/null && make -j2 loong loong-cuda.so tests/check_cuda >/dev/null)
+  # every shared library outside glibc and CUDA/NCCL (the GPU machine has those)
+  for f in "$b/loong" "$b/loong-cuda.so" "$b/tests/check_cuda"; do ldd "$f"; done | awk '/=> \//{print $3}' | sort -u |
+    while read -r l; do
+      case "$(basename "$l")" in
+        libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
+        libcuda*|libcudart*|libcublas*|libnccl*) ;;
+        *) cp -L "$l" "$b/lib/" ;;
+      esac
+    done
+  build_lab "$b"
+  # check_cuda runs loong by this absolute path: the device run links it to its copy
+  echo "packed-at: $b" > "$b/PACKED"
+  du -shc "$b/loong" "$b/loong-cuda.so" "$b/tests/check_cuda" "$b/cuda_lab" "$b/lib" | tail -1
+  echo "packed: carry build-devpack/loong build-devpack/loong-cuda.so build-devpack/tests/check_cuda"
+  echo "        build-devpack/cuda_lab build-devpack/lib build-devpack/PACKED (with the working tree, under 64 MiB)"
   exit 0
 fi
 
@@ -64,7 +93,8 @@ log="$out/device.log"
 say() { echo "$@" | tee -a "$log"; }
 run() { say "+ $*"; [ $dry = 1 ] && return 0; "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
 t_start=$(date +%s)
-left() { echo $((480 - ($(date +%s) - t_start))); }
+left() { echo $((budget - ($(date +%s) - t_start))); }
+want() { [[ ",$parts," == *",$1,"* ]]; }
 
 sizes=4096,8192,16384 iters=5
 [ $quick = 1 ] && sizes=4096 iters=2
@@ -72,24 +102,25 @@ sizes=4096,8192,16384 iters=5
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 py=${PYTHON:-python3}
 say "# loong device run: $(date -u +%FT%TZ) nvcc=$nvcc out=$out dry=$dry quick=$quick"
-[ $dry = 1 ] || nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$log"
-
-# ---- 1. kernel lab ----
-lab="$out/cuda_lab"
-lab_rc=NOT-RUN
-cuinc=$(dirname "$(dirname "$nvcc")")/include
-if run "$nvcc" -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Isrc -I. -c src/cuda/kernels_cuda.cu \
-      -o "$out/kernels_cuda.o" &&
-   run "$nvcc" -O2 -Isrc -I. -I"$cuinc" -Xcompiler -std=c11 -c experiments/cuda-lab/cuda_lab.c -o "$out/cuda_lab.o" &&
-   run "$nvcc" -O2 -Isrc -I. -Xcompiler -std=c11 -c src/exec/attn_ref.c -o "$out/attn_ref.o" &&
-   run "$nvcc" -gencode arch=compute_90,code=sm_90 "$out/kernels_cuda.o" "$out/cuda_lab.o" "$out/attn_ref.o" \
-      -lcublas -lm -o "$lab"; then
-  run timeout 240 "$lab" --sizes "$sizes" --iters "$iters" | tee "$out/lab.txt" >/dev/null
-  lab_rc=${PIPESTATUS[0]}
-else
-  lab_rc=BUILD-FAILED
+if [ $dry = 0 ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader 2>&1 | tee -a "$log"
+  say "# nvcc: $("$nvcc" --version 2>&1 | tail -1); torch: $("$py" -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>&1 | tail -1); $(grep -m1 PRETTY /etc/os-release)"
 fi
-[ $dry = 1 ] && lab_rc=DRY
+
+# ---- 1. kernel lab (the packed build, else built here) ----
+lab=build-devpack/cuda_lab
+lab_rc=NOT-RUN
+if want lab; then
+  if [ ! -x "$lab" ] && [ $dry = 0 ]; then
+    mkdir -p /tmp/loong-lab && lab=/tmp/loong-lab/cuda_lab
+    run build_lab /tmp/loong-lab || lab_rc=BUILD-FAILED
+  fi
+  if [ "$lab_rc" = NOT-RUN ]; then
+    run timeout 150 "$lab" --sizes "$sizes" --iters "$iters" | tee "$out/lab.txt" >/dev/null
+    lab_rc=${PIPESTATUS[0]}
+  fi
+  [ $dry = 1 ] && lab_rc=DRY
+fi
 
 # ---- 2. PyTorch SDPA on the same shapes (hq=8, KV heads expanded: same FLOPs) ----
 cat > "$out/sdpa.py" <<'PY'
@@ -116,42 +147,48 @@ for n in sizes:
     print(f"sdpa_bwd n={n} ms={both - fwd:.4f} tflops={2.5 * fl / (both - fwd) / 1e9:.1f}")
 PY
 sdpa_rc=NOT-RUN
-run timeout 180 "$py" "$out/sdpa.py" "$sizes" "$iters" | tee "$out/sdpa.txt" >/dev/null
-sdpa_rc=${PIPESTATUS[0]}
-[ $dry = 1 ] && sdpa_rc=DRY
+if want sdpa; then
+  run timeout 90 "$py" "$out/sdpa.py" "$sizes" "$iters" | tee "$out/sdpa.txt" >/dev/null
+  sdpa_rc=${PIPESTATUS[0]}
+  [ $dry = 1 ] && sdpa_rc=DRY
+fi
 
-# ---- 3. the schedule through the local transport ----
-matrix=(
-  "--mesh 4 --strategy ulysses"
-  "--mesh 4 --strategy ring"
-  "--mesh 8 --strategy zigzag"
-  "--mesh 2x2 --strategy usp"
-  "--mesh 2x4 --strategy loongtrain --window 2"
-  "--mesh 4x2 --strategy loongtrain --window 2 --placement context-first"
-  "--mesh 2x4 --strategy dualring"
-)
+# ---- 3. check_cuda (kernels + the schedule through --transport local), then measured traces ----
+# check_cuda's LOONG_BIN is the pack's absolute path on the build machine:
+# make that path lead to this copy's pack when the trees differ.
+packdir=$(sed -n 's/^packed-at: //p' build-devpack/PACKED 2>/dev/null)
+check_rc=NOT-RUN
 : > "$out/local.txt"
-if [ -x build-devpack/loong ]; then
+if [ -x build-devpack/loong ] && [ -n "$packdir" ]; then
+  if [ $dry = 0 ] && [ "$packdir" != "$here/build-devpack" ] && [ ! -e "$packdir" ]; then
+    mkdir -p "$(dirname "$packdir")" && ln -s "$here/build-devpack" "$packdir"
+  fi
   nccl_lib=$("$py" -c 'import nvidia.nccl, os; print(os.path.join(os.path.dirname(nvidia.nccl.__file__), "lib"))' 2>/dev/null)
-  blas_lib=$("$py" -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
-  export LD_LIBRARY_PATH="$here/build-devpack/lib:/usr/local/cuda/lib64:${nccl_lib:-}:${blas_lib:-}:${LD_LIBRARY_PATH:-}"
-  for m in "${matrix[@]}" "STEP"; do
-    if [ "$(left)" -lt 60 ]; then echo "TIME $m" >> "$out/local.txt"; continue; fi
-    if [ "$m" = STEP ]; then
-      args="--model tiny --seq 512 --mesh 2x2 --strategy usp --scope step --check --iters 1 --warmup 0"
-    else
-      args="--model tiny --seq 2K $m --scope attn --check --iters 2 --warmup 1"
-    fi
+  export LD_LIBRARY_PATH="$here/build-devpack/lib:/usr/local/cuda/lib64:${nccl_lib:-}:${LD_LIBRARY_PATH:-}"
+  if want check; then
+    CK_VERBOSITY=verbose CK_DEFAULT_TIMEOUT=120 run timeout 150 build-devpack/tests/check_cuda > "$out/check_cuda.txt"
+    check_rc=$?
+    [ $dry = 1 ] && check_rc=DRY
+  fi
+  # measured traces for calibrate and compare (no --check: timing only)
+  mkdir -p "$out/traces"
+  want traces || : > "$out/none.txt"
+  want traces && while read -r name args; do
+    case "$name" in ''|'#'*) continue ;; esac
+    [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
+    if [ "$(left)" -lt 40 ]; then echo "TIME $name" >> "$out/local.txt"; continue; fi
     # shellcheck disable=SC2086
-    if run timeout 120 build-devpack/loong exec --device cuda --transport local $args > "$out/one.txt"; then
-      echo "ok $m" >> "$out/local.txt"
+    if run timeout 90 build-devpack/loong exec --device cuda --transport local $args --iters 3 --warmup 1 \
+        --trace "$out/traces/$name.json" > "$out/one.txt"; then
+      echo "ok $name $(grep -m1 -i 'step\|iteration' "$out/one.txt" | head -c 100)" >> "$out/local.txt"
     else
-      echo "FAIL $m" >> "$out/local.txt"
+      echo "FAIL $name" >> "$out/local.txt"
     fi
     [ $dry = 1 ] || cat "$out/one.txt" >> "$log"
-  done
+  done < tests/device/traces.txt
+  [ $dry = 1 ] || (cd "$out" && tar czf traces.tgz traces && rm -rf traces none.txt one.txt)
 else
-  say "# part 3 NOT RUN: build-devpack/loong missing (run tests/device/run.sh --pack on a build machine and carry build-devpack)"
+  say "# part 3 NOT RUN: build-devpack/loong missing (run tests/device/run.sh --pack on a build machine and carry its files)"
   echo "NOT-RUN (no carried loong)" > "$out/local.txt"
 fi
 
@@ -172,5 +209,7 @@ for n in ${sizes//,/ }; do
 done
 echo "# (attention: full blocks, hq=8 hkv=2 d=128; fwd peak 989 TFLOP/s bf16 dense; sdpa exit $sdpa_rc)"
 grep '^gemm_' "$out/lab.txt" 2>/dev/null | sed 's/^/  /'
-echo "# local transport --check (exec exit 0 = within 1e-2 of float64):"
+echo "# check_cuda (kernels vs float64, --transport local --check): exit $check_rc"
+grep -E '^[0-9]+%|:F:|:E:' "$out/check_cuda.txt" 2>/dev/null | sed 's/^/  /'
+echo "# measured traces (tests/device/traces.txt):"
 sed 's/^/  /' "$out/local.txt"
