@@ -216,6 +216,9 @@ int main(void)
     Suite *s = suite_create("cuda");
     TCase *tc = tcase_create(n > 0 && e == cudaSuccess ? "gpu" : "no_gpu");
     if (n > 0 && e == cudaSuccess) {
+        /* CUDA is initialised here (the device count), and a forked child
+         * cannot use its parent's CUDA: run the GPU tests in this process */
+        setenv("CK_FORK", "no", 1);
         tcase_add_loop_test(tc, attention_matches_float64, 0, 3 * (int)(sizeof kshapes / sizeof kshapes[0]));
         tcase_add_loop_test(tc, local_exec_matches_reference, 0, (int)(sizeof meshes / sizeof meshes[0]));
         tcase_add_test(tc, local_exec_step);

@@ -268,9 +268,14 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
         d->has0[op->stamp_start] = 1;
     if (op->stamp_start2 >= 0 && CU(d, cudaEventRecord(d->t0[op->stamp_start2], st->cs)) == 0)
         d->has0[op->stamp_start2] = 1;
+    /* op->u is a union: read it as attention only for the attention ops
+     * (other kinds' bytes there would be taken for host pointers) */
     const __typeof__(op->u.attn) *a = &op->u.attn;
-    attn_shape ds = a->s; /* the document starts, like the positions, on the device */
-    ds.qstart = pos_dev(d, a->s.qstart, a->s.nq);
+    attn_shape ds = {0};
+    if (op->kind == DOP_ATTN_FWD || op->kind == DOP_ATTN_BWD) {
+        ds = a->s; /* the document starts, like the positions, on the device */
+        ds.qstart = pos_dev(d, a->s.qstart, a->s.nq);
+    }
     switch (op->kind) {
     case DOP_ATTN_FWD:
         CU(d, (cudaError_t)cuda_attn_fwd(a->o, a->lse, a->q, a->k, a->v, pos_dev(d, a->qpos, a->s.nq),
