@@ -49,6 +49,13 @@ struct lcomm {
     unsigned long gen;
     int arrived;
     xslot *slot[2]; /* double-buffered by generation parity */
+    /* each member's barrier event per generation parity, created on first
+     * use and kept: a member re-records its parity-p event two generations
+     * later, when every other member has long issued its wait on it (all
+     * arrived at the generation between). An event destroyed right after
+     * the exchange could be destroyed before a slower member waited on it,
+     * which crashed the driver on an H200. */
+    cudaEvent_t *ev[2];
 };
 
 static pthread_mutex_t g_lmu = PTHREAD_MUTEX_INITIALIZER;
@@ -72,14 +79,19 @@ lcomm *lcomm_get(int stream, const int *ranks, int n)
             lc->tail = (lmsg **)calloc((size_t)n * (size_t)n, sizeof *lc->tail);
             lc->slot[0] = (xslot *)calloc((size_t)n, sizeof(xslot));
             lc->slot[1] = (xslot *)calloc((size_t)n, sizeof(xslot));
+            lc->ev[0] = (cudaEvent_t *)calloc((size_t)n, sizeof(cudaEvent_t));
+            lc->ev[1] = (cudaEvent_t *)calloc((size_t)n, sizeof(cudaEvent_t));
         }
-        if (!a || !lc || !lc->ranks || !lc->head || !lc->tail || !lc->slot[0] || !lc->slot[1]) {
+        if (!a || !lc || !lc->ranks || !lc->head || !lc->tail || !lc->slot[0] || !lc->slot[1] || !lc->ev[0] ||
+            !lc->ev[1]) {
             if (lc) {
                 free(lc->ranks);
                 free(lc->head);
                 free(lc->tail);
                 free(lc->slot[0]);
                 free(lc->slot[1]);
+                free(lc->ev[0]);
+                free(lc->ev[1]);
                 free(lc);
             }
             pthread_mutex_unlock(&g_lmu);
@@ -108,6 +120,11 @@ void lcomm_put(lcomm *lc)
         free(lc->tail);
         free(lc->slot[0]);
         free(lc->slot[1]);
+        for (int p = 0; p < 2; p++) {
+            for (int i = 0; i < lc->n; i++)
+                if (lc->ev[p][i]) cudaEventDestroy(lc->ev[p][i]);
+            free(lc->ev[p]);
+        }
         pthread_mutex_destroy(&lc->mu);
         pthread_cond_destroy(&lc->cv);
         free(lc);
@@ -141,13 +158,15 @@ static int new_event(devq *q, cudaEvent_t *e) { return CU(q, cudaEventCreateWith
  * bufs, also returns every member's (s, r) pointers. */
 static int local_barrier(devq *q, cudaStream_t cs, lcomm *lc, int me, const void *s, void *r, xslot *all)
 {
-    cudaEvent_t e;
-    if (new_event(q, &e) || CU(q, cudaEventRecord(e, cs))) return -1;
-    lcomm_xchg(lc, me, s, r, e, all);
+    pthread_mutex_lock(&lc->mu);
+    cudaEvent_t *e = &lc->ev[lc->gen & 1][me]; /* gen moves on only once this member has arrived too */
+    pthread_mutex_unlock(&lc->mu);
+    if (!*e && new_event(q, e)) return -1;
+    if (CU(q, cudaEventRecord(*e, cs))) return -1;
+    lcomm_xchg(lc, me, s, r, *e, all);
     int rc = 0;
     for (int j = 0; j < lc->n && rc == 0; j++)
         if (j != me) rc = CU(q, cudaStreamWaitEvent(cs, all[j].ev, 0));
-    cudaEventDestroy(e); /* released once it completes */
     return rc;
 }
 
