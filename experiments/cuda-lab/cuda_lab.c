@@ -263,6 +263,33 @@ static void bench_gemm(int m, int n, int k, int bf16, int iters, const char *wha
     cublasDestroy(hd);
 }
 
+/* Device-to-device copies (what --transport local's sends are), bytes
+ * per call from 1 MiB to 1 GiB: GB/s counts the bytes copied once. */
+static void bench_copy(int iters)
+{
+    size_t most = (size_t)1 << 30;
+    void *a = drand_buf(most / 4, 0), *b;
+    cudaCheck(cudaMalloc(&b, most));
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (size_t bytes = (size_t)1 << 20; bytes <= most; bytes <<= 2) {
+        cudaCheck(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice)); /* warm-up */
+        cudaCheck(cudaEventRecord(e0, 0));
+        for (int i = 0; i < iters; i++)
+            cudaCheck(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0));
+        cudaCheck(cudaEventRecord(e1, 0));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= (float)iters;
+        printf("copy_d2d bytes=%zu ms=%.4f GBps=%.1f\n", bytes, ms, (double)bytes / (ms * 1e-3) / 1e9);
+    }
+    cudaFree(a), cudaFree(b);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
 /* The step's GEMMs for llama3-8b (hidden 4096, 32 heads, 8 KV heads of 128,
  * ffn 14336) on 8192 tokens, forward shapes, and a square ceiling. */
 static void bench_gemms(int iters)
@@ -316,5 +343,6 @@ int main(int argc, char **argv)
     for (int i = 0; i < nsizes; i++)
         bench_attn(sizes[i], 8, 2, 128, iters);
     bench_gemms(iters);
+    bench_copy(iters);
     return 0;
 }

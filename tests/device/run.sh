@@ -208,7 +208,7 @@ for n in ${sizes//,/ }; do
   printf "  %-6s %12s %12s %8s %12s %12s %8s\n" "$n" "${f:--}" "${sf:--}" "$rf" "${b:--}" "${sb:--}" "$rb"
 done
 echo "# (attention: full blocks, hq=8 hkv=2 d=128; fwd peak 989 TFLOP/s bf16 dense; sdpa exit $sdpa_rc)"
-grep '^gemm_' "$out/lab.txt" 2>/dev/null | sed 's/^/  /'
+grep '^gemm_\|^copy_' "$out/lab.txt" 2>/dev/null | sed 's/^/  /'
 echo "# check_cuda (kernels vs float64, --transport local --check): exit $check_rc"
 grep -E '^[0-9]+%|:F:|:E:' "$out/check_cuda.txt" 2>/dev/null | sed 's/^/  /'
 echo "# measured traces (tests/device/traces.txt):"
