@@ -213,6 +213,9 @@ START_TEST(malformed_rows)
         {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nt 4096 1536 5120 1.2\n", "[1e-9, 1]"},
         {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nt 4096 1536 5120 fast\n", "'fast'"},
         {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm shape nn 4K 2 3 0.5\ngemm shape nn 4096 2 3 0.6\n", "second 'gemm shape'"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\ngemm skip\n", "(elementwise) 'skip'"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\nacc skip\n", "(elementwise) 'skip'"},
+        {"gpu x\npeak 1T\nmem_bw 1TBps\nnorm skip 3us\n", "'norm skip' takes nothing"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[LOONG_ERRLEN] = "";
@@ -502,6 +505,25 @@ START_TEST(cost_rule)
     calib *back = calib_parse(buf, "w.calib", err);
     ck_assert_msg(back != NULL, "%s", err);
     CLOSE(calib_seconds(back, TASK_ACC, 0, 5e5, 1), calib_seconds(cb, TASK_ACC, 0, 5e5, 1));
+    free(buf);
+    calib_free(back);
+    /* `KIND skip` (an executor's table): those kinds take 0 s, T0 included,
+     * the others keep their rows, and the rows round-trip */
+    calib_set_skip(cb, 1u << TASK_NORM | 1u << TASK_OPTIM | 1u << TASK_GEMM | 1u << TASK_ACC);
+    ck_assert(calib_seconds(cb, TASK_NORM, 0, 1e6, 1) == 0 && calib_seconds(cb, TASK_OPTIM, 0, 1e9, 1) == 0);
+    CLOSE(calib_seconds(cb, TASK_ROPE, 0, 1e6, 1), 3e-6 + 1e6 / 1e12);
+    CLOSE(calib_seconds(cb, TASK_ACC, 0, 4e9, 1), 3e-6 + 4e9 / 1.6e12); /* acc and gemm are not elementwise */
+    CLOSE(calib_seconds(cb, TASK_GEMM, 1e12, 0, 0), 4e-6 + 1e12 / 500e12);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(calib_write(f, cb), 0);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "\nnorm skip\n") && strstr(buf, "\noptim skip\n") && !strstr(buf, "rope skip"), "%s",
+                  buf);
+    back = calib_parse(buf, "w.calib", err);
+    ck_assert_msg(back != NULL, "%s", err);
+    ck_assert(calib_seconds(back, TASK_NORM, 0, 1e6, 1) == 0);
+    CLOSE(calib_seconds(back, TASK_ROPE, 0, 1e6, 1), 3e-6 + 1e6 / 1e12);
     free(buf);
     calib_free(back);
     calib_free(cb);

@@ -13,8 +13,10 @@
 #include "check_run.h"
 
 /* A trace of g in which every task of a stream runs back to back for
- * `dur(t)` microseconds, starting at 0 (a valid, if naive, schedule). */
-static void make_trace(const dag *g, double (*dur)(const dag_task *), const char *path)
+ * `dur(t)` microseconds, starting at 0 (a valid, if naive, schedule), as
+ * `backend` writes it through flt (NULL: every task). */
+static void make_trace_as(const dag *g, double (*dur)(const dag_task *), const char *path, const char *backend,
+                          const trace_filter *flt)
 {
     uint32_t n = dag_ntasks(g);
     double *st = calloc(n, sizeof *st), *du = calloc(n, sizeof *du);
@@ -31,10 +33,15 @@ static void make_trace(const dag *g, double (*dur)(const dag_task *), const char
             }
         }
     FILE *f = fopen(path, "w");
-    ck_assert_int_eq(trace_write(f, g, "hand", st, du, NULL, NULL), 0);
+    ck_assert_int_eq(trace_write(f, g, backend, st, du, flt, NULL), 0);
     fclose(f);
     free(st);
     free(du);
+}
+
+static void make_trace(const dag *g, double (*dur)(const dag_task *), const char *path)
+{
+    make_trace_as(g, dur, path, "hand", NULL);
 }
 
 static double base_dur(const dag_task *t) { return 10.0 + t->rank; }
@@ -141,6 +148,33 @@ START_TEST(refuses_mismatch)
 }
 END_TEST
 
+/* An executor's trace leaves out the elementwise kernels it does not run
+ * (TRACE_EXEC_SKIPS): compare matches the prediction without them and says
+ * how many went; a trace of another backend lacking them is refused. */
+START_TEST(exec_trace_lacks_elementwise)
+{
+    config c = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_STEP);
+    dag *g = tbuild(&c);
+    uint32_t skipped = 0;
+    for (uint32_t i = 0; i < dag_ntasks(g); i++)
+        skipped += (TRACE_EXEC_SKIPS >> dag_task_get(g, i)->kind) & 1u;
+    ck_assert_msg(skipped > 0, "a step without elementwise kernels tests nothing");
+    const trace_filter exec = {-1, -1, TRACE_EXEC_SKIPS};
+    paths();
+    make_trace(g, base_dur, pred_path);
+    make_trace_as(g, base_dur, meas_path, "exec-cpu", &exec);
+    run_result r = run_cmd(LOONG_BIN " compare %s %s", pred_path, meas_path);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    char want[96];
+    snprintf(want, sizeof want, "runs no elementwise kernels: %u predicted ones", skipped);
+    ck_assert_msg(strstr(r.out, want) != NULL, "want '%s' in:\n%s", want, r.out);
+    make_trace_as(g, base_dur, meas_path, "hand", &exec);
+    r = run_cmd(LOONG_BIN " compare %s %s", pred_path, meas_path);
+    ck_assert_msg(r.status == 2 && strstr(r.err, "different tasks"), "exit %d: %s", r.status, r.err);
+    dag_free(g);
+}
+END_TEST
+
 START_TEST(cli_report)
 {
     config c = tcfg("tiny", 4096, "zigzag", 1, 4, 0, SCOPE_ATTN);
@@ -213,6 +247,7 @@ int main(void)
     tcase_add_test(tc, known_differences);
     tcase_add_test(tc, refuses_mismatch);
     tcase_add_test(tc, cli_report);
+    tcase_add_test(tc, exec_trace_lacks_elementwise);
     tcase_add_test(tc, flows_change_nothing);
     tcase_add_test(tc, bad_traces);
     suite_add_tcase(s, tc);

@@ -108,8 +108,7 @@ static void from_positions(double *dst, const double *src, const int64_t *pos, i
 /* The float64 reference on rows whose tokens sit at pos (a permutation of
  * 0..n-1): computed in position order, returned in row order. */
 static void ref_permuted(double *ro, double *rl, double *rdq, double *rdk, double *rdv, const double *qd,
-                         const double *kd, const double *vd, const double *dod, const int64_t *pos, int n,
-                         attn_shape s)
+                         const double *kd, const double *vd, const double *dod, const int64_t *pos, int n, attn_shape s)
 {
     size_t wq = (size_t)s.hq * s.d, wk = (size_t)s.hkv * s.d;
     double *q = calloc(n * wq, 8), *k = calloc(n * wk, 8), *v = calloc(n * wk, 8), *g = calloc(n * wq, 8);
@@ -170,7 +169,10 @@ START_TEST(attention_matches_float64)
         ck_assert_int_eq(cudaMemcpy(got, t[i].dev, t[i].n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         double e = rel_err(got, t[i].ref, t[i].n);
         ck_assert_msg(e <= 1e-2, "%s (%s): max rel err %.3e (n=%d hq=%d hkv=%d d=%d)", t[i].name,
-                      zigzag ? "zigzag" : docs ? "documents" : "causal", e, n, s.hq, s.hkv, s.d);
+                      zigzag ? "zigzag"
+                      : docs ? "documents"
+                             : "causal",
+                      e, n, s.hq, s.hkv, s.d);
     }
     cudaFree(Q), cudaFree(K), cudaFree(V), cudaFree(DO), cudaFree(O), cudaFree(L), cudaFree(DQ), cudaFree(DK);
     cudaFree(DV), cudaFree(DI), cudaFree(P), cudaFree(ST);

@@ -310,6 +310,41 @@ START_TEST(compute_bound_imbalance)
 }
 END_TEST
 
+/* --one-gpu: P Ulysses ranks' attention (links ~infinite) shares one GPU,
+ * so the step is the work of all P on one GPU, P x an own GPU's; a kernel's
+ * T0 is latency, paid once in parallel by the P ranks (T0 more), not P x
+ * T0 of the GPU's time (calib_task_t0). */
+START_TEST(one_gpu_shares_the_gpu)
+{
+    const int P = 4;
+    const double rate = 1e13, t0 = 0.02;
+    char path[128], cal[160], cal0[160], text[512];
+    platform_spec sp = plat_spec(1, P, P);
+    sp.nvlink_bw = 1e15;
+    sp.nvlink_lat = 0;
+    plat_write(&sp, "p.xml", path, sizeof path);
+    snprintf(cal, sizeof cal, "%s/c.calib", dir);
+    free_compute(text, sizeof text, "1e13");
+    write_text(cal, text);
+    snprintf(cal0, sizeof cal0, "%s/t0.calib", dir);
+    snprintf(text, sizeof text,
+             "gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e18\nattn_fwd line %gs 1e13\n"
+             "attn_bwd line 0s 1e13\nmerge line 0s 1e15Bps\nacc line 0s 1e15Bps\n",
+             t0);
+    write_text(cal0, text);
+    const char *cfg = "--model tiny --seq 64K --mesh 4x1 --strategy ulysses --scope attn-fwd --gpus-per-node 4";
+    config c = tcfg("tiny", 64 * K, "ulysses", P, 1, 0, SCOPE_ATTN_FWD);
+    dag *g = tbuild(&c);
+    double all = (double)sum_flops(g, -1, TASK_ATTN_FWD) / rate;
+    char a[256];
+    assert_within(step_time(path, cal, cfg), all / P, 0.01, "own GPUs: a rank's share");
+    snprintf(a, sizeof a, "%s --one-gpu", cfg);
+    assert_within(step_time(path, cal, a), all, 0.01, "one GPU: every rank's work");
+    assert_within(step_time(path, cal0, a), all + t0, 0.01, "one GPU, T0: once, in parallel");
+    dag_free(g);
+}
+END_TEST
+
 /* Communication-bound (compute free, 200 Gb/s NICs): mesh 2x4 head-first on
  * 2 nodes x 4 GPUs. The single ring (usp) puts an inter-node hop in each of
  * its 3 steps: T >= A + 3X. LoongTrain w=2 keeps inner steps on NVLink and
@@ -725,11 +760,13 @@ START_TEST(moe_fold_is_optimistic)
         double sym = step_time(plat, cal, args);
         snprintf(args, sizeof args, "--layers 2 %s --fold none", cases[i]);
         double full = step_time(plat, cal, args);
-        printf("# moe folded vs full: %-72s %.6f s %.6f s (%+.1f %%)\n", cases[i], sym, full, 100 * (sym - full) / full);
+        printf("# moe folded vs full: %-72s %.6f s %.6f s (%+.1f %%)\n", cases[i], sym, full,
+               100 * (sym - full) / full);
         ck_assert_msg(sym <= full * (1 + 1e-9) && sym >= 0.8 * full, "%s: folded %.6f s, full %.6f s", cases[i], sym,
                       full);
     }
-    run_result r = run_cmd("%s sim --platform %s --calib %s --layers 2 %s -o /dev/null", LOONG_BIN, plat, cal, cases[0]);
+    run_result r =
+        run_cmd("%s sim --platform %s --calib %s --layers 2 %s -o /dev/null", LOONG_BIN, plat, cal, cases[0]);
     ck_assert_msg(r.status == 0 && strstr(r.err, "--fold none simulates every replica"), "%s", r.err);
 }
 END_TEST
@@ -1016,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, pxn_routes);
     tcase_add_test(tc, interference_slows_overlapped_kernels);
     tcase_add_test(tc, compute_bound_imbalance);
+    tcase_add_test(tc, one_gpu_shares_the_gpu);
     tcase_add_test(tc, comm_bound_double_ring);
     tcase_add_loop_test(tc, pipeline_bubble, 0, 5);
     tcase_add_loop_test(tc, dp_before_pp_places_stages, 0, 2);

@@ -61,6 +61,10 @@ static void sim_usage(FILE *f)
             "                        their fold off, with a note (see Perturbations below)\n"
             "  --dp-mode M           alias: symmetric is dp in --fold, full is dp left out  [symmetric]\n"
             "  --tp-mode M           alias: symmetric is tp in --fold, full is tp left out       [full]\n"
+            "  --one-gpu             every rank's kernels share the platform's first GPU, as\n"
+            "                        loong exec --device cuda --transport local runs them: the\n"
+            "                        kernels in flight divide its speed; transfers keep the links\n"
+            "                        between the ranks' GPUs. Nothing folds; no --compose\n"
             "  --gpu-mem SIZE        reserved peak per GPU is checked against this (scope step;\n"
             "                        above it: predicted OOM, a warning)  [81559MiB h100, 80GB a100, 141GB h200]\n"
             "  --quiet               no progress lines on stderr\n"
@@ -118,6 +122,19 @@ static int resolve_fold(sim_args *a)
     }
     if (a->dp_mode && fold_alias(a, MESH_DP, "--dp-mode", a->dp_mode, &a->dp_flag)) return 2;
     if (a->tp_mode && fold_alias(a, MESH_TP, "--tp-mode", a->tp_mode, &a->tp_flag)) return 2;
+    if (!a->one_gpu) return 0;
+    /* ranks on one GPU share it: a rank left out would leave it faster */
+    if (a->fold_text || a->dp_mode || a->tp_mode) {
+        if (a->fold)
+            return cli_fail("sim", "--one-gpu simulates every rank sharing the GPU: drop %s (nothing folds)",
+                            a->fold_text ? "--fold"
+                            : a->dp_mode ? "--dp-mode"
+                                         : "--tp-mode");
+    }
+    if (a->compose)
+        return cli_fail("sim", "--one-gpu does not compose layers (the sharing spans the step): drop --compose");
+    a->fold = 0;
+    a->dp_flag = a->tp_flag = NULL;
     return 0;
 }
 
@@ -143,6 +160,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
         {"tp-mode", required_argument, 0, 'U'},
         {"fold", required_argument, 0, 'F'},
         {"gpu-mem", required_argument, 0, 'G'},
+        {"one-gpu", no_argument, 0, '1'},
         CLI_WHATIF_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -177,6 +195,7 @@ static int parse_args(int argc, char **argv, sim_args *a, cli_config *cc)
             break;
         case 'T': a->timing = true; break;
         case 'C': a->compose = true; break;
+        case '1': a->one_gpu = true; break;
         case 'M':
             if (strcmp(optarg, "symmetric") && strcmp(optarg, "full"))
                 return cli_fail("sim", "--dp-mode '%s' is not one of: symmetric, full", optarg);
@@ -282,6 +301,7 @@ static int simulate(sim_args *a, const config *c)
         sim_platform_free(pf);
         pf = NULL;
     }
+    if (pf && a->one_gpu) sim_platform_share_one_gpu(pf);
     calib *cb = pf ? calib_for_platform(a->platform, sim_platform_kind(pf), a->calib, err) : NULL;
     if (cb && calib_check_precision(cb, c->precision, err) < 0) {
         calib_free(cb);

@@ -33,6 +33,7 @@ typedef struct sim_args {
     double gpu_mem;                /* --gpu-mem, bytes; 0: the GPU kind's */
     trace_filter flt;
     bool quiet, timing, compose;
+    bool one_gpu;   /* --one-gpu: every rank's kernels share the first GPU (sim_platform_share_one_gpu) */
     bool kineto;    /* --trace-format kineto */
     bool trace_mem; /* --trace-memory */
     char **sg_args; /* --cfg= and --log= for SimGrid */

@@ -421,6 +421,22 @@ void trace_free(trace *t)
     t->n = 0;
 }
 
+size_t trace_drop_kinds(trace *t, unsigned drop_kinds, double *busy_us)
+{
+    size_t kept = 0;
+    *busy_us = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].kind < 32 && drop_kinds & (1u << t->ev[i].kind)) {
+            *busy_us += t->ev[i].dur;
+            continue;
+        }
+        t->ev[kept++] = t->ev[i];
+    }
+    size_t gone = t->n - kept;
+    t->n = kept;
+    return gone;
+}
+
 double trace_makespan(const trace *t)
 {
     double end = 0;

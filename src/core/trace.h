@@ -34,6 +34,11 @@ typedef struct trace_filter {
     unsigned drop_kinds; /* bit 1 << kind: tasks of that kind left out (what a backend does not run) */
 } trace_filter;
 
+/* The kinds loong's executor runs as empty ops and leaves out of its
+ * trace (a duration of nothing would read as a measurement): the step's
+ * elementwise kernels, norm .. optim (dag.h). */
+#define TRACE_EXEC_SKIPS (((1u << (TASK_COMPUTE_LAST + 1)) - 1) & ~((1u << TASK_NORM) - 1))
+
 /* Write the trace of g. start_s[id] and dur_s[id] are seconds from the step's
  * start; flt may be NULL. `perturbed`, when not NULL, describes what the
  * run was perturbed by (model/whatif.h) and becomes the "whatif" member
@@ -113,6 +118,11 @@ int trace_check_dag(const trace *t, const dag *g, char err[LOONG_ERRLEN]);
 #define TRACE_MAX_BYTES ((size_t)4 << 30)
 #define TRACE_MAX_US    1e12
 void trace_free(trace *t);
+
+/* Leave out t's events of the kinds in drop_kinds (bit 1 << kind), as a
+ * backend that does not run them wrote its trace. Returns how many went
+ * and, in *busy_us, their summed durations. */
+size_t trace_drop_kinds(trace *t, unsigned drop_kinds, double *busy_us);
 
 /* End of the last event (microseconds): the step time of the trace. */
 double trace_makespan(const trace *t);

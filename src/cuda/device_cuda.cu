@@ -271,7 +271,7 @@ static void cu_run(void *ctx, int sid, const dev_op *op)
     /* op->u is a union: read it as attention only for the attention ops
      * (other kinds' bytes there would be taken for host pointers) */
     const __typeof__(op->u.attn) *a = &op->u.attn;
-    attn_shape ds = {0};
+    attn_shape ds{};
     if (op->kind == DOP_ATTN_FWD || op->kind == DOP_ATTN_BWD) {
         ds = a->s; /* the document starts, like the positions, on the device */
         ds.qstart = pos_dev(d, a->s.qstart, a->s.nq);

@@ -326,8 +326,7 @@ static int gather_stamps(xr *x, const double *start, const double *end, double *
  * is committed with the other outputs (commit_outputs). The step's
  * elementwise kernels (core/elementwise.h) are not run (xr_launch_task)
  * and not written: a duration of nothing would read as a measurement. */
-static const trace_filter exec_trace_filter = {
-    -1, -1, ((1u << (TASK_COMPUTE_LAST + 1)) - 1) & ~((1u << TASK_NORM) - 1)}; /* norm .. optim */
+static const trace_filter exec_trace_filter = {-1, -1, TRACE_EXEC_SKIPS};
 
 static int write_trace(xr *x, const double *gs, const double *gd, char err[LOONG_ERRLEN])
 {

@@ -84,7 +84,7 @@ double calib_seconds(const calib *cb, int kind, double flops, double bytes, doub
     if (kind < 0 || kind >= NKINDS) return 0;
     const row *r = &cb->rows[kind];
     double work = memory_bound(kind) ? bytes : flops;
-    if (work <= 0) return 0;
+    if (work <= 0 || r->skip) return 0;
     if (r->membw) return r->t0 + bytes / calib_bandwidth(cb, bytes);
     if (!r->curve) return r->t0 + work / r->rate;
     double x = r->x == X_FLOPS ? flops : r->x == X_BYTES ? bytes : tokens;
@@ -122,6 +122,20 @@ double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag
     return calib_seconds(cb, t->kind, flops, (double)calib_task_bytes(c, t), (double)t->dim[0]);
 }
 
+double calib_task_t0(const calib *cb, const config *c, const dag_task *t)
+{
+    if (!task_is_compute(t) || t->kind >= NKINDS) return 0;
+    double launches = 1;
+    int kind = t->kind;
+    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) launches = dag_gemm_groups(t);
+    if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST) { /* as calib_task_seconds times them */
+        uint64_t b[FUSION_MAX_KERNELS];
+        kind = elementwise_kind((task_op)t->op);
+        launches = fusion_kernels(c, (task_op)t->op, (task_phase)t->phase, t->flops, b);
+    }
+    return kind >= 0 && kind < NKINDS ? launches * cb->rows[kind].t0 : 0;
+}
+
 double calib_elementwise_seconds(const calib *cb, const config *c, task_op op, task_phase ph, uint64_t elems)
 {
     uint64_t b[FUSION_MAX_KERNELS];
@@ -130,6 +144,12 @@ double calib_elementwise_seconds(const calib *cb, const config *c, task_op op, t
     for (int i = 0; i < n; i++)
         t += calib_seconds(cb, kind, 0, (double)b[i], rows);
     return t;
+}
+
+void calib_set_skip(calib *cb, unsigned kinds)
+{
+    for (int k = TASK_ACC + 1; k <= TASK_COMPUTE_LAST && k < 32; k++)
+        if (kinds & (1u << k)) cb->rows[k] = (row){.set = true, .skip = true};
 }
 
 double calib_interference(const calib *cb, int kind) { return kind >= 0 && kind < NKINDS ? cb->interference[kind] : 0; }

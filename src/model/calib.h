@@ -141,6 +141,12 @@ double calib_interference(const calib *cb, int kind);
 bool calib_has_interference(const calib *cb);
 void calib_set_interference(calib *cb, int kind, double f);
 
+/* Mark the elementwise kinds (after acc) in the mask `kinds` (bit 1 <<
+ * kind) as run by no kernel on this device: 0 s, written `KIND skip`.
+ * What `loong calibrate` does for a table fitted to executor traces,
+ * whose devices run them as empty ops (core/trace.h: TRACE_EXEC_SKIPS). */
+void calib_set_skip(calib *cb, unsigned kinds);
+
 /* The attention kernel's tile for kind (attn_fwd, attn_bwd), query rows x
  * key columns, from the table's `tile` line; false when it has none (the
  * kernel's work is then its exact (query, key) pairs). */
@@ -155,6 +161,14 @@ void calib_set_tile(calib *cb, int kind, int br, int bc);
  * granularity (tiles.h). */
 typedef struct tiles tiles;
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t);
+
+/* The fixed part of calib_task_seconds: its kind's T0 for each kernel the
+ * task launches (a grouped GEMM's groups, an elementwise task's fused
+ * kernels). On a GPU that ranks share (loong sim
+ * --one-gpu) it is latency, not a share of the GPU: P ranks' launches of a
+ * quarter of the work each took what one rank's launches of all of it did
+ * on an H200 (docs/exec.md, "The CUDA device"). */
+double calib_task_t0(const calib *cb, const config *c, const dag_task *t);
 
 /* The bandwidth, bytes/s, a kernel moving `bytes` through HBM reaches:
  * mem_bw x membw(bytes) (see "The cost rule"). */

@@ -139,14 +139,19 @@ static int parse_row(const cursor *cu, calib *cb, int kind, char **tok, int ntok
         if (parse_t0(cu, tok[3], &r->t0) < 0) return -1;
         for (int i = 4; i < ntok; i++)
             if (parse_point(cu, r, tok[i]) < 0) return -1;
+    } else if (!strcmp(tok[1], "skip") && kind > TASK_ACC && kind <= TASK_COMPUTE_LAST) {
+        if (ntok != 2) return fail(cu, "'%s skip' takes nothing: the device runs no such kernel%s", tok[0], "");
+        r->skip = true;
     } else if (!strcmp(tok[1], "membw") && memory_bound(kind)) {
         if (ntok != 3)
             return fail(cu, "'%s membw' takes T0 (e.g. 3us): the bandwidth is the membw rows'%s", tok[0], "");
         if (parse_t0(cu, tok[2], &r->t0) < 0) return -1;
         r->membw = true;
     } else {
-        return fail(cu, "unknown model '%s' for kind '%s': use 'curve', 'line' or (memory-bound) 'membw'", tok[1],
-                    tok[0]);
+        return fail(cu,
+                    "unknown model '%s' for kind '%s': use 'curve', 'line', (memory-bound) 'membw' or (elementwise) "
+                    "'skip'",
+                    tok[1], tok[0]);
     }
     r->set = true;
     return 0;
@@ -455,6 +460,10 @@ int calib_write(FILE *f, const calib *cb)
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (r->inherited) continue; /* acc's row stands for it */
+        if (r->skip) {
+            fprintf(f, "%s skip\n", task_kind_name(k));
+            continue;
+        }
         if (r->membw) {
             fprintf(f, "%s membw %.17gs\n", task_kind_name(k), r->t0);
             continue;

@@ -33,6 +33,7 @@ typedef struct row {
     bool inherited; /* a memory-bound kind after acc without a row of its own: acc's */
     bool curve;     /* else a line */
     bool membw;     /* a memory-bound kind timed by the table's membw rows (KIND membw T0) */
+    bool skip;      /* KIND skip: the device runs none of these kernels (an executor's elementwise kinds): 0 s */
     xaxis x;
     double t0;
     double rate; /* line: work per second */

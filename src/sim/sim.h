@@ -47,6 +47,14 @@ sim_platform *sim_platform_open(const char *path, int nargs, char **args, char e
  * says how to list the platform's links. */
 int sim_platform_perturb(sim_platform *pf, const whatif *w, char err[LOONG_ERRLEN]);
 
+/* Run every rank's kernels on the platform's first GPU, shared: loong exec
+ * --device cuda --transport local's P ranks on one GPU. Kernels become
+ * SimGrid executions on that host, which divides its speed among those in
+ * flight (max-min fairness); transfers keep the links between the ranks'
+ * own GPUs. Call before sim_run; sim_run then needs every rank simulated
+ * (no fold). */
+void sim_platform_share_one_gpu(sim_platform *pf);
+
 /* A link as the platform's XML declares it. */
 typedef struct sim_link_desc {
     char name[96]; /* the XML's id: a full-duplex link's two directions are one entry */

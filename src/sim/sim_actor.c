@@ -23,6 +23,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "sim_internal.h"
+#include "sim_s4u.h"
 #include "core/xalloc.h"
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(loong_sim_actor, loong, "loong sim: stream actors");
@@ -89,7 +90,9 @@ static uint32_t run_compute(sim_stream *me, uint32_t i)
  * host, one at a time, weighted 1/F against one unit-weight execution that
  * runs while any communication kernel is in flight on that GPU: a kernel
  * runs (1 + F) slower while communication overlaps it, at full speed
- * otherwise. */
+ * otherwise. On one shared GPU (S->one_gpu) every rank's kernels run
+ * there, dividing its speed; the actors stay on their own GPUs, where
+ * their transfers start. */
 static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
 {
     sim_state *S = me->S;
@@ -99,7 +102,14 @@ static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
     double t0 = simgrid_get_clock();
     S->start[me->off + x->id] = t0;
     S->compute_runs++;
-    if (d > 0) sg_actor_execute_with_priority(d * sg_host_get_speed(sim_host_of(S, me->rank)), f > 0 ? 1 / f : 1e12);
+    double prio = f > 0 ? 1 / f : 1e12;
+    if (d > 0 && S->one_gpu) { /* T0 is latency; only the work shares the GPU (calib_task_t0) */
+        double t0 = calib_task_t0(S->cb, S->c, x);
+        if (t0 > d) t0 = d;
+        if (t0 >= SIM_MIN_SLEEP) sg_actor_sleep_for(t0);
+        if (d - t0 > 0) sim_s4u_execute_on(S->one_gpu, (d - t0) * sg_host_get_speed(S->one_gpu), prio);
+    } else if (d > 0)
+        sg_actor_execute_with_priority(d * sg_host_get_speed(sim_host_of(S, me->rank)), prio);
     S->dur[me->off + x->id] = simgrid_get_clock() - t0;
     return 1;
 }
@@ -111,6 +121,7 @@ static void comm_kernel_begin(const sim_stream *me)
     sim_state *S = me->S;
     if (!S->interference || S->comm_active[me->rank]++) return;
     S->comm_share[me->rank] = sg_actor_exec_init(1e300);
+    if (S->one_gpu) sg_exec_set_host(S->comm_share[me->rank], S->one_gpu);
     sg_exec_start(S->comm_share[me->rank]);
 }
 
@@ -134,7 +145,7 @@ static void stream_main(int argc, char **argv)
         for (uint32_t j = 0; j < k; j++)
             sim_event_wait_deps(me, i + j);
         if (task_is_compute(t)) {
-            k = S->interference ? run_compute_shared(me, i) : run_compute(me, i);
+            k = S->interference || S->one_gpu ? run_compute_shared(me, i) : run_compute(me, i);
         } else {
             comm_kernel_begin(me);
             if (task_is_p2p(t))
@@ -440,6 +451,14 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     S.spec = sim_platform_nccl_spec(pf);
     S.tiles = tiles_new(cb, c);
     S.interference = calib_has_interference(cb);
+    if (sim_platform_one_gpu(pf)) {
+        if (folded) {
+            snprintf(err, LOONG_ERRLEN, "ranks sharing one GPU are simulated in full: fold none");
+            tiles_free(S.tiles);
+            return -1;
+        }
+        S.one_gpu = S.hosts[0];
+    }
     S.coalesce = coalesce_on();
     dp_setup(&S, every_replica, tp_symmetric);
     if (tp_symmetric && check_tp_fold(&S, err) < 0) {

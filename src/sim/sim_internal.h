@@ -91,6 +91,7 @@ typedef struct sim_state {
     int dp;                /* replicas the gradient collectives span */
     platform_spec dp_spec; /* the platform, with nodes for all dp * P ranks */
     bool interference;     /* the table slows kernels that overlap communication (calib.h) */
+    sg_host_t one_gpu;     /* every rank's kernels share this host (sim_platform_share_one_gpu); NULL: own GPUs */
     int *comm_active;      /* per global rank: communication kernels in flight */
     sg_exec_t *comm_share; /* per global rank: their share of the GPU while any runs */
     sim_links *links;
@@ -130,6 +131,8 @@ static inline sg_host_t sim_host_of(const struct sim_state *S, int rank) { retur
 sg_host_t *sim_platform_hosts(sim_platform *pf);
 const char *sim_platform_path(const sim_platform *pf);
 sim_faults *sim_platform_faults(sim_platform *pf);
+/* sim_platform_share_one_gpu was called */
+bool sim_platform_one_gpu(const sim_platform *pf);
 
 /* ---- sim_whatif.c ---- */
 /* True when l is one of the failed links. */

@@ -46,7 +46,8 @@ struct sim_platform {
     int ngpus, gpn;
     char kind[32];
     platform_spec spec;
-    bool nccl; /* spec read and spec.nccl */
+    bool nccl;    /* spec read and spec.nccl */
+    bool one_gpu; /* sim_platform_share_one_gpu */
     sim_faults faults;
 };
 
@@ -227,6 +228,8 @@ const platform_spec *sim_platform_nccl_spec(const sim_platform *pf) { return pf-
 sg_host_t *sim_platform_hosts(sim_platform *pf) { return pf->gpus; }
 const char *sim_platform_path(const sim_platform *pf) { return pf->path; }
 sim_faults *sim_platform_faults(sim_platform *pf) { return &pf->faults; }
+void sim_platform_share_one_gpu(sim_platform *pf) { pf->one_gpu = true; }
+bool sim_platform_one_gpu(const sim_platform *pf) { return pf->one_gpu; }
 
 void sim_platform_free(sim_platform *pf)
 {

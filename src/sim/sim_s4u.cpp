@@ -17,6 +17,15 @@ void sim_s4u_host_scale(sg_host_t h, double scale)
     h->set_speed_profile(p);
 }
 
+void sim_s4u_execute_on(sg_host_t h, double flops, double priority)
+{
+    simgrid::s4u::ExecPtr e = simgrid::s4u::this_actor::exec_init(flops);
+    e->set_host(h);
+    e->set_priority(priority);
+    e->start();
+    e->wait();
+}
+
 sg_comm_t sim_s4u_sendto_async(sg_host_t from, sg_host_t to, uint64_t bytes)
 {
     // the reference the C API's sg_comm_wait* releases, as sg_mailbox_put_async does
