@@ -124,13 +124,12 @@ static int resolve_fold(sim_args *a)
     if (a->tp_mode && fold_alias(a, MESH_TP, "--tp-mode", a->tp_mode, &a->tp_flag)) return 2;
     if (!a->one_gpu) return 0;
     /* ranks on one GPU share it: a rank left out would leave it faster */
-    if (a->fold_text || a->dp_mode || a->tp_mode) {
-        if (a->fold)
-            return cli_fail("sim", "--one-gpu simulates every rank sharing the GPU: drop %s (nothing folds)",
-                            a->fold_text ? "--fold"
-                            : a->dp_mode ? "--dp-mode"
-                                         : "--tp-mode");
-    }
+    const char *folding = a->fold_text && a->fold                          ? "--fold"
+                          : a->dp_mode && !strcmp(a->dp_mode, "symmetric") ? "--dp-mode symmetric"
+                          : a->tp_mode && !strcmp(a->tp_mode, "symmetric") ? "--tp-mode symmetric"
+                                                                           : NULL;
+    if (folding)
+        return cli_fail("sim", "--one-gpu simulates every rank sharing the GPU: drop %s (nothing folds)", folding);
     if (a->compose)
         return cli_fail("sim", "--one-gpu does not compose layers (the sharing spans the step): drop --compose");
     a->fold = 0;

@@ -104,10 +104,10 @@ static uint32_t run_compute_shared(sim_stream *me, uint32_t i)
     S->compute_runs++;
     double prio = f > 0 ? 1 / f : 1e12;
     if (d > 0 && S->one_gpu) { /* T0 is latency; only the work shares the GPU (calib_task_t0) */
-        double t0 = calib_task_t0(S->cb, S->c, x);
-        if (t0 > d) t0 = d;
-        if (t0 >= SIM_MIN_SLEEP) sg_actor_sleep_for(t0);
-        if (d - t0 > 0) sim_s4u_execute_on(S->one_gpu, (d - t0) * sg_host_get_speed(S->one_gpu), prio);
+        double lat = calib_task_t0(S->cb, S->c, x);
+        if (lat > d) lat = d;
+        if (lat >= SIM_MIN_SLEEP) sg_actor_sleep_for(lat);
+        if (d - lat > 0) sim_s4u_execute_on(S->one_gpu, (d - lat) * sg_host_get_speed(S->one_gpu), prio);
     } else if (d > 0)
         sg_actor_execute_with_priority(d * sg_host_get_speed(sim_host_of(S, me->rank)), prio);
     S->dur[me->off + x->id] = simgrid_get_clock() - t0;
