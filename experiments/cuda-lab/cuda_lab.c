@@ -152,8 +152,9 @@ static int validate(int n, int hq, int hkv, int d)
     return bad;
 }
 
-/* ms per call of a full (non-causal) block of n queries x n keys */
-static void bench_attn(int n, int hq, int hkv, int d, int iters)
+/* ms per call of a block of n queries x n keys, full or causal (FLOPs
+ * then half the full block's, FlashAttention's convention) */
+static void bench_attn(int n, int hq, int hkv, int d, int iters, int causal)
 {
     size_t nqh = (size_t)n * hq * d, nkh = (size_t)n * hkv * d;
     float *h = malloc((nqh > nkh ? nqh : nkh) * 4);
@@ -163,11 +164,11 @@ static void bench_attn(int n, int hq, int hkv, int d, int iters)
           *L = dput(NULL, (size_t)n * hq), *DQ = dput(NULL, nqh), *DK = dput(NULL, nkh), *DV = dput(NULL, nkh),
           *DI = dput(NULL, (size_t)n * hq);
     int64_t *pos = dpos(0, n);
-    attn_shape s = {n, n, hq, hkv, d, 0, NULL, 0};
+    attn_shape s = {n, n, hq, hkv, d, causal, NULL, 0};
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));
-    double flops = 4.0 * n * (double)n * hq * d; /* QK^T and PV */
+    double flops = 4.0 * n * (double)n * hq * d / (causal ? 2 : 1); /* QK^T and PV */
     for (int pass = 0; pass < 2; pass++) {
         for (int w = 0; w < 2; w++) /* warm-up */
             cudaCheck(pass ? cuda_attn_bwd(DQ, DK, DV, Q, K, V, O, L, DO, pos, pos, &s, DI, 0)
@@ -182,8 +183,8 @@ static void bench_attn(int n, int hq, int hkv, int d, int iters)
         cudaCheck(cudaEventElapsedTime(&ms, a, b));
         ms /= (float)iters;
         double f = pass ? 2.5 * flops : flops; /* backward: 5 products of the size of 2 */
-        printf("%s n=%d hq=%d hkv=%d d=%d ms=%.4f tflops=%.1f\n", pass ? "attn_bwd" : "attn_fwd", n, hq, hkv, d, ms,
-               f / (ms * 1e-3) / 1e12);
+        printf("%s%s n=%d hq=%d hkv=%d d=%d ms=%.4f tflops=%.1f\n", pass ? "attn_bwd" : "attn_fwd",
+               causal ? "_causal" : "", n, hq, hkv, d, ms, f / (ms * 1e-3) / 1e12);
     }
     cudaFree(Q), cudaFree(K), cudaFree(V), cudaFree(DO), cudaFree(O), cudaFree(L), cudaFree(DQ), cudaFree(DK);
     cudaFree(DV), cudaFree(DI), cudaFree(pos);
@@ -343,7 +344,8 @@ int main(int argc, char **argv)
     printf("# validation: %s\n", bad ? "FAILED" : "all OK");
     if (bad || check_only) return bad ? 1 : 0;
     for (int i = 0; i < nsizes; i++)
-        bench_attn(sizes[i], 8, 2, 128, iters);
+        for (int causal = 0; causal < 2; causal++)
+            bench_attn(sizes[i], 8, 2, 128, iters, causal);
     bench_gemms(iters);
     bench_copy(iters);
     return 0;

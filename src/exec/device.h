@@ -191,7 +191,8 @@ typedef struct dev_ops {
     dev_result (*sync)(dev *d, char err[LOONG_ERRLEN]);
     /* Start and end (seconds, this rank's clock) of timestamp slot i. */
     void (*stamps)(dev *d, int i, double *start, double *end);
-    /* Now, on the clock of the stamps. */
+    /* Now, on the clock of the stamps: the host's CLOCK_MONOTONIC (exec_run.c
+     * takes ranks on one host to share it). */
     double (*now)(dev *d);
 } dev_ops;
 

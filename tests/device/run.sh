@@ -127,24 +127,25 @@ cat > "$out/sdpa.py" <<'PY'
 import sys, torch, torch.nn.functional as F
 sizes = [int(s) for s in sys.argv[1].split(",")]; iters = int(sys.argv[2])
 hq, hkv, d = 8, 2, 128
-for n in sizes:
+for n, causal in [(n, c) for n in sizes for c in (False, True)]:
     q = torch.randn(1, hq, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k = torch.randn(1, hkv, n, d, device="cuda", dtype=torch.bfloat16).repeat_interleave(hq // hkv, 1).requires_grad_()
     v = torch.randn_like(k).requires_grad_()
     do = torch.randn_like(q)
     from torch.nn.attention import sdpa_kernel, SDPBackend
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-        for w in range(2): F.scaled_dot_product_attention(q, k, v).backward(do)
+        for w in range(2): F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(do)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(); a.record()
-        for i in range(iters): o = F.scaled_dot_product_attention(q, k, v)
+        for i in range(iters): o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         b.record(); torch.cuda.synchronize(); fwd = a.elapsed_time(b) / iters
         a.record()
-        for i in range(iters): F.scaled_dot_product_attention(q, k, v).backward(do)
+        for i in range(iters): F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(do)
         b.record(); torch.cuda.synchronize(); both = a.elapsed_time(b) / iters
-    fl = 4.0 * n * n * hq * d
-    print(f"sdpa_fwd n={n} ms={fwd:.4f} tflops={fl / fwd / 1e9:.1f}")
-    print(f"sdpa_bwd n={n} ms={both - fwd:.4f} tflops={2.5 * fl / (both - fwd) / 1e9:.1f}")
+    fl = 4.0 * n * n * hq * d / (2 if causal else 1)
+    tag = "_causal" if causal else ""
+    print(f"sdpa_fwd{tag} n={n} ms={fwd:.4f} tflops={fl / fwd / 1e9:.1f}")
+    print(f"sdpa_bwd{tag} n={n} ms={both - fwd:.4f} tflops={2.5 * fl / (both - fwd) / 1e9:.1f}")
 PY
 sdpa_rc=NOT-RUN
 if want sdpa; then
@@ -198,16 +199,18 @@ echo
 echo "# ================= loong CUDA device: summary ($(($(date +%s) - t_start)) s) ================="
 cnt() { local c; c=$(grep -c "$1" "$2" 2>/dev/null); echo "${c:-0}"; }
 echo "# kernel validation vs float64 (bf16 tol 1e-2): $(cnt ' OK$' "$out/lab.txt") OK, $(cnt 'NOT OK' "$out/lab.txt") NOT OK (lab exit $lab_rc)"
-printf "# %-6s %12s %12s %8s %12s %12s %8s\n" n fwd_TFLOP/s sdpa_fwd ratio bwd_TFLOP/s sdpa_bwd ratio
-for n in ${sizes//,/ }; do
-  f=$(val attn_fwd "$n" "$out/lab.txt"); b=$(val attn_bwd "$n" "$out/lab.txt")
-  sf=$(awk -v n="n=$n" '$1=="sdpa_fwd" && $2==n {sub("tflops=","",$4); print $4}' "$out/sdpa.txt" 2>/dev/null)
-  sb=$(awk -v n="n=$n" '$1=="sdpa_bwd" && $2==n {sub("tflops=","",$4); print $4}' "$out/sdpa.txt" 2>/dev/null)
-  rf=$(awk -v a="${f:-0}" -v b="${sf:-0}" 'BEGIN{print (b>0)? sprintf("%.2f", a/b) : "-"}')
-  rb=$(awk -v a="${b:-0}" -v b="${sb:-0}" 'BEGIN{print (b>0)? sprintf("%.2f", a/b) : "-"}')
-  printf "  %-6s %12s %12s %8s %12s %12s %8s\n" "$n" "${f:--}" "${sf:--}" "$rf" "${b:--}" "${sb:--}" "$rb"
+printf "# %-13s %12s %12s %8s %12s %12s %8s\n" n fwd_TFLOP/s sdpa_fwd ratio bwd_TFLOP/s sdpa_bwd ratio
+for tag in "" _causal; do
+  for n in ${sizes//,/ }; do
+    f=$(val "attn_fwd$tag" "$n" "$out/lab.txt"); b=$(val "attn_bwd$tag" "$n" "$out/lab.txt")
+    sf=$(awk -v k="sdpa_fwd$tag" -v n="n=$n" '$1==k && $2==n {sub("tflops=","",$4); print $4}' "$out/sdpa.txt" 2>/dev/null)
+    sb=$(awk -v k="sdpa_bwd$tag" -v n="n=$n" '$1==k && $2==n {sub("tflops=","",$4); print $4}' "$out/sdpa.txt" 2>/dev/null)
+    rf=$(awk -v a="${f:-0}" -v b="${sf:-0}" 'BEGIN{print (b>0)? sprintf("%.2f", a/b) : "-"}')
+    rb=$(awk -v a="${b:-0}" -v b="${sb:-0}" 'BEGIN{print (b>0)? sprintf("%.2f", a/b) : "-"}')
+    printf "  %-13s %12s %12s %8s %12s %12s %8s\n" "$n${tag:+ causal}" "${f:--}" "${sf:--}" "$rf" "${b:--}" "${sb:--}" "$rb"
+  done
 done
-echo "# (attention: full blocks, hq=8 hkv=2 d=128; fwd peak 989 TFLOP/s bf16 dense; sdpa exit $sdpa_rc)"
+echo "# (attention: hq=8 hkv=2 d=128, full and causal blocks (causal FLOPs: half); bf16 dense peak 989 TFLOP/s; sdpa exit $sdpa_rc)"
 grep '^gemm_\|^copy_' "$out/lab.txt" 2>/dev/null | sed 's/^/  /'
 echo "# check_cuda (kernels vs float64, --transport local --check): exit $check_rc"
 grep -E '^[0-9]+%|:F:|:E:' "$out/check_cuda.txt" 2>/dev/null | sed 's/^/  /'
