@@ -42,6 +42,43 @@ static void near(double got, double want, const char *what)
     ck_assert_msg(fabs(got - want) <= 1e-9 * want + 1e-6, "%s: %.17g, hand-computed %.17g", what, got, want);
 }
 
+/* A mixture of experts' leading dense blocks (DeepSeek's first_k_dense)
+ * cost as dense blocks in the analytical model, as the DAG builds them:
+ * with every block dense the step is the dense model's (experts removed),
+ * to the bit but for rounding, with or without a pipeline; in between it
+ * moves monotonically from the all-experts step, one block at a time. */
+START_TEST(analytic_dense_leading_blocks)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    platform_spec net;
+    ck_assert_int_eq(platform_spec_defaults("h100", &net, err), 0);
+    for (int pp = 1; pp <= 2; pp++) {
+        double t[5];
+        for (int k = 0; k <= 5; k++) { /* k dense blocks of 4; 5: the model without experts */
+            config c = base("qwen3-30b-a3b", 8192, 1, 2, 1, RECOMPUTE_NONE);
+            c.model.layers = 4;
+            c.model.dense_layers = k < 5 ? k : 0;
+            if (k == 5) c.model.experts = c.model.top_k = c.model.expert_ffn = c.model.shared_ffn = 0;
+            c.pp = pp;
+            c.micro_batches = 2;
+            ck_assert_msg(config_validate(&c, err) == 0, "k %d: %s", k, err);
+            analytic_result r;
+            analytic_step(&c, cb, &net, &r);
+            if (k < 5)
+                t[k] = r.step;
+            else
+                near(t[4], r.step, "every block dense vs no experts");
+        }
+        for (int k = 1; k < 4; k++)
+            ck_assert_msg((t[k] - t[k - 1]) * (t[4] - t[0]) > 0, "pp %d: %d dense blocks %.9g, %d: %.9g, all: %.9g", pp,
+                          k - 1, t[k - 1], k, t[k], t[4]);
+    }
+    calib_free(cb);
+}
+END_TEST
+
 /* llama3-8b (L 32, hidden 4096, H 32, H_kv 8, d 128, ffn 14336, vocab
  * 128256) at S = 1M on a 4x16 mesh: T = 16384 tokens per rank, N_s = 65536
  * per ring rank, 8 query and 2 KV heads per rank. */
@@ -1397,6 +1434,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
+    tcase_add_test(tc, analytic_dense_leading_blocks);
     tcase_add_test(tc, plan_head_group_spans_nvl72);
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_test(tc, memory_tensor_parallel);

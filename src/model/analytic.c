@@ -3,6 +3,7 @@
 #include "analytic_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/pipeline.h"
 #include "core/recompute.h"
@@ -73,8 +74,7 @@ static void gemm_parts(const config *c, const calib *cb, const moecost *mc, bool
     double qkv = (double)model_tp_qkv_heads(m, c->tp) * d, o = (double)config_tp_attn_width(c);
     g[0] = model_mla(m) ? mla_gemms(c, cb, bwd) : gemm(c, cb, T, qkv, hid, bwd);
     g[1] = gemm(c, cb, T, hid, o, bwd);
-    g[2] =
-        config_moe(c) ? (bwd ? mc->bwd : mc->fwd) : 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
+    g[2] = mc->on ? (bwd ? mc->bwd : mc->fwd) : 2 * gemm(c, cb, T, ffn, hid, bwd) + gemm(c, cb, T, hid, ffn, bwd);
 }
 
 static double gemms(const config *c, const calib *cb, const moecost *mc, bool bwd)
@@ -85,13 +85,14 @@ static double gemms(const config *c, const calib *cb, const moecost *mc, bool bw
 }
 
 /* The block's memory-bound kernels, forward or backward, that a pass of
- * `parts` runs (build.c; RC_ALL: a whole forward or backward). */
-static double block_elementwise(const config *c, const calib *cb, bool bwd, unsigned parts)
+ * `parts` runs (build.c; RC_ALL: a whole forward or backward); moe: a
+ * block with experts, whose activation is analytic_ep.c's. */
+static double block_elementwise(const config *c, const calib *cb, bool bwd, unsigned parts, bool moe)
 {
     const task_op *ops;
     double t = 0;
-    for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++) /* a mixture of experts' act: analytic_ep.c's */
-        if (elementwise_reruns(ops[i], parts) && !(ops[i] == OP_ACT && config_moe(c)))
+    for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
+        if (elementwise_reruns(ops[i], parts) && !(ops[i] == OP_ACT && moe))
             t += elementwise_seconds(c, cb, ops[i], bwd, 0);
     if (c->precision == PRECISION_BF16) return t;
     /* the FP8 casts (build.c): forward attention's output, backward two
@@ -104,16 +105,18 @@ static double block_elementwise(const config *c, const calib *cb, bool bwd, unsi
            elementwise_seconds(c, cb, OP_QUANT_DQKV, true, 0);
 }
 
+/* One block's cost at ring index s: with experts (moe), or dense (a
+ * mixture of experts' leading dense blocks, model_block_moe). */
 static layer_cost layer_cost_of(const config *c, const calib *cb, const platform_spec *n, const ringctx *r, int s,
-                                const tpcost *tk)
+                                const tpcost *tk, bool moe)
 {
     double T = (double)config_local_tokens(c);
     uint64_t heads = (uint64_t)config_tp_heads(c), qkv_heads = heads + 2 * (uint64_t)config_kv_heads_total(c);
     double a_qkv = alltoall(c, n, (double)size_a2a_bytes(c, qkv_heads));
     double a_o = alltoall(c, n, (double)size_a2a_bytes(c, heads));
-    moecost mc = analytic_moe_costs(c, cb, n);
-    double gf = gemms(c, cb, &mc, false) + block_elementwise(c, cb, false, RC_ALL);
-    double gb = gemms(c, cb, &mc, true) + block_elementwise(c, cb, true, RC_ALL);
+    moecost mc = moe ? analytic_moe_costs(c, cb, n) : (moecost){0};
+    double gf = gemms(c, cb, &mc, false) + block_elementwise(c, cb, false, RC_ALL, mc.on);
+    double gb = gemms(c, cb, &mc, true) + block_elementwise(c, cb, true, RC_ALL, mc.on);
     double fb, bb;
     bool ag = c->ring == RING_ALLGATHER;
     double rf = ag ? analytic_gather_pass(r, s, false, &fb) : analytic_ring_fwd(r, s, &fb);
@@ -138,7 +141,7 @@ static layer_cost layer_cost_of(const config *c, const calib *cb, const platform
     for (int i = 0; i < 3; i++)
         if (parts & gemm_part[i]) re_gemm += g[i] + tk->part_busy[i], re_tp += tk->part[i];
     if (parts & RC_MLP) re_tp += mc.comm_fwd;
-    if (parts) re_gemm += block_elementwise(c, cb, false, parts); /* the kernels the pass re-runs with them */
+    if (parts) re_gemm += block_elementwise(c, cb, false, parts, mc.on); /* the kernels the pass re-runs with them */
     double re_a2a = parts & RC_A2A ? a_qkv + a_o : 0, re_ring = parts & RC_RING ? rf : 0;
     double re = share * (re_gemm + re_tp + re_a2a + re_ring);
     double re_busy = share * (re_gemm + (parts & RC_RING ? fb : 0));
@@ -166,7 +169,7 @@ static int next_s(int s, int P_s)
  * busy until `until` (interference f). */
 static double beside_dp(double busy, double t, double until, double f) { return overlapped(busy, until - t, f) - busy; }
 
-static void step_walk(const config *c, const calib *cb, const dpcost *k, const layer_cost *lc, const tpcost *tk,
+static void step_walk(const config *c, const calib *cb, const dpcost *k, const layer_cost lc[2], const tpcost *tk,
                       analytic_result *out)
 {
     const model *m = &c->model;
@@ -188,8 +191,9 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
         for (int j = l == 0 ? 0 : l + n; z == 3 && j <= l + n && j <= L; j++)
             ready[j] = dp = maxd(dp, t) + (j < L ? k->ag_layer : k->ag_head); /* after block l-1 */
         if (z == 3) t = maxd(t, ready[l]);
-        t += lc->fwd + beside_dp(lc->fwd_busy, t, dp, f);
-        busy += lc->fwd_busy;
+        const layer_cost *b = block_cost(c, lc, l);
+        t += b->fwd + beside_dp(b->fwd_busy, t, dp, f);
+        busy += b->fwd_busy;
     }
     if (z == 3 && n == 0) ready[L] = dp = maxd(dp, t) + k->ag_head;
     if (z == 3) t = maxd(t, ready[L]);
@@ -202,12 +206,13 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
         for (int j = l == L - 1 ? l : l - n; z == 3 && j >= l - n && j >= 0; j--)
             ready[j] = dp += k->ag_layer;
         if (z == 3) t = maxd(t, ready[l]);
-        t += lc->bwd + beside_dp(lc->bwd_busy, t, dp, f);
-        busy += lc->bwd_busy;
+        const layer_cost *b = block_cost(c, lc, l);
+        t += b->bwd + beside_dp(b->bwd_busy, t, dp, f);
+        busy += b->bwd_busy;
         /* a gradient collective beside the next layer's backward shares
          * the NIC with its ring for the part of it the ring is sending:
          * two flows, each at half the link */
-        double share = l > 0 && k->multinode ? 1 + mind(1, lc->nic_bwd / lc->bwd) : 1;
+        double share = l > 0 && k->multinode ? 1 + mind(1, b->nic_bwd / b->bwd) : 1;
         /* the block's gradient is complete once its KV replicas summed theirs */
         double grads = tk->kv_rep > 0 ? (kv = maxd(kv, t) + tk->kv_rep) : t;
         if (z == 0) dp = maxd(dp, grads) + k->ar_layer * share;
@@ -226,9 +231,10 @@ static void step_walk(const config *c, const calib *cb, const dpcost *k, const l
     out->step = maxd(stepped, dp);
     out->busy = busy;
     out->exposed = out->step - busy;
-    out->a2a = L * lc->a2a;
-    out->ring_wait = L * lc->ring_wait;
-    out->tp = L * lc->tp + tk->head + tk->embed + tk->norm; /* kv_rep: off the critical path, beside the next block */
+    int Lm = moe_blocks_in(c, 0, L), Ld = L - Lm; /* blocks with experts, dense ones */
+    out->a2a = Ld * lc[0].a2a + Lm * lc[1].a2a;
+    out->ring_wait = Ld * lc[0].ring_wait + Lm * lc[1].ring_wait;
+    out->tp = Ld * lc[0].tp + Lm * lc[1].tp + tk->head + tk->embed + tk->norm; /* kv_rep: off the critical path */
     out->dp_tail = out->step - t;
 }
 
@@ -238,21 +244,30 @@ void analytic_step(const config *c, const calib *cb, const platform_spec *n, ana
     analytic_ring_setup(&r, c, cb, n);
     tpcost tk = analytic_tp_costs(c, n);
     analytic_tp_overlap_costs(c, cb, n, &tk);
-    layer_cost worst = {0};
-    int ws = 0;
+    /* the ring index whose blocks, dense and with experts, cost the most */
+    layer_cost worst[2];
+    memset(worst, 0, sizeof worst);
+    int ws = 0, L = c->model.layers, Lm = moe_blocks_in(c, 0, L);
+    double most = 0;
     for (int s = 0; s < c->p_seq; s = next_s(s, c->p_seq)) {
-        layer_cost lc = layer_cost_of(c, cb, n, &r, s, &tk);
-        if (lc.fwd + lc.bwd > worst.fwd + worst.bwd) {
-            worst = lc;
+        layer_cost lc[2];
+        lc[0] = layer_cost_of(c, cb, n, &r, s, &tk, false);
+        lc[1] = config_moe(c) ? layer_cost_of(c, cb, n, &r, s, &tk, true) : lc[0];
+        const layer_cost *one = &lc[Lm == L]; /* one kind of block: compare a block's cost, as ever */
+        double all = Lm == 0 || Lm == L ? one->fwd + one->bwd
+                                        : (L - Lm) * (lc[0].fwd + lc[0].bwd) + Lm * (lc[1].fwd + lc[1].bwd);
+        if (all > most) {
+            most = all;
+            worst[0] = lc[0], worst[1] = lc[1];
             ws = s;
         }
     }
     out->bubble = 0;
     if (c->pp > 1 || c->micro_batches > 1) {
-        analytic_pp_walk(c, cb, n, &worst, &tk, out);
+        analytic_pp_walk(c, cb, n, worst, &tk, out);
     } else {
         dpcost k = analytic_grad_costs(c, n);
-        step_walk(c, cb, &k, &worst, &tk, out);
+        step_walk(c, cb, &k, worst, &tk, out);
     }
     out->worst_s = ws;
     tiles_free(r.tiles);

@@ -106,6 +106,7 @@ moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec
 {
     moecost k = {0};
     if (!config_moe(c)) return k;
+    k.on = true;
     int me = busiest(c);
     double row = (double)c->model.hidden * c->act_bytes, rows = (double)config_ep_expert_rows(c, me);
     k.fwd = moe_compute(c, cb, me, false);

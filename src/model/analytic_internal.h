@@ -137,6 +137,23 @@ typedef struct layer_cost {
     double nic_bwd; /* seconds of the backward the ring keeps a NIC busy */
 } layer_cost;
 
+/* The cost of block l: lc[1] for a block with experts, lc[0] for a dense
+ * one (a mixture of experts' leading dense blocks; every block of a dense
+ * model). */
+static inline const layer_cost *block_cost(const config *c, const layer_cost lc[2], int l)
+{
+    return &lc[model_block_moe(&c->model, l)];
+}
+
+/* Of blocks [first, first + n), how many have experts. */
+static inline int moe_blocks_in(const config *c, int first, int n)
+{
+    int k = 0;
+    for (int l = first; l < first + n; l++)
+        k += model_block_moe(&c->model, l);
+    return k;
+}
+
 /* One GEMM task as the DAG's (m, n, k): by FLOPs, or by its shapes when the
  * table has them (a backward: its dgrad and wgrad). */
 static inline double gemm(const config *c, const calib *cb, double m, double n, double k, bool bwd)
@@ -206,6 +223,7 @@ double analytic_tp_coll(const config *c, const platform_spec *n, coll_op op, dou
 /* A mixture of experts' MLP in one block, on the busiest EP rank, as
  * core/build_ep.c emits it (all zero for a dense model). */
 typedef struct moecost {
+    bool on;                   /* the block has experts (else the dense MLP's costs apply) */
     double fwd, bwd;           /* GEMMs and kernels: router, grouped experts, shared experts */
     double comm_fwd, comm_bwd; /* dispatch and combine all-to-alls, the routed rows' TP collectives */
 } moecost;
@@ -236,7 +254,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n);
 
 /* The step of a pipeline (or of micro-batches at pp 1), every block
  * costing lc, into out (bubble included). */
-void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, const layer_cost *lc, const tpcost *tk,
-                      analytic_result *out);
+void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, const layer_cost lc[2],
+                      const tpcost *tk, analytic_result *out);
 
 #endif

@@ -31,7 +31,7 @@ static double pp_hop(const config *c, const platform_spec *n)
  * micro-batch's backward block by block. */
 typedef struct pipe_walk {
     const config *c;
-    double f, b;                             /* one block's share of a forward and a backward pass */
+    double f[2], b[2];                       /* one block's forward and backward: dense, with experts */
     double f_first, b_first, f_last, b_last; /* the extras of the first and last virtual stages */
     double hop;
     double *fdone, *bdone; /* by virtual stage and micro-batch; < 0: not yet */
@@ -40,7 +40,9 @@ typedef struct pipe_walk {
 static double pass_seconds(const pipe_walk *w, int stage, const pipe_op *op)
 {
     const config *c = w->c;
-    double t = (op->bwd ? w->b : w->f) * pipe_layers(c, stage, op->chunk);
+    const double *per = op->bwd ? w->b : w->f;
+    int n = pipe_layers(c, stage, op->chunk), moe = moe_blocks_in(c, pipe_first_layer(c, stage, op->chunk), n);
+    double t = moe == 0 ? per[0] * n : moe == n ? per[1] * n : per[0] * (n - moe) + per[1] * moe;
     if (pipe_is_first(c, stage, op->chunk)) t += op->bwd ? w->b_first : w->f_first;
     if (pipe_is_last(c, stage, op->chunk)) t += op->bwd ? w->b_last : w->f_last;
     return t;
@@ -89,8 +91,8 @@ static void pipe_run(pipe_walk *w, double *free_at, double *busy, double *last_b
     free(next);
 }
 
-void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, const layer_cost *lc, const tpcost *tk,
-                      analytic_result *out)
+void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, const layer_cost lc[2],
+                      const tpcost *tk, analytic_result *out)
 {
     const model *m = &c->model;
     int pp = c->pp, nv = pp * c->vpp, mb = c->micro_batches;
@@ -99,8 +101,8 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
     double lm_f = head_gemm(c, cb, T, v, m->hidden, false) + he.last_f,
            lm_b = head_gemm(c, cb, T, v, m->hidden, true) + he.last_b;
     pipe_walk w = {c,
-                   lc->fwd,
-                   lc->bwd,
+                   {lc[0].fwd, lc[1].fwd},
+                   {lc[0].bwd, lc[1].bwd},
                    tk->embed + he.first_f,
                    he.first_b,
                    lm_f + tk->head_fwd,
@@ -130,11 +132,16 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
     int worst = 0;
     for (int s = 0; s < pp; s++) {
         double dp = free_at[s];
-        int blocks = pipe_stage_layers(c, s);
-        if (c->zero == 0) { /* block by block behind the last backward, then the head's */
+        int blocks = pipe_stage_layers(c, s), moe = pipe_stage_moe_blocks(c, s);
+        if (c->zero ==
+            0) { /* block by block behind the last backward (experts' blocks last in the model, first here) */
             dp = last_b[s];
-            for (int l = 0; l < blocks; l++)
-                dp = maxd(dp, last_b[s] + (l + 1) * lc->bwd) + ar_layer;
+            double done = last_b[s];
+            for (int l = 0; l < blocks; l++) {
+                done += l < moe ? lc[1].bwd : lc[0].bwd;
+                dp =
+                    maxd(dp, moe == 0 || moe == blocks ? last_b[s] + (l + 1) * lc[moe == blocks].bwd : done) + ar_layer;
+            }
             if (pipe_head_params(c, s))
                 dp = maxd(dp, free_at[s]) + analytic_grad_coll(c, n, g, N, pipe_head_params(c, s), true, gb);
         }
@@ -154,17 +161,22 @@ void analytic_pp_walk(const config *c, const calib *cb, const platform_spec *n, 
         ends = maxd(ends, free_at[s]);
         idle = maxd(idle, free_at[s] - busy[s]);
     }
-    double blocks = pipe_stage_layers(c, worst);
-    double busy_w = (double)mb * (blocks * (lc->fwd_busy + lc->bwd_busy) + (worst == pp - 1 ? lm_f + lm_b : 0) +
-                                  (worst == 0 ? he.first_f + he.first_b : 0)) +
-                    elementwise_seconds(c, cb, OP_ZERO_GRAD, false, worst) +
-                    elementwise_seconds(c, cb, OP_OPTIM_STEP, false, worst);
+    /* the worst stage's blocks: of one kind (as ever), or dense and with experts */
+    double moe = pipe_stage_moe_blocks(c, worst), blocks = pipe_stage_layers(c, worst), dense = blocks - moe;
+    const layer_cost *u = moe == 0 || moe == blocks ? &lc[moe > 0] : NULL;
+    double busy_b = u ? blocks * (u->fwd_busy + u->bwd_busy)
+                      : dense * (lc[0].fwd_busy + lc[0].bwd_busy) + moe * (lc[1].fwd_busy + lc[1].bwd_busy);
+    double busy_w =
+        (double)mb * (busy_b + (worst == pp - 1 ? lm_f + lm_b : 0) + (worst == 0 ? he.first_f + he.first_b : 0)) +
+        elementwise_seconds(c, cb, OP_ZERO_GRAD, false, worst) +
+        elementwise_seconds(c, cb, OP_OPTIM_STEP, false, worst);
     out->step = step;
     out->busy = busy_w;
     out->exposed = step - busy_w;
-    out->a2a = (double)mb * blocks * lc->a2a;
-    out->ring_wait = (double)mb * blocks * lc->ring_wait;
-    out->tp = (double)mb * (blocks * lc->tp + tk->head + tk->embed) + tk->norm;
+    out->a2a = u ? (double)mb * blocks * u->a2a : (double)mb * (dense * lc[0].a2a + moe * lc[1].a2a);
+    out->ring_wait =
+        u ? (double)mb * blocks * u->ring_wait : (double)mb * (dense * lc[0].ring_wait + moe * lc[1].ring_wait);
+    out->tp = (double)mb * ((u ? blocks * u->tp : dense * lc[0].tp + moe * lc[1].tp) + tk->head + tk->embed) + tk->norm;
     out->dp_tail = step - ends;
     out->bubble = idle / step;
     free(g);
