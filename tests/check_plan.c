@@ -66,6 +66,13 @@ START_TEST(analytic_dense_leading_blocks)
             ck_assert_msg(config_validate(&c, err) == 0, "k %d: %s", k, err);
             analytic_result r;
             analytic_step(&c, cb, &net, &r);
+            /* the planner's task estimate: finite though the dense blocks
+             * outnumber a small DAG's layers, high by the dense blocks' fewer tasks */
+            dag *g = dag_build(&c, err);
+            ck_assert_msg(g != NULL, "%s", err);
+            double est = plan_task_estimate(&c, 0, false), n = dag_ntasks(g);
+            ck_assert_msg(est >= n && est <= 1.5 * n, "k %d pp %d: estimate %g, the DAG %g tasks", k, pp, est, n);
+            dag_free(g);
             if (k < 5)
                 t[k] = r.step;
             else

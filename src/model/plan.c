@@ -263,11 +263,14 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
 }
 
 /* Tasks of c with `per` layers in each stage chunk and `m` micro-batches
- * (NAN when it cannot be built). */
+ * (NAN when it cannot be built). Every block keeps the model's experts: a
+ * dense leading block (first_k_dense_replace, which would not fit in so
+ * few layers) has fewer tasks, so the estimate errs high. */
 static double tasks_of(const config *c, int per, int m)
 {
     config s = *c;
     s.model.layers = per * c->pp * c->vpp;
+    s.model.dense_layers = 0;
     s.pp_first = s.pp_last = 0;
     s.pp_embed_slot = s.pp_loss_slot = false;
     s.micro_batches = m;
