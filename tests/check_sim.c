@@ -281,20 +281,28 @@ START_TEST(interference_slows_overlapped_kernels)
 }
 END_TEST
 
+/* A node of P GPUs whose links are all but free (path), and a table of
+ * attention at 1e13 FLOP/s with everything else free (cal). */
+static void compute_bound_setup(int P, char *path, size_t plen, char *cal, size_t clen)
+{
+    char text[512];
+    platform_spec sp = plat_spec(1, P, P);
+    sp.nvlink_bw = 1e15;
+    sp.nvlink_lat = 0;
+    plat_write(&sp, "p.xml", path, plen);
+    snprintf(cal, clen, "%s/c.calib", dir);
+    free_compute(text, sizeof text, "1e13");
+    write_text(cal, text);
+}
+
 /* Compute-bound (links ~infinite): ring's critical rank does (2P-1) of the
  * P half-blocks an average rank does; zigzag runs the average. */
 START_TEST(compute_bound_imbalance)
 {
     const int P = 8;
     const double rate = 1e13;
-    char path[128], cal[160], text[512];
-    platform_spec sp = plat_spec(1, P, P);
-    sp.nvlink_bw = 1e15;
-    sp.nvlink_lat = 0;
-    plat_write(&sp, "p.xml", path, sizeof path);
-    snprintf(cal, sizeof cal, "%s/c.calib", dir);
-    free_compute(text, sizeof text, "1e13");
-    write_text(cal, text);
+    char path[128], cal[160];
+    compute_bound_setup(P, path, sizeof path, cal, sizeof cal);
     const char *cfg = "--model tiny --seq 64K --mesh 1x8 --scope attn-fwd";
     char a[256];
     snprintf(a, sizeof a, "%s --strategy ring", cfg);
@@ -319,13 +327,7 @@ START_TEST(one_gpu_shares_the_gpu)
     const int P = 4;
     const double rate = 1e13, t0 = 0.02;
     char path[128], cal[160], cal0[160], text[512];
-    platform_spec sp = plat_spec(1, P, P);
-    sp.nvlink_bw = 1e15;
-    sp.nvlink_lat = 0;
-    plat_write(&sp, "p.xml", path, sizeof path);
-    snprintf(cal, sizeof cal, "%s/c.calib", dir);
-    free_compute(text, sizeof text, "1e13");
-    write_text(cal, text);
+    compute_bound_setup(P, path, sizeof path, cal, sizeof cal);
     snprintf(cal0, sizeof cal0, "%s/t0.calib", dir);
     snprintf(text, sizeof text,
              "gpu h100\npeak 1e18\nmem_bw 1e15Bps\ngemm line 0s 1e18\nattn_fwd line %gs 1e13\n"
