@@ -404,6 +404,20 @@ START_TEST(round_trip_through_sim)
                 "diff -r -I loong_origin %s/out %s/out2",
                 dir, dir, dir, dir, dir, dir, dir, dir);
     ck_assert_msg(r.status == 0, "calibrate differs without flows: %s\n%s", r.out, r.err);
+    /* --hold keeps a link class at the platform's values: fitted from the
+     * same traces against a platform of other NVLink, it stays that */
+    r = run_cmd(LOONG_BIN " topo --nodes 2 --gpus-per-node 2 --nics-per-node 1 --gpu h100 --nvlink 100GBps "
+                          "--nic 25GBps --nvlink-latency 2us --nic-latency 7us -o %s/q.xml && " LOONG_BIN
+                          " calibrate %s/t0.json %s/t1.json --platform %s/q.xml --calib /tmp/loong-rt.calib -o %s/out4"
+                          " --hold nvlink_bw,nvlink_lat",
+                dir, dir, dir, dir, dir);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "held at the platform's values"), "%s\n%s", r.out, r.err);
+    snprintf(path, sizeof path, "%s/out4/q.xml", dir);
+    ck_assert_msg(platform_spec_read(path, &sp, err) == 0, "%s", err);
+    ck_assert_msg(sp.nvlink_bw == 100e9 && sp.nvlink_lat == 2e-6, "held nvlink %g %g", sp.nvlink_bw, sp.nvlink_lat);
+    ck_assert_msg(close_to(sp.nic_bw, 25e9) < 0.01, "nic %g", sp.nic_bw);
+    r = run_cmd(LOONG_BIN " calibrate %s/t0.json --platform %s/q.xml -o %s/out5 --hold nic_bw", dir, dir, dir);
+    ck_assert_msg(r.status == 2 && strstr(r.err, "nic_lat,nic_bw") && count_lines(r.err) == 1, "%s", r.err);
     /* the same traces as loong's executor writes them: its devices run no
      * elementwise kernel, and the table says so; a simulator's does not */
     r = run_cmd("grep -c ' skip$' %s/out/h100.calib", dir);

@@ -27,7 +27,7 @@ static void calibrate_usage(FILE *f)
 {
     fprintf(f,
             "usage: loong calibrate MEASURED.json [MORE.json ...] --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
-            "                       [--strict] [--min-r2 X] [--force]\n"
+            "                       [--strict] [--hold P,...] [--min-r2 X] [--force]\n"
             "       loong calibrate --nccl-tests LOG [LOG ...] --platform IN.xml -o OUTDIR [--hold P,...] [--op OP]\n"
             "                       [--min-r2 X] [--force]\n"
             "       loong calibrate --kineto TRACE|DIR ... --platform IN.xml -o OUTDIR [--calib BASE.calib]\n"
@@ -64,9 +64,11 @@ static void calibrate_usage(FILE *f)
             "                    squares on relative error, NCCL's tuner choosing per size);\n"
             "                    each log's header gives its op, GPUs and nodes. Writes\n"
             "                    OUTDIR/<platform name>; reports R^2 and residuals per log\n"
-            "  --hold P[,P...]   with --nccl-tests: keep these parameters at the platform's values\n"
-            "                    (nvlink_bw, nic_bw, nvlink_lat, nic_lat, ll_eff, ll128_eff,\n"
-            "                    tree_eff, nvls_eff), e.g. a NIC at its line rate\n"
+            "  --hold P[,P...]   keep these parameters at the platform's values (nvlink_bw,\n"
+            "                    nic_bw, nvlink_lat, nic_lat; with --nccl-tests also ll_eff,\n"
+            "                    ll128_eff, tree_eff, nvls_eff), e.g. a NIC at its line rate;\n"
+            "                    from traces a link class is held whole: nvlink_bw with\n"
+            "                    nvlink_lat, nic_bw with nic_lat (transfers too noisy to fit)\n"
             "  --op OP           with --nccl-tests: the collective of logs that do not name\n"
             "                    theirs (all_reduce, all_gather, reduce_scatter, alltoall, ...)\n"
             "  --kineto          the inputs are PyTorch profiler traces (one per rank, .json or\n"
@@ -110,6 +112,43 @@ static void apply_links(const calibrate_result *r, platform_spec *sp)
         sp->nic_lat = lat > 0 ? lat : 0;
         sp->nic_bw = 1 / out->c1;
     }
+}
+
+/* The link classes that --hold names whole (a trace fit is one line per
+ * class: its latency and bandwidth together); -1 for a half-named class
+ * or an NCCL efficiency. */
+static int held_classes(unsigned held, char err[LOONG_ERRLEN])
+{
+    static const char *const names[LINK_CLASSES][2] = {{"nvlink_lat", "nvlink_bw"}, {"nic_lat", "nic_bw"}};
+    unsigned links = 0;
+    for (int c = 0; c < LINK_CLASSES; c++) {
+        unsigned lat = 1u << nccl_fit_param_parse(names[c][0]), bw = 1u << nccl_fit_param_parse(names[c][1]);
+        links |= lat | bw;
+        if (!(held & lat) != !(held & bw)) {
+            snprintf(err, LOONG_ERRLEN, "--hold %s alone: traces fit a link class whole: give %s,%s",
+                     names[c][!(held & lat) ? 1 : 0], names[c][0], names[c][1]);
+            return -1;
+        }
+    }
+    if (held & ~links) {
+        snprintf(err, LOONG_ERRLEN,
+                 "--hold: NCCL's efficiencies are fitted from nccl-tests logs only: add "
+                 "--nccl-tests, or hold nvlink_bw,nvlink_lat or nic_bw,nic_lat");
+        return -1;
+    }
+    return 0;
+}
+
+/* Keep the --hold link classes at the platform's values: their fits are
+ * set aside (neither judged nor written), and the report says so. */
+static void hold_links(calibrate_result *r, unsigned held)
+{
+    static const char *const lat[LINK_CLASSES] = {"nvlink_lat", "nic_lat"};
+    for (int c = 0; c < LINK_CLASSES; c++)
+        if (held & 1u << nccl_fit_param_parse(lat[c])) {
+            r->link[c].status = CAL_KEPT;
+            snprintf(r->link[c].reason, sizeof r->link[c].reason, "held at the platform's values (--hold)");
+        }
 }
 
 /* Where the fitted files go and what they record. */
@@ -198,7 +237,7 @@ static int write_outputs(const char *platform, const calib *cb, const platform_s
     return rc;
 }
 
-static int run(int ntr, char **paths, const char *platform, const char *base, bool strict, cal_out *o)
+static int run(int ntr, char **paths, const char *platform, const char *base, bool strict, unsigned hold, cal_out *o)
 {
     const char *dir = o->dir;
     char err[LOONG_ERRLEN] = "";
@@ -231,6 +270,7 @@ static int run(int ntr, char **paths, const char *platform, const char *base, bo
     if (rc == 0 && (calibrate_points_from_traces(pts, tp, ntr, cb, err) < 0 ||
                     calibrate_fit(pts, cb, strict, &r, err) < 0 || calibrate_apply(&r, cb, err) < 0))
         rc = cli_fail("calibrate", "%s", err);
+    if (rc == 0) hold_links(&r, hold);
     calibrate_points_free(pts);
     fit_gate g = {0};
     if (rc == 0) {
@@ -607,11 +647,12 @@ int cmd_calibrate(int argc, char **argv)
         return cli_fail("calibrate", "--nccl-tests and --kineto name two kinds of input: give one");
     if ((steps || names || predicted) && !kineto)
         return cli_fail("calibrate", "--steps, --kernel-names and --predicted go with profiler traces: add --kineto");
-    if ((hold || op) && !nccl_tests)
-        return cli_fail("calibrate", "--hold and --op are about nccl-tests logs: add --nccl-tests");
+    if (op && !nccl_tests) return cli_fail("calibrate", "--op is about nccl-tests logs: add --nccl-tests");
+    if (hold && kineto) return cli_fail("calibrate", "--hold goes with traces or nccl-tests logs, not --kineto");
     unsigned held = 0;
     char herr[LOONG_ERRLEN];
     if (hold && parse_hold(hold, &held, herr) < 0) return cli_fail("calibrate", "%s", herr);
+    if (hold && !nccl_tests && held_classes(held, herr) < 0) return cli_fail("calibrate", "%s", herr);
     if (optind >= argc)
         return cli_fail("calibrate", "give at least one measured %s: see loong calibrate --help",
                         nccl_tests ? "nccl-tests log"
@@ -630,5 +671,5 @@ int cmd_calibrate(int argc, char **argv)
         n += (size_t)snprintf(o.origin + n, sizeof o.origin / 2 - n, " %s", argv[i]);
     if (nccl_tests) return run_nccl_tests(argc - optind, argv + optind, platform, &o, held, op);
     if (kineto) return run_kineto(argc - optind, argv + optind, platform, base, strict, steps, names, predicted, &o);
-    return run(argc - optind, argv + optind, platform, base, strict, &o);
+    return run(argc - optind, argv + optind, platform, base, strict, held, &o);
 }
