@@ -114,19 +114,22 @@ static void apply_links(const calibrate_result *r, platform_spec *sp)
     }
 }
 
+/* Each link class's --hold parameters: latency, bandwidth. */
+static const char *const link_params[LINK_CLASSES][2] = {{"nvlink_lat", "nvlink_bw"}, {"nic_lat", "nic_bw"}};
+
 /* The link classes that --hold names whole (a trace fit is one line per
  * class: its latency and bandwidth together); -1 for a half-named class
  * or an NCCL efficiency. */
 static int held_classes(unsigned held, char err[LOONG_ERRLEN])
 {
-    static const char *const names[LINK_CLASSES][2] = {{"nvlink_lat", "nvlink_bw"}, {"nic_lat", "nic_bw"}};
     unsigned links = 0;
     for (int c = 0; c < LINK_CLASSES; c++) {
-        unsigned lat = 1u << nccl_fit_param_parse(names[c][0]), bw = 1u << nccl_fit_param_parse(names[c][1]);
+        unsigned lat = 1u << nccl_fit_param_parse(link_params[c][0]),
+                 bw = 1u << nccl_fit_param_parse(link_params[c][1]);
         links |= lat | bw;
         if (!(held & lat) != !(held & bw)) {
             snprintf(err, LOONG_ERRLEN, "--hold %s alone: traces fit a link class whole: give %s,%s",
-                     names[c][!(held & lat) ? 1 : 0], names[c][0], names[c][1]);
+                     link_params[c][!(held & lat) ? 1 : 0], link_params[c][0], link_params[c][1]);
             return -1;
         }
     }
@@ -143,9 +146,8 @@ static int held_classes(unsigned held, char err[LOONG_ERRLEN])
  * set aside (neither judged nor written), and the report says so. */
 static void hold_links(calibrate_result *r, unsigned held)
 {
-    static const char *const lat[LINK_CLASSES] = {"nvlink_lat", "nic_lat"};
     for (int c = 0; c < LINK_CLASSES; c++)
-        if (held & 1u << nccl_fit_param_parse(lat[c])) {
+        if (held & 1u << nccl_fit_param_parse(link_params[c][0])) {
             r->link[c].status = CAL_KEPT;
             snprintf(r->link[c].reason, sizeof r->link[c].reason, "held at the platform's values (--hold)");
         }

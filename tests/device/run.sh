@@ -173,7 +173,6 @@ if [ -x build-devpack/loong ] && [ -n "$packdir" ]; then
   fi
   # measured traces for calibrate and compare (no --check: timing only)
   mkdir -p "$out/traces"
-  want traces || : > "$out/none.txt"
   want traces && while read -r name args; do
     case "$name" in ''|'#'*) continue ;; esac
     [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
@@ -187,7 +186,7 @@ if [ -x build-devpack/loong ] && [ -n "$packdir" ]; then
     fi
     [ $dry = 1 ] || cat "$out/one.txt" >> "$log"
   done < tests/device/traces.txt
-  [ $dry = 1 ] || (cd "$out" && tar czf traces.tgz traces && rm -rf traces none.txt one.txt)
+  [ $dry = 1 ] || (cd "$out" && tar czf traces.tgz traces && rm -rf traces one.txt)
 else
   say "# part 3 NOT RUN: build-devpack/loong missing (run tests/device/run.sh --pack on a build machine and carry its files)"
   echo "NOT-RUN (no carried loong)" > "$out/local.txt"
