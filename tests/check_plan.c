@@ -692,23 +692,55 @@ END_TEST
 /* The planner's task estimate (four small DAGs, bilinear in the layers
  * per chunk and the micro-batches) against the DAG built whole: one
  * replica with micro-batches, a 1F1B pipeline with TP, an interleaved one. */
+/* The work units of a built DAG, counted directly (plan.h): one a task,
+ * and PLAN_SIM_A2A_PEER_UNITS for each other member an all-to-all task
+ * exchanges with, over every replica its group spans. */
+static double units_of(const dag *g)
+{
+    double u = dag_ntasks(g);
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind != TASK_ALLTOALL) continue;
+        int n, stride, count;
+        dag_group(g, t->group, &n);
+        dag_group_replicas(g, t->group, &stride, &count);
+        u += PLAN_SIM_A2A_PEER_UNITS * (n * count - 1);
+    }
+    return u;
+}
+
 START_TEST(task_estimate)
 {
     static const struct {
-        int tp, ph, ps, pp, vpp, m;
-    } k[] = {{1, 2, 4, 1, 1, 3}, {2, 1, 2, 2, 1, 4}, {1, 2, 2, 2, 2, 4}};
-    for (int i = 0; i < 3; i++) {
-        config c = base("llama3-8b", 16 << 10, k[i].ph, k[i].ps, 1, RECOMPUTE_SELECTIVE);
-        c.tp = k[i].tp, c.pp = k[i].pp, c.vpp = k[i].vpp, c.micro_batches = k[i].m;
+        const char *model;
+        int tp, ph, ps, pp, vpp, m, ep, dp;
+    } k[] = {{"llama3-8b", 1, 2, 4, 1, 1, 3, 1, 1},
+             {"llama3-8b", 2, 1, 2, 2, 1, 4, 1, 1},
+             {"llama3-8b", 1, 2, 2, 2, 2, 4, 1, 1},
+             {"qwen3-30b-a3b", 1, 4, 1, 2, 1, 3, 8, 2}};
+    int nk = (int)(sizeof k / sizeof *k);
+    for (int i = 0; i < nk; i++) {
+        config c = base(k[i].model, 16 << 10, k[i].ph, k[i].ps, 1, RECOMPUTE_SELECTIVE);
+        c.tp = k[i].tp, c.pp = k[i].pp, c.vpp = k[i].vpp, c.micro_batches = k[i].m, c.ep = k[i].ep, c.dp = k[i].dp;
+        c.model.layers = c.model.layers < 8 ? c.model.layers : 8;
+        c.model.dense_layers = 0;
         c.schedule = k[i].vpp > 1 ? SCHED_INTERLEAVED : SCHED_1F1B;
         char err[LOONG_ERRLEN];
         ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
         dag *g = dag_build(&c, err);
         ck_assert_msg(g != NULL, "%s", err);
-        double est = plan_task_estimate(&c, 0, false), n = dag_ntasks(g);
-        printf("# task estimate, case %d: %.0f against %.0f built\n", i, est, n);
-        ck_assert_msg(fabs(est - n) <= 0.01 * n, "case %d: estimated %.0f tasks, built %.0f", i, est, n);
-        ck_assert(fabs(plan_task_estimate(&c, 0, true) - est * c.dp) <= 1e-9 * est);
+        plan_sim_size est = plan_sim_estimate(&c, 0, false);
+        double n = dag_ntasks(g), u = units_of(g);
+        printf("# task estimate, case %d: %.0f tasks and %.0f units against %.0f and %.0f built\n", i, est.tasks,
+               est.units, n, u);
+        ck_assert_msg(fabs(est.tasks - n) <= 0.01 * n, "case %d: estimated %.0f tasks, built %.0f", i, est.tasks, n);
+        ck_assert_msg(fabs(est.units - u) <= 0.01 * u, "case %d: estimated %.0f units, built %.0f", i, est.units, u);
+        /* all-to-alls (Ulysses' heads, the experts' dispatch) weigh more than a task; without them a unit is a task */
+        ck_assert(k[i].ph > 1 || k[i].ep > 1 ? u > n : u == n);
+        ck_assert(fabs(plan_task_estimate(&c, 0, false) - est.tasks) <= 1e-9 * est.tasks);
+        plan_sim_size all = plan_sim_estimate(&c, 0, true);
+        ck_assert(fabs(all.tasks - est.tasks * c.dp) <= 1e-9 * est.tasks);
+        ck_assert(fabs(all.units - est.units * c.dp) <= 1e-9 * est.units);
         dag_free(g);
     }
 }

@@ -245,6 +245,77 @@ START_TEST(compose_every_zero_stage)
 }
 END_TEST
 
+/* `loong sim` on dgx-h100-4n with `args`, and --compose after them when
+ * `compose`: the JSON summary it prints (the caller frees it). */
+static json_t *sim_json(const char *args, bool compose)
+{
+    run_result r = run_cmd(LOONG_BIN " sim --platform " TOPO "dgx-h100-4n.xml %s --quiet --json - %s", args,
+                           compose ? "--compose" : "");
+    ck_assert_msg(r.status == 0, "loong sim %s: %s", args, r.err);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    ck_assert_msg(j != NULL, "not one JSON summary on stdout: %s (%s)", je.text, r.out);
+    return j;
+}
+
+static double num(const json_t *j, const char *key) { return json_number_value(json_object_get(j, key)); }
+
+/* A replica's micro-batches, past the pipeline's fill (none without a
+ * pipeline, pp with one, groups of pp when interleaved), each add a
+ * constant, so --compose learns one's increment (two equal, checked two
+ * on) and T(m) = T(k) + (m - k) d / stride: exact where the layers are all
+ * simulated (ZeRO-0 over 6 layers: too few for their search; a DeepSeek-V3
+ * cut to 9 blocks, whose 3 dense ones the layers compose past, at ZeRO-1;
+ * 1F1B with its TP ranks folded; interleaved), and within the layers' own
+ * composition (0.2 %) with both. */
+START_TEST(compose_micro_batches)
+{
+    const char *model = model_file(6);
+    char a[5][400];
+    snprintf(a[0], sizeof a[0], "--model %s --seq 16K --mesh 4x4 --strategy usp --dp 2 --zero 0 --micro-batches 12",
+             model);
+    snprintf(a[1], sizeof a[1], "--model %s --seq 16K --mesh 4x4 --strategy usp --dp 2 --zero 1 --micro-batches 12",
+             model);
+    snprintf(a[2], sizeof a[2],
+             "--model deepseek-v3 --layers 9 --seq 8K --mesh 4x1 --strategy ulysses --tp 8 --ep 4 --zero 1 "
+             "--micro-batches 16");
+    snprintf(a[3], sizeof a[3],
+             "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 2 --pp 4 --micro-batches 32 "
+             "--zero 1 --tp-mode symmetric");
+    snprintf(a[4], sizeof a[4],
+             "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 2 --pp 4 --vpp 2 --schedule "
+             "interleaved --micro-batches 48 --zero 1");
+    static const int first_mb[] = {3, 3, 3, 3, 12}, first_layer[] = {0, 2, 5, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        json_t *c = sim_json(a[i], true), *f = sim_json(a[i], false);
+        double comp = num(c, "step_s"), full = num(f, "step_s"), xc = num(c, "exposed_mean_s"),
+               xf = num(f, "exposed_mean_s");
+        int km = (int)json_integer_value(json_object_get(c, "period_from_micro_batches")),
+            kl = (int)json_integer_value(json_object_get(c, "period_from_layers"));
+        printf("# --compose over micro-batches (from %d, layers from %d): %.9f s, full %.9f s, error %.2e (%s)\n", km,
+               kl, comp, full, (comp - full) / full, a[i]);
+        fflush(stdout);
+        ck_assert_msg(km == first_mb[i], "micro-batch period from %d on %s: %s", km, a[i],
+                      json_string_value(json_object_get(c, "no_micro_batch_period_why")));
+        ck_assert(json_is_true(json_object_get(c, "composed")));
+        double tol = i == 1 ? 2e-3 : 1e-9; /* the layers composed at ZeRO-1 without dense blocks: their own error */
+        ck_assert_msg(fabs(comp - full) <= tol * full, "step %.9f vs %.9f on %s", comp, full, a[i]);
+        ck_assert_msg(fabs(xc - xf) <= tol * full, "exposed %.9f vs %.9f on %s", xc, xf, a[i]);
+        ck_assert_int_eq(kl, first_layer[i]); /* DeepSeek-V3: 3 dense blocks, then 1 and 2 expert ones */
+        json_decref(c);
+        json_decref(f);
+    }
+    /* 4 micro-batches are too few to look (1, 2, 3, checked at 5): all of them, and the JSON says why */
+    char few[400];
+    snprintf(few, sizeof few, "--model %s --seq 16K --mesh 4x4 --strategy usp --zero 1 --micro-batches 4", model);
+    json_t *j = sim_json(few, true);
+    const char *why = json_string_value(json_object_get(j, "no_micro_batch_period_why"));
+    ck_assert_msg(why && strstr(why, "too few"), "%s", why ? why : "no reason");
+    json_decref(j);
+    unlink(model);
+}
+END_TEST
+
 /* loong sim --compose (two child simulations) against the full one. */
 START_TEST(sim_compose_flag)
 {
@@ -501,6 +572,7 @@ int main(void)
     tcase_add_test(tc, composition);
     tcase_add_test(tc, sim_compose_flag);
     tcase_add_test(tc, compose_every_zero_stage);
+    tcase_add_test(tc, compose_micro_batches);
     tcase_add_test(tc, robust_columns);
     tcase_add_test(tc, show_reproduces_rows);
     tcase_add_test(tc, user_layout_simulated);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/afile.h"
+#include "core/pipeline.h"
 #include "core/recompute.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
@@ -51,7 +52,10 @@ static void sim_usage(FILE *f)
             "  --compose             predict the step from simulations of the first layers: under ZeRO-1\n"
             "                        of 1 and 2, else until one more layer adds a constant (three equal\n"
             "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
-            "                        if the search would simulate more layers than L: all L. Scope step\n"
+            "                        if the search would simulate more layers than L: all L. Leading\n"
+            "                        dense blocks (first_k_dense_replace) are kept in every run. With\n"
+            "                        --micro-batches M (no pipeline), the same over micro-batches: 1, 2,\n"
+            "                        3 until two increments agree, checked 2 on. Scope step\n"
             "  --fold DIMS           mesh dimensions simulated by symmetry, comma-separated, or none:\n"
             "                        dp: one replica, the others copied (replicas of whole nodes; the\n"
             "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"
@@ -342,239 +346,6 @@ static int simulate(sim_args *a, const config *c)
     return 0;
 }
 
-/* ---- --compose: a few small simulations instead of one of every layer ---- */
-
-/* Simulate c with `layers` layers in a child (sim_child.h). The child gets
- * the configuration from the knob table, and the platform, calibration,
- * data parallelism and SimGrid settings the user gave. */
-static int run_layers(const sim_args *a, const cli_config *cc, const config *c, int layers, sim_child_result *res,
-                      char err[LOONG_ERRLEN])
-{
-    const sim_child_spec sp = {a->platform, a->calib, cc->val[KNOB_MODEL], layers};
-    int nw = whatif_argc(&a->w);
-    const char **extra = xcalloc((size_t)(a->nsg + 1 + nw), sizeof *extra, "a child's options");
-    char mode[32], fold[24], **wv = xcalloc((size_t)nw, sizeof *wv, "a child's options");
-    sim_fold_text(a->fold & MESH_BIT(MESH_DP), fold, sizeof fold); /* the replicas' fold only, as ever */
-    snprintf(mode, sizeof mode, "--fold=%s", fold);
-    for (int i = 0; i < a->nsg; i++)
-        extra[i] = a->sg_args[i];
-    extra[a->nsg] = mode;
-    nw = whatif_argv(&a->w, wv);
-    for (int i = 0; i < nw; i++)
-        extra[a->nsg + 1 + i] = wv[i];
-    char **v = sim_child_argv(c, &sp, extra, a->nsg + 1 + nw), what[48];
-    snprintf(what, sizeof what, "the %d-layer step", layers);
-    int rc = sim_child_run(v, what, res, err);
-    sim_child_argv_free(v);
-    for (int i = 0; i < nw; i++)
-        free(wv[i]);
-    free(wv);
-    free(extra);
-    return rc;
-}
-
-/* The step of k layers, simulated once (runs[k].step < 0: not yet). */
-typedef struct layer_runs {
-    const sim_args *a;
-    const cli_config *cc;
-    const config *c;
-    sim_child_result *r; /* [L + 1] */
-    double started;      /* cli_now() when the composition began */
-    double said;         /* cli_now() of the last progress line */
-    char why[200];       /* why no period was found ("" while none is) */
-} layer_runs;
-
-/* Layers simulated so far (runs up to `upto` layers). */
-static int layers_spent(const layer_runs *lr, int upto)
-{
-    int n = 0;
-    for (int i = 1; i <= upto; i++)
-        n += lr->r[i].step >= 0 ? i : 0;
-    return n;
-}
-
-/* A line on stderr after a child, once the composition has run 5 s and
- * every 5 s from then (a quick one prints none; --quiet none at all). */
-static void compose_progress(layer_runs *lr, int k)
-{
-    double now = cli_now();
-    if (lr->a->quiet || now - lr->started < 5 || now - lr->said < 5) return;
-    lr->said = now;
-    int L = lr->c->model.layers;
-    fprintf(stderr,
-            "loong sim --compose: the %d-layer step simulated (%.6f s); %d of the step's %d layers simulated so "
-            "far, %.0f s elapsed\n",
-            k, lr->r[k].step, layers_spent(lr, L), L, now - lr->started);
-}
-
-static const sim_child_result *at_layers(layer_runs *lr, int k, char err[LOONG_ERRLEN])
-{
-    if (lr->r[k].step >= 0) return &lr->r[k];
-    if (run_layers(lr->a, lr->cc, lr->c, k, &lr->r[k], err) < 0) return NULL;
-    compose_progress(lr, k);
-    return &lr->r[k];
-}
-
-/* Increments that agree to COMPOSE_TOL count as equal: under ZeRO 0, 2 and
- * 3 the data-parallel collectives share links with the ring, and the two
- * drift against each other, so one layer's increment wanders by ~2e-4 of
- * itself (llama3-70b, 512K, 1x256 zigzag, ZeRO-3: 0.215043 to 0.215092 s)
- * without settling; composing with their mean then lands within about that
- * of the full simulation (tests/check_plan_sim.c). */
-#define COMPOSE_TOL 1e-3
-
-static bool same(double x, double y) { return fabs(x - y) <= COMPOSE_TOL * fmax(fabs(x), fabs(y)) + 1e-12; }
-
-#define COMPOSE_MAX_K 16
-
-/* The layer count k from which one more layer adds a constant: three equal
- * increments ending at k, confirmed by the prediction of k + 3 layers.
- * Under ZeRO-1 k = 2 by construction (sim_child.h). The search never
- * simulates more layers in all than the full step has. 0 when no period is
- * found within that, below COMPOSE_MAX_K; -1 on a failed child. */
-static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
-{
-    if (lr->c->zero == 1) return at_layers(lr, 1, err) && at_layers(lr, 2, err) ? 2 : -1;
-    snprintf(lr->why, sizeof lr->why,
-             "a period is looked for from 4 layers on, confirmed 3 layers further: %d layers "
-             "are too few",
-             L);
-    for (int k = 4; k <= COMPOSE_MAX_K && k + 3 < L; k++) {
-        if (layers_spent(lr, L) + k + (k + 3) > L) {
-            snprintf(lr->why, sizeof lr->why,
-                     "the increments had not settled by %d layers, and looking further would simulate more layers "
-                     "than the step's %d",
-                     k - 1, L);
-            return 0;
-        }
-        double t[4];
-        for (int i = 0; i < 4; i++) {
-            const sim_child_result *r = at_layers(lr, k - 3 + i, err);
-            if (!r) return -1;
-            t[i] = r->step;
-        }
-        double d = (t[3] - t[0]) / 3;
-        snprintf(lr->why, sizeof lr->why,
-                 "one layer's increments up to %d layers (last %.6f, %.6f, %.6f s) never agreed to 0.1 %% over 3 "
-                 "layers",
-                 k, t[1] - t[0], t[2] - t[1], t[3] - t[2]);
-        if (!same(t[1] - t[0], d) || !same(t[2] - t[1], d) || !same(t[3] - t[2], d)) continue;
-        const sim_child_result *v = at_layers(lr, k + 3, err);
-        if (!v) return -1;
-        if (same(v->step - t[3], 3 * d)) return lr->why[0] = '\0', k;
-        snprintf(lr->why, sizeof lr->why,
-                 "the increments agreed at %d layers (%.6f s) but %d layers did not confirm them (%.6f s)", k, d, k + 3,
-                 (v->step - t[3]) / 3);
-    }
-    return 0;
-}
-
-/* Layers over which the composition averages one layer's increment: one
- * under ZeRO-1 (exact), the three equal ones of the period search. */
-static int period_span(const config *c) { return c->zero == 1 ? 1 : 3; }
-
-static void write_compose_table(FILE *f, const sim_args *a, const config *c, const mem_check *mc, int k, int L,
-                                double step, double exposed, double tk, const char *why)
-{
-    char desc[256], err[LOONG_ERRLEN];
-    config_describe(c, desc, sizeof desc);
-    double tokens = config_step_tokens(c) * c->dp; /* every replica's, on all their GPUs */
-    int P = config_world(c);
-    fprintf(f, "# loong sim --compose: %s\n", desc);
-    whatif_write_header(f, &a->w);
-    simout_memory_line(f, c, mc);
-    fprintf(f, "# platform %s; ", a->platform);
-    int j = period_span(c); /* the increments averaged */
-    if (k > 0)
-        fprintf(f,
-                "composed from simulations of %d and %d layers (%.6f s), one layer adding a constant from there%s:\n"
-                "#   T(L) = T(%d) + (L - %d) (T(%d) - T(%d))%s with L = %d\n",
-                k - j, k, tk,
-                c->zero == 1 ? " (ZeRO-1: by construction)" : " (3 increments equal to 0.1 %, checked 3 layers on)", k,
-                k, k, k - j, j > 1 ? " / 3" : "", L);
-    else
-        fprintf(f, "no period found (%s): all %d layers simulated\n", why, L);
-    fprintf(f, "# step time: %.6f s (training step, step)\n", step);
-    fprintf(f, "# throughput: %.1f tokens/s/GPU (%.0f tokens per training step on %d GPUs)\n", tokens / (step * P),
-            tokens, P);
-    platform_spec sp; /* the GPU peak, from the platform's spec, without loading SimGrid here */
-    if (platform_spec_read(a->platform, &sp, err) == 0)
-        fprintf(f, "# MFU: %.2f %% (model FLOPs %.4g TFLOP / (step time x %d GPUs x peak %.1f TFLOP/s))\n",
-                100 * stats_mfu(c, step, sp.peak), (double)stats_model_flops(c) * c->dp / 1e12, P, sp.peak / 1e12);
-    fprintf(f, "# exposed communication, mean per rank: %.6f s (composed the same way)\n", exposed);
-}
-
-static int write_compose(const sim_args *a, const config *c, sim_outputs *o, int k, int L, double step, double exposed,
-                         double tk, const char *why)
-{
-    char err[LOONG_ERRLEN] = "";
-    int rc = 0;
-    platform_spec ps; /* the GPU kind, without loading SimGrid here */
-    mem_check mc;
-    simout_memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
-    if (o->table) write_compose_table(o->sm.f, a, c, &mc, k, L, step, exposed, tk, why);
-    if (a->json) {
-        platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
-        double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = config_step_tokens(c);
-        json_t *j = json_pack("{s:o, s:f, s:f, s:f, s:f, s:o, s:b, s:i}", "config", config_to_json(c), "step_s", step,
-                              "tokens_per_s_per_gpu", tokens / (step * config_ranks(c)), "mfu_pct",
-                              peak > 0 ? 100 * stats_mfu(c, step, peak) : 0, "exposed_mean_s", exposed, "memory_bytes",
-                              simout_json_memory(c), "composed", k > 0, "period_from_layers", k);
-        if (j && whatif_any(&a->w)) json_object_set_new(j, "whatif", whatif_to_json(&a->w));
-        if (j && k == 0) json_object_set_new(j, "no_period_why", json_string(why));
-        if (j) simout_json_memory_verdict(j, c, &mc);
-        if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
-            rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
-        json_decref(j);
-    }
-    if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
-    if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
-    if (rc < 0) {
-        simout_abort(o);
-        return cli_fail("sim", "%s", err);
-    }
-    simout_warn_oom(c, &mc);
-    return 0;
-}
-
-static int compose(const sim_args *a, const cli_config *cc, const config *c)
-{
-    char err[LOONG_ERRLEN] = "";
-    int L = c->model.layers;
-    if (c->scope != SCOPE_STEP || L < 3 || a->trace)
-        return cli_fail("sim", "--compose needs --scope step, a model of 3 or more layers and no --trace (a composed "
-                               "run has no full trace)");
-    if (c->pp > 1 || c->micro_batches > 1)
-        return cli_fail("sim", "--compose learns a step from its layers, not from pipeline stages and micro-batches: "
-                               "drop --compose (a pipelined step is simulated whole) or use --pp 1 --micro-batches 1");
-    if (!recompute_layers_alike(c))
-        return cli_fail("sim", "--compose learns a step from identical layers, and full recompute's uniform groups of "
-                               "N > 1 or block method on part of the layers differ: drop --compose");
-    sim_outputs out;
-    if (simout_open(a, &out, err) < 0) return cli_fail("sim", "%s", err);
-    layer_runs lr = {a, cc, c, xcalloc((size_t)L + 1, sizeof *lr.r, "the layer runs"), cli_now(), 0, ""};
-    for (int i = 0; i <= L; i++)
-        lr.r[i].step = -1;
-    int k = find_period(&lr, L, err);
-    if (k == 0 && !a->quiet && cli_now() - lr.started >= 5)
-        fprintf(stderr, "loong sim --compose: no period found (%s): simulating all %d layers\n", lr.why, L);
-    const sim_child_result *full = k == 0 ? at_layers(&lr, L, err) : NULL;
-    int rc;
-    if (k < 0 || (k == 0 && !full)) {
-        simout_abort(&out);
-        rc = cli_fail("sim", "%s", err);
-    } else if (k == 0) {
-        rc = write_compose(a, c, &out, 0, L, full->step, full->exposed, 0, lr.why);
-    } else {
-        int j = period_span(c);
-        const sim_child_result *p = &lr.r[k - j], *q = &lr.r[k];
-        rc = write_compose(a, c, &out, k, L, q->step + (L - k) * (q->step - p->step) / j,
-                           q->exposed + (L - k) * (q->exposed - p->exposed) / j, q->step, "");
-    }
-    free(lr.r);
-    return rc;
-}
-
 /* A fold is exact only while the copies it skips run alike. A perturbation
  * that makes them differ (whatif_breaks_fold) turns the fold off, with a
  * note on stderr: the default fold of dp, and an explicit --fold (or
@@ -690,7 +461,7 @@ int cmd_sim(int argc, char **argv)
         return cli_fail("sim", "%s", err);
     }
     rc = check_against_config(&a, &c);
-    if (rc == 0) rc = a.compose ? compose(&a, &cc, &c) : simulate(&a, &c);
+    if (rc == 0) rc = a.compose ? sim_compose(&a, &cc, &c) : simulate(&a, &c);
     free(a.sg_args);
     return rc;
 }

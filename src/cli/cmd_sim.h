@@ -19,6 +19,7 @@
 #include "model/calib.h"
 #include "model/whatif.h"
 #include "sim/sim.h"
+#include "cli.h"
 
 typedef struct sim_args {
     const char *platform, *calib, *trace, *out, *json;
@@ -94,5 +95,15 @@ void simout_abort(sim_outputs *o);
  * every output dropped. */
 int simout_write(const dag *g, const calib *cb, const sim_result *res, sim_args *a, sim_platform *pf,
                  const mem_check *mc, sim_outputs *o, int *bugs, char err[LOONG_ERRLEN]);
+
+/* ---- --compose (sim_compose.c) ---- */
+
+/* loong sim --compose of c: its step from simulations of a few layers and
+ * micro-batches in child processes, written to a's outputs (the table, the
+ * JSON) as loong sim writes a simulated step. Refuses (one line, status 2)
+ * what cannot compose: a scope other than step, under 3 layers, --trace,
+ * or one micro-batch of blocks that re-run different ones. Returns the
+ * exit status. */
+int sim_compose(const sim_args *a, const cli_config *cc, const config *c);
 
 #endif

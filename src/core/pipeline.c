@@ -198,3 +198,16 @@ static int peak_alive(const config *c, int stage, bool by_layers)
 int pipe_peak_in_flight(const config *c, int stage) { return peak_alive(c, stage, false); }
 
 int pipe_peak_layers_in_flight(const config *c, int stage) { return peak_alive(c, stage, true); }
+
+void pipe_mb_lattice(const config *c, int *first, int *stride)
+{
+    bool groups = c->pp > 1 && c->schedule == SCHED_INTERLEAVED;
+    *first = *stride = groups ? c->pp : 1;
+}
+
+int pipe_mb_search_cost(const config *c)
+{
+    int first, stride;
+    pipe_mb_lattice(c, &first, &stride);
+    return 4 * first + 7 * stride; /* first + (first + s) + (first + 2 s) + (first + 4 s) */
+}

@@ -107,4 +107,18 @@ int pipe_peak_in_flight(const config *c, int stage);
  * pipe_chunk_layers but where a slot shortens a chunk. */
 int pipe_peak_layers_in_flight(const config *c, int stage);
 
+/* The micro-batch counts over which a step's time grows by a constant, the
+ * slowest stage's pace: from *first in steps of *stride. One stage runs its
+ * micro-batches back to back, and 1F1B and GPipe add one slot of the
+ * slowest stage per micro-batch below pp as above it (1, 1: measured,
+ * docs/sim.md); the interleaved schedule runs them in groups of pp (pp,
+ * pp). What composing a step over its micro-batches walks (loong sim
+ * --compose), checking that the increments agree. */
+void pipe_mb_lattice(const config *c, int *first, int *stride);
+
+/* The micro-batches that search simulates in all when the increment
+ * settles at once: the lattice's first three points and the check two
+ * points on. */
+int pipe_mb_search_cost(const config *c);
+
 #endif

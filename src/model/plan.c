@@ -262,11 +262,22 @@ void plan_score(plan_layout *ls, int from, int to, const plan_request *req, cons
     }
 }
 
-/* Tasks of c with `per` layers in each stage chunk and `m` micro-batches
- * (NAN when it cannot be built). Every block keeps the model's experts: a
- * dense leading block (first_k_dense_replace, which would not fit in so
- * few layers) has fewer tasks, so the estimate errs high. */
-static double tasks_of(const config *c, int per, int m)
+/* An all-to-all task's extra work units: PLAN_SIM_A2A_PEER_UNITS for each
+ * other member of its group, every replica's it spans included (dag.h). */
+static double a2a_units(const dag *g, const dag_task *t)
+{
+    int n, stride, count;
+    dag_group(g, t->group, &n);
+    dag_group_replicas(g, t->group, &stride, &count);
+    return PLAN_SIM_A2A_PEER_UNITS * (double)(n * count - 1);
+}
+
+/* Tasks and work units of c with `per` layers in each stage chunk and `m`
+ * micro-batches (NAN in both when it cannot be built). Every block keeps
+ * the model's experts: a dense leading block (first_k_dense_replace, which
+ * would not fit in so few layers) has fewer tasks, so the estimate errs
+ * high. */
+static plan_sim_size size_of(const config *c, int per, int m)
 {
     config s = *c;
     s.model.layers = per * c->pp * c->vpp;
@@ -277,24 +288,39 @@ static double tasks_of(const config *c, int per, int m)
     recompute_clamp_layers(&s);
     char err[LOONG_ERRLEN];
     dag *g = config_validate(&s, err) == 0 ? dag_build(&s, err) : NULL;
-    if (!g) return NAN;
-    double n = dag_ntasks(g);
+    if (!g) return (plan_sim_size){NAN, NAN};
+    plan_sim_size z = {dag_ntasks(g), dag_ntasks(g)};
+    for (uint32_t i = 0; i < dag_ntasks(g); i++) {
+        const dag_task *t = dag_task_get(g, i);
+        if (t->kind == TASK_ALLTOALL) z.units += a2a_units(g, t);
+    }
     dag_free(g);
-    return n;
+    return z;
+}
+
+/* n(l, m) = a l m + b m + c l + d at l layers per chunk and m micro-batch
+ * units beyond the first (n11 .. n22: at 1 or 2 layers, 1 or 2 units). */
+static double bilinear(double n11, double n21, double n12, double n22, double l, double m)
+{
+    return n11 + l * (n21 - n11) + m * (n12 - n11) + l * m * (n22 - n21 - n12 + n11);
+}
+
+plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp)
+{
+    int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
+    bool mb = c->micro_batches > m0; /* else the micro-batch terms are not needed (and ZeRO-2/3 refuse them) */
+    plan_sim_size n11 = size_of(c, 1, m0), n21 = size_of(c, 2, m0), n12 = mb ? size_of(c, 1, 2 * m0) : n11,
+                  n22 = mb ? size_of(c, 2, 2 * m0) : n21;
+    if (isnan(n11.tasks + n21.tasks + n12.tasks + n22.tasks)) return (plan_sim_size){INFINITY, INFINITY};
+    double l = (double)(layers > 0 ? layers : c->model.layers) / chunks - 1, m = (double)c->micro_batches / m0 - 1;
+    double reps = full_dp ? c->dp : 1;
+    return (plan_sim_size){reps * bilinear(n11.tasks, n21.tasks, n12.tasks, n22.tasks, l, m),
+                           reps * bilinear(n11.units, n21.units, n12.units, n22.units, l, m)};
 }
 
 double plan_task_estimate(const config *c, int layers, bool full_dp)
 {
-    /* tasks = a l m + b m + c l + d in the layers per chunk l and the
-     * micro-batches m: four small DAGs give the four terms */
-    int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
-    bool mb = c->micro_batches > m0; /* else the micro-batch terms are not needed (and ZeRO-2/3 refuse them) */
-    double n11 = tasks_of(c, 1, m0), n21 = tasks_of(c, 2, m0), n12 = mb ? tasks_of(c, 1, 2 * m0) : n11,
-           n22 = mb ? tasks_of(c, 2, 2 * m0) : n21;
-    if (isnan(n11 + n21 + n12 + n22)) return INFINITY;
-    double l = (double)(layers > 0 ? layers : c->model.layers) / chunks - 1, m = (double)c->micro_batches / m0 - 1;
-    double n = n11 + l * (n21 - n11) + m * (n12 - n11) + l * m * (n22 - n21 - n12 + n11);
-    return full_dp ? n * c->dp : n;
+    return plan_sim_estimate(c, layers, full_dp).tasks;
 }
 
 double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step : l->an.step; }

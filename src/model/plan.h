@@ -71,23 +71,40 @@ typedef struct plan_layout {
      * over --sim-timeout, the child failed): why; the analytical score
      * stands, marked "model*" in the table */
     char unsimulated[160];
-    double sim_tasks; /* picked: the estimated tasks of all its simulation runs (plan_task_estimate) */
+    double sim_tasks; /* picked: the estimated tasks of all its simulation runs (plan_sim_estimate) */
+    double sim_units; /* and their work units, for the time they take (ibid.) */
 } plan_layout;
 
 /* Bytes a simulation holds per task: the DAG as built (DAG_BYTES_PER_TASK)
  * and SimGrid's activity for it, about as much again (peak RSS of loong sim
  * at 0.19M and 0.45M tasks, docs/plan.md). */
 #define PLAN_SIM_BYTES_PER_TASK (2 * DAG_BYTES_PER_TASK)
-/* Tasks a simulation replays per second on one core, for the first
- * estimate of its time (loong sim --timing on the 2-core VM of docs/plan.md:
- * 0.41-0.49 M/s); the progress line then uses the rate it measures. */
-#define PLAN_SIM_TASKS_PER_S 4e5
+/* A simulation's time, estimated before it runs, in work units a second
+ * on one core. A task is one unit; an all-to-all task adds
+ * PLAN_SIM_A2A_PEER_UNITS for each other member of its group, whose two
+ * flows it starts (and waits for): SimGrid's cost is its activities, and
+ * an all-to-all has two per peer where a kernel run, a p2p or an NCCL ring
+ * step has one or two in all. Measured with loong sim --timing on the
+ * 2-core VM of docs/plan.md (2026-12-04; docs/plan.md#a-plan-always-finishes):
+ * ring and TP steps replay at 0.26-0.47 M tasks a second, DeepSeek-V3's
+ * EP 32 all-to-alls at 9-11 us a peer beyond their tasks' 2.5 us. The
+ * progress line then uses the rate it measures. */
+#define PLAN_SIM_UNITS_PER_S    4e5
+#define PLAN_SIM_A2A_PEER_UNITS 4
 
-/* The tasks of c's DAG simulated with `layers` layers (0: the model's),
- * estimated from a DAG of one layer per stage chunk and the fewest
- * micro-batches its schedule takes (both grow the tasks linearly), times
- * the replicas when they are simulated in full (`full_dp`). INFINITY when
- * that small DAG cannot be built. */
+/* What simulating a configuration costs, estimated: its tasks (which set
+ * its memory) and its work units (its time, above). */
+typedef struct plan_sim_size {
+    double tasks, units;
+} plan_sim_size;
+
+/* The tasks and work units of c's DAG simulated with `layers` layers (0:
+ * the model's), estimated from DAGs of one and two layers per stage chunk
+ * by the fewest and twice the fewest micro-batches its schedule takes (both
+ * grow linearly in each), times the replicas when they are simulated in
+ * full (`full_dp`). INFINITY in both when those small DAGs cannot be built. */
+plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp);
+/* plan_sim_estimate's tasks. */
 double plan_task_estimate(const config *c, int layers, bool full_dp);
 
 /* A mesh dimension the plan searches rather than fixes (plan_request.degree). */
@@ -163,7 +180,8 @@ int plan_best_ulysses(const plan_layout *ls, int n);
 typedef enum plan_compose {
     PLAN_EVERY_LAYER = 1, /* one simulation of every layer (--full-layers, or no composition applies) */
     PLAN_TWO_LAYERS = 2,  /* ZeRO-1: 1- and 2-layer runs composed to L layers, exact by construction */
-    PLAN_PERIOD = 4,      /* ZeRO 0, 2, 3: loong sim --compose finds the layers' period and checks it */
+    PLAN_PERIOD = 4,      /* ZeRO 0, 2, 3, or several micro-batches: loong sim --compose finds the periods of
+                           * the layers and the micro-batches and checks them */
 } plan_compose;
 
 typedef struct plan_report {

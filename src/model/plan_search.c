@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/docs.h"
+#include "core/pipeline.h"
 #include "core/recompute.h"
 #include "core/stats.h"
 #include "core/xalloc.h"
@@ -14,6 +15,10 @@ int plan_search_block(int n, int r, int size) { return (int)((long long)n * r / 
 
 /* ---- composition ---- */
 
+/* The dense blocks before a mixture of experts' expert blocks
+ * (first_k_dense_replace): loong sim --compose composes over the others. */
+static int dense_blocks(const config *c) { return c->model.experts > 0 ? c->model.dense_layers : 0; }
+
 /* Whether c's step composes exactly from 1- and 2-layer runs: scope step,
  * ZeRO-1, L >= 3, one stage, one micro-batch, identical layers. Under ZeRO
  * 0, 2 and 3 the per-layer gradient collectives overlap a number of layers
@@ -21,7 +26,7 @@ int plan_search_block(int n, int r, int size) { return (int)((long long)n * r / 
 static bool compose_exact(const config *c)
 {
     return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1 &&
-           recompute_layers_alike(c);
+           recompute_layers_alike(c) && dense_blocks(c) == 0;
 }
 
 /* T(L) from T(1) = one and T(2) = two. */
@@ -29,16 +34,36 @@ static double compose_layers(double one, double two, int layers) { return one + 
 
 plan_compose plan_compose_mode(const config *c, bool full_layers)
 {
-    if (full_layers || c->pp > 1 || c->micro_batches > 1) return PLAN_EVERY_LAYER; /* stages: simulated whole */
-    if (!recompute_layers_alike(c)) return PLAN_EVERY_LAYER; /* full's groups or block method: layers differ */
+    if (full_layers || c->scope != SCOPE_STEP || c->model.layers < 3) return PLAN_EVERY_LAYER;
+    /* stages: every layer, and the micro-batches composed where their search costs less than the step's */
+    if (c->pp > 1) return c->micro_batches > pipe_mb_search_cost(c) ? PLAN_PERIOD : PLAN_EVERY_LAYER;
     if (compose_exact(c)) return PLAN_TWO_LAYERS;
-    return c->scope == SCOPE_STEP && c->model.layers >= 3 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
+    /* blocks that re-run different ones (full's groups): only micro-batches compose */
+    return recompute_layers_alike(c) || c->micro_batches > 1 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
 }
 
-/* The layers run k of a layout simulates: 1 or 2 (composed), else all L:
- * loong sim --compose's period search simulates at most L layers in all,
- * and when it finds no period, one run of L. */
-static int run_layers(plan_compose m, int k, const config *c) { return m == PLAN_TWO_LAYERS ? 1 + k : c->model.layers; }
+/* The layers run k of a layout simulates: 1 or 2 (composed); under
+ * loong sim --compose, at ZeRO-1 the d dense blocks and 1, then 2 expert
+ * or other blocks (2 d + 3 in all), else at most all L (its period search
+ * simulates at most L layers in all, and when it finds no period, one run
+ * of L); else all L. */
+static int run_layers(plan_compose m, int k, const config *c)
+{
+    if (m == PLAN_TWO_LAYERS) return 1 + k;
+    int d = dense_blocks(c), L = c->model.layers;
+    bool layers = m == PLAN_PERIOD && c->pp == 1 && c->zero == 1 && recompute_layers_alike(c);
+    return layers && 2 * d + 3 < L ? 2 * d + 3 : L;
+}
+
+/* The micro-batches a layout's run simulates in all: loong sim --compose's
+ * search over them when it finds their period at once (pipe_mb_search_cost:
+ * 1, 2, 3 and 5 of them without a pipeline), or the step's m (a search that
+ * finds none then simulates them all, which --sim-timeout bounds). */
+static int run_micro_batches(plan_compose m, const config *c)
+{
+    int cost = pipe_mb_search_cost(c);
+    return m == PLAN_PERIOD && c->micro_batches > cost ? cost : c->micro_batches;
+}
 
 /* The replicas are simulated in full when smaller than a node (the CLI's
  * runner folds them by symmetry otherwise). */
@@ -59,7 +84,7 @@ typedef struct run {
     plan_sim sim;
     bool running;
     double started;       /* runner now() at its start */
-    double tasks;         /* its share of its layout's plan_layout.sim_tasks, for the ETA */
+    double tasks, units;  /* its share of its layout's plan_layout.sim_tasks and sim_units, for the ETA */
     double step, exposed; /* results, NAN until done; RUN_TIMED_OUT or RUN_FAILED */
     char why[LOONG_ERRLEN];
 } run;
@@ -69,17 +94,17 @@ typedef struct run {
 #define RUN_FAILED    (-2.0)
 
 /* Seconds left for runs[i] (i = first, first + stride, ...) not done yet,
- * from their estimated tasks at the rate of those done so far, or at
- * PLAN_SIM_TASKS_PER_S a job before any is done. */
+ * from their estimated work units at the rate of those done so far, or at
+ * PLAN_SIM_UNITS_PER_S a job before any is done. */
 static double sim_eta(const plan_runner *r, const run *runs, int n, int first, int stride, int jobs, double elapsed)
 {
     double done = 0, left = 0, now = r->now(r->user);
     for (int i = first; i < n; i += stride)
-        if (!isnan(runs[i].step)) done += runs[i].tasks;
-    double rate = done > 0 && elapsed > 1 ? done / elapsed : PLAN_SIM_TASKS_PER_S * jobs;
+        if (!isnan(runs[i].step)) done += runs[i].units;
+    double rate = done > 0 && elapsed > 1 ? done / elapsed : PLAN_SIM_UNITS_PER_S * jobs;
     for (int i = first; i < n; i += stride) /* a running one has done its time at a job's share of the rate */
         if (isnan(runs[i].step))
-            left += fmax(0, runs[i].tasks - (runs[i].running ? (now - runs[i].started) * rate / jobs : 0));
+            left += fmax(0, runs[i].units - (runs[i].running ? (now - runs[i].started) * rate / jobs : 0));
     return left / rate;
 }
 
@@ -102,8 +127,10 @@ static int run_all(const plan_search_opts *o, const plan_runner *r, run *runs, i
                    char err[LOONG_ERRLEN])
 {
     int next = first, running = 0, done = 0, mine = n > first ? (n - first + stride - 1) / stride : 0, rc = 0;
-    double t0 = r->now(r->user), eta = sim_eta(r, runs, n, first, stride, jobs, 0);
-    if (mine > 0) r->begin(r->user, mine, eta * PLAN_SIM_TASKS_PER_S * jobs, eta, jobs);
+    double t0 = r->now(r->user), eta = sim_eta(r, runs, n, first, stride, jobs, 0), tasks = 0;
+    for (int i = first; i < n; i += stride)
+        tasks += runs[i].tasks;
+    if (mine > 0) r->begin(r->user, mine, tasks, eta, jobs);
     while (done < mine) {
         while (rc == 0 && running < jobs && next < n) {
             if (r->start(r->user, next, &runs[next].sim, err) < 0) {
@@ -194,6 +221,7 @@ static int simulate(const plan_request *req, const plan_search_opts *o, const pl
                                     .compose = m == PLAN_PERIOD,
                                     .w = ws ? &ws[i] : o->w},
                             .tasks = ls[pick[i]].sim_tasks / (first[i + 1] - first[i]),
+                            .units = ls[pick[i]].sim_units / (first[i + 1] - first[i]),
                             .step = NAN,
                             .exposed = NAN};
     }
@@ -317,7 +345,8 @@ static void note_unsimulated(const plan_runner *r, const plan_layout *l, const c
  * within this machine's memory over the simulations run at once, and
  * within the time limit at the estimated rate; mark the others
  * (plan_layout.unsimulated). Records each layout's estimated tasks in all
- * its runs (plan_layout.sim_tasks, for the ETA). Returns how many are kept. */
+ * its runs and their work units (plan_layout.sim_tasks, sim_units: the
+ * ETA). Returns how many are kept. */
 static int simulable(const plan_search_opts *o, const plan_runner *r, plan_layout *ls, int *pick, int np)
 {
     int k = 0, jobs = o->jobs < 1 ? 1 : o->jobs;
@@ -325,14 +354,18 @@ static int simulable(const plan_search_opts *o, const plan_runner *r, plan_layou
     for (int i = 0; i < np; i++) {
         plan_layout *l = &ls[pick[i]];
         plan_compose m = plan_compose_mode(&l->c, o->full_layers);
-        double tasks = 0;
-        l->sim_tasks = 0;
+        double tasks = 0, units = 0;
+        l->sim_tasks = l->sim_units = 0;
+        config c = l->c;
+        c.micro_batches = run_micro_batches(m, &l->c);
         for (int k2 = 0; k2 < (m == PLAN_TWO_LAYERS ? 2 : 1); k2++) {
-            double t = plan_task_estimate(&l->c, run_layers(m, k2, &l->c), full_replicas(&l->c));
-            tasks = fmax(tasks, t);
-            l->sim_tasks += t;
+            plan_sim_size z = plan_sim_estimate(&c, run_layers(m, k2, &l->c), full_replicas(&l->c));
+            tasks = fmax(tasks, z.tasks);
+            units = fmax(units, z.units);
+            l->sim_tasks += z.tasks;
+            l->sim_units += z.units;
         }
-        double bytes = tasks * PLAN_SIM_BYTES_PER_TASK, secs = tasks / PLAN_SIM_TASKS_PER_S;
+        double bytes = tasks * PLAN_SIM_BYTES_PER_TASK, secs = units / PLAN_SIM_UNITS_PER_S;
         if (mem > 0 && bytes > mem)
             snprintf(l->unsimulated, sizeof l->unsimulated,
                      "about %.3g tasks, ~%.0f GB: more than the %.0f GB a simulation has, this machine's %.0f GB over "

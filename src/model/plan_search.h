@@ -107,10 +107,12 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
 /* How c's simulations cover its layers (plan_compose): under ZeRO-1, L = 1
  * and L = 2 runs composed as T(L) = T(1) + (L-1)(T(2) - T(1)) (layers are
  * identical; the LM head and ZeRO-1's step-level collectives are not per
- * layer); at the other stages, loong sim --compose in each run, which finds
- * the layer count from which one more layer adds a constant and checks it
- * (docs/sim.md); every layer with full_layers, pipelines or micro-batches
- * (simulated whole) and recompute policies whose layers differ. */
+ * layer); at the other stages, with several micro-batches (a pipeline's:
+ * where they are more than their search costs) or dense leading blocks,
+ * loong sim --compose in each run, which finds the layer and micro-batch
+ * counts from which one more adds a constant and checks them
+ * (docs/sim.md); every layer with full_layers, and recompute policies
+ * whose layers differ at one micro-batch. */
 plan_compose plan_compose_mode(const config *c, bool full_layers);
 
 /* The mesh dimensions c's simulations run by symmetry (loong sim --fold):

@@ -121,7 +121,8 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     char how[160] = "";
     if (two || period)
         snprintf(how, sizeof how, " (%s%s%s)", two ? "ZeRO-1: 1- and 2-layer runs composed to L layers" : "",
-                 two && period ? "; " : "", period ? "other stages: loong sim --compose, from the layers' period" : "");
+                 two && period ? "; " : "",
+                 period ? "others: loong sim --compose, from the periods of layers and micro-batches" : "");
     fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
             n, n - feasible, feasible, rp->simulated, how);
     if (rp->docs && rp->draws > 1)
@@ -266,15 +267,17 @@ static int removed_causes(const plan_layout *ls, int n, int *example, int *count
 {
     char(*cls)[LOONG_ERRLEN] = xcalloc((size_t)n + 1, sizeof *cls, "the removed layouts");
     int *per = xcalloc((size_t)n + 1, sizeof *per, "the removed layouts"), causes = 0;
+    int *firsts = xcalloc((size_t)n + 1, sizeof *firsts, "the removed layouts"); /* each cause's first layout */
     for (int i = 0; i < n; i++) { /* per[first]: the layouts of a cause, on its first layout */
         if (!ls[i].removed) continue;
         reason_class(ls[i].reason, cls[i], sizeof cls[i]);
         int first = i;
-        for (int j = 0; j < i && first == i; j++)
-            if (ls[j].removed && !strcmp(cls[j], cls[i])) first = j;
-        causes += first == i;
+        for (int k = 0; k < causes && first == i; k++) /* the causes seen so far, not every layout: a few */
+            if (!strcmp(cls[firsts[k]], cls[i])) first = firsts[k];
+        if (first == i) firsts[causes++] = i;
         per[first]++;
     }
+    free(firsts);
     for (int k = 0; k < causes; k++) {
         int best = -1;
         for (int i = 0; i < n; i++)
