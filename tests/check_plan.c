@@ -729,7 +729,7 @@ START_TEST(task_estimate)
         ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
         dag *g = dag_build(&c, err);
         ck_assert_msg(g != NULL, "%s", err);
-        plan_sim_size est = plan_sim_estimate(&c, 0, false);
+        plan_sim_size est = plan_sim_estimate(&c, 0, false, 0);
         double n = dag_ntasks(g), u = units_of(g);
         printf("# task estimate, case %d: %.0f tasks and %.0f units against %.0f and %.0f built\n", i, est.tasks,
                est.units, n, u);
@@ -738,9 +738,21 @@ START_TEST(task_estimate)
         /* all-to-alls (Ulysses' heads, the experts' dispatch) weigh more than a task; without them a unit is a task */
         ck_assert(k[i].ph > 1 || k[i].ep > 1 ? u > n : u == n);
         ck_assert(fabs(plan_task_estimate(&c, 0, false) - est.tasks) <= 1e-9 * est.tasks);
-        plan_sim_size all = plan_sim_estimate(&c, 0, true);
+        plan_sim_size all = plan_sim_estimate(&c, 0, true, 0);
         ck_assert(fabs(all.tasks - est.tasks * c.dp) <= 1e-9 * est.tasks);
         ck_assert(fabs(all.units - est.units * c.dp) <= 1e-9 * est.units);
+        if (c.tp > 1) { /* TP ranks by symmetry: TP rank 0's tasks are built, 1/tp of them (they run alike) */
+            dag *f = dag_build_folded(&c, MESH_BIT(MESH_TP), err);
+            ck_assert_msg(f != NULL, "%s", err);
+            plan_sim_size fe = plan_sim_estimate(&c, 0, false, MESH_BIT(MESH_TP));
+            ck_assert_msg(dag_ntasks(f) * (uint32_t)c.tp == dag_ntasks(g), "case %d: %u folded x tp %d vs %u", i,
+                          dag_ntasks(f), c.tp, dag_ntasks(g));
+            ck_assert(dag_ntasks_whole(f) == dag_ntasks(g));
+            ck_assert_msg(fabs(fe.tasks - dag_ntasks(f)) <= 0.01 * dag_ntasks(f), "case %d: folded estimate %.0f", i,
+                          fe.tasks);
+            ck_assert_int_eq(dag_validate(f, err), 0);
+            dag_free(f);
+        }
         dag_free(g);
     }
 }

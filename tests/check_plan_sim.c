@@ -285,7 +285,7 @@ START_TEST(compose_micro_batches)
     snprintf(a[4], sizeof a[4],
              "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 2 --pp 4 --vpp 2 --schedule "
              "interleaved --micro-batches 48 --zero 1");
-    static const int first_mb[] = {3, 3, 3, 3, 12}, first_layer[] = {0, 2, 5, 0, 0};
+    static const int first_mb[] = {3, 3, 3, 6, 12}, first_layer[] = {0, 2, 5, 0, 0};
     for (int i = 0; i < 5; i++) {
         json_t *c = sim_json(a[i], true), *f = sim_json(a[i], false);
         double comp = num(c, "step_s"), full = num(f, "step_s"), xc = num(c, "exposed_mean_s"),
@@ -312,6 +312,67 @@ START_TEST(compose_micro_batches)
     const char *why = json_string_value(json_object_get(j, "no_micro_batch_period_why"));
     ck_assert_msg(why && strstr(why, "too few"), "%s", why ? why : "no reason");
     json_decref(j);
+    unlink(model);
+}
+END_TEST
+
+/* TP ranks by symmetry: loong sim builds only TP rank 0's tasks
+ * (dag_build_folded) unless a trace shows every rank; the two runs print
+ * the same summary, rank for rank, and the tasks of the whole step. */
+START_TEST(tp_folded_dag)
+{
+    const char *args = "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 4 --pp 2 "
+                       "--micro-batches 4 --zero 1 --dp 2 --tp-mode symmetric";
+    char whole[512];
+    snprintf(whole, sizeof whole, "%s --trace /tmp/loong-tp-folded-%d.json", args, (int)getpid());
+    json_t *f = sim_json(args, false), *w = sim_json(whole, false);
+    unlink(whole + strlen(args) + strlen(" --trace "));
+    ck_assert_msg(num(f, "step_s") == num(w, "step_s"), "step %.17g vs %.17g", num(f, "step_s"), num(w, "step_s"));
+    ck_assert(num(f, "exposed_mean_s") == num(w, "exposed_mean_s"));
+    ck_assert(json_integer_value(json_object_get(f, "tasks")) == json_integer_value(json_object_get(w, "tasks")));
+    json_t *rf = json_object_get(f, "ranks"), *rw = json_object_get(w, "ranks");
+    ck_assert_int_eq(json_array_size(rf), 32);
+    ck_assert(json_equal(rf, rw));
+    json_decref(f);
+    json_decref(w);
+}
+END_TEST
+
+/* A child's summary larger than a pipe holds (64 KiB: a row per rank, 1,024
+ * ranks here) comes back: the children write it to a file (sim_child.h),
+ * where a pipe made the child block writing while its parent waited. */
+START_TEST(compose_large_summary)
+{
+    char platform[64], args[512];
+    snprintf(platform, sizeof platform, "/tmp/loong-plan-sim-%d-128n.xml", (int)getpid());
+    run_result r = run_cmd(LOONG_BIN " topo --nodes 128 --gpus-per-node 8 --gpu h100 -o %s", platform);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const char *model = model_file(16);
+    snprintf(args, sizeof args,
+             LOONG_BIN " sim --platform %s --model %s --seq 8K --tp 8 --mesh 1x8 --strategy ring --pp 16 "
+                       "--micro-batches 72 --zero 1 --tp-mode symmetric --quiet --json %%s",
+             platform, model);
+    char full[600], comp[600], js[64];
+    snprintf(js, sizeof js, "/tmp/loong-plan-sim-%d-big.json", (int)getpid());
+    snprintf(full, sizeof full, args, js);
+    snprintf(comp, sizeof comp, args, "- --compose");
+    r = run_cmd("%s", full);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char *text = read_text(js);
+    ck_assert_msg(strlen(text) > 65536, "the summary is %zu bytes: not beyond a pipe's 64 KiB", strlen(text));
+    json_t *f = json_loads(text, 0, NULL);
+    free(text);
+    unlink(js);
+    r = run_cmd("%s", comp);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    json_t *c = json_loads(r.out, 0, NULL);
+    ck_assert(f && c);
+    ck_assert_msg(json_integer_value(json_object_get(c, "period_from_micro_batches")) > 0, "%s", r.out);
+    double a = num(f, "step_s"), b = num(c, "step_s");
+    ck_assert_msg(fabs(a - b) <= 1e-9 * a, "composed %.9f vs full %.9f", b, a);
+    json_decref(f);
+    json_decref(c);
+    unlink(platform);
     unlink(model);
 }
 END_TEST
@@ -573,6 +634,8 @@ int main(void)
     tcase_add_test(tc, sim_compose_flag);
     tcase_add_test(tc, compose_every_zero_stage);
     tcase_add_test(tc, compose_micro_batches);
+    tcase_add_test(tc, tp_folded_dag);
+    tcase_add_test(tc, compose_large_summary);
     tcase_add_test(tc, robust_columns);
     tcase_add_test(tc, show_reproduces_rows);
     tcase_add_test(tc, user_layout_simulated);

@@ -222,8 +222,7 @@ static void stop(void *user, int id)
         if (u->kids[i].id == id) kill(u->kids[i].ch.pid, SIGKILL); /* its own children die with it (sim_child_guard) */
 }
 
-/* A child's summary is a few hundred bytes, far below a pipe's buffer, so
- * it is read after the child exits. */
+/* A child's summary (a file: sim_child.h) is read after the child exits. */
 static int wait_one(void *user, int *id, int *rc, double *step, double *exposed, char why[LOONG_ERRLEN])
 {
     runner *u = user;
@@ -277,6 +276,7 @@ int plan_cli_search(const plan_args *a, plan_ctx *x, plan_search_out *out, char 
                                 .doc_dist = a->cc.doc_dist,
                                 .seed = seed,
                                 .w = &a->w,
+                                .tp_foldable = a->tp_foldable,
                                 .user = a->layout ? &x->user : NULL,
                                 .cb = x->cb,
                                 .spec = &x->spec};

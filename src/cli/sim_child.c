@@ -105,30 +105,36 @@ void sim_child_argv_free(char **argv)
     free(argv);
 }
 
+/* An unlinked temporary file, or -1: nothing to clean up, whatever happens. */
+static int scratch_file(void)
+{
+    char path[] = "/tmp/loong-sim-child-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) unlink(path);
+    return fd;
+}
+
 int sim_child_start(sim_child *ch, char *const argv[], char err[LOONG_ERRLEN])
 {
-    int fd[2];
-    char log[] = "/tmp/loong-sim-child-XXXXXX";
-    ch->out = ch->log = -1;
-    if (pipe(fd) < 0) {
-        snprintf(err, LOONG_ERRLEN, "cannot start loong sim: pipe: %s", strerror(errno));
+    /* The summary goes to a file, not a pipe: a child whose summary is
+     * larger than a pipe holds (64 KiB: the per-rank rows of thousands of
+     * ranks) would block writing it while its parent waits for it to exit. */
+    ch->out = scratch_file();
+    if (ch->out < 0) {
+        snprintf(err, LOONG_ERRLEN, "cannot start loong sim: a temporary file in /tmp: %s", strerror(errno));
         return -1;
     }
-    ch->log = mkstemp(log);
-    if (ch->log >= 0) unlink(log); /* nothing to clean up, whatever happens */
+    ch->log = scratch_file();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, ch->out, 1);
     if (ch->log >= 0) posix_spawn_file_actions_adddup2(&fa, ch->log, 2);
-    posix_spawn_file_actions_addclose(&fa, fd[0]);
     char parent[32]; /* the child dies with this process (sim_child_guard) */
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
     setenv(SIM_CHILD_ENV, parent, 1);
     int rc = posix_spawn(&ch->pid, "/proc/self/exe", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    ch->out = fd[0];
     if (rc) {
         snprintf(err, LOONG_ERRLEN, "cannot start loong sim: %s", strerror(rc));
         close(ch->out);
@@ -166,7 +172,7 @@ static void first_line(int fd, char *line, size_t len)
 
 int sim_child_finish(sim_child *ch, int status, const char *what, sim_child_result *res, char err[LOONG_ERRLEN])
 {
-    char *out = slurp(ch->out);
+    char *out = lseek(ch->out, 0, SEEK_SET) == 0 ? slurp(ch->out) : xstrdup("", "a loong sim summary");
     int rc = 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) {
         char line[200];

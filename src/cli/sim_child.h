@@ -3,8 +3,10 @@
  * once per process, so every command that needs several simulations
  * (`loong plan`, `loong sim --compose`) runs each one as this program
  * again. A child prints its JSON summary on its standard output (`--json
- * -`), which the parent reads from a pipe: no file is written, and no
- * output path (least of all /dev/null) is handed to the child.
+ * -`), an unlinked temporary file that the parent reads once the child has
+ * exited (a pipe would block a child whose summary outgrows it while the
+ * parent waits): no named file is written, and no output path (least of
+ * all /dev/null) is handed to the child.
  *
  * Layer: cli (may use every library).
  */
@@ -36,8 +38,9 @@ void sim_child_argv_free(char **argv);
  * (--json=-, --quiet, --links=0): the same prediction on stdout. Malloc'd. */
 char *sim_child_command(char *const argv[]);
 
-/* A running child: its pid, the read end of its standard output and its
- * standard error (an unlinked temporary file, read back on failure). */
+/* A running child: its pid, its standard output and its standard error
+ * (unlinked temporary files: the summary, read back when it has exited;
+ * the log, read back on failure). */
 typedef struct sim_child {
     pid_t pid;
     int out, log;

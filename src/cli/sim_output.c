@@ -129,8 +129,8 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     char desc[256];
     config_describe(dag_config(g), desc, sizeof desc);
     fprintf(f, "# loong sim: %s\n", desc);
-    fprintf(f, "# platform %s: %d %s GPUs, %d per node; %u tasks\n", a->platform, sim_platform_gpus(pf),
-            sim_platform_kind(pf), sim_platform_gpus_per_node(pf), dag_ntasks(g));
+    fprintf(f, "# platform %s: %d %s GPUs, %d per node; %llu tasks\n", a->platform, sim_platform_gpus(pf),
+            sim_platform_kind(pf), sim_platform_gpus_per_node(pf), (unsigned long long)dag_ntasks_whole(g));
     const config *c = dag_config(g);
     if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
@@ -178,8 +178,8 @@ static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb
     double sum[2] = {0, 0}, mx[2] = {0, 0};
     json_t *ranks = json_array();
     for (int r = 0; r < P; r++) {
-        rank_timeline tl;
-        timeline_rank(g, res->start, res->dur, r, res->makespan, &tl);
+        rank_timeline tl; /* a folded DAG's unbuilt rank: its representative's */
+        timeline_rank(g, res->start, res->dur, dag_rank_source(g, r), res->makespan, &tl);
         double v[2] = {tl.busy, tl.exposed};
         for (int k = 0; k < 2; k++) {
             sum[k] += v[k];
@@ -189,12 +189,12 @@ static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb
                                                "exposed_s", tl.exposed));
     }
     double T = res->makespan, tokens = config_step_tokens(c);
-    json_t *j =
-        json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:I, s:i, s:f}", "config", config_to_json(c),
-                  "step_s", T, "tokens_per_s_per_gpu", T > 0 ? tokens / (T * P) : 0, "mfu_pct",
-                  100 * stats_mfu(c, T, calib_peak(cb)), "busy_mean_s", sum[0] / P, "busy_max_s", mx[0],
-                  "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1], "memory_bytes", simout_json_memory(c), "ranks",
-                  ranks, "tasks", (json_int_t)dag_ntasks(g), "layers", c->model.layers, "sim_wall_s", res->wall_s);
+    json_t *j = json_pack("{s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:I, s:i, s:f}", "config",
+                          config_to_json(c), "step_s", T, "tokens_per_s_per_gpu", T > 0 ? tokens / (T * P) : 0,
+                          "mfu_pct", 100 * stats_mfu(c, T, calib_peak(cb)), "busy_mean_s", sum[0] / P, "busy_max_s",
+                          mx[0], "exposed_mean_s", sum[1] / P, "exposed_max_s", mx[1], "memory_bytes",
+                          simout_json_memory(c), "ranks", ranks, "tasks", (json_int_t)dag_ntasks_whole(g), "layers",
+                          c->model.layers, "sim_wall_s", res->wall_s);
     if (!j) xalloc_die(0, "the JSON summary");
     return j;
 }

@@ -434,19 +434,29 @@ static void build_rank(builder *b)
     }
 }
 
-dag *dag_build(const config *c, char err[LOONG_ERRLEN])
+dag *dag_build(const config *c, char err[LOONG_ERRLEN]) { return dag_build_folded(c, 0, err); }
+
+dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN])
 {
     if (config_validate(c, err) < 0) return NULL;
+    if (folded & ~MESH_BIT(MESH_TP)) {
+        snprintf(err, LOONG_ERRLEN, "internal: a DAG folds tp only, not the dimensions 0x%x", folded);
+        return NULL;
+    }
     builder *b = bt_new(c);
-    int ranks = config_ranks(c);
-    for (int r = 0; r < ranks; r++) {
+    bt_fold(b, folded);
+    mesh m = config_mesh(c);
+    int ranks = config_ranks(c), built = ranks / mesh_group_size(&m, folded);
+    for (int r = 0, first = 1; r < ranks; r++) {
+        if (folded && mesh_fold(&m, folded, r) != r) continue; /* its representative's tasks stand for it */
         bt_start_rank(b, r);
         build_rank(b);
-        /* ranks run near-identical programs: size the arrays once from rank 0 */
-        if (r == 0 && ranks > 1 && bt_reserve(b, ranks, err) < 0) {
+        /* ranks run near-identical programs: size the arrays once from the first */
+        if (first && built > 1 && bt_reserve(b, built, err) < 0) {
             bt_abort(b);
             return NULL;
         }
+        first = 0;
     }
     return bt_finish(b, err);
 }

@@ -74,8 +74,10 @@ struct dag {
     uint32_t nmembers, mcap;
     group_rec *groups;
     uint32_t ngroups, gcap;
-    uint32_t *sidx; /* task ids grouped by (rank, stream) */
-    uint32_t *soff; /* ranks*STREAM_COUNT + 1 offsets into sidx */
+    uint32_t *sidx;   /* task ids grouped by (rank, stream) */
+    uint32_t *soff;   /* ranks*STREAM_COUNT + 1 offsets into sidx */
+    mesh_dims folded; /* dimensions whose ranks other than coordinate 0 were not built (dag_build_folded) */
+    mesh mesh;        /* config_mesh(&cfg), when folded */
 };
 
 /* Grow *p (element size sz) to hold at least need elements. */
@@ -548,6 +550,21 @@ void dag_group_replicas(const dag *g, uint32_t gid, int *stride, int *count)
 }
 
 int dag_group_stream(const dag *g, uint32_t gid) { return g->groups[gid].stream; }
+
+mesh_dims dag_folded(const dag *g) { return g->folded; }
+
+uint64_t dag_ntasks_whole(const dag *g)
+{
+    return (uint64_t)g->n * (uint64_t)(g->folded ? mesh_group_size(&g->mesh, g->folded) : 1);
+}
+
+void bt_fold(builder *b, mesh_dims folded)
+{
+    b->g->folded = folded;
+    b->g->mesh = config_mesh(&b->g->cfg);
+}
+
+int dag_rank_source(const dag *g, int r) { return g->folded ? mesh_fold(&g->mesh, g->folded, r) : r; }
 
 const uint32_t *dag_stream_tasks(const dag *g, int rank, int stream, uint32_t *n)
 {

@@ -232,6 +232,21 @@ static inline int dag_gemm_groups(const dag_task *t) { return t->kind == TASK_GE
 /* Build the DAG of a validated config. Returns NULL with a message on
  * failure (out of memory, or an internal inconsistency). */
 dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
+/* dag_build with the ranks of the `folded` dimensions (MESH_BIT(MESH_TP)
+ * or 0) other than coordinate 0 left unbuilt: a simulation that runs TP
+ * ranks by symmetry (sim.h) needs only TP rank 0's program of each group,
+ * 1/tp of the tasks. The unbuilt ranks have no tasks; dag_rank_source
+ * names the rank whose tasks stand for theirs; collective instances hold
+ * their built members only. */
+dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN]);
+/* The dimensions a DAG was built folded in (0: every rank built). */
+mesh_dims dag_folded(const dag *g);
+/* The tasks of every rank, the unbuilt ones' included: dag_ntasks times the
+ * folded groups' size (their ranks run the same program). */
+uint64_t dag_ntasks_whole(const dag *g);
+/* The rank whose tasks are rank r's: r, or in a folded DAG its
+ * representative (coordinate 0 in the folded dimensions). */
+int dag_rank_source(const dag *g, int r);
 void dag_free(dag *g);
 
 const config *dag_config(const dag *g);

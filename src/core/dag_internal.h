@@ -75,6 +75,8 @@ typedef struct builder builder;
 
 /* A builder for the DAG of validated config c (exits 2 on out of memory). */
 builder *bt_new(const config *c);
+/* Record that only the ranks with coordinate 0 in `folded` are built (dag_folded). */
+void bt_fold(builder *b, mesh_dims folded);
 /* Start the program of `rank`: forget the previous rank's buffer state. */
 void bt_start_rank(builder *b, int rank);
 /* The micro-batch of the tasks begun from now on (0 at each rank's start):

@@ -201,8 +201,8 @@ int pipe_peak_layers_in_flight(const config *c, int stage) { return peak_alive(c
 
 void pipe_mb_lattice(const config *c, int *first, int *stride)
 {
-    bool groups = c->pp > 1 && c->schedule == SCHED_INTERLEAVED;
-    *first = *stride = groups ? c->pp : 1;
+    *first = c->pp;
+    *stride = c->pp > 1 && c->schedule == SCHED_INTERLEAVED ? c->pp : 1;
 }
 
 int pipe_mb_search_cost(const config *c)

@@ -107,11 +107,12 @@ int pipe_peak_in_flight(const config *c, int stage);
  * pipe_chunk_layers but where a slot shortens a chunk. */
 int pipe_peak_layers_in_flight(const config *c, int stage);
 
-/* The micro-batch counts over which a step's time grows by a constant, the
- * slowest stage's pace: from *first in steps of *stride. One stage runs its
- * micro-batches back to back, and 1F1B and GPipe add one slot of the
- * slowest stage per micro-batch below pp as above it (1, 1: measured,
- * docs/sim.md); the interleaved schedule runs them in groups of pp (pp,
+/* The micro-batch counts over which a step's time grows by a constant once
+ * the schedule runs steadily: from *first in steps of *stride. One stage
+ * runs its micro-batches back to back (1, 1); 1F1B and GPipe reach their
+ * steady state at pp micro-batches, below which the warm-up is cut short
+ * and the increments wander (0.5 % on a communication-bound pp 16: docs/
+ * sim.md) (pp, 1); the interleaved schedule runs them in groups of pp (pp,
  * pp). What composing a step over its micro-batches walks (loong sim
  * --compose), checking that the increments agree. */
 void pipe_mb_lattice(const config *c, int *first, int *stride);

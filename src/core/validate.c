@@ -97,9 +97,11 @@ static int check_collectives(const dag *g, char err[LOONG_ERRLEN])
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         const dag_task *t = dag_task_get(g, i);
         if (!task_is_collective(t) || t->match != i) continue;
-        int gn;
-        dag_group(g, t->group, &gn);
-        if (off[i + 1] - off[i] != (uint32_t)gn) rc = bad(err, g, i, "collective instance lacks group members");
+        int gn, built = 0;
+        const int32_t *mem = dag_group(g, t->group, &gn);
+        for (int k = 0; k < gn; k++) /* a folded DAG's unbuilt members take part by symmetry */
+            built += dag_rank_source(g, mem[k]) == mem[k];
+        if (off[i + 1] - off[i] != (uint32_t)built) rc = bad(err, g, i, "collective instance lacks group members");
         for (uint32_t k = off[i]; k < off[i + 1] && rc == 0; k++) {
             int r = dag_task_get(g, ids[k])->rank;
             if (stamp[r] == i) rc = bad(err, g, ids[k], "rank appears twice in one collective instance");

@@ -277,7 +277,7 @@ static double a2a_units(const dag *g, const dag_task *t)
  * the model's experts: a dense leading block (first_k_dense_replace, which
  * would not fit in so few layers) has fewer tasks, so the estimate errs
  * high. */
-static plan_sim_size size_of(const config *c, int per, int m)
+static plan_sim_size size_of(const config *c, int per, int m, mesh_dims folded)
 {
     config s = *c;
     s.model.layers = per * c->pp * c->vpp;
@@ -287,7 +287,7 @@ static plan_sim_size size_of(const config *c, int per, int m)
     s.micro_batches = m;
     recompute_clamp_layers(&s);
     char err[LOONG_ERRLEN];
-    dag *g = config_validate(&s, err) == 0 ? dag_build(&s, err) : NULL;
+    dag *g = config_validate(&s, err) == 0 ? dag_build_folded(&s, folded, err) : NULL;
     if (!g) return (plan_sim_size){NAN, NAN};
     plan_sim_size z = {dag_ntasks(g), dag_ntasks(g)};
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
@@ -305,12 +305,13 @@ static double bilinear(double n11, double n21, double n12, double n22, double l,
     return n11 + l * (n21 - n11) + m * (n12 - n11) + l * m * (n22 - n21 - n12 + n11);
 }
 
-plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp)
+plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp, mesh_dims folded)
 {
+    folded &= MESH_BIT(MESH_TP); /* the replicas are never in a DAG */
     int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
     bool mb = c->micro_batches > m0; /* else the micro-batch terms are not needed (and ZeRO-2/3 refuse them) */
-    plan_sim_size n11 = size_of(c, 1, m0), n21 = size_of(c, 2, m0), n12 = mb ? size_of(c, 1, 2 * m0) : n11,
-                  n22 = mb ? size_of(c, 2, 2 * m0) : n21;
+    plan_sim_size n11 = size_of(c, 1, m0, folded), n21 = size_of(c, 2, m0, folded),
+                  n12 = mb ? size_of(c, 1, 2 * m0, folded) : n11, n22 = mb ? size_of(c, 2, 2 * m0, folded) : n21;
     if (isnan(n11.tasks + n21.tasks + n12.tasks + n22.tasks)) return (plan_sim_size){INFINITY, INFINITY};
     double l = (double)(layers > 0 ? layers : c->model.layers) / chunks - 1, m = (double)c->micro_batches / m0 - 1;
     double reps = full_dp ? c->dp : 1;
@@ -320,7 +321,7 @@ plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp)
 
 double plan_task_estimate(const config *c, int layers, bool full_dp)
 {
-    return plan_sim_estimate(c, layers, full_dp).tasks;
+    return plan_sim_estimate(c, layers, full_dp, 0).tasks;
 }
 
 double plan_step(const plan_layout *l) { return l->sim_step >= 0 ? l->sim_step : l->an.step; }

@@ -102,9 +102,11 @@ typedef struct plan_sim_size {
  * the model's), estimated from DAGs of one and two layers per stage chunk
  * by the fewest and twice the fewest micro-batches its schedule takes (both
  * grow linearly in each), times the replicas when they are simulated in
- * full (`full_dp`). INFINITY in both when those small DAGs cannot be built. */
-plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp);
-/* plan_sim_estimate's tasks. */
+ * full (`full_dp`), built with the TP ranks `folded` as loong sim builds
+ * them (dag_build_folded: TP rank 0's tasks only). INFINITY in both when
+ * those small DAGs cannot be built. */
+plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp, mesh_dims folded);
+/* plan_sim_estimate's tasks, every rank built. */
 double plan_task_estimate(const config *c, int layers, bool full_dp);
 
 /* A mesh dimension the plan searches rather than fixes (plan_request.degree). */

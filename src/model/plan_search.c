@@ -359,7 +359,8 @@ static int simulable(const plan_search_opts *o, const plan_runner *r, plan_layou
         config c = l->c;
         c.micro_batches = run_micro_batches(m, &l->c);
         for (int k2 = 0; k2 < (m == PLAN_TWO_LAYERS ? 2 : 1); k2++) {
-            plan_sim_size z = plan_sim_estimate(&c, run_layers(m, k2, &l->c), full_replicas(&l->c));
+            plan_sim_size z = plan_sim_estimate(&c, run_layers(m, k2, &l->c), full_replicas(&l->c),
+                                                plan_fold(&l->c, o->tp_foldable, o->w && whatif_any(o->w)));
             tasks = fmax(tasks, z.tasks);
             units = fmax(units, z.units);
             l->sim_tasks += z.tasks;

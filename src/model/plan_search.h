@@ -78,6 +78,7 @@ typedef struct plan_search_opts {
     const char *doc_dist; /* the length histogram they are drawn from, or NULL */
     uint64_t seed;        /* draw d uses seed + d */
     const whatif *w;      /* the perturbations every simulation runs under */
+    bool tp_foldable;     /* the platform lets TP ranks run by symmetry (plan_fold) */
     const config *user;   /* --layout's, scored beside the search, or NULL */
     const calib *cb;
     const platform_spec *spec;

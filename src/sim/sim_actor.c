@@ -45,7 +45,8 @@ static void progress(sim_state *S, uint32_t k)
     if (now - S->last_report < 2.0) return;
     S->last_report = now;
     uint64_t n = (uint64_t)dag_ntasks(S->g) * (uint64_t)S->reps;
-    if (S->folded & MESH_BIT(MESH_TP)) n /= (uint64_t)S->c->tp; /* TP rank 0's tasks run */
+    if ((S->folded & MESH_BIT(MESH_TP)) && !(dag_folded(S->g) & MESH_BIT(MESH_TP)))
+        n /= (uint64_t)S->c->tp; /* TP rank 0's tasks run (a folded DAG holds only theirs) */
     fprintf(stderr, "loong sim: %llu of %llu tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
             (unsigned long long)S->completed, (unsigned long long)n, 100.0 * (double)S->completed / (double)n,
             simgrid_get_clock(), now - S->wall0);
@@ -444,6 +445,12 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     const config *c = dag_config(g);
     folded = unfold_perturbed(sim_platform_faults(pf), c, folded);
     bool every_replica = !(folded & MESH_BIT(MESH_DP)), tp_symmetric = folded & MESH_BIT(MESH_TP);
+    if (dag_folded(g) & ~folded) {
+        snprintf(err, LOONG_ERRLEN,
+                 "the DAG holds TP rank 0's tasks only (built folded), and the TP ranks are not folded here: build it "
+                 "whole (dag_build)");
+        return -1;
+    }
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
     uint32_t n = dag_ntasks(g);
     int P = config_ranks(c);

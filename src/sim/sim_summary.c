@@ -99,9 +99,13 @@ int sim_summary_write(FILE *f, const dag *g, const calib *cb, const sim_result *
     int P = config_ranks(c);
     double T = res->makespan;
     rank_time *rt = xcalloc((size_t)P, sizeof *rt, "the summary's ranks");
-    for (int r = 0; r < P; r++)
-        rt[r] = time_of_rank(g, res, r);
     rank_flops(g, rt);
+    for (int r = 0; r < P; r++) { /* the built ranks (every one, unless the DAG was built folded) */
+        double flops = rt[r].flops;
+        if (dag_rank_source(g, r) == r) rt[r] = time_of_rank(g, res, r), rt[r].flops = flops;
+    }
+    for (int r = 0; r < P; r++) /* a folded DAG's unbuilt rank: its representative's, which ran for it */
+        rt[r] = rt[dag_rank_source(g, r)];
     /* every replica's tokens and FLOPs on all its GPUs: the same ratios as one replica's */
     double tokens = config_step_tokens(c) * c->dp;
     int world = config_world(c);
