@@ -8,8 +8,6 @@
 #include <string.h>
 
 #include "core/afile.h"
-#include "core/pipeline.h"
-#include "core/recompute.h"
 #include "core/xalloc.h"
 #include "model/calib.h"
 #include "core/stats.h"
@@ -54,8 +52,9 @@ static void sim_usage(FILE *f)
             "                        increments, checked 3 layers on); T(L) = T(k) + (L-k)(T(k) - T(k-1));\n"
             "                        if the search would simulate more layers than L: all L. Leading\n"
             "                        dense blocks (first_k_dense_replace) are kept in every run. With\n"
-            "                        --micro-batches M (no pipeline), the same over micro-batches: 1, 2,\n"
-            "                        3 until two increments agree, checked 2 on. Scope step\n"
+            "                        --micro-batches M, the same over micro-batches: 1, 2, 3 (with a\n"
+            "                        pipeline from pp on; interleaved pp, 2 pp, ...) until two increments\n"
+            "                        agree, checked 2 on; a pipeline's layers all run. Scope step\n"
             "  --fold DIMS           mesh dimensions simulated by symmetry, comma-separated, or none:\n"
             "                        dp: one replica, the others copied (replicas of whole nodes; the\n"
             "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"

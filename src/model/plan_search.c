@@ -55,14 +55,19 @@ static int run_layers(plan_compose m, int k, const config *c)
     return layers && 2 * d + 3 < L ? 2 * d + 3 : L;
 }
 
-/* The micro-batches a layout's run simulates in all: loong sim --compose's
- * search over them when it finds their period at once (pipe_mb_search_cost:
- * 1, 2, 3 and 5 of them without a pipeline), or the step's m (a search that
- * finds none then simulates them all, which --sim-timeout bounds). */
-static int run_micro_batches(plan_compose m, const config *c)
+/* The micro-batch counts a layout's run simulates, one child each: under
+ * loong sim --compose with more micro-batches than their search costs,
+ * the search's points when it finds the period at once (pipe_mb_lattice:
+ * first, + s, + 2 s, checked at + 4 s); else the step's m (a search that
+ * finds none then simulates them all, which --sim-timeout bounds).
+ * Returns how many, into pts. */
+static int run_micro_batches(plan_compose m, const config *c, int pts[4])
 {
-    int cost = pipe_mb_search_cost(c);
-    return m == PLAN_PERIOD && c->micro_batches > cost ? cost : c->micro_batches;
+    if (m != PLAN_PERIOD || c->micro_batches <= pipe_mb_search_cost(c)) return pts[0] = c->micro_batches, 1;
+    int f, s;
+    pipe_mb_lattice(c, &f, &s);
+    pts[0] = f, pts[1] = f + s, pts[2] = f + 2 * s, pts[3] = f + 4 * s;
+    return 4;
 }
 
 /* The replicas are simulated in full when smaller than a node (the CLI's
@@ -357,14 +362,19 @@ static int simulable(const plan_search_opts *o, const plan_runner *r, plan_layou
         double tasks = 0, units = 0;
         l->sim_tasks = l->sim_units = 0;
         config c = l->c;
-        c.micro_batches = run_micro_batches(m, &l->c);
+        int pts[4], np = run_micro_batches(m, &l->c, pts);
+        mesh_dims folded = plan_fold(&l->c, o->tp_foldable, o->w && whatif_any(o->w));
         for (int k2 = 0; k2 < (m == PLAN_TWO_LAYERS ? 2 : 1); k2++) {
-            plan_sim_size z = plan_sim_estimate(&c, run_layers(m, k2, &l->c), full_replicas(&l->c),
-                                                plan_fold(&l->c, o->tp_foldable, o->w && whatif_any(o->w)));
-            tasks = fmax(tasks, z.tasks);
-            units = fmax(units, z.units);
-            l->sim_tasks += z.tasks;
-            l->sim_units += z.units;
+            double run_units = 0; /* a run's children simulate one after the other; each holds its own DAG */
+            for (int j = 0; j < np; j++) {
+                c.micro_batches = pts[j];
+                plan_sim_size z = plan_sim_estimate(&c, run_layers(m, k2, &l->c), full_replicas(&l->c), folded);
+                tasks = fmax(tasks, z.tasks);
+                run_units += z.units;
+                l->sim_tasks += z.tasks;
+                l->sim_units += z.units;
+            }
+            units = fmax(units, run_units);
         }
         double bytes = tasks * PLAN_SIM_BYTES_PER_TASK, secs = units / PLAN_SIM_UNITS_PER_S;
         if (mem > 0 && bytes > mem)
