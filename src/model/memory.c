@@ -190,15 +190,13 @@ void memory_reserve_factor(memory_estimate *e, double factor)
 /* The group of `rank` over dims spans more than one node. */
 static bool across_nodes(const config *c, const mesh *m, mesh_dims dims, int rank)
 {
-    int n = mesh_group_size(m, dims);
-    int *mem = malloc((size_t)n * sizeof *mem);
-    if (!mem) abort();
-    mesh_group_members(m, dims, mesh_group_id(m, dims, rank), mem);
-    bool across = false;
+    /* member by member (mesh_unfold), stopping at the first on another
+     * node: a gradient group has thousands, and every layout asks */
+    int n = mesh_group_size(m, dims), rep = mesh_fold(m, dims, rank),
+        node = config_node(c, mesh_unfold(m, dims, rep, 0));
     for (int i = 1; i < n; i++)
-        across |= config_node(c, mem[i]) != config_node(c, mem[0]);
-    free(mem);
-    return across;
+        if (config_node(c, mesh_unfold(m, dims, rep, i)) != node) return true;
+    return false;
 }
 
 /* p2p bytes to the distinct neighbours k = +-1 (and +-w for the outer
