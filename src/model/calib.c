@@ -182,14 +182,24 @@ double calib_t0(const calib *cb, int kind) { return kind >= 0 && kind < NKINDS ?
 
 /* The layout whose rows time `layout`: its own, else any's (fp8: its own
  * only); -1: none. */
-static int rows_for(const calib *cb, int layout)
+static int rows_for(const calib *cb, int layout) { return cb->shape_set[layout]; }
+
+void calib_index_shapes(calib *cb)
 {
-    bool own = false, any = false;
-    for (int i = 0; i < cb->nshape; i++) {
-        own |= cb->shape[i].layout == layout;
-        any |= cb->shape[i].layout == GEMM_ANY;
+    bool own[GEMM_LAYOUTS] = {false};
+    for (int i = 0; i < cb->nshape; i++)
+        own[cb->shape[i].layout] = true;
+    for (int l = 0; l < GEMM_LAYOUTS; l++) {
+        cb->shape_set[l] = own[l] ? l : own[GEMM_ANY] && l != GEMM_FP8 ? GEMM_ANY : -1;
+        for (int a = 0; a < 3; a++)
+            cb->shape_lo[l][a] = INFINITY, cb->shape_hi[l][a] = -INFINITY;
     }
-    return own ? layout : any && layout != GEMM_FP8 ? GEMM_ANY : -1;
+    for (int i = 0; i < cb->nshape; i++) /* each layout's own rows' range: a set's is its layout's */
+        for (int a = 0; a < 3; a++) {
+            int l = cb->shape[i].layout;
+            cb->shape_lo[l][a] = fmin(cb->shape_lo[l][a], cb->shape[i].lg[a]);
+            cb->shape_hi[l][a] = fmax(cb->shape_hi[l][a], cb->shape[i].lg[a]);
+        }
 }
 
 /* Whether the table has a bf16 `gemm shape` row (not fp8). */
@@ -207,15 +217,9 @@ double calib_gemm_eff(const calib *cb, int layout, double m, double n, double k)
 {
     int set = layout >= 0 && layout < GEMM_LAYOUTS ? rows_for(cb, layout) : -1;
     if (set < 0 || !(m >= 1 && n >= 1 && k >= 1)) return -1;
-    double q[3] = {log2(m), log2(n), log2(k)}, lo[3] = {INFINITY, INFINITY, INFINITY},
-           hi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    for (int i = 0; i < cb->nshape; i++)
-        for (int a = 0; a < 3 && cb->shape[i].layout == set; a++) {
-            lo[a] = fmin(lo[a], cb->shape[i].lg[a]);
-            hi[a] = fmax(hi[a], cb->shape[i].lg[a]);
-        }
+    double q[3] = {log2(m), log2(n), log2(k)};
     for (int a = 0; a < 3; a++) /* flat beyond the measured range */
-        q[a] = fmin(fmax(q[a], lo[a]), hi[a]);
+        q[a] = fmin(fmax(q[a], cb->shape_lo[set][a]), cb->shape_hi[set][a]);
     double sw = 0, swe = 0;
     for (int i = 0; i < cb->nshape; i++) {
         const gemm_shape *g = &cb->shape[i];

@@ -258,6 +258,7 @@ static int gemm_shape_put(calib *cb, int layout, const uint64_t dim[3], double e
         g->lg[a] = log2((double)dim[a]);
     }
     g->eff = eff;
+    calib_index_shapes(cb); /* a setter after parsing changes the rows too */
     return 0;
 }
 
@@ -384,6 +385,7 @@ calib *calib_parse(const char *text, const char *name, char err[LOONG_ERRLEN])
         calib_free(cb);
         return NULL;
     }
+    calib_index_shapes(cb);
     return cb;
 }
 
@@ -447,7 +449,7 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
     r->set = true;
     r->t0 = t0;
     r->rate = rate;
-    if (kind == TASK_GEMM) cb->nshape = 0; /* the line is now the whole GEMM model */
+    if (kind == TASK_GEMM) cb->nshape = 0, calib_index_shapes(cb); /* the line is now the whole GEMM model */
     return 0;
 }
 

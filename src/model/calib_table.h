@@ -54,7 +54,15 @@ struct calib {
     int nshape, shapecap;
     row bw;         /* the 'membw' rows as a curve over bytes: fraction of mem_bw, bytes increasing */
     unsigned given; /* while parsing: header lines seen (HDR_*), each allowed once */
+    /* the 'gemm shape' rows indexed once parsed (calib_index_shapes): per
+     * layout, the layout whose rows time it (-1: none), and the range of
+     * those rows in log2 M, N, K */
+    int shape_set[GEMM_LAYOUTS];
+    double shape_lo[GEMM_LAYOUTS][3], shape_hi[GEMM_LAYOUTS][3];
 };
+
+/* Fill cb's shape index from its rows (calib_parse, once the table is read). */
+void calib_index_shapes(calib *cb);
 
 #define memory_bound calib_memory_bound
 
