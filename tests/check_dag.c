@@ -215,6 +215,87 @@ START_TEST(moe_closed_forms)
 }
 END_TEST
 
+/* Expert TP below TP (Megatron's MoE parallel folding, --expert-tp):
+ * the expert layers number a stage's ranks g = e + etp (j + ep d) where
+ * attention numbers them g = t + tp i, so with u = t / etp + (tp / etp) i
+ * an EP group is ep consecutive u at one e = t mod etp. Checked: every EP
+ * group (its replicas' members included) holds ep ranks of one e, EP
+ * ranks 0 .. ep-1 in member order, consecutive u; the groups cover each
+ * (rank, replica) once; balanced dispatch bytes R (ep-1)/ep rows of
+ * hidden, R = (T/tp) k; the experts' GEMM FLOPs over all ranks of a
+ * replica 6 L P T k hidden F (each routed row once, at full width F: the
+ * rows gathered over etp, the width split by it); expert-TP collectives
+ * over etp ranks (none at etp 1); the expert-data-parallel group of
+ * tp P dp / (etp ep) ranks; and ep etp ranks holding every expert's
+ * weights once. */
+START_TEST(moe_expert_tp)
+{
+    static const struct {
+        const char *model;
+        int ph, ps, tp, etp, ep, dp;
+    } cases[] = {{"tiny-moe", 2, 2, 2, 1, 8, 1},
+                 {"tiny-moe", 2, 2, 2, 1, 4, 1},
+                 {"tiny-moe", 1, 2, 2, 1, 8, 4},
+                 {"mixtral-8x7b", 1, 2, 4, 2, 4, 1},
+                 {"mixtral-8x7b", 1, 2, 4, 1, 2, 2}};
+    const int i = _i;
+    config c = tcfg(cases[i].model, 4 * K, "loongtrain", cases[i].ph, cases[i].ps, cases[i].ps, SCOPE_STEP);
+    c.model.layers = 2;
+    c.tp = cases[i].tp, c.etp = cases[i].etp, c.ep = cases[i].ep, c.dp = cases[i].dp, c.zero = 0;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    ck_assert(config_ep_spans_tp(&c));
+    dag *g = tbuild(&c);
+    const model *m = &c.model;
+    mesh msh = config_mesh(&c);
+    int P = config_cp(&c), tp = c.tp, etp = c.etp, ep = c.ep, world = config_ranks(&c) * c.dp;
+    uint64_t T = c.seq / (uint64_t)P, R = T / (uint64_t)tp * (uint64_t)m->top_k, hid = (uint64_t)m->hidden;
+    uint64_t F = (uint64_t)m->expert_ffn, L = (uint64_t)m->layers, expert_flops = 0;
+    int *covered = calloc((size_t)world, sizeof *covered);
+    for (uint32_t id = 0; id < dag_ntasks(g); id++) {
+        const dag_task *t = dag_task_get(g, id);
+        if (t->op == OP_EXPERT_GATE || t->op == OP_EXPERT_UP || t->op == OP_EXPERT_DOWN)
+            expert_flops += t->phase == PHASE_FWD ? t->flops : 0;
+        if (t->op == OP_TP_EXPERT) {
+            int n;
+            dag_group(g, t->group, &n);
+            ck_assert_int_eq(n, etp);
+        }
+        if (t->stream == STREAM_EP_GRAD) {
+            int n, stride, count;
+            dag_group(g, t->group, &n);
+            dag_group_replicas(g, t->group, &stride, &count);
+            ck_assert_int_eq(n * (count ? count : c.dp), tp * P * c.dp / (etp * ep));
+        }
+        if (t->stream != STREAM_EP || t->op != OP_EP_DISPATCH || t->phase != PHASE_FWD || t->layer != 0) continue;
+        ck_assert_uint_eq(t->bytes, R * (uint64_t)(ep - 1) / (uint64_t)ep * hid * 2);
+        int n, stride, count;
+        const int32_t *mem = dag_group(g, t->group, &n);
+        dag_group_replicas(g, t->group, &stride, &count);
+        int reps = count ? count : 1, base = mesh_group_index(&msh, MESH_DIMS_DP, t->rank) / reps * reps, prev = -1;
+        ck_assert_int_eq(n * reps, ep);
+        for (int r = 0; r < reps; r++)
+            for (int j = 0; j < n; j++) {
+                int gr = mesh_unfold(&msh, MESH_DIMS_DP, mem[j], base + r * (count ? stride : 0));
+                int tr = mesh_group_index(&msh, CONFIG_TP_DIMS, gr);
+                int u = tr / etp + tp / etp * mesh_group_index(&msh, CONFIG_GRAD_DIMS, gr);
+                ck_assert_int_eq(tr % etp, mesh_group_index(&msh, CONFIG_TP_DIMS, t->rank) % etp);
+                ck_assert_int_eq(config_ep_rank(&c, gr), r * n + j);
+                ck_assert(prev < 0 || u == prev + 1);
+                prev = u;
+                if (mem[0] == t->rank) covered[gr]++; /* once per group: its first member's task */
+            }
+    }
+    for (int r = 0; r < world; r++) /* the DAG's replica 0 and the replicas its groups span */
+        ck_assert_int_le(covered[r], 1);
+    ck_assert_uint_eq(expert_flops, L * 3 * 2 * (uint64_t)P * T * (uint64_t)m->top_k * hid * F);
+    ck_assert_uint_eq((uint64_t)ep * (uint64_t)etp * config_ep_expert_params(&c), (uint64_t)m->experts * 3 * hid * F);
+    ck_assert_int_eq(config_edp(&c), tp * P * c.dp / (etp * ep));
+    free(covered);
+    dag_free(g);
+}
+END_TEST
+
 /* A capacity factor C (Megatron's --moe-expert-capacity-factor): each
  * expert takes at most ceil(C R / E) of a rank's R routed rows, so under
  * zipf:1 (E = 8, top-2) EP rank j draws sum over its experts of
@@ -1111,6 +1192,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, llama3_params, 0, 2);
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
     tcase_add_loop_test(tc, moe_params, 0, 5);
+    tcase_add_loop_test(tc, moe_expert_tp, 0, 5);
     tcase_add_test(tc, moe_capacity);
     tcase_add_test(tc, moe_routing_draw);
     tcase_add_test(tc, moe_routing_histogram);

@@ -880,7 +880,9 @@ static void same_knobs(const config *a, const config *b, const char *name)
                      a->tp_overlap,
                      config_placement(a),
                      a->prefetch,
-                     a->scope};
+                     a->scope,
+                     a->ep,
+                     config_etp(a)};
     const int y[] = {b->dp,
                      b->pp,
                      b->tp,
@@ -899,7 +901,9 @@ static void same_knobs(const config *a, const config *b, const char *name)
                      b->tp_overlap,
                      config_placement(b),
                      b->prefetch,
-                     b->scope};
+                     b->scope,
+                     b->ep,
+                     config_etp(b)};
     for (size_t k = 0; k < sizeof x / sizeof x[0]; k++)
         ck_assert_msg(x[k] == y[k], "%s: knob %zu is %d, read back %d", name, k, x[k], y[k]);
     ck_assert_str_eq(a->strategy, b->strategy);
@@ -919,6 +923,9 @@ START_TEST(layout_names_round_trip)
         req.base.sequence_parallel = false;
         req.base.micro_batches = 2;
         req.gpus = 32, req.degree[MESH_TP] = 4, req.degree[MESH_PP] = 1;
+    } else if (_i == 3) { /* a mixture of experts: ep and expert TP searched beside tp */
+        req.base = base("qwen3-30b-a3b", 16 * 1024, 1, 1, 1, RECOMPUTE_SELECTIVE);
+        req.gpus = 16, req.degree[MESH_PP] = 1;
     } else { /* the packed-document partitions */
         req.base.docs = docs_parse_list("100K,28K", req.base.seq, "test", err);
         req.gpus = 16, req.search_zero = true;
@@ -939,6 +946,14 @@ START_TEST(layout_names_round_trip)
         named++;
     }
     ck_assert_int_gt(named, _i == 0 ? 1000 : 50);
+    if (_i == 3) { /* every divisor of tp as expert TP, each with the ep its span allows */
+        int etp_of[9][9] = {{0}};
+        for (int i = 0; i < n; i++)
+            if (!ls[i].removed) etp_of[ls[i].c.tp][config_etp(&ls[i].c)]++;
+        for (int tp = 1; tp <= 8; tp *= 2)
+            for (int e = 1; e <= tp; e *= 2)
+                ck_assert_msg(etp_of[tp][e] > 0, "no valid layout at tp %d, expert TP %d", tp, e);
+    }
     free(ls);
 }
 END_TEST
@@ -1503,7 +1518,7 @@ int main(void)
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, model_error_tie);
-    tcase_add_loop_test(tc, layout_names_round_trip, 0, 3);
+    tcase_add_loop_test(tc, layout_names_round_trip, 0, 4);
     tcase_add_test(tc, layout_name_refusals);
     tcase_add_test(tc, user_layout_scored);
     tcase_add_test(tc, show_from_json);

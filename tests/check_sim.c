@@ -754,6 +754,7 @@ START_TEST(moe_fold_is_optimistic)
         "--model qwen3-30b-a3b --seq 16K --mesh 1x8 --ep 16 --zero 1 --dp 4",
         "--model qwen3-30b-a3b --seq 16K --mesh 2x4 --ep 8 --zero 0 --dp 4",
         "--model qwen3-30b-a3b --seq 16K --mesh 1x8 --ep 32 --zero 1 --dp 4 --routing zipf:1",
+        "--model qwen3-30b-a3b --seq 16K --tp 2 --expert-tp 1 --mesh 1x4 --ep 16 --zero 1 --dp 4",
     };
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-32n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

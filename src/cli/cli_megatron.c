@@ -549,14 +549,8 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     if (int_arg(g, "expert-model-parallel-size", 1, &ep, err) < 0 ||
         int_arg(g, "expert-tensor-parallel-size", tp, &etp, err) < 0)
         return -1;
-    if (etp != tp) {
-        snprintf(err, LOONG_ERRLEN,
-                 "--megatron-args: --expert-tensor-parallel-size %d differs from --tensor-model-parallel-size %d: "
-                 "loong's experts take TP's degree",
-                 etp, tp);
-        return -1;
-    }
     if (ep > 1) out->val[KNOB_EP] = keep("%d", ep);
+    if (etp != tp) out->val[KNOB_EXPERT_TP] = keep("%d", etp); /* config_validate: it divides tp */
     const char *cf = str_arg(g, "moe-expert-capacity-factor");
     if (cf) out->val[KNOB_CAPACITY] = cf; /* its parser checks it */
     if (flag(g, "moe-pad-expert-input-to-capacity"))
@@ -684,7 +678,7 @@ static void emit_pipeline(mg_out *o, const config *c)
     if (c->pp_loss_slot) arg(o, "--account-for-loss-in-pipeline-split");
 }
 
-/* A mixture of experts: the experts, their parallelism (expert TP = TP)
+/* A mixture of experts: the experts, their parallelism (EP, expert TP)
  * and the all-to-all dispatcher with grouped GEMMs, as loong costs them. */
 static void emit_experts(mg_out *o, const config *c)
 {
@@ -695,7 +689,7 @@ static void emit_experts(mg_out *o, const config *c)
     if (m->shared_ffn) arg(o, "--moe-shared-expert-intermediate-size %d", m->shared_ffn);
     if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
     arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
-    arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, c->tp);
+    arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, config_etp(c));
     if (c->capacity > 0) arg(o, "--moe-expert-capacity-factor %.17g", c->capacity);
     if (config_routing_skewed(c)) gap(o, "--routing zipf or a histogram (the routing is the model's, not an argument)");
 }

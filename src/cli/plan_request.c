@@ -233,6 +233,11 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     x->req.ep = 0;
     if (v[KNOB_EP] && strcmp(v[KNOB_EP], "auto") && units_parse_int(v[KNOB_EP], "--ep", &x->req.ep, err) < 0) return -1;
     v[KNOB_EP] = NULL;
+    x->req.etp = 0; /* --expert-tp N|auto likewise */
+    if (v[KNOB_EXPERT_TP] && strcmp(v[KNOB_EXPERT_TP], "auto") &&
+        units_parse_int(v[KNOB_EXPERT_TP], "--expert-tp", &x->req.etp, err) < 0)
+        return -1;
+    v[KNOB_EXPERT_TP] = NULL;
     config pk; /* the pipeline knobs given (schedule, vpp, uneven split), for the layouts */
     if (pipeline_knobs(a, x, &pk, v, err) < 0) return -1;
     /* valid with tp > 1 only: read by the knobs' own parser, applied to
@@ -253,10 +258,10 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     }
     v[KNOB_SEQUENCE_PARALLEL] = v[KNOB_TP_OVERLAP] = v[KNOB_PREFETCH] = NULL; /* --prefetch: ZeRO-3 layouts */
     if (cli_config_finish(&cc, &x->req.base, err) < 0) return -1;
-    if (x->req.ep > 1 && !config_moe(&x->req.base)) {
+    if ((x->req.ep > 1 || x->req.etp) && !config_moe(&x->req.base)) {
         snprintf(err, LOONG_ERRLEN,
-                 "--ep applies to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or "
-                 "drop --ep");
+                 "%s applies to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or drop it",
+                 x->req.etp ? "--expert-tp" : "--ep");
         return -1;
     }
     x->req.base.sequence_parallel = !sp_off;

@@ -28,20 +28,46 @@
  * over the expert-data-parallel group (dp P / ep ranks holding the same
  * experts) on their own stream.
  */
+#include <stdlib.h>
+
 #include "build_internal.h"
 #include "elementwise.h"
 #include "sizes.h"
+#include "xalloc.h"
 
-/* An EP group within a replica is ep consecutive context ranks, its
- * expert-data-parallel group every ep-th rank of the gradient group; one
- * across replicas (ep = s P) is the context ranks of s consecutive
- * replicas, the expert-data-parallel group the rank itself in every s-th
- * replica (dag_group_replicas). */
+/* An expert group whose members span TP ranks (expert TP below TP):
+ * config_ep_members' list, over TP and the context ranks, and dp when it
+ * spans replicas (an EP group across them, every expert-data-parallel
+ * group). */
+static uint32_t group_across_tp(prog *p, stream_kind stream, bool edp)
+{
+    int stride, count, *m = xmalloc_array((size_t)config_ranks(p->c), sizeof *m, "an expert group");
+    int n = config_ep_members(p->c, bt_rank(p->b), edp, m, &stride, &count);
+    mesh_dims dims = CONFIG_TP_DIMS | MESH_DIMS_CP | (edp || count ? MESH_DIMS_DP : 0);
+    int32_t *members = xmalloc_array((size_t)n, sizeof *members, "an expert group");
+    for (int i = 0; i < n; i++)
+        members[i] = m[i];
+    free(m);
+    return bt_group_of(p->b, stream, dims, members, n, stride, count);
+}
+
+/* At expert TP = TP an EP group within a replica is ep consecutive
+ * context ranks, its expert-data-parallel group every ep-th rank of the
+ * gradient group; one across replicas (ep = s P) is the context ranks of
+ * s consecutive replicas, the expert-data-parallel group the rank itself
+ * in every s-th replica (dag_group_replicas). Below TP the groups take
+ * the experts' order (config_ep.c), and the routed rows are gathered over
+ * etp consecutive TP ranks. */
 void build_ep_groups(prog *p)
 {
     if (!config_moe(p->c)) return;
-    int P = config_cp(p->c), ep = p->c->ep, s = ep / P;
-    if (ep <= P) {
+    int P = config_cp(p->c), ep = p->c->ep, s = ep / P, etp = config_etp(p->c);
+    p->etp_gid = p->tp_gid;
+    if (config_ep_spans_tp(p->c)) {
+        p->ep_gid = group_across_tp(p, STREAM_EP, false);
+        p->edp_gid = group_across_tp(p, STREAM_EP_GRAD, true);
+        if (etp > 1) p->etp_gid = bt_group_split(p->b, STREAM_TP, CONFIG_TP_DIMS, p->c->tp / etp);
+    } else if (ep <= P) {
         p->ep_gid = bt_group_split(p->b, STREAM_EP, MESH_DIMS_CP, P / ep);
         p->edp_gid = bt_group_strided(p->b, STREAM_EP_GRAD, CONFIG_GRAD_DIMS, ep);
     } else {
@@ -100,11 +126,12 @@ static void grouped(prog *p, task_op op, task_phase ph, int l, uint64_t rows, ui
     t->flops = size_gemm_flops(rows, n, k, ph == PHASE_BWD);
 }
 
-/* The routed rows' TP collective (expert TP = TP, sequence parallelism):
- * `rows` rows of hidden gathered (all ranks' rows) or reduce-scattered. */
+/* The routed rows' expert-TP collective (sequence parallelism): `rows`
+ * rows of hidden gathered (all its ranks' rows) or reduce-scattered. */
 static void tp_rows(prog *p, task_kind kind, task_phase ph, int l, uint64_t rows, int read, int write)
 {
-    build_tp_coll_sized(p, kind, OP_TP_EXPERT, ph, l, rows * (uint64_t)p->m->hidden, p->c->act_bytes, read, write);
+    build_tp_coll_in(p, p->etp_gid, config_etp(p->c), kind, OP_TP_EXPERT, ph, l, rows * (uint64_t)p->m->hidden,
+                     p->c->act_bytes, read, write);
 }
 
 /* The shared experts: the dense MLP's TP path at width shared_ffn/tp,
@@ -129,7 +156,7 @@ void build_moe_fwd(prog *p, int l, task_phase ph)
     uint64_t routed = Tsp * (uint64_t)p->m->top_k, f = config_ep_expert_ffn(c);
     int me = ep_rank(p), W = BUF_LB(l, LB_W), H = BUF_LB(l, LB_H), out = BUF_LB(l + 1, LB_X);
     uint64_t rows = config_ep_expert_rows(c, me);
-    bool ep = c->ep > 1, tp = p->tp > 1;
+    bool ep = c->ep > 1, tp = p->tp > 1 && config_etp(c) > 1;
     int R = BUF_LB(l, LB_ROUTE), P = BUF_LB(l, LB_PERM), D = ep ? BUF_LB(l, LB_DISP) : P;
     int DG = tp ? BUF_LB(l, LB_DISPG) : D, EM = BUF_LB(l, LB_EM), EY = BUF_LB(l, LB_EY);
     int EYS = tp ? BUF_LB(l, LB_EYS) : EY, C = ep ? BUF_LB(l, LB_COMB) : EYS;
@@ -175,7 +202,7 @@ void build_moe_bwd(prog *p, int l)
     int me = ep_rank(p), W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), H = BUF_LB(l, LB_H);
     int dY = BUF_LB(l + 1, LB_DX), DH = BUF_LB(l, LB_DH);
     uint64_t rows = config_ep_expert_rows(c, me);
-    bool ep = c->ep > 1, tp = p->tp > 1;
+    bool ep = c->ep > 1, tp = p->tp > 1 && config_etp(c) > 1;
     int R = BUF_LB(l, LB_ROUTE), DC = BUF_LB(l, LB_DCOMB), DEYS = ep ? BUF_LB(l, LB_DEYS) : DC;
     int DEY = tp ? BUF_LB(l, LB_DEY) : DEYS, DEM = BUF_LB(l, LB_DEM), DDP = BUF_LB(l, LB_DDISPP);
     int DD = tp ? BUF_LB(l, LB_DDISP) : DDP, DP = ep ? BUF_LB(l, LB_DPERM) : DD;
@@ -201,9 +228,8 @@ void build_moe_bwd(prog *p, int l)
  * one member for the replicas'. */
 static void edp_coll(prog *p, task_kind kind, int layer, uint64_t elems, int first, int last)
 {
-    int P = config_cp(p->c);
-    uint64_t n = (uint64_t)(P > p->c->ep ? P / p->c->ep : 1); /* its members in the DAG */
-    if (n == 1) n = (uint64_t)p->c->dp;
+    int members = bt_group_size(p->b, p->edp_gid); /* the DAG's; with one, the replicas' (loong sim's count) */
+    uint64_t n = members > 1 ? (uint64_t)members : (uint64_t)p->c->dp;
     if (config_edp(p->c) == 1 || !elems) return; /* each rank holds its own experts: nothing to reduce */
     task_op op = kind == TASK_ALLGATHER ? OP_PARAM_ALLGATHER : OP_EXPERT_GRAD;
     build_grad_coll_on(p, STREAM_EP_GRAD, p->edp_gid, n, kind, op, layer, elems, first, last, -1);

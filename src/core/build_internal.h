@@ -40,6 +40,7 @@ typedef struct prog {
     int stage;                /* pipeline stage (pipeline.h) */
     bool last_mb;             /* the pass being emitted is of the last micro-batch: the gradients are complete */
     uint32_t ep_gid, edp_gid; /* mixture of experts: the EP group and the expert-data-parallel group */
+    uint32_t etp_gid;         /* and its expert-TP group (tp_gid at expert TP = TP) */
 } prog;
 
 /* A buffer list and its length, for the functions taking (reads, nreads). */
@@ -92,6 +93,10 @@ int build_tp_buf(const prog *p, int layer, int k);
 /* A TP collective of `elems` elements of `elem_bytes`; nothing at tp = 1. */
 void build_tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems, int elem_bytes,
                          int read, int write);
+/* The same over group gid of `degree` members (the experts' TP group,
+ * build_ep.c). */
+void build_tp_coll_in(prog *p, uint32_t gid, int degree, task_kind kind, task_op op, task_phase ph, int layer,
+                      uint64_t elems, int elem_bytes, int read, int write);
 /* Before a column-parallel GEMM: gather its input (sequence parallelism). */
 void build_tp_gather(prog *p, task_op op, task_phase ph, int layer, int from, int to);
 /* After a row-parallel GEMM (or a column-parallel backward): reduce the

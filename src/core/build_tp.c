@@ -55,17 +55,22 @@ int build_tp_buf(const prog *p, int layer, int k)
 void build_tp_coll_sized(prog *p, task_kind kind, task_op op, task_phase ph, int layer, uint64_t elems, int elem_bytes,
                          int read, int write)
 {
-    if (p->tp == 1) return;
+    if (p->tp > 1) build_tp_coll_in(p, p->tp_gid, p->tp, kind, op, ph, layer, elems, elem_bytes, read, write);
+}
+
+void build_tp_coll_in(prog *p, uint32_t gid, int degree, task_kind kind, task_op op, task_phase ph, int layer,
+                      uint64_t elems, int elem_bytes, int read, int write)
+{
     builder *b = p->b;
     uint32_t id = bt_begin(b, kind, STREAM_TP, op, ph, layer);
     bt_after(b, p->tp_after);
     p->tp_after = DAG_NONE;
     dag_task *t = bt_task(b, id);
-    t->group = p->tp_gid;
+    t->group = gid;
     t->dim[0] = (uint32_t)p->T;
     t->dim[1] = (uint32_t)(elems / p->T);
     t->dim[2] = (uint32_t)elem_bytes;
-    t->bytes = size_ring_coll_bytes(elems, elem_bytes, (uint64_t)p->tp, kind == TASK_ALLREDUCE);
+    t->bytes = size_ring_coll_bytes(elems, elem_bytes, (uint64_t)degree, kind == TASK_ALLREDUCE);
     t->buf = ph == PHASE_BWD && (kind != TASK_ALLGATHER || build_is_grad_buf(read)) ? DAG_TP_GRAD : 0;
     bt_reads(b, read);
     bt_writes(b, write);

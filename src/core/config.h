@@ -104,6 +104,7 @@ typedef struct config {
     int dp;                 /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
     int pp;                 /* pipeline stages (1: none) */
     int ep;                 /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
+    int etp;                /* expert TP, Megatron's --expert-tensor-parallel-size (0: tp, its default) */
     double routing_zipf;    /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
     const routing_hist *routing_hist; /* or a per-expert histogram (config_ep.c; NULL: none) */
     double capacity;            /* an expert's capacity, x its mean tokens (Megatron's capacity factor); 0: dropless */
@@ -276,23 +277,39 @@ int config_routing_hist_experts(const config *c);
 /* --capacity-factor's spelling ("none", or C) and its parser. */
 void config_capacity_text(const config *c, char *buf, size_t len);
 int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
-/* The EP group: ep consecutive ranks of the gradient group (the context
- * ranks, then the replicas) in mesh order (Megatron-Core's expert rank
- * generator with expert TP = TP): within a replica when ep divides P,
- * else across ep / P replicas. Rank's index in it, 0 .. ep-1, which holds
- * experts [i E/ep, (i+1) E/ep). */
+/* Expert TP (--expert-tp; Megatron's --expert-tensor-parallel-size): etp,
+ * which divides tp, or tp when not given. Whether the experts' groups
+ * span TP ranks (etp < tp on a mixture of experts: the TP ranks then run
+ * different expert programs, so loong sim cannot fold tp), and the
+ * experts' ranks of one replica's stage, span = (tp / etp) P. */
+int config_etp(const config *c);
+bool config_ep_spans_tp(const config *c);
+int config_ep_span(const config *c);
+/* The EP group: ep consecutive ranks in the experts' order (Megatron-
+ * Core's expert rank generator, order tp-ep-dp: config_ep.c), at one
+ * expert-TP rank: within a replica when ep divides span, else across
+ * ep / span replicas. At expert TP = TP, ep consecutive ranks of the
+ * gradient group (the context ranks, then the replicas). Rank's index in
+ * it, 0 .. ep-1, which holds experts [i E/ep, (i+1) E/ep). */
 int config_ep_rank(const config *c, int rank);
+/* Rank's EP group (edp false) or expert-data-parallel group (true): its
+ * members in rank's replica into out (config_ranks(c) long at most), in
+ * the experts' order, their count returned; the replicas it spans as
+ * dag_group_replicas gives them (0, 0: its own replica for an EP group
+ * within one, every replica for an expert-data-parallel group). */
+int config_ep_members(const config *c, int rank, bool edp, int *out, int *rep_stride, int *rep_count);
 /* Experts one rank holds: E / ep (config_validate: ep divides E). */
 int config_ep_local_experts(const config *c);
-/* Expert-data-parallel ranks, all replicas: dp P / ep, the ranks holding
- * the same experts, over which their gradients are reduced. */
+/* Expert-data-parallel ranks, all replicas: dp span / ep, the ranks
+ * holding the same experts, over which their gradients are reduced. */
 int config_edp(const config *c);
-/* One expert's SwiGLU width on a TP shard: expert_ffn / tp; the shared
- * experts' together: shared_ffn / tp. */
+/* One expert's SwiGLU width on an expert-TP shard: expert_ffn / etp; the
+ * shared experts' together (a dense MLP on attention's TP): shared_ffn /
+ * tp. */
 uint64_t config_ep_expert_ffn(const config *c);
 uint64_t config_ep_shared_ffn(const config *c);
 /* The routed experts' weights one rank holds of one block: E/ep experts
- * x 3 x hidden x expert_ffn / tp. */
+ * x 3 x hidden x expert_ffn / etp. */
 uint64_t config_ep_expert_params(const config *c);
 /* The share of the routed tokens that EP rank i's experts draw: 1/ep when
  * balanced; under zipf:S, sum over its experts e of (e+1)^-S over the sum
@@ -302,8 +319,8 @@ double config_ep_share(const config *c, int ep_rank);
  * config_sp_rows of the rank's tokens, k = top-k), every rank drawing
  * alike: the rows EP rank i receives in the dispatch, ep R share(i)
  * (its own included); the rows it sends to the others, R (1 - share(i));
- * and the rows its experts compute, the received ones gathered over TP
- * under sequence parallelism (x tp). Each pair's R share(j) is rounded
+ * and the rows its experts compute, the received ones gathered over
+ * expert TP under sequence parallelism (x etp). Each pair's R share(j) is rounded
  * once to whole rows, so the group's dispatched rows are its combined. */
 uint64_t config_ep_recv_rows(const config *c, int ep_rank);
 /* The rows every rank sends EP rank i's experts, R share(i), rounded once

@@ -26,6 +26,7 @@ void config_describe(const config *c, char *buf, size_t len)
     if (c->vpp > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), "%d", c->vpp);
     if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
     if (c->ep > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " ep %d", c->ep);
+    if (config_ep_spans_tp(c)) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " etp %d", config_etp(c));
     if (c->routing_zipf > 0) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " zipf:%g", c->routing_zipf);
     if (c->routing_hist) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " hist:%d", config_routing_hist_experts(c));
     config_placement_text(c, place, sizeof place);
@@ -43,6 +44,7 @@ void config_layout_name(const config *c, char *buf, size_t len)
     mesh m = config_mesh(c);
     mesh_describe(&m, MESH_DIMS_ALL & ~MESH_DIMS_CP, "%s%d*", dpx, sizeof dpx);           /* "dp2*pp2*tp2*" */
     if (c->ep > 1) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "ep%d*", c->ep); /* EP inside P: "ep4*" */
+    if (config_ep_spans_tp(c)) snprintf(dpx + strlen(dpx), sizeof dpx - strlen(dpx), "etp%d*", config_etp(c));
     const char *part = partition_abbrev(c->partition);
     if (c->p_seq == 1)
         snprintf(ring, sizeof ring, "no ring");

@@ -5,13 +5,16 @@
  * tokens split over the EP group under the routing draw (--routing). Every
  * walker asks here. See config.h, "expert parallelism".
  *
- * The expert layers decompose the same ranks as attention: with expert TP
- * = TP, Megatron's expert rank generator (order tp-ep-dp) takes the ep
- * ranks that follow a TP group in rank order, which are ep consecutive
- * context-parallel ranks (cp precedes dp in Megatron's and loong's
- * orders), or when ep is a multiple of P the context ranks of ep / P
- * consecutive replicas; the expert-data-parallel group is the rest of the
- * gradient group, the ranks at the same place in every EP group. */
+ * The expert layers decompose the same ranks as attention. Attention's
+ * rank generator numbers a stage's ranks g = t + tp x i (t the TP rank, i
+ * the rank's index in the gradient group: context ranks, then replicas);
+ * the expert rank generator (order tp-ep-dp, cp 1) numbers the same ranks
+ * g = e + etp x (j + ep x d), e the expert-TP rank, j the EP rank, d the
+ * expert-data-parallel one. With etp dividing tp, e = t mod etp and the
+ * experts' index u = j + ep x d = t / etp + (tp / etp) x i: an EP group
+ * is ep consecutive u at one e, the expert-data-parallel group the u
+ * congruent mod ep. At expert TP = TP (the default) u = i: ep consecutive
+ * context ranks, or the context ranks of ep / P consecutive replicas. */
 #include "config.h"
 #include "hash.h"
 #include "infile.h"
@@ -195,21 +198,74 @@ int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN])
     return 0;
 }
 
+int config_etp(const config *c) { return c->etp > 0 ? c->etp : c->tp; }
+
+bool config_ep_spans_tp(const config *c) { return config_moe(c) && config_etp(c) < c->tp; }
+
+int config_ep_span(const config *c) { return c->tp / config_etp(c) * config_cp(c); }
+
+/* The experts' index u of rank (above): t / etp + (tp / etp) i. */
+static int expert_index(const config *c, const mesh *m, int rank)
+{
+    int etp = config_etp(c);
+    return mesh_group_index(m, CONFIG_TP_DIMS, rank) / etp + c->tp / etp * mesh_group_index(m, CONFIG_GRAD_DIMS, rank);
+}
+
 int config_ep_rank(const config *c, int rank)
 {
     mesh m = config_mesh(c);
-    return mesh_group_index(&m, CONFIG_GRAD_DIMS, rank) % c->ep;
+    return expert_index(c, &m, rank) % c->ep;
+}
+
+typedef struct {
+    int u, rank;
+} indexed_rank;
+
+static int by_index(const void *a, const void *b)
+{
+    const indexed_rank *x = a, *y = b;
+    return (x->u > y->u) - (x->u < y->u);
+}
+
+int config_ep_members(const config *c, int rank, bool edp, int *out, int *rep_stride, int *rep_count)
+{
+    mesh m = config_mesh(c);
+    mesh_dims dims = CONFIG_TP_DIMS | MESH_DIMS_CP; /* the stage's ranks of rank's replica */
+    int n = mesh_group_size(&m, dims), span = config_ep_span(c), etp = config_etp(c), k = 0;
+    int *all = xmalloc_array((size_t)n, sizeof *all, "an expert group");
+    indexed_rank *in = xmalloc_array((size_t)n, sizeof *in, "an expert group");
+    mesh_group_members(&m, dims, mesh_group_id(&m, dims, rank), all);
+    int me = expert_index(c, &m, rank), e = mesh_group_index(&m, CONFIG_TP_DIMS, rank) % etp;
+    for (int i = 0; i < n; i++) {
+        int u = expert_index(c, &m, all[i]);
+        bool mine = c->ep >= span ? (edp ? all[i] == rank : true)
+                    : edp         ? u % c->ep == me % c->ep
+                                  : u / c->ep == me / c->ep;
+        if (mine && mesh_group_index(&m, CONFIG_TP_DIMS, all[i]) % etp == e) in[k++] = (indexed_rank){u, all[i]};
+    }
+    qsort(in, (size_t)k, sizeof *in, by_index);
+    for (int i = 0; i < k; i++)
+        out[i] = in[i].rank;
+    int s = c->ep > span ? c->ep / span : 1; /* the replicas an EP group spans */
+    *rep_stride = c->ep > span ? (edp ? s : 1) : 0;
+    *rep_count = c->ep > span ? (edp ? c->dp / s : s) : 0;
+    free(in);
+    free(all);
+    return k;
 }
 
 int config_ep_local_experts(const config *c) { return c->model.experts / c->ep; }
 
-int config_edp(const config *c) { return config_cp(c) * c->dp / c->ep; }
+int config_edp(const config *c) { return c->tp * config_cp(c) * c->dp / (config_etp(c) * c->ep); }
 
-uint64_t config_ep_expert_ffn(const config *c) { return (uint64_t)c->model.expert_ffn / (uint64_t)c->tp; }
+uint64_t config_ep_expert_ffn(const config *c) { return (uint64_t)c->model.expert_ffn / (uint64_t)config_etp(c); }
 
 uint64_t config_ep_shared_ffn(const config *c) { return (uint64_t)c->model.shared_ffn / (uint64_t)c->tp; }
 
-uint64_t config_ep_expert_params(const config *c) { return model_expert_params_tp(&c->model, c->tp) / (uint64_t)c->ep; }
+uint64_t config_ep_expert_params(const config *c)
+{
+    return model_expert_params_tp(&c->model, config_etp(c)) / (uint64_t)c->ep;
+}
 
 /* Zipf's law over the experts, expert e (from 0) drawing (e+1)^-s of the
  * routed tokens, normalised: the hottest experts sit on EP rank 0. */
@@ -282,7 +338,7 @@ uint64_t config_ep_return_rows(const config *c, int ep_rank)
 
 uint64_t config_ep_expert_rows(const config *c, int ep_rank)
 {
-    return config_ep_recv_rows(c, ep_rank) * (config_sp(c) ? (uint64_t)c->tp : 1);
+    return config_ep_recv_rows(c, ep_rank) * (config_sp(c) ? (uint64_t)config_etp(c) : 1);
 }
 
 double config_ep_imbalance(const config *c)

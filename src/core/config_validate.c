@@ -438,9 +438,10 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
     const model *m = &c->model;
     char buf[LOONG_ERRLEN];
     if (c->ep < 1) return fail(err, "--ep must be at least 1 (1: every rank holds every expert)");
-    if (!config_moe(c) && (c->ep > 1 || config_routing_skewed(c) || c->capacity != 0))
-        return fail(err, "--ep, --routing and --capacity-factor apply to a mixture-of-experts model: use e.g. --model "
-                         "qwen3-30b-a3b, or drop them");
+    if (c->etp < 0) return fail(err, "--expert-tp must be at least 1 (it defaults to --tp)");
+    if (!config_moe(c) && (c->ep > 1 || config_routing_skewed(c) || c->capacity != 0 || (c->etp && c->etp != c->tp)))
+        return fail(err, "--ep, --expert-tp, --routing and --capacity-factor apply to a mixture-of-experts model: use "
+                         "e.g. --model qwen3-30b-a3b, or drop them");
     if (!config_moe(c)) return 0;
     int hist = config_routing_hist_experts(c);
     if (hist && hist != m->experts) {
@@ -450,20 +451,39 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
                  hist, m->name, m->experts);
         return fail(err, buf);
     }
-    int P = config_cp(c);
-    if ((P % c->ep && (c->ep % P || c->dp % (c->ep / P))) || m->experts % c->ep) {
+    int P = config_cp(c), etp = config_etp(c);
+    if (c->tp % etp) {
         snprintf(buf, sizeof buf,
-                 "--ep %d must divide the %d experts and either divide P = %d or be P times a divisor of --dp %d (an "
-                 "EP group is ep consecutive context ranks, or the context ranks of ep / P replicas)",
-                 c->ep, m->experts, P, c->dp);
+                 "--expert-tp %d must divide --tp %d (Megatron's expert TP group is a run of one TP group's ranks)",
+                 etp, c->tp);
+        return fail(err, buf);
+    }
+    int span = config_ep_span(c); /* P at expert TP = TP */
+    if ((span % c->ep && (c->ep % span || c->dp % (c->ep / span))) || m->experts % c->ep) {
+        if (etp == c->tp)
+            snprintf(buf, sizeof buf,
+                     "--ep %d must divide the %d experts and either divide P = %d or be P times a divisor of --dp %d "
+                     "(an EP group is ep consecutive context ranks, or the context ranks of ep / P replicas)",
+                     c->ep, m->experts, P, c->dp);
+        else
+            snprintf(buf, sizeof buf,
+                     "--ep %d must divide the %d experts and either divide (tp / expert-tp) x P = %d or be that times "
+                     "a divisor of --dp %d (an EP group is ep consecutive ranks in the experts' order)",
+                     c->ep, m->experts, span, c->dp);
         return fail(err, buf);
     }
     if (c->tp > 1 && !c->sequence_parallel)
         return fail(err, "a mixture of experts under --tp needs --sequence-parallel on (Megatron-LM requires it: the "
                          "tokens are dispatched from their sequence-parallel shards)");
-    if (m->expert_ffn % c->tp || m->shared_ffn % c->tp) {
-        snprintf(buf, sizeof buf, "--tp %d must divide moe_intermediate_size (%d) and the shared experts' width (%d)",
-                 c->tp, m->expert_ffn, m->shared_ffn);
+    if (m->expert_ffn % etp || m->shared_ffn % c->tp) {
+        if (etp == c->tp)
+            snprintf(buf, sizeof buf,
+                     "--tp %d must divide moe_intermediate_size (%d) and the shared experts' width (%d)", c->tp,
+                     m->expert_ffn, m->shared_ffn);
+        else
+            snprintf(buf, sizeof buf,
+                     "--expert-tp %d must divide moe_intermediate_size (%d) and --tp %d the shared experts' width (%d)",
+                     etp, m->expert_ffn, c->tp, m->shared_ffn);
         return fail(err, buf);
     }
     if (c->zero == 3)

@@ -391,6 +391,14 @@ uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int st
     return intern_group(b, stream, dims, members, j);
 }
 
+uint32_t bt_group_of(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n, int rep_stride,
+                     int rep_count)
+{
+    return intern_group_over(b, stream, dims, members, n, rep_stride, rep_count);
+}
+
+int bt_group_size(const builder *b, uint32_t gid) { return b->g->groups[gid].n; }
+
 uint32_t bt_group_split(builder *b, stream_kind stream, mesh_dims dims, int parts)
 {
     int size;

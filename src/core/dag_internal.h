@@ -118,7 +118,15 @@ uint32_t bt_group_replicas(builder *b, stream_kind stream, mesh_dims dims, int p
  * consecutive members. With dp in dims it spans the same members of every
  * replica (a backend widens it as dag.h says). */
 uint32_t bt_group_strided(builder *b, stream_kind stream, mesh_dims dims, int stride);
+/* A group of explicit members (DAG ranks of replica 0, the current rank
+ * among them, n of them; the builder takes the malloc'd array) over dims,
+ * spanning the replicas (rep_stride, rep_count) as dag_group_replicas
+ * gives them: (0, 0) is every replica when dims hold dp, else its own. */
+uint32_t bt_group_of(builder *b, stream_kind stream, mesh_dims dims, int32_t *members, int n, int rep_stride,
+                     int rep_count);
 
+/* The members group gid holds in the DAG. */
+int bt_group_size(const builder *b, uint32_t gid);
 const config *bt_config(const builder *b);
 int bt_rank(const builder *b);
 /* Every ring block of the config, computed once per build (ringgeo.h). */

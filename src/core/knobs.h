@@ -28,6 +28,7 @@ typedef enum {
     KNOB_DP,
     KNOB_PP,
     KNOB_EP,
+    KNOB_EXPERT_TP,
     KNOB_ROUTING,
     KNOB_CAPACITY,
     KNOB_MICRO_BATCHES,

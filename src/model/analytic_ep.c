@@ -2,7 +2,7 @@
  * (analytic_internal.h), as core/build_ep.c emits it, on the busiest EP
  * rank (the one whose experts draw the most rows sets the pace at the
  * all-to-alls): its GEMMs and kernels, the dispatch and combine over the
- * EP group, the routed rows' TP collectives, and the experts' gradient
+ * EP group, the routed rows' expert-TP collectives, and the experts' gradient
  * collectives over the expert-data-parallel group. */
 #include "analytic_internal.h"
 
@@ -23,11 +23,32 @@ static int *group_gpus(const config *c, mesh_dims dims, int most, int *N)
     return g;
 }
 
+/* Rank 0's EP group (or expert-data-parallel group) when it spans TP
+ * ranks: config_ep_members' list in replica 0, and the same members of
+ * the replicas it spans; on their GPUs. The caller frees them. */
+static int *members_across_tp(const config *c, bool edp, int *N)
+{
+    mesh m = config_mesh(c);
+    int stride, count, *in = xmalloc_array((size_t)config_ranks(c), sizeof *in, "an expert group");
+    int k = config_ep_members(c, 0, edp, in, &stride, &count);
+    if (!count) stride = 1, count = edp ? c->dp : 1; /* within a replica; an edp group in every one */
+    int *g = xmalloc_array((size_t)k * (size_t)count, sizeof *g, "an expert group");
+    for (int r = 0; r < count; r++)
+        for (int i = 0; i < k; i++)
+            g[r * k + i] = mesh_unfold(&m, MESH_DIMS_DP, in[i], r * stride);
+    free(in);
+    analytic_gpus_of(c, g, k * count);
+    *N = k * count;
+    return g;
+}
+
 /* An all-to-all over EP group 0 sending `bytes` per rank to the others;
  * every EP group exchanges at once, so a NIC carries its ranks' flows. */
 static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
 {
-    int N, *g = group_gpus(c, CONFIG_GRAD_DIMS, c->ep, &N); /* the context ranks, then the replicas' */
+    int N, *g = config_ep_spans_tp(c) ? members_across_tp(c, false, &N)
+                                      : group_gpus(c, CONFIG_GRAD_DIMS, c->ep, &N); /* the context ranks, then the
+                                                                                      replicas' */
     double t = 0;
     nccl_group grp;
     if (N > 1 && bytes > 0 && nccl_group_init(&grp, n, g, N) == 0) {
@@ -86,11 +107,16 @@ static double moe_compute(const config *c, const calib *cb, int me, bool bwd)
 static double edp_coll(const config *c, const platform_spec *n, uint64_t elems, bool allreduce, int bytes)
 {
     mesh m = config_mesh(c);
-    int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
-    mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
-    for (int i = 0; i < all; i += c->ep) /* member i is at index i of the gradient group */
-        mem[k++] = mem[i];
-    analytic_gpus_of(c, mem, k);
+    int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem;
+    if (config_ep_spans_tp(c))
+        mem = members_across_tp(c, true, &k);
+    else {
+        mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
+        mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
+        for (int i = 0; i < all; i += c->ep) /* member i is at index i of the gradient group */
+            mem[k++] = mem[i];
+        analytic_gpus_of(c, mem, k);
+    }
     double t = elems && k > 1 ? analytic_grad_coll(c, n, mem, k, elems, allreduce, bytes) : 0;
     free(mem);
     return t;
@@ -113,9 +139,9 @@ moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec
     k.bwd = moe_compute(c, cb, me, true);
     double a2a = ep_alltoall(c, n, (double)config_ep_send_rows(c, me) * row) +
                  ep_alltoall(c, n, (double)config_ep_return_rows(c, me) * row);
-    double tp = c->tp > 1 ? analytic_tp_coll(c, n, COLL_ALL_GATHER, rows * row) +
-                                analytic_tp_coll(c, n, COLL_REDUCE_SCATTER, rows * row)
-                          : 0;
+    double tp = c->tp > 1 && config_etp(c) > 1 ? analytic_etp_coll(c, n, COLL_ALL_GATHER, rows * row) +
+                                                     analytic_etp_coll(c, n, COLL_REDUCE_SCATTER, rows * row)
+                                               : 0;
     k.comm_fwd = k.comm_bwd = a2a + tp;
     return k;
 }

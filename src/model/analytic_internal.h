@@ -217,6 +217,8 @@ double analytic_gather_pass(const ringctx *r, int s, bool bwd, double *busy);
 tpcost analytic_tp_costs(const config *c, const platform_spec *n);
 /* One collective of nccl-tests size `size` over TP group 0. */
 double analytic_tp_coll(const config *c, const platform_spec *n, coll_op op, double size);
+/* The same over the experts' TP group (config_etp: tp's first etp). */
+double analytic_etp_coll(const config *c, const platform_spec *n, coll_op op, double size);
 
 /* ---- analytic_ep.c: mixture of experts, expert parallelism ---- */
 

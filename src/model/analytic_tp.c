@@ -44,6 +44,11 @@ double analytic_tp_coll(const config *c, const platform_spec *n, coll_op op, dou
 }
 #define tp_coll analytic_tp_coll
 
+double analytic_etp_coll(const config *c, const platform_spec *n, coll_op op, double size)
+{
+    return tp_coll_of(c, n, config_etp(c), op, size); /* the expert-TP group: TP group 0's first etp */
+}
+
 tpcost analytic_tp_costs(const config *c, const platform_spec *n)
 {
     tpcost k = {0};

@@ -120,22 +120,35 @@ static bool uneven_split(int L, int pp, int *first, int *last)
     return *first >= 1;
 }
 
-/* A mixture of experts: each EP degree the request takes (build_ep.c's
- * groups: ep divides the experts and either divides P or is P times a
- * divisor of dp, EP across replicas; a given one that is neither is
- * removed by config_validate, with its reason). */
+/* A mixture of experts' EP degrees at one expert TP (build_ep.c's groups:
+ * ep divides the experts and either divides the span, (tp / etp) P
+ * ranks, or is the span times a divisor of dp, EP across replicas; a
+ * given one that is neither is removed by config_validate, with its
+ * reason). */
+static void add_ep(vec *a, const plan_request *req, config c)
+{
+    int span = config_ep_span(&c), most = span * c.dp;
+    for (int ep = 1; ep <= (req->ep > most ? req->ep : most); ep++) {
+        bool grouped = span % ep == 0 || (ep % span == 0 && c.dp % (ep / span) == 0);
+        if (req->ep ? ep != req->ep : !grouped || c.model.experts % ep) continue;
+        c.ep = ep;
+        add_pipeline(a, req, c);
+    }
+}
+
+/* A mixture of experts: each expert TP the request takes, every divisor
+ * of tp unless given (Megatron's --expert-tensor-parallel-size; at tp
+ * itself the config leaves it unset, as before it was searched). */
 static void add_experts(vec *a, const plan_request *req, config c)
 {
-    int P = config_cp(&c), most = P * c.dp;
     if (!config_moe(&c)) {
         add_pipeline(a, req, c);
         return;
     }
-    for (int ep = 1; ep <= (req->ep > most ? req->ep : most); ep++) {
-        bool grouped = P % ep == 0 || (ep % P == 0 && c.dp % (ep / P) == 0);
-        if (req->ep ? ep != req->ep : !grouped || c.model.experts % ep) continue;
-        c.ep = ep;
-        add_pipeline(a, req, c);
+    for (int etp = 1; etp <= (req->etp > c.tp ? req->etp : c.tp); etp++) {
+        if (req->etp ? etp != req->etp : c.tp % etp) continue;
+        c.etp = etp == c.tp ? 0 : etp;
+        add_ep(a, req, c);
     }
 }
 

@@ -136,6 +136,9 @@ typedef struct plan_request {
     /* a mixture of experts' --ep: 0 searched (every common divisor of a
      * layout's P and the experts), else the degree every layout takes */
     int ep;
+    /* and its --expert-tp: 0 searched (every divisor of a layout's tp),
+     * else the degree every layout takes */
+    int etp;
 } plan_request;
 
 /* Every layout of req, removed ones included (with their reason). Returns a

@@ -59,7 +59,7 @@ void plan_layout_init(plan_layout *l, const plan_request *req, const config *c)
 
 /* What a name says; -1 (or false) where it says nothing. */
 typedef struct said {
-    int dp, pp, tp, ep, ph, ps;
+    int dp, pp, tp, ep, etp, ph, ps; /* etp 0: tp */
     int place, part, ring, window, repl, sched, vpp, m, zero, rec;
     int rec_mods, rec_method, rec_layers; /* with rec: its modules, or its method and N */
     int sp;                               /* 0: no-sp, 1: tp-ovl */
@@ -123,22 +123,24 @@ static bool recompute_word(const char *t, int *rec, said *s)
     return true;
 }
 
-/* "[dpN*][ppN*][tpN*][epN*]PHxPS" into s. */
+/* "[dpN*][ppN*][tpN*][epN*][etpN*]PHxPS" into s. */
 static int parse_mesh(const char *name, const char *tok, said *s, char err[LOONG_ERRLEN])
 {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", tok);
     char *p = buf, *star;
     s->dp = s->pp = s->tp = s->ep = 1;
-    bool seen[4] = {false, false, false, false};
+    s->etp = 0;
+    bool seen[5] = {false, false, false, false, false};
     while ((star = strchr(p, '*'))) {
         *star = '\0';
-        static const char *const dims[] = {"dp", "pp", "tp", "ep"};
-        int *deg[] = {&s->dp, &s->pp, &s->tp, &s->ep}, d = 0;
-        while (d < 4 && strncmp(p, dims[d], 2))
+        static const char *const dims[] = {"dp", "pp", "tp", "ep", "etp"};
+        int *deg[] = {&s->dp, &s->pp, &s->tp, &s->ep, &s->etp}, d = 0;
+        while (d < 5 && strncmp(p, dims[d], strlen(dims[d])))
             d++;
-        if (d == 4 || seen[d] || !whole_int(p + 2, deg[d]))
-            return bad(err, name, "its mesh is not [dpN*][ppN*][tpN*][epN*]PHxPS (e.g. dp2*tp8*4x2): " LAYOUT_FIX);
+        if (d == 5 || seen[d] || !whole_int(p + strlen(dims[d]), deg[d]))
+            return bad(err, name,
+                       "its mesh is not [dpN*][ppN*][tpN*][epN*][etpN*]PHxPS (e.g. dp2*tp8*4x2): " LAYOUT_FIX);
         seen[d] = true;
         p = star + 1;
     }
@@ -146,7 +148,7 @@ static int parse_mesh(const char *name, const char *tok, said *s, char err[LOONG
     if (!x) return bad(err, name, "its first word needs the context mesh PHxPS (e.g. 4x2): " LAYOUT_FIX);
     *x = '\0';
     if (!whole_int(p, &s->ph) || !whole_int(x + 1, &s->ps))
-        return bad(err, name, "its mesh is not [dpN*][ppN*][tpN*][epN*]PHxPS (e.g. dp2*tp8*4x2): " LAYOUT_FIX);
+        return bad(err, name, "its mesh is not [dpN*][ppN*][tpN*][epN*][etpN*]PHxPS (e.g. dp2*tp8*4x2): " LAYOUT_FIX);
     return 0;
 }
 
@@ -380,7 +382,7 @@ int plan_parse_layout(const plan_request *req, const char *name, config *c, char
         return -1;
     *c = req->base;
     c->scope = SCOPE_STEP;
-    c->dp = s.dp, c->pp = s.pp, c->tp = s.tp, c->ep = s.ep, c->p_head = s.ph, c->p_seq = s.ps;
+    c->dp = s.dp, c->pp = s.pp, c->tp = s.tp, c->ep = s.ep, c->etp = s.etp, c->p_head = s.ph, c->p_seq = s.ps;
     if (apply_ring(name, &s, c, err) < 0 || apply_mesh_knobs(req, name, &s, c, err) < 0 ||
         apply_pipeline(req, name, &s, c, err) < 0 || apply_training(req, name, &s, c, err) < 0)
         return -1;
