@@ -601,6 +601,7 @@ static const struct {
     {"dp", "", "2"},
     {"pp", "", "2"},
     {"ep", "--model tiny-moe", "2"},
+    {"expert-tp", "--model tiny-moe --tp 2", "1"},
     {"routing", "--model tiny-moe", "zipf:1.5"},
     {"capacity-factor", "--model tiny-moe", "1.25"},
     {"micro-batches", "", "2"},

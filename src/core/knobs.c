@@ -132,7 +132,7 @@ const knob_row knob_rows[KNOB_COUNT] = {
                   "mixture of experts: expert-parallel ranks holding\n"
                   "a block's experts: ep consecutive context ranks,\n"
                   "or P x a divisor of dp across replicas (Megatron's\n"
-                  "EP, expert TP = tp)                            [1]",
+                  "EP; the experts' order under --expert-tp)      [1]",
                   false, KNOB_PHASE_LAST},
                  KT_INT,
                  offsetof(config, ep),
@@ -140,8 +140,8 @@ const knob_row knob_rows[KNOB_COUNT] = {
                  0},
     [KNOB_EXPERT_TP] = {{"expert_tp", "expert-tp", "N",
                          "mixture of experts: the experts' own TP degree,\n"
-                         "dividing tp (Megatron's --expert-tensor-\n"
-                         "parallel-size; MoE parallel folding)       [tp]",
+                         "dividing tp (Megatron's expert tensor\n"
+                         "parallelism; MoE parallel folding)         [tp]",
                          false, KNOB_PHASE_LAST},
                         KT_INT,
                         offsetof(config, etp),
