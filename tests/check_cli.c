@@ -360,8 +360,9 @@ START_TEST(megatron_round_trip)
         "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp 2 --micro-batches 8 --placement tp-cp-ep-dp-pp",
     };
     char a[1024];
-    /* the last: a mixture of experts with MLA, a dense first block, EP
-     * across replicas */
+    /* the last: a mixture of experts with MLA, a dense first block, EP 8
+     * over TP 2 x 4 context ranks at expert TP 1, the shared experts
+     * overlapped */
     static const char *const moe = "layers=4\nhidden=256\nheads=8\nkv_heads=8\nhead_dim=40\nffn=512\nvocab=1000\n"
                                    "num_experts=8\nnum_experts_per_tok=2\nmoe_intermediate_size=128\n"
                                    "shared_expert_intermediate_size=128\nfirst_k_dense_replace=1\nq_lora_rank=64\n"
@@ -377,7 +378,8 @@ START_TEST(megatron_round_trip)
         snprintf(a, sizeof a, "--model %s --seq 4K %s", model,
                  i < nc
                      ? configs[i]
-                     : "--tp 2 --mesh 2x2 --strategy usp --ep 8 --dp 2 --pp 2 --micro-batches 2 --zero 1 --dtype bf16");
+                     : "--tp 2 --mesh 2x2 --strategy usp --ep 8 --expert-tp 1 --shared-expert-overlap on --dp 2 --pp 2 "
+                       "--micro-batches 2 --zero 1 --dtype bf16");
         run_result r = run_cmd(LOONG " dag %s --format megatron -o %s", a, args);
         ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
         json_t *want = dag_config_json(LOONG, a);

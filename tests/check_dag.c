@@ -296,6 +296,77 @@ START_TEST(moe_expert_tp)
 }
 END_TEST
 
+/* --shared-expert-overlap (Megatron's --moe-shared-expert-overlap, the
+ * shared experts on their own stream beside the all-to-alls): the same
+ * tasks, kind by kind in count and FLOPs, as without; on each rank's
+ * compute stream the shared experts' gate and up of a block come after
+ * its dispatch is issued and before its first expert GEMM, their down
+ * after the combine and before the unpermute; without, all three after
+ * the unpermute. At tp 1 and 2. */
+static int position(const dag *g, const uint32_t *ids, uint32_t n, int layer, task_phase ph, task_op op)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const dag_task *t = dag_task_get(g, ids[i]);
+        if (t->layer == layer && t->phase == ph && t->op == op) return (int)i;
+    }
+    return -1;
+}
+
+/* The compute-stream position of the first task of rank 0's block 0 that
+ * an EP-stream task of op follows: the compute tasks issued before it. */
+static int after_a2a(const dag *g, task_op op)
+{
+    uint32_t n, m;
+    const uint32_t *comp = dag_stream_tasks(g, 0, STREAM_COMP, &n), *ep = dag_stream_tasks(g, 0, STREAM_EP, &m);
+    uint32_t id = DAG_NONE;
+    for (uint32_t i = 0; i < m && id == DAG_NONE; i++)
+        if (dag_task_get(g, ep[i])->op == op && dag_task_get(g, ep[i])->phase == PHASE_FWD &&
+            dag_task_get(g, ep[i])->layer == 0)
+            id = ep[i];
+    ck_assert_uint_ne(id, DAG_NONE);
+    for (uint32_t i = 0; i < n; i++)
+        if (comp[i] > id) return (int)i; /* a rank's tasks are numbered in issue order */
+    return (int)n;
+}
+
+START_TEST(moe_shared_overlap)
+{
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.model.shared_ffn = 256, c.ep = 4, c.tp = 1 + _i, c.zero = 0;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    config o = c;
+    o.shared_overlap = true;
+    ck_assert_msg(config_validate(&o, err) == 0, "%s", err);
+    dag *a = tbuild(&c), *b = tbuild(&o);
+    for (int k = 0; k < TASK_KIND_COUNT; k++) {
+        ck_assert_uint_eq(count_tasks(a, -1, (task_kind)k, -1), count_tasks(b, -1, (task_kind)k, -1));
+        ck_assert_uint_eq(sum_flops(a, -1, (task_kind)k), sum_flops(b, -1, (task_kind)k));
+    }
+    for (int w = 0; w < 2; w++) {
+        const dag *g = w ? b : a;
+        uint32_t n;
+        const uint32_t *comp = dag_stream_tasks(g, 0, STREAM_COMP, &n);
+        int gate = position(g, comp, n, 0, PHASE_FWD, OP_MLP_GATE),
+            down = position(g, comp, n, 0, PHASE_FWD, OP_MLP_DOWN);
+        int expert = position(g, comp, n, 0, PHASE_FWD, OP_EXPERT_GATE),
+            unperm = position(g, comp, n, 0, PHASE_FWD, OP_UNPERMUTE);
+        ck_assert(gate >= 0 && down >= 0 && expert >= 0 && unperm >= 0);
+        if (w) {
+            ck_assert_int_ge(gate, after_a2a(g, OP_EP_DISPATCH));
+            ck_assert_int_lt(gate, expert);
+            ck_assert_int_ge(down, after_a2a(g, OP_EP_COMBINE));
+            ck_assert_int_lt(down, unperm);
+        } else {
+            ck_assert_int_gt(gate, unperm);
+            ck_assert_int_gt(down, unperm);
+        }
+    }
+    dag_free(a);
+    dag_free(b);
+}
+END_TEST
+
 /* A capacity factor C (Megatron's --moe-expert-capacity-factor): each
  * expert takes at most ceil(C R / E) of a rank's R routed rows, so under
  * zipf:1 (E = 8, top-2) EP rank j draws sum over its experts of
@@ -1193,6 +1264,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
     tcase_add_loop_test(tc, moe_params, 0, 5);
     tcase_add_loop_test(tc, moe_expert_tp, 0, 5);
+    tcase_add_loop_test(tc, moe_shared_overlap, 0, 2);
     tcase_add_test(tc, moe_capacity);
     tcase_add_test(tc, moe_routing_draw);
     tcase_add_test(tc, moe_routing_histogram);

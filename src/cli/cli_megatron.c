@@ -551,6 +551,7 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
         return -1;
     if (ep > 1) out->val[KNOB_EP] = keep("%d", ep);
     if (etp != tp) out->val[KNOB_EXPERT_TP] = keep("%d", etp); /* config_validate: it divides tp */
+    if (flag(g, "moe-shared-expert-overlap")) out->val[KNOB_SHARED_EXPERT_OVERLAP] = "on";
     const char *cf = str_arg(g, "moe-expert-capacity-factor");
     if (cf) out->val[KNOB_CAPACITY] = cf; /* its parser checks it */
     if (flag(g, "moe-pad-expert-input-to-capacity"))
@@ -690,6 +691,7 @@ static void emit_experts(mg_out *o, const config *c)
     if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
     arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
     arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, config_etp(c));
+    if (c->shared_overlap) arg(o, "--moe-shared-expert-overlap");
     if (c->capacity > 0) arg(o, "--moe-expert-capacity-factor %.17g", c->capacity);
     if (config_routing_skewed(c)) gap(o, "--routing zipf or a histogram (the routing is the model's, not an argument)");
 }

@@ -135,8 +135,11 @@ static void tp_rows(prog *p, task_kind kind, task_phase ph, int l, uint64_t rows
 }
 
 /* The shared experts: the dense MLP's TP path at width shared_ffn/tp,
- * adding into the block output `out`. */
-static void shared_fwd(prog *p, int l, task_phase ph, int H, int out)
+ * adding into the block output `out`, in two halves (Megatron's
+ * SharedExpertMLP, megatron/core/transformer/moe/shared_experts.py): fc1,
+ * the input gathered over TP, gate and up and the activation; fc2, down
+ * and its reduce-scatter into `out`. */
+static void shared_fc1(prog *p, int l, task_phase ph, int H)
 {
     uint64_t hid = (uint64_t)p->m->hidden, f = config_ep_shared_ffn(p->c);
     int W = BUF_LB(l, LB_W), M = BUF_LB(l, LB_M);
@@ -145,7 +148,14 @@ static void shared_fwd(prog *p, int l, task_phase ph, int H, int out)
                                 {OP_MLP_UP, f, hid, {build_tp_buf(p, l, LB_HG), W}, 2, {M}, 1}};
     build_tp_column(p, OP_TP_H, ph, l, H, build_tp_buf(p, l, LB_HG), gate_up, 2);
     kernel(p, OP_ACT, TASK_ACT, ph, l, p->T, f, READS(M), M);
-    const tp_gemm down = {OP_MLP_DOWN, hid, f, {M, H, W}, 3, {build_tp_buf(p, l, LB_YP)}, 1};
+}
+
+static void shared_fc2(prog *p, int l, task_phase ph, int out)
+{
+    uint64_t hid = (uint64_t)p->m->hidden, f = config_ep_shared_ffn(p->c);
+    int W = BUF_LB(l, LB_W), M = BUF_LB(l, LB_M);
+    if (!f) return;
+    const tp_gemm down = {OP_MLP_DOWN, hid, f, {M, BUF_LB(l, LB_H), W}, 3, {build_tp_buf(p, l, LB_YP)}, 1};
     build_tp_row(p, OP_TP_Y, ph, l, &down, 1, build_tp_buf(p, l, LB_YP), out);
 }
 
@@ -165,6 +175,10 @@ void build_moe_fwd(prog *p, int l, task_phase ph)
     kernel(p, OP_ROUTE, TASK_SOFTMAX, ph, l, Tsp, E, READS(R), R);
     kernel(p, OP_PERMUTE, TASK_ADD, ph, l, routed, hid, READS(H, R), P);
     ep_alltoall(p, OP_EP_DISPATCH, ph, l, config_ep_send_rows(c, me), P, D);
+    if (c->shared_overlap) { /* fc1 on the compute stream while the dispatch is in flight */
+        p->tp_after = normed;
+        shared_fc1(p, l, ph, H);
+    }
     if (tp) tp_rows(p, TASK_ALLGATHER, ph, l, rows, D, DG);
     grouped(p, OP_EXPERT_GATE, ph, l, rows, f, hid, READS(DG, W), WRITES(EM));
     grouped(p, OP_EXPERT_UP, ph, l, rows, f, hid, READS(DG, W), WRITES(EM));
@@ -172,21 +186,36 @@ void build_moe_fwd(prog *p, int l, task_phase ph)
     grouped(p, OP_EXPERT_DOWN, ph, l, rows, hid, f, READS(EM, W), WRITES(EY));
     if (tp) tp_rows(p, TASK_REDUCESCATTER, ph, l, rows, EY, EYS);
     ep_alltoall(p, OP_EP_COMBINE, ph, l, config_ep_return_rows(c, me), EYS, C);
+    if (c->shared_overlap) /* fc2 while the combine is in flight */
+        shared_fc2(p, l, ph, out);
     kernel(p, OP_UNPERMUTE, TASK_ADD, ph, l, routed, hid, READS(C, R), out);
-    p->tp_after = normed;
-    shared_fwd(p, l, ph, H, out);
+    if (!c->shared_overlap) {
+        p->tp_after = normed;
+        shared_fc1(p, l, ph, H);
+        shared_fc2(p, l, ph, out);
+    }
 }
 
 /* The shared experts' backward (build.c's dense MLP backward at their
- * width), from the block output's gradient dY into DH. */
-static void shared_bwd(prog *p, int l, int dY)
+ * width), from the block output's gradient dY into DH, in the halves of
+ * the forward: fc2's (dY gathered over TP, down's dgrad and wgrad, the
+ * activation's backward), then fc1's (h gathered again, up and gate,
+ * their input gradient reduce-scattered into DH). */
+static void shared_bwd_fc2(prog *p, int l, int dY)
 {
     uint64_t hid = (uint64_t)p->m->hidden, f = config_ep_shared_ffn(p->c);
-    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM);
     if (!f) return;
     const tp_gemm down = {OP_MLP_DOWN, hid, f, {build_tp_buf(p, l, LB_DYG), BUF_LB(l, LB_M), W}, 3, {DM, G}, 2};
     build_tp_column(p, OP_TP_Y, PHASE_BWD, l, dY, build_tp_buf(p, l, LB_DYG), &down, 1);
     kernel(p, OP_ACT, TASK_ACT, PHASE_BWD, l, p->T, f, READS(DM, BUF_LB(l, LB_M)), DM);
+}
+
+static void shared_bwd_fc1(prog *p, int l)
+{
+    uint64_t hid = (uint64_t)p->m->hidden, f = config_ep_shared_ffn(p->c);
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), DM = BUF_LB(l, LB_DM), DH = BUF_LB(l, LB_DH);
+    if (!f) return;
     build_tp_gather(p, OP_TP_H, PHASE_BWD, l, BUF_LB(l, LB_H), build_tp_buf(p, l, LB_HG));
     const tp_gemm up_gate[2] = {
         {OP_MLP_UP, f, hid, {DM, build_tp_buf(p, l, LB_HG), W}, 3, {build_tp_buf(p, l, LB_DHP), G}, 2},
@@ -207,9 +236,10 @@ void build_moe_bwd(prog *p, int l)
     int DEY = tp ? BUF_LB(l, LB_DEY) : DEYS, DEM = BUF_LB(l, LB_DEM), DDP = BUF_LB(l, LB_DDISPP);
     int DD = tp ? BUF_LB(l, LB_DDISP) : DDP, DP = ep ? BUF_LB(l, LB_DPERM) : DD;
     int DG = tp ? BUF_LB(l, LB_DISPG) : ep ? BUF_LB(l, LB_DISP) : BUF_LB(l, LB_PERM);
-    shared_bwd(p, l, dY);
+    if (!c->shared_overlap) shared_bwd_fc2(p, l, dY), shared_bwd_fc1(p, l);
     kernel(p, OP_UNPERMUTE, TASK_ADD, PHASE_BWD, l, routed, hid, READS(dY, R, BUF_LB(l, LB_COMB)), DC);
     ep_alltoall(p, OP_EP_COMBINE, PHASE_BWD, l, config_ep_send_rows(c, me), DC, DEYS);
+    if (c->shared_overlap) shared_bwd_fc2(p, l, dY); /* while the combine's gradient is in flight */
     if (tp) tp_rows(p, TASK_ALLGATHER, PHASE_BWD, l, rows, DEYS, DEY);
     grouped(p, OP_EXPERT_DOWN, PHASE_BWD, l, rows, hid, f, READS(DEY, BUF_LB(l, LB_EM), W), WRITES(DEM, G));
     kernel(p, OP_EXPERT_ACT, TASK_ACT, PHASE_BWD, l, rows, f, READS(DEM, BUF_LB(l, LB_EM)), DEM);
@@ -217,6 +247,7 @@ void build_moe_bwd(prog *p, int l)
     grouped(p, OP_EXPERT_GATE, PHASE_BWD, l, rows, f, hid, READS(DEM, DG, W), WRITES(DDP, G));
     if (tp) tp_rows(p, TASK_REDUCESCATTER, PHASE_BWD, l, rows, DDP, DD);
     ep_alltoall(p, OP_EP_DISPATCH, PHASE_BWD, l, config_ep_return_rows(c, me), DD, DP);
+    if (c->shared_overlap) shared_bwd_fc1(p, l); /* while the dispatch's gradient is in flight */
     kernel(p, OP_PERMUTE, TASK_ADD, PHASE_BWD, l, routed, hid, READS(DP), DH);
     kernel(p, OP_ROUTE, TASK_SOFTMAX, PHASE_BWD, l, Tsp, E, READS(R, DC), R);
     build_gemm(p, OP_ROUTER, PHASE_BWD, l, Tsp, E, hid, READS(R, H, W), WRITES(DH, G));

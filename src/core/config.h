@@ -105,6 +105,7 @@ typedef struct config {
     int pp;                 /* pipeline stages (1: none) */
     int ep;                 /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
     int etp;                /* expert TP, Megatron's --expert-tensor-parallel-size (0: tp, its default) */
+    bool shared_overlap;    /* the shared experts overlap the dispatch and combine (--moe-shared-expert-overlap) */
     double routing_zipf;    /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
     const routing_hist *routing_hist; /* or a per-expert histogram (config_ep.c; NULL: none) */
     double capacity;            /* an expert's capacity, x its mean tokens (Megatron's capacity factor); 0: dropless */

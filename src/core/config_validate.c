@@ -442,6 +442,9 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
     if (!config_moe(c) && (c->ep > 1 || config_routing_skewed(c) || c->capacity != 0 || (c->etp && c->etp != c->tp)))
         return fail(err, "--ep, --expert-tp, --routing and --capacity-factor apply to a mixture-of-experts model: use "
                          "e.g. --model qwen3-30b-a3b, or drop them");
+    if (c->shared_overlap && !c->model.shared_ffn)
+        return fail(err, "--shared-expert-overlap on needs shared experts, which this model has none of: use e.g. "
+                         "--model deepseek-v3, or drop it");
     if (!config_moe(c)) return 0;
     int hist = config_routing_hist_experts(c);
     if (hist && hist != m->experts) {

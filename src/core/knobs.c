@@ -147,6 +147,15 @@ const knob_row knob_rows[KNOB_COUNT] = {
                         offsetof(config, etp),
                         NULL,
                         0},
+    [KNOB_SHARED_EXPERT_OVERLAP] = {{"shared_expert_overlap", "shared-expert-overlap", "on|off",
+                                     "mixture of experts: the shared experts run\n"
+                                     "while the dispatch and combine are in flight\n"
+                                     "(Megatron's shared expert overlap)       [off]",
+                                     false, KNOB_PHASE_LAST},
+                                    KT_BOOL,
+                                    offsetof(config, shared_overlap),
+                                    onoff_sp,
+                                    NSP(onoff_sp)},
     [KNOB_ROUTING] = {{"routing", "routing", "balanced|zipf:S|FILE",
                        "mixture of experts: the tokens' draw over the\n"
                        "experts, even, Zipf's law of exponent S, or a\n"
@@ -405,6 +414,7 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_TP_OVERLAP && !c->tp_overlap) || (k == KNOB_PREFETCH && c->prefetch == 1) ||
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_EP && c->ep == 1) ||
            (k == KNOB_EXPERT_TP && (c->etp == 0 || c->etp == c->tp)) ||
+           (k == KNOB_SHARED_EXPERT_OVERLAP && !c->shared_overlap) ||
            (k == KNOB_ROUTING && !config_routing_skewed(c)) || (k == KNOB_CAPACITY && c->capacity == 0) ||
            (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
@@ -430,12 +440,12 @@ bool knob_optional(config_knob k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
-           k == KNOB_EP || k == KNOB_EXPERT_TP || k == KNOB_ROUTING || k == KNOB_CAPACITY || k == KNOB_MICRO_BATCHES ||
-           k == KNOB_SCHEDULE || k == KNOB_VPP || k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS ||
-           k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT || k == KNOB_RECOMPUTE_MODULES ||
-           k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS || k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE ||
-           k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION || k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT ||
-           k == KNOB_PRECISION;
+           k == KNOB_EP || k == KNOB_EXPERT_TP || k == KNOB_SHARED_EXPERT_OVERLAP || k == KNOB_ROUTING ||
+           k == KNOB_CAPACITY || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP ||
+           k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
+           k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
+           k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION ||
+           k == KNOB_ATTENTION_DROPOUT || k == KNOB_HIDDEN_DROPOUT || k == KNOB_PRECISION;
 }
 
 char *config_knob_text(const config *c, config_knob k)

@@ -6,6 +6,7 @@
  * collectives over the expert-data-parallel group. */
 #include "analytic_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/xalloc.h"
@@ -82,6 +83,18 @@ static double grouped(const config *c, const calib *cb, double rows, double nn, 
     return local * gemm(c, cb, rows / local, nn, k, bwd);
 }
 
+/* The shared experts' halves (build_ep.c): fc1, gate and up and the
+ * activation; fc2, down. */
+static void shared_halves(const config *c, const calib *cb, bool bwd, double *fc1, double *fc2)
+{
+    double hid = c->model.hidden, fs = (double)config_ep_shared_ffn(c), T = (double)config_local_tokens(c);
+    *fc1 = *fc2 = 0;
+    if (fs <= 0) return;
+    *fc1 = 2 * gemm(c, cb, T, fs, hid, bwd) +
+           calib_elementwise_seconds(cb, c, OP_ACT, bwd ? PHASE_BWD : PHASE_FWD, (uint64_t)(T * fs));
+    *fc2 = gemm(c, cb, T, hid, fs, bwd);
+}
+
 /* One block's compute, forward or backward. */
 static double moe_compute(const config *c, const calib *cb, int me, bool bwd)
 {
@@ -137,11 +150,18 @@ moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec
     double row = (double)c->model.hidden * c->act_bytes, rows = (double)config_ep_expert_rows(c, me);
     k.fwd = moe_compute(c, cb, me, false);
     k.bwd = moe_compute(c, cb, me, true);
-    double a2a = ep_alltoall(c, n, (double)config_ep_send_rows(c, me) * row) +
-                 ep_alltoall(c, n, (double)config_ep_return_rows(c, me) * row);
+    double dispatch = ep_alltoall(c, n, (double)config_ep_send_rows(c, me) * row);
+    double combine = ep_alltoall(c, n, (double)config_ep_return_rows(c, me) * row);
     double tp = c->tp > 1 && config_etp(c) > 1 ? analytic_etp_coll(c, n, COLL_ALL_GATHER, rows * row) +
                                                      analytic_etp_coll(c, n, COLL_REDUCE_SCATTER, rows * row)
                                                : 0;
-    k.comm_fwd = k.comm_bwd = a2a + tp;
+    k.comm_fwd = k.comm_bwd = dispatch + combine + tp;
+    if (c->shared_overlap) { /* the halves hide the all-to-alls they run beside (build_ep.c) */
+        double f1, f2, b1, b2;
+        shared_halves(c, cb, false, &f1, &f2);
+        shared_halves(c, cb, true, &b1, &b2);
+        k.comm_fwd = fmax(dispatch - f1, 0) + fmax(combine - f2, 0) + tp;
+        k.comm_bwd = fmax(combine - b2, 0) + fmax(dispatch - b1, 0) + tp;
+    }
     return k;
 }
