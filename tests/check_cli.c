@@ -360,26 +360,27 @@ START_TEST(megatron_round_trip)
         "--mesh 4 --strategy ulysses --dp 4 --gpus-per-node 4 --pp 2 --micro-batches 8 --placement tp-cp-ep-dp-pp",
     };
     char a[1024];
-    /* the last: a mixture of experts with MLA, a dense first block, EP 8
-     * over TP 2 x 4 context ranks at expert TP 1, the shared experts
-     * overlapped */
+    /* the last two: a mixture of experts with MLA and a dense first block,
+     * EP 8 over TP 2 x 4 context ranks at expert TP 1 with the shared
+     * experts overlapped, and EP 8 across 2 replicas with the all-gather
+     * dispatcher */
     static const char *const moe = "layers=4\nhidden=256\nheads=8\nkv_heads=8\nhead_dim=40\nffn=512\nvocab=1000\n"
                                    "num_experts=8\nnum_experts_per_tok=2\nmoe_intermediate_size=128\n"
                                    "shared_expert_intermediate_size=128\nfirst_k_dense_replace=1\nq_lora_rank=64\n"
                                    "kv_lora_rank=32\nqk_nope_head_dim=32\nqk_rope_head_dim=16\nv_head_dim=32\n";
+    static const char *const moe_configs[] = {
+        "--tp 2 --mesh 2x2 --strategy usp --ep 8 --expert-tp 1 --shared-expert-overlap on --dp 2 --pp 2 "
+        "--micro-batches 2 --zero 1 --dtype bf16",
+        "--tp 2 --mesh 2x2 --strategy usp --ep 8 --dispatcher allgather --dp 2 --zero 1 --dtype bf16"};
     size_t nc = sizeof configs / sizeof *configs;
-    for (size_t i = 0; i <= nc; i++) {
+    for (size_t i = 0; i < nc + 2; i++) {
         if (i == nc) {
             FILE *f = fopen(model, "w");
             ck_assert_ptr_nonnull(f);
             fputs(moe, f);
             fclose(f);
         }
-        snprintf(a, sizeof a, "--model %s --seq 4K %s", model,
-                 i < nc
-                     ? configs[i]
-                     : "--tp 2 --mesh 2x2 --strategy usp --ep 8 --expert-tp 1 --shared-expert-overlap on --dp 2 --pp 2 "
-                       "--micro-batches 2 --zero 1 --dtype bf16");
+        snprintf(a, sizeof a, "--model %s --seq 4K %s", model, i < nc ? configs[i] : moe_configs[i - nc]);
         run_result r = run_cmd(LOONG " dag %s --format megatron -o %s", a, args);
         ck_assert_msg(r.status == 0 && !r.err[0], "%s: %s", a, r.err);
         json_t *want = dag_config_json(LOONG, a);

@@ -603,6 +603,7 @@ static const struct {
     {"ep", "--model tiny-moe", "2"},
     {"expert-tp", "--model tiny-moe --tp 2", "1"},
     {"shared-expert-overlap", "--model deepseek-v2", "on"},
+    {"dispatcher", "--model tiny-moe", "allgather"},
     {"routing", "--model tiny-moe", "zipf:1.5"},
     {"capacity-factor", "--model tiny-moe", "1.25"},
     {"micro-batches", "", "2"},

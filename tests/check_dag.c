@@ -367,6 +367,61 @@ START_TEST(moe_shared_overlap)
 }
 END_TEST
 
+/* The all-gather dispatcher (--dispatcher allgather; Megatron's
+ * MoEAllGatherTokenDispatcher): no all-to-all; per block and rank one
+ * all-gather and one reduce-scatter on the ep stream each way, over the
+ * expert-TP x EP group of etp ep ranks (its replicas' members included:
+ * the EP group's ranks at every expert-TP rank), of Ga = etp ep T/tp rows
+ * of hidden on the gathered side (ring bytes (G-1) ceil(Ga hidden a / n)
+ * for the DAG's n members); no expert-TP collectives; the experts' GEMMs
+ * the all-to-all dispatcher's, FLOP for FLOP on every rank. Expert TP at
+ * and below TP, EP inside a replica and across two. */
+START_TEST(moe_allgather_dispatch)
+{
+    static const struct {
+        int ph, ps, tp, etp, ep, dp;
+    } cases[] = {{2, 2, 1, 0, 4, 1}, {1, 2, 2, 0, 2, 1}, {1, 2, 2, 1, 4, 1}, {1, 2, 2, 0, 4, 2}};
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", cases[_i].ph, cases[_i].ps, cases[_i].ps, SCOPE_STEP);
+    c.tp = cases[_i].tp, c.etp = cases[_i].etp, c.ep = cases[_i].ep, c.dp = cases[_i].dp, c.zero = 0;
+    config g2a = c;
+    c.dispatcher = DISPATCH_ALLGATHER;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c), *a2a = tbuild(&g2a);
+    const model *m = &c.model;
+    mesh msh = config_mesh(&c);
+    int P = config_cp(&c), etp = config_etp(&c), G = etp * c.ep, blocks = m->layers;
+    uint64_t Ga = c.seq / (uint64_t)P / (uint64_t)c.tp * (uint64_t)G, hid = (uint64_t)m->hidden;
+    for (int r = 0; r < config_ranks(&c); r++) {
+        ck_assert_uint_eq(sum_flops(g, r, TASK_GEMM), sum_flops(a2a, r, TASK_GEMM));
+        int ag = 0, rs = 0;
+        for (uint32_t id = 0; id < dag_ntasks(g); id++) {
+            const dag_task *t = dag_task_get(g, id);
+            if (t->rank != r) continue;
+            ck_assert_int_ne(t->op, OP_TP_EXPERT);
+            if (t->stream != STREAM_EP || t->phase == PHASE_REDUCE) continue;
+            ck_assert_int_ne(t->kind, TASK_ALLTOALL);
+            int n, stride, count, at[8] = {0};
+            const int32_t *mem = dag_group(g, t->group, &n);
+            dag_group_replicas(g, t->group, &stride, &count);
+            ck_assert_int_eq(n * (count ? count : 1), G);
+            for (int k = 0; k < (count ? count : 1); k++) /* the replicas' members: etp at each EP rank */
+                for (int j = 0; j < n; j++)
+                    at[config_ep_rank(&c, mesh_unfold(&msh, MESH_DIMS_DP, mem[j], k * (count ? stride : 0)))]++;
+            for (int j = 0; j < c.ep; j++)
+                ck_assert_int_eq(at[j], etp);
+            uint64_t nn = n > 1 ? (uint64_t)n : (uint64_t)c.dp;
+            ck_assert_uint_eq(t->bytes, (nn - 1) * ((Ga * hid * 2 + nn - 1) / nn));
+            ag += t->kind == TASK_ALLGATHER, rs += t->kind == TASK_REDUCESCATTER;
+        }
+        ck_assert_int_eq(ag, 2 * blocks);
+        ck_assert_int_eq(rs, 2 * blocks);
+    }
+    dag_free(g);
+    dag_free(a2a);
+}
+END_TEST
+
 /* A capacity factor C (Megatron's --moe-expert-capacity-factor): each
  * expert takes at most ceil(C R / E) of a rank's R routed rows, so under
  * zipf:1 (E = 8, top-2) EP rank j draws sum over its experts of
@@ -1265,6 +1320,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, moe_params, 0, 5);
     tcase_add_loop_test(tc, moe_expert_tp, 0, 5);
     tcase_add_loop_test(tc, moe_shared_overlap, 0, 2);
+    tcase_add_loop_test(tc, moe_allgather_dispatch, 0, 4);
     tcase_add_test(tc, moe_capacity);
     tcase_add_test(tc, moe_routing_draw);
     tcase_add_test(tc, moe_routing_histogram);

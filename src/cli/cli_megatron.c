@@ -197,9 +197,10 @@ static int read_experts(mg_args *g, model *m, char err[LOONG_ERRLEN])
         int_arg(g, "moe-shared-expert-intermediate-size", 0, &m->shared_ffn, err) < 0 ||
         read_layer_freq(g, m->layers, &m->dense_layers, err) < 0)
         return -1;
-    (void)flag(g, "moe-grouped-gemm"); /* loong's experts run as grouped GEMMs */
-    const char *d = str_arg(g, "moe-token-dispatcher-type");
-    if (d && strcmp(d, "alltoall")) note(g, keep("--moe-token-dispatcher-type %.20s (costed as alltoall)", d));
+    (void)flag(g, "moe-grouped-gemm");                       /* loong's experts run as grouped GEMMs */
+    const char *d = str_arg(g, "moe-token-dispatcher-type"); /* alltoall and allgather: read_rest */
+    if (d && strcmp(d, "alltoall") && strcmp(d, "allgather"))
+        note(g, keep("--moe-token-dispatcher-type %.20s (costed as alltoall)", d));
     return 0;
 }
 
@@ -552,6 +553,10 @@ static int read_rest(mg_args *g, int tp, cli_config *out, char err[LOONG_ERRLEN]
     if (ep > 1) out->val[KNOB_EP] = keep("%d", ep);
     if (etp != tp) out->val[KNOB_EXPERT_TP] = keep("%d", etp); /* config_validate: it divides tp */
     if (flag(g, "moe-shared-expert-overlap")) out->val[KNOB_SHARED_EXPERT_OVERLAP] = "on";
+    int experts; /* the dispatcher: Megatron's default is allgather (arguments.py) */
+    const char *d = str_arg(g, "moe-token-dispatcher-type");
+    if (int_arg(g, "num-experts", 0, &experts, err) < 0) return -1;
+    if (experts && (!d || !strcmp(d, "allgather"))) out->val[KNOB_DISPATCHER] = "allgather";
     const char *cf = str_arg(g, "moe-expert-capacity-factor");
     if (cf) out->val[KNOB_CAPACITY] = cf; /* its parser checks it */
     if (flag(g, "moe-pad-expert-input-to-capacity"))
@@ -680,7 +685,7 @@ static void emit_pipeline(mg_out *o, const config *c)
 }
 
 /* A mixture of experts: the experts, their parallelism (EP, expert TP)
- * and the all-to-all dispatcher with grouped GEMMs, as loong costs them. */
+ * and the token dispatcher with grouped GEMMs, as loong costs them. */
 static void emit_experts(mg_out *o, const config *c)
 {
     const model *m = &c->model;
@@ -689,7 +694,8 @@ static void emit_experts(mg_out *o, const config *c)
     arg(o, "--moe-ffn-hidden-size %d", m->expert_ffn);
     if (m->shared_ffn) arg(o, "--moe-shared-expert-intermediate-size %d", m->shared_ffn);
     if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
-    arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type alltoall");
+    arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type %s",
+        c->dispatcher == DISPATCH_ALLGATHER ? "allgather" : "alltoall");
     arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, config_etp(c));
     if (c->shared_overlap) arg(o, "--moe-shared-expert-overlap");
     if (c->capacity > 0) arg(o, "--moe-expert-capacity-factor %.17g", c->capacity);

@@ -196,6 +196,9 @@ static int check_moe(const exec_cli *e, const config *c)
     if (c->capacity > 0)
         return cli_fail("exec", "loong exec routes dropless: drop --capacity-factor (token dropping is modelled by "
                                 "dag, sim and plan)");
+    if (c->dispatcher != DISPATCH_ALLTOALL)
+        return cli_fail("exec", "loong exec dispatches with all-to-alls: drop --dispatcher allgather (the all-gather "
+                                "dispatcher is modelled by dag, sim and plan)");
     if (c->model.experts > 64)
         return cli_fail("exec",
                         "model '%s' has %d experts and loong exec checks each one: use a model of at most 64 "

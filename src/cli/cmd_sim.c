@@ -311,8 +311,9 @@ static int simulate(sim_args *a, const config *c)
     }
     /* TP ranks by symmetry: only TP rank 0's tasks are needed, unless a trace shows every rank (or
      * --tp-overlap's p2p between TP ranks makes the fold fail: sim_run then says why in one line) */
-    mesh_dims tp_only =
-        (a->fold & MESH_BIT(MESH_TP)) && !a->trace && !c->tp_overlap && !config_ep_spans_tp(c) ? MESH_BIT(MESH_TP) : 0;
+    mesh_dims tp_only = (a->fold & MESH_BIT(MESH_TP)) && !a->trace && !c->tp_overlap && !config_ep_breaks_tp_fold(c)
+                            ? MESH_BIT(MESH_TP)
+                            : 0;
     dag *g = cb ? dag_build_folded(c, tp_only, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf), note_moe_fold(c, a->fold);
     mem_check mc = {0};

@@ -420,6 +420,7 @@ static void build_rank(builder *b)
               true,
               DAG_NONE,
               DAG_NONE,
+              DAG_NONE,
               DAG_NONE};
     p.head_gid = bt_group(b, STREAM_A2A, MESH_DIMS_HEAD);
     build_grad_groups(&p);

@@ -39,11 +39,11 @@
  * config_ep_members' list, over TP and the context ranks, and dp when it
  * spans replicas (an EP group across them, every expert-data-parallel
  * group). */
-static uint32_t group_across_tp(prog *p, stream_kind stream, bool edp)
+static uint32_t group_across_tp(prog *p, stream_kind stream, ep_group_kind kind)
 {
     int stride, count, *m = xmalloc_array((size_t)config_ranks(p->c), sizeof *m, "an expert group");
-    int n = config_ep_members(p->c, bt_rank(p->b), edp, m, &stride, &count);
-    mesh_dims dims = CONFIG_TP_DIMS | MESH_DIMS_CP | (edp || count ? MESH_DIMS_DP : 0);
+    int n = config_ep_members(p->c, bt_rank(p->b), kind, m, &stride, &count);
+    mesh_dims dims = CONFIG_TP_DIMS | MESH_DIMS_CP | (kind == EP_GROUP_EDP || count ? MESH_DIMS_DP : 0);
     int32_t *members = xmalloc_array((size_t)n, sizeof *members, "an expert group");
     for (int i = 0; i < n; i++)
         members[i] = m[i];
@@ -63,9 +63,10 @@ void build_ep_groups(prog *p)
     if (!config_moe(p->c)) return;
     int P = config_cp(p->c), ep = p->c->ep, s = ep / P, etp = config_etp(p->c);
     p->etp_gid = p->tp_gid;
+    if (p->c->dispatcher == DISPATCH_ALLGATHER) p->tpep_gid = group_across_tp(p, STREAM_EP, EP_GROUP_TP_EP);
     if (config_ep_spans_tp(p->c)) {
-        p->ep_gid = group_across_tp(p, STREAM_EP, false);
-        p->edp_gid = group_across_tp(p, STREAM_EP_GRAD, true);
+        p->ep_gid = group_across_tp(p, STREAM_EP, EP_GROUP);
+        p->edp_gid = group_across_tp(p, STREAM_EP_GRAD, EP_GROUP_EDP);
         if (etp > 1) p->etp_gid = bt_group_split(p->b, STREAM_TP, CONFIG_TP_DIMS, p->c->tp / etp);
     } else if (ep <= P) {
         p->ep_gid = bt_group_split(p->b, STREAM_EP, MESH_DIMS_CP, P / ep);
@@ -159,9 +160,67 @@ static void shared_fc2(prog *p, int l, task_phase ph, int out)
     build_tp_row(p, OP_TP_Y, ph, l, &down, 1, build_tp_buf(p, l, LB_YP), out);
 }
 
+/* The all-gather dispatcher's collective over the expert-TP x EP group
+ * (Megatron's MoEAllGatherTokenDispatcher, token_dispatcher.py: the
+ * tokens gathered from, and the outputs reduce-scattered to, its etp ep
+ * ranks): `rows` rows of hidden on the gathered side, sized for the DAG's
+ * members (with one, the replicas', as loong sim counts them). */
+static void tpep_coll(prog *p, task_kind kind, task_op op, task_phase ph, int l, uint64_t rows, int read, int write)
+{
+    builder *b = p->b;
+    int members = bt_group_size(b, p->tpep_gid);
+    uint64_t n = members > 1 ? (uint64_t)members : (uint64_t)p->c->dp, hid = (uint64_t)p->m->hidden;
+    uint32_t id = bt_begin(b, kind, STREAM_EP, op, ph, l);
+    dag_task *t = bt_task(b, id);
+    t->group = p->tpep_gid;
+    t->dim[0] = rows <= UINT32_MAX ? (uint32_t)rows : 0;
+    t->dim[1] = (uint32_t)hid;
+    t->dim[2] = (uint32_t)p->c->act_bytes;
+    t->bytes = size_ring_coll_bytes(rows * hid, p->c->act_bytes, n, false);
+    bt_reads(b, read);
+    bt_writes(b, write);
+    bt_end(b);
+}
+
+/* The block's experts with the all-gather dispatcher: every token of the
+ * expert-TP x EP group gathered (G = etp ep of them, Ga = G T' rows), the
+ * rank's experts' rows picked out and computed (the same rows and widths
+ * as the all-to-all dispatcher's: config_ep_expert_rows, F/etp), scattered
+ * back into Ga rows and reduce-scattered to the rank's T'; the backward
+ * mirrors it. */
+static void moe_fwd_allgather(prog *p, int l, task_phase ph)
+{
+    const config *c = p->c;
+    uint64_t hid = (uint64_t)p->m->hidden, E = (uint64_t)p->m->experts, Tsp = config_sp_rows(c, p->T);
+    uint64_t f = config_ep_expert_ffn(c), rows = config_ep_expert_rows(c, ep_rank(p));
+    uint64_t Ga = Tsp * (uint64_t)config_etp(c) * (uint64_t)c->ep;
+    bool gather = Ga > Tsp;
+    int W = BUF_LB(l, LB_W), H = BUF_LB(l, LB_H), out = BUF_LB(l + 1, LB_X), R = BUF_LB(l, LB_ROUTE);
+    int D = gather ? BUF_LB(l, LB_DISP) : H, P = BUF_LB(l, LB_PERM), EM = BUF_LB(l, LB_EM), EY = BUF_LB(l, LB_EY);
+    int C = gather ? BUF_LB(l, LB_COMB) : out;
+    uint32_t normed = p->tp_after;
+    build_gemm(p, OP_ROUTER, ph, l, Tsp, E, hid, READS(H, W), WRITES(R));
+    kernel(p, OP_ROUTE, TASK_SOFTMAX, ph, l, Tsp, E, READS(R), R);
+    if (gather) tpep_coll(p, TASK_ALLGATHER, OP_EP_DISPATCH, ph, l, Ga, H, D);
+    kernel(p, OP_PERMUTE, TASK_ADD, ph, l, rows, hid, READS(D, R), P);
+    grouped(p, OP_EXPERT_GATE, ph, l, rows, f, hid, READS(P, W), WRITES(EM));
+    grouped(p, OP_EXPERT_UP, ph, l, rows, f, hid, READS(P, W), WRITES(EM));
+    kernel(p, OP_EXPERT_ACT, TASK_ACT, ph, l, rows, f, READS(EM), EM);
+    grouped(p, OP_EXPERT_DOWN, ph, l, rows, hid, f, READS(EM, W), WRITES(EY));
+    kernel(p, OP_UNPERMUTE, TASK_ADD, ph, l, rows, hid, READS(EY, R), C);
+    if (gather) tpep_coll(p, TASK_REDUCESCATTER, OP_EP_COMBINE, ph, l, Ga, C, out);
+    p->tp_after = normed;
+    shared_fc1(p, l, ph, H);
+    shared_fc2(p, l, ph, out);
+}
+
 void build_moe_fwd(prog *p, int l, task_phase ph)
 {
     const config *c = p->c;
+    if (c->dispatcher == DISPATCH_ALLGATHER) {
+        moe_fwd_allgather(p, l, ph);
+        return;
+    }
     uint64_t hid = (uint64_t)p->m->hidden, E = (uint64_t)p->m->experts, Tsp = config_sp_rows(c, p->T);
     uint64_t routed = Tsp * (uint64_t)p->m->top_k, f = config_ep_expert_ffn(c);
     int me = ep_rank(p), W = BUF_LB(l, LB_W), H = BUF_LB(l, LB_H), out = BUF_LB(l + 1, LB_X);
@@ -223,9 +282,38 @@ static void shared_bwd_fc1(prog *p, int l)
     build_tp_row(p, OP_TP_H, PHASE_BWD, l, up_gate, 2, build_tp_buf(p, l, LB_DHP), DH);
 }
 
+static void moe_bwd_allgather(prog *p, int l)
+{
+    const config *c = p->c;
+    uint64_t hid = (uint64_t)p->m->hidden, E = (uint64_t)p->m->experts, Tsp = config_sp_rows(c, p->T);
+    uint64_t f = config_ep_expert_ffn(c), rows = config_ep_expert_rows(c, ep_rank(p));
+    uint64_t Ga = Tsp * (uint64_t)config_etp(c) * (uint64_t)c->ep;
+    bool gather = Ga > Tsp;
+    int W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), H = BUF_LB(l, LB_H), R = BUF_LB(l, LB_ROUTE);
+    int dY = BUF_LB(l + 1, LB_DX), DH = BUF_LB(l, LB_DH), DC = gather ? BUF_LB(l, LB_DCOMB) : dY;
+    int C = gather ? BUF_LB(l, LB_COMB) : BUF_LB(l + 1, LB_X), DEY = BUF_LB(l, LB_DEY), DEM = BUF_LB(l, LB_DEM);
+    int DDP = BUF_LB(l, LB_DDISPP), DD = gather ? BUF_LB(l, LB_DDISP) : DH, P = BUF_LB(l, LB_PERM);
+    shared_bwd_fc2(p, l, dY);
+    shared_bwd_fc1(p, l);
+    if (gather) tpep_coll(p, TASK_ALLGATHER, OP_EP_COMBINE, PHASE_BWD, l, Ga, dY, DC);
+    kernel(p, OP_UNPERMUTE, TASK_ADD, PHASE_BWD, l, rows, hid, READS(DC, R, C), DEY);
+    grouped(p, OP_EXPERT_DOWN, PHASE_BWD, l, rows, hid, f, READS(DEY, BUF_LB(l, LB_EM), W), WRITES(DEM, G));
+    kernel(p, OP_EXPERT_ACT, TASK_ACT, PHASE_BWD, l, rows, f, READS(DEM, BUF_LB(l, LB_EM)), DEM);
+    grouped(p, OP_EXPERT_UP, PHASE_BWD, l, rows, f, hid, READS(DEM, P, W), WRITES(DDP, G));
+    grouped(p, OP_EXPERT_GATE, PHASE_BWD, l, rows, f, hid, READS(DEM, P, W), WRITES(DDP, G));
+    kernel(p, OP_PERMUTE, TASK_ADD, PHASE_BWD, l, rows, hid, READS(DDP), DD);
+    if (gather) tpep_coll(p, TASK_REDUCESCATTER, OP_EP_DISPATCH, PHASE_BWD, l, Ga, DD, DH);
+    kernel(p, OP_ROUTE, TASK_SOFTMAX, PHASE_BWD, l, Tsp, E, READS(R, DC), R);
+    build_gemm(p, OP_ROUTER, PHASE_BWD, l, Tsp, E, hid, READS(R, H, W), WRITES(DH, G));
+}
+
 void build_moe_bwd(prog *p, int l)
 {
     const config *c = p->c;
+    if (c->dispatcher == DISPATCH_ALLGATHER) {
+        moe_bwd_allgather(p, l);
+        return;
+    }
     uint64_t hid = (uint64_t)p->m->hidden, E = (uint64_t)p->m->experts, Tsp = config_sp_rows(c, p->T);
     uint64_t routed = Tsp * (uint64_t)p->m->top_k, f = config_ep_expert_ffn(c);
     int me = ep_rank(p), W = BUF_LB(l, LB_W), G = BUF_LB(l, LB_GRAD), H = BUF_LB(l, LB_H);

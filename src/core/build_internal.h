@@ -41,6 +41,7 @@ typedef struct prog {
     bool last_mb;             /* the pass being emitted is of the last micro-batch: the gradients are complete */
     uint32_t ep_gid, edp_gid; /* mixture of experts: the EP group and the expert-data-parallel group */
     uint32_t etp_gid;         /* and its expert-TP group (tp_gid at expert TP = TP) */
+    uint32_t tpep_gid;        /* the all-gather dispatcher's expert-TP x EP group */
 } prog;
 
 /* A buffer list and its length, for the functions taking (reads, nreads). */

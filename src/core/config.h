@@ -66,6 +66,10 @@ typedef enum { PRECISION_BF16, PRECISION_FP8_DELAYED, PRECISION_FP8_CURRENT, PRE
  * the recompute modules); LoongTrain's Selective Checkpoint++; full. In
  * this order each keeps fewer activations than the one before. */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_SCPP, RECOMPUTE_FULL } recompute_kind;
+/* A mixture of experts' token dispatcher (Megatron's --moe-token-dispatcher-type):
+ * all-to-alls over the EP group, or an all-gather and a reduce-scatter over
+ * the expert-TP x EP group (build_ep.c). */
+typedef enum { DISPATCH_ALLTOALL, DISPATCH_ALLGATHER } dispatcher_kind;
 /* Megatron-Core's --recompute-modules that loong models (bits). */
 #define RECOMPUTE_MOD_CORE_ATTN 1
 #define RECOMPUTE_MOD_MLP       2
@@ -96,17 +100,18 @@ typedef struct config {
     int batch;    /* B: samples per micro-batch */
     /* The degrees of the device mesh by name (torchtitan's ParallelDims);
      * config_mesh() builds the mesh from them and the order. */
-    int tp;                 /* tensor-parallel degree (Megatron's TP; 1: none) */
-    bool sequence_parallel; /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
-    bool tp_overlap;        /* tp > 1: TP collectives overlap their GEMMs (TE's ring-exchange) */
-    int p_head;             /* P_h: head-parallel degree (all-to-all group) */
-    int p_seq;              /* P_s: sequence-parallel degree (ring) */
-    int dp;                 /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
-    int pp;                 /* pipeline stages (1: none) */
-    int ep;                 /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
-    int etp;                /* expert TP, Megatron's --expert-tensor-parallel-size (0: tp, its default) */
-    bool shared_overlap;    /* the shared experts overlap the dispatch and combine (--moe-shared-expert-overlap) */
-    double routing_zipf;    /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
+    int tp;                     /* tensor-parallel degree (Megatron's TP; 1: none) */
+    bool sequence_parallel;     /* tp > 1: Megatron's sequence parallelism (norm/residual on S/(cp*tp)) */
+    bool tp_overlap;            /* tp > 1: TP collectives overlap their GEMMs (TE's ring-exchange) */
+    int p_head;                 /* P_h: head-parallel degree (all-to-all group) */
+    int p_seq;                  /* P_s: sequence-parallel degree (ring) */
+    int dp;                     /* data-parallel replicas; the DAG holds one (ranks 0..P-1) */
+    int pp;                     /* pipeline stages (1: none) */
+    int ep;                     /* expert parallelism: ranks a block's experts are spread over (1: none; config_ep.c) */
+    int etp;                    /* expert TP, Megatron's --expert-tensor-parallel-size (0: tp, its default) */
+    bool shared_overlap;        /* the shared experts overlap the dispatch and combine (--moe-shared-expert-overlap) */
+    dispatcher_kind dispatcher; /* the experts' token dispatcher */
+    double routing_zipf;        /* the routed tokens' draw over the experts: 0 balanced, else Zipf's exponent */
     const routing_hist *routing_hist; /* or a per-expert histogram (config_ep.c; NULL: none) */
     double capacity;            /* an expert's capacity, x its mean tokens (Megatron's capacity factor); 0: dropless */
     int micro_batches;          /* m: micro-batches per step and pipeline (gradient accumulation at pp 1) */
@@ -286,6 +291,10 @@ int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
 int config_etp(const config *c);
 bool config_ep_spans_tp(const config *c);
 int config_ep_span(const config *c);
+/* Whether loong sim cannot fold tp: a mixture of experts under TP whose
+ * expert groups span TP ranks (expert TP below TP, or the all-gather
+ * dispatcher's expert-TP x EP group). */
+bool config_ep_breaks_tp_fold(const config *c);
 /* The EP group: ep consecutive ranks in the experts' order (Megatron-
  * Core's expert rank generator, order tp-ep-dp: config_ep.c), at one
  * expert-TP rank: within a replica when ep divides span, else across
@@ -293,12 +302,14 @@ int config_ep_span(const config *c);
  * gradient group (the context ranks, then the replicas). Rank's index in
  * it, 0 .. ep-1, which holds experts [i E/ep, (i+1) E/ep). */
 int config_ep_rank(const config *c, int rank);
-/* Rank's EP group (edp false) or expert-data-parallel group (true): its
- * members in rank's replica into out (config_ranks(c) long at most), in
- * the experts' order, their count returned; the replicas it spans as
- * dag_group_replicas gives them (0, 0: its own replica for an EP group
- * within one, every replica for an expert-data-parallel group). */
-int config_ep_members(const config *c, int rank, bool edp, int *out, int *rep_stride, int *rep_count);
+/* Rank's EP group, expert-data-parallel group, or expert-TP x EP group
+ * (the all-gather dispatcher's: the EP group's ranks at every expert-TP
+ * rank): its members in rank's replica into out (config_ranks(c) long at
+ * most), in the experts' order, their count returned; the replicas it
+ * spans as dag_group_replicas gives them (0, 0: its own replica for a
+ * group within one, every replica for an expert-data-parallel group). */
+typedef enum { EP_GROUP, EP_GROUP_EDP, EP_GROUP_TP_EP } ep_group_kind;
+int config_ep_members(const config *c, int rank, ep_group_kind kind, int *out, int *rep_stride, int *rep_count);
 /* Experts one rank holds: E / ep (config_validate: ep divides E). */
 int config_ep_local_experts(const config *c);
 /* Expert-data-parallel ranks, all replicas: dp span / ep, the ranks

@@ -9,7 +9,7 @@ void config_describe(const config *c, char *buf, size_t len)
 {
     char seq[32];
     units_fmt_count(c->seq, seq, sizeof seq);
-    char dp[128] = "", place[64];
+    char dp[192] = "", place[64];
     mesh m = config_mesh(c);
     static const mesh_dim outer[] = {MESH_DP, MESH_TP, MESH_PP}; /* the dimensions beside P_h x P_s */
     for (size_t i = 0; i < sizeof outer / sizeof *outer; i++) {
@@ -27,6 +27,8 @@ void config_describe(const config *c, char *buf, size_t len)
     if (c->micro_batches > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " m %d", c->micro_batches);
     if (c->ep > 1) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " ep %d", c->ep);
     if (config_ep_spans_tp(c)) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " etp %d", config_etp(c));
+    if (c->dispatcher == DISPATCH_ALLGATHER) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " allgather-dispatch");
+    if (c->shared_overlap) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " shared-overlap");
     if (c->routing_zipf > 0) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " zipf:%g", c->routing_zipf);
     if (c->routing_hist) snprintf(dp + strlen(dp), sizeof dp - strlen(dp), " hist:%d", config_routing_hist_experts(c));
     config_placement_text(c, place, sizeof place);

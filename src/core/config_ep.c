@@ -204,6 +204,11 @@ bool config_ep_spans_tp(const config *c) { return config_moe(c) && config_etp(c)
 
 int config_ep_span(const config *c) { return c->tp / config_etp(c) * config_cp(c); }
 
+bool config_ep_breaks_tp_fold(const config *c)
+{
+    return config_moe(c) && c->tp > 1 && (config_etp(c) < c->tp || c->dispatcher == DISPATCH_ALLGATHER);
+}
+
 /* The experts' index u of rank (above): t / etp + (tp / etp) i. */
 static int expert_index(const config *c, const mesh *m, int rank)
 {
@@ -227,7 +232,7 @@ static int by_index(const void *a, const void *b)
     return (x->u > y->u) - (x->u < y->u);
 }
 
-int config_ep_members(const config *c, int rank, bool edp, int *out, int *rep_stride, int *rep_count)
+int config_ep_members(const config *c, int rank, ep_group_kind kind, int *out, int *rep_stride, int *rep_count)
 {
     mesh m = config_mesh(c);
     mesh_dims dims = CONFIG_TP_DIMS | MESH_DIMS_CP; /* the stage's ranks of rank's replica */
@@ -236,12 +241,14 @@ int config_ep_members(const config *c, int rank, bool edp, int *out, int *rep_st
     indexed_rank *in = xmalloc_array((size_t)n, sizeof *in, "an expert group");
     mesh_group_members(&m, dims, mesh_group_id(&m, dims, rank), all);
     int me = expert_index(c, &m, rank), e = mesh_group_index(&m, CONFIG_TP_DIMS, rank) % etp;
+    bool edp = kind == EP_GROUP_EDP;
     for (int i = 0; i < n; i++) {
         int u = expert_index(c, &m, all[i]);
         bool mine = c->ep >= span ? (edp ? all[i] == rank : true)
                     : edp         ? u % c->ep == me % c->ep
                                   : u / c->ep == me / c->ep;
-        if (mine && mesh_group_index(&m, CONFIG_TP_DIMS, all[i]) % etp == e) in[k++] = (indexed_rank){u, all[i]};
+        if (mine && (kind == EP_GROUP_TP_EP || mesh_group_index(&m, CONFIG_TP_DIMS, all[i]) % etp == e))
+            in[k++] = (indexed_rank){kind == EP_GROUP_TP_EP ? all[i] : u, all[i]};
     }
     qsort(in, (size_t)k, sizeof *in, by_index);
     for (int i = 0; i < k; i++)

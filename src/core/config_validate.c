@@ -442,6 +442,12 @@ static int validate_experts(const config *c, char err[LOONG_ERRLEN])
     if (!config_moe(c) && (c->ep > 1 || config_routing_skewed(c) || c->capacity != 0 || (c->etp && c->etp != c->tp)))
         return fail(err, "--ep, --expert-tp, --routing and --capacity-factor apply to a mixture-of-experts model: use "
                          "e.g. --model qwen3-30b-a3b, or drop them");
+    if (!config_moe(c) && c->dispatcher != DISPATCH_ALLTOALL)
+        return fail(err, "--dispatcher applies to a mixture-of-experts model: use e.g. --model qwen3-30b-a3b, or "
+                         "drop it");
+    if (c->shared_overlap && c->dispatcher != DISPATCH_ALLTOALL)
+        return fail(err, "--shared-expert-overlap on needs --dispatcher alltoall (Megatron-Core overlaps the shared "
+                         "experts with the all-to-alls only)");
     if (c->shared_overlap && !c->model.shared_ffn)
         return fail(err, "--shared-expert-overlap on needs shared experts, which this model has none of: use e.g. "
                          "--model deepseek-v3, or drop it");

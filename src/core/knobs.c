@@ -31,6 +31,7 @@ static const spelling attention_sp[] = {{"flash", "flash"}, {"unfused", "unfused
 static const spelling precision_sp[] = {
     {"bf16", "bf16"}, {"fp8-delayed", "fp8-delayed"}, {"fp8-current", "fp8-current"}, {"mxfp8", "mxfp8"}};
 static const spelling schedule_sp[] = {{"1f1b", "1f1b"}, {"gpipe", "gpipe"}, {"interleaved", "il"}};
+static const spelling dispatcher_sp[] = {{"alltoall", "a2a"}, {"allgather", "ag"}};
 static const spelling dtype_sp[] = {{"bf16", "bf16"}, {"fp32", "fp32"}}; /* act_bytes 2, 4 */
 #define NSP(a) ((int)(sizeof(a) / sizeof(a[0])))
 
@@ -156,6 +157,12 @@ const knob_row knob_rows[KNOB_COUNT] = {
                                     offsetof(config, shared_overlap),
                                     onoff_sp,
                                     NSP(onoff_sp)},
+    [KNOB_DISPATCHER] = {{"dispatcher", "dispatcher", "alltoall|allgather",
+                          "mixture of experts: the token dispatcher, all-\n"
+                          "to-alls over EP, or an all-gather and reduce-\n"
+                          "scatter over expert TP x EP         [alltoall]",
+                          false, KNOB_PHASE_LAST},
+                         KNOB_ENUM(dispatcher, dispatcher_sp)},
     [KNOB_ROUTING] = {{"routing", "routing", "balanced|zipf:S|FILE",
                        "mixture of experts: the tokens' draw over the\n"
                        "experts, even, Zipf's law of exponent S, or a\n"
@@ -415,6 +422,7 @@ bool knob_unset(const config *c, config_knob k)
            (k == KNOB_PP && c->pp == 1) || (k == KNOB_EP && c->ep == 1) ||
            (k == KNOB_EXPERT_TP && (c->etp == 0 || c->etp == c->tp)) ||
            (k == KNOB_SHARED_EXPERT_OVERLAP && !c->shared_overlap) ||
+           (k == KNOB_DISPATCHER && c->dispatcher == DISPATCH_ALLTOALL) ||
            (k == KNOB_ROUTING && !config_routing_skewed(c)) || (k == KNOB_CAPACITY && c->capacity == 0) ||
            (k == KNOB_MICRO_BATCHES && c->micro_batches == 1) ||
            (k == KNOB_SCHEDULE && c->pp == 1 && c->schedule == SCHED_1F1B) || (k == KNOB_VPP && c->vpp == 1) ||
@@ -440,8 +448,8 @@ bool knob_optional(config_knob k)
 {
     return k == KNOB_DOCS || k == KNOB_KV_STRIDE || k == KNOB_NCCL_ALGO || k == KNOB_NCCL_PROTO || k == KNOB_DP ||
            k == KNOB_TP || k == KNOB_SEQUENCE_PARALLEL || k == KNOB_TP_OVERLAP || k == KNOB_PREFETCH || k == KNOB_PP ||
-           k == KNOB_EP || k == KNOB_EXPERT_TP || k == KNOB_SHARED_EXPERT_OVERLAP || k == KNOB_ROUTING ||
-           k == KNOB_CAPACITY || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP ||
+           k == KNOB_EP || k == KNOB_EXPERT_TP || k == KNOB_SHARED_EXPERT_OVERLAP || k == KNOB_DISPATCHER ||
+           k == KNOB_ROUTING || k == KNOB_CAPACITY || k == KNOB_MICRO_BATCHES || k == KNOB_SCHEDULE || k == KNOB_VPP ||
            k == KNOB_PP_FIRST_LAYERS || k == KNOB_PP_LAST_LAYERS || k == KNOB_PP_EMBED_SLOT || k == KNOB_PP_LOSS_SLOT ||
            k == KNOB_RECOMPUTE_MODULES || k == KNOB_RECOMPUTE_METHOD || k == KNOB_RECOMPUTE_NUM_LAYERS ||
            k == KNOB_FUSIONS || k == KNOB_GRAD_REDUCE || k == KNOB_CROSS_ENTROPY || k == KNOB_ATTENTION ||

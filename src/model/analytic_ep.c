@@ -27,12 +27,12 @@ static int *group_gpus(const config *c, mesh_dims dims, int most, int *N)
 /* Rank 0's EP group (or expert-data-parallel group) when it spans TP
  * ranks: config_ep_members' list in replica 0, and the same members of
  * the replicas it spans; on their GPUs. The caller frees them. */
-static int *members_across_tp(const config *c, bool edp, int *N)
+static int *members_across_tp(const config *c, ep_group_kind kind, int *N)
 {
     mesh m = config_mesh(c);
     int stride, count, *in = xmalloc_array((size_t)config_ranks(c), sizeof *in, "an expert group");
-    int k = config_ep_members(c, 0, edp, in, &stride, &count);
-    if (!count) stride = 1, count = edp ? c->dp : 1; /* within a replica; an edp group in every one */
+    int k = config_ep_members(c, 0, kind, in, &stride, &count);
+    if (!count) stride = 1, count = kind == EP_GROUP_EDP ? c->dp : 1; /* within a replica; an edp group in every one */
     int *g = xmalloc_array((size_t)k * (size_t)count, sizeof *g, "an expert group");
     for (int r = 0; r < count; r++)
         for (int i = 0; i < k; i++)
@@ -47,7 +47,7 @@ static int *members_across_tp(const config *c, bool edp, int *N)
  * every EP group exchanges at once, so a NIC carries its ranks' flows. */
 static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
 {
-    int N, *g = config_ep_spans_tp(c) ? members_across_tp(c, false, &N)
+    int N, *g = config_ep_spans_tp(c) ? members_across_tp(c, EP_GROUP, &N)
                                       : group_gpus(c, CONFIG_GRAD_DIMS, c->ep, &N); /* the context ranks, then the
                                                                                       replicas' */
     double t = 0;
@@ -61,6 +61,29 @@ static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
         for (int i = 1; i < N; i++)
             t += flow(&(link){0, link_between(n, g[0], g[i]).bw, false}, bytes / (N - 1));
         t += link_between(n, g[0], g[N - 1]).lat;
+    }
+    free(g);
+    return t;
+}
+
+/* The all-gather dispatcher's collective of nccl-tests size `size` over
+ * rank 0's expert-TP x EP group; every group runs at once, so a NIC
+ * carries its ranks' flows (as ep_alltoall). */
+static double tp_ep_coll(const config *c, const platform_spec *n, coll_op op, double size)
+{
+    int N, *g = members_across_tp(c, EP_GROUP_TP_EP, &N);
+    double t = 0;
+    nccl_group grp;
+    if (N > 1 && size > 0 && nccl_group_init(&grp, n, g, N) == 0) {
+        int mates[64], share = nic_mates(n, g[0], config_ranks(c), mates);
+        if (grp.nnodes > 1 && share > grp.per_nic) grp.per_nic = share;
+        t = nccl_seconds(c, n, &grp, op, size);
+        nccl_group_free(&grp);
+    } else if (N > 1 && size > 0) { /* a platform without NCCL's model: one ring over the members */
+        link worst = link_between(n, g[0], g[1]);
+        for (int i = 1; i < N; i++)
+            if (link_between(n, g[i], g[(i + 1) % N]).bw < worst.bw) worst = link_between(n, g[i], g[(i + 1) % N]);
+        t = flow(&worst, size * (N - 1) / N);
     }
     free(g);
     return t;
@@ -122,7 +145,7 @@ static double edp_coll(const config *c, const platform_spec *n, uint64_t elems, 
     mesh m = config_mesh(c);
     int k = 0, all = mesh_group_size(&m, CONFIG_GRAD_DIMS), *mem;
     if (config_ep_spans_tp(c))
-        mem = members_across_tp(c, true, &k);
+        mem = members_across_tp(c, EP_GROUP_EDP, &k);
     else {
         mem = xmalloc_array((size_t)all, sizeof *mem, "a group");
         mesh_group_members(&m, CONFIG_GRAD_DIMS, 0, mem);
@@ -150,6 +173,11 @@ moecost analytic_moe_costs(const config *c, const calib *cb, const platform_spec
     double row = (double)c->model.hidden * c->act_bytes, rows = (double)config_ep_expert_rows(c, me);
     k.fwd = moe_compute(c, cb, me, false);
     k.bwd = moe_compute(c, cb, me, true);
+    if (c->dispatcher == DISPATCH_ALLGATHER) { /* build_ep.c: gather and reduce-scatter Ga rows, no expert-TP ones */
+        double ga = (double)config_sp_rows(c, config_local_tokens(c)) * config_etp(c) * c->ep * row;
+        k.comm_fwd = k.comm_bwd = tp_ep_coll(c, n, COLL_ALL_GATHER, ga) + tp_ep_coll(c, n, COLL_REDUCE_SCATTER, ga);
+        return k;
+    }
     double dispatch = ep_alltoall(c, n, (double)config_ep_send_rows(c, me) * row);
     double combine = ep_alltoall(c, n, (double)config_ep_return_rows(c, me) * row);
     double tp = c->tp > 1 && config_etp(c) > 1 ? analytic_etp_coll(c, n, COLL_ALL_GATHER, rows * row) +

@@ -78,8 +78,8 @@ mesh_dims plan_fold(const config *c, bool tp_foldable, bool perturbed)
 {
     mesh_dims f = 0;
     if (c->dp > 1 && !full_replicas(c)) f |= MESH_BIT(MESH_DP);
-    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && !config_ep_spans_tp(c) && tp_foldable &&
-        !perturbed)
+    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && !config_ep_breaks_tp_fold(c) &&
+        tp_foldable && !perturbed)
         f |= MESH_BIT(MESH_TP);
     return f;
 }

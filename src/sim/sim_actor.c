@@ -369,11 +369,12 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
                       : !S->spec               ? "it takes NCCL's time of a collective, and this platform runs none"
                       : c->tp_overlap          ? "--tp-overlap's ring steps are p2p between the TP ranks"
                       : config_tp_nodes(c) > 1 ? "a TP group spans nodes, whose NICs its members share"
-                      : config_ep_spans_tp(c)  ? "the experts' groups span TP ranks (--expert-tp below --tp), which "
-                                                 "then run different expert programs"
-                      : S->spec->sockets > 1   ? "the GPUs of a socket share its link to the others, so the folded TP "
-                                                 "ranks' traffic would be missing there"
-                                               : NULL;
+                      : config_ep_breaks_tp_fold(c)
+                          ? "the experts' groups span TP ranks (--expert-tp below --tp, or "
+                            "--dispatcher allgather), which then run different expert programs"
+                      : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others, so the folded TP "
+                                               "ranks' traffic would be missing there"
+                                             : NULL;
     if (!why) return 0;
     snprintf(err, LOONG_ERRLEN,
              "folding tp (--fold tp, alias --tp-mode symmetric): %s; leave tp out of --fold (--tp-mode full)", why);

@@ -305,7 +305,7 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     bool fold = (dag_group_dims(S->g, t->group) & S->folded) != 0; /* it spans a dimension run by symmetry */
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p;
-    if (t->stream == STREAM_EP && config_routing_skewed(c)) { /* an all-to-all-v */
+    if (t->kind == TASK_ALLTOALL && t->stream == STREAM_EP && config_routing_skewed(c)) { /* an all-to-all-v */
         double t0 = simgrid_get_clock();
         nccl_plan_lenient(S->spec, g, COLL_ALLTOALL, size, (int)c->nccl_algo - 1, (int)c->nccl_proto - 1, &p);
         double extra = p.alpha - nccl_flow_latency(S->spec, g);
