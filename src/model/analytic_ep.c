@@ -43,21 +43,29 @@ static int *members_across_tp(const config *c, ep_group_kind kind, int *N)
     return g;
 }
 
-/* An all-to-all over EP group 0 sending `bytes` per rank to the others;
- * every EP group exchanges at once, so a NIC carries its ranks' flows. */
+/* NCCL's time of op at nccl-tests size `size` over the N GPUs g of an
+ * expert group whose every copy runs at once, so a NIC carries its ranks'
+ * flows; -1 on a platform without NCCL's model. */
+static double expert_group_nccl(const config *c, const platform_spec *n, const int *g, int N, coll_op op, double size)
+{
+    nccl_group grp;
+    if (nccl_group_init(&grp, n, g, N) != 0) return -1;
+    int mates[64], share = nic_mates(n, g[0], config_ranks(c), mates);
+    if (grp.nnodes > 1 && share > grp.per_nic) grp.per_nic = share;
+    double t = nccl_seconds(c, n, &grp, op, size);
+    nccl_group_free(&grp);
+    return t;
+}
+
+/* An all-to-all over EP group 0 sending `bytes` per rank to the others. */
 static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
 {
     int N, *g = config_ep_spans_tp(c) ? members_across_tp(c, EP_GROUP, &N)
                                       : group_gpus(c, CONFIG_GRAD_DIMS, c->ep, &N); /* the context ranks, then the
                                                                                       replicas' */
-    double t = 0;
-    nccl_group grp;
-    if (N > 1 && bytes > 0 && nccl_group_init(&grp, n, g, N) == 0) {
-        int mates[64], share = nic_mates(n, g[0], config_ranks(c), mates);
-        if (grp.nnodes > 1 && share > grp.per_nic) grp.per_nic = share;
-        t = nccl_seconds(c, n, &grp, COLL_ALLTOALL, bytes * N / (N - 1));
-        nccl_group_free(&grp);
-    } else if (N > 1 && bytes > 0) { /* a platform without NCCL's model: one flow per peer */
+    double t = N > 1 && bytes > 0 ? expert_group_nccl(c, n, g, N, COLL_ALLTOALL, bytes * N / (N - 1)) : 0;
+    if (t < 0) { /* a platform without NCCL's model: one flow per peer */
+        t = 0;
         for (int i = 1; i < N; i++)
             t += flow(&(link){0, link_between(n, g[0], g[i]).bw, false}, bytes / (N - 1));
         t += link_between(n, g[0], g[N - 1]).lat;
@@ -67,22 +75,17 @@ static double ep_alltoall(const config *c, const platform_spec *n, double bytes)
 }
 
 /* The all-gather dispatcher's collective of nccl-tests size `size` over
- * rank 0's expert-TP x EP group; every group runs at once, so a NIC
- * carries its ranks' flows (as ep_alltoall). */
+ * rank 0's expert-TP x EP group. */
 static double tp_ep_coll(const config *c, const platform_spec *n, coll_op op, double size)
 {
     int N, *g = members_across_tp(c, EP_GROUP_TP_EP, &N);
-    double t = 0;
-    nccl_group grp;
-    if (N > 1 && size > 0 && nccl_group_init(&grp, n, g, N) == 0) {
-        int mates[64], share = nic_mates(n, g[0], config_ranks(c), mates);
-        if (grp.nnodes > 1 && share > grp.per_nic) grp.per_nic = share;
-        t = nccl_seconds(c, n, &grp, op, size);
-        nccl_group_free(&grp);
-    } else if (N > 1 && size > 0) { /* a platform without NCCL's model: one ring over the members */
+    double t = N > 1 && size > 0 ? expert_group_nccl(c, n, g, N, op, size) : 0;
+    if (t < 0) { /* a platform without NCCL's model: one ring over the members, at its slowest link */
         link worst = link_between(n, g[0], g[1]);
-        for (int i = 1; i < N; i++)
-            if (link_between(n, g[i], g[(i + 1) % N]).bw < worst.bw) worst = link_between(n, g[i], g[(i + 1) % N]);
+        for (int i = 1; i < N; i++) {
+            link l = link_between(n, g[i], g[(i + 1) % N]);
+            if (l.bw < worst.bw) worst = l;
+        }
         t = flow(&worst, size * (N - 1) / N);
     }
     free(g);
