@@ -15,6 +15,12 @@
 #   1. 64 H100s, llama3-8b, one attention layer at 128K, loongtrain 8x8 w=4
 #   2. 64 H100s, the same layer as a zigzag ring, 1x64 (Megatron-CP)
 #   3. 256 H100s, llama3-8b, a training step at 1M, loongtrain 8x32
+#   4. 64 H100s, qwen3-30b-a3b's shape at 2 blocks (qwen3-30b-a3b-2l.model),
+#      a step at 32K, loongtrain 8x8 with EP 8 under zipf:1.2 routing: the
+#      all-to-all-v exported as per-peer sends and receives
+#   5. the same balanced with the all-gather dispatcher (collective nodes).
+#      (Balanced with all-to-alls finishes too, then ASTRA-sim 518bd51 aborts
+#      in its teardown: docs/dag.md, "All-to-all-v".)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-}
@@ -75,4 +81,9 @@ row() { # NAME PLATFORM CONFIG...
         --scope attn
     row "256-gpu-1M-step" topologies/dgx-h100-32n.xml --model llama3-8b --seq 1M --mesh 8x32 --strategy loongtrain \
         --scope step
+    moe=experiments/astra-sim/qwen3-30b-a3b-2l.model
+    row "64-gpu-moe-a2a-v" topologies/dgx-h100-8n.xml --model $moe --seq 32K --mesh 8x8 --strategy loongtrain \
+        --window 4 --ep 8 --routing zipf:1.2 --scope step
+    row "64-gpu-moe-allgather" topologies/dgx-h100-8n.xml --model $moe --seq 32K --mesh 8x8 --strategy loongtrain \
+        --window 4 --ep 8 --dispatcher allgather --scope step
 } | tee "$results"
