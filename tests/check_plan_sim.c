@@ -316,13 +316,19 @@ START_TEST(compose_micro_batches)
 }
 END_TEST
 
-/* TP ranks by symmetry: loong sim builds only TP rank 0's tasks
- * (dag_build_folded) unless a trace shows every rank; the two runs print
- * the same summary, rank for rank, and the tasks of the whole step. */
+/* TP or head ranks by symmetry: loong sim builds only the
+ * representatives' tasks (dag_build_folded) unless a trace shows every
+ * rank; the two runs print the same summary, rank for rank, and the tasks
+ * of the whole step. */
 START_TEST(tp_folded_dag)
 {
-    const char *args = "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 4 --pp 2 "
-                       "--micro-batches 4 --zero 1 --dp 2 --tp-mode symmetric";
+    static const char *const cases[] = {
+        "--model llama3-8b --layers 8 --seq 16K --mesh 2x2 --strategy usp --tp 4 --pp 2 "
+        "--micro-batches 4 --zero 1 --dp 2 --tp-mode symmetric",
+        "--model llama3-8b --layers 8 --seq 16K --mesh 4x2 --strategy usp --tp 2 --pp 2 "
+        "--micro-batches 4 --zero 1 --dp 2 --fold dp,tp,head",
+    };
+    const char *args = cases[_i];
     char whole[512];
     snprintf(whole, sizeof whole, "%s --trace /tmp/loong-tp-folded-%d.json", args, (int)getpid());
     json_t *f = sim_json(args, false), *w = sim_json(whole, false);
@@ -634,7 +640,7 @@ int main(void)
     tcase_add_test(tc, sim_compose_flag);
     tcase_add_test(tc, compose_every_zero_stage);
     tcase_add_test(tc, compose_micro_batches);
-    tcase_add_test(tc, tp_folded_dag);
+    tcase_add_loop_test(tc, tp_folded_dag, 0, 2);
     tcase_add_test(tc, compose_large_summary);
     tcase_add_test(tc, robust_columns);
     tcase_add_test(tc, show_reproduces_rows);

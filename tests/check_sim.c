@@ -808,6 +808,41 @@ START_TEST(tp_symmetric_vs_full)
 }
 END_TEST
 
+/* Head rank 0 of each Ulysses group simulated, the others by symmetry
+ * (--fold dp,head), against every head rank (--fold dp): their programs
+ * are the same on GPUs of their own NVLink links and rail NICs, and the
+ * fold drops only the NVLink flows of collectives over head ranks
+ * (sim.h), so the step agrees within 0.5 % and is never longer (the
+ * dropped flows only contend), with head groups of 2 to 8 inside a node
+ * and seq ranks beside them on the node, beside TP, PP, DP, ZeRO 0-3 and
+ * forced trees. */
+START_TEST(head_symmetric_vs_full)
+{
+    static const struct {
+        const char *args, *fold; /* the configuration, and the fold head joins */
+    } cases[] = {
+        {"--seq 64K --mesh 8x4 --strategy usp --zero 1", "dp"},
+        {"--seq 64K --mesh 4x8 --strategy usp --zero 3 --recompute selective", "dp"},
+        {"--seq 64K --mesh 4x4 --strategy loongtrain --window 2 --dp 2 --zero 3", "dp"},
+        {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --pp 2 --micro-batches 2 --zero 0", "dp,tp"},
+        {"--seq 64K --mesh 8x1 --strategy ulysses --dp 4 --zero 0 --nccl-algo tree", "dp"},
+    };
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s", cases[i].args, cases[i].fold);
+        double full = step_time(plat, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s,head", cases[i].args, cases[i].fold);
+        double sym = step_time(plat, cal, args);
+        printf("# head folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", cases[i].args, sym, full,
+               100 * (sym - full) / full);
+        ck_assert_msg(sym <= full * (1 + 1e-9), "%s: folded %.9f s is longer than full %.9f s", cases[i].args, sym,
+                      full);
+        assert_within(sym, full, 0.005, cases[i].args);
+    }
+}
+END_TEST
+
 /* --fold is one set of folded dimensions, and --dp-mode / --tp-mode its
  * aliases: the same set written either way gives byte-identical traces and
  * summaries (the default is --fold dp); and the set's text reads back as
@@ -1085,6 +1120,7 @@ int main(void)
     tcase_add_test(cli, deterministic_trace);
     tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, tp_symmetric_vs_full);
+    tcase_add_test(cli, head_symmetric_vs_full);
     tcase_add_test(cli, moe_fold_is_optimistic);
     tcase_add_test(cli, moe_shared_overlap_hides);
     tcase_add_test(cli, fold_aliases_are_one_set);

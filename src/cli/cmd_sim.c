@@ -58,10 +58,11 @@ static void sim_usage(FILE *f)
             "  --fold DIMS           mesh dimensions simulated by symmetry, comma-separated, or none:\n"
             "                        dp: one replica, the others copied (replicas of whole nodes; the\n"
             "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"
-            "                        group (TP groups inside a node, no --tp-overlap). Head, seq and\n"
-            "                        pp ranks differ and never fold                             [dp]\n"
-            "                        A perturbation that makes the replicas or TP ranks differ turns\n"
-            "                        their fold off, with a note (see Perturbations below)\n"
+            "                        group (TP groups inside a node, no --tp-overlap); head: head rank\n"
+            "                        0 of each Ulysses group (head groups inside a node, a NIC per\n"
+            "                        GPU; approximate: docs/sim.md). Seq and pp ranks differ   [dp]\n"
+            "                        A perturbation that makes the replicas, TP or head ranks differ\n"
+            "                        turns their fold off, with a note (see Perturbations below)\n"
             "  --dp-mode M           alias: symmetric is dp in --fold, full is dp left out  [symmetric]\n"
             "  --tp-mode M           alias: symmetric is tp in --fold, full is tp left out       [full]\n"
             "  --one-gpu             every rank's kernels share the platform's first GPU, as\n"
@@ -309,12 +310,12 @@ static int simulate(sim_args *a, const config *c)
         calib_free(cb);
         cb = NULL;
     }
-    /* TP ranks by symmetry: only TP rank 0's tasks are needed, unless a trace shows every rank (or
-     * --tp-overlap's p2p between TP ranks makes the fold fail: sim_run then says why in one line) */
-    mesh_dims tp_only = (a->fold & MESH_BIT(MESH_TP)) && !a->trace && !c->tp_overlap && !config_ep_breaks_tp_fold(c)
-                            ? MESH_BIT(MESH_TP)
-                            : 0;
-    dag *g = cb ? dag_build_folded(c, tp_only, err) : NULL;
+    /* TP or head ranks by symmetry: only the representatives' tasks are needed, unless a trace shows
+     * every rank (or --tp-overlap's p2p between TP ranks makes the fold fail: sim_run then says why
+     * in one line) */
+    mesh_dims copied = a->trace ? 0 : a->fold & SIM_FOLD_COPIED;
+    if (c->tp_overlap || config_ep_breaks_tp_fold(c)) copied &= ~MESH_BIT(MESH_TP);
+    dag *g = cb ? dag_build_folded(c, copied, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf), note_moe_fold(c, a->fold);
     mem_check mc = {0};
     if (g) simout_memory_check(a, c, sim_platform_kind(pf), &mc);
@@ -392,6 +393,14 @@ static int unfold_for_whatif(sim_args *a, const config *c)
                 a->tp_flag, why);
         a->fold &= ~MESH_BIT(MESH_TP);
         a->tp_unfolded = true;
+    }
+    if (c->p_head > 1 && (a->fold & MESH_BIT(MESH_HEAD)) && whatif_breaks_fold(&a->w, &m, MESH_HEAD, why, sizeof why)) {
+        fprintf(stderr,
+                "loong sim: note: --fold head switched off: %s, so folding would give a wrong step; every head "
+                "rank is simulated in full\n",
+                why);
+        a->fold &= ~MESH_BIT(MESH_HEAD);
+        a->head_unfolded = true;
     }
     return 0;
 }

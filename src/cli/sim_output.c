@@ -144,6 +144,14 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     if (a->tp_unfolded)
         fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: %s off)\n",
                 a->tp_flag);
+    if (a->fold & MESH_BIT(MESH_HEAD))
+        fprintf(f,
+                "# head parallelism: head rank 0 of each of the head groups simulated, the other %d by symmetry "
+                "(approximate: their NVLink flows are not simulated)\n",
+                c->p_head - 1);
+    if (a->head_unfolded)
+        fprintf(f, "# head parallelism: every head rank simulated (the perturbation makes them differ: --fold head "
+                   "off)\n");
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)

@@ -232,10 +232,10 @@ static inline int dag_gemm_groups(const dag_task *t) { return t->kind == TASK_GE
 /* Build the DAG of a validated config. Returns NULL with a message on
  * failure (out of memory, or an internal inconsistency). */
 dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
-/* dag_build with the ranks of the `folded` dimensions (MESH_BIT(MESH_TP)
- * or 0) other than coordinate 0 left unbuilt: a simulation that runs TP
- * ranks by symmetry (sim.h) needs only TP rank 0's program of each group,
- * 1/tp of the tasks. The unbuilt ranks have no tasks; dag_rank_source
+/* dag_build with the ranks of the `folded` dimensions (tp, head or both)
+ * other than coordinate 0 left unbuilt: a simulation that runs TP or head
+ * ranks by symmetry (sim.h) needs only rank 0's program of each group,
+ * 1/tp (1/P_head) of the tasks. The unbuilt ranks have no tasks; dag_rank_source
  * names the rank whose tasks stand for theirs; collective instances hold
  * their built members only. */
 dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN]);

@@ -97,7 +97,7 @@ typedef struct sim_result {
 /* ---- folding: dimensions run by symmetry (sim_fold.c) ----
  * A folded dimension's ranks run identical programs, so only the ranks
  * whose coordinate in it is 0 run (mesh.h: mesh_fold), and every other
- * rank's tasks take their representative's times. Two dimensions fold:
+ * rank's tasks take their representative's times. Three dimensions fold:
  *   dp  replica 0 runs; its gradient collectives take the whole group's
  *       NCCL shape and latency, and the flows that would reach another
  *       replica reach the same GPU of this one (every replica's NICs carry
@@ -111,21 +111,35 @@ typedef struct sim_result {
  *       link, which every TP rank's traffic shares) and no --tp-overlap
  *       (whose ring steps are p2p between TP ranks); the links report then
  *       counts the representatives' flows.
- * Head, seq and pp ranks differ (their chunks, heads and layers), and
- * never fold. */
+ *   head  head rank 0 of each head (Ulysses) group runs, as every head
+ *       rank runs the same program on its own GPU, NVLink link and rail
+ *       NIC, and its ring and pipeline peers are of the same head rank.
+ *       A collective over head ranks (the all-to-all, a gradient
+ *       collective) keeps only its flows to other nodes, each to its
+ *       peer's representative on the same rail, and takes at least NCCL's
+ *       time on the idle group. Approximate by what its dropped NVLink
+ *       flows would have taken from other traffic on the representative's
+ *       link: never longer than every head rank simulated, within 0.5 %
+ *       in the tests (docs/sim.md). Needs NCCL's collectives, head groups
+ *       inside a node, a NIC per GPU, rails that share no link that can
+ *       saturate (a three-tier fabric's pod uplinks oversubscribed), no
+ *       PCIe socket links and no expert groups across head ranks.
+ * Seq and pp ranks differ (their chunks and layers), and never fold. */
 
 /* The dimensions sim_run can fold, and what loong sim folds by default
- * (the replicas, not the TP ranks: `--fold dp`). */
-#define SIM_FOLDABLE     (MESH_BIT(MESH_DP) | MESH_BIT(MESH_TP))
+ * (the replicas, not the TP or head ranks: `--fold dp`). The copied ones
+ * are not run at all: their ranks take their representative's times. */
+#define SIM_FOLDABLE     (MESH_BIT(MESH_DP) | MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
+#define SIM_FOLD_COPIED  (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
 #define SIM_FOLD_DEFAULT MESH_BIT(MESH_DP)
 
 /* `--fold`'s text: "none", or a comma-separated list of dimension names
- * ("dp,tp", each once). Returns 0 with the set in *out, or -1 with a
- * message for a name that is not a mesh dimension, one that cannot fold
- * (head, seq, pp), or one named twice. */
+ * ("dp,tp,head", each once). Returns 0 with the set in *out, or -1 with
+ * a message for a name that is not a mesh dimension, one that cannot fold
+ * (seq, pp), or one named twice. */
 int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN]);
 
-/* The text sim_fold_parse reads for a set: "none", "dp", "tp", "dp,tp". */
+/* The text sim_fold_parse reads for a set: "none", "dp", "tp", "dp,tp,head", ... */
 void sim_fold_text(mesh_dims folded, char *buf, size_t len);
 
 /* 0 when every dimension of `folded` can fold, else -1 with a message. */
@@ -137,12 +151,12 @@ int sim_fold_check(mesh_dims folded, char err[LOONG_ERRLEN]);
  * and the dimensions `folded` run by symmetry (above; SIM_FOLD_DEFAULT is
  * what loong sim does unasked). A fold that the platform's perturbations
  * break (whatif_breaks_fold: the skipped copies would no longer run
- * alike) is not taken: those replicas or TP ranks are simulated in full,
+ * alike) is not taken: those replicas, TP or head ranks are simulated in full,
  * and every replica then needs its GPUs on the platform. Checks that the
  * platform has enough GPU hosts and the same GPUs per node as the config.
  * `progress` prints a line to stderr every few seconds of wall time on long
  * runs. Returns 0, or -1 with a message (a dimension that cannot fold, a TP
- * fold without what it needs, mapping errors, or a deadlock, which would
+ * or head fold without what it needs, mapping errors, or a deadlock, which would
  * be a core bug). res covers replica 0's tasks and the makespan of all; free
  * it with sim_result_free(). Call at most once per process. */
 int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress, mesh_dims folded, sim_result *res,

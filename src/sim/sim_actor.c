@@ -45,8 +45,8 @@ static void progress(sim_state *S, uint32_t k)
     if (now - S->last_report < 2.0) return;
     S->last_report = now;
     uint64_t n = (uint64_t)dag_ntasks(S->g) * (uint64_t)S->reps;
-    if ((S->folded & MESH_BIT(MESH_TP)) && !(dag_folded(S->g) & MESH_BIT(MESH_TP)))
-        n /= (uint64_t)S->c->tp; /* TP rank 0's tasks run (a folded DAG holds only theirs) */
+    /* the representatives' tasks run (a folded DAG holds only theirs) */
+    n /= (uint64_t)mesh_group_size(&S->mesh, S->folded & SIM_FOLD_COPIED & ~dag_folded(S->g));
     fprintf(stderr, "loong sim: %llu of %llu tasks (%.0f%%), simulated %.3f s, wall %.1f s\n",
             (unsigned long long)S->completed, (unsigned long long)n, 100.0 * (double)S->completed / (double)n,
             simgrid_get_clock(), now - S->wall0);
@@ -208,11 +208,12 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     return 0;
 }
 
-/* Whether global rank g runs (a TP rank other than 0 runs by symmetry
- * under the TP fold: sim.h, "folding"). */
+/* Whether global rank g runs (a TP or head rank other than 0 runs by
+ * symmetry under their folds: sim.h, "folding"). */
 static bool rank_runs(const sim_state *S, int g)
 {
-    return !(S->folded & MESH_BIT(MESH_TP)) || mesh_fold(&S->mesh, MESH_BIT(MESH_TP), g) == g;
+    mesh_dims copied = S->folded & SIM_FOLD_COPIED;
+    return !copied || mesh_fold(&S->mesh, copied, g) == g;
 }
 
 /* Every stream's tasks and every task's position, then the actors: an
@@ -348,12 +349,12 @@ static void release(sim_state *S)
  * symmetry they need not exist); the dimensions run by symmetry; and
  * each (replica, DAG rank)'s global rank, looked up by every flow and
  * dependency. */
-static void dp_setup(sim_state *S, bool every_replica, bool tp_symmetric)
+static void dp_setup(sim_state *S, bool every_replica, mesh_dims copied)
 {
     S->mesh = config_mesh(S->c);
     S->dp = S->c->dp;
     S->reps = every_replica ? S->dp : 1;
-    S->folded = (S->reps < S->dp ? MESH_BIT(MESH_DP) : 0) | (tp_symmetric ? MESH_BIT(MESH_TP) : 0);
+    S->folded = (S->reps < S->dp ? MESH_BIT(MESH_DP) : 0) | copied;
     if (S->spec) S->dp_spec = nccl_spec_holding(S->spec, mesh_size(&S->mesh), 0);
     S->grank = xmalloc_array((size_t)S->reps * (size_t)S->P, sizeof *S->grank, "the simulation's ranks");
     for (int rep = 0; rep < S->reps; rep++)
@@ -381,14 +382,46 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
     return -1;
 }
 
-/* Every folded TP rank's tasks take its TP rank 0's times, task for task
- * along each stream (their programs are the same). */
-static void unfold_tp(sim_state *S, uint32_t n)
+/* Why rails could share a link that saturates, so that dropping the
+ * folded ranks' traffic would speed up their representatives': a NIC
+ * shared by GPUs, or a three-tier fabric's pod uplink (every rail's)
+ * oversubscribed. NULL when each rail's traffic is on links of its own
+ * or on links that carry at most what they can (platform_spec.h). */
+static const char *rails_shared(const platform_spec *sp)
 {
-    if (!(S->folded & MESH_BIT(MESH_TP))) return;
+    if (sp->nics_per_node < sp->gpus_per_node)
+        return "GPUs share a rail NIC, which would miss the folded ranks' traffic";
+    if (platform_spec_pod_nodes(sp) > 0 && sp->oversub * sp->spine_oversub > 1)
+        return "the pods' uplinks to the core carry every rail and are oversubscribed";
+    return NULL;
+}
+
+/* Head (Ulysses) ranks by symmetry: what it needs (sim.h, "folding"). */
+static int check_head_fold(const sim_state *S, char err[LOONG_ERRLEN])
+{
+    const config *c = S->c;
+    const char *why = c->p_head < 2 ? "there is no head group (P_head 1)"
+                      : !S->spec    ? "it takes NCCL's time of the all-to-all, and this platform runs none"
+                      : config_group_nodes(c, MESH_DIMS_HEAD) > 1
+                          ? "a head group spans nodes, so its all-to-all crosses NICs the other head ranks share"
+                      : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others"
+                      : config_moe(c) && c->ep > 1
+                          ? "the experts' groups span head ranks, which then hold different experts"
+                          : rails_shared(S->spec);
+    if (!why) return 0;
+    snprintf(err, LOONG_ERRLEN, "folding head (--fold head): %s; leave head out of --fold", why);
+    return -1;
+}
+
+/* Every folded TP or head rank's tasks take its representative's times,
+ * task for task along each stream (their programs are the same). */
+static void unfold_copies(sim_state *S, uint32_t n)
+{
+    mesh_dims copied = S->folded & SIM_FOLD_COPIED;
+    if (!copied) return;
     for (int rep = 0; rep < S->reps; rep++)
         for (int r = 0; r < S->P; r++) {
-            int r0 = mesh_fold(&S->mesh, MESH_BIT(MESH_TP), r);
+            int r0 = mesh_fold(&S->mesh, copied, r);
             if (r0 == r) continue;
             size_t off = (size_t)rep * n;
             for (int s = 0; s < STREAM_COUNT; s++) {
@@ -417,6 +450,10 @@ static mesh_dims unfold_perturbed(const sim_faults *F, const config *c, mesh_dim
     if ((folded & MESH_BIT(MESH_TP)) && whatif_breaks_fold(&F->w, &m, MESH_TP, why, sizeof why)) {
         XBT_VERB("TP ranks simulated in full: %s", why);
         folded &= ~MESH_BIT(MESH_TP);
+    }
+    if ((folded & MESH_BIT(MESH_HEAD)) && whatif_breaks_fold(&F->w, &m, MESH_HEAD, why, sizeof why)) {
+        XBT_VERB("head ranks simulated in full: %s", why);
+        folded &= ~MESH_BIT(MESH_HEAD);
     }
     return folded;
 }
@@ -447,11 +484,12 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     if (sim_fold_check(folded, err) < 0) return -1;
     const config *c = dag_config(g);
     folded = unfold_perturbed(sim_platform_faults(pf), c, folded);
-    bool every_replica = !(folded & MESH_BIT(MESH_DP)), tp_symmetric = folded & MESH_BIT(MESH_TP);
+    bool every_replica = !(folded & MESH_BIT(MESH_DP));
     if (dag_folded(g) & ~folded) {
         snprintf(err, LOONG_ERRLEN,
-                 "the DAG holds TP rank 0's tasks only (built folded), and the TP ranks are not folded here: build it "
-                 "whole (dag_build)");
+                 "the DAG holds the representatives' tasks only (built folded over %s), and those ranks are not "
+                 "folded here: build it whole (dag_build)",
+                 dag_folded(g) & ~folded & MESH_BIT(MESH_TP) ? "tp" : "head");
         return -1;
     }
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
@@ -470,8 +508,9 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
         S.one_gpu = S.hosts[0];
     }
     S.coalesce = coalesce_on();
-    dp_setup(&S, every_replica, tp_symmetric);
-    if (tp_symmetric && check_tp_fold(&S, err) < 0) {
+    dp_setup(&S, every_replica, folded & SIM_FOLD_COPIED);
+    if (((folded & MESH_BIT(MESH_TP)) && check_tp_fold(&S, err) < 0) ||
+        ((folded & MESH_BIT(MESH_HEAD)) && check_head_fold(&S, err) < 0)) {
         tiles_free(S.tiles);
         free(S.grank);
         return -1;
@@ -494,7 +533,7 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     res->wall_s = wall_now() - S.wall0;
     res->compute_runs = S.compute_runs;
     if (rc == 0) rc = check_finished(&S, err);
-    unfold_tp(&S, n);
+    unfold_copies(&S, n);
     collect_times(&S, n, res);
     if (rc == 0) sim_links_collect(S.links, res);
     release(&S);

@@ -37,7 +37,7 @@ static void member_main(int argc, char **argv)
     for (int k = 0; k < B->a.nsizes; k++) {
         sg_barrier_wait(B->bar);
         double t0 = simgrid_get_clock();
-        nccl_plan p = sim_flow_nccl(me, &B->g, i, B->a.op, B->a.sizes[k], B->a.algo, B->a.proto, false);
+        nccl_plan p = sim_flow_nccl(me, &B->g, i, B->a.op, B->a.sizes[k], B->a.algo, B->a.proto, 0);
         sg_barrier_wait(B->bar);
         if (i) continue;
         B->seconds[k] = simgrid_get_clock() - t0;

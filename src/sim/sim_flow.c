@@ -162,11 +162,16 @@ static int member_index(const int32_t *mem, int n, int rank)
 
 static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* The rank a flow reaches: the member's (g holds GPUs), or under fold
- * (symmetric data parallelism) the same GPU of this replica; -1 when that
- * is the sender itself (its NIC's share is in the collective's model time). */
-static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool fold)
+/* The rank a flow reaches: the member's (g holds GPUs), or under a fold
+ * the member's representative (the same GPU of this replica, TP or head
+ * rank 0 of its group); -1 when that is the sender itself (its share is in
+ * the collective's model time), or under the head fold a member on the
+ * sender's node: the NVLink hops between head groups would pair
+ * representatives whose own hops are dropped (a head rank's neighbour is
+ * another head rank), so they are all left to the model time. */
+static int flow_peer(const sim_stream *me, const nccl_group *g, int me_i, int member, mesh_dims fold)
 {
+    if ((fold & MESH_BIT(MESH_HEAD)) && g->node[member] == g->node[me_i]) return -1;
     int r = sim_rank_on(me->S, g->rank[member]);
     if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
     return r == me->rank ? -1 : r;
@@ -174,19 +179,19 @@ static int flow_peer(const sim_stream *me, const nccl_group *g, int member, bool
 
 /* Issue every flow of member me_i and wait for them. */
 static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, coll_op op, double size, int me_i,
-                      bool fold)
+                      mesh_dims fold)
 {
     int cap = nccl_max_flows(g, op), nout, nin, k = 0;
     nccl_flow *out = xmalloc_array((size_t)cap, sizeof *out, "a collective's flows");
     nccl_flow *in = xmalloc_array((size_t)cap, sizeof *in, "a collective's flows");
-    nccl_member_flows(g, p, op, size, me_i, fold, out, &nout, in, &nin);
+    nccl_member_flows(g, p, op, size, me_i, fold != 0, out, &nout, in, &nin);
     sg_comm_t *comms = xmalloc_array((size_t)(nout + nin) + 1, sizeof *comms, "a collective's flows");
     for (int i = 0; i < nout; i++) {
-        int peer = flow_peer(me, g, out[i].peer, fold);
+        int peer = flow_peer(me, g, me_i, out[i].peer, fold);
         if (peer >= 0) comms[k++] = put(me, peer, (uint64_t)llround(out[i].bytes < 1 ? 1 : out[i].bytes));
     }
     for (int i = 0; i < nin; i++) {
-        int peer = flow_peer(me, g, in[i].peer, fold);
+        int peer = flow_peer(me, g, me_i, in[i].peer, fold);
         if (peer >= 0) comms[k++] = get(me, peer);
     }
     if (k) sg_comm_wait_all(comms, (size_t)k);
@@ -198,7 +203,7 @@ static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, c
 }
 
 nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
-                        bool fold)
+                        mesh_dims fold)
 {
     const platform_spec *sp = me->S->spec;
     double t0 = simgrid_get_clock();
@@ -267,7 +272,7 @@ static const nccl_group *task_group(const sim_stream *me, const dag_task *t)
  * experts' rank receives, then sends back, the most. NCCL's latency and
  * protocol factor are those of the group's mean all-to-all (plan p). */
 static void ep_alltoallv(sim_stream *me, const nccl_group *g, const nccl_plan *p, const dag_task *t, int me_i,
-                         bool fold)
+                         mesh_dims fold)
 {
     const config *c = me->S->c;
     bool spread = (t->op == OP_EP_DISPATCH) == (t->phase != PHASE_BWD);
@@ -277,7 +282,7 @@ static void ep_alltoallv(sim_stream *me, const nccl_group *g, const nccl_plan *p
     sg_comm_t *comms = xmalloc_array(2 * (size_t)g->n, sizeof *comms, "an all-to-all's flows");
     int k = 0;
     for (int j = 0; j < g->n; j++) {
-        int peer = j == me_i ? -1 : flow_peer(me, g, j, fold);
+        int peer = j == me_i ? -1 : flow_peer(me, g, me_i, j, fold);
         if (peer < 0) continue;
         int theirs = config_ep_rank(c, config_rank_of_gpu(c, g->rank[j]));
         double rows = (double)config_ep_pair_rows(c, spread ? theirs : mine);
@@ -302,7 +307,7 @@ static void nccl_collective(sim_stream *me, const dag_task *t)
     dag_group(S->g, t->group, &n);
     if (n == 1) n = S->dp;
     if (t->kind == TASK_ALLTOALL) n = g->n; /* its bytes are what the rank sends: the whole group's */
-    bool fold = (dag_group_dims(S->g, t->group) & S->folded) != 0; /* it spans a dimension run by symmetry */
+    mesh_dims fold = dag_group_dims(S->g, t->group) & S->folded; /* the dimensions run by symmetry it spans */
     double size = nccl_size_of_task(t->kind, (double)t->bytes, n);
     nccl_plan p;
     if (t->kind == TASK_ALLTOALL && t->stream == STREAM_EP && config_routing_skewed(c)) { /* an all-to-all-v */

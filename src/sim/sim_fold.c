@@ -8,12 +8,11 @@
 
 #include "sim.h"
 
-/* Why a dimension other than dp and tp cannot fold: its ranks differ. */
+/* Why a dimension other than dp, tp and head cannot fold: its ranks differ. */
 static const char *why_not(mesh_dim d)
 {
     switch (d) {
     case MESH_PP: return "pipeline stages run different layers";
-    case MESH_HEAD: return "head ranks hold different heads, which they exchange";
     case MESH_SEQ: return "ring ranks hold different chunks and pass them to each other";
     default: return "its ranks run different programs";
     }
@@ -32,19 +31,19 @@ int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN])
         while (d < MESH_NDIMS && (strlen(mesh_dim_name((mesh_dim)d)) != n || strncmp(p, mesh_dim_name((mesh_dim)d), n)))
             d++;
         if (d == MESH_NDIMS && n == 4 && !strncmp(p, "none", 4)) {
-            snprintf(err, LOONG_ERRLEN, "--fold '%.100s': none folds nothing and stands alone: give none, or dp and tp",
-                     s);
+            snprintf(err, LOONG_ERRLEN,
+                     "--fold '%.100s': none folds nothing and stands alone: give none, or dp, tp and head", s);
             return -1;
         }
         if (d == MESH_NDIMS) {
             snprintf(err, LOONG_ERRLEN,
-                     "--fold '%.100s': '%.*s' is not a mesh dimension: give none, or a comma-separated list of dp "
-                     "and tp",
+                     "--fold '%.100s': '%.*s' is not a mesh dimension: give none, or a comma-separated list of dp, "
+                     "tp and head",
                      s, (int)(n > 40 ? 40 : n), p);
             return -1;
         }
         if (!(SIM_FOLDABLE & MESH_BIT(d))) {
-            snprintf(err, LOONG_ERRLEN, "--fold '%.100s': %s cannot be folded (%s): fold dp, tp or none", s,
+            snprintf(err, LOONG_ERRLEN, "--fold '%.100s': %s cannot be folded (%s): fold dp, tp, head or none", s,
                      mesh_dim_name((mesh_dim)d), why_not((mesh_dim)d));
             return -1;
         }
@@ -77,7 +76,7 @@ int sim_fold_check(mesh_dims folded, char err[LOONG_ERRLEN])
 {
     for (int d = 0; d < MESH_NDIMS; d++)
         if (folded & MESH_BIT(d) && !(SIM_FOLDABLE & MESH_BIT(d))) {
-            snprintf(err, LOONG_ERRLEN, "%s cannot be folded (%s): loong sim folds dp and tp",
+            snprintf(err, LOONG_ERRLEN, "%s cannot be folded (%s): loong sim folds dp, tp and head",
                      mesh_dim_name((mesh_dim)d), why_not((mesh_dim)d));
             return -1;
         }

@@ -177,12 +177,14 @@ void sim_flow_collective(sim_stream *me, const dag_task *t);
  * group g as NCCL would (model/nccl.h): the tuner's or the forced algorithm
  * and protocol, a sleep for the latency its flows do not carry, then every
  * flow of member `me_i` at once. Returns the plan. Used by the DAG's
- * collectives and by `loong coll`. fold: data-parallel replicas by
- * symmetry: a flow to another replica goes to the same GPU of this one
- * (mesh_fold over dp; nccl_member_flows' symmetric pattern), and the
- * collective takes at least its idle-platform time. */
+ * collectives and by `loong coll`. fold: the dimensions run by symmetry
+ * that the group spans (0: none): a flow goes to the representative of
+ * its peer (mesh_fold: the same GPU of this replica, TP or head rank 0;
+ * nccl_member_flows' symmetric pattern), under the head fold none to the
+ * sender's own node, and the collective takes at least its idle-platform
+ * time. */
 nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op op, double size, int algo, int proto,
-                        bool fold);
+                        mesh_dims fold);
 /* Free the mailbox caches of st. */
 void sim_flow_release(sim_stream *st);
 
