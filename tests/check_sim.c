@@ -812,10 +812,11 @@ END_TEST
  * (--fold dp,head), against every head rank (--fold dp): their programs
  * are the same on GPUs of their own NVLink links and rail NICs, and the
  * fold drops only the NVLink flows of collectives over head ranks
- * (sim.h), so the step agrees within 0.5 % and is never longer (the
- * dropped flows only contend), with head groups of 2 to 8 inside a node
- * and seq ranks beside them on the node, beside TP, PP, DP, ZeRO 0-3 and
- * forced trees. */
+ * (sim.h), so the step is never longer (the dropped flows only contend)
+ * and agrees within 0.5 % with head groups of 2 to 8 inside a node and
+ * seq ranks beside them on the node, beside TP, PP, DP, ZeRO 0-3 and
+ * forced trees; within 2 % with head groups across nodes (their
+ * all-to-all on the NICs). */
 START_TEST(head_symmetric_vs_full)
 {
     static const struct {
@@ -826,6 +827,8 @@ START_TEST(head_symmetric_vs_full)
         {"--seq 64K --mesh 4x4 --strategy loongtrain --window 2 --dp 2 --zero 3", "dp"},
         {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --pp 2 --micro-batches 2 --zero 0", "dp,tp"},
         {"--seq 64K --mesh 8x1 --strategy ulysses --dp 4 --zero 0 --nccl-algo tree", "dp"},
+        {"--seq 32K --mesh 16x1 --strategy ulysses --dp 2 --zero 3", "dp"},
+        {"--seq 128K --mesh 4x4 --tp 2 --strategy usp --placement context-first --zero 1", "dp,tp"},
     };
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -838,7 +841,7 @@ START_TEST(head_symmetric_vs_full)
                100 * (sym - full) / full);
         ck_assert_msg(sym <= full * (1 + 1e-9), "%s: folded %.9f s is longer than full %.9f s", cases[i].args, sym,
                       full);
-        assert_within(sym, full, 0.005, cases[i].args);
+        assert_within(sym, full, i < 5 ? 0.005 : 0.02, cases[i].args);
     }
 }
 END_TEST

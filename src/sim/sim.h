@@ -115,13 +115,13 @@ typedef struct sim_result {
  *       rank runs the same program on its own GPU, NVLink link and rail
  *       NIC, and its ring and pipeline peers are of the same head rank.
  *       A collective over head ranks (the all-to-all, a gradient
- *       collective) keeps only its flows to other nodes, each to its
- *       peer's representative on the same rail, and takes at least NCCL's
- *       time on the idle group. Approximate by what its dropped NVLink
- *       flows would have taken from other traffic on the representative's
- *       link: never longer than every head rank simulated, within 0.5 %
- *       in the tests (docs/sim.md). Needs NCCL's collectives, head groups
- *       inside a node, a NIC per GPU, rails that share no link that can
+ *       collective) keeps only its flows between representatives and
+ *       takes at least NCCL's time on the idle group. Approximate by what
+ *       the dropped flows would have taken from other traffic on the
+ *       representative's links: in the tests never longer than every head
+ *       rank simulated, within 0.5 % of it with head groups inside a node
+ *       and within 2 % across nodes (docs/sim.md). Needs NCCL's
+ *       collectives, a NIC per GPU, rails that share no link that can
  *       saturate (a three-tier fabric's pod uplinks oversubscribed), no
  *       PCIe socket links and no expert groups across head ranks.
  * Seq and pp ranks differ (their chunks and layers), and never fold. */

@@ -400,10 +400,8 @@ static const char *rails_shared(const platform_spec *sp)
 static int check_head_fold(const sim_state *S, char err[LOONG_ERRLEN])
 {
     const config *c = S->c;
-    const char *why = c->p_head < 2 ? "there is no head group (P_head 1)"
-                      : !S->spec    ? "it takes NCCL's time of the all-to-all, and this platform runs none"
-                      : config_group_nodes(c, MESH_DIMS_HEAD) > 1
-                          ? "a head group spans nodes, so its all-to-all crosses NICs the other head ranks share"
+    const char *why = c->p_head < 2          ? "there is no head group (P_head 1)"
+                      : !S->spec             ? "it takes NCCL's time of the all-to-all, and this platform runs none"
                       : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others"
                       : config_moe(c) && c->ep > 1
                           ? "the experts' groups span head ranks, which then hold different experts"

@@ -163,16 +163,17 @@ static int member_index(const int32_t *mem, int n, int rank)
 static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 /* The rank a flow reaches: the member's (g holds GPUs), or under a fold
- * the member's representative (the same GPU of this replica, TP or head
- * rank 0 of its group); -1 when that is the sender itself (its share is in
- * the collective's model time), or under the head fold a member on the
- * sender's node: the NVLink hops between head groups would pair
- * representatives whose own hops are dropped (a head rank's neighbour is
- * another head rank), so they are all left to the model time. */
-static int flow_peer(const sim_stream *me, const nccl_group *g, int me_i, int member, mesh_dims fold)
+ * the member's representative (the same GPU of this replica, TP rank 0 of
+ * its group); -1 when that is the sender itself (its share is in the
+ * collective's model time), or under the head fold when the member is
+ * not a representative itself: a head rank's flows to and from the other
+ * head ranks have no simulated counterpart to pair with (on the sender's
+ * node they are NVLink hops to other head ranks), so only those between
+ * representatives run, which pairs every send with its recv. */
+static int flow_peer(const sim_stream *me, const nccl_group *g, int member, mesh_dims fold)
 {
-    if ((fold & MESH_BIT(MESH_HEAD)) && g->node[member] == g->node[me_i]) return -1;
     int r = sim_rank_on(me->S, g->rank[member]);
+    if ((fold & MESH_BIT(MESH_HEAD)) && mesh_fold(&me->S->mesh, me->S->folded & SIM_FOLD_COPIED, r) != r) return -1;
     if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
     return r == me->rank ? -1 : r;
 }
@@ -187,11 +188,11 @@ static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, c
     nccl_member_flows(g, p, op, size, me_i, fold != 0, out, &nout, in, &nin);
     sg_comm_t *comms = xmalloc_array((size_t)(nout + nin) + 1, sizeof *comms, "a collective's flows");
     for (int i = 0; i < nout; i++) {
-        int peer = flow_peer(me, g, me_i, out[i].peer, fold);
+        int peer = flow_peer(me, g, out[i].peer, fold);
         if (peer >= 0) comms[k++] = put(me, peer, (uint64_t)llround(out[i].bytes < 1 ? 1 : out[i].bytes));
     }
     for (int i = 0; i < nin; i++) {
-        int peer = flow_peer(me, g, me_i, in[i].peer, fold);
+        int peer = flow_peer(me, g, in[i].peer, fold);
         if (peer >= 0) comms[k++] = get(me, peer);
     }
     if (k) sg_comm_wait_all(comms, (size_t)k);
@@ -282,7 +283,7 @@ static void ep_alltoallv(sim_stream *me, const nccl_group *g, const nccl_plan *p
     sg_comm_t *comms = xmalloc_array(2 * (size_t)g->n, sizeof *comms, "an all-to-all's flows");
     int k = 0;
     for (int j = 0; j < g->n; j++) {
-        int peer = j == me_i ? -1 : flow_peer(me, g, me_i, j, fold);
+        int peer = j == me_i ? -1 : flow_peer(me, g, j, fold);
         if (peer < 0) continue;
         int theirs = config_ep_rank(c, config_rank_of_gpu(c, g->rank[j]));
         double rows = (double)config_ep_pair_rows(c, spread ? theirs : mine);
