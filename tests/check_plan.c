@@ -741,12 +741,16 @@ START_TEST(task_estimate)
         plan_sim_size all = plan_sim_estimate(&c, 0, true, 0);
         ck_assert(fabs(all.tasks - est.tasks * c.dp) <= 1e-9 * est.tasks);
         ck_assert(fabs(all.units - est.units * c.dp) <= 1e-9 * est.units);
-        if (c.tp > 1) { /* TP ranks by symmetry: TP rank 0's tasks are built, 1/tp of them (they run alike) */
-            dag *f = dag_build_folded(&c, MESH_BIT(MESH_TP), err);
+        /* TP or head ranks by symmetry: rank 0's tasks of each group are built, 1/size of them (they run alike) */
+        static const mesh_dim copied[] = {MESH_TP, MESH_HEAD};
+        for (int d = 0; d < 2; d++) {
+            int size = copied[d] == MESH_TP ? c.tp : c.p_head;
+            if (size < 2 || (copied[d] == MESH_HEAD && c.ep > 1)) continue; /* experts span head ranks: no fold */
+            dag *f = dag_build_folded(&c, MESH_BIT(copied[d]), err);
             ck_assert_msg(f != NULL, "%s", err);
-            plan_sim_size fe = plan_sim_estimate(&c, 0, false, MESH_BIT(MESH_TP));
-            ck_assert_msg(dag_ntasks(f) * (uint32_t)c.tp == dag_ntasks(g), "case %d: %u folded x tp %d vs %u", i,
-                          dag_ntasks(f), c.tp, dag_ntasks(g));
+            plan_sim_size fe = plan_sim_estimate(&c, 0, false, MESH_BIT(copied[d]));
+            ck_assert_msg(dag_ntasks(f) * (uint32_t)size == dag_ntasks(g), "case %d: %u folded x %d vs %u", i,
+                          dag_ntasks(f), size, dag_ntasks(g));
             ck_assert(dag_ntasks_whole(f) == dag_ntasks(g));
             ck_assert_msg(fabs(fe.tasks - dag_ntasks(f)) <= 0.01 * dag_ntasks(f), "case %d: folded estimate %.0f", i,
                           fe.tasks);
@@ -755,6 +759,47 @@ START_TEST(task_estimate)
         }
         dag_free(g);
     }
+}
+END_TEST
+
+/* What the plan's simulations fold (plan_foldable, plan_fold): head and
+ * tp ranks in a pipelined layout on a platform of a NIC per GPU and rails
+ * of their own links; no head fold where GPUs share a NIC, on a three-tier
+ * fabric whose pod uplinks are oversubscribed, or with experts across
+ * head ranks; neither on a PCIe server; nothing but dp without a pipeline
+ * or under a perturbation. */
+START_TEST(fold_by_platform)
+{
+    char err[LOONG_ERRLEN];
+    platform_spec sp;
+    ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
+    const mesh_dims TP = MESH_BIT(MESH_TP), HEAD = MESH_BIT(MESH_HEAD), DP = MESH_BIT(MESH_DP);
+    ck_assert_uint_eq(plan_foldable(&sp), TP | HEAD);
+    platform_spec shared = sp;
+    shared.nics_per_node = sp.gpus_per_node / 2;
+    ck_assert_uint_eq(plan_foldable(&shared), TP);
+    ck_assert_ptr_nonnull(strstr(platform_spec_rails_shared(&shared), "share a rail NIC"));
+    platform_spec pods = sp;
+    pods.fabric = PLATFORM_RAIL, pods.nodes = 2048, pods.nodes_per_leaf = 32, pods.unit_nodes = 32;
+    pods.switch_ports = 64, pods.spine_oversub = 2;
+    ck_assert_msg(platform_spec_pod_nodes(&pods) > 0, "no pods: the case tests nothing");
+    ck_assert_uint_eq(plan_foldable(&pods), TP);
+    pods.spine_oversub = 1; /* non-blocking: the uplinks never carry more than they can */
+    ck_assert_uint_eq(plan_foldable(&pods), TP | HEAD);
+    platform_spec pcie = sp;
+    pcie.sockets = 2;
+    ck_assert_uint_eq(plan_foldable(&pcie), 0);
+    config c = base("llama3-8b", 16 << 10, 4, 2, 1, RECOMPUTE_SELECTIVE);
+    c.tp = 2, c.pp = 2, c.dp = 2, c.micro_batches = 4;
+    ck_assert_int_eq(config_validate(&c, err), 0);
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, false), DP | TP | HEAD);
+    ck_assert_uint_eq(plan_fold(&c, TP, false), DP | TP);
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, true), DP);
+    c.pp = 1, c.micro_batches = 1;
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, false), DP);
+    config m = base("qwen3-30b-a3b", 16 << 10, 4, 1, 1, RECOMPUTE_SELECTIVE);
+    m.pp = 2, m.micro_batches = 4, m.ep = 4;
+    ck_assert_uint_eq(plan_fold(&m, TP | HEAD, false) & HEAD, 0);
 }
 END_TEST
 
@@ -1514,6 +1559,7 @@ int main(void)
     tcase_add_test(tc, rank_at_equal_work);
     tcase_add_test(tc, unsimulated_keep_their_score);
     tcase_add_test(tc, task_estimate);
+    tcase_add_test(tc, fold_by_platform);
     tcase_add_test(tc, oom_breakdown);
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);

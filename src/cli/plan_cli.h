@@ -25,7 +25,7 @@ typedef struct plan_args {
     const char *from;                 /* --show ROW --from FILE: a plan's JSON, read instead of planning */
     char planning[64];                /* the first option given that plans (refused with --from), or "" */
     int global_batch;                 /* 0: not given */
-    bool tp_foldable; /* the platform runs NCCL's collectives on links of each GPU's own (what --tp-mode symmetric needs) */
+    mesh_dims foldable;               /* the copied dimensions the platform lets simulations fold (plan_foldable) */
     int top, jobs, rows, draws, show; /* show: a row's command instead of the table (0: the table) */
     double sim_timeout;               /* seconds a simulation may run (0: no limit) */
     bool exact, full_layers, quiet, robust, why_removed;

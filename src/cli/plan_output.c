@@ -228,27 +228,29 @@ int plan_cli_write(const plan_args *a, const plan_ctx *x, plan_outputs *o, const
                  a->cc.doc_dist    ? a->cc.doc_dist
                  : a->cc.docs_file ? a->cc.docs_file
                                    : "--docs");
-    plan_report rp = {.platform = a->platform,
-                      .peak = calib_peak(x->cb),
-                      .rows = a->rows,
-                      .analytic_s = s->analytic_s,
-                      .sim_s = s->sim_s,
-                      .wall_s = s->analytic_s + s->sim_s,
-                      .simulated = nsim,
-                      .runs = s->runs,
-                      .ranks = x->size,
-                      .compose = s->compose,
-                      .draws = a->draws,
-                      .docs = docs[0] ? docs : NULL,
-                      .tie = a->tie >= 0 ? a->tie : plan_cli_default_tie_pct(x->req.base.precision, config_moe(&x->req.base)) / 100,
-                      .tie_given = a->tie >= 0,
-                      .robust = a->robust,
-                      .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
-                                    "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
-                      .robust_s = s->robust_s,
-                      .why_removed = a->why_removed,
-                      .user = s->user >= 0 ? &ls[s->user] : NULL,
-                      .user_added = s->user_added};
+    plan_report rp = {
+        .platform = a->platform,
+        .peak = calib_peak(x->cb),
+        .rows = a->rows,
+        .analytic_s = s->analytic_s,
+        .sim_s = s->sim_s,
+        .wall_s = s->analytic_s + s->sim_s,
+        .simulated = nsim,
+        .runs = s->runs,
+        .ranks = x->size,
+        .compose = s->compose,
+        .folded = s->folded,
+        .draws = a->draws,
+        .docs = docs[0] ? docs : NULL,
+        .tie = a->tie >= 0 ? a->tie : plan_cli_default_tie_pct(x->req.base.precision, config_moe(&x->req.base)) / 100,
+        .tie_given = a->tie >= 0,
+        .robust = a->robust,
+        .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
+                      "and the last GPU's NIC at half speed, and 5 % jitter (each vs the clean step_s)",
+        .robust_s = s->robust_s,
+        .why_removed = a->why_removed,
+        .user = s->user >= 0 ? &ls[s->user] : NULL,
+        .user_added = s->user_added};
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;

@@ -207,7 +207,7 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return -1;
     a->platform = a->where;
     if (read_platform(a, x, err) < 0) return -1;
-    a->tp_foldable = x->spec.nccl && x->spec.sockets < 2;
+    a->foldable = plan_foldable(&x->spec);
     cli_config cc = a->cc;
     char gpn[16];
     snprintf(gpn, sizeof gpn, "%d", x->spec.gpus_per_node);

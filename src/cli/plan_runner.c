@@ -175,7 +175,7 @@ static char **sim_argv(const plan_args *a, const plan_sim *sim)
     const char *extra[WHATIF_MAX * 3 + 5] = {"--links=0"};
     /* the dimensions run by symmetry (plan_fold), said whenever dp or tp
      * is on, so that the command shows how the replicas were simulated */
-    mesh_dims folded = plan_fold(c, a->tp_foldable, nw > 0);
+    mesh_dims folded = plan_fold(c, a->foldable, nw > 0);
     if (c->dp > 1 || folded) {
         sim_fold_text(folded, fold + strlen(fold), sizeof fold - strlen(fold));
         extra[ne++] = fold;
@@ -276,7 +276,7 @@ int plan_cli_search(const plan_args *a, plan_ctx *x, plan_search_out *out, char 
                                 .doc_dist = a->cc.doc_dist,
                                 .seed = seed,
                                 .w = &a->w,
-                                .tp_foldable = a->tp_foldable,
+                                .foldable = a->foldable,
                                 .user = a->layout ? &x->user : NULL,
                                 .cb = x->cb,
                                 .spec = &x->spec};

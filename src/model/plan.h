@@ -102,8 +102,8 @@ typedef struct plan_sim_size {
  * the model's), estimated from DAGs of one and two layers per stage chunk
  * by the fewest and twice the fewest micro-batches its schedule takes (both
  * grow linearly in each), times the replicas when they are simulated in
- * full (`full_dp`), built with the TP ranks `folded` as loong sim builds
- * them (dag_build_folded: TP rank 0's tasks only). INFINITY in both when
+ * full (`full_dp`), built with the TP and head ranks `folded` as loong
+ * sim builds them (dag_build_folded: the representatives' tasks only). INFINITY in both when
  * those small DAGs cannot be built. */
 plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp, mesh_dims folded);
 /* plan_sim_estimate's tasks, every rank built. */
@@ -196,6 +196,7 @@ typedef struct plan_report {
     double analytic_s, sim_s, wall_s; /* time spent, for the footer */
     int simulated, runs, ranks;       /* layouts simulated, loong sim runs, MPI ranks */
     unsigned compose;                 /* how simulations cover the layers: plan_compose bits, one per kind used */
+    mesh_dims folded;                 /* the TP and head ranks some simulation ran by symmetry (plan_fold) */
     char *const *commands;            /* [n] the loong sim command of each feasible layout, or NULL */
     bool why_removed;                 /* list every removed layout, not one line per cause */
     int draws;                        /* document packings averaged (1: the given layout) */

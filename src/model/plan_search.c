@@ -74,13 +74,21 @@ static int run_micro_batches(plan_compose m, const config *c, int pts[4])
  * runner folds them by symmetry otherwise). */
 static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c) % c->gpus_per_node != 0; }
 
-mesh_dims plan_fold(const config *c, bool tp_foldable, bool perturbed)
+mesh_dims plan_foldable(const platform_spec *sp)
+{
+    if (!sp->nccl || sp->sockets > 1) return 0;
+    return MESH_BIT(MESH_TP) | (platform_spec_rails_shared(sp) ? 0 : MESH_BIT(MESH_HEAD));
+}
+
+mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed)
 {
     mesh_dims f = 0;
     if (c->dp > 1 && !full_replicas(c)) f |= MESH_BIT(MESH_DP);
-    if (c->pp > 1 && c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && !config_ep_breaks_tp_fold(c) &&
-        tp_foldable && !perturbed)
+    if (c->pp < 2 || perturbed) return f;
+    if (c->tp > 1 && !c->tp_overlap && config_tp_nodes(c) == 1 && !config_ep_breaks_tp_fold(c) &&
+        (foldable & MESH_BIT(MESH_TP)))
         f |= MESH_BIT(MESH_TP);
+    if (c->p_head > 1 && !(config_moe(c) && c->ep > 1) && (foldable & MESH_BIT(MESH_HEAD))) f |= MESH_BIT(MESH_HEAD);
     return f;
 }
 
@@ -364,7 +372,7 @@ static int simulable(const plan_search_opts *o, const plan_runner *r, plan_layou
         l->sim_tasks = l->sim_units = 0;
         config c = l->c;
         int pts[4], np = run_micro_batches(m, &l->c, pts);
-        mesh_dims folded = plan_fold(&l->c, o->tp_foldable, o->w && whatif_any(o->w));
+        mesh_dims folded = plan_fold(&l->c, o->foldable, o->w && whatif_any(o->w));
         for (int k2 = 0; k2 < (m == PLAN_TWO_LAYERS ? 2 : 1); k2++) {
             double run_units = 0; /* a run's children simulate one after the other; each holds its own DAG */
             for (int j = 0; j < np; j++) {
@@ -536,6 +544,9 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
         out->feasible += !ls[i].removed;
     if (!out->feasible) return 0;
     int runs = o->top > 0 || o->exact ? simulate_draws(req, o, r, out->user, ls, n, &out->compose, err) : 0;
+    for (int i = 0; runs > 0 && i < n; i++) /* the TP and head ranks the clean runs folded */
+        if (ls[i].sim_step >= 0)
+            out->folded |= plan_fold(&ls[i].c, o->foldable, o->w && whatif_any(o->w)) & ~MESH_BIT(MESH_DP);
     double tr = r->now(r->user);
     if (runs >= 0 && o->robust) {
         int k = simulate_robust(req, o, r, ls, n, &out->compose, err);

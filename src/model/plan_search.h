@@ -78,7 +78,7 @@ typedef struct plan_search_opts {
     const char *doc_dist; /* the length histogram they are drawn from, or NULL */
     uint64_t seed;        /* draw d uses seed + d */
     const whatif *w;      /* the perturbations every simulation runs under */
-    bool tp_foldable;     /* the platform lets TP ranks run by symmetry (plan_fold) */
+    mesh_dims foldable;   /* the platform lets TP, head ranks run by symmetry (plan_foldable, plan_fold) */
     const config *user;   /* --layout's, scored beside the search, or NULL */
     const calib *cb;
     const platform_spec *spec;
@@ -92,6 +92,7 @@ typedef struct plan_search_out {
     bool user_added;                    /* the search does not enumerate it: appended to ls */
     int runs;                           /* simulations run */
     unsigned compose;                   /* plan_compose bits, one per kind used */
+    mesh_dims folded;                   /* the TP and head ranks some simulation ran by symmetry (plan_fold) */
     double analytic_s, sim_s, robust_s; /* seconds: scoring (the slowest process's), simulating, of which --robust */
 } plan_search_out;
 
@@ -116,13 +117,18 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
  * whose layers differ at one micro-batch. */
 plan_compose plan_compose_mode(const config *c, bool full_layers);
 
+/* The copied dimensions (sim.h) platform sp lets a simulation fold: tp on
+ * an NCCL platform whose GPUs' links are their own (not a PCIe server's
+ * shared socket links); head where, besides, no rail's traffic can slow
+ * another's (platform_spec_rails_shared). */
+mesh_dims plan_foldable(const platform_spec *sp);
 /* The mesh dimensions c's simulations run by symmetry (loong sim --fold):
  * dp when a replica is whole nodes (smaller replicas share nodes, and are
- * all simulated); tp in a pipelined layout whose TP groups stay inside a
- * node of an NCCL platform whose GPUs' links are their own (tp_foldable:
- * not a PCIe server's shared socket links), without --tp-overlap or
- * perturbations (which may pick one TP rank), where TP rank 0 stands
- * exactly for the others. */
-mesh_dims plan_fold(const config *c, bool tp_foldable, bool perturbed);
+ * all simulated); in a pipelined layout (the large simulations), without
+ * perturbations (which may pick one rank), tp where its TP groups stay
+ * inside a node and tp is foldable, without --tp-overlap, where TP rank 0
+ * stands exactly for the others; head where head is foldable and no
+ * experts' group spans head ranks (approximate: docs/sim.md). */
+mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed);
 
 #endif

@@ -323,6 +323,15 @@ int platform_spec_pod_nodes(const platform_spec *sp)
     if (sp->fabric != PLATFORM_RAIL || platform_spec_fabric(sp, &fb, err) < 0 || fb.tiers == 2) return 0;
     return fb.units_per_pod * sp->unit_nodes;
 }
+
+const char *platform_spec_rails_shared(const platform_spec *sp)
+{
+    if (sp->nics_per_node < sp->gpus_per_node)
+        return "GPUs share a rail NIC, which would miss the folded ranks' traffic";
+    if (platform_spec_pod_nodes(sp) > 0 && sp->oversub * sp->spine_oversub > 1)
+        return "the pods' uplinks to the core carry every rail and are oversubscribed";
+    return NULL;
+}
 static const char *source_of(const char *gpu)
 {
     for (int i = 0; i < NKINDS; i++)
@@ -777,7 +786,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no <host> element: regenerate it with loong topo", path);
         rc = -1;
     }
-    if (sp->sockets == 1) sp->sockets = 0; /* one socket is one switch: written without sockets=, read back as 0 */
+    if (sp->sockets == 1) sp->sockets = 0;     /* one socket is one switch: written without sockets=, read back as 0 */
     if (sp->socket_bw == 0) sp->socket_bw = 0; /* -0 (e.g. 1e-999 underflowing) is not written back: read as +0 */
     return rc < 0 ? -1 : platform_spec_validate(sp, err);
 }

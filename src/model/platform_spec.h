@@ -105,6 +105,12 @@ int platform_spec_fabric(const platform_spec *sp, platform_fabric *fb, char err[
 /* Nodes under one pod's spines (the last pod may hold fewer); 0 where
  * no core joins pods (a fat-tree, a rail fabric of two tiers). */
 int platform_spec_pod_nodes(const platform_spec *sp);
+/* Why one rail's traffic could slow another's on a validated spec: a NIC
+ * that GPUs share, or a three-tier fabric's pod uplinks (every rail's)
+ * oversubscribed; NULL when each rail's traffic runs on links of its own
+ * or on links that never carry more than they can (a fold that drops the
+ * other rails' traffic, loong sim --fold head, needs NULL). */
+const char *platform_spec_rails_shared(const platform_spec *sp);
 
 /* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README
  * lists the sources) for one node. Returns 0, or -1 with a message listing

@@ -382,20 +382,6 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
     return -1;
 }
 
-/* Why rails could share a link that saturates, so that dropping the
- * folded ranks' traffic would speed up their representatives': a NIC
- * shared by GPUs, or a three-tier fabric's pod uplink (every rail's)
- * oversubscribed. NULL when each rail's traffic is on links of its own
- * or on links that carry at most what they can (platform_spec.h). */
-static const char *rails_shared(const platform_spec *sp)
-{
-    if (sp->nics_per_node < sp->gpus_per_node)
-        return "GPUs share a rail NIC, which would miss the folded ranks' traffic";
-    if (platform_spec_pod_nodes(sp) > 0 && sp->oversub * sp->spine_oversub > 1)
-        return "the pods' uplinks to the core carry every rail and are oversubscribed";
-    return NULL;
-}
-
 /* Head (Ulysses) ranks by symmetry: what it needs (sim.h, "folding"). */
 static int check_head_fold(const sim_state *S, char err[LOONG_ERRLEN])
 {
@@ -405,7 +391,7 @@ static int check_head_fold(const sim_state *S, char err[LOONG_ERRLEN])
                       : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others"
                       : config_moe(c) && c->ep > 1
                           ? "the experts' groups span head ranks, which then hold different experts"
-                          : rails_shared(S->spec);
+                          : platform_spec_rails_shared(S->spec);
     if (!why) return 0;
     snprintf(err, LOONG_ERRLEN, "folding head (--fold head): %s; leave head out of --fold", why);
     return -1;
