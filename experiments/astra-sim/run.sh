@@ -49,8 +49,13 @@ row() { # NAME PLATFORM CONFIG...
     local name=$1 platform=$2
     shift 2
     measure "$name-sim" "$loong" sim --platform "$platform" "$@" --quiet
-    local step lw=$wall lr=$rss
+    local step lw=$wall lr=$rss fw=-
     step=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$out/$name-sim.out")
+    # the same with head ranks by symmetry (docs/sim.md), where the layout has them and no experts span them
+    case " $* " in *" --mesh 1x"* | *" --ep "*) ;; *)
+        measure "$name-fold" "$loong" sim --platform "$platform" "$@" --fold dp,head --quiet
+        fw=$wall ;;
+    esac
     measure "$name-dag" "$loong" dag "$@" --format chakra --platform "$platform" --calib "$(dirname "$platform")/h100.calib" \
         -o "$out/$name-et"
     local dw=$wall
@@ -67,14 +72,15 @@ row() { # NAME PLATFORM CONFIG...
     finished=$(grep -c 'finished, [0-9]* cycles' "$out/$name-astra.out" || true)
     [ "$finished" -eq "$ranks" ] || { echo "astra-sim: $name: $finished of $ranks ranks finished" >&2; exit 1; }
     cycles=$(grep -o 'finished, [0-9]* cycles' "$out/$name-astra.out" | awk '{print $2}' | sort -n | tail -n 1)
-    awk -v n="$name" -v s="$step" -v lw="$lw" -v lr="$lr" -v dw="$dw" -v c="$cycles" -v aw="$aw" -v ar="$ar" 'BEGIN {
+    awk -v n="$name" -v s="$step" -v lw="$lw" -v lr="$lr" -v fw="$fw" -v dw="$dw" -v c="$cycles" -v aw="$aw" -v ar="$ar" 'BEGIN {
         a = c / 1e9
-        printf "  %-22s %12.6f %9.2f %8d %9.2f %12.6f %9.2f %8d %+8.2f\n", n, s, lw, lr, dw, a, aw, ar, 100 * (a - s) / s }'
+        printf "  %-22s %12.6f %9.2f %8d %9s %9.2f %12.6f %9.2f %8d %+8.2f\n", n, s, lw, lr, fw, dw, a, aw, ar, 100 * (a - s) / s }'
 }
 
 {
     echo "# loong sim against ASTRA-sim (congestion-unaware analytical) on loong's Chakra export; $(date -u +%Y-%m-%d), $(nproc) cores"
-    echo "# workload                  loong_s   wall_s  rss_MB  export_s     astra_s   wall_s  rss_MB  astra-loong_%"
+    echo "# loong's wall_s is every rank simulated (--fold dp); fold_s the same step with --fold dp,head (within 2 %: docs/sim.md)"
+    echo "# workload                  loong_s   wall_s  rss_MB    fold_s  export_s     astra_s   wall_s  rss_MB  astra-loong_%"
     row "64-gpu-loongtrain-attn" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K --mesh 8x8 \
         --strategy loongtrain --window 4 --scope attn
     row "64-gpu-zigzag-attn" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K --mesh 1x64 --strategy zigzag \

@@ -9,7 +9,9 @@
 #      A tie (the two simulate within 0.1 %, e.g. single ring vs double ring
 #      w = 1, which are the same schedule) counts as agreement;
 #   3. the llama3-70b plan at 512K under ZeRO-3 on dgx-h100-32n (top 10,
-#      recompute searched), composed (every child a loong sim --compose)
+#      recompute searched, one sample a step: --global-batch 1, as ZeRO-3
+#      accumulates no micro-batches and the default batch of 16M tokens
+#      would leave 8 GPUs a replica, which nothing fits), composed (every child a loong sim --compose)
 #      against --full-layers: wall, peak RSS and their ratios, and whether
 #      the two recommend the same layout. RUN_FULL=0 skips the full one
 #      (minutes).
@@ -59,7 +61,7 @@ for mode in composed full; do
     extra=()
     [ $mode = full ] && extra=(--full-layers)
     /usr/bin/time -o "$TMP/time" -f '%e %M' "$LOONG" plan --quiet --platform "$TOPO/dgx-h100-32n.xml" \
-        --model llama3-70b --seq 512K --zero 3 "${extra[@]}" --csv "$TMP/$mode.csv" -o "$TMP/$mode.txt"
+        --model llama3-70b --seq 512K --zero 3 --global-batch 1 "${extra[@]}" --csv "$TMP/$mode.csv" -o "$TMP/$mode.txt"
     read -r w m <"$TMP/time"
     pick=$(sed -n 's/^# recommended: \([^;]*\);.*/\1/p' "$TMP/$mode.txt")
     printf '  %-8s wall %8.1f s  peak RSS %6.0f MB  recommends %s\n' $mode "$w" "$((m / 1024))" "$pick"
