@@ -91,22 +91,6 @@ mesh config_gpu_mesh(const config *c)
     return m;
 }
 
-int config_group_nodes(const config *c, mesh_dims dims)
-{
-    mesh m = config_mesh(c);
-    int n = mesh_group_size(&m, dims), most = 0, *mem = xmalloc_array((size_t)n, sizeof *mem, "a group's members");
-    placement pl = config_hw_placement(c);
-    for (int id = 0; id < mesh_group_count(&m, dims); id++) {
-        mesh_group_members(&m, dims, id, mem);
-        for (int i = 0; i < n; i++)
-            mem[i] = config_gpu_of(c, mem[i]);
-        int nodes = placement_group_nodes(&pl, mem, n);
-        if (nodes > most) most = nodes;
-    }
-    free(mem);
-    return most;
-}
-
 mesh config_mesh(const config *c)
 {
     mesh m = config_gpu_mesh(c);

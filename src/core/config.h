@@ -237,9 +237,6 @@ void config_coords(const config *c, int rank, int *h, int *s);
 int config_tp_rank(const config *c, int rank);
 /* Nodes the TP group of rank 0 spans: 1 when TP stays on NVLink. */
 int config_tp_nodes(const config *c);
-/* The most nodes any group over `dims` spans (one replica's ranks,
- * config_mesh): 1 when every such group stays on one NVLink domain. */
-int config_group_nodes(const config *c, mesh_dims dims);
 /* Heads of one TP shard (Megatron's column-parallel QKV): H / tp query
  * heads; H_kv / tp KV heads, or 1 when tp > H_kv (KV replication over TP:
  * tp a multiple of H_kv, config_validate). */
