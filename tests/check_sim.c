@@ -810,13 +810,12 @@ END_TEST
 
 /* Head rank 0 of each Ulysses group simulated, the others by symmetry
  * (--fold dp,head), against every head rank (--fold dp): their programs
- * are the same on GPUs of their own NVLink links and rail NICs, and the
- * fold drops only the NVLink flows of collectives over head ranks
- * (sim.h), so the step is never longer (the dropped flows only contend)
- * and agrees within 0.5 % with head groups of 2 to 8 inside a node and
- * seq ranks beside them on the node, beside TP, PP, DP, ZeRO 0-3 and
- * forced trees; within 2 % with head groups across nodes (their
- * all-to-all on the NICs). */
+ * are the same on GPUs of their own NVLink links and rail NICs, and a
+ * collective's flows to the other head ranks run as stand-ins over the
+ * same routes (sim.h), so the step agrees within 0.5 % with head groups
+ * of 2 to 16, inside a node and across two, seq ranks beside them on a
+ * node, TP, PP, DP, ZeRO 0-3 and forced trees (whose chain inside a node
+ * is not symmetric: its ends carry half the middle's hops). */
 START_TEST(head_symmetric_vs_full)
 {
     static const struct {
@@ -839,9 +838,7 @@ START_TEST(head_symmetric_vs_full)
         double sym = step_time(plat, cal, args);
         printf("# head folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", cases[i].args, sym, full,
                100 * (sym - full) / full);
-        ck_assert_msg(sym <= full * (1 + 1e-9), "%s: folded %.9f s is longer than full %.9f s", cases[i].args, sym,
-                      full);
-        assert_within(sym, full, i < 5 ? 0.005 : 0.02, cases[i].args);
+        assert_within(sym, full, 0.005, cases[i].args);
     }
 }
 END_TEST

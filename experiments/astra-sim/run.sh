@@ -79,7 +79,7 @@ row() { # NAME PLATFORM CONFIG...
 
 {
     echo "# loong sim against ASTRA-sim (congestion-unaware analytical) on loong's Chakra export; $(date -u +%Y-%m-%d), $(nproc) cores"
-    echo "# loong's wall_s is every rank simulated (--fold dp); fold_s the same step with --fold dp,head (within 2 %: docs/sim.md)"
+    echo "# loong's wall_s is every rank simulated (--fold dp); fold_s the same step with --fold dp,head (within 0.5 %: docs/sim.md)"
     echo "# workload                  loong_s   wall_s  rss_MB    fold_s  export_s     astra_s   wall_s  rss_MB  astra-loong_%"
     row "64-gpu-loongtrain-attn" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K --mesh 8x8 \
         --strategy loongtrain --window 4 --scope attn

@@ -147,7 +147,7 @@ static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform 
     if (a->fold & MESH_BIT(MESH_HEAD))
         fprintf(f,
                 "# head parallelism: head rank 0 of each of the head groups simulated, the other %d by symmetry "
-                "(approximate: their NVLink flows are not simulated)\n",
+                "(within 0.5 %%: docs/sim.md)\n",
                 c->p_head - 1);
     if (a->head_unfolded)
         fprintf(f, "# head parallelism: every head rank simulated (the perturbation makes them differ: --fold head "

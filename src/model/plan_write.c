@@ -130,7 +130,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
         fprintf(
             f, "# symmetry: in the pipelined picks, %s%s%s of each group simulated for the others (loong sim --fold)\n",
             tp ? "TP rank 0 (exact)" : "", tp && head ? " and " : "",
-            head ? "head rank 0 (approximate: within 2 %, never longer, docs/sim.md)" : "");
+            head ? "head rank 0 (within 0.5 %: docs/sim.md)" : "");
     if (rp->docs && rp->draws > 1)
         fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
                 rp->docs, rp->draws);

@@ -115,12 +115,14 @@ typedef struct sim_result {
  *       rank runs the same program on its own GPU, NVLink link and rail
  *       NIC, and its ring and pipeline peers are of the same head rank.
  *       A collective over head ranks (the all-to-all, a gradient
- *       collective) keeps only its flows between representatives and
- *       takes at least NCCL's time on the idle group. Approximate by what
- *       the dropped flows would have taken from other traffic on the
- *       representative's links: in the tests never longer than every head
- *       rank simulated, within 0.5 % of it with head groups inside a node
- *       and within 2 % across nodes (docs/sim.md). Needs NCCL's
+ *       collective) runs its flows between representatives as such, and
+ *       each flow to or from a head rank that does not run as a stand-in:
+ *       a host-to-host transfer over the same route that the
+ *       representative alone issues, so that its own links carry what they
+ *       would. Approximate where the head ranks are not quite symmetric
+ *       (the ends of a tree's chain in a node carry half the middle's
+ *       hops): within 0.5 % of every head rank simulated in the tests,
+ *       most cases to the printed digit (docs/sim.md). Needs NCCL's
  *       collectives, a NIC per GPU, rails that share no link that can
  *       saturate (a three-tier fabric's pod uplinks oversubscribed), no
  *       PCIe socket links and no expert groups across head ranks.

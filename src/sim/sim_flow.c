@@ -165,17 +165,33 @@ static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(c
 /* The rank a flow reaches: the member's (g holds GPUs), or under a fold
  * the member's representative (the same GPU of this replica, TP rank 0 of
  * its group); -1 when that is the sender itself (its share is in the
- * collective's model time), or under the head fold when the member is
- * not a representative itself: a head rank's flows to and from the other
- * head ranks have no simulated counterpart to pair with (on the sender's
- * node they are NVLink hops to other head ranks), so only those between
- * representatives run, which pairs every send with its recv. */
-static int flow_peer(const sim_stream *me, const nccl_group *g, int member, mesh_dims fold)
+ * collective's model time). Under the head fold, a member that is not a
+ * representative (in this replica) has no simulated actor to pair with:
+ * -2, and *stand the rank whose GPU a stand-in reaches (stand_in). */
+static int flow_peer(const sim_stream *me, const nccl_group *g, int member, mesh_dims fold, int *stand)
 {
+    const mesh *m = &me->S->mesh;
     int r = sim_rank_on(me->S, g->rank[member]);
-    if ((fold & MESH_BIT(MESH_HEAD)) && mesh_fold(&me->S->mesh, me->S->folded & SIM_FOLD_COPIED, r) != r) return -1;
-    if (fold) r = mesh_fold(&me->S->mesh, me->S->folded, r);
+    if (fold & MESH_BIT(MESH_HEAD)) {
+        int here = fold & MESH_BIT(MESH_DP) ? mesh_fold(m, MESH_BIT(MESH_DP), r) : r;
+        if (mesh_fold(m, me->S->folded & SIM_FOLD_COPIED, here) != here) return *stand = here, -2;
+    }
+    if (fold) r = mesh_fold(m, me->S->folded, r);
     return r == me->rank ? -1 : r;
+}
+
+/* A flow between the representative and rank `other`, a head rank the
+ * fold does not run, as a host-to-host transfer the representative's
+ * actor alone issues and waits for, over the same route: from it (an
+ * out-flow) or to it (an in-flow). By symmetry the folded rank's links
+ * carry what the representative's do, so the representative's own links,
+ * which the stand-ins load as the real flows would, set its share
+ * (docs/sim.md). */
+static sg_comm_t stand_in(const sim_stream *me, int other, bool out, double bytes)
+{
+    sim_state *S = me->S;
+    sg_host_t mine = sim_host_of(S, me->rank), theirs = sim_host_of(S, other);
+    return sim_s4u_sendto_async(out ? mine : theirs, out ? theirs : mine, (uint64_t)llround(bytes < 1 ? 1 : bytes));
 }
 
 /* Issue every flow of member me_i and wait for them. */
@@ -188,12 +204,14 @@ static void run_flows(sim_stream *me, const nccl_group *g, const nccl_plan *p, c
     nccl_member_flows(g, p, op, size, me_i, fold != 0, out, &nout, in, &nin);
     sg_comm_t *comms = xmalloc_array((size_t)(nout + nin) + 1, sizeof *comms, "a collective's flows");
     for (int i = 0; i < nout; i++) {
-        int peer = flow_peer(me, g, out[i].peer, fold);
+        int other, peer = flow_peer(me, g, out[i].peer, fold, &other);
         if (peer >= 0) comms[k++] = put(me, peer, (uint64_t)llround(out[i].bytes < 1 ? 1 : out[i].bytes));
+        if (peer == -2) comms[k++] = stand_in(me, other, true, out[i].bytes);
     }
     for (int i = 0; i < nin; i++) {
-        int peer = flow_peer(me, g, in[i].peer, fold);
+        int other, peer = flow_peer(me, g, in[i].peer, fold, &other);
         if (peer >= 0) comms[k++] = get(me, peer);
+        if (peer == -2) comms[k++] = stand_in(me, other, false, in[i].bytes);
     }
     if (k) sg_comm_wait_all(comms, (size_t)k);
     XBT_DEBUG("rank %d: %s of %.0f B over %d ranks on %d nodes: %s/%s, %d of %d+%d flows", me->rank, coll_op_name(op),
@@ -215,8 +233,9 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
     if (extra >= SIM_MIN_SLEEP) sg_actor_sleep_for(extra);
     run_flows(me, g, &p, op, size, me_i, fold);
     /* by symmetry: no faster than on an idle platform, the NIC shares of
-     * dropped self-flows included */
-    if (fold && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP) sg_actor_sleep_until(t0 + p.seconds);
+     * dropped self-flows included (the head fold drops none: stand-ins) */
+    if ((fold & ~MESH_BIT(MESH_HEAD)) && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP)
+        sg_actor_sleep_until(t0 + p.seconds);
     return p;
 }
 
@@ -283,7 +302,7 @@ static void ep_alltoallv(sim_stream *me, const nccl_group *g, const nccl_plan *p
     sg_comm_t *comms = xmalloc_array(2 * (size_t)g->n, sizeof *comms, "an all-to-all's flows");
     int k = 0;
     for (int j = 0; j < g->n; j++) {
-        int peer = j == me_i ? -1 : flow_peer(me, g, j, fold);
+        int other, peer = j == me_i ? -1 : flow_peer(me, g, j, fold, &other);
         if (peer < 0) continue;
         int theirs = config_ep_rank(c, config_rank_of_gpu(c, g->rank[j]));
         double rows = (double)config_ep_pair_rows(c, spread ? theirs : mine);
