@@ -208,12 +208,17 @@ static uint64_t astra_sent(int type, uint64_t size, uint64_t n, bool ring_a2a)
     }
 }
 
+/* The export's dimension order: --dimensions nvlink-first puts each
+ * node's NVSwitch first (set by verify from its options). */
+static bool nvlink_first;
+
 /* ASTRA-sim's NPU of loong rank r: network.yml's dimension 0 is the rail
  * (node), dimension 1 the GPU slot, and NPU ids vary fastest along
- * dimension 0 (MultiDimTopology::translate_address); one node: NPU = rank. */
+ * dimension 0 (MultiDimTopology::translate_address); one node, or the
+ * NVSwitch first (the GPU slot varying fastest): NPU = rank. */
 static int npu(int r, int ranks, int gpn)
 {
-    if (ranks <= gpn || ranks % gpn) return r;
+    if (ranks <= gpn || ranks % gpn || nvlink_first) return r;
     int nodes = ranks / gpn;
     return r % gpn * nodes + r / gpn;
 }
@@ -376,6 +381,7 @@ static int verify(const char *cfg, int gpn, const char *extra, bool break_props,
         if (jint(t, "rank") + 1 > ranks) ranks = (int)jint(t, "rank") + 1;
     }
     snprintf(et, sizeof et, "%s/et", dir);
+    nvlink_first = strstr(extra, "--dimensions nvlink-first") != NULL;
     run_result r = run_cmd(LOONG " dag %s --format chakra %s -o %s", cfg, extra, et);
     ck_assert_msg(r.status == 0, "loong dag --format chakra: %s", r.err);
 
@@ -401,7 +407,8 @@ static int verify(const char *cfg, int gpn, const char *extra, bool break_props,
     char *yml = read_text(path);
     char want_npus[64];
     if (ranks > gpn && ranks % gpn == 0)
-        snprintf(want_npus, sizeof want_npus, "npus_count: [ %d, %d ]", ranks / gpn, gpn);
+        snprintf(want_npus, sizeof want_npus, "npus_count: [ %d, %d ]", nvlink_first ? gpn : ranks / gpn,
+                 nvlink_first ? ranks / gpn : gpn);
     else
         snprintf(want_npus, sizeof want_npus, "npus_count: [ %d ]", ranks);
     ck_assert_msg(strstr(yml, want_npus) != NULL, "network.yml lacks '%s':\n%s", want_npus, yml);
@@ -548,9 +555,9 @@ START_TEST(attn_matches_dag)
 }
 END_TEST
 
-/* Two nodes of four GPUs: ranks become NPUs across the rail dimension;
- * the all-to-all sized for each implementation; every ASTRA-sim property
- * broken in turn. */
+/* Two nodes of four GPUs: ranks become NPUs across the rail dimension
+ * (or, NVSwitch first, NPU = rank); the all-to-all sized for each
+ * implementation; every ASTRA-sim property broken in turn. */
 START_TEST(two_nodes_and_npus)
 {
     int types[10] = {0};
@@ -559,6 +566,7 @@ START_TEST(two_nodes_and_npus)
         "--model tiny --seq 4K --mesh 4x2 --gpus-per-node 4 --strategy loongtrain --window 2 --scope attn";
     verify(cfg, 4, "", true, types);
     verify(cfg, 4, "--all-to-all ring", true, types);
+    verify(cfg, 4, "--dimensions nvlink-first", false, types);
     ck_assert_int_gt(types[ALL_TO_ALL], 0);
 }
 END_TEST

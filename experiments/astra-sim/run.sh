@@ -19,6 +19,8 @@
 #      a step at 32K, loongtrain 8x8 with EP 8 under zipf:1.2 routing: the
 #      all-to-all-v exported as per-peer sends and receives
 #   5. the same balanced with the all-gather dispatcher (collective nodes).
+#   6-9. rows 2, 3, 4 and 5 exported with network.yml's NVSwitch dimension
+#      first (--dimensions nvlink-first), names ending in -nv.
 #      (Balanced with all-to-alls finishes too, then ASTRA-sim 518bd51 aborts
 #      in its teardown: docs/dag.md, "All-to-all-v".)
 set -euo pipefail
@@ -57,7 +59,7 @@ row() { # NAME PLATFORM CONFIG...
         fw=$wall ;;
     esac
     measure "$name-dag" "$loong" dag "$@" --format chakra --platform "$platform" --calib "$(dirname "$platform")/h100.calib" \
-        -o "$out/$name-et"
+        ${DIMS:+--dimensions "$DIMS"} -o "$out/$name-et"
     local dw=$wall
     local et=$out/$name-et
     mkdir -p "$out/$name-run"
@@ -74,13 +76,13 @@ row() { # NAME PLATFORM CONFIG...
     cycles=$(grep -o 'finished, [0-9]* cycles' "$out/$name-astra.out" | awk '{print $2}' | sort -n | tail -n 1)
     awk -v n="$name" -v s="$step" -v lw="$lw" -v lr="$lr" -v fw="$fw" -v dw="$dw" -v c="$cycles" -v aw="$aw" -v ar="$ar" 'BEGIN {
         a = c / 1e9
-        printf "  %-22s %12.6f %9.2f %8d %9s %9.2f %12.6f %9.2f %8d %+8.2f\n", n, s, lw, lr, fw, dw, a, aw, ar, 100 * (a - s) / s }'
+        printf "  %-24s %12.6f %9.2f %8d %9s %9.2f %12.6f %9.2f %8d %+8.2f\n", n, s, lw, lr, fw, dw, a, aw, ar, 100 * (a - s) / s }'
 }
 
 {
     echo "# loong sim against ASTRA-sim (congestion-unaware analytical) on loong's Chakra export; $(date -u +%Y-%m-%d), $(nproc) cores"
     echo "# loong's wall_s is every rank simulated (--fold dp); fold_s the same step with --fold dp,head (within 0.5 %: docs/sim.md)"
-    echo "# workload                  loong_s   wall_s  rss_MB    fold_s  export_s     astra_s   wall_s  rss_MB  astra-loong_%"
+    echo "# workload                    loong_s   wall_s  rss_MB    fold_s  export_s     astra_s   wall_s  rss_MB  astra-loong_%"
     row "64-gpu-loongtrain-attn" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K --mesh 8x8 \
         --strategy loongtrain --window 4 --scope attn
     row "64-gpu-zigzag-attn" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K --mesh 1x64 --strategy zigzag \
@@ -92,4 +94,15 @@ row() { # NAME PLATFORM CONFIG...
         --window 4 --ep 8 --routing zipf:1.2 --scope step
     row "64-gpu-moe-allgather" topologies/dgx-h100-8n.xml --model $moe --seq 32K --mesh 8x8 --strategy loongtrain \
         --window 4 --ep 8 --dispatcher allgather --scope step
+    # the same exports with network.yml's NVSwitch dimension first (loong dag --dimensions nvlink-first):
+    # ASTRA-sim's collectives then cross the rails with 1/8 of their size, as NCCL's rings do, and
+    # transfers between nodes whose GPU slots differ pay NVLink (docs/dag.md, "Ranks and NPUs")
+    DIMS=nvlink-first row "64-gpu-zigzag-attn-nv" topologies/dgx-h100-8n.xml --model llama3-8b --seq 128K \
+        --mesh 1x64 --strategy zigzag --scope attn
+    DIMS=nvlink-first row "256-gpu-1M-step-nv" topologies/dgx-h100-32n.xml --model llama3-8b --seq 1M --mesh 8x32 \
+        --strategy loongtrain --scope step
+    DIMS=nvlink-first row "64-gpu-moe-a2a-v-nv" topologies/dgx-h100-8n.xml --model $moe --seq 32K --mesh 8x8 \
+        --strategy loongtrain --window 4 --ep 8 --routing zipf:1.2 --scope step
+    DIMS=nvlink-first row "64-gpu-moe-allgather-nv" topologies/dgx-h100-8n.xml --model $moe --seq 32K --mesh 8x8 \
+        --strategy loongtrain --window 4 --ep 8 --dispatcher allgather --scope step
 } | tee "$results"

@@ -186,8 +186,6 @@ static placement npu_map_of(const config *c)
     return m;
 }
 
-static int npu_of(const placement *m, int rank) { return placement_gpu(m, rank) * m->nodes + placement_node(m, rank); }
-
 /* ---- output ---- */
 
 typedef struct writer {
@@ -195,7 +193,8 @@ typedef struct writer {
     const calib *cb;
     tiles *tiles; /* cb's attention tile work (NULL: exact pairs) */
     chakra_a2a a2a;
-    placement map; /* ranks on ASTRA-sim's nodes (nodes == 1: one NVSwitch dimension) */
+    chakra_dims dims; /* network.yml's dimension order (chakra.h) */
+    placement map;    /* ranks on ASTRA-sim's nodes (nodes == 1: one NVSwitch dimension) */
     FILE *f;
     uint8_t *buf; /* packed message */
     size_t cap;
@@ -211,6 +210,16 @@ typedef struct writer {
     int32_t a2a_seq; /* the rank's split tasks written so far: their tags */
     char err[LOONG_ERRLEN];
 } writer;
+
+/* The NPU of loong's rank: fastest along network.yml's first dimension,
+ * the rails (rank r is NPU (r % gpn) * nodes + r / gpn) or, NVSwitch
+ * first, the node's GPUs (NPU r). */
+static int npu_of(const writer *w, int rank)
+{
+    const placement *m = &w->map;
+    if (w->dims == CHAKRA_NVLINK_FIRST) return placement_node(m, rank) * m->gpus_per_node + placement_gpu(m, rank);
+    return placement_gpu(m, rank) * m->nodes + placement_node(m, rank);
+}
 
 /* A varint32 byte count, then the message (Chakra's protoio framing). */
 static int put_msg(writer *w, const ProtobufCMessage *m)
@@ -244,7 +253,7 @@ static int put_metadata(writer *w, int rank)
     attrs as = {.n = 0};
     attr_str(&as, "generator", "loong " PACKAGE_VERSION);
     attr_i32(&as, "loong_rank", rank);
-    attr_i32(&as, "astra_sim_npu", npu_of(&w->map, rank));
+    attr_i32(&as, "astra_sim_npu", npu_of(w, rank));
     attr_i32(&as, "loong_ranks", config_ranks(dag_config(w->g)));
     md.version = CHAKRA_VERSION;
     md.attr = as.p;
@@ -355,8 +364,8 @@ static int put_split(writer *w, const dag_task *t, ChakraProtoMsg__Node *nd, con
         for (int recv = 0; recv < 2 && j != me && !rc; recv++) {
             attrs as = {.n = 0};
             attr_bool(&as, "is_cpu_op", false);
-            attr_i32(&as, "comm_src", npu_of(&w->map, recv ? mem[j] : t->rank));
-            attr_i32(&as, "comm_dst", npu_of(&w->map, recv ? t->rank : mem[j]));
+            attr_i32(&as, "comm_src", npu_of(w, recv ? mem[j] : t->rank));
+            attr_i32(&as, "comm_dst", npu_of(w, recv ? t->rank : mem[j]));
             attr_i64(&as, "comm_size", pair_bytes(c, t, me, j, recv));
             attr_i32(&as, "comm_tag", tag);
             snprintf(label, sizeof label, "%s, %s EP rank %d", name, recv ? "from" : "to", j);
@@ -406,8 +415,8 @@ static int put_node(writer *w, const dag_task *t)
     } else if (task_is_p2p(t)) {
         bool send = t->kind == TASK_SEND;
         nd.type = send ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE;
-        attr_i32(&as, "comm_src", npu_of(&w->map, send ? t->rank : t->peer));
-        attr_i32(&as, "comm_dst", npu_of(&w->map, send ? t->peer : t->rank));
+        attr_i32(&as, "comm_src", npu_of(w, send ? t->rank : t->peer));
+        attr_i32(&as, "comm_dst", npu_of(w, send ? t->peer : t->rank));
         attr_i64(&as, "comm_size", (int64_t)dag_task_bytes_moved(g, t));
         attr_i32(&as, "comm_tag", (int32_t)(send ? t->id : t->match));
     } else {
@@ -507,7 +516,7 @@ static int write_groups(writer *w, const char *path)
         const int32_t *m = dag_group(w->g, gid, &n);
         fprintf(f, "%s\n  \"%u\": [", gid ? "," : "", gid + CHAKRA_FIRST_GROUP);
         for (int i = 0; i < n; i++)
-            fprintf(f, "%s%d", i ? ", " : "", npu_of(&w->map, m[i]));
+            fprintf(f, "%s%d", i ? ", " : "", npu_of(w, m[i]));
         fputc(']', f);
     }
     fputs("\n}\n", f);
@@ -557,7 +566,17 @@ static int write_network(writer *w, const chakra_opts *o, const char *path)
     fprintf(f, "# platform: %s (%s, nvlink %.4g B/s, rail %.4g B/s per GPU, links %.4g us / %.4g us)\n",
             o->platform_path ? o->platform_path : "none given: H100 datasheet defaults", sp->gpu, sp->nvlink_bw, rail,
             sp->nvlink_lat * 1e6, sp->nic_lat * 1e6);
-    if (m->nodes > 1) {
+    if (m->nodes > 1 && w->dims == CHAKRA_NVLINK_FIRST) {
+        fprintf(f,
+                "# dimension 0: each node's NVSwitch (%d GPUs); dimension 1: the rail switches (GPU k of each of the\n"
+                "# %d nodes). NPU n = node n / %d, GPU slot n %% %d: loong rank r is NPU r (docs/dag.md, \"Ranks and\n"
+                "# NPUs\": collectives cross the rails with 1/%d of their size, transfers between nodes whose slots\n"
+                "# differ pay NVLink). The leaf-spine hop of loong's fabric has no dimension here.\n",
+                m->gpus_per_node, m->nodes, m->gpus_per_node, m->gpus_per_node, m->gpus_per_node);
+        fprintf(f, "topology: [ Switch, Switch ]\nnpus_count: [ %d, %d ]\n", m->gpus_per_node, m->nodes);
+        fprintf(f, "bandwidth: [ %.10g, %.10g ]  # GB/s, GB = 2^30 B\n", astra_gbps(sp->nvlink_bw), astra_gbps(rail));
+        fprintf(f, "latency: [ %.10g, %.10g ]  # ns per link\n", sp->nvlink_lat * 1e9, sp->nic_lat * 1e9);
+    } else if (m->nodes > 1) {
         fprintf(f,
                 "# dimension 0: the rail switches (GPU k of each of the %d nodes); dimension 1: each node's NVSwitch\n"
                 "# (%d GPUs). NPU n = node n %% %d, GPU slot n / %d: loong rank r is NPU (r %% %d) * %d + r / %d,\n"
@@ -715,7 +734,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
         umask(um);
         chmod(stage, 0777 & ~um);
     }
-    writer w = {.g = g, .cb = cb, .a2a = o->a2a, .map = npu_map_of(dag_config(g))};
+    writer w = {.g = g, .cb = cb, .a2a = o->a2a, .dims = o->dims, .map = npu_map_of(dag_config(g))};
     if (cb) w.tiles = tiles_new(cb, dag_config(g));
     uint32_t nt = dag_ntasks(g);
     uint32_t *first = NULL, *order = NULL;
@@ -734,7 +753,7 @@ int chakra_write_dir(const dag *g, const calib *cb, const chakra_opts *o, const 
     }
     for (int r = 0; r < ranks && !rc; r++) {
         char name[64];
-        snprintf(name, sizeof name, CHAKRA_PREFIX ".%d.et", npu_of(&w.map, r));
+        snprintf(name, sizeof name, CHAKRA_PREFIX ".%d.et", npu_of(&w, r));
         char *p = path_in(stage, name);
         rc = write_rank(&w, p, r, order + first[r], first[r + 1] - first[r]);
         free(p);

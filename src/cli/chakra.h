@@ -33,8 +33,17 @@
  * each member sends the DAG's bytes under it, and system.json names it. */
 typedef enum { CHAKRA_A2A_DIRECT, CHAKRA_A2A_RING } chakra_a2a;
 
+/* The order of network.yml's two dimensions (docs/dag.md, "Ranks and
+ * NPUs"): the rails first (the default: a transfer between nodes pays the
+ * rail, as loong's PXN route does), or each node's NVSwitch first (ASTRA-
+ * sim's collectives, which run dimension by dimension in this order, then
+ * cross the rails with 1/gpus_per_node of their size, as NCCL's rings do,
+ * but a transfer between nodes whose GPU slots differ pays NVLink). */
+typedef enum { CHAKRA_RAIL_FIRST, CHAKRA_NVLINK_FIRST } chakra_dims;
+
 typedef struct chakra_opts {
     chakra_a2a a2a;
+    chakra_dims dims;
     /* The platform the DAG was built for (network.yml, system.json), with the
      * path it came from for their comments; NULL path: datasheet defaults. */
     const platform_spec *platform;

@@ -18,7 +18,7 @@ static void dag_usage(FILE *f)
     fprintf(f,
             "usage: loong dag [configuration] [--format stats|json|dot|megatron|torchtitan] [-o FILE]\n"
             "       loong dag [configuration] --format chakra -o DIR [--calib FILE] [--platform FILE]\n"
-            "                 [--all-to-all direct|ring]\n"
+            "                 [--all-to-all direct|ring] [--dimensions rail-first|nvlink-first]\n"
             "\n"
             "Build the deterministic task DAG of one configuration, validate it (acyclic,\n"
             "every recv matched by one send, every collective complete) and print it.\n"
@@ -39,6 +39,11 @@ static void dag_usage(FILE *f)
             "                        [H100 datasheet defaults]\n"
             "  --all-to-all A        chakra: the all-to-all ASTRA-sim runs, direct or ring; comm_size\n"
             "                        is sized for it and system.json names it      [direct]\n"
+            "  --dimensions D        chakra: network.yml's dimension order. rail-first: transfers\n"
+            "                        between nodes pay the rail, collectives cross the rails at full\n"
+            "                        size; nvlink-first: collectives cross the rails at 1/gpus-per-node\n"
+            "                        (as NCCL's rings), such transfers pay NVLink (docs/dag.md)\n"
+            "                                                                  [rail-first]\n"
             "  --timing              print build/validate/write times and peak memory to stderr\n"
             "  -h, --help            this text\n"
             "\n%s"
@@ -116,11 +121,12 @@ int cmd_dag(int argc, char **argv)
         {"calib", required_argument, 0, 'c'}, /* --format chakra */
         {"platform", required_argument, 0, 'p'},
         {"all-to-all", required_argument, 0, 'a'},
+        {"dimensions", required_argument, 0, 'D'},
         {0, 0, 0, 0},
     };
     const struct option *opts = cli_options(own);
     cli_config cc = {0};
-    const char *format = "stats", *out = "-", *calib_path = NULL, *platform = NULL, *a2a = NULL;
+    const char *format = "stats", *out = "-", *calib_path = NULL, *platform = NULL, *a2a = NULL, *dims = NULL;
     bool timing = false;
     int opt;
     opterr = 0;
@@ -133,6 +139,7 @@ int cmd_dag(int argc, char **argv)
         case 'c': calib_path = optarg; break;
         case 'p': platform = optarg; break;
         case 'a': a2a = optarg; break;
+        case 'D': dims = optarg; break;
         case 'h':
         default: return cli_opt_tail("dag", "loong dag", opt, argv, dag_usage, 0);
         }
@@ -155,6 +162,11 @@ int cmd_dag(int argc, char **argv)
     if (a2a && strcmp(a2a, "direct") && strcmp(a2a, "ring"))
         return cli_fail("dag", "--all-to-all '%s' is not direct or ring (ASTRA-sim's all-to-all implementations)", a2a);
     if (a2a && !strcmp(a2a, "ring")) co.a2a = CHAKRA_A2A_RING;
+    if (dims && !chakra) return cli_fail("dag", "--dimensions applies to --format chakra only");
+    if (dims && strcmp(dims, "rail-first") && strcmp(dims, "nvlink-first"))
+        return cli_fail("dag", "--dimensions '%s' is not rail-first or nvlink-first (network.yml's dimension order)",
+                        dims);
+    if (dims && !strcmp(dims, "nvlink-first")) co.dims = CHAKRA_NVLINK_FIRST;
     platform_spec spec;
     char ppath[4096];
     if (platform) {
