@@ -76,8 +76,8 @@ static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c)
 
 mesh_dims plan_foldable(const platform_spec *sp)
 {
-    if (!sp->nccl || sp->sockets > 1) return 0;
-    return MESH_BIT(MESH_TP) | (platform_spec_rails_shared(sp) ? 0 : MESH_BIT(MESH_HEAD));
+    if (!sp->nccl || sp->sockets > 1 || platform_spec_rails_shared(sp)) return 0;
+    return MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD);
 }
 
 mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed)

@@ -117,10 +117,11 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
  * whose layers differ at one micro-batch. */
 plan_compose plan_compose_mode(const config *c, bool full_layers);
 
-/* The copied dimensions (sim.h) platform sp lets a simulation fold: tp on
- * an NCCL platform whose GPUs' links are their own (not a PCIe server's
- * shared socket links); head where, besides, no rail's traffic can slow
- * another's (platform_spec_rails_shared). */
+/* The copied dimensions (sim.h) platform sp lets a simulation fold: tp
+ * and head on an NCCL platform whose GPUs' links are their own (not a
+ * PCIe server's shared socket links) and where no rail's traffic can slow
+ * another's (platform_spec_rails_shared: a NIC per GPU, pod uplinks that
+ * never saturate); else none. */
 mesh_dims plan_foldable(const platform_spec *sp);
 /* The mesh dimensions c's simulations run by symmetry (loong sim --fold):
  * dp when a replica is whole nodes (smaller replicas share nodes, and are

@@ -108,7 +108,9 @@ typedef struct sim_result {
  *       collectives take NCCL's time on the idle group (their flows all
  *       fold onto the sender). Needs NCCL's collectives, TP groups inside
  *       a node, GPUs with links of their own (not a PCIe server's socket
- *       link, which every TP rank's traffic shares) and no --tp-overlap
+ *       link, which every TP rank's traffic shares, nor a NIC shared by
+ *       GPUs, nor oversubscribed pod uplinks: platform_spec_rails_shared)
+ *       and no --tp-overlap
  *       (whose ring steps are p2p between TP ranks); the links report then
  *       counts the representatives' flows.
  *   head  head rank 0 of each head (Ulysses) group runs, as every head

@@ -375,7 +375,7 @@ static int check_tp_fold(const sim_state *S, char err[LOONG_ERRLEN])
                             "--dispatcher allgather), which then run different expert programs"
                       : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others, so the folded TP "
                                                "ranks' traffic would be missing there"
-                                             : NULL;
+                                             : platform_spec_rails_shared(S->spec);
     if (!why) return 0;
     snprintf(err, LOONG_ERRLEN,
              "folding tp (--fold tp, alias --tp-mode symmetric): %s; leave tp out of --fold (--tp-mode full)", why);
