@@ -108,8 +108,9 @@ int platform_spec_pod_nodes(const platform_spec *sp);
 /* Why one rail's traffic could slow another's on a validated spec: a NIC
  * that GPUs share, or a three-tier fabric's pod uplinks (every rail's)
  * oversubscribed; NULL when each rail's traffic runs on links of its own
- * or on links that never carry more than they can (a fold that drops the
- * other rails' traffic, loong sim --fold head, needs NULL). */
+ * or on links that never carry more than they can (the TP and head folds
+ * need NULL: the ranks they leave unsimulated have traffic of their own,
+ * which such a link would miss). */
 const char *platform_spec_rails_shared(const platform_spec *sp);
 
 /* Fill sp with the defaults of GPU kind `gpu` (datasheet figures; README
