@@ -441,7 +441,7 @@ dag *dag_build(const config *c, char err[LOONG_ERRLEN]) { return dag_build_folde
 dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN])
 {
     if (config_validate(c, err) < 0) return NULL;
-    if (folded & ~(MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))) {
+    if (folded & ~DAG_FOLDABLE) {
         snprintf(err, LOONG_ERRLEN, "internal: a DAG folds tp and head only, not the dimensions 0x%x", folded);
         return NULL;
     }

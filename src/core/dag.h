@@ -239,6 +239,8 @@ dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
  * names the rank whose tasks stand for theirs; collective instances hold
  * their built members only. */
 dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN]);
+/* The dimensions dag_build_folded can leave unbuilt. */
+#define DAG_FOLDABLE (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
 /* The dimensions a DAG was built folded in (0: every rank built). */
 mesh_dims dag_folded(const dag *g);
 /* The tasks of every rank, the unbuilt ones' included: dag_ntasks times the

@@ -320,7 +320,7 @@ static double bilinear(double n11, double n21, double n12, double n22, double l,
 
 plan_sim_size plan_sim_estimate(const config *c, int layers, bool full_dp, mesh_dims folded)
 {
-    folded &= MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD); /* the replicas are never in a DAG */
+    folded &= DAG_FOLDABLE; /* the replicas are never in a DAG */
     int m0 = c->schedule == SCHED_INTERLEAVED ? c->pp : 1, chunks = c->pp * c->vpp;
     bool mb = c->micro_batches > m0; /* else the micro-batch terms are not needed (and ZeRO-2/3 refuse them) */
     plan_sim_size n11 = size_of(c, 1, m0, folded), n21 = size_of(c, 2, m0, folded),

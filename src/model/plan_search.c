@@ -77,7 +77,7 @@ static bool full_replicas(const config *c) { return c->dp > 1 && config_ranks(c)
 mesh_dims plan_foldable(const platform_spec *sp)
 {
     if (!sp->nccl || sp->sockets > 1 || platform_spec_rails_shared(sp)) return 0;
-    return MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD);
+    return DAG_FOLDABLE;
 }
 
 mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed)
@@ -546,7 +546,7 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
     int runs = o->top > 0 || o->exact ? simulate_draws(req, o, r, out->user, ls, n, &out->compose, err) : 0;
     for (int i = 0; runs > 0 && i < n; i++) /* the TP and head ranks the clean runs folded */
         if (ls[i].sim_step >= 0)
-            out->folded |= plan_fold(&ls[i].c, o->foldable, o->w && whatif_any(o->w)) & ~MESH_BIT(MESH_DP);
+            out->folded |= plan_fold(&ls[i].c, o->foldable, o->w && whatif_any(o->w)) & DAG_FOLDABLE;
     double tr = r->now(r->user);
     if (runs >= 0 && o->robust) {
         int k = simulate_robust(req, o, r, ls, n, &out->compose, err);

@@ -133,8 +133,8 @@ typedef struct sim_result {
 /* The dimensions sim_run can fold, and what loong sim folds by default
  * (the replicas, not the TP or head ranks: `--fold dp`). The copied ones
  * are not run at all: their ranks take their representative's times. */
-#define SIM_FOLDABLE     (MESH_BIT(MESH_DP) | MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
-#define SIM_FOLD_COPIED  (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
+#define SIM_FOLD_COPIED  DAG_FOLDABLE
+#define SIM_FOLDABLE     (MESH_BIT(MESH_DP) | SIM_FOLD_COPIED)
 #define SIM_FOLD_DEFAULT MESH_BIT(MESH_DP)
 
 /* `--fold`'s text: "none", or a comma-separated list of dimension names
