@@ -464,6 +464,88 @@ START_TEST(shipped_attention)
 }
 END_TEST
 
+/* The experts' grouped GEMM (calib_grouped_gemm_seconds): with grouped-*
+ * rows one launch, T0 plus the groups' FLOPs at the row's efficiency
+ * (forward grouped-tn (m, n, k); backward its dgrad grouped-nn (m, k, n)
+ * and wgrad grouped-nt (n, k, m), a launch each); without them, groups
+ * separate GEMMs by the dense rows. Grouped rows never time a single GEMM
+ * (nor dense rows a grouped one when grouped rows exist), a table with
+ * some grouped layouts but not all three is refused, and they round-trip. */
+START_TEST(grouped_gemm_rows)
+{
+    static const char dense[] = "gpu s\npeak 1000T\nmem_bw 2TBps\ngemm line 4us 500T\nattn_fwd line 1us 1T\n"
+                                "attn_bwd line 1us 1T\nmerge line 1us 1TBps\nacc line 1us 1TBps\n"
+                                "gemm shape any 512 1024 2048 0.6\n";
+    static const char grouped[] = "gemm shape grouped-tn 512 1024 2048 0.3\n"
+                                  "gemm shape grouped-nn 512 2048 1024 0.25\n"
+                                  "gemm shape grouped-nt 1024 2048 512 0.1\n";
+    char text[1024], err[LOONG_ERRLEN] = "";
+    snprintf(text, sizeof text, "%s%s", dense, grouped);
+    calib *plain = calib_parse(dense, "d.calib", err), *cb = calib_parse(text, "g.calib", err);
+    ck_assert_msg(plain && cb, "%s", err);
+    ck_assert(calib_has_grouped_gemms(cb) && !calib_has_grouped_gemms(plain));
+    double g = 16, m = 512, n = 1024, k = 2048, f = 2 * m * n * k;
+    CLOSE(calib_grouped_gemm_seconds(cb, PRECISION_BF16, g, m, n, k, false, 0), 4e-6 + g * f / 0.3e15);
+    CLOSE(calib_grouped_gemm_seconds(cb, PRECISION_BF16, g, m, n, k, true, 0),
+          4e-6 + g * f / 0.25e15 + 4e-6 + g * f / 0.1e15);
+    /* without grouped rows: g GEMMs, each T0 + 2mnk / (0.6 x peak) */
+    CLOSE(calib_grouped_gemm_seconds(plain, PRECISION_BF16, g, m, n, k, false, 0), g * (4e-6 + f / 0.6e15));
+    /* a single GEMM keeps the dense rows in both tables */
+    CLOSE(calib_gemm_task_seconds(cb, m, n, k, true, 2), calib_gemm_task_seconds(plain, m, n, k, true, 2));
+    CLOSE(calib_grouped_gemm_seconds(cb, PRECISION_BF16, 1, m, n, k, false, 2),
+          calib_gemm_task_seconds(plain, m, n, k, false, 2));
+    /* the groups' operands count in the memory term: a skinny group is bandwidth-bound */
+    double mm = 8, bytes = g * 2 * (mm * k + k * n + mm * n);
+    CLOSE(calib_grouped_gemm_seconds(cb, PRECISION_BF16, g, mm, n, k, false, 2),
+          4e-6 + fmax(g * 2 * mm * n * k / 0.3e15, bytes / 2e12));
+    calib *back = rewritten(cb);
+    for (int l = GEMM_GROUPED_TN; l <= GEMM_GROUPED_NT; l++)
+        CLOSE(calib_gemm_eff(back, l, 300, 700, 900), calib_gemm_eff(cb, l, 300, 700, 900));
+    calib_free(back);
+    calib_free(cb);
+    calib_free(plain);
+    snprintf(text, sizeof text, "%sgemm shape grouped-tn 512 1024 2048 0.3\n", dense);
+    ck_assert_ptr_null(calib_parse(text, "h.calib", err));
+    ck_assert_msg(strstr(err, "grouped-nn") && strstr(err, "all three"), "%s", err);
+}
+END_TEST
+
+/* The shipped tables from SimuMax's measured kernels keep its figures
+ * (configs/system/b200_bf16_ceperm.json and a100_pcie.json at 4dcaae5):
+ * dense GEMMs, grouped GEMMs (one group's forward shape, the wgrad's
+ * (N, K, M)), and the B200's attention at 32K tokens, 8 query heads (its
+ * full-square factor 1.2018 over loong's 128x128 tiles' 0.501953125 s^2). */
+START_TEST(shipped_simumax_tables)
+{
+    static const struct {
+        const char *file;
+        int layout;
+        double m, n, k, eff;
+    } rows[] = {{"b200-simumax", GEMM_TN, 4096, 28672, 8192, 0.4943238940655},
+                {"b200-simumax", GEMM_NT, 10240, 8192, 4096, 0.5979461534906494},
+                {"b200-simumax", GEMM_GROUPED_TN, 1232, 3072, 5120, 0.5134153708896044},
+                {"b200-simumax", GEMM_GROUPED_NT, 3072, 5120, 1232, 0.32760011542122736},
+                {"a100-pcie", GEMM_GROUPED_TN, 616, 3072, 5120, 0.6313438865579614}};
+    char path[1024], err[LOONG_ERRLEN] = "";
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(path, sizeof path, "%s/topologies/%s.calib", LOONG_SRCDIR, rows[i].file);
+        calib *cb = calib_load(path, err);
+        ck_assert_msg(cb != NULL, "%s", err);
+        double e = calib_gemm_eff(cb, rows[i].layout, rows[i].m, rows[i].n, rows[i].k);
+        ck_assert_msg(fabs(e - rows[i].eff) < 5e-5, "%s row %zu: %g != %g", rows[i].file, i, e, rows[i].eff);
+        calib_free(cb);
+    }
+    snprintf(path, sizeof path, "%s/topologies/b200-simumax.calib", LOONG_SRCDIR);
+    calib *cb = calib_load(path, err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert_str_eq(calib_gpu(cb), "b200");
+    double s = 32768, full = 4 * s * s * 128 * 8, tiled = 0.501953125 * full;
+    double want = 5e-6 + full / (1.201756785556635 * 2.25e15), got = calib_seconds(cb, TASK_ATTN_FWD, tiled, 0, s);
+    ck_assert_msg(fabs(got / want - 1) < 2e-4, "%g s != %g s", got, want);
+    calib_free(cb);
+}
+END_TEST
+
 /* The cost rule (calib.h): a GEMM whose operand bytes dominate costs T0 +
  * bytes / bandwidth; a tiny kernel pays its floor; the membw rows
  * interpolate monotonically in log(bytes), exact at a row, flat beyond;
@@ -675,6 +757,8 @@ int main(void)
     tcase_add_test(tc, gemm_shape_round_trip);
     tcase_add_test(tc, shipped_gemm_shapes);
     tcase_add_test(tc, shipped_attention);
+    tcase_add_test(tc, grouped_gemm_rows);
+    tcase_add_test(tc, shipped_simumax_tables);
     tcase_add_test(tc, cost_rule);
     tcase_add_test(tc, fusions_kernels);
     tcase_add_test(tc, fp8_gemm);

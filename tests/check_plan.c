@@ -849,8 +849,9 @@ START_TEST(model_error_tie)
     ck_assert_double_eq_tol(e.between_pct, 0, 1e-12); /* a common bias cancels */
     ck_assert_int_eq(fidelity_summarize(rows, 4, "mem", FIDELITY_ANY, &e), 0);
     /* a source that also gave a calib file its kernels is not independent */
-    const fidelity_row shared[] = {{"e2e.a.x", 10}, {"e2e.simumax.y", 90}, {"e2e.simumaxi.z", 30}};
-    ck_assert_int_eq(fidelity_summarize(shared, 3, "e2e", FIDELITY_ANY, &e), 2);
+    const fidelity_row shared[] = {
+        {"e2e.a.x", 10}, {"e2e.simumax.y", 90}, {"e2e.simumaxi.z", 30}, {"e2e.simumax-b200-calib.w", 70}};
+    ck_assert_int_eq(fidelity_summarize(shared, 4, "e2e", FIDELITY_ANY, &e), 2);
     ck_assert_double_eq(e.hi_pct, 30);
     /* FP8 sources' rows are FP8 plans', the others bf16 plans' */
     const fidelity_row prec[] = {{"e2e.nemo.x", 40}, {"e2e.torchtitan.y", 80}, {"e2e.megatron.z", 10}};
@@ -860,16 +861,16 @@ START_TEST(model_error_tie)
     ck_assert_double_eq(e.hi_pct, 10);
     ck_assert_int_eq(fidelity_summarize(prec, 3, "e2e", FIDELITY_ANY, &e), 3);
     /* the compiled table has recorded.txt's independent e2e rows, split by precision */
-    const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\.'";
+    const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\(-b200-calib\\)\\?\\.'";
     run_result r = run_cmd("%s | grep -vc '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, &e), atoi(r.out));
     ck_assert_str_eq(e.kind, "e2e");
     fidelity_error f, g;
     r = run_cmd("%s | grep -c '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, &f), atoi(r.out));
-    /* a bf16 mixture of experts' plan quotes the bf16 moe rows, but those sharing a100-pcie.calib's source */
+    /* a bf16 mixture of experts' plan quotes the bf16 moe rows, but those sharing a calib file's source */
     r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR
-                "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | grep -vc '^moe\\.simumax\\.'");
+                "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | grep -vc '^moe\\.simumax\\(-b200-calib\\)\\?\\.'");
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, &g), atoi(r.out));
     ck_assert_str_eq(g.kind, "moe");
     /* an FP8 one, the FP8 moe rows (Megatron-Bridge's) */

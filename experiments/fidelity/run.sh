@@ -31,7 +31,12 @@
 #          (experiments/simumax-b200: Llama3-70B cut to 12 layers and 405B
 #          cut to 4, TP x CP = 8 on one server, 32K and 128K, bf16), their
 #          step as tokens/s/GPU; b200.calib owes SimuMax nothing, so these
-#          rows count in the plan's quoted error.
+#          rows count in the plan's quoted error. And the same release's
+#          runs without CP (experiments/simumax-b200-dense: the same models,
+#          TP 1-8 with PP 2 or DP, 4K tokens, 4-32 micro-batches). The same runs again under
+#          b200-simumax.calib, SimuMax's kernels measured on that server
+#          (source simumax-b200-calib, the moe rows below too): reported,
+#          never quoted.
 #   mem    per-GPU memory of Megatron-LM runs at CP 1-8 and TP 8 (gpustat:
 #          the GPU's memory in use) against loong's reserved peak
 #          (experiments/tp-memory); and SimuMax's B200 runs' torch
@@ -224,35 +229,74 @@ done < <(echo "$out" | grep -v -e '^#' -e '^loong ')
 # ---- end to end and memory, B200: SimuMax's all-to-all CP runs (experiments/simumax-b200) ----
 # time as tokens/s/GPU (4 micro-batches of one sample on 8 GPUs), so that
 # a positive error is an optimistic prediction as in the other e2e rows;
-# memory: torch's max_reserved against loong's reserved peak, in GiB
-out=$("$TOP/experiments/simumax-b200/run.sh" "$L" 2>&1) || fail "experiments/simumax-b200 failed: $(echo "$out" | tail -n 1)"
-while read -r m tp cp seq rms pms _ _ _ _ rr pr _; do
-    tok=$((${seq%K} * 1024 * 4))
-    id="${m#llama3-}.tp${tp}cp$cp.$seq"
-    setup="8 B200, $m, tp$tp cp$cp a2a, seq $seq"
-    row "e2e.simumax-b200.$id" e2e "$setup" "SimuMax B200 release v1.2 (real_ms)" \
-        "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
-        "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU "simumax-b200/$m/$seq"
-    row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_reserved_gib)" "$rr" "$pr" GiB/GPU
-done < <(echo "$out" | grep -v '^#')
+# memory: torch's max_reserved against loong's reserved peak, in GiB.
+# Twice: under b200.calib (source simumax-b200, quoted) and under
+# b200-simumax.calib, SimuMax's kernels measured on the same server (source
+# simumax-b200-calib, shared with the kernels: reported, never quoted)
+simumax_b200_rows() { # CALIB SOURCE SOURCE_TEXT
+    local out m tp cp seq rms pms rr pr tok id setup
+    out=$("$TOP/experiments/simumax-b200/run.sh" "$L" "$1" 2>&1) ||
+        fail "experiments/simumax-b200 failed: $(echo "$out" | tail -n 1)"
+    while read -r m tp cp seq rms pms _ _ _ _ rr pr _; do
+        tok=$((${seq%K} * 1024 * 4))
+        id="${m#llama3-}.tp${tp}cp$cp.$seq"
+        setup="8 B200, $m, tp$tp cp$cp a2a, seq $seq"
+        row "e2e.$2.$id" e2e "$setup" "$3" \
+            "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
+            "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU "$2/$m/$seq"
+        [ "$2" = simumax-b200 ] &&
+            row "mem.$2.$id" mem "$setup" "SimuMax B200 release v1.2 (real_reserved_gib)" "$rr" "$pr" GiB/GPU
+    done < <(echo "$out" | grep -v '^#')
+}
+
+# ---- end to end and memory, B200: SimuMax's runs without CP (experiments/simumax-b200-dense) ----
+# TP x PP x DP = 8 at 4K tokens, 4-32 micro-batches; as the CP rows: time
+# as tokens/s/GPU under both tables, memory (torch's max_reserved against
+# loong's reserved peak) once per layout, under b200.calib
+simumax_b200_dense_rows() { # CALIB SOURCE SOURCE_TEXT
+    local out m tp pp dp mb rms pms rr pr tok id setup
+    out=$("$TOP/experiments/simumax-b200-dense/run.sh" "$L" "$1" 2>&1) ||
+        fail "experiments/simumax-b200-dense failed: $(echo "$out" | tail -n 1)"
+    while read -r m tp pp dp mb rms pms _ _ _ _ rr pr _; do
+        tok=$((mb * dp * 4096))
+        id="${m#llama3-}.tp${tp}pp$pp.m$mb"
+        setup="8 B200, $m, tp$tp pp$pp dp$dp m$mb, seq 4K"
+        row "e2e.$2.$id" e2e "$setup" "$3" \
+            "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
+            "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU "$2/$m/4K"
+        [ "$mb" = 4 ] && [ "$2" = simumax-b200 ] &&
+            row "mem.$2.$id" mem "$setup" "SimuMax B200 release v1.2 (real_reserved_gib)" "$rr" "$pr" GiB/GPU
+    done < <(echo "$out" | grep -v '^#')
+}
 
 # ---- mixtures of experts, B200: SimuMax's DeepSeek runs (experiments/simumax-b200-moe) ----
 # kind moe (a plan of a mixture of experts quotes these rows, a dense one
 # the e2e ones): the step as tokens/s/GPU, as the e2e rows; memory: torch's
-# max_allocated against loong's allocated peak, in GiB
-out=$("$TOP/experiments/simumax-b200-moe/run.sh" "$L" 2>&1) ||
-    fail "experiments/simumax-b200-moe failed: $(echo "$out" | tail -n 1)"
-while read -r m ep pp mb rms pms _ ra pa _; do
-    id="${m#deepseek-}.ep${ep}pp$pp.m$mb"
-    setup="8 B200, $m, tp1 ep$ep pp$pp dp$((8 / pp)) m$mb, seq 4K"
-    tok=$((mb * (8 / pp) * 4096))
-    row "moe.simumax-b200.$id" moe "$setup" "SimuMax B200 release v1.2 (real_ms)" \
-        "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
-        "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU \
-        "simumax-b200/$m/4K"
-    [ "$mb" = 4 ] && row "mem.simumax-b200.$id" mem "$setup" "SimuMax B200 release v1.2 (real_alloc_gib)" "$ra" "$pa" \
-        GiB/GPU
-done < <(echo "$out" | grep -v '^#')
+# max_allocated against loong's allocated peak, in GiB; under both tables
+# as the dense rows above
+simumax_b200_moe_rows() { # CALIB SOURCE SOURCE_TEXT
+    local out m ep pp mb rms pms ra pa id setup tok
+    out=$("$TOP/experiments/simumax-b200-moe/run.sh" "$L" "$1" 2>&1) ||
+        fail "experiments/simumax-b200-moe failed: $(echo "$out" | tail -n 1)"
+    while read -r m ep pp mb rms pms _ ra pa _; do
+        id="${m#deepseek-}.ep${ep}pp$pp.m$mb"
+        setup="8 B200, $m, tp1 ep$ep pp$pp dp$((8 / pp)) m$mb, seq 4K"
+        tok=$((mb * (8 / pp) * 4096))
+        row "moe.$2.$id" moe "$setup" "$3" \
+            "$(awk -v t="$tok" -v ms="$rms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" \
+            "$(awk -v t="$tok" -v ms="$pms" 'BEGIN {printf "%.1f", t / (ms / 1000) / 8}')" tokens/s/GPU \
+            "$2/$m/4K"
+        [ "$mb" = 4 ] && [ "$2" = simumax-b200 ] &&
+            row "mem.$2.$id" mem "$setup" "SimuMax B200 release v1.2 (real_alloc_gib)" "$ra" "$pa" GiB/GPU
+    done < <(echo "$out" | grep -v '^#')
+}
+simumax_b200_rows "$TOP/topologies/b200.calib" simumax-b200 "SimuMax B200 release v1.2 (real_ms)"
+simumax_b200_moe_rows "$TOP/topologies/b200.calib" simumax-b200 "SimuMax B200 release v1.2 (real_ms)"
+simumax_b200_dense_rows "$TOP/topologies/b200.calib" simumax-b200 "SimuMax B200 release v1.2 (real_ms)"
+shared="SimuMax B200 v1.2 (real_ms), its kernels: b200-simumax.calib"
+simumax_b200_rows "$TOP/topologies/b200-simumax.calib" simumax-b200-calib "$shared"
+simumax_b200_moe_rows "$TOP/topologies/b200-simumax.calib" simumax-b200-calib "$shared"
+simumax_b200_dense_rows "$TOP/topologies/b200-simumax.calib" simumax-b200-calib "$shared"
 
 # ---- mixtures of experts, A100-PCIe: SimuMax's DeepSeek-V2 runs (experiments/simumax-a100-moe) ----
 # TFLOP/s/GPU as SimuMax counts them; source "simumax": a100-pcie.calib's

@@ -26,13 +26,17 @@
 # `loong topo --gpu b200` (one node) and topologies/b200.calib; nothing
 # fitted to these runs. A few seconds.
 #
-# usage: experiments/simumax-b200-moe/run.sh [LOONG]   (default build/loong)
+# usage: experiments/simumax-b200-moe/run.sh [LOONG [CALIB]]   (default build/loong,
+#        topologies/b200.calib; topologies/b200-simumax.calib is SimuMax's
+#        measured kernels on the same server: docs/validation.md)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 # shellcheck source=experiments/fidelity/plausible.sh
 . "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
+CALIB=${2:-$TOP/topologies/b200.calib}
+[ -r "$CALIB" ] || { echo "simumax-b200-moe: cannot read the calibration table $CALIB" >&2; exit 2; }
 [ -x "$L" ] || { echo "simumax-b200-moe: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -57,7 +61,7 @@ printf '# %-14s %2s %2s %3s %9s %9s %7s %9s %9s %7s\n' model ep pp m real_ms pre
 while read -r m ep pp mb rms ralloc; do
     dp=$((8 / pp))
     # shellcheck disable=SC2086
-    cfg="--platform $TMP/b200.xml --calib $TOP/topologies/b200.calib --model $HERE/$m.model --seq 4K --batch 1
+    cfg="--platform $TMP/b200.xml --calib $CALIB --model $HERE/$m.model --seq 4K --batch 1
         --micro-batches $mb --mesh 1x1 --strategy ulysses --dp $dp --ep $ep --pp $pp --placement tp-cp-ep-dp-pp
         --zero 1 --recompute none"
     # shellcheck disable=SC2086

@@ -18,22 +18,25 @@
 # (the distributed optimizer, sharded over CP x DP as Megatron does), no
 # recomputation, fp32 gradient accumulation.
 #
-# Not rows: the DeepSeek-V2/V3 rows (MoE with expert parallelism and MLA:
-# loong models neither), the rows without CP (TP/PP/DP only: outside this
-# issue's CP scope; they are expressible), the VPP and DeepSeek-V2 CP rows
-# (excluded by the source itself).
+# Not rows here: the DeepSeek-V2/V3 rows (experiments/simumax-b200-moe),
+# the rows without CP (experiments/simumax-b200-dense), the VPP and
+# DeepSeek-V2 CP rows (excluded by the source itself).
 #
 # Predicted with loong sim on `loong topo --gpu b200` (one node) and
 # topologies/b200.calib; nothing fitted to these runs (SimuMax's B200
 # kernel tables are not in b200.calib). About 1 s.
 #
-# usage: experiments/simumax-b200/run.sh [LOONG]   (default build/loong)
+# usage: experiments/simumax-b200/run.sh [LOONG [CALIB]]   (default build/loong,
+#        topologies/b200.calib; topologies/b200-simumax.calib is SimuMax's
+#        measured kernels on the same server: docs/validation.md)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 # shellcheck source=experiments/fidelity/plausible.sh
 . "$TOP/experiments/fidelity/plausible.sh"
 L=${1:-$TOP/build/loong}
+CALIB=${2:-$TOP/topologies/b200.calib}
+[ -r "$CALIB" ] || { echo "simumax-b200: cannot read the calibration table $CALIB" >&2; exit 2; }
 [ -x "$L" ] || { echo "simumax-b200: no loong at $L (build first)" >&2; exit 2; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -56,7 +59,7 @@ while read -r m tp cp seq rms ralloc rresv; do
     sp=""
     [ "$tp" -gt 1 ] && sp="--sequence-parallel on"
     # shellcheck disable=SC2086
-    cfg="--platform $TMP/b200.xml --calib $TOP/topologies/b200.calib --model $HERE/$m.model --seq $seq --batch 1
+    cfg="--platform $TMP/b200.xml --calib $CALIB --model $HERE/$m.model --seq $seq --batch 1
         --micro-batches 4 --tp $tp $sp --mesh ${cp}x1 --strategy ulysses --dp 1 --zero 1 --recompute none"
     # shellcheck disable=SC2086
     out=$("$L" sim --quiet $cfg --json "$TMP/r.json" 2>&1) ||

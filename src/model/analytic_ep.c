@@ -102,11 +102,11 @@ static int busiest(const config *c)
 }
 
 /* A grouped GEMM of `rows` over the rank's local experts: one GEMM per
- * expert of the mean rows (build_ep.c's task). */
+ * expert of the mean rows (build_ep.c's task), as calib times the task. */
 static double grouped(const config *c, const calib *cb, double rows, double nn, double k, bool bwd)
 {
     int local = config_ep_local_experts(c);
-    return local * gemm(c, cb, rows / local, nn, k, bwd);
+    return calib_grouped_gemm_seconds(cb, c->precision, local, rows / local, nn, k, bwd, c->act_bytes);
 }
 
 /* The shared experts' halves (build_ep.c): fc1, gate and up and the

@@ -111,9 +111,8 @@ double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag
 {
     if (!task_is_compute(t)) return 0;
     if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) /* a grouped GEMM: one per expert */
-        return dag_gemm_groups(t) * calib_gemm_prec_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision,
-                                                            t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD,
-                                                            c->act_bytes);
+        return calib_grouped_gemm_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision, dag_gemm_groups(t),
+                                          t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
     if ((t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) && c->attention == ATTN_UNFUSED)
         return calib_unfused_attn_seconds(cb, c, t->dim[0], t->dim[1], t->dim[2], t->kind == TASK_ATTN_BWD);
     if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST)
@@ -127,7 +126,8 @@ double calib_task_t0(const calib *cb, const config *c, const dag_task *t)
     if (!task_is_compute(t) || t->kind >= NKINDS) return 0;
     double launches = 1;
     int kind = t->kind;
-    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) launches = dag_gemm_groups(t);
+    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) /* one launch with grouped rows */
+        launches = calib_has_grouped_gemms(cb) ? 1 : dag_gemm_groups(t);
     if (t->kind > TASK_ACC && t->kind <= TASK_COMPUTE_LAST) { /* as calib_task_seconds times them */
         uint64_t b[FUSION_MAX_KERNELS];
         kind = elementwise_kind((task_op)t->op);
@@ -169,7 +169,8 @@ void calib_set_interference(calib *cb, int kind, double f)
 
 /* ---- GEMM shapes (calib.h, "GEMM shapes") ---- */
 
-static const char *const layout_names[GEMM_LAYOUTS] = {"tn", "nn", "nt", "any", "fp8"};
+static const char *const layout_names[GEMM_LAYOUTS] = {"tn",  "nn",         "nt",         "any",
+                                                       "fp8", "grouped-tn", "grouped-nn", "grouped-nt"};
 
 const char *calib_gemm_layout_name(int layout)
 {
@@ -190,7 +191,7 @@ void calib_index_shapes(calib *cb)
     for (int i = 0; i < cb->nshape; i++)
         own[cb->shape[i].layout] = true;
     for (int l = 0; l < GEMM_LAYOUTS; l++) {
-        cb->shape_set[l] = own[l] ? l : own[GEMM_ANY] && l != GEMM_FP8 ? GEMM_ANY : -1;
+        cb->shape_set[l] = own[l] ? l : own[GEMM_ANY] && l < GEMM_ANY ? GEMM_ANY : -1;
         for (int a = 0; a < 3; a++)
             cb->shape_lo[l][a] = INFINITY, cb->shape_hi[l][a] = -INFINITY;
     }
@@ -202,13 +203,16 @@ void calib_index_shapes(calib *cb)
         }
 }
 
-/* Whether the table has a bf16 `gemm shape` row (not fp8). */
+/* Whether the table has a bf16 `gemm shape` row of a single GEMM (tn,
+ * nn, nt or any). */
 static bool bf16_shapes(const calib *cb)
 {
     for (int i = 0; i < cb->nshape; i++)
-        if (cb->shape[i].layout != GEMM_FP8) return true;
+        if (cb->shape[i].layout <= GEMM_ANY) return true;
     return false;
 }
+
+bool calib_has_grouped_gemms(const calib *cb) { return rows_for(cb, GEMM_GROUPED_TN) >= 0; }
 
 /* Inverse-distance weighting, power 4, in log2 space: a row's weight is
  * 1 / d^4, so the nearest rows dominate (power above the 3 dimensions)
@@ -305,17 +309,44 @@ double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bo
     return gemm_task_io(cb, m, n, k, bwd, io_of(elem_bytes));
 }
 
+/* How precision p's GEMMs run: bf16 (or a table without p's peak) at
+ * peak with act_bytes operands; FP8 at p's peak with FP8 operands
+ * (MXFP8: with an E8M0 scale per 32), the output in the activations'
+ * width. */
+static gemm_io prec_io(const calib *cb, precision_kind p, double act_bytes)
+{
+    double peak = calib_peak_of(cb, p);
+    if (p == PRECISION_BF16 || !(peak > 0)) return io_of(act_bytes);
+    return (gemm_io){cb->peak / peak, p == PRECISION_MXFP8 ? 1 + 1.0 / 32 : 1, act_bytes};
+}
+
 double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, double n, double k, bool bwd,
                                double act_bytes)
 {
     double peak = calib_peak_of(cb, p);
     if (p == PRECISION_BF16 || !(peak > 0)) return calib_gemm_task_seconds(cb, m, n, k, bwd, act_bytes);
-    /* FP8 operands (MXFP8: with an E8M0 scale per 32), the output in the
-     * activations' width */
-    gemm_io io = {cb->peak / peak, p == PRECISION_MXFP8 ? 1 + 1.0 / 32 : 1, act_bytes};
+    gemm_io io = prec_io(cb, p, act_bytes);
     if (p != PRECISION_MXFP8 && rows_for(cb, GEMM_FP8) >= 0) /* one measured layout for all three */
         return shaped_task_io(cb, GEMM_FP8, GEMM_FP8, GEMM_FP8, m, n, k, bwd, io);
     return gemm_task_io(cb, m, n, k, bwd, io);
+}
+
+/* One launch of `groups` GEMMs of (m, n, k) at the grouped layout's
+ * efficiency of one group's shape. */
+static double grouped_launch(const calib *cb, int layout, double groups, double m, double n, double k, gemm_io io)
+{
+    return batched_rule(cb, groups * 2 * m * n * k, calib_gemm_eff(cb, layout, m, n, k), groups, m, n, k, io);
+}
+
+double calib_grouped_gemm_seconds(const calib *cb, precision_kind p, double groups, double m, double n, double k,
+                                  bool bwd, double act_bytes)
+{
+    if (groups <= 1 || !calib_has_grouped_gemms(cb))
+        return groups * calib_gemm_prec_seconds(cb, p, m, n, k, bwd, act_bytes);
+    gemm_io io = prec_io(cb, p, act_bytes);
+    if (!bwd) return grouped_launch(cb, GEMM_GROUPED_TN, groups, m, n, k, io);
+    return grouped_launch(cb, GEMM_GROUPED_NN, groups, m, k, n, io) +
+           grouped_launch(cb, GEMM_GROUPED_NT, groups, n, k, m, io);
 }
 
 int calib_check_precision(const calib *cb, precision_kind p, char err[LOONG_ERRLEN])

@@ -29,7 +29,9 @@
  *                           at EFF of `peak`; LAYOUT tn (forward), nn
  *                           (dgrad), nt (wgrad) as Transformer Engine calls
  *                           cuBLAS, or any (a source that measured one
- *                           layout for all); see "GEMM shapes" below
+ *                           layout for all), fp8, or grouped-tn, grouped-nn,
+ *                           grouped-nt (one group's shape of the experts'
+ *                           grouped GEMM); see "GEMM shapes" below
  *
  * KIND is a compute task kind: gemm, attn_fwd, attn_bwd (compute-bound:
  * work = FLOPs, efficiency relative to `peak`, RATE in FLOP/s) or merge, acc,
@@ -196,8 +198,22 @@ int calib_set_line(calib *cb, int kind, double t0, double rate, char err[LOONG_E
 /* A GEMM's layout as Transformer Engine calls cuBLAS for Y = X W^T:
  * forward tn, dgrad nn, wgrad nt; any: rows that stand for every layout.
  * fp8: FP8 GEMMs (e4m3 operands, bf16 out), every layout, their
- * efficiency of peak_fp8; bf16 GEMMs never take them, nor they any's. */
-typedef enum { GEMM_TN, GEMM_NN, GEMM_NT, GEMM_ANY, GEMM_FP8, GEMM_LAYOUTS } gemm_layout;
+ * efficiency of peak_fp8; bf16 GEMMs never take them, nor they any's.
+ * grouped-tn, grouped-nn, grouped-nt: the experts' grouped GEMM (one
+ * launch over a rank's local experts), indexed by one group's M, N, K,
+ * the efficiency the whole launch reaches; only grouped GEMMs take them,
+ * and a table has all three or none (calib_grouped_gemm_seconds). */
+typedef enum {
+    GEMM_TN,
+    GEMM_NN,
+    GEMM_NT,
+    GEMM_ANY,
+    GEMM_FP8,
+    GEMM_GROUPED_TN,
+    GEMM_GROUPED_NN,
+    GEMM_GROUPED_NT,
+    GEMM_LAYOUTS
+} gemm_layout;
 
 /* The layout's name in the table ("tn", ...). */
 const char *calib_gemm_layout_name(int layout);
@@ -231,6 +247,20 @@ double calib_gemm_task_seconds(const calib *cb, double m, double n, double k, bo
  * (calib_check_precision refuses that first). */
 double calib_gemm_prec_seconds(const calib *cb, precision_kind p, double m, double n, double k, bool bwd,
                                double act_bytes);
+
+/* Seconds of a grouped GEMM task: `groups` GEMMs of shape (m, n, k) in
+ * one launch (the experts' grouped GEMM, dim[0] each expert's mean rows),
+ * forward, or backward (bwd) its grouped dgrad and wgrad. With the
+ * table's grouped-* rows: one T0 per launch plus the max of the groups'
+ * FLOPs at the grouped rows' efficiency of one group's shape (at
+ * calib_peak_of(p), FP8 operands as calib_gemm_prec_seconds) and the
+ * groups' operand bytes over calib_bandwidth. Without them, groups
+ * separate GEMMs: groups x calib_gemm_prec_seconds. */
+double calib_grouped_gemm_seconds(const calib *cb, precision_kind p, double groups, double m, double n, double k,
+                                  bool bwd, double act_bytes);
+
+/* Whether the table has grouped-* GEMM rows (one launch per grouped GEMM). */
+bool calib_has_grouped_gemms(const calib *cb);
 
 /* 0 when cb can time p's GEMMs (bf16, or its peak line is there), else -1
  * with the one-line error naming the missing line and the fix. */

@@ -270,7 +270,10 @@ static int parse_gemm_shape(const cursor *cu, calib *cb, char **tok, int ntok)
     int layout = -1;
     for (int i = 0; i < GEMM_LAYOUTS; i++)
         if (!strcmp(tok[2], calib_gemm_layout_name(i))) layout = i;
-    if (layout < 0) return fail(cu, "gemm shape layout '%s' is not one of: tn, nn, nt, any, fp8%s", tok[2], "");
+    if (layout < 0)
+        return fail(cu,
+                    "gemm shape layout '%s' is not one of: tn, nn, nt, any, fp8, grouped-tn, grouped-nn, grouped-nt%s",
+                    tok[2], "");
     uint64_t dim[3];
     for (int a = 0; a < 3; a++) {
         if (units_parse_count(tok[3 + a], "gemm shape dimension", &dim[a], cu->err) < 0) return fail_units(cu);
@@ -282,7 +285,7 @@ static int parse_gemm_shape(const cursor *cu, calib *cb, char **tok, int ntok)
     if (end == tok[6] || *end || !(e >= EFF_MIN && e <= 1))
         return fail(cu, "gemm shape efficiency '%s' must be a number in [1e-9, 1]%s", tok[6], "");
     char shape[80];
-    snprintf(shape, sizeof shape, "%.4s %.20s %.20s %.20s", tok[2], tok[3], tok[4], tok[5]);
+    snprintf(shape, sizeof shape, "%.10s %.20s %.20s %.20s", tok[2], tok[3], tok[4], tok[5]);
     if (gemm_shape_find(cb, layout, dim) >= 0)
         return fail(cu, "a second 'gemm shape' row for %s: give each shape once%s", shape, "");
     if (gemm_shape_put(cb, layout, dim, e) < 0)
@@ -350,6 +353,14 @@ static int check_table(const cursor *cu, calib *cb)
             cb->rows[k] = cb->rows[TASK_ACC];
             cb->rows[k].inherited = true;
         }
+    bool grouped[3] = {false, false, false};
+    for (int i = 0; i < cb->nshape; i++)
+        if (cb->shape[i].layout >= GEMM_GROUPED_TN) grouped[cb->shape[i].layout - GEMM_GROUPED_TN] = true;
+    if ((grouped[0] || grouped[1] || grouped[2]) && !(grouped[0] && grouped[1] && grouped[2]))
+        return fail(cu,
+                    "grouped GEMM rows need all three of grouped-tn, grouped-nn, grouped-nt (forward, dgrad, "
+                    "wgrad): add the missing layouts or drop them all%s%s",
+                    "", "");
     for (int k = 0; k < NKINDS; k++) {
         const row *r = &cb->rows[k];
         if (!r->set) return fail(cu, "no row for kind '%s': every compute kind needs one%s", task_kind_name(k), "");

@@ -21,8 +21,11 @@ const fidelity_row *fidelity_table(int *n)
  * from (experiments/fidelity/run.sh says which): their end-to-end rows are
  * not independent of the model, so the fidelity table reports them but
  * the error a plan quotes leaves them out. SimuMax: a100-pcie.calib's
- * GEMM shapes and attention, and its A100-PCIe runs. */
-static const char *const shared_sources[] = {"simumax"};
+ * GEMM shapes and attention, and its A100-PCIe runs; simumax-b200-calib:
+ * SimuMax's B200 runs under b200-simumax.calib, its kernels measured on
+ * the same server (the same runs under b200.calib, source simumax-b200,
+ * are independent and quoted). */
+static const char *const shared_sources[] = {"simumax", "simumax-b200-calib"};
 
 /* Sources whose published steps ran FP8 GEMMs (experiments/fidelity/run.sh
  * says which): NeMo's FP8 performance summary (experiments/nemo-published),
