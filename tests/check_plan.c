@@ -861,23 +861,24 @@ START_TEST(model_error_tie)
     ck_assert_double_eq(e.hi_pct, 10);
     ck_assert_int_eq(fidelity_summarize(prec, 3, "e2e", FIDELITY_ANY, &e), 3);
     /* the compiled table has recorded.txt's independent e2e rows, split by precision */
-    const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\(-b200-calib\\)\\?\\.'";
+    const char *rec = "grep '^e2e\\.' " LOONG_SRCDIR
+                      "/experiments/fidelity/recorded.txt | grep -v '^e2e\\.simumax\\(-b200-calib\\)\\?\\.'";
     run_result r = run_cmd("%s | grep -vc '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, &e), atoi(r.out));
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, NULL, &e), atoi(r.out));
     ck_assert_str_eq(e.kind, "e2e");
     fidelity_error f, g;
     r = run_cmd("%s | grep -c '^e2e\\.\\(nemo\\|torchtitan\\)\\.'", rec);
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, &f), atoi(r.out));
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, NULL, &f), atoi(r.out));
     /* a bf16 mixture of experts' plan quotes the bf16 moe rows, but those sharing a calib file's source */
-    r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR
-                "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | grep -vc '^moe\\.simumax\\(-b200-calib\\)\\?\\.'");
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, &g), atoi(r.out));
+    r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | "
+                                               "grep -vc '^moe\\.simumax\\(-b200-calib\\)\\?\\.'");
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, NULL, &g), atoi(r.out));
     ck_assert_str_eq(g.kind, "moe");
     /* an FP8 one, the FP8 moe rows (Megatron-Bridge's) */
     fidelity_error h;
     r = run_cmd("grep -c '^moe\\.mbridge\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt");
     ck_assert_int_gt(atoi(r.out), 0);
-    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, true, &h), atoi(r.out));
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, true, NULL, &h), atoi(r.out));
     /* the plan's default tie is it, --tie overrides it */
     const char *json = "/tmp/loong-plan-tie.json";
     ck_assert_int_eq(run_cmd(PLAN " --gpus 8 --seq 128K --top 0 --json %s -o /dev/null", json).status, 0);
@@ -897,6 +898,51 @@ START_TEST(model_error_tie)
     r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
     ck_assert_double_eq_tol(atof(strchr(r.out, ':') + 1), 3, 1e-9);
     ck_assert_int_eq(run_cmd("grep -q '\"tie_from\": \"--tie\"' %s", json).status, 0);
+    unlink(json);
+}
+END_TEST
+
+/* A plan quotes the rows of its platform's GPU kind alone when there are
+ * FIDELITY_GPU_MIN_ROWS of them (fidelity.h), else every GPU's: the
+ * sources' GPUs, Megatron-Bridge's from the row's name. */
+START_TEST(model_error_per_gpu)
+{
+    const fidelity_row rows[] = {{"e2e.megatron.a", 10},     {"e2e.megatron.b", 12},     {"e2e.megatron.c", 8},
+                                 {"e2e.simumax-b200.d", 40}, {"e2e.simumax-b200.e", 50}, {"moe.mbridge.gb200.x", 60}};
+    fidelity_error e;
+    ck_assert_int_eq(fidelity_summarize_gpu(rows, 6, "e2e", FIDELITY_BF16, "a100", &e), 3);
+    ck_assert_double_eq(e.hi_pct, 12);
+    ck_assert_str_eq(e.gpu, "a100");
+    ck_assert_int_eq(fidelity_summarize_gpu(rows, 6, "e2e", FIDELITY_BF16, "b200", &e), 2);
+    ck_assert_double_eq(e.lo_pct, 40);
+    ck_assert_int_eq(fidelity_summarize_gpu(rows, 6, "moe", FIDELITY_ANY, "gb200", &e), 1);
+    ck_assert_int_eq(fidelity_summarize_gpu(rows, 6, "e2e", FIDELITY_BF16, NULL, &e), 5);
+    char g[32];
+    ck_assert(fidelity_row_gpu("moe.mbridge.gb300.30b-a3b", g, sizeof g) && !strcmp(g, "gb300"));
+    ck_assert(fidelity_row_gpu("e2e.simumax-b200-calib.70b", g, sizeof g) && !strcmp(g, "b200"));
+    ck_assert(!fidelity_row_gpu("attn.batch.flash.fwd", g, sizeof g));
+    ck_assert(!fidelity_row_gpu("moe.mbridge.b200", g, sizeof g)); /* no model after the GPU */
+    /* the compiled table: a B200 bf16 plan quotes SimuMax's B200 runs alone, an H100 one (no bf16 H100 run) all */
+    run_result r = run_cmd("grep -c '^e2e\\.simumax-b200\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt");
+    ck_assert_int_ge(atoi(r.out), FIDELITY_GPU_MIN_ROWS);
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, "b200", &e), atoi(r.out));
+    ck_assert_str_eq(e.gpu, "b200");
+    fidelity_error all;
+    ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, "h100", &all),
+                     fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, NULL, &e));
+    ck_assert_ptr_null(all.gpu);
+    /* and `loong plan` on a B200 platform says so, its tie the B200 rows' */
+    const char *xml = "/tmp/loong-plan-b200.xml", *json = "/tmp/loong-plan-b200.json";
+    ck_assert_int_eq(run_cmd(LOONG_BIN " topo --gpu b200 -o %s", xml).status, 0);
+    fidelity_for_run(SCOPE_STEP, PRECISION_BF16, false, "b200", &e);
+    r = run_cmd(LOONG_BIN " plan --platform %s --quiet --gpus 8 --seq 128K --top 0 --json %s", xml, json);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "training steps on b200 ("), "%s", r.out);
+    r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
+    ck_assert_msg(fabs(atof(strchr(r.out, ':') + 1) - e.between_pct) < 1e-9 * e.between_pct, "%s vs %.17g", r.out,
+                  e.between_pct);
+    ck_assert_int_eq(run_cmd("grep -q '\"gpu\": \"b200\"' %s", json).status, 0);
+    unlink(xml);
     unlink(json);
 }
 END_TEST
@@ -1566,6 +1612,7 @@ int main(void)
     tcase_add_test(tc, zero3_bounded_prefetch);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, model_error_tie);
+    tcase_add_test(tc, model_error_per_gpu);
     tcase_add_loop_test(tc, layout_names_round_trip, 0, 4);
     tcase_add_test(tc, layout_name_refusals);
     tcase_add_test(tc, user_layout_scored);

@@ -95,7 +95,8 @@ static void plan_usage(FILE *f)
             "  --tie PCT             layouts within PCT %% of the best tie      [%.1f: the\n"
             "                        model's error between two layouts, from its end-to-end\n"
             "                        errors on published bf16 runs (%.1f with --precision\n"
-            "                        fp8-*: FP8 runs'): docs/validation.md]\n"
+            "                        fp8-*: FP8 runs'), those of the platform's GPU kind\n"
+            "                        alone when there are 3 or more: docs/validation.md]\n"
             "  --quiet               no progress bar on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -112,8 +113,8 @@ static void plan_usage(FILE *f)
             "\nExit status: 0; 2 on bad input or when no layout is feasible.\n"
             "\nExample:\n"
             "  loong plan --model llama3-8b --seq 1M --gpus 64 --platform topologies/dgx-h100-8n.xml\n",
-            plan_cli_default_tie_pct(PRECISION_BF16, false), plan_cli_default_tie_pct(PRECISION_FP8_CURRENT, false),
-            cli_whatif_help());
+            plan_cli_default_tie_pct(PRECISION_BF16, false, NULL),
+            plan_cli_default_tie_pct(PRECISION_FP8_CURRENT, false, NULL), cli_whatif_help());
 }
 
 /* Mesh and ring knobs are what plan searches: refuse them by name. */

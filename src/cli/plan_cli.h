@@ -48,7 +48,7 @@ typedef struct plan_ctx {
 
 /* The default --tie: the model's error between two layouts on training
  * steps (fidelity.h), in %. */
-double plan_cli_default_tie_pct(precision_kind p, bool moe);
+double plan_cli_default_tie_pct(precision_kind p, bool moe, const char *gpu);
 /* --sim-timeout's seconds (0 or more) and --tie's percentage (into a
  * fraction). Return 0, or 2 after cli_fail. */
 int plan_cli_seconds(const char *s, const char *what, double *out);

@@ -17,10 +17,10 @@
 #include "plan_cli.h"
 #include "plot.h"
 
-double plan_cli_default_tie_pct(precision_kind p, bool moe)
+double plan_cli_default_tie_pct(precision_kind p, bool moe, const char *gpu)
 {
     fidelity_error e;
-    fidelity_for_run(SCOPE_STEP, p, moe, &e);
+    fidelity_for_run(SCOPE_STEP, p, moe, gpu, &e);
     return e.between_pct;
 }
 
@@ -242,7 +242,9 @@ int plan_cli_write(const plan_args *a, const plan_ctx *x, plan_outputs *o, const
         .folded = s->folded,
         .draws = a->draws,
         .docs = docs[0] ? docs : NULL,
-        .tie = a->tie >= 0 ? a->tie : plan_cli_default_tie_pct(x->req.base.precision, config_moe(&x->req.base)) / 100,
+        .tie = a->tie >= 0
+                   ? a->tie
+                   : plan_cli_default_tie_pct(x->req.base.precision, config_moe(&x->req.base), x->spec.gpu) / 100,
         .tie_given = a->tie >= 0,
         .robust = a->robust,
         .robust_set = "the worst straggler of ranks 0 and P-1 (kernels x1.25), the worst of node0-nic0 "
@@ -254,7 +256,7 @@ int plan_cli_write(const plan_args *a, const plan_ctx *x, plan_outputs *o, const
     char what[1024];
     whatif_describe(&a->w, what, sizeof what);
     if (whatif_any(&a->w)) rp.perturbed = what;
-    fidelity_for_run(SCOPE_STEP, x->req.base.precision, config_moe(&x->req.base), &rp.model_error);
+    fidelity_for_run(SCOPE_STEP, x->req.base.precision, config_moe(&x->req.base), x->spec.gpu, &rp.model_error);
     char **commands = xcalloc((size_t)n + 1, sizeof *commands, "the plan's commands");
     for (int i = 0; i < n; i++)
         if (!ls[i].removed) commands[i] = plan_cli_command(a, &ls[i]);

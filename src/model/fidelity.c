@@ -36,6 +36,38 @@ static const char *const shared_sources[] = {"simumax", "simumax-b200-calib"};
  * its own precision. */
 static const char *const fp8_sources[] = {"nemo", "torchtitan", "mbridge"};
 
+/* The GPU each source's runs used (experiments/fidelity/run.sh): Megatron-
+ * LM's Table 1 on A100 SXM, SimuMax's first release on A100 PCIe, NeMo's
+ * and torchtitan's on H100, SimuMax's B200 release. Megatron-Bridge's rows
+ * name theirs (moe.mbridge.GPU.MODEL). */
+static const struct {
+    const char *source, *gpu;
+} source_gpus[] = {{"megatron", "a100"},   {"simumax", "a100-pcie"}, {"nemo", "h100"},
+                   {"torchtitan", "h100"}, {"simumax-b200", "b200"}, {"simumax-b200-calib", "b200"}};
+
+bool fidelity_row_gpu(const char *name, char *gpu, size_t len)
+{
+    const char *src = strchr(name, '.'), *end = src ? strchr(src + 1, '.') : NULL;
+    if (!src || !end || !len) return false;
+    size_t n = (size_t)(end - ++src);
+    const char *g = NULL, *ge = NULL;
+    for (size_t i = 0; i < sizeof source_gpus / sizeof *source_gpus; i++)
+        if (strlen(source_gpus[i].source) == n && !strncmp(src, source_gpus[i].source, n))
+            g = source_gpus[i].gpu, ge = g + strlen(g);
+    if (!g && n == 7 && !strncmp(src, "mbridge", 7)) /* moe.mbridge.b200.30b-a3b */
+        g = end + 1, ge = strchr(g, '.');
+    if (!g || !ge || ge == g || (size_t)(ge - g) >= len) return false;
+    memcpy(gpu, g, (size_t)(ge - g));
+    gpu[ge - g] = '\0';
+    return true;
+}
+
+static bool on_gpu(const char *name, const char *gpu)
+{
+    char g[32];
+    return !gpu || (fidelity_row_gpu(name, g, sizeof g) && !strcmp(g, gpu));
+}
+
 /* Whether the row of kind length k names one of list's sources. */
 static bool source_in(const char *name, size_t k, const char *const *list, size_t nlist)
 {
@@ -66,12 +98,19 @@ static const char *kind_what(const char *kind, fidelity_precision p)
 
 int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, fidelity_error *out)
 {
+    return fidelity_summarize_gpu(rows, n, kind, p, NULL, out);
+}
+
+int fidelity_summarize_gpu(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, const char *gpu,
+                           fidelity_error *out)
+{
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->what = kind_what(kind, p);
+    out->gpu = gpu;
     double sum_abs = 0, sum_r = 0, sum_r2 = 0;
     for (int i = 0; i < n; i++) {
-        if (!of_kind(rows[i].name, kind, p)) continue;
+        if (!of_kind(rows[i].name, kind, p) || !on_gpu(rows[i].name, gpu)) continue;
         double e = rows[i].error_pct, r = log1p(e / 100);
         out->lo_pct = out->rows ? fmin(out->lo_pct, e) : e;
         out->hi_pct = out->rows ? fmax(out->hi_pct, e) : e;
@@ -90,13 +129,22 @@ int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fideli
     return k;
 }
 
-int fidelity_for_run(scope_kind s, precision_kind p, bool moe, fidelity_error *out)
+/* The rows of kind and precision on gpu when there are enough of them,
+ * else on every GPU. */
+static int summarize_for(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, const char *gpu,
+                         fidelity_error *out)
+{
+    if (gpu && fidelity_summarize_gpu(rows, n, kind, p, gpu, out) >= FIDELITY_GPU_MIN_ROWS) return out->rows;
+    return fidelity_summarize(rows, n, kind, p, out);
+}
+
+int fidelity_for_run(scope_kind s, precision_kind p, bool moe, const char *gpu, fidelity_error *out)
 {
     int n;
     const fidelity_row *rows = fidelity_table(&n);
     if (s != SCOPE_STEP) return fidelity_summarize(rows, n, "attn", FIDELITY_ANY, out);
     fidelity_precision fp = p == PRECISION_BF16 ? FIDELITY_BF16 : FIDELITY_FP8;
-    if (moe && fidelity_summarize(rows, n, "moe", fp, out) > 0) return out->rows;
-    if (moe && fidelity_summarize(rows, n, "moe", FIDELITY_ANY, out) > 0) return out->rows;
-    return fidelity_summarize(rows, n, "e2e", fp, out);
+    if (moe && summarize_for(rows, n, "moe", fp, gpu, out) > 0) return out->rows;
+    if (moe && summarize_for(rows, n, "moe", FIDELITY_ANY, gpu, out) > 0) return out->rows;
+    return summarize_for(rows, n, "e2e", fp, gpu, out);
 }

@@ -7,7 +7,11 @@
  * figure, named KIND.SOURCE.ROW (attn, coll, e2e, mem). A plan of training
  * steps quotes the e2e rows of its precision (bf16 or FP8: a source's runs
  * are one or the other, fidelity.c's fp8_sources), a plan of attention
- * alone the attn rows (attention is bf16 in every FP8 recipe).
+ * alone the attn rows (attention is bf16 in every FP8 recipe). When the
+ * table holds at least FIDELITY_GPU_MIN_ROWS such rows of the planned
+ * GPU kind, the plan quotes those alone: a model's error on B200s is not
+ * its error on A100s (fidelity.c's source_gpus says which GPU each
+ * source ran on).
  *
  * What a ranking needs from those errors is not their mean: a bias common
  * to two layouts cancels in their comparison. What does not cancel is how
@@ -21,6 +25,9 @@
  */
 #ifndef LOONG_FIDELITY_H
 #define LOONG_FIDELITY_H
+
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "core/config.h"
 
@@ -36,6 +43,7 @@ typedef enum { FIDELITY_ANY, FIDELITY_BF16, FIDELITY_FP8 } fidelity_precision;
 typedef struct fidelity_error {
     const char *kind; /* the rows' prefix: "e2e", "attn" */
     const char *what; /* "end-to-end bf16 training steps", "attention" */
+    const char *gpu;  /* the GPU kind the rows ran on, or NULL: every kind */
     int rows;
     double mean_abs_pct;   /* mean |error| */
     double lo_pct, hi_pct; /* the signed range */
@@ -49,12 +57,27 @@ typedef struct fidelity_error {
  * holds zeros). */
 int fidelity_summarize(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, fidelity_error *out);
 
+/* fidelity_summarize of the rows that ran on GPUs of kind `gpu` (e.g.
+ * "b200"; NULL: every kind). */
+int fidelity_summarize_gpu(const fidelity_row *rows, int n, const char *kind, fidelity_precision p, const char *gpu,
+                           fidelity_error *out);
+
+/* The GPU kind row `name` ran on ("a100", "b200", ...) into gpu (len
+ * bytes); false when its source does not say (the attention and
+ * collective rows) or it does not fit. */
+bool fidelity_row_gpu(const char *name, char *gpu, size_t len);
+
+/* A plan quotes its GPU kind's rows alone from this many on. */
+#define FIDELITY_GPU_MIN_ROWS 3
+
 /* The compiled-in fidelity table's summary for a plan of scope s in
- * precision p (--precision): the e2e rows of p's kind (bf16 or FP8) for
- * training steps, or for a mixture of experts (moe) the moe rows when
- * there are any; the attn rows for attention scopes. Returns its row
+ * precision p (--precision) on GPUs of kind `gpu` (the platform's; NULL:
+ * any): the e2e rows of p's kind (bf16 or FP8) for training steps, or for
+ * a mixture of experts (moe) the moe rows when there are any; the attn
+ * rows for attention scopes. Of those, the rows of `gpu` alone when there
+ * are at least FIDELITY_GPU_MIN_ROWS (out->gpu says so). Returns its row
  * count (0 when the table has none for that kind). */
-int fidelity_for_run(scope_kind s, precision_kind p, bool moe, fidelity_error *out);
+int fidelity_for_run(scope_kind s, precision_kind p, bool moe, const char *gpu, fidelity_error *out);
 
 /* The compiled-in table itself, for tests and `--help` texts. */
 const fidelity_row *fidelity_table(int *n);

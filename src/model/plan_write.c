@@ -82,10 +82,11 @@ static void write_model_error(FILE *f, const plan_report *rp)
     const fidelity_error *e = &rp->model_error;
     if (e->rows)
         fprintf(f,
-                "# model error: %+.1f to %+.1f %% on %s (mean |error| %.1f %%, %d published runs: "
+                "# model error: %+.1f to %+.1f %% on %s%s%s (mean |error| %.1f %%, %d published runs: "
                 "docs/validation.md#the-fidelity-table); a bias common to two layouts cancels, their run-to-run "
                 "spread does not: %.1f %% between two layouts\n",
-                e->lo_pct, e->hi_pct, e->what, e->mean_abs_pct, e->rows, e->between_pct);
+                e->lo_pct, e->hi_pct, e->what, e->gpu ? " on " : "", e->gpu ? e->gpu : "", e->mean_abs_pct, e->rows,
+                e->between_pct);
     fprintf(f,
             "# tie: '=' marks a layout within %.2f %% of the best's GPU-seconds, predicted the same way: %s, not a "
             "ranking\n",
@@ -426,10 +427,10 @@ int plan_write_csv(FILE *f, const plan_layout *ls, int n, const plan_report *rp)
 static json_t *json_model_error(const plan_report *rp)
 {
     const fidelity_error *e = &rp->model_error;
-    return json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:s}", "kind", e->kind ? e->kind : "", "what",
-                     e->what ? e->what : "", "rows", e->rows, "mean_abs_pct", e->mean_abs_pct, "lo_pct", e->lo_pct,
-                     "hi_pct", e->hi_pct, "between_layouts_pct", e->between_pct, "source",
-                     "docs/validation.md#the-fidelity-table");
+    return json_pack("{s:s, s:s, s:o, s:i, s:f, s:f, s:f, s:f, s:s}", "kind", e->kind ? e->kind : "", "what",
+                     e->what ? e->what : "", "gpu", e->gpu ? json_string(e->gpu) : json_null(), "rows", e->rows,
+                     "mean_abs_pct", e->mean_abs_pct, "lo_pct", e->lo_pct, "hi_pct", e->hi_pct, "between_layouts_pct",
+                     e->between_pct, "source", "docs/validation.md#the-fidelity-table");
 }
 
 static json_t *json_ratio(double v) { return isnan(v) ? json_null() : json_real(v); }
