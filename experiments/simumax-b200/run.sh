@@ -34,13 +34,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 # shellcheck source=experiments/fidelity/plausible.sh
 . "$TOP/experiments/fidelity/plausible.sh"
-L=${1:-$TOP/build/loong}
-CALIB=${2:-$TOP/topologies/b200.calib}
-[ -r "$CALIB" ] || { echo "simumax-b200: cannot read the calibration table $CALIB" >&2; exit 2; }
-[ -x "$L" ] || { echo "simumax-b200: no loong at $L (build first)" >&2; exit 2; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-"$L" topo --gpu b200 -o "$TMP/b200.xml"
+# shellcheck source=experiments/simumax-b200/server.sh
+. "$TOP/experiments/simumax-b200/server.sh"
+b200_server simumax-b200 "${1:-}" "${2:-}"
 
 # model  tp  cp  seq  real_ms  real_alloc_gib  real_reserved_gib
 rows="llama3-70b-12l 2 4 32K 1758.0 68.43 70.33
