@@ -273,6 +273,9 @@ START_TEST(data_path_from_anywhere)
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "the source tree's topologies/"));
     ck_assert_ptr_nonnull(strstr(r.out, "dgx-h100-1n.xml"));
+    /* a table is its GPU kind's default only by name; another names how to use it */
+    ck_assert_ptr_nonnull(strstr(r.out, "calibration table for --gpu b200 (its default)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "calibration table of b200 GPUs, not a default (--calib b200-simumax)"));
     r = run_cmd("cd / && env -u LOONG_DATA_PATH %s plan --platform dgx-h100-1n --model tiny --seq 16K --top 0 -o "
                 "/dev/null",
                 LOONG);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "core/datapath.h"
 #include "core/xalloc.h"
+#include "model/calib.h"
 #include "model/platform_spec.h"
 
 int cli_find_platform(const char *given, char *out, size_t len, char err[LOONG_ERRLEN])
@@ -52,6 +53,22 @@ static char **data_files(const char *dir, int *n)
     return v;
 }
 
+/* A calibration table's row: the default of its GPU kind when its name is
+ * <gpu>.calib, else a table of that kind that --calib names. */
+static void list_calib(FILE *f, const char *path, const char *name, size_t stem)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(path, err);
+    if (!cb)
+        fprintf(f, "  %-28s calibration table that does not parse: %s\n", name, err);
+    else if (strlen(calib_gpu(cb)) == stem && !strncmp(calib_gpu(cb), name, stem))
+        fprintf(f, "  %-28s calibration table for --gpu %s (its default)\n", name, calib_gpu(cb));
+    else
+        fprintf(f, "  %-28s calibration table of %s GPUs, not a default (--calib %.*s)\n", name, calib_gpu(cb),
+                (int)stem, name);
+    calib_free(cb);
+}
+
 /* One row: a platform with its shape from loong_spec, or a table. */
 static void list_file(FILE *f, const char *dir, const char *name)
 {
@@ -59,7 +76,7 @@ static void list_file(FILE *f, const char *dir, const char *name)
     snprintf(path, sizeof path, "%s/%s", dir, name);
     size_t k = strlen(name);
     if (k > 6 && !strcmp(name + k - 6, ".calib")) {
-        fprintf(f, "  %-28s calibration table for --gpu %.*s\n", name, (int)(k - 6), name);
+        list_calib(f, path, name, k - 6);
         return;
     }
     if (!strcmp(name + k - 4, ".fit")) {
