@@ -110,7 +110,7 @@ void calib_set_tile(calib *cb, int kind, int br, int bc)
 double calib_task_seconds(const calib *cb, const config *c, tiles *tl, const dag_task *t)
 {
     if (!task_is_compute(t)) return 0;
-    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) /* a grouped GEMM: one per expert */
+    if (t->kind == TASK_GEMM && t->dim[0] && t->dim[1] && t->dim[2]) /* one GEMM, or the experts' grouped one */
         return calib_grouped_gemm_seconds(cb, t->op == OP_LM_HEAD ? PRECISION_BF16 : c->precision, dag_gemm_groups(t),
                                           t->dim[0], t->dim[1], t->dim[2], t->phase == PHASE_BWD, c->act_bytes);
     if ((t->kind == TASK_ATTN_FWD || t->kind == TASK_ATTN_BWD) && c->attention == ATTN_UNFUSED)

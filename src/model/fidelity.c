@@ -45,6 +45,12 @@ static const struct {
 } source_gpus[] = {{"megatron", "a100"},   {"simumax", "a100-pcie"}, {"nemo", "h100"},
                    {"torchtitan", "h100"}, {"simumax-b200", "b200"}, {"simumax-b200-calib", "b200"}};
 
+/* Whether the n bytes at src spell the source `name`. */
+static bool source_is(const char *src, size_t n, const char *name)
+{
+    return strlen(name) == n && !strncmp(src, name, n);
+}
+
 bool fidelity_row_gpu(const char *name, char *gpu, size_t len)
 {
     const char *src = strchr(name, '.'), *end = src ? strchr(src + 1, '.') : NULL;
@@ -52,9 +58,8 @@ bool fidelity_row_gpu(const char *name, char *gpu, size_t len)
     size_t n = (size_t)(end - ++src);
     const char *g = NULL, *ge = NULL;
     for (size_t i = 0; i < sizeof source_gpus / sizeof *source_gpus; i++)
-        if (strlen(source_gpus[i].source) == n && !strncmp(src, source_gpus[i].source, n))
-            g = source_gpus[i].gpu, ge = g + strlen(g);
-    if (!g && n == 7 && !strncmp(src, "mbridge", 7)) /* moe.mbridge.b200.30b-a3b */
+        if (source_is(src, n, source_gpus[i].source)) g = source_gpus[i].gpu, ge = g + strlen(g);
+    if (!g && source_is(src, n, "mbridge")) /* moe.mbridge.b200.30b-a3b: the GPU follows */
         g = end + 1, ge = strchr(g, '.');
     if (!g || !ge || ge == g || (size_t)(ge - g) >= len) return false;
     memcpy(gpu, g, (size_t)(ge - g));
