@@ -580,6 +580,14 @@ START_TEST(dp_is_recorded)
     }
     run_result r = run_cmd("grep -c '\"dp\":2' %s/dp2.json %s/dp2.sum.json", dir, dir);
     ck_assert_msg(r.status == 0, "dp 2 is not recorded: %s", r.out);
+    /* and the calibration table the kernel times came from, in the summary and the header */
+    r = run_cmd("grep -c '\"calib\":\"%s\"' %s/dp1.sum.json", cal, dir);
+    ck_assert_msg(r.status == 0, "the table is not recorded: %s", r.out);
+    r = run_cmd("%s sim --platform %s --calib %s --model tiny --seq 16K --mesh 2x2 --strategy usp --gpus-per-node 4",
+                LOONG_BIN, path, cal);
+    char want[1100];
+    snprintf(want, sizeof want, "\n# calibration table: %s\n", cal);
+    ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s", r.out);
     r = run_cmd("grep -l '\"dp\":' %s/dp1.json %s/dp1.sum.json", dir, dir); /* the key, not the dp stream */
     ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
     r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);

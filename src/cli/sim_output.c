@@ -124,13 +124,15 @@ void simout_warn_oom(const config *c, const mem_check *m)
     fputc('\n', stderr);
 }
 
-static void write_header(FILE *f, const dag *g, const sim_args *a, sim_platform *pf, const mem_check *mc)
+static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args *a, sim_platform *pf,
+                         const mem_check *mc)
 {
     char desc[256];
     config_describe(dag_config(g), desc, sizeof desc);
     fprintf(f, "# loong sim: %s\n", desc);
     fprintf(f, "# platform %s: %d %s GPUs, %d per node; %llu tasks\n", a->platform, sim_platform_gpus(pf),
             sim_platform_kind(pf), sim_platform_gpus_per_node(pf), (unsigned long long)dag_ntasks_whole(g));
+    if (calib_path(cb)) fprintf(f, "# calibration table: %s\n", calib_path(cb));
     const config *c = dag_config(g);
     if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
@@ -220,6 +222,7 @@ static json_t *json_summary_of(const dag *g, const sim_result *res, const calib 
                                const mem_check *m)
 {
     json_t *j = json_summary(g, res, cb);
+    json_object_set_new(j, "calib", calib_path(cb) ? json_string(calib_path(cb)) : json_null());
     if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
     simout_json_memory_verdict(j, dag_config(g), m);
     return j;
@@ -339,7 +342,7 @@ int simout_write(const dag *g, const calib *cb, const sim_result *res, sim_args 
     FILE *f = o->table ? o->sm.f : open_memstream(&mem, &memlen);
     if (rc == 0 && !f) xalloc_die(0, "the summary");
     if (rc == 0) {
-        write_header(f, g, a, pf, mc);
+        write_header(f, g, cb, a, pf, mc);
         if (sim_summary_write(f, g, cb, res, a->links, bugs) < 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->out);
     }

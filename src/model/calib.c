@@ -17,6 +17,7 @@
 bool calib_memory_bound(int kind) { return kind == TASK_MERGE || (kind >= TASK_ACC && kind <= TASK_COMPUTE_LAST); }
 
 const char *calib_gpu(const calib *cb) { return cb->gpu; }
+const char *calib_path(const calib *cb) { return cb->path; }
 double calib_peak(const calib *cb) { return cb->peak; }
 
 double calib_peak_of(const calib *cb, precision_kind p)

@@ -109,6 +109,9 @@ void calib_free(calib *cb);
 
 /* GPU kind (e.g. "h100"), peak FLOP/s and HBM bytes/s of the table. */
 const char *calib_gpu(const calib *cb);
+/* The file the table was read from (calib_load, calib_for_platform), or
+ * NULL for one parsed from text. */
+const char *calib_path(const calib *cb);
 double calib_peak(const calib *cb);
 /* The dense peak of precision p's GEMMs: peak (bf16), `peak_fp8` (the
  * per-tensor FP8 recipes) or `peak_mxfp8`; 0 when the table gives none. */

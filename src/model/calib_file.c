@@ -406,6 +406,7 @@ calib *calib_load(const char *path, char err[LOONG_ERRLEN])
     if (!buf) return NULL;
     calib *cb = calib_parse(buf, path, err);
     free(buf);
+    if (cb) cb->path = xstrdup(path, "a calibration table's path");
     return cb;
 }
 
@@ -443,6 +444,7 @@ calib *calib_for_platform(const char *platform, const char *gpu, const char *pat
 void calib_free(calib *cb)
 {
     if (!cb) return;
+    free(cb->path);
     free(cb->shape);
     free(cb);
 }

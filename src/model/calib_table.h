@@ -44,6 +44,7 @@ typedef struct row {
 
 struct calib {
     char gpu[32];
+    char *path; /* the file it was read from (calib_load), or NULL */
     double peak, mem_bw;
     bool peak_assumed, mem_bw_assumed; /* "assumed" after the value: a guess, not a datasheet or measured figure */
     double peak_fp8, peak_mxfp8;       /* dense FP8 FLOP/s (per-tensor scaling; MXFP8's block scaling); 0: none */
