@@ -938,10 +938,12 @@ START_TEST(model_error_per_gpu)
     r = run_cmd(LOONG_BIN " plan --platform %s --quiet --gpus 8 --seq 128K --top 0 --json %s", xml, json);
     ck_assert_int_eq(r.status, 0);
     ck_assert_msg(strstr(r.out, "training steps on b200 ("), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\n# calibration table: ") && strstr(r.out, "/b200.calib\n"), "%s", r.out);
     r = run_cmd("grep -o '\"tie_pct\": [0-9.e+-]*' %s", json);
     ck_assert_msg(fabs(atof(strchr(r.out, ':') + 1) - e.between_pct) < 1e-9 * e.between_pct, "%s vs %.17g", r.out,
                   e.between_pct);
     ck_assert_int_eq(run_cmd("grep -q '\"gpu\": \"b200\"' %s", json).status, 0);
+    ck_assert_int_eq(run_cmd("grep -q '\"calib\": \"[^\"]*/b200.calib\"' %s", json).status, 0);
     unlink(xml);
     unlink(json);
 }

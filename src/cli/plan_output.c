@@ -230,6 +230,7 @@ int plan_cli_write(const plan_args *a, const plan_ctx *x, plan_outputs *o, const
                                    : "--docs");
     plan_report rp = {
         .platform = a->platform,
+        .calib = calib_path(x->cb),
         .peak = calib_peak(x->cb),
         .rows = a->rows,
         .analytic_s = s->analytic_s,

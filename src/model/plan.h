@@ -191,6 +191,7 @@ typedef enum plan_compose {
 
 typedef struct plan_report {
     const char *platform;
+    const char *calib;                /* the calibration table's file (calib_path), or NULL */
     double peak;                      /* GPU peak FLOP/s (MFU) */
     int rows;                         /* table rows to print (0 = all) */
     double analytic_s, sim_s, wall_s; /* time spent, for the footer */

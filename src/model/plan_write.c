@@ -107,6 +107,7 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
              req->search_recompute ? "recompute searched (none/sel/sel+mlp/sc++/full/full-bN)" : "recompute %s", brc);
     fprintf(f, "# loong plan: %s S=%s B=%d on %d GPUs (%s), %s, %s, %s, GPU memory %.1f GB\n", b->model.name, seq,
             b->batch, req->gpus, rp->platform, zero, rec, b->act_bytes == 2 ? "bf16" : "fp32", req->gpu_mem / 1e9);
+    if (rp->calib) fprintf(f, "# calibration table: %s\n", rp->calib);
     fprintf(f,
             "# memory: a layout fits when its reserved peak (allocated x allocator + CUDA context + NCCL buffers) "
             "is at most %.1f GB: %.1f GB less the %g %% margin; mem_GB is the reserved peak\n",
@@ -514,6 +515,7 @@ int plan_write_json(FILE *f, const plan_layout *ls, int n, const plan_request *r
                           "enumerated", n, "simulated", rp->simulated, "runs", rp->runs);
     if (!j) xalloc_die(0, "the plan's JSON");
     json_t *jr = json_object_get(j, "request");
+    json_object_set_new(jr, "calib", rp->calib ? json_string(rp->calib) : json_null());
     json_object_set_new(jr, "memory_margin", json_real(req->margin));
     json_object_set_new(jr, "memory_limit_bytes", json_real(plan_mem_limit(req)));
     json_object_set_new(jr, "allocator", json_string(memory_allocator_name(req->allocator)));
