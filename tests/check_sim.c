@@ -588,6 +588,13 @@ START_TEST(dp_is_recorded)
     char want[1100];
     snprintf(want, sizeof want, "\n# calibration table: %s\n", cal);
     ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s", r.out);
+    /* --compose names it too, in its header and JSON */
+    r = run_cmd("%s sim --quiet --compose --platform %s --calib %s --model llama3-8b --seq 16K --mesh 2x2 --strategy usp --scope step "
+                "--gpus-per-node 4 --json %s/comp.json",
+                LOONG_BIN, path, cal, dir);
+    ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s%s", r.out, r.err);
+    r = run_cmd("grep -c '\"calib\":\"%s\"' %s/comp.json", cal, dir);
+    ck_assert_msg(r.status == 0, "--compose's JSON does not record the table: %s", r.out);
     r = run_cmd("grep -l '\"dp\":' %s/dp1.json %s/dp1.sum.json", dir, dir); /* the key, not the dp stream */
     ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
     r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);

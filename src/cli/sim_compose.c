@@ -15,6 +15,7 @@
 #include "core/recompute.h"
 #include "core/stats.h"
 #include "core/xalloc.h"
+#include "model/calib.h"
 #include "model/platform_spec.h"
 #include "cli.h"
 #include "cmd_sim.h"
@@ -306,7 +307,8 @@ typedef struct composition {
     double step, exposed;
 } composition;
 
-static void write_compose_table(FILE *f, const sim_args *a, const config *c, const mem_check *mc, const composition *cp)
+static void write_compose_table(FILE *f, const sim_args *a, const config *c, const mem_check *mc, const composition *cp,
+                                const char *calib)
 {
     char desc[256], err[LOONG_ERRLEN];
     config_describe(c, desc, sizeof desc);
@@ -315,6 +317,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
     fprintf(f, "# loong sim --compose: %s\n", desc);
     whatif_write_header(f, &a->w);
     simout_memory_line(f, c, mc);
+    if (calib) fprintf(f, "# calibration table: %s\n", calib);
     fprintf(f, "# platform %s; ", a->platform);
     int j = period_span(c); /* the increments averaged */
     char mbs[48] = "";      /* the layers composed at the micro-batch period's count */
@@ -356,8 +359,12 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, con
     int rc = 0;
     platform_spec ps; /* the GPU kind, without loading SimGrid here */
     mem_check mc;
-    simout_memory_check(a, c, platform_spec_read(a->platform, &ps, err) == 0 ? ps.gpu : "unknown", &mc);
-    if (o->table) write_compose_table(o->sm.f, a, c, &mc, cp);
+    bool spec = platform_spec_read(a->platform, &ps, err) == 0;
+    simout_memory_check(a, c, spec ? ps.gpu : "unknown", &mc);
+    /* the table the simulations read (they succeeded), named as loong sim names it */
+    calib *cb = spec ? calib_for_platform(a->platform, ps.gpu, a->calib, err) : NULL;
+    err[0] = '\0';
+    if (o->table) write_compose_table(o->sm.f, a, c, &mc, cp, cb ? calib_path(cb) : NULL);
     if (a->json) {
         platform_spec sp; /* the GPU peak, as the table's MFU line takes it */
         double peak = platform_spec_read(a->platform, &sp, err) == 0 ? sp.peak : 0, tokens = config_step_tokens(c);
@@ -371,11 +378,13 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, con
         if (j && k == 0) json_object_set_new(j, "no_period_why", json_string(cp->ls.why));
         if (j && cp->km == 0 && c->micro_batches > 1)
             json_object_set_new(j, "no_micro_batch_period_why", json_string(cp->mb_why));
+        if (j) json_object_set_new(j, "calib", cb && calib_path(cb) ? json_string(calib_path(cb)) : json_null());
         if (j) simout_json_memory_verdict(j, c, &mc);
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
         json_decref(j);
     }
+    calib_free(cb);
     if (rc == 0 && o->table) rc = afile_commit(&o->sm, err);
     if (rc == 0 && a->json) rc = afile_commit(&o->js, err);
     if (rc < 0) {
