@@ -741,11 +741,12 @@ START_TEST(task_estimate)
         plan_sim_size all = plan_sim_estimate(&c, 0, true, 0);
         ck_assert(fabs(all.tasks - est.tasks * c.dp) <= 1e-9 * est.tasks);
         ck_assert(fabs(all.units - est.units * c.dp) <= 1e-9 * est.units);
-        /* TP or head ranks by symmetry: rank 0's tasks of each group are built, 1/size of them (they run alike) */
-        static const mesh_dim copied[] = {MESH_TP, MESH_HEAD};
-        for (int d = 0; d < 2; d++) {
-            int size = copied[d] == MESH_TP ? c.tp : c.p_head;
-            if (size < 2 || (copied[d] == MESH_HEAD && c.ep > 1)) continue; /* experts span head ranks: no fold */
+        /* TP, head or ring ranks by symmetry: rank 0's tasks of each group are built, 1/size of them (they
+         * run alike) */
+        static const mesh_dim copied[] = {MESH_TP, MESH_HEAD, MESH_SEQ};
+        for (int d = 0; d < 3; d++) {
+            int size = copied[d] == MESH_TP ? c.tp : copied[d] == MESH_HEAD ? c.p_head : c.p_seq;
+            if (size < 2 || (copied[d] != MESH_TP && c.ep > 1)) continue; /* experts span head, ring ranks: no fold */
             dag *f = dag_build_folded(&c, MESH_BIT(copied[d]), err);
             ck_assert_msg(f != NULL, "%s", err);
             plan_sim_size fe = plan_sim_estimate(&c, 0, false, MESH_BIT(copied[d]));
@@ -755,6 +756,21 @@ START_TEST(task_estimate)
             ck_assert_msg(fabs(fe.tasks - dag_ntasks(f)) <= 0.01 * dag_ntasks(f), "case %d: folded estimate %.0f", i,
                           fe.tasks);
             ck_assert_int_eq(dag_validate(f, err), 0);
+            /* a ring step from an unbuilt ring rank moves what its sender's match moves in the whole DAG */
+            int unmatched = 0;
+            for (uint32_t t = 0, w = 0; copied[d] == MESH_SEQ && t < dag_ntasks(f); t++) {
+                const dag_task *x = dag_task_get(f, t);
+                if (x->kind != TASK_RECV || x->match != DAG_NONE) continue;
+                while (w < dag_ntasks(g) && !(dag_task_get(g, w)->rank == x->rank &&
+                                              dag_task_get(g, w)->kind == TASK_RECV && dag_task_get(g, w)->op == x->op &&
+                                              dag_task_get(g, w)->layer == x->layer && dag_task_get(g, w)->step == x->step &&
+                                              dag_task_get(g, w)->src == x->src && dag_task_get(g, w)->phase == x->phase))
+                    w++;
+                ck_assert_msg(w < dag_ntasks(g), "case %d: task %u has no counterpart", i, t);
+                ck_assert_uint_eq(dag_task_bytes_moved(f, x), dag_task_bytes_moved(g, dag_task_get(g, w)));
+                w++, unmatched++;
+            }
+            ck_assert_msg(copied[d] != MESH_SEQ || unmatched > 0, "case %d: no ring step crosses the fold", i);
             dag_free(f);
         }
         dag_free(g);
@@ -762,20 +778,21 @@ START_TEST(task_estimate)
 }
 END_TEST
 
-/* What the plan's simulations fold (plan_foldable, plan_fold): head and
- * tp ranks in a pipelined layout on a platform of a NIC per GPU and rails
+/* What the plan's simulations fold (plan_foldable, plan_fold): head, ring
+ * and tp ranks in a pipelined layout on a platform of a NIC per GPU and rails
  * of their own links; neither where GPUs share a NIC (a folded rank's
  * ring traffic would be missing from it), on a three-tier fabric whose
  * pod uplinks are oversubscribed, or on a PCIe server; no head fold with
- * experts across head ranks; nothing but dp without a pipeline or under
- * a perturbation. */
+ * experts across head ranks, no ring fold where the ring ranks' work
+ * differs; nothing but dp without a pipeline or under a perturbation. */
 START_TEST(fold_by_platform)
 {
     char err[LOONG_ERRLEN];
     platform_spec sp;
     ck_assert_int_eq(platform_spec_defaults("h100", &sp, err), 0);
-    const mesh_dims TP = MESH_BIT(MESH_TP), HEAD = MESH_BIT(MESH_HEAD), DP = MESH_BIT(MESH_DP);
-    ck_assert_uint_eq(plan_foldable(&sp), TP | HEAD);
+    const mesh_dims TP = MESH_BIT(MESH_TP), HEAD = MESH_BIT(MESH_HEAD), DP = MESH_BIT(MESH_DP),
+                    SEQ = MESH_BIT(MESH_SEQ);
+    ck_assert_uint_eq(plan_foldable(&sp), TP | HEAD | SEQ);
     platform_spec shared = sp;
     shared.nics_per_node = sp.gpus_per_node / 2;
     ck_assert_uint_eq(plan_foldable(&shared), 0);
@@ -786,18 +803,22 @@ START_TEST(fold_by_platform)
     ck_assert_msg(platform_spec_pod_nodes(&pods) > 0, "no pods: the case tests nothing");
     ck_assert_uint_eq(plan_foldable(&pods), 0);
     pods.spine_oversub = 1; /* non-blocking: the uplinks never carry more than they can */
-    ck_assert_uint_eq(plan_foldable(&pods), TP | HEAD);
+    ck_assert_uint_eq(plan_foldable(&pods), TP | HEAD | SEQ);
     platform_spec pcie = sp;
     pcie.sockets = 2;
     ck_assert_uint_eq(plan_foldable(&pcie), 0);
     config c = base("llama3-8b", 16 << 10, 4, 2, 1, RECOMPUTE_SELECTIVE);
     c.tp = 2, c.pp = 2, c.dp = 2, c.micro_batches = 4;
     ck_assert_int_eq(config_validate(&c, err), 0);
-    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, false), DP | TP | HEAD);
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD | SEQ, false), DP | TP | HEAD | SEQ);
     ck_assert_uint_eq(plan_fold(&c, TP, false), DP | TP);
-    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, true), DP);
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD | SEQ, true), DP);
+    config contiguous = c; /* the ring ranks' work differs: no ring fold (config_ring_asymmetry) */
+    contiguous.partition = PART_CONTIGUOUS;
+    ck_assert_int_eq(config_validate(&contiguous, err), 0);
+    ck_assert_uint_eq(plan_fold(&contiguous, TP | HEAD | SEQ, false), DP | TP | HEAD);
     c.pp = 1, c.micro_batches = 1;
-    ck_assert_uint_eq(plan_fold(&c, TP | HEAD, false), DP);
+    ck_assert_uint_eq(plan_fold(&c, TP | HEAD | SEQ, false), DP);
     config m = base("qwen3-30b-a3b", 16 << 10, 4, 1, 1, RECOMPUTE_SELECTIVE);
     m.pp = 2, m.micro_batches = 4, m.ep = 4;
     ck_assert_uint_eq(plan_fold(&m, TP | HEAD, false) & HEAD, 0);

@@ -858,6 +858,55 @@ START_TEST(head_symmetric_vs_full)
 }
 END_TEST
 
+/* Ring rank 0 of each ring simulated, the others by symmetry (--fold
+ * dp,seq), against every ring rank (--fold dp): under the zigzag
+ * partition the ring ranks run the same tasks, a ring step's block taking
+ * the same FLOPs from either half of their chunks, and a ring step to or
+ * from a ring rank that does not run is a stand-in over the same route, so
+ * the step agrees within 1 % with rings of 4 to 8 inside a node and
+ * across nodes, the double ring, the all-gather ring, Ulysses beside them,
+ * TP, PP, DP and ZeRO 0-3, and with the head fold on top. A ring that
+ * mixes NVLink and network hops, or whose ranks run different programs,
+ * is refused with the reason. */
+START_TEST(seq_symmetric_vs_full)
+{
+    static const struct {
+        const char *args, *fold; /* the configuration, and the fold seq joins */
+    } cases[] = {
+        {"--seq 64K --mesh 1x8 --strategy zigzag --zero 1", "dp"},
+        {"--seq 128K --mesh 8x4 --strategy loongtrain --window 2 --zero 3", "dp"},
+        {"--seq 128K --mesh 4x4 --strategy usp --placement context-first --recompute full --zero 1", "dp,head"},
+        {"--seq 64K --mesh 2x4 --strategy allgather --placement context-first --dp 2 --zero 0", "dp"},
+        {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --placement context-first --pp 2 --micro-batches 2 --zero 1", "dp,tp"},
+    };
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s", cases[i].args, cases[i].fold);
+        double full = step_time(plat, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s,seq", cases[i].args, cases[i].fold);
+        double sym = step_time(plat, cal, args);
+        printf("# seq folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", cases[i].args, sym, full,
+               100 * (sym - full) / full);
+        assert_within(sym, full, 0.01, cases[i].args);
+    }
+    static const struct {
+        const char *args, *why;
+    } refused[] = {
+        {"--seq 64K --mesh 1x16 --strategy zigzag", "NVLink and network hops"},
+        {"--seq 64K --mesh 1x8 --strategy ring", "only the zigzag partition"},
+        {"--seq 64K --mesh 2x4 --strategy dualring", "dual ring"},
+        {"--seq 64K --mesh 1x8 --strategy zigzag --docs 16K,48K --partition doc-zigzag", "documents"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        run_result r = run_cmd("%s sim --quiet --platform %s --model llama3-8b --layers 2 %s --fold dp,seq", LOONG_BIN,
+                               plat, refused[i].args);
+        ck_assert_msg(r.status == 2 && strstr(r.err, refused[i].why) && strstr(r.err, "--fold seq"), "%s: %d %s",
+                      refused[i].args, r.status, r.err);
+    }
+}
+END_TEST
+
 /* --fold is one set of folded dimensions, and --dp-mode / --tp-mode its
  * aliases: the same set written either way gives byte-identical traces and
  * summaries (the default is --fold dp); and the set's text reads back as
@@ -1136,6 +1185,7 @@ int main(void)
     tcase_add_test(cli, dp_symmetric_vs_full);
     tcase_add_test(cli, tp_symmetric_vs_full);
     tcase_add_test(cli, head_symmetric_vs_full);
+    tcase_add_test(cli, seq_symmetric_vs_full);
     tcase_add_test(cli, moe_fold_is_optimistic);
     tcase_add_test(cli, moe_shared_overlap_hides);
     tcase_add_test(cli, fold_aliases_are_one_set);

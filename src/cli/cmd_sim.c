@@ -60,8 +60,11 @@ static void sim_usage(FILE *f)
             "                        platform needs P GPUs, else dp x P); tp: TP rank 0 of each TP\n"
             "                        group (TP groups inside a node, no --tp-overlap); head: head rank\n"
             "                        0 of each Ulysses group (a NIC per GPU; within 0.5 %% of every\n"
-            "                        head rank simulated: docs/sim.md). Seq, pp never fold    [dp]\n"
-            "                        A perturbation that makes the replicas, TP or head ranks differ\n"
+            "                        head rank simulated: docs/sim.md); seq: ring rank 0 of each ring\n"
+            "                        (what head needs, the zigzag partition of one document, no dual\n"
+            "                        ring; within 1 %% of every ring rank: docs/sim.md). Pp never\n"
+            "                        folds                                                    [dp]\n"
+            "                        A perturbation that makes the replicas, TP, head or ring ranks differ\n"
             "                        turns their fold off, with a note (see Perturbations below)\n"
             "  --dp-mode M           alias: symmetric is dp in --fold, full is dp left out  [symmetric]\n"
             "  --tp-mode M           alias: symmetric is tp in --fold, full is tp left out       [full]\n"
@@ -310,11 +313,12 @@ static int simulate(sim_args *a, const config *c)
         calib_free(cb);
         cb = NULL;
     }
-    /* TP or head ranks by symmetry: only the representatives' tasks are needed, unless a trace shows
+    /* TP, head or ring ranks by symmetry: only the representatives' tasks are needed, unless a trace shows
      * every rank (or --tp-overlap's p2p between TP ranks makes the fold fail: sim_run then says why
      * in one line) */
     mesh_dims copied = a->trace ? 0 : a->fold & SIM_FOLD_COPIED;
     if (c->tp_overlap || config_ep_breaks_tp_fold(c)) copied &= ~MESH_BIT(MESH_TP);
+    if ((copied & MESH_BIT(MESH_SEQ)) && config_ring_asymmetry(c)) copied &= ~MESH_BIT(MESH_SEQ);
     dag *g = cb ? dag_build_folded(c, copied, err) : NULL;
     if (g && !a->quiet) note_idle_gpus(c, pf), note_moe_fold(c, a->fold);
     mem_check mc = {0};
@@ -401,6 +405,14 @@ static int unfold_for_whatif(sim_args *a, const config *c)
                 why);
         a->fold &= ~MESH_BIT(MESH_HEAD);
         a->head_unfolded = true;
+    }
+    if (c->p_seq > 1 && (a->fold & MESH_BIT(MESH_SEQ)) && whatif_breaks_fold(&a->w, &m, MESH_SEQ, why, sizeof why)) {
+        fprintf(stderr,
+                "loong sim: note: --fold seq switched off: %s, so folding would give a wrong step; every ring "
+                "rank is simulated in full\n",
+                why);
+        a->fold &= ~MESH_BIT(MESH_SEQ);
+        a->seq_unfolded = true;
     }
     return 0;
 }

@@ -154,6 +154,14 @@ static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args 
     if (a->head_unfolded)
         fprintf(f, "# head parallelism: every head rank simulated (the perturbation makes them differ: --fold head "
                    "off)\n");
+    if (a->fold & MESH_BIT(MESH_SEQ))
+        fprintf(f,
+                "# context parallelism: ring rank 0 of each of the rings simulated, the other %d by symmetry "
+                "(within 1 %%: docs/sim.md)\n",
+                c->p_seq - 1);
+    if (a->seq_unfolded)
+        fprintf(f, "# context parallelism: every ring rank simulated (the perturbation makes them differ: --fold seq "
+                   "off)\n");
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)

@@ -442,7 +442,7 @@ dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN])
 {
     if (config_validate(c, err) < 0) return NULL;
     if (folded & ~DAG_FOLDABLE) {
-        snprintf(err, LOONG_ERRLEN, "internal: a DAG folds tp and head only, not the dimensions 0x%x", folded);
+        snprintf(err, LOONG_ERRLEN, "internal: a DAG folds tp, head and seq only, not the dimensions 0x%x", folded);
         return NULL;
     }
     builder *b = bt_new(c);

@@ -183,3 +183,42 @@ uint64_t config_chunk_tokens(const config *c) { return c->seq / (uint64_t)config
 uint64_t config_local_tokens(const config *c) { return (uint64_t)c->batch * c->seq / (uint64_t)config_cp(c); }
 
 int config_grad_bytes(const config *c) { return c->grad_reduce == GRAD_REDUCE_FP32 ? 4 : c->act_bytes; }
+
+/* Whether some ring hops stay inside a node and others cross nodes: a
+ * ring group on more than one node but fewer nodes than ranks. Its ranks
+ * then wait differently (those downstream of a network hop lag the
+ * others at every ring pass), which one rank cannot stand for: 1 % short
+ * on two nodes of 8 (docs/sim.md). */
+static bool ring_hops_mixed(const config *c)
+{
+    mesh m = config_mesh(c);
+    int n = c->p_seq, *mem = xmalloc_array((size_t)n, sizeof *mem, "a ring group");
+    bool mixed = false;
+    for (int gid = 0; gid < mesh_group_count(&m, MESH_BIT(MESH_SEQ)) && !mixed; gid++) {
+        mesh_group_members(&m, MESH_BIT(MESH_SEQ), gid, mem);
+        int on_first = 0;
+        bool distinct = true;
+        for (int i = 0; i < n; i++) {
+            on_first += config_node(c, mem[i]) == config_node(c, mem[0]);
+            for (int j = 0; j < i && distinct; j++)
+                distinct = config_node(c, mem[i]) != config_node(c, mem[j]);
+        }
+        mixed = on_first != n && !distinct;
+    }
+    free(mem);
+    return mixed;
+}
+
+const char *config_ring_asymmetry(const config *c)
+{
+    if (c->p_seq < 2) return "there is no ring (P_seq 1)";
+    if (c->docs && docs_count(c->docs) > 1)
+        return "the documents are split over the ring ranks in pieces of different lengths";
+    if (c->partition != PART_ZIGZAG) return "only the zigzag partition gives every ring rank the same work";
+    if (c->ring == RING_DUAL) return "the dual ring's two rings give the ring ranks different programs";
+    if (config_moe(c) && c->ep > 1) return "the experts' groups span the context ranks, which then hold different experts";
+    if (ring_hops_mixed(c))
+        return "a ring spans nodes with some of its ranks side by side on one, so its NVLink and network hops make "
+               "its ranks wait differently (place every ring rank on its own node, or all on one)";
+    return NULL;
+}

@@ -291,6 +291,14 @@ int config_capacity_parse(config *c, const char *text, char err[LOONG_ERRLEN]);
 int config_etp(const config *c);
 bool config_ep_spans_tp(const config *c);
 int config_ep_span(const config *c);
+/* Why the ring ranks of a context group run different programs, or NULL
+ * when they run the same tasks in the same order, differing only in which
+ * half of their chunks a ring step's attention block takes (its queries
+ * or its keys: the same FLOPs): the zigzag partition of one document, on
+ * a single, double or all-gather ring, no experts' groups over the
+ * context ranks, and every ring's hops alike (its ranks all on one node,
+ * or each on its own). What loong sim's ring fold (--fold seq) needs. */
+const char *config_ring_asymmetry(const config *c);
 /* Whether loong sim cannot fold tp: a mixture of experts under TP whose
  * expert groups span TP ranks (expert TP below TP, or the all-gather
  * dispatcher's expert-TP x EP group). */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ringgeo.h"
+#include "sizes.h"
 #include "xalloc.h"
 
 /* ---- names ---- */
@@ -243,9 +244,11 @@ static chan *chan_find(chanlist *cl, int stream, int peer, int dir, bool create)
     return c;
 }
 
-/* FIFO matching per (stream, sender, receiver), like MPI and NCCL. */
+/* FIFO matching per (stream, sender, receiver), like MPI and NCCL. A
+ * folded DAG's transfer with an unbuilt peer stays unmatched (dag.h). */
 static void match_p2p(builder *b, dag_task *t)
 {
+    if (dag_rank_source(b->g, t->peer) != t->peer) return;
     int other = t->kind == TASK_SEND ? TASK_RECV : TASK_SEND;
     chan *c = chan_find(&b->chans[t->peer], t->stream, t->rank, other, false);
     if (c && c->head < c->len) {
@@ -590,6 +593,10 @@ const int32_t *dag_group(const dag *g, uint32_t gid, int *n)
 uint64_t dag_task_bytes_moved(const dag *g, const dag_task *t)
 {
     if (t->kind == TASK_RECV && t->match != DAG_NONE) return g->tasks[t->match].bytes;
+    /* a folded DAG's ring step from an unbuilt peer: what its sender's
+     * set_xfer (ring.c) sizes, K and V (or fp32 dK/dV) of its tokens */
+    if (t->kind == TASK_RECV && (t->op == OP_KV || t->op == OP_DKV))
+        return size_kv_bytes(&g->cfg, t->dim[0], (int)t->dim[2]);
     return t->bytes;
 }
 

@@ -232,15 +232,17 @@ static inline int dag_gemm_groups(const dag_task *t) { return t->kind == TASK_GE
 /* Build the DAG of a validated config. Returns NULL with a message on
  * failure (out of memory, or an internal inconsistency). */
 dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
-/* dag_build with the ranks of the `folded` dimensions (tp, head or both)
- * other than coordinate 0 left unbuilt: a simulation that runs TP or head
- * ranks by symmetry (sim.h) needs only rank 0's program of each group,
- * 1/tp (1/P_head) of the tasks. The unbuilt ranks have no tasks; dag_rank_source
- * names the rank whose tasks stand for theirs; collective instances hold
- * their built members only. */
+/* dag_build with the ranks of the `folded` dimensions (tp, head, seq or
+ * several) other than coordinate 0 left unbuilt: a simulation that runs
+ * TP, head or ring ranks by symmetry (sim.h) needs only rank 0's program
+ * of each group, 1/tp (1/P_head, 1/P_seq) of the tasks. The unbuilt ranks
+ * have no tasks; dag_rank_source names the rank whose tasks stand for
+ * theirs; collective instances hold their built members only, and a send
+ * or recv whose peer is unbuilt (a ring step's, under seq) has no match
+ * (DAG_NONE; dag_p2p_bytes gives what it moves). */
 dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN]);
 /* The dimensions dag_build_folded can leave unbuilt. */
-#define DAG_FOLDABLE (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD))
+#define DAG_FOLDABLE (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ))
 /* The dimensions a DAG was built folded in (0: every rank built). */
 mesh_dims dag_folded(const dag *g);
 /* The tasks of every rank, the unbuilt ones' included: dag_ntasks times the
@@ -299,7 +301,9 @@ static inline bool task_is_compute(const dag_task *t) { return t->kind <= TASK_C
 static inline bool task_is_p2p(const dag_task *t) { return t->kind == TASK_SEND || t->kind == TASK_RECV; }
 static inline bool task_is_collective(const dag_task *t) { return t->kind >= TASK_ALLTOALL; }
 
-/* Bytes moved by t for a recv (its send's bytes), else t->bytes. */
+/* Bytes moved by t for a recv (its send's bytes; a folded DAG's ring
+ * step from an unbuilt peer: the K and V its sender sizes alike), else
+ * t->bytes. */
 uint64_t dag_task_bytes_moved(const dag *g, const dag_task *t);
 
 /* Human-readable task name, e.g. "attn_fwd L3 s5" (for traces). */

@@ -37,6 +37,12 @@ static int check_deps(const dag *g, const dag_task *t, char err[LOONG_ERRLEN])
 
 static int check_p2p(const dag *g, const dag_task *t, char err[LOONG_ERRLEN])
 {
+    if (dag_rank_source(g, t->peer) != t->peer) { /* an unbuilt peer (dag.h): no match, the ring's data */
+        if (t->match != DAG_NONE) return bad(err, g, t->id, "is matched with a rank the folded DAG did not build");
+        if (t->kind == TASK_SEND ? !t->bytes : t->bytes != 0) return bad(err, g, t->id, "a send must carry bytes, a recv 0");
+        if (t->op != OP_KV && t->op != OP_DKV) return bad(err, g, t->id, "crosses a fold but is not a ring step");
+        return 0;
+    }
     const dag_task *m = dag_task_get(g, t->match);
     int want = t->kind == TASK_SEND ? TASK_RECV : TASK_SEND;
     if (!m || m->kind != want || m->match != t->id) return bad(err, g, t->id, "has no matching send/recv");
@@ -169,7 +175,7 @@ static void edges_pass(graph *G, uint32_t *prev_of_stream)
         for (uint16_t k = 0; k < t->ndeps; k++)
             edge(G, 2 * G->rep[d[k]] + 1, 2 * R);
         if (*prev != DAG_NONE && !(t->flags & DAG_F_GROUPED)) edge(G, 2 * G->rep[*prev] + 1, 2 * R);
-        if (t->kind == TASK_RECV) edge(G, 2 * G->rep[t->match], 2 * R + 1);
+        if (t->kind == TASK_RECV && t->match != DAG_NONE) edge(G, 2 * G->rep[t->match], 2 * R + 1);
         *prev = i;
     }
 }

@@ -89,6 +89,7 @@ mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed)
         (foldable & MESH_BIT(MESH_TP)))
         f |= MESH_BIT(MESH_TP);
     if (c->p_head > 1 && !(config_moe(c) && c->ep > 1) && (foldable & MESH_BIT(MESH_HEAD))) f |= MESH_BIT(MESH_HEAD);
+    if ((foldable & MESH_BIT(MESH_SEQ)) && !config_ring_asymmetry(c)) f |= MESH_BIT(MESH_SEQ);
     return f;
 }
 

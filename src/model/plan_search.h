@@ -117,8 +117,8 @@ int plan_search(plan_request *req, const plan_search_opts *o, const plan_runner 
  * whose layers differ at one micro-batch. */
 plan_compose plan_compose_mode(const config *c, bool full_layers);
 
-/* The copied dimensions (sim.h) platform sp lets a simulation fold: tp
- * and head on an NCCL platform whose GPUs' links are their own (not a
+/* The copied dimensions (sim.h) platform sp lets a simulation fold: tp,
+ * head and seq on an NCCL platform whose GPUs' links are their own (not a
  * PCIe server's shared socket links) and where no rail's traffic can slow
  * another's (platform_spec_rails_shared: a NIC per GPU, pod uplinks that
  * never saturate); else none. */
@@ -129,7 +129,9 @@ mesh_dims plan_foldable(const platform_spec *sp);
  * perturbations (which may pick one rank), tp where its TP groups stay
  * inside a node and tp is foldable, without --tp-overlap, where TP rank 0
  * stands exactly for the others; head where head is foldable and no
- * experts' group spans head ranks (approximate: docs/sim.md). */
+ * experts' group spans head ranks (approximate: docs/sim.md); seq where
+ * seq is foldable and the ring ranks run alike (config_ring_asymmetry;
+ * approximate: docs/sim.md). */
 mesh_dims plan_fold(const config *c, mesh_dims foldable, bool perturbed);
 
 #endif

@@ -127,12 +127,14 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
                  period ? "others: loong sim --compose, from the periods of layers and micro-batches" : "");
     fprintf(f, "# %d layouts enumerated, %d removed, %d feasible; %d simulated with SimGrid%s, the rest analytical\n",
             n, n - feasible, feasible, rp->simulated, how);
-    bool tp = rp->folded & MESH_BIT(MESH_TP), head = rp->folded & MESH_BIT(MESH_HEAD);
-    if (tp || head)
-        fprintf(
-            f, "# symmetry: in the pipelined picks, %s%s%s of each group simulated for the others (loong sim --fold)\n",
-            tp ? "TP rank 0 (exact)" : "", tp && head ? " and " : "",
-            head ? "head rank 0 (within 0.5 %: docs/sim.md)" : "");
+    bool tp = rp->folded & MESH_BIT(MESH_TP), head = rp->folded & MESH_BIT(MESH_HEAD),
+         ring = rp->folded & MESH_BIT(MESH_SEQ);
+    if (tp || head || ring)
+        fprintf(f, "# symmetry: in the pipelined picks, %s%s%s%s%s of each group simulated for the others (loong sim "
+                   "--fold)\n",
+                tp ? "TP rank 0 (exact)" : "", tp && (head || ring) ? (head && ring ? ", " : " and ") : "",
+                head ? "head rank 0 (within 0.5 %: docs/sim.md)" : "", head && ring ? " and " : "",
+                ring ? "ring rank 0 (within 1 %: docs/sim.md)" : "");
     if (rp->docs && rp->draws > 1)
         fprintf(f, "# documents: %s, %d packings drawn; step_s is their mean, spread_%% = (slowest - fastest) / mean\n",
                 rp->docs, rp->draws);

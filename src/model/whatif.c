@@ -152,9 +152,11 @@ bool whatif_breaks_fold(const whatif *w, const mesh *m, mesh_dim d, char *why, s
 {
     if (m->degree[d] < 2) return false;
     bool dp = d == MESH_DP;
-    const char *copies = dp             ? "the data-parallel replicas"
-                         : d == MESH_TP ? "the ranks of a TP group"
-                                        : "the ranks of a head group";
+    const char *copies = dp               ? "the data-parallel replicas"
+                         : d == MESH_TP   ? "the ranks of a TP group"
+                         : d == MESH_SEQ ? "the ranks of a ring"
+                                          : "the ranks of a head group";
+    const char *group = d == MESH_TP ? "TP" : d == MESH_SEQ ? "ring" : "head";
     int s = uneven_straggler(w, m, d);
     if (s >= 0) {
         int r = w->strag[s].rank, k = mesh_group_index(m, MESH_BIT(d), r);
@@ -162,8 +164,8 @@ bool whatif_breaks_fold(const whatif *w, const mesh *m, mesh_dim d, char *why, s
             snprintf(why, len,
                      "--straggler %d slows a GPU of data-parallel replica %d and not the same GPU of the others", r, k);
         else
-            snprintf(why, len, "--straggler %d slows %s rank %d of its %s group and not the others", r,
-                     d == MESH_TP ? "TP" : "head", k, d == MESH_TP ? "TP" : "head");
+            snprintf(why, len, "--straggler %d slows %s rank %d of its %s%s and not the others", r, group, k, group,
+                     d == MESH_SEQ ? "" : " group");
     } else if (w->nslow || w->nfail) {
         bool slow = w->nslow > 0;
         snprintf(why, len, "%s %s changes one link, which %s do not all cross alike",

@@ -128,7 +128,21 @@ typedef struct sim_result {
  *       collectives, a NIC per GPU, rails that share no link that can
  *       saturate (a three-tier fabric's pod uplinks oversubscribed), no
  *       PCIe socket links and no expert groups across head ranks.
- * Seq and pp ranks differ (their chunks and layers), and never fold. */
+ *   seq: ring rank 0 of each ring runs; the other ring ranks take its
+ *       times as above. Under the zigzag partition of one document every
+ *       ring rank runs the same tasks in the same order, differing only in
+ *       which half of its chunks a ring step's attention block takes (the
+ *       same FLOPs, its queries or its keys halved) and so in the block's
+ *       and its merge's time. A ring step to or from a ring rank that does
+ *       not run is a stand-in (as above), started when the representative
+ *       posts its own step, as by symmetry the other rank does; the
+ *       collectives over ring ranks (the all-gather strategy's, the
+ *       gradients') take stand-ins as the head fold's. Approximate by
+ *       those half-block differences: within 1 % of every ring rank
+ *       simulated in the tests (docs/sim.md). Needs what head needs, the
+ *       zigzag partition, one document and no dual ring (its two rings
+ *       give the ring ranks different programs).
+ * Pipeline stages differ (their layers), and never fold. */
 
 /* The dimensions sim_run can fold, and what loong sim folds by default
  * (the replicas, not the TP or head ranks: `--fold dp`). The copied ones
@@ -140,10 +154,10 @@ typedef struct sim_result {
 /* `--fold`'s text: "none", or a comma-separated list of dimension names
  * ("dp,tp,head", each once). Returns 0 with the set in *out, or -1 with
  * a message for a name that is not a mesh dimension, one that cannot fold
- * (seq, pp), or one named twice. */
+ * (pp), or one named twice. */
 int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN]);
 
-/* The text sim_fold_parse reads for a set: "none", "dp", "tp", "dp,tp,head", ... */
+/* The text sim_fold_parse reads for a set: "none", "dp", "tp", "dp,tp,head,seq", ... */
 void sim_fold_text(mesh_dims folded, char *buf, size_t len);
 
 /* 0 when every dimension of `folded` can fold, else -1 with a message. */
@@ -155,7 +169,7 @@ int sim_fold_check(mesh_dims folded, char err[LOONG_ERRLEN]);
  * and the dimensions `folded` run by symmetry (above; SIM_FOLD_DEFAULT is
  * what loong sim does unasked). A fold that the platform's perturbations
  * break (whatif_breaks_fold: the skipped copies would no longer run
- * alike) is not taken: those replicas, TP or head ranks are simulated in full,
+ * alike) is not taken: those replicas, TP, head or ring ranks are simulated in full,
  * and every replica then needs its GPUs on the platform. Checks that the
  * platform has enough GPU hosts and the same GPUs per node as the config.
  * `progress` prints a line to stderr every few seconds of wall time on long

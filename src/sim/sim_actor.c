@@ -208,14 +208,6 @@ static int check_mapping(sim_platform *pf, const config *c, bool every_replica, 
     return 0;
 }
 
-/* Whether global rank g runs (a TP or head rank other than 0 runs by
- * symmetry under their folds: sim.h, "folding"). */
-static bool rank_runs(const sim_state *S, int g)
-{
-    mesh_dims copied = S->folded & SIM_FOLD_COPIED;
-    return !copied || mesh_fold(&S->mesh, copied, g) == g;
-}
-
 /* Every stream's tasks and every task's position, then the actors: an
  * actor started from another actor (sim_start_checked, with failed links)
  * may run before the spawning loop ends, and its first cross-stream wait
@@ -223,7 +215,7 @@ static bool rank_runs(const sim_state *S, int g)
 static void spawn(sim_state *S)
 {
     for (int g = 0; g < S->reps * S->P; g++)
-        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
+        for (int s = 0; s < STREAM_COUNT && sim_rank_runs(S, g); s++) {
             sim_stream *st = sim_stream_of(S, g, s);
             int r = mesh_fold(&S->mesh, MESH_BIT(MESH_DP), g);
             st->S = S;
@@ -237,12 +229,12 @@ static void spawn(sim_state *S)
             if (st->n) st->sem = sg_sem_init(0);
         }
     for (int g = 0; g < S->reps * S->P; g++)
-        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++)
+        for (int s = 0; s < STREAM_COUNT && sim_rank_runs(S, g); s++)
             if (sim_stream_of(S, g, s)->n) sim_event_resolve(sim_stream_of(S, g, s));
     free(S->pos); /* resolved: the largest array but two, no longer read */
     S->pos = NULL;
     for (int g = 0; g < S->reps * S->P; g++)
-        for (int s = 0; s < STREAM_COUNT && rank_runs(S, g); s++) {
+        for (int s = 0; s < STREAM_COUNT && sim_rank_runs(S, g); s++) {
             sim_stream *st = sim_stream_of(S, g, s);
             if (!st->n) continue;
             char name[48];
@@ -397,7 +389,20 @@ static int check_head_fold(const sim_state *S, char err[LOONG_ERRLEN])
     return -1;
 }
 
-/* Every folded TP or head rank's tasks take its representative's times,
+/* Ring (seq) ranks by symmetry: what it needs (sim.h, "folding"). */
+static int check_seq_fold(const sim_state *S, char err[LOONG_ERRLEN])
+{
+    const char *why = config_ring_asymmetry(S->c);
+    if (!why)
+        why = !S->spec               ? "it takes NCCL's time of a collective, and this platform runs none"
+              : S->spec->sockets > 1 ? "the GPUs of a socket share its link to the others"
+                                     : platform_spec_rails_shared(S->spec);
+    if (!why) return 0;
+    snprintf(err, LOONG_ERRLEN, "folding seq (--fold seq): %s; leave seq out of --fold", why);
+    return -1;
+}
+
+/* Every folded TP, head or ring rank's tasks take its representative's times,
  * task for task along each stream (their programs are the same). */
 static void unfold_copies(sim_state *S, uint32_t n)
 {
@@ -439,6 +444,10 @@ static mesh_dims unfold_perturbed(const sim_faults *F, const config *c, mesh_dim
         XBT_VERB("head ranks simulated in full: %s", why);
         folded &= ~MESH_BIT(MESH_HEAD);
     }
+    if ((folded & MESH_BIT(MESH_SEQ)) && whatif_breaks_fold(&F->w, &m, MESH_SEQ, why, sizeof why)) {
+        XBT_VERB("ring ranks simulated in full: %s", why);
+        folded &= ~MESH_BIT(MESH_SEQ);
+    }
     return folded;
 }
 
@@ -473,7 +482,9 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
         snprintf(err, LOONG_ERRLEN,
                  "the DAG holds the representatives' tasks only (built folded over %s), and those ranks are not "
                  "folded here: build it whole (dag_build)",
-                 dag_folded(g) & ~folded & MESH_BIT(MESH_TP) ? "tp" : "head");
+                 dag_folded(g) & ~folded & MESH_BIT(MESH_TP)     ? "tp"
+                 : dag_folded(g) & ~folded & MESH_BIT(MESH_HEAD) ? "head"
+                                                                 : "seq");
         return -1;
     }
     if (check_mapping(pf, c, every_replica, err) < 0) return -1;
@@ -494,7 +505,8 @@ int sim_run(sim_platform *pf, const dag *g, const calib *cb, bool progress_on, m
     S.coalesce = coalesce_on();
     dp_setup(&S, every_replica, folded & SIM_FOLD_COPIED);
     if (((folded & MESH_BIT(MESH_TP)) && check_tp_fold(&S, err) < 0) ||
-        ((folded & MESH_BIT(MESH_HEAD)) && check_head_fold(&S, err) < 0)) {
+        ((folded & MESH_BIT(MESH_HEAD)) && check_head_fold(&S, err) < 0) ||
+        ((folded & MESH_BIT(MESH_SEQ)) && check_seq_fold(&S, err) < 0)) {
         tiles_free(S.tiles);
         free(S.grank);
         return -1;

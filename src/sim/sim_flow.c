@@ -127,6 +127,20 @@ static sg_comm_t get(sim_stream *me, int peer)
     return sg_mailbox_get_async(mb, &sink);
 }
 
+/* A flow between the representative and rank `other`, a head or ring rank
+ * the fold does not run, as a host-to-host transfer the representative's
+ * actor alone issues and waits for, over the same route: from it (an
+ * out-flow) or to it (an in-flow). By symmetry the folded rank's links
+ * carry what the representative's do, so the representative's own links,
+ * which the stand-ins load as the real flows would, set its share
+ * (docs/sim.md). */
+static sg_comm_t stand_in(const sim_stream *me, int other, bool out, double bytes)
+{
+    sim_state *S = me->S;
+    sg_host_t mine = sim_host_of(S, me->rank), theirs = sim_host_of(S, other);
+    return sim_s4u_sendto_async(out ? mine : theirs, out ? theirs : mine, (uint64_t)llround(bytes < 1 ? 1 : bytes));
+}
+
 void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
 {
     sim_state *S = me->S;
@@ -138,7 +152,11 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
     for (int i = 0; i < n; i++) {
         const dag_task *t = dag_task_get(S->g, ids[i]);
         int peer = sim_rank_of(S, t->peer, me->rep);
-        comms[i] = t->kind == TASK_SEND ? put(me, peer, t->bytes) : get(me, peer);
+        bool send = t->kind == TASK_SEND;
+        if (!sim_rank_runs(S, peer)) /* a ring rank run by symmetry posts its step as this one does: now */
+            comms[i] = stand_in(me, peer, send, (double)dag_task_bytes_moved(S->g, t));
+        else
+            comms[i] = send ? put(me, peer, t->bytes) : get(me, peer);
         who[i] = ids[i];
         start[ids[i]] = now;
     }
@@ -165,33 +183,19 @@ static int cmp_rank(const void *a, const void *b) { return *(const int *)a - *(c
 /* The rank a flow reaches: the member's (g holds GPUs), or under a fold
  * the member's representative (the same GPU of this replica, TP rank 0 of
  * its group); -1 when that is the sender itself (its share is in the
- * collective's model time). Under the head fold, a member that is not a
- * representative (in this replica) has no simulated actor to pair with:
+ * collective's model time). Under the head or seq fold, a member that is
+ * not a representative (in this replica) has no simulated actor to pair with:
  * -2, and *stand the rank whose GPU a stand-in reaches (stand_in). */
 static int flow_peer(const sim_stream *me, const nccl_group *g, int member, mesh_dims fold, int *stand)
 {
     const mesh *m = &me->S->mesh;
     int r = sim_rank_on(me->S, g->rank[member]);
-    if (fold & MESH_BIT(MESH_HEAD)) {
+    if (fold & SIM_FOLD_STANDIN) {
         int here = fold & MESH_BIT(MESH_DP) ? mesh_fold(m, MESH_BIT(MESH_DP), r) : r;
         if (mesh_fold(m, me->S->folded & SIM_FOLD_COPIED, here) != here) return *stand = here, -2;
     }
     if (fold) r = mesh_fold(m, me->S->folded, r);
     return r == me->rank ? -1 : r;
-}
-
-/* A flow between the representative and rank `other`, a head rank the
- * fold does not run, as a host-to-host transfer the representative's
- * actor alone issues and waits for, over the same route: from it (an
- * out-flow) or to it (an in-flow). By symmetry the folded rank's links
- * carry what the representative's do, so the representative's own links,
- * which the stand-ins load as the real flows would, set its share
- * (docs/sim.md). */
-static sg_comm_t stand_in(const sim_stream *me, int other, bool out, double bytes)
-{
-    sim_state *S = me->S;
-    sg_host_t mine = sim_host_of(S, me->rank), theirs = sim_host_of(S, other);
-    return sim_s4u_sendto_async(out ? mine : theirs, out ? theirs : mine, (uint64_t)llround(bytes < 1 ? 1 : bytes));
 }
 
 /* Issue every flow of member me_i and wait for them. */
@@ -233,8 +237,8 @@ nccl_plan sim_flow_nccl(sim_stream *me, const nccl_group *g, int me_i, coll_op o
     if (extra >= SIM_MIN_SLEEP) sg_actor_sleep_for(extra);
     run_flows(me, g, &p, op, size, me_i, fold);
     /* by symmetry: no faster than on an idle platform, the NIC shares of
-     * dropped self-flows included (the head fold drops none: stand-ins) */
-    if ((fold & ~MESH_BIT(MESH_HEAD)) && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP)
+     * dropped self-flows included (the head and seq folds drop none: stand-ins) */
+    if ((fold & ~SIM_FOLD_STANDIN) && t0 + p.seconds - simgrid_get_clock() >= SIM_MIN_SLEEP)
         sg_actor_sleep_until(t0 + p.seconds);
     return p;
 }

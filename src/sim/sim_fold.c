@@ -8,14 +8,10 @@
 
 #include "sim.h"
 
-/* Why a dimension other than dp, tp and head cannot fold: its ranks differ. */
+/* Why a dimension other than dp, tp, head and seq cannot fold: its ranks differ. */
 static const char *why_not(mesh_dim d)
 {
-    switch (d) {
-    case MESH_PP: return "pipeline stages run different layers";
-    case MESH_SEQ: return "ring ranks hold different chunks and pass them to each other";
-    default: return "its ranks run different programs";
-    }
+    return d == MESH_PP ? "pipeline stages run different layers" : "its ranks run different programs";
 }
 
 int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN])
@@ -32,18 +28,18 @@ int sim_fold_parse(const char *s, mesh_dims *out, char err[LOONG_ERRLEN])
             d++;
         if (d == MESH_NDIMS && n == 4 && !strncmp(p, "none", 4)) {
             snprintf(err, LOONG_ERRLEN,
-                     "--fold '%.100s': none folds nothing and stands alone: give none, or dp, tp and head", s);
+                     "--fold '%.100s': none folds nothing and stands alone: give none, or dp, tp, head and seq", s);
             return -1;
         }
         if (d == MESH_NDIMS) {
             snprintf(err, LOONG_ERRLEN,
                      "--fold '%.100s': '%.*s' is not a mesh dimension: give none, or a comma-separated list of dp, "
-                     "tp and head",
+                     "tp, head and seq",
                      s, (int)(n > 40 ? 40 : n), p);
             return -1;
         }
         if (!(SIM_FOLDABLE & MESH_BIT(d))) {
-            snprintf(err, LOONG_ERRLEN, "--fold '%.100s': %s cannot be folded (%s): fold dp, tp, head or none", s,
+            snprintf(err, LOONG_ERRLEN, "--fold '%.100s': %s cannot be folded (%s): fold dp, tp, head, seq or none", s,
                      mesh_dim_name((mesh_dim)d), why_not((mesh_dim)d));
             return -1;
         }
@@ -76,7 +72,7 @@ int sim_fold_check(mesh_dims folded, char err[LOONG_ERRLEN])
 {
     for (int d = 0; d < MESH_NDIMS; d++)
         if (folded & MESH_BIT(d) && !(SIM_FOLDABLE & MESH_BIT(d))) {
-            snprintf(err, LOONG_ERRLEN, "%s cannot be folded (%s): loong sim folds dp, tp and head",
+            snprintf(err, LOONG_ERRLEN, "%s cannot be folded (%s): loong sim folds dp, tp, head and seq",
                      mesh_dim_name((mesh_dim)d), why_not((mesh_dim)d));
             return -1;
         }

@@ -116,6 +116,18 @@ static inline sim_stream *sim_stream_of(sim_state *S, int rank, int stream)
     return &S->streams[rank * STREAM_COUNT + stream];
 }
 
+/* The folds whose flows to the ranks they do not run become stand-ins
+ * (sim_flow.c); the others' fold into their representatives. */
+#define SIM_FOLD_STANDIN (MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ))
+
+/* Whether global rank g runs: a TP, head or ring rank other than 0 runs
+ * by symmetry under their folds (sim.h, "folding"). */
+static inline bool sim_rank_runs(const struct sim_state *S, int g)
+{
+    mesh_dims copied = S->folded & SIM_FOLD_COPIED;
+    return !copied || mesh_fold(&S->mesh, copied, g) == g;
+}
+
 /* The global rank of the DAG's rank r in replica rep. */
 static inline int sim_rank_of(const struct sim_state *S, int r, int rep) { return S->grank[rep * S->P + r]; }
 
