@@ -761,10 +761,11 @@ START_TEST(task_estimate)
             for (uint32_t t = 0, w = 0; copied[d] == MESH_SEQ && t < dag_ntasks(f); t++) {
                 const dag_task *x = dag_task_get(f, t);
                 if (x->kind != TASK_RECV || x->match != DAG_NONE) continue;
-                while (w < dag_ntasks(g) && !(dag_task_get(g, w)->rank == x->rank &&
-                                              dag_task_get(g, w)->kind == TASK_RECV && dag_task_get(g, w)->op == x->op &&
-                                              dag_task_get(g, w)->layer == x->layer && dag_task_get(g, w)->step == x->step &&
-                                              dag_task_get(g, w)->src == x->src && dag_task_get(g, w)->phase == x->phase))
+                while (w < dag_ntasks(g) &&
+                       !(dag_task_get(g, w)->rank == x->rank && dag_task_get(g, w)->kind == TASK_RECV &&
+                         dag_task_get(g, w)->op == x->op && dag_task_get(g, w)->layer == x->layer &&
+                         dag_task_get(g, w)->step == x->step && dag_task_get(g, w)->src == x->src &&
+                         dag_task_get(g, w)->phase == x->phase))
                     w++;
                 ck_assert_msg(w < dag_ntasks(g), "case %d: task %u has no counterpart", i, t);
                 ck_assert_uint_eq(dag_task_bytes_moved(f, x), dag_task_bytes_moved(g, dag_task_get(g, w)));
@@ -892,7 +893,7 @@ START_TEST(model_error_tie)
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_MXFP8, false, NULL, &f), atoi(r.out));
     /* a bf16 mixture of experts' plan quotes the bf16 moe rows, but those sharing a calib file's source */
     r = run_cmd("grep '^moe\\.' " LOONG_SRCDIR "/experiments/fidelity/recorded.txt | grep -v '^moe\\.mbridge\\.' | "
-                                               "grep -vc '^moe\\.simumax\\(-b200-calib\\)\\?\\.'");
+                "grep -vc '^moe\\.simumax\\(-b200-calib\\)\\?\\.'");
     ck_assert_int_eq(fidelity_for_run(SCOPE_STEP, PRECISION_BF16, true, NULL, &g), atoi(r.out));
     ck_assert_str_eq(g.kind, "moe");
     /* an FP8 one, the FP8 moe rows (Megatron-Bridge's) */

@@ -589,8 +589,8 @@ START_TEST(dp_is_recorded)
     snprintf(want, sizeof want, "\n# calibration table: %s\n", cal);
     ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s", r.out);
     /* --compose names it too, in its header and JSON */
-    r = run_cmd("%s sim --quiet --compose --platform %s --calib %s --model llama3-8b --seq 16K --mesh 2x2 --strategy usp --scope step "
-                "--gpus-per-node 4 --json %s/comp.json",
+    r = run_cmd("%s sim --quiet --compose --platform %s --calib %s --model llama3-8b --seq 16K --mesh 2x2 "
+                "--strategy usp --scope step --gpus-per-node 4 --json %s/comp.json",
                 LOONG_BIN, path, cal, dir);
     ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s%s", r.out, r.err);
     r = run_cmd("grep -c '\"calib\":\"%s\"' %s/comp.json", cal, dir);
@@ -877,7 +877,8 @@ START_TEST(seq_symmetric_vs_full)
         {"--seq 128K --mesh 8x4 --strategy loongtrain --window 2 --zero 3", "dp"},
         {"--seq 128K --mesh 4x4 --strategy usp --placement context-first --recompute full --zero 1", "dp,head"},
         {"--seq 64K --mesh 2x4 --strategy allgather --placement context-first --dp 2 --zero 0", "dp"},
-        {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --placement context-first --pp 2 --micro-batches 2 --zero 1", "dp,tp"},
+        {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --placement context-first --pp 2 --micro-batches 2 --zero 1",
+         "dp,tp"},
     };
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -12,11 +12,15 @@
 # mesh 8x8 loongtrain, dp 4, ZeRO-1) on the 32-node H100 platform, and the
 # five-dimensional plan of llama3-405b at 131K on the 16,384 GPUs
 # (`loong plan --pp auto`, analytical: --top 0), and the same plan with its
-# top 3 simulated (--top 3: TP and head ranks by symmetry, docs/sim.md;
-# PLANTOP=0 skips it, ~3 min). Wall seconds and peak RSS (/usr/bin/time)
-# of each, and their ratios to the 8B step.
+# top 3 simulated (--top 3: TP, head and ring ranks by symmetry,
+# docs/sim.md; PLANTOP=0 skips it, ~3 min). And the 405B step with a
+# zigzag ring for CP in place of the all-gather (--ring single), TP
+# folded, with every ring rank simulated and with the ring ranks by
+# symmetry (--fold dp,tp,seq; RING=0 skips both, ~20 s). Wall seconds and
+# peak RSS (/usr/bin/time) of each, and their ratios to the 8B step.
 # Goals (the pipeline issue): the step in <= 60 s and <= 8 GB; the plan in
-# <= 120 s. The simulation-speed issue: its top 3 confirmed in <= 5 min.
+# <= 120 s. The simulation-speed issue: its top 3 confirmed in <= 5 min;
+# the ring step <= 20 s and <= 2 GB, and no dearer than the all-gather's.
 # usage: experiments/pp-scale/run.sh [LOONG]   (default build/loong)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -57,6 +61,17 @@ if [ "${FULL:-1}" = 1 ]; then # the same step with every TP rank simulated
     sf=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
 fi
 
+if [ "${RING:-1}" = 1 ]; then # the zigzag ring in place of the all-gather, every ring rank, then by symmetry
+    RING405="${L405/--ring allgather/--ring single}"
+    # shellcheck disable=SC2086
+    read -r wr mr < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" $RING405 --fold dp,tp --quiet --links 0)
+    sr=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
+    # shellcheck disable=SC2086
+    read -r wrs mrs < <(timed "$L" sim --platform "$T/sp2048.xml" --calib "$CAL" $RING405 --fold dp,tp,seq --quiet \
+        --links 0)
+    srs=$(sed -n 's/^# step time: \([0-9.]*\) s.*/\1/p' "$T/out")
+fi
+
 read -r wp mp < <(timed "$L" plan --platform "$T/sp2048.xml" --calib "$CAL" --model llama3-405b --seq 128K \
     --pp auto --top 0 --quiet)
 npl=$(sed -n 's/^# \([0-9]*\) layouts enumerated.*/\1/p' "$T/out")
@@ -75,6 +90,10 @@ printf '  %-58s %10s %8s %9.2f %12s\n' "llama3-405b S=128K tp8 x 1x16 x pp16 x d
     "$(awk -v a="$w405" -v b="$w8" 'BEGIN {print a / b}')" "${s405} s"
 [ "${FULL:-1}" = 1 ] && printf '  %-58s %10s %8s %9.2f %12s\n' "the same, --tp-mode full (every TP rank simulated)" \
     "$wf" "$mf" "$(awk -v a="$wf" -v b="$w8" 'BEGIN {print a / b}')" "${sf} s"
+[ "${RING:-1}" = 1 ] && printf '  %-58s %10s %8s %9.2f %12s\n' "the same, zigzag ring (--ring single), --fold dp,tp" \
+    "$wr" "$mr" "$(awk -v a="$wr" -v b="$w8" 'BEGIN {print a / b}')" "${sr} s"
+[ "${RING:-1}" = 1 ] && printf '  %-58s %10s %8s %9.2f %12s\n' "the zigzag ring, --fold dp,tp,seq (ring ranks too)" \
+    "$wrs" "$mrs" "$(awk -v a="$wrs" -v b="$w8" 'BEGIN {print a / b}')" "${srs} s"
 printf '  %-58s %10s %8s %9.2f %12s\n' "loong plan --pp auto, llama3-405b S=128K, 16384 GPUs" "$wp" "$mp" \
     "$(awk -v a="$wp" -v b="$w8" 'BEGIN {print a / b}')" "$npl layouts"
 [ "${PLANTOP:-1}" = 1 ] && printf '  %-58s %10s %8s %9.2f %12s\n' "the same plan, --top 3" "$wt" "$mt" \

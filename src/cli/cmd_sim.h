@@ -30,8 +30,9 @@ typedef struct sim_args {
     const char *fold_text;         /* --fold's argument, NULL: not given */
     const char *dp_mode, *tp_mode; /* --dp-mode / --tp-mode's argument, NULL: not given */
     const char *dp_flag, *tp_flag; /* the option that folded dp / tp, as notes name it; dp_flag NULL: the default */
-    bool dp_unfolded, tp_unfolded, head_unfolded, seq_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
-    double gpu_mem;                               /* --gpu-mem, bytes; 0: the GPU kind's */
+    bool dp_unfolded, tp_unfolded, head_unfolded,
+        seq_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
+    double gpu_mem;   /* --gpu-mem, bytes; 0: the GPU kind's */
     trace_filter flt;
     bool quiet, timing, compose;
     bool one_gpu;   /* --one-gpu: every rank's kernels share the first GPU (sim_platform_share_one_gpu) */

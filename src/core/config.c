@@ -216,7 +216,8 @@ const char *config_ring_asymmetry(const config *c)
         return "the documents are split over the ring ranks in pieces of different lengths";
     if (c->partition != PART_ZIGZAG) return "only the zigzag partition gives every ring rank the same work";
     if (c->ring == RING_DUAL) return "the dual ring's two rings give the ring ranks different programs";
-    if (config_moe(c) && c->ep > 1) return "the experts' groups span the context ranks, which then hold different experts";
+    if (config_moe(c) && c->ep > 1)
+        return "the experts' groups span the context ranks, which then hold different experts";
     if (ring_hops_mixed(c))
         return "a ring spans nodes with some of its ranks side by side on one, so its NVLink and network hops make "
                "its ranks wait differently (place every ring rank on its own node, or all on one)";

@@ -239,7 +239,7 @@ dag *dag_build(const config *c, char err[LOONG_ERRLEN]);
  * have no tasks; dag_rank_source names the rank whose tasks stand for
  * theirs; collective instances hold their built members only, and a send
  * or recv whose peer is unbuilt (a ring step's, under seq) has no match
- * (DAG_NONE; dag_p2p_bytes gives what it moves). */
+ * (DAG_NONE; dag_task_bytes_moved gives what it moves). */
 dag *dag_build_folded(const config *c, mesh_dims folded, char err[LOONG_ERRLEN]);
 /* The dimensions dag_build_folded can leave unbuilt. */
 #define DAG_FOLDABLE (MESH_BIT(MESH_TP) | MESH_BIT(MESH_HEAD) | MESH_BIT(MESH_SEQ))

@@ -39,7 +39,8 @@ static int check_p2p(const dag *g, const dag_task *t, char err[LOONG_ERRLEN])
 {
     if (dag_rank_source(g, t->peer) != t->peer) { /* an unbuilt peer (dag.h): no match, the ring's data */
         if (t->match != DAG_NONE) return bad(err, g, t->id, "is matched with a rank the folded DAG did not build");
-        if (t->kind == TASK_SEND ? !t->bytes : t->bytes != 0) return bad(err, g, t->id, "a send must carry bytes, a recv 0");
+        if (t->kind == TASK_SEND ? !t->bytes : t->bytes != 0)
+            return bad(err, g, t->id, "a send must carry bytes, a recv 0");
         if (t->op != OP_KV && t->op != OP_DKV) return bad(err, g, t->id, "crosses a fold but is not a ring step");
         return 0;
     }

@@ -130,8 +130,9 @@ static void write_header(FILE *f, int n, int feasible, const plan_request *req, 
     bool tp = rp->folded & MESH_BIT(MESH_TP), head = rp->folded & MESH_BIT(MESH_HEAD),
          ring = rp->folded & MESH_BIT(MESH_SEQ);
     if (tp || head || ring)
-        fprintf(f, "# symmetry: in the pipelined picks, %s%s%s%s%s of each group simulated for the others (loong sim "
-                   "--fold)\n",
+        fprintf(f,
+                "# symmetry: in the pipelined picks, %s%s%s%s%s of each group simulated for the others (loong sim "
+                "--fold)\n",
                 tp ? "TP rank 0 (exact)" : "", tp && (head || ring) ? (head && ring ? ", " : " and ") : "",
                 head ? "head rank 0 (within 0.5 %: docs/sim.md)" : "", head && ring ? " and " : "",
                 ring ? "ring rank 0 (within 1 %: docs/sim.md)" : "");

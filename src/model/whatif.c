@@ -152,10 +152,10 @@ bool whatif_breaks_fold(const whatif *w, const mesh *m, mesh_dim d, char *why, s
 {
     if (m->degree[d] < 2) return false;
     bool dp = d == MESH_DP;
-    const char *copies = dp               ? "the data-parallel replicas"
-                         : d == MESH_TP   ? "the ranks of a TP group"
+    const char *copies = dp              ? "the data-parallel replicas"
+                         : d == MESH_TP  ? "the ranks of a TP group"
                          : d == MESH_SEQ ? "the ranks of a ring"
-                                          : "the ranks of a head group";
+                                         : "the ranks of a head group";
     const char *group = d == MESH_TP ? "TP" : d == MESH_SEQ ? "ring" : "head";
     int s = uneven_straggler(w, m, d);
     if (s >= 0) {
