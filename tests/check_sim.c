@@ -831,11 +831,30 @@ END_TEST
  * of 2 to 16, inside a node and across two, seq ranks beside them on a
  * node, TP, PP, DP, ZeRO 0-3 and forced trees (whose chain inside a node
  * is not symmetric: its ends carry half the middle's hops). */
+/* A configuration and the fold (--fold) a further dimension joins. */
+typedef struct fold_case {
+    const char *args, *fold;
+} fold_case;
+
+/* Each case's step with dim folded too against without: within bound. */
+static void fold_vs_full(const char *dim, const fold_case *cases, size_t n, double bound)
+{
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
+    for (size_t i = 0; i < n; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s", cases[i].args, cases[i].fold);
+        double full = step_time(plat, cal, args);
+        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s,%s", cases[i].args, cases[i].fold, dim);
+        double sym = step_time(plat, cal, args);
+        printf("# %s folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", dim, cases[i].args, sym, full,
+               100 * (sym - full) / full);
+        assert_within(sym, full, bound, cases[i].args);
+    }
+}
+
 START_TEST(head_symmetric_vs_full)
 {
-    static const struct {
-        const char *args, *fold; /* the configuration, and the fold head joins */
-    } cases[] = {
+    static const fold_case cases[] = {
         {"--seq 64K --mesh 8x4 --strategy usp --zero 1", "dp"},
         {"--seq 64K --mesh 4x8 --strategy usp --zero 3 --recompute selective", "dp"},
         {"--seq 64K --mesh 4x4 --strategy loongtrain --window 2 --dp 2 --zero 3", "dp"},
@@ -844,17 +863,7 @@ START_TEST(head_symmetric_vs_full)
         {"--seq 32K --mesh 16x1 --strategy ulysses --dp 2 --zero 3", "dp"},
         {"--seq 128K --mesh 4x4 --tp 2 --strategy usp --placement context-first --zero 1", "dp,tp"},
     };
-    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char args[256];
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s", cases[i].args, cases[i].fold);
-        double full = step_time(plat, cal, args);
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s,head", cases[i].args, cases[i].fold);
-        double sym = step_time(plat, cal, args);
-        printf("# head folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", cases[i].args, sym, full,
-               100 * (sym - full) / full);
-        assert_within(sym, full, 0.005, cases[i].args);
-    }
+    fold_vs_full("head", cases, sizeof cases / sizeof *cases, 0.005);
 }
 END_TEST
 
@@ -870,9 +879,7 @@ END_TEST
  * is refused with the reason. */
 START_TEST(seq_symmetric_vs_full)
 {
-    static const struct {
-        const char *args, *fold; /* the configuration, and the fold seq joins */
-    } cases[] = {
+    static const fold_case cases[] = {
         {"--seq 64K --mesh 1x8 --strategy zigzag --zero 1", "dp"},
         {"--seq 128K --mesh 8x4 --strategy loongtrain --window 2 --zero 3", "dp"},
         {"--seq 128K --mesh 4x4 --strategy usp --placement context-first --recompute full --zero 1", "dp,head"},
@@ -880,17 +887,8 @@ START_TEST(seq_symmetric_vs_full)
         {"--seq 64K --mesh 2x4 --tp 2 --strategy usp --placement context-first --pp 2 --micro-batches 2 --zero 1",
          "dp,tp"},
     };
-    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml", *cal = LOONG_SRCDIR "/topologies/h100.calib";
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char args[256];
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s", cases[i].args, cases[i].fold);
-        double full = step_time(plat, cal, args);
-        snprintf(args, sizeof args, "--model llama3-8b --layers 2 %s --fold %s,seq", cases[i].args, cases[i].fold);
-        double sym = step_time(plat, cal, args);
-        printf("# seq folded vs full: %-72s %.6f s %.6f s (%+.4f %%)\n", cases[i].args, sym, full,
-               100 * (sym - full) / full);
-        assert_within(sym, full, 0.01, cases[i].args);
-    }
+    fold_vs_full("seq", cases, sizeof cases / sizeof *cases, 0.01);
+    const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml";
     static const struct {
         const char *args, *why;
     } refused[] = {

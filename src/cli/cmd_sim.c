@@ -103,6 +103,11 @@ static int split_simgrid_args(int argc, char **argv, sim_args *a)
     return k;
 }
 
+const sim_approx_fold sim_approx_folds[SIM_APPROX_FOLDS] = {
+    {MESH_HEAD, "head", "head rank", "head groups", "head parallelism", "0.5 %"},
+    {MESH_SEQ, "seq", "ring rank", "rings", "context parallelism", "1 %"},
+};
+
 /* One alias (--dp-mode or --tp-mode M) on dimension d of the fold: with
  * --fold given too it must agree. */
 static int fold_alias(sim_args *a, mesh_dim d, const char *flag, const char *mode, const char **named)
@@ -398,21 +403,17 @@ static int unfold_for_whatif(sim_args *a, const config *c)
         a->fold &= ~MESH_BIT(MESH_TP);
         a->tp_unfolded = true;
     }
-    if (c->p_head > 1 && (a->fold & MESH_BIT(MESH_HEAD)) && whatif_breaks_fold(&a->w, &m, MESH_HEAD, why, sizeof why)) {
+    for (int i = 0; i < SIM_APPROX_FOLDS; i++) {
+        const sim_approx_fold *f = &sim_approx_folds[i];
+        mesh_dims bit = MESH_BIT(f->dim);
+        if (m.degree[f->dim] < 2 || !(a->fold & bit) || !whatif_breaks_fold(&a->w, &m, f->dim, why, sizeof why))
+            continue;
         fprintf(stderr,
-                "loong sim: note: --fold head switched off: %s, so folding would give a wrong step; every head "
-                "rank is simulated in full\n",
-                why);
-        a->fold &= ~MESH_BIT(MESH_HEAD);
-        a->head_unfolded = true;
-    }
-    if (c->p_seq > 1 && (a->fold & MESH_BIT(MESH_SEQ)) && whatif_breaks_fold(&a->w, &m, MESH_SEQ, why, sizeof why)) {
-        fprintf(stderr,
-                "loong sim: note: --fold seq switched off: %s, so folding would give a wrong step; every ring "
-                "rank is simulated in full\n",
-                why);
-        a->fold &= ~MESH_BIT(MESH_SEQ);
-        a->seq_unfolded = true;
+                "loong sim: note: --fold %s switched off: %s, so folding would give a wrong step; every %s is "
+                "simulated in full\n",
+                f->name, why, f->rank);
+        a->fold &= ~bit;
+        a->approx_unfolded |= bit;
     }
     return 0;
 }

@@ -30,9 +30,9 @@ typedef struct sim_args {
     const char *fold_text;         /* --fold's argument, NULL: not given */
     const char *dp_mode, *tp_mode; /* --dp-mode / --tp-mode's argument, NULL: not given */
     const char *dp_flag, *tp_flag; /* the option that folded dp / tp, as notes name it; dp_flag NULL: the default */
-    bool dp_unfolded, tp_unfolded, head_unfolded,
-        seq_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
-    double gpu_mem;   /* --gpu-mem, bytes; 0: the GPU kind's */
+    bool dp_unfolded, tp_unfolded; /* a perturbation turned that fold off (unfold_for_whatif) */
+    mesh_dims approx_unfolded;     /* likewise the head and ring folds (sim_approx_folds) */
+    double gpu_mem;                /* --gpu-mem, bytes; 0: the GPU kind's */
     trace_filter flt;
     bool quiet, timing, compose;
     bool one_gpu;   /* --one-gpu: every rank's kernels share the first GPU (sim_platform_share_one_gpu) */
@@ -43,6 +43,16 @@ typedef struct sim_args {
     whatif w;         /* --straggler, --slow-link, --fail-link, --jitter */
     char where[4096]; /* the platform file --platform names (cli_find_platform) */
 } sim_args;
+
+/* The folds by approximate symmetry (sim.h): the dimension and its
+ * --fold name, the rank that stands for its group and the groups, the
+ * summary header's label, and the bound docs/sim.md holds the fold to. */
+typedef struct sim_approx_fold {
+    mesh_dim dim;
+    const char *name, *rank, *groups, *label, *bound;
+} sim_approx_fold;
+#define SIM_APPROX_FOLDS 2
+extern const sim_approx_fold sim_approx_folds[SIM_APPROX_FOLDS];
 
 /* ---- memory: the memory model's peak per GPU against the GPU's memory ---- */
 

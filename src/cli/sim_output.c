@@ -146,22 +146,16 @@ static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args 
     if (a->tp_unfolded)
         fprintf(f, "# tensor parallelism: every TP rank simulated (the perturbation makes them differ: %s off)\n",
                 a->tp_flag);
-    if (a->fold & MESH_BIT(MESH_HEAD))
-        fprintf(f,
-                "# head parallelism: head rank 0 of each of the head groups simulated, the other %d by symmetry "
-                "(within 0.5 %%: docs/sim.md)\n",
-                c->p_head - 1);
-    if (a->head_unfolded)
-        fprintf(f, "# head parallelism: every head rank simulated (the perturbation makes them differ: --fold head "
-                   "off)\n");
-    if (a->fold & MESH_BIT(MESH_SEQ))
-        fprintf(f,
-                "# context parallelism: ring rank 0 of each of the rings simulated, the other %d by symmetry "
-                "(within 1 %%: docs/sim.md)\n",
-                c->p_seq - 1);
-    if (a->seq_unfolded)
-        fprintf(f, "# context parallelism: every ring rank simulated (the perturbation makes them differ: --fold seq "
-                   "off)\n");
+    mesh m = config_mesh(c);
+    for (int i = 0; i < SIM_APPROX_FOLDS; i++) {
+        const sim_approx_fold *af = &sim_approx_folds[i];
+        if (a->fold & MESH_BIT(af->dim))
+            fprintf(f, "# %s: %s 0 of each of the %s simulated, the other %d by symmetry (within %s: docs/sim.md)\n",
+                    af->label, af->rank, af->groups, m.degree[af->dim] - 1, af->bound);
+        if (a->approx_unfolded & MESH_BIT(af->dim))
+            fprintf(f, "# %s: every %s simulated (the perturbation makes them differ: --fold %s off)\n", af->label,
+                    af->rank, af->name);
+    }
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
