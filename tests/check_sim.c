@@ -889,6 +889,15 @@ START_TEST(seq_symmetric_vs_full)
     };
     fold_vs_full("seq", cases, sizeof cases / sizeof *cases, 0.01);
     const char *plat = LOONG_SRCDIR "/topologies/dgx-h100-4n.xml";
+    /* the summary says which ranks ran by symmetry, --compose's too */
+    for (int compose = 0; compose < 2; compose++) {
+        run_result r = run_cmd("%s sim --quiet --platform %s --model llama3-8b --layers %d --seq 64K --mesh 4x8 "
+                               "--strategy usp --placement context-first --fold dp,seq%s",
+                               LOONG_BIN, plat, compose ? 3 : 2, compose ? " --compose" : "");
+        ck_assert_msg(r.status == 0 && strstr(r.out, "\n# context parallelism: ring rank 0 of each of the rings "
+                                                     "simulated, the other 7 by symmetry (within 1 %"),
+                      "%s%s", r.out, r.err);
+    }
     static const struct {
         const char *args, *why;
     } refused[] = {

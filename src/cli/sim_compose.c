@@ -318,6 +318,7 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
     whatif_write_header(f, &a->w);
     simout_memory_line(f, c, mc);
     if (calib) fprintf(f, "# calibration table: %s\n", calib);
+    simout_fold_lines(f, a, c);
     fprintf(f, "# platform %s; ", a->platform);
     int j = period_span(c); /* the increments averaged */
     char mbs[48] = "";      /* the layers composed at the micro-batch period's count */

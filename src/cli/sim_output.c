@@ -124,16 +124,10 @@ void simout_warn_oom(const config *c, const mem_check *m)
     fputc('\n', stderr);
 }
 
-static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args *a, sim_platform *pf,
-                         const mem_check *mc)
+/* What ran by symmetry (--fold) and what a perturbation unfolded: the
+ * header lines of loong sim's summary and of --compose's. */
+void simout_fold_lines(FILE *f, const sim_args *a, const config *c)
 {
-    char desc[256];
-    config_describe(dag_config(g), desc, sizeof desc);
-    fprintf(f, "# loong sim: %s\n", desc);
-    fprintf(f, "# platform %s: %d %s GPUs, %d per node; %llu tasks\n", a->platform, sim_platform_gpus(pf),
-            sim_platform_kind(pf), sim_platform_gpus_per_node(pf), (unsigned long long)dag_ntasks_whole(g));
-    if (calib_path(cb)) fprintf(f, "# calibration table: %s\n", calib_path(cb));
-    const config *c = dag_config(g);
     if (c->dp > 1)
         fprintf(f, "# data parallelism: %d replicas (%d GPUs), %s; the gradient collectives span all of them\n", c->dp,
                 config_world(c),
@@ -156,6 +150,19 @@ static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args 
             fprintf(f, "# %s: every %s simulated (the perturbation makes them differ: --fold %s off)\n", af->label,
                     af->rank, af->name);
     }
+}
+
+static void write_header(FILE *f, const dag *g, const calib *cb, const sim_args *a, sim_platform *pf,
+                         const mem_check *mc)
+{
+    char desc[256];
+    config_describe(dag_config(g), desc, sizeof desc);
+    fprintf(f, "# loong sim: %s\n", desc);
+    fprintf(f, "# platform %s: %d %s GPUs, %d per node; %llu tasks\n", a->platform, sim_platform_gpus(pf),
+            sim_platform_kind(pf), sim_platform_gpus_per_node(pf), (unsigned long long)dag_ntasks_whole(g));
+    if (calib_path(cb)) fprintf(f, "# calibration table: %s\n", calib_path(cb));
+    const config *c = dag_config(g);
+    simout_fold_lines(f, a, c);
     whatif_write_header(f, &a->w);
     fprintf(f, "# network model: CM02, no cross-traffic, no TCP window bound, SPLITDUPLEX links");
     for (int i = 0; i < a->nsg; i++)
