@@ -595,6 +595,10 @@ START_TEST(dp_is_recorded)
     ck_assert_msg(r.status == 0 && strstr(r.out, want), "%s%s", r.out, r.err);
     r = run_cmd("grep -c '\"calib\":\"%s\"' %s/comp.json", cal, dir);
     ck_assert_msg(r.status == 0, "--compose's JSON does not record the table: %s", r.out);
+    /* and what ran by symmetry: the default fold, dp */
+    r = run_cmd("grep -c '\"fold\":\"dp\"' %s/dp2.sum.json %s/comp.json", dir, dir);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "dp2.sum.json:1") && strstr(r.out, "comp.json:1"),
+                  "the fold is not recorded: %s", r.out);
     r = run_cmd("grep -l '\"dp\":' %s/dp1.json %s/dp1.sum.json", dir, dir); /* the key, not the dp stream */
     ck_assert_msg(r.status == 1, "dp 1 is recorded: %s", r.out);
     r = run_cmd("%s compare %s/dp1.json %s/dp2.json", LOONG_BIN, dir, dir);
@@ -892,11 +896,13 @@ START_TEST(seq_symmetric_vs_full)
     /* the summary says which ranks ran by symmetry, --compose's too */
     for (int compose = 0; compose < 2; compose++) {
         run_result r = run_cmd("%s sim --quiet --platform %s --model llama3-8b --layers %d --seq 64K --mesh 4x8 "
-                               "--strategy usp --placement context-first --fold dp,seq%s",
-                               LOONG_BIN, plat, compose ? 3 : 2, compose ? " --compose" : "");
+                               "--strategy usp --placement context-first --fold dp,seq%s --json %s/seq.json",
+                               LOONG_BIN, plat, compose ? 3 : 2, compose ? " --compose" : "", dir);
         ck_assert_msg(r.status == 0 && strstr(r.out, "\n# context parallelism: ring rank 0 of each of the rings "
                                                      "simulated, the other 7 by symmetry (within 1 %"),
                       "%s%s", r.out, r.err);
+        r = run_cmd("grep -c '\"fold\":\"dp,seq\"' %s/seq.json", dir);
+        ck_assert_msg(r.status == 0, "the ring fold is not recorded in the JSON: %s", r.out);
     }
     static const struct {
         const char *args, *why;

@@ -117,6 +117,10 @@ int simout_write(const dag *g, const calib *cb, const sim_result *res, sim_args 
  * exit status. */
 int sim_compose(const sim_args *a, const cli_config *cc, const config *c);
 
+/* The dimensions run by symmetry, as --fold writes them, into a JSON
+ * summary's "fold" (loong sim's and --compose's). */
+void simout_json_fold(json_t *j, mesh_dims fold);
+
 /* The header lines saying which dimensions ran by symmetry, and which a
  * perturbation unfolded (sim_output.c; the summary and --compose's). */
 void simout_fold_lines(FILE *f, const sim_args *a, const config *c);

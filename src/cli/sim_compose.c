@@ -380,6 +380,7 @@ static int write_compose(const sim_args *a, const config *c, sim_outputs *o, con
         if (j && cp->km == 0 && c->micro_batches > 1)
             json_object_set_new(j, "no_micro_batch_period_why", json_string(cp->mb_why));
         if (j) json_object_set_new(j, "calib", cb && calib_path(cb) ? json_string(calib_path(cb)) : json_null());
+        if (j) simout_json_fold(j, a->fold);
         if (j) simout_json_memory_verdict(j, c, &mc);
         if (!j || json_dumpf(j, o->js.f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0)
             rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);

@@ -218,6 +218,13 @@ static json_t *json_summary(const dag *g, const sim_result *res, const calib *cb
     return j;
 }
 
+void simout_json_fold(json_t *j, mesh_dims fold)
+{
+    char text[32];
+    sim_fold_text(fold, text, sizeof text);
+    json_object_set_new(j, "fold", json_string(text));
+}
+
 /* The memory verdict beside memory_bytes (a training step, a known GPU memory). */
 void simout_json_memory_verdict(json_t *j, const config *c, const mem_check *m)
 {
@@ -227,10 +234,12 @@ void simout_json_memory_verdict(json_t *j, const config *c, const mem_check *m)
 }
 
 /* The summary with the perturbations it ran under, if any, and the memory verdict. */
-static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const whatif *w,
+static json_t *json_summary_of(const dag *g, const sim_result *res, const calib *cb, const sim_args *a,
                                const mem_check *m)
 {
+    const whatif *w = &a->w;
     json_t *j = json_summary(g, res, cb);
+    simout_json_fold(j, a->fold);
     json_object_set_new(j, "calib", calib_path(cb) ? json_string(calib_path(cb)) : json_null());
     if (whatif_any(w)) json_object_set_new(j, "whatif", whatif_to_json(w));
     simout_json_memory_verdict(j, dag_config(g), m);
@@ -357,7 +366,7 @@ int simout_write(const dag *g, const calib *cb, const sim_result *res, sim_args 
     }
     if (!o->table && f) fclose(f);
     free(mem);
-    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, &a->w, mc)) < 0)
+    if (rc == 0 && a->json && dump_json(o->js.f, json_summary_of(g, res, cb, a, mc)) < 0)
         rc = -1, snprintf(err, LOONG_ERRLEN, "write error on '%s'", a->json);
     if (rc == 0 && a->trace && !a->kineto) rc = afile_commit(&o->tr, err);
     if (rc == 0 && a->trace && a->kineto) rc = kineto_dir_write(a->trace, g, cb, res, a->flt.rank, err);
