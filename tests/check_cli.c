@@ -394,6 +394,23 @@ START_TEST(megatron_round_trip)
         free(w), free(g);
         json_decref(want), json_decref(got);
     }
+    /* experts interleaved with dense blocks go out as --moe-layer-freq's
+     * pattern and come back as the same blocks (tests/data/tiny-moe6.model:
+     * experts in blocks 2 and 4 of 6) */
+    snprintf(a, sizeof a,
+             "--model %s/tests/data/tiny-moe6.model --seq 4K --mesh 2x2 --strategy usp --ep 2 --pp 2 "
+             "--micro-batches 2 --zero 1",
+             LOONG_SRCDIR);
+    run_result rr = run_cmd(LOONG " dag %s --format megatron -o %s", a, args);
+    ck_assert_msg(rr.status == 0 && !rr.err[0], "%s: %s", a, rr.err);
+    json_t *want = dag_config_json(LOONG, a);
+    snprintf(a, sizeof a, "--megatron-args %s", args);
+    json_t *got = dag_config_json(LOONG, a);
+    ck_assert(json_equal(want, got));
+    const json_t *mj = json_object_get(got, "model");
+    ck_assert_int_eq(json_integer_value(json_object_get(mj, "moe_layer_freq")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(mj, "first_k_dense_replace")), 1);
+    json_decref(want), json_decref(got);
     unlink(model), unlink(args);
     /* Megatron-Bridge #2667: a2a+p2p without its hierarchical sizes */
     run_result r = run_cmd("echo '--context-parallel-size 4 --cp-comm-type a2a+p2p' | " LOONG

@@ -172,12 +172,48 @@ START_TEST(hf_configs)
         ck_assert_int_eq(m.head_dim, preset.head_dim);
         ck_assert_int_eq(m.kv_lora, preset.kv_lora);
     }
+    /* experts every N-th block: Qwen2-MoE's decoder_sparse_step in the
+     * blocks (l + 1) % N == 0, DeepSeek's moe_layer_freq in the blocks
+     * l >= first_k_dense_replace with l % N == 0; dense blocks by index refused */
+    static const struct {
+        const char *keys;
+        int moe[6];
+    } freq[] = {{"\"decoder_sparse_step\":2", {0, 1, 0, 1, 0, 1}},
+                {"\"decoder_sparse_step\":3", {0, 0, 1, 0, 0, 1}},
+                {"\"moe_layer_freq\":2,\"first_k_dense_replace\":1", {0, 0, 1, 0, 1, 0}},
+                {"\"moe_layer_freq\":1,\"first_k_dense_replace\":2", {0, 0, 1, 1, 1, 1}}};
+    for (size_t i = 0; i < sizeof freq / sizeof *freq; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"model_type\":\"qwen2_moe\",\"hidden_size\":8,\"intermediate_size\":8,\"num_hidden_layers\":6,"
+                 "\"num_attention_heads\":2,\"vocab_size\":8,\"num_experts\":4,\"num_experts_per_tok\":2,%s}",
+                 freq[i].keys);
+        ck_assert_msg(model_parse(text, "moe.json", &m, err) == 0, "%s: %s", freq[i].keys, err);
+        int n = 0;
+        for (int l = 0; l < 6; l++) {
+            ck_assert_msg(model_block_moe(&m, l) == freq[i].moe[l], "%s: block %d", freq[i].keys, l);
+            ck_assert_int_eq(model_moe_blocks_below(&m, l), n);
+            n += freq[i].moe[l];
+        }
+        ck_assert_int_eq(model_moe_blocks(&m), n);
+        /* each expert block holds the router and E experts where a dense one holds its MLP */
+        model dense = m;
+        dense.experts = dense.top_k = dense.expert_ffn = dense.dense_layers = dense.moe_freq = dense.moe_phase = 0;
+        ck_assert_uint_eq(model_params(&m) - model_params(&dense),
+                          (uint64_t)n * (8 * 4 + 4 * 3 * 8 * (uint64_t)m.expert_ffn - 3 * 8 * 8));
+    }
     ck_assert_int_eq(model_parse("{\"model_type\":\"qwen2_moe\",\"hidden_size\":8,\"intermediate_size\":8,"
                                  "\"num_hidden_layers\":2,\"num_attention_heads\":2,\"vocab_size\":8,\"num_experts\":4,"
-                                 "\"num_experts_per_tok\":2,\"decoder_sparse_step\":2}",
+                                 "\"num_experts_per_tok\":2,\"mlp_only_layers\":[1]}",
                                  "moe.json", &m, err),
                      -1);
-    ck_assert_ptr_nonnull(strstr(err, "every N-th layer"));
+    ck_assert_ptr_nonnull(strstr(err, "mlp_only_layers"));
+    ck_assert_int_eq(model_parse("{\"model_type\":\"qwen2_moe\",\"hidden_size\":8,\"intermediate_size\":8,"
+                                 "\"num_hidden_layers\":2,\"num_attention_heads\":2,\"vocab_size\":8,\"num_experts\":4,"
+                                 "\"num_experts_per_tok\":2,\"decoder_sparse_step\":3}",
+                                 "moe.json", &m, err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "experts' period"));
     ck_assert_int_eq(model_parse("{\"config\": {}}", "other.json", &m, err), -1);
     ck_assert_ptr_nonnull(strstr(err, "not a Hugging Face config.json"));
     ck_assert_int_eq(model_parse("{", "cut.json", &m, err), -1);
@@ -208,6 +244,31 @@ START_TEST(model_file_optional_keys)
     c.pp = 2;
     ck_assert_uint_eq(pipe_head_params(&c, 0), 1000 * 64);
     ck_assert_uint_eq(pipe_head_params(&c, 1), 1000 * 64 + 64);
+    /* the experts' period: as in config.json, one of its two keys, which
+     * the configuration's JSON carries back; pp 2 of 4 blocks with
+     * experts in blocks 1 and 3 holds one expert block per stage */
+    const char *moe = "num_experts = 4\nnum_experts_per_tok = 2\nmoe_intermediate_size = 32\n";
+    snprintf(text, sizeof text, "%s%sdecoder_sparse_step = 2\n", base, moe);
+    ck_assert_msg(model_parse(text, "d.model", &c.model, err) == 0, "%s", err);
+    ck_assert(!model_block_moe(&c.model, 0) && model_block_moe(&c.model, 1) && model_block_moe(&c.model, 3));
+    ck_assert_int_eq(pipe_stage_moe_blocks(&c, 0), 1);
+    ck_assert_int_eq(pipe_stage_moe_blocks(&c, 1), 1);
+    ck_assert_uint_eq(pipe_stage_block_params(&c, 0) + pipe_stage_block_params(&c, 1),
+                      model_params(&c.model) - model_head_params_tp(&c.model, 1) -
+                          2 * model_expert_params_tp(&c.model, 1));
+    c.p_head = 1; /* the model's 4 heads */
+    json_t *j = config_to_json(&c);
+    config back;
+    ck_assert_msg(config_from_json(j, &back, err) == 0, "%s", err);
+    json_decref(j);
+    ck_assert_int_eq(back.model.moe_freq, 2);
+    ck_assert_int_eq(back.model.moe_phase, 1);
+    snprintf(text, sizeof text, "%s%smoe_layer_freq = 2\ndecoder_sparse_step = 2\n", base, moe);
+    ck_assert_int_eq(model_parse(text, "e.model", &c.model, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "keep one"));
+    snprintf(text, sizeof text, "%smoe_layer_freq = 2\n", base);
+    ck_assert_int_eq(model_parse(text, "f.model", &c.model, err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "applies to a mixture of experts"));
 }
 END_TEST
 

@@ -135,6 +135,42 @@ START_TEST(step_gemms_conserved)
 }
 END_TEST
 
+/* Experts every other block past a dense first one (DeepSeek's
+ * first_k_dense_replace 1, moe_layer_freq 2: experts in blocks 2 and 4 of
+ * 6): a block runs the router, the experts' grouped GEMMs and the
+ * dispatch all-to-alls where model_block_moe says, the dense MLP's gate
+ * elsewhere, on every rank and both passes, over two pipeline stages. */
+START_TEST(moe_interleaved_blocks)
+{
+    config c = tcfg("tiny-moe", 4 * K, "loongtrain", 2, 2, 2, SCOPE_STEP);
+    c.model.layers = 6, c.model.dense_layers = 1, c.model.moe_freq = 2;
+    c.ep = 2, c.pp = 2, c.micro_batches = 2;
+    char err[LOONG_ERRLEN] = "";
+    ck_assert_msg(config_validate(&c, err) == 0, "%s", err);
+    dag *g = tbuild(&c);
+    int n = config_ranks(&c), seen[6][4] = {{0}}; /* per block: router, expert GEMM, dispatch, dense gate */
+    for (uint32_t id = 0; id < dag_ntasks(g); id++) {
+        const dag_task *t = dag_task_get(g, id);
+        if (t->layer < 0) continue;
+        seen[t->layer][0] += t->op == OP_ROUTER;
+        seen[t->layer][1] += t->op == OP_EXPERT_GATE;
+        seen[t->layer][2] += t->op == OP_EP_DISPATCH;
+        seen[t->layer][3] += t->op == OP_MLP_GATE;
+    }
+    for (int l = 0; l < 6; l++) {
+        bool moe = l == 2 || l == 4;
+        ck_assert_int_eq(model_block_moe(&c.model, l), moe);
+        /* each rank's stage holds the block: its micro-batches, forward and backward */
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(moe ? seen[l][k] >= n / c.pp * c.micro_batches : seen[l][k] == 0, "block %d, kind %d: %d", l,
+                          k, seen[l][k]);
+        ck_assert_msg(moe ? seen[l][3] == 0 : seen[l][3] >= n / c.pp * c.micro_batches, "block %d: %d dense gates", l,
+                      seen[l][3]);
+    }
+    dag_free(g);
+}
+END_TEST
+
 /* Mixture of experts (build_ep.c, config_ep.c), tiny-moe (E = 8 experts,
  * top-2, width F = 128) on a 2x2 context mesh, T = S/P tokens per rank,
  * T' = T/tp under sequence parallelism, R = T' k routed rows per rank:
@@ -1317,6 +1353,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, tp_norm_grads_after_sync, 0, 8);
     tcase_add_loop_test(tc, llama3_params, 0, 2);
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
+    tcase_add_test(tc, moe_interleaved_blocks);
     tcase_add_loop_test(tc, moe_params, 0, 5);
     tcase_add_loop_test(tc, moe_expert_tp, 0, 5);
     tcase_add_loop_test(tc, moe_shared_overlap, 0, 2);

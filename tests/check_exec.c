@@ -366,8 +366,9 @@ static void document_step_rows(case_table *t4)
  * expert's gradient, the router's and the shared experts' checked: EP 2
  * and 4 inside meshes 2x2 and 2x4 (the double, single and dual rings),
  * EP 1 under Ulysses; balanced and zipf routing; tiny-moe4's dense first
- * block and shared expert; ZeRO 0-2, full recompute, and two pipeline
- * stages of two micro-batches. And multi-head latent attention
+ * block and shared expert; tiny-moe6's experts every other block past
+ * a dense first one (moe_layer_freq 2), over two stages; ZeRO 0-2, full
+ * recompute, and two pipeline stages of two micro-batches. And multi-head latent attention
  * (exec_mla.c, tests/data/tiny-mla.model: V 32 wide beside Q and K of
  * 48, a rope part shared by the heads) with EP 2 and 4 beside meshes 2x2
  * (the double ring) and 2x4 (the all-gather, its K and V gathered apart),
@@ -385,6 +386,8 @@ static void moe_step_rows(case_table *t4, case_table *t8)
         {LOONG_SRCDIR "/tests/data/tiny-moe4.model",
          "--mesh 1x2 --pp 2 --micro-batches 2 --strategy zigzag --ep 2 --zero 1 --routing zipf:1.2", "dW_expert7", 4},
         {"tiny-moe", "--mesh 2x4 --strategy dualring --ep 4 --routing zipf:1", "ep 4 zipf:1", 8},
+        {LOONG_SRCDIR "/tests/data/tiny-moe6.model", "--mesh 1x2 --pp 2 --micro-batches 2 --strategy zigzag --ep 2",
+         "dW_expert7", 4},
         {"tiny-moe", "--mesh 4x1 --strategy ulysses", "dW_router", 4},
         {LOONG_SRCDIR "/tests/data/tiny-mla.model", "--mesh 2x2 --strategy loongtrain --ep 2", "dW_kv_up", 4},
         {LOONG_SRCDIR "/tests/data/tiny-mla.model", "--mesh 2x4 --strategy allgather --ep 4 --zero 2", "dW_q_down", 8},

@@ -86,6 +86,40 @@ START_TEST(analytic_dense_leading_blocks)
 }
 END_TEST
 
+/* Experts every other block (moe_layer_freq 2, or decoder_sparse_step 2's
+ * odd blocks): in one stage the analytical step sums its blocks, so it
+ * is the step of as many dense blocks leading; over two stages it is the
+ * slower stage's, which holds the same count either way (2 of 4). */
+START_TEST(analytic_interleaved_blocks)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    platform_spec net;
+    ck_assert_int_eq(platform_spec_defaults("h100", &net, err), 0);
+    for (int pp = 1; pp <= 2; pp++) {
+        double t[3];
+        for (int k = 0; k < 3; k++) { /* 0: 2 dense blocks leading; 1: experts in blocks 0, 2; 2: in 1, 3 */
+            config c = base("qwen3-30b-a3b", 8192, 1, 2, 1, RECOMPUTE_NONE);
+            c.model.layers = 8 / (3 - pp);
+            c.model.dense_layers = k == 0 ? c.model.layers / 2 : 0;
+            c.model.moe_freq = k ? 2 : 0;
+            c.model.moe_phase = k - 1 > 0;
+            c.pp = pp;
+            c.micro_batches = 2;
+            ck_assert_msg(config_validate(&c, err) == 0, "k %d: %s", k, err);
+            ck_assert_int_eq(model_moe_blocks(&c.model), c.model.layers / 2);
+            analytic_result r;
+            analytic_step(&c, cb, &net, &r);
+            t[k] = r.step;
+        }
+        if (pp == 1) near(t[1], t[0], "experts in the even blocks vs dense blocks leading");
+        near(t[2], t[1], "experts in the odd blocks vs the even ones");
+    }
+    calib_free(cb);
+}
+END_TEST
+
 /* llama3-8b (L 32, hidden 4096, H 32, H_kv 8, d 128, ffn 14336, vocab
  * 128256) at S = 1M on a 4x16 mesh: T = 16384 tokens per rank, N_s = 65536
  * per ring rank, 8 query and 2 KV heads per rank. */
@@ -1618,6 +1652,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
     tcase_add_test(tc, analytic_dense_leading_blocks);
+    tcase_add_test(tc, analytic_interleaved_blocks);
     tcase_add_test(tc, plan_head_group_spans_nvl72);
     tcase_add_test(tc, memory_7b_mha);
     tcase_add_test(tc, memory_tensor_parallel);

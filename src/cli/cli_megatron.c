@@ -23,6 +23,7 @@
 
 #include "core/infile.h"
 #include "core/recompute.h"
+#include "core/xalloc.h"
 #include "cli.h"
 
 #define MG_MAX_ARGS 512
@@ -167,22 +168,141 @@ static const char *str_arg(mg_args *g, const char *name)
 
 static bool flag(mg_args *g, const char *name) { return find(g, name) != NULL; }
 
-/* --moe-layer-freq: 1, or Megatron's pattern "([0]*K+[1]*N)" (K dense
- * blocks, then experts); *dense gets K. */
-static int read_layer_freq(mg_args *g, int layers, int *dense, char err[LOONG_ERRLEN])
+/* ---- --moe-layer-freq: an int N (experts in blocks l % N == 0) or a
+ * Python list expression Megatron evaluates (arguments.py's
+ * moe_freq_type): lists of 0 and 1, `+` to concatenate, `* N` to repeat,
+ * parentheses to group, e.g. "([0]*3+[1]*58)" or "[0,1]*24". ---- */
+
+typedef struct pylist {
+    const char *s; /* what is left to read */
+    unsigned char *out;
+    int n, max; /* entries written, and room (more is an error) */
+    bool ok, over;
+} pylist;
+
+static void py_space(pylist *p)
+{
+    while (isspace((unsigned char)*p->s))
+        p->s++;
+}
+
+static bool py_eat(pylist *p, char ch)
+{
+    py_space(p);
+    if (*p->s != ch) return false;
+    p->s++;
+    return true;
+}
+
+static int py_int(pylist *p)
+{
+    py_space(p);
+    char *end;
+    long v = strtol(p->s, &end, 10);
+    if (end == p->s || v < 0 || v > 100000) return p->ok = false, 0;
+    p->s = end;
+    return (int)v;
+}
+
+static void py_put(pylist *p, unsigned char v)
+{
+    if (p->n >= p->max) p->ok = false, p->over = true;
+    if (p->ok) p->out[p->n++] = v;
+}
+
+/* Repeat the entries from `from` on, times copies in all. */
+static void py_repeat(pylist *p, int from, int times)
+{
+    int len = p->n - from;
+    if (times == 0) p->n = from;
+    for (int t = 1; p->ok && t < times; t++)
+        for (int i = 0; p->ok && i < len; i++)
+            py_put(p, p->out[from + i]);
+}
+
+static void py_expr(pylist *p);
+
+/* atom (* N)*, or N * atom */
+static void py_term(pylist *p)
+{
+    int from = p->n, times = 1;
+    py_space(p);
+    if (isdigit((unsigned char)*p->s)) {
+        times = py_int(p);
+        if (!py_eat(p, '*')) p->ok = false;
+    }
+    if (py_eat(p, '(')) {
+        py_expr(p);
+        if (!py_eat(p, ')')) p->ok = false;
+    } else if (py_eat(p, '[')) {
+        do {
+            int v = py_int(p);
+            py_put(p, (unsigned char)v);
+            if (v > 1) p->ok = false;
+        } while (p->ok && py_eat(p, ','));
+        if (!py_eat(p, ']')) p->ok = false;
+    } else {
+        p->ok = false;
+    }
+    while (p->ok && py_eat(p, '*'))
+        times *= py_int(p);
+    if (p->ok) py_repeat(p, from, times);
+}
+
+static void py_expr(pylist *p)
+{
+    do
+        py_term(p);
+    while (p->ok && py_eat(p, '+'));
+}
+
+/* The dense leading blocks K, the period N and phase of a per-block
+ * pattern (1: experts): blocks l >= K with l % N == phase, phase 0 or
+ * N - 1 (model.h). False when no such triple gives it. */
+static bool pattern_to_model(const unsigned char *pat, int layers, model *m)
+{
+    for (int N = 1; N <= layers; N++)
+        for (int phase = 0; phase<N; phase += N> 1 ? N - 1 : 1) {
+            int last_bad = -1; /* the last block the periodic rule gets wrong */
+            for (int l = 0; l < layers; l++)
+                if (pat[l] != (N == 1 || l % N == phase)) last_bad = l;
+            int K = last_bad + 1, l = 0;
+            while (l < K && !pat[l])
+                l++;
+            if (l < K) continue; /* a block before K has experts */
+            m->dense_layers = K, m->moe_freq = N > 1 ? N : 0, m->moe_phase = N > 1 ? phase : 0;
+            return true;
+        }
+    return false;
+}
+
+static int read_layer_freq(mg_args *g, model *m, char err[LOONG_ERRLEN])
 {
     const char *s = str_arg(g, "moe-layer-freq");
-    int k = 0, n = 0, used = 0;
-    *dense = 0;
-    if (!s || !strcmp(s, "1")) return 0;
-    if (sscanf(s, "([0]*%d+[1]*%d)%n", &k, &n, &used) == 2 && !s[used] && k >= 0 && n >= 1 && k + n == layers) {
-        *dense = k;
+    m->dense_layers = m->moe_freq = m->moe_phase = 0;
+    if (!s) return 0;
+    char *end;
+    long n = strtol(s, &end, 10);
+    if (end != s && !*end && n >= 1 && n <= m->layers) { /* Megatron: experts in blocks l % N == 0 */
+        m->moe_freq = n > 1 ? (int)n : 0;
         return 0;
     }
+    unsigned char *pat = xmalloc_array((size_t)m->layers + 1, 1, "the --moe-layer-freq pattern");
+    pylist p = {s, pat, 0, m->layers, true, false};
+    py_expr(&p);
+    py_space(&p);
+    bool ok = p.ok && !*p.s && p.n == m->layers;
+    const char *why = p.over || (p.ok && !*p.s && p.n != m->layers) ? "does not have one entry per layer"
+                      : !ok ? "is not a list of 0 and 1 written with [ ], +, * and ( )"
+                            : "is not K dense blocks, then experts in every N-th block counted from the first or the "
+                              "N-th";
+    ok = ok && pattern_to_model(pat, m->layers, m);
+    free(pat);
+    if (ok) return 0;
     snprintf(err, LOONG_ERRLEN,
-             "--megatron-args: --moe-layer-freq %.40s: loong models experts in every block after the first K, "
-             "written 1 or ([0]*K+[1]*N) with K + N = --num-layers %d",
-             s, layers);
+             "--megatron-args: --moe-layer-freq %.40s %s (--num-layers %d): give N or a pattern "
+             "such as ([0]*3+[1]*58)",
+             s, why, m->layers);
     return -1;
 }
 
@@ -194,8 +314,7 @@ static int read_experts(mg_args *g, model *m, char err[LOONG_ERRLEN])
     if (!m->experts) return 0;
     if (int_arg(g, "moe-router-topk", 2, &m->top_k, err) < 0 ||
         int_arg(g, "moe-ffn-hidden-size", m->ffn, &m->expert_ffn, err) < 0 ||
-        int_arg(g, "moe-shared-expert-intermediate-size", 0, &m->shared_ffn, err) < 0 ||
-        read_layer_freq(g, m->layers, &m->dense_layers, err) < 0)
+        int_arg(g, "moe-shared-expert-intermediate-size", 0, &m->shared_ffn, err) < 0 || read_layer_freq(g, m, err) < 0)
         return -1;
     (void)flag(g, "moe-grouped-gemm");                       /* loong's experts run as grouped GEMMs */
     const char *d = str_arg(g, "moe-token-dispatcher-type"); /* alltoall and allgather: read_rest */
@@ -684,6 +803,45 @@ static void emit_pipeline(mg_out *o, const config *c)
     if (c->pp_loss_slot) arg(o, "--account-for-loss-in-pipeline-split");
 }
 
+/* The blocks from `from` on, n of them, as a Python list's entries
+ * ("0,1,..."), into a new string. */
+static char *pattern_text(const model *m, int from, int n)
+{
+    char *t = xmalloc_array(2 * (size_t)n + 2, 1, "the --moe-layer-freq pattern");
+    t[0] = '\0';
+    for (int i = 0; i < n; i++)
+        sprintf(t + 2 * i - (i > 0), "%s%d", i ? "," : "", model_block_moe(m, from + i));
+    return t;
+}
+
+/* --moe-layer-freq: N when experts are in blocks l % N == 0 from block 0;
+ * ([0]*K+[1]*M) for K dense blocks, then experts; else K dense blocks,
+ * one period from block K repeated, and the period's first blocks again
+ * for the layers left. */
+static void emit_layer_freq(mg_out *o, const model *m)
+{
+    int K = m->dense_layers, L = m->layers;
+    if (!model_moe_interleaved(m)) {
+        if (K) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", K, L - K);
+        return;
+    }
+    int N = m->moe_freq, q = (L - K) / N, r = (L - K) % N;
+    if (K == 0 && m->moe_phase == 0) {
+        arg(o, "--moe-layer-freq %d", N);
+        return;
+    }
+    char *one = pattern_text(m, K, N), *tail = pattern_text(m, K + q * N, r);
+    char *text = xmalloc_array(strlen(one) + strlen(tail) + 64, 1, "the --moe-layer-freq pattern");
+    int n = K ? sprintf(text, "[0]*%d", K) : 0; /* the dense blocks, the periods, the blocks left */
+    if (q) n += sprintf(text + n, "%s[%s]", n ? "+" : "", one);
+    if (q > 1) n += sprintf(text + n, "*%d", q);
+    if (r) sprintf(text + n, "%s[%s]", n ? "+" : "", tail);
+    arg(o, "--moe-layer-freq '(%s)'", text);
+    free(text);
+    free(one);
+    free(tail);
+}
+
 /* A mixture of experts: the experts, their parallelism (EP, expert TP)
  * and the token dispatcher with grouped GEMMs, as loong costs them. */
 static void emit_experts(mg_out *o, const config *c)
@@ -693,7 +851,7 @@ static void emit_experts(mg_out *o, const config *c)
     arg(o, "--num-experts %d --moe-router-topk %d", m->experts, m->top_k);
     arg(o, "--moe-ffn-hidden-size %d", m->expert_ffn);
     if (m->shared_ffn) arg(o, "--moe-shared-expert-intermediate-size %d", m->shared_ffn);
-    if (m->dense_layers) arg(o, "--moe-layer-freq '([0]*%d+[1]*%d)'", m->dense_layers, m->layers - m->dense_layers);
+    emit_layer_freq(o, m);
     arg(o, "--moe-grouped-gemm --moe-token-dispatcher-type %s",
         c->dispatcher == DISPATCH_ALLGATHER ? "allgather" : "alltoall");
     arg(o, "--expert-model-parallel-size %d --expert-tensor-parallel-size %d", c->ep, config_etp(c));

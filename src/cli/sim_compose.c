@@ -183,7 +183,9 @@ static int compose_layers(const sim_args *a, const cli_config *cc, const config 
     for (int i = 0; i <= L; i++)
         lr.r[i].step = -1;
     /* stages, or blocks that re-run different ones: nothing to compose over the layers, all simulated */
-    const char *differ = c->pp > 1                   ? "the pipeline's stages hold different layers"
+    const char *differ = c->pp > 1 ? "the pipeline's stages hold different layers"
+                         : model_moe_interleaved(&c->model)
+                             ? "the expert blocks alternate with dense ones (moe_layer_freq)"
                          : recompute_layers_alike(c) ? NULL
                                                      : "full recompute's uniform groups of N > 1 or block method on "
                                                        "part of the layers re-run different blocks";
@@ -444,6 +446,10 @@ int sim_compose(const sim_args *a, const cli_config *cc, const config *c)
         return cli_fail("sim", "--compose learns a step from identical layers or micro-batches, and full recompute's "
                                "uniform groups of N > 1 or block method on part of the layers differ: drop --compose, "
                                "or give --micro-batches M > 1 (they compose)");
+    if (c->micro_batches == 1 && model_moe_interleaved(&c->model))
+        return cli_fail("sim", "--compose learns a step from identical layers or micro-batches, and this model's "
+                               "expert blocks alternate with dense ones (moe_layer_freq): drop --compose, or give "
+                               "--micro-batches M > 1 (they compose)");
     sim_outputs out;
     if (simout_open(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     composition cp;

@@ -28,6 +28,8 @@ static json_t *model_to_json(const model *m)
     }
     if (j && m->shared_ffn) json_object_set_new(j, "shared_expert_intermediate_size", json_integer(m->shared_ffn));
     if (j && m->dense_layers) json_object_set_new(j, "first_k_dense_replace", json_integer(m->dense_layers));
+    if (j && model_moe_interleaved(m)) /* its phase is 0 or N - 1, as the two keys count (model.h) */
+        json_object_set_new(j, m->moe_phase ? "decoder_sparse_step" : "moe_layer_freq", json_integer(m->moe_freq));
     if (j && model_mla(m)) {
         json_object_set_new(j, "q_lora_rank", json_integer(m->q_lora));
         json_object_set_new(j, "kv_lora_rank", json_integer(m->kv_lora));
@@ -93,21 +95,31 @@ json_t *config_to_json(const config *c)
 static int model_from_json(const json_t *v, model *m, char err[LOONG_ERRLEN])
 {
     const char *name, *bias = "none";
-    int tied = 0;
+    int tied = 0, freq = 0, step = 0;
     json_error_t je;
     memset(m, 0, sizeof *m);
     if (json_unpack_ex((json_t *)v, &je, 0,
-                       "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i}", "name",
-                       &name, "layers", &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads", &m->kv_heads,
-                       "head_dim", &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab, "tie_word_embeddings", &tied,
-                       "attention_bias", &bias, "sliding_window", &m->window, "num_experts", &m->experts,
-                       "num_experts_per_tok", &m->top_k, "moe_intermediate_size", &m->expert_ffn,
-                       "shared_expert_intermediate_size", &m->shared_ffn, "first_k_dense_replace", &m->dense_layers,
-                       "q_lora_rank", &m->q_lora, "kv_lora_rank", &m->kv_lora, "qk_nope_head_dim", &m->qk_nope,
-                       "qk_rope_head_dim", &m->qk_rope, "v_head_dim", &m->v_dim) < 0) {
+                       "{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s?b,s?s,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i,s?i}",
+                       "name", &name, "layers", &m->layers, "hidden", &m->hidden, "heads", &m->heads, "kv_heads",
+                       &m->kv_heads, "head_dim", &m->head_dim, "ffn", &m->ffn, "vocab", &m->vocab,
+                       "tie_word_embeddings", &tied, "attention_bias", &bias, "sliding_window", &m->window,
+                       "num_experts", &m->experts, "num_experts_per_tok", &m->top_k, "moe_intermediate_size",
+                       &m->expert_ffn, "shared_expert_intermediate_size", &m->shared_ffn, "first_k_dense_replace",
+                       &m->dense_layers, "q_lora_rank", &m->q_lora, "kv_lora_rank", &m->kv_lora, "qk_nope_head_dim",
+                       &m->qk_nope, "qk_rope_head_dim", &m->qk_rope, "v_head_dim", &m->v_dim, "moe_layer_freq", &freq,
+                       "decoder_sparse_step", &step) < 0) {
         snprintf(err, LOONG_ERRLEN, "configuration object: model: %s", je.text);
         return -1;
     }
+    if (freq && step) {
+        snprintf(err, LOONG_ERRLEN,
+                 "configuration object: model: moe_layer_freq and decoder_sparse_step both give "
+                 "the experts' period: keep one");
+        return -1;
+    }
+    m->moe_freq = freq ? freq : step;
+    m->moe_phase = step > 1 ? step - 1 : 0;
+    if (m->moe_freq == 1) m->moe_freq = 0; /* experts in every block */
     m->tied = tied;
     if (model_bias_parse(bias, &m->bias) < 0) {
         snprintf(err, LOONG_ERRLEN, "configuration object: model: attention_bias '%.40s' is not none, qkv or all",

@@ -93,6 +93,12 @@ static int model_validate_experts(const model *m, char err[LOONG_ERRLEN])
                  "model '%s': first_k_dense_replace (%d) applies to a mixture of experts, within its "
                  "%d layers",
                  m->name, m->dense_layers, m->layers);
+    else if (m->moe_freq < 0 || m->moe_freq > m->layers || (m->moe_freq > 1 && !m->experts) || m->moe_phase < 0 ||
+             (m->moe_freq > 1 && m->moe_phase >= m->moe_freq) || (m->moe_freq <= 1 && m->moe_phase))
+        snprintf(err, LOONG_ERRLEN,
+                 "model '%s': the experts' period (moe_layer_freq or decoder_sparse_step %d) applies to a mixture "
+                 "of experts, from 1 (experts in every block) to its %d layers",
+                 m->name, m->moe_freq, m->layers);
     else
         return 0;
     return -1;
@@ -208,9 +214,12 @@ static const char *const model_keys[] = {"name",
                                          "kv_lora_rank",
                                          "qk_nope_head_dim",
                                          "qk_rope_head_dim",
-                                         "v_head_dim"};
+                                         "v_head_dim",
+                                         "moe_layer_freq",
+                                         "decoder_sparse_step"};
 #define MODEL_NREQUIRED   8  /* name .. vocab; name is optional too */
 #define MODEL_KEY_EXPERTS 11 /* num_experts, the first of the experts' four */
+#define MODEL_KEY_FREQ    21 /* moe_layer_freq, then decoder_sparse_step: one of them */
 
 static int *model_field(model *m, int key)
 {
@@ -244,6 +253,12 @@ static int model_apply_optional(model *m, int k, const char *key, const char *va
         }
         return 0;
     }
+    if (k >= MODEL_KEY_FREQ) { /* the experts' period, counted from block 0 or from block N - 1 */
+        if (units_parse_int(val, key, &m->moe_freq, err) < 0) return -1;
+        m->moe_phase = k == MODEL_KEY_FREQ || m->moe_freq <= 1 ? 0 : m->moe_freq - 1;
+        if (m->moe_freq == 1) m->moe_freq = 0; /* experts in every block, as without the key */
+        return 0;
+    }
     int *experts[] = {&m->experts, &m->top_k,   &m->expert_ffn, &m->shared_ffn, &m->dense_layers,
                       &m->q_lora,  &m->kv_lora, &m->qk_nope,    &m->qk_rope,    &m->v_dim};
     if (k >= MODEL_KEY_EXPERTS) return units_parse_int(val, key, experts[k - MODEL_KEY_EXPERTS], err);
@@ -271,9 +286,8 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
     int k = model_key(key);
     if (k < 0) {
         snprintf(err, LOONG_ERRLEN,
-                 "unknown key '%.20s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab; optional "
-                 "tie_word_embeddings, attention_bias, sliding_window, num_experts, num_experts_per_tok, "
-                 "moe_intermediate_size, shared_expert_intermediate_size)",
+                 "unknown key '%.20s' (keys: name, layers, hidden, heads, kv_heads, head_dim, ffn, vocab; the "
+                 "optional ones, such as num_experts or moe_layer_freq, are in docs/concepts.md#models)",
                  key);
         return -1;
     }
@@ -282,6 +296,12 @@ static int model_apply_line(model *m, char *line, unsigned *seen, char err[LOONG
         return -1;
     }
     *seen |= 1u << k;
+    if (k >= MODEL_KEY_FREQ && (*seen & (3u << MODEL_KEY_FREQ)) == 3u << MODEL_KEY_FREQ) {
+        snprintf(err, LOONG_ERRLEN,
+                 "moe_layer_freq and decoder_sparse_step both give the experts' period: keep one (moe_layer_freq "
+                 "counts from block 0, decoder_sparse_step from block N - 1)");
+        return -1;
+    }
     if (k >= MODEL_NREQUIRED) return model_apply_optional(m, k, key, val, err);
     if (k > 0) return units_parse_int(val, key, model_field(m, k), err);
     if (!*val || strlen(val) >= sizeof m->name) {
@@ -398,6 +418,21 @@ static uint64_t block_params_tp(const model *m, int tp, bool moe)
 uint64_t model_layer_params_tp(const model *m, int tp) { return block_params_tp(m, tp, model_moe(m)); }
 
 uint64_t model_block_params_tp(const model *m, int tp, int l) { return block_params_tp(m, tp, model_block_moe(m, l)); }
+
+int model_moe_blocks_below(const model *m, int l)
+{
+    int n = 0;
+    for (int i = 0; i < l && i < m->layers; i++)
+        n += model_block_moe(m, i);
+    return n;
+}
+
+int model_first_block(const model *m, bool moe)
+{
+    for (int l = 0; l < m->layers; l++)
+        if (model_block_moe(m, l) == moe) return l;
+    return -1;
+}
 
 uint64_t model_expert_params_tp(const model *m, int tp)
 {

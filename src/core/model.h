@@ -36,6 +36,14 @@ typedef struct model {
     int expert_ffn;   /* moe_intermediate_size (Mixtral: intermediate_size) */
     int shared_ffn;   /* shared_expert_intermediate_size (0: none) */
     int dense_layers; /* first_k_dense_replace: the leading blocks keep a dense MLP of ffn */
+    /* Past them, experts in every moe_freq-th block (0 and 1: in every
+     * one): in block l when l % moe_freq == moe_phase. DeepSeek's
+     * moe_layer_freq and Megatron's --moe-layer-freq N count from block 0
+     * (phase 0); Qwen2-MoE's decoder_sparse_step and Llama 4's interleave
+     * step from block N - 1 (phase N - 1). The other blocks keep the
+     * dense MLP of ffn. */
+    int moe_freq;
+    int moe_phase;
     /* Multi-head latent attention (DeepSeek-V2/V3's MLA; 0: GQA): Q through
      * a rank-q_lora latent (0: one projection), K and V up from a shared
      * rank-kv_lora latent, per head qk_nope + qk_rope dims for Q and K and
@@ -98,9 +106,24 @@ int model_resolve(const char *spec, model *m, char err[LOONG_ERRLEN]);
 int model_validate(const model *m, char err[LOONG_ERRLEN]);
 
 /* Whether the blocks' MLPs are mixtures of experts, and whether block l's
- * is (the first dense_layers keep a dense one). */
+ * is (the first dense_layers keep a dense one, and past them the blocks
+ * off the moe_freq pattern). */
 static inline bool model_moe(const model *m) { return m->experts > 0; }
-static inline bool model_block_moe(const model *m, int l) { return m->experts > 0 && l >= m->dense_layers; }
+static inline bool model_block_moe(const model *m, int l)
+{
+    return m->experts > 0 && l >= m->dense_layers && (m->moe_freq <= 1 || l % m->moe_freq == m->moe_phase);
+}
+/* Whether experts and dense MLPs interleave past the dense leading blocks
+ * (moe_freq > 1). */
+static inline bool model_moe_interleaved(const model *m) { return m->experts > 0 && m->moe_freq > 1; }
+/* The blocks among the first l (0 <= l <= layers) whose MLP is a mixture
+ * of experts: block l's index among the expert blocks when it is one. */
+int model_moe_blocks_below(const model *m, int l);
+/* The blocks whose MLP is a mixture of experts (0 for a dense model). */
+static inline int model_moe_blocks(const model *m) { return model_moe_blocks_below(m, m->layers); }
+/* The first block whose MLP is (moe) or is not a mixture of experts; -1
+ * when none is. */
+int model_first_block(const model *m, bool moe);
 /* Whether attention is multi-head latent attention (MLA). */
 static inline bool model_mla(const model *m) { return m->kv_lora > 0; }
 /* The width of one head of V and of attention's output: v_dim under MLA,

@@ -147,9 +147,11 @@ static const hf_family *hf_family_of(const json_t *j)
 /* A mixture of experts' keys (transformers' MixtralConfig,
  * Qwen2MoeConfig, Qwen3MoeConfig, DeepseekV2Config, DeepseekV3Config):
  * the experts, top-k and expert width (Mixtral's is intermediate_size,
- * its dense one), the shared experts' width, the dense leading layers.
- * Experts every N-th layer (decoder_sparse_step, moe_layer_freq) or dense
- * layers listed by index (mlp_only_layers) are refused. */
+ * its dense one), the shared experts' width, the dense leading layers,
+ * and experts every N-th layer: DeepSeek's moe_layer_freq in the blocks
+ * l % N == 0 (modeling_deepseek.py), Qwen's decoder_sparse_step in the
+ * blocks (l + 1) % N == 0 (modeling_qwen2_moe.py). Dense layers listed by
+ * index (mlp_only_layers) are refused. */
 static int hf_experts(const json_t *j, model *m, const char *file, char err[LOONG_ERRLEN])
 {
     for (size_t i = 0; i < sizeof expert_keys / sizeof *expert_keys && !m->experts; i++)
@@ -165,16 +167,25 @@ static int hf_experts(const json_t *j, model *m, const char *file, char err[LOON
         hf_int(j, "decoder_sparse_step", 1, &step, file, err) < 0 ||
         hf_int(j, "moe_layer_freq", 1, &freq, file, err) < 0)
         return -1;
-    long long width = (long long)shared * m->expert_ffn; /* each up to 2^30 */
+    long long width = (long long)shared * m->expert_ffn;            /* each up to 2^30 */
     if (shared) m->shared_ffn = width <= 1 << 24 ? (int)width : -1; /* model_validate names it out of range */
-    if (step != 1 || freq != 1 || (only && json_array_size(only) > 0)) {
+    if (only && json_array_size(only) > 0) {
         snprintf(err, LOONG_ERRLEN,
-                 "%s: experts in every N-th layer (decoder_sparse_step, moe_layer_freq) or dense layers by index "
-                 "(mlp_only_layers) are not modelled: loong's mixtures have experts in every block past "
-                 "first_k_dense_replace",
+                 "%s: dense layers listed by index (mlp_only_layers) are not modelled: loong's dense blocks lead "
+                 "(first_k_dense_replace) or recur every N-th block (decoder_sparse_step, moe_layer_freq)",
                  file);
         return -1;
     }
+    if (step != 1 && freq != 1) {
+        snprintf(err, LOONG_ERRLEN,
+                 "%s: decoder_sparse_step (%d) and moe_layer_freq (%d) both set the experts' period: "
+                 "keep one",
+                 file, step, freq);
+        return -1;
+    }
+    m->moe_freq = step != 1 ? step : freq;
+    m->moe_phase = step > 1 ? step - 1 : 0; /* model_validate names a period out of range */
+    if (m->moe_freq == 1) m->moe_freq = 0;
     return 0;
 }
 

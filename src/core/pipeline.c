@@ -116,7 +116,7 @@ uint64_t pipe_head_params(const config *c, int stage)
 
 uint64_t pipe_stage_block_params(const config *c, int stage)
 {
-    if (c->model.dense_layers == 0) /* every block alike */
+    if (c->model.dense_layers == 0 && !model_moe_interleaved(&c->model)) /* every block alike */
         return (uint64_t)pipe_stage_layers(c, stage) * model_layer_params_tp(&c->model, c->tp);
     uint64_t n = 0;
     for (int l = 0; l < c->model.layers; l++)
@@ -133,7 +133,7 @@ int pipe_stage_moe_blocks(const config *c, int stage)
 {
     int n = 0;
     for (int l = c->model.dense_layers; model_moe(&c->model) && l < c->model.layers; l++)
-        n += pipe_holds(c, stage, l);
+        n += model_block_moe(&c->model, l) && pipe_holds(c, stage, l);
     return n;
 }
 

@@ -49,11 +49,13 @@ void stats_compute(const dag *g, rank_stats *out)
     }
 }
 
-/* One block's weights at tp 1, dense or a mixture of experts'. */
+/* One block's weights at tp 1, dense or a mixture of experts' (0 when the
+ * model has no block of that kind). */
 static uint64_t block_params(const model *m, bool moe)
 {
-    int l = moe ? m->layers - 1 : 0; /* a block of that kind: MoE ones follow the dense_layers */
-    return moe || !model_moe(m) || m->dense_layers ? model_block_params_tp(m, 1, l) : 0;
+    if (!model_moe(m)) return moe ? 0 : model_block_params_tp(m, 1, 0);
+    int l = model_first_block(m, moe);
+    return l < 0 ? 0 : model_block_params_tp(m, 1, l);
 }
 
 double stats_model_flops(const config *c)
@@ -74,7 +76,7 @@ double stats_model_flops(const config *c)
     double hid = m->hidden, norms = (double)(2 * (uint64_t)m->hidden + model_layer_bias_params_tp(m, 1));
     double wd = (double)block_params(m, false) - norms;
     double wm = (double)block_params(m, true) - norms + (double)m->top_k * 3 * hid * m->expert_ffn;
-    int nm = model_moe(m) ? m->layers - m->dense_layers : 0, nd = m->layers - nm;
+    int nm = model_moe_blocks(m), nd = m->layers - nm;
     /* in floating point: m micro-batches of a 405B model pass 2^64 */
     return c->micro_batches *
            (nd * (6 * B * S * wd + 3 * attn_fwd) + nm * (6 * B * S * wm + 3 * attn_fwd) + 6 * B * S * hid * m->vocab);

@@ -217,7 +217,7 @@ static double *ref_experts_at(const ref_model *r, double *base, int l)
 {
     const model *m = &r->x->c->model;
     return base + xr_full_off(r->x, r->L + 1) +
-           (size_t)(l - m->dense_layers) * (size_t)m->experts * xr_expert_floats(r->x);
+           (size_t)model_moe_blocks_below(m, l) * (size_t)m->experts * xr_expert_floats(r->x);
 }
 
 static double *ref_alloc(size_t n) { return xmalloc(n * sizeof(double), "the --check reference"); }
@@ -600,8 +600,8 @@ static void put_stage_experts(const xr *x, int r, const float *mine, float *full
     const model *m = &x->c->model;
     int s = pipe_stage(x->c, r), local = config_ep_local_experts(x->c), first = config_ep_rank(x->c, r) * local;
     size_t ef = xr_expert_floats(x), at = xr_full_off(x, x->L + 1);
-    for (int l = m->dense_layers, i = 0; l < x->L; l++, i++)
-        if (pipe_holds(x->c, s, l))
+    for (int l = m->dense_layers, i = 0; l < x->L; i += model_block_moe(m, l), l++)
+        if (model_block_moe(m, l) && pipe_holds(x->c, s, l))
             memcpy(full + at + ((size_t)i * (size_t)m->experts + (size_t)first) * ef,
                    mine + (size_t)i * (size_t)local * ef, (size_t)local * ef * sizeof *full);
 }
@@ -736,7 +736,7 @@ static void block_rows(const xr *x, int l, const float *g, const double *ref, st
         f = (size_t)m->shared_ffn;
         memcpy(mlp, shared, sizeof mlp);
         size_t ef = xr_expert_floats(x),
-               at = xr_full_off(x, x->L + 1) + (size_t)(l - m->dense_layers) * (size_t)m->experts * ef;
+               at = xr_full_off(x, x->L + 1) + (size_t)model_moe_blocks_below(m, l) * (size_t)m->experts * ef;
         for (int e = 0; e < m->experts; e++) {
             char name[24];
             snprintf(name, sizeof name, "dW_expert%d", e);

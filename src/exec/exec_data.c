@@ -195,13 +195,14 @@ static void point_block(const xr *x, layer_w *w, int l, float *p)
 static void alloc_experts(xr *x, bool *ok)
 {
     size_t each = (size_t)config_ep_local_experts(x->c) * xr_expert_floats(x), P = (size_t)x->P;
-    x->ecount = each * (size_t)(x->L - x->c->model.dense_layers);
+    x->ecount = each * (size_t)model_moe_blocks_below(&x->c->model, x->L);
     x->epad = (x->ecount + P - 1) / P * P;
     x->ebuf = dalloc(x, x->epad, ok);
     x->egbuf = dalloc(x, x->epad, ok);
-    for (int l = x->c->model.dense_layers, i = 0; *ok && l < x->L; l++, i++) {
+    for (int l = x->c->model.dense_layers, i = 0; *ok && l < x->L; l++) {
+        if (!model_block_moe(&x->c->model, l)) continue;
         x->ly[l].w.experts = x->ebuf + (size_t)i * each;
-        x->ly[l].gw.experts = x->egbuf + (size_t)i * each;
+        x->ly[l].gw.experts = x->egbuf + (size_t)i++ * each;
     }
 }
 
@@ -485,9 +486,10 @@ static int put_local_experts(xr *x, const float *full)
     size_t each = (size_t)local * xr_expert_floats(x), E = (size_t)x->c->model.experts;
     int rc = 0;
     const float *experts = full + xr_full_off(x, x->L + 1);
-    for (int l = x->c->model.dense_layers, i = 0; rc == 0 && l < x->L; l++, i++)
-        rc = (int)x->ops->put(x->dev, x->ly[l].w.experts,
-                              experts + ((size_t)i * E + (size_t)first) * xr_expert_floats(x), each);
+    for (int l = x->c->model.dense_layers, i = 0; rc == 0 && l < x->L; l++)
+        if (model_block_moe(&x->c->model, l))
+            rc = (int)x->ops->put(x->dev, x->ly[l].w.experts,
+                                  experts + ((size_t)i++ * E + (size_t)first) * xr_expert_floats(x), each);
     return rc;
 }
 

@@ -185,7 +185,7 @@ int xr_ep_alloc(xr *x, char err[LOONG_ERRLEN])
                         .ep = x->c->ep,
                         .me = config_ep_rank(x->c, x->rank),
                         .n = x->T * m->top_k,
-                        .nroutes = x->L - m->dense_layers};
+                        .nroutes = model_moe_blocks_below(m, x->L)};
     int *mem = xmalloc_array((size_t)t->ep, sizeof *mem, "the routing");
     int32_t *scratch = xmalloc_array(3 * (size_t)t->n, sizeof *scratch, "the routing");
     t->routes = xcalloc((size_t)t->nroutes, sizeof *t->routes, "the routing");
@@ -198,12 +198,13 @@ int xr_ep_alloc(xr *x, char err[LOONG_ERRLEN])
     for (int i = 0; i < t->n; i++)
         scratch[i] = i / t->k;
     t->tok = put_table(x, scratch, (size_t)t->n, &ok);
-    for (int i = 0; ok && i < t->nroutes; i++)
-        route_block(x, &t->routes[i], m->dense_layers + i, mem, mutate, scratch, &ok);
+    for (int l = 0, i = 0; ok && l < x->L; l++)
+        if (model_block_moe(m, l)) route_block(x, &t->routes[i++], l, mem, mutate, scratch, &ok);
     for (int k = 0; ok && k < x->mbs; k++)
         for (int l = m->dense_layers; ok && l < x->L; l++) {
+            if (!model_block_moe(m, l)) continue;
             layer_ep *b = &t->layers[(size_t)k * (size_t)x->L + (size_t)l];
-            alloc_block(x, b, &t->routes[l - m->dense_layers], &ok);
+            alloc_block(x, b, &t->routes[model_moe_blocks_below(m, l)], &ok);
             x->ly_all[(size_t)k * ((size_t)x->L + 1) + (size_t)l].ep = b;
         }
     free(mem), free(scratch);

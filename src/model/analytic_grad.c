@@ -65,8 +65,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
     const model *md = &c->model;
     /* the experts' gradients go over their own group (analytic_ep.c) */
     uint64_t lp = model_layer_params_tp(md, c->tp),
-             all = model_params_tp(md, c->tp) -
-                   (uint64_t)(md->layers - md->dense_layers) * model_expert_params_tp(md, c->tp),
+             all = model_params_tp(md, c->tp) - (uint64_t)model_moe_blocks(md) * model_expert_params_tp(md, c->tp),
              hp = model_head_params_tp(md, c->tp);
     int gb = config_grad_bytes(c), pb = c->act_bytes; /* gradients, parameters */
     dpcost k = {analytic_grad_coll(c, n, g, N, lp, true, gb),
@@ -79,7 +78,7 @@ dpcost analytic_grad_costs(const config *c, const platform_spec *n)
                 analytic_grad_coll(c, n, g, N, all, false, pb),
                 multinode};
     free(g);
-    int L = c->model.layers - c->model.dense_layers; /* the blocks with experts */
+    int L = model_moe_blocks(&c->model); /* the blocks with experts */
     k.ar_layer += analytic_ep_grad(c, n, 1, true, gb);
     k.rs_layer += analytic_ep_grad(c, n, 1, false, gb);
     k.rs_all += analytic_ep_grad(c, n, L, false, gb);

@@ -287,14 +287,14 @@ static double a2a_units(const dag *g, const dag_task *t)
 
 /* Tasks and work units of c with `per` layers in each stage chunk and `m`
  * micro-batches (NAN in both when it cannot be built). Every block keeps
- * the model's experts: a dense leading block (first_k_dense_replace, which
- * would not fit in so few layers) has fewer tasks, so the estimate errs
- * high. */
+ * the model's experts: a dense block (first_k_dense_replace's, which would
+ * not fit in so few layers, or one between the expert blocks) has fewer
+ * tasks, so the estimate errs high. */
 static plan_sim_size size_of(const config *c, int per, int m, mesh_dims folded)
 {
     config s = *c;
     s.model.layers = per * c->pp * c->vpp;
-    s.model.dense_layers = 0;
+    s.model.dense_layers = s.model.moe_freq = s.model.moe_phase = 0;
     s.pp_first = s.pp_last = 0;
     s.pp_embed_slot = s.pp_loss_slot = false;
     s.micro_batches = m;

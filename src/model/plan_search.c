@@ -19,6 +19,10 @@ int plan_search_block(int n, int r, int size) { return (int)((long long)n * r / 
  * (first_k_dense_replace): loong sim --compose composes over the others. */
 static int dense_blocks(const config *c) { return c->model.experts > 0 ? c->model.dense_layers : 0; }
 
+/* Whether the expert blocks interleave with dense ones (moe_layer_freq):
+ * loong sim --compose then simulates every layer. */
+static bool interleaved(const config *c) { return model_moe_interleaved(&c->model); }
+
 /* Whether c's step composes exactly from 1- and 2-layer runs: scope step,
  * ZeRO-1, L >= 3, one stage, one micro-batch, identical layers. Under ZeRO
  * 0, 2 and 3 the per-layer gradient collectives overlap a number of layers
@@ -26,7 +30,7 @@ static int dense_blocks(const config *c) { return c->model.experts > 0 ? c->mode
 static bool compose_exact(const config *c)
 {
     return c->scope == SCOPE_STEP && c->zero == 1 && c->model.layers >= 3 && c->pp == 1 && c->micro_batches == 1 &&
-           recompute_layers_alike(c) && dense_blocks(c) == 0;
+           recompute_layers_alike(c) && dense_blocks(c) == 0 && !interleaved(c);
 }
 
 /* T(L) from T(1) = one and T(2) = two. */
@@ -38,8 +42,9 @@ plan_compose plan_compose_mode(const config *c, bool full_layers)
     /* stages: every layer, and the micro-batches composed where their search costs less than the step's */
     if (c->pp > 1) return c->micro_batches > pipe_mb_search_cost(c) ? PLAN_PERIOD : PLAN_EVERY_LAYER;
     if (compose_exact(c)) return PLAN_TWO_LAYERS;
-    /* blocks that re-run different ones (full's groups): only micro-batches compose */
-    return recompute_layers_alike(c) || c->micro_batches > 1 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
+    /* blocks that re-run different ones (full's groups) or alternate dense
+     * and expert MLPs: only micro-batches compose */
+    return (recompute_layers_alike(c) && !interleaved(c)) || c->micro_batches > 1 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
 }
 
 /* The layers run k of a layout simulates: 1 or 2 (composed); under
@@ -51,7 +56,7 @@ static int run_layers(plan_compose m, int k, const config *c)
 {
     if (m == PLAN_TWO_LAYERS) return 1 + k;
     int d = dense_blocks(c), L = c->model.layers;
-    bool layers = m == PLAN_PERIOD && c->pp == 1 && c->zero == 1 && recompute_layers_alike(c);
+    bool layers = m == PLAN_PERIOD && c->pp == 1 && c->zero == 1 && recompute_layers_alike(c) && !interleaved(c);
     return layers && 2 * d + 3 < L ? 2 * d + 3 : L;
 }
 
