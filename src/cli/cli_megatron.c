@@ -288,9 +288,13 @@ static int read_layer_freq(mg_args *g, model *m, char err[LOONG_ERRLEN])
         return 0;
     }
     unsigned char *pat = xmalloc_array((size_t)m->layers + 1, 1, "the --moe-layer-freq pattern");
-    pylist p = {s, pat, 0, m->layers, true, false};
+    size_t len = strlen(s);
+    bool quoted =
+        len >= 2 && (s[0] == '\'' || s[0] == '"') && s[len - 1] == s[0]; /* "'([1]*48)'", as slime writes it */
+    pylist p = {s + quoted, pat, 0, m->layers, true, false};
     py_expr(&p);
     py_space(&p);
+    if (quoted && *p.s == s[0]) p.s++;
     bool ok = p.ok && !*p.s && p.n == m->layers;
     const char *why = p.over || (p.ok && !*p.s && p.n != m->layers) ? "does not have one entry per layer"
                       : !ok ? "is not a list of 0 and 1 written with [ ], +, * and ( )"

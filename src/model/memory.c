@@ -65,7 +65,9 @@ static double moe_activations(const config *c, const dims *k, double swiglu)
     return probs + in + swiglu * rows * f + back + swiglu * k->T * (double)config_ep_shared_ffn(c);
 }
 
-double memory_layer_activations(const config *c, recompute_kind policy)
+/* A block's activations under policy: an expert block's (moe) or a dense
+ * one's. */
+static double block_activations(const config *c, bool moe, recompute_kind policy)
 {
     dims k = dims_of(c);
     double x = k.Tr * k.hid * k.a;
@@ -83,7 +85,7 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     if (policy == RECOMPUTE_FULL) return x;
     if (policy == RECOMPUTE_SCPP) return x + o + lse;
     double swiglu = fp8 ? 2 * k.a + 1 : 3 * k.a;
-    double qkv = k.T * k.qkv * k.d * k.a, mlp = config_moe(c) ? moe_activations(c, &k, swiglu) : swiglu * k.T * k.ffn;
+    double qkv = k.T * k.qkv * k.d * k.a, mlp = moe ? moe_activations(c, &k, swiglu) : swiglu * k.T * k.ffn;
     double os = c->p_head > 1 || fp8 ? k.T * k.H * k.d * (fp8 ? 1 : k.a) : 0; /* P_h = 1 aliases O */
     double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0;    /* head-sharded q|kv */
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
@@ -97,6 +99,28 @@ double memory_layer_activations(const config *c, recompute_kind policy)
     /* the MLP keeps its input h; its fused norm's output and SwiGLU go */
     if (c->recompute_modules & RECOMPUTE_MOD_MLP) kept -= xq + mlp;
     return kept;
+}
+
+double memory_layer_activations(const config *c, recompute_kind policy)
+{
+    return block_activations(c, config_moe(c), policy);
+}
+
+double memory_block_activations(const config *c, int l, recompute_kind policy)
+{
+    return block_activations(c, model_block_moe(&c->model, l), policy);
+}
+
+/* The mean over the blocks `stage` holds of their activations under
+ * policy, and (*most) the largest block's: a mixture of experts' dense
+ * blocks keep less than its expert blocks. */
+static double stage_block_activations(const config *c, int stage, recompute_kind policy, double *most)
+{
+    double moe = block_activations(c, config_moe(c), policy), dense = block_activations(c, false, policy);
+    int n = pipe_stage_layers(c, stage), e = config_moe(c) ? pipe_stage_moe_blocks(c, stage) : n;
+    *most = e > 0 ? moe : dense;
+    if (e == n || n == 0) return moe; /* every block alike: as it is, not a mean that rounds */
+    return e == 0 ? dense : (e * moe + (n - e) * dense) / n;
 }
 
 double memory_attention_buffers(const config *c)
@@ -302,7 +326,9 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     out->stage = stage;
     int n = pipe_chunk_layers(c, stage), reruns, inputs, group;
     recompute_chunk(c, n, &reruns, &inputs, &group);
-    double none = memory_layer_activations(c, RECOMPUTE_NONE), kept = memory_layer_activations(c, c->recompute);
+    double none_most, kept_most;
+    double none = stage_block_activations(c, stage, RECOMPUTE_NONE, &none_most),
+           kept = stage_block_activations(c, stage, c->recompute, &kept_most);
     /* full: the checkpointed inputs and the blocks not re-run (block method) */
     double chunk = c->recompute == RECOMPUTE_FULL ? inputs * kept + (n - reruns) * none : n * kept;
     out->act_per_layer = chunk / n;
@@ -310,7 +336,7 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out)
     out->activations = pipe_peak_layers_in_flight(c, stage) * out->act_per_layer;
     /* the gradients of one block, and what a re-run regenerates beside what
      * it kept: group blocks' activations at once (uniform's N) */
-    out->working = none + (group > 0 ? group * none - kept : 0);
+    out->working = none_most + (group > 0 ? group * none_most - kept_most : 0);
     /* sequence parallelism: a layer's backward holds two gathered (T, hidden)
      * tensors at once (the input re-gathered and the output gradient) */
     out->working += memory_sp_gathered(c);

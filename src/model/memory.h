@@ -216,6 +216,9 @@ void memory_estimate_stage(const config *c, int stage, memory_estimate *out);
  * c's recompute modules (the table above; full: its input), exposed for
  * tests. */
 double memory_layer_activations(const config *c, recompute_kind policy);
+/* The same for block l: a mixture of experts' dense blocks
+ * (first_k_dense_replace, moe_layer_freq) keep a dense MLP's. */
+double memory_block_activations(const config *c, int l, recompute_kind policy);
 
 /* --precision fp8-*, mxfp8: the FP8 copies Transformer Engine keeps of the
  * stage's block weights for the step (its weight cache over the

@@ -106,8 +106,9 @@ static void block_terms(const config *c, int stage, double *kept, double *regen)
             rerun[first + j] = 1;
         if (n > 0) keeper[first] = 1;
     }
-    double none = memory_layer_activations(c, RECOMPUTE_NONE), policy = memory_layer_activations(c, c->recompute);
     for (int l = 0; l < L; l++) {
+        double none = memory_block_activations(c, l, RECOMPUTE_NONE),
+               policy = memory_block_activations(c, l, c->recompute);
         kept[l] = !rerun[l] ? none : c->recompute == RECOMPUTE_FULL && !keeper[l] ? 0 : policy;
         regen[l] = rerun[l] ? none - kept[l] : 0;
     }
@@ -149,7 +150,7 @@ static void rank_events(const dag *g, const double *start, const double *dur, in
     ev_push(ev, 0, MT_WORKSPACE, e.workspace);
     double *kept = xmalloc_array(2 * (size_t)L, sizeof *kept, "the memory timeline"), *regen = kept + L;
     block_terms(c, stage, kept, regen);
-    double grads = memory_layer_activations(c, RECOMPUTE_NONE) + memory_sp_gathered(c);
+    double sp = memory_sp_gathered(c);
     double buffers = memory_attention_buffers(c), logits = memory_lm_head_bytes(c);
     for (int k = 0; k < M; k++) {
         if (span_set(&head[k])) ev_live(ev, head[k].a, head[k].b, MT_LM_HEAD, logits);
@@ -160,7 +161,7 @@ static void rank_events(const dag *g, const double *start, const double *dur, in
             double end = p[PH_BWD].b;
             ev_live(ev, p[PH_FWD].a, end, MT_ACTIVATIONS, kept[l]);
             if (span_set(&p[PH_RC])) ev_live(ev, p[PH_RC].a, end, MT_RECOMPUTE, regen[l]);
-            ev_live(ev, p[PH_BWD].a, end, MT_GRADIENTS, grads);
+            ev_live(ev, p[PH_BWD].a, end, MT_GRADIENTS, memory_block_activations(c, l, RECOMPUTE_NONE) + sp);
             for (int ph = 0; ph < PH_N; ph++)
                 if (span_set(&at[ph])) ev_live(ev, at[ph].a, at[ph].b, MT_ATTENTION, buffers);
         }
