@@ -108,22 +108,30 @@ static bool same(double x, double y) { return fabs(x - y) <= COMPOSE_TOL * fmax(
 
 #define COMPOSE_MAX_K 16
 
+/* The blocks one step of the composition adds: 1, or the period of a
+ * mixture whose expert blocks alternate with dense ones (moe_layer_freq). */
+static int period_blocks(const config *c) { return model_moe_interleaved(&c->model) ? c->model.moe_freq : 1; }
+
 /* The layer count k from which one more layer adds a constant: three equal
  * increments ending at k, confirmed by the prediction of k + 3 layers.
  * Under ZeRO-1 k = 2 by construction (sim_child.h). A model whose first d
  * blocks are dense before its experts (first_k_dense_replace) composes
  * over the expert blocks: every count then keeps the d dense ones, and k
- * is d + 2, or from d + 4 on. The search never simulates more layers in
- * all than the full step has. 0 when no period is found within that,
- * below COMPOSE_MAX_K past the dense blocks; -1 on a failed child. */
+ * is d + 2, or from d + 4 on. With experts every N-th block past them
+ * (moe_layer_freq, ZeRO-1 only) one period of N blocks adds a constant:
+ * k = d + 2N + r, where r = (L - d) % N blocks close the step as they
+ * close each run (a block's kind follows its index). The search never
+ * simulates more layers in all than the full step has. 0 when no period
+ * is found within that, below COMPOSE_MAX_K past the dense blocks; -1 on
+ * a failed child. */
 static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
 {
     const model *md = &lr->c->model;
-    int d = md->experts > 0 ? md->dense_layers : 0;
+    int d = md->experts > 0 ? md->dense_layers : 0, N = period_blocks(lr->c), r = (L - d) % N;
     if (lr->c->zero == 1) {
-        if (d + 3 > L) /* composing would simulate more layers than the step has */
+        if (d + 2 * N + r >= L) /* composing would simulate more layers than the step has */
             return snprintf(lr->why, sizeof lr->why, "%d dense and %d expert blocks are too few", d, L - d), 0;
-        return at_layers(lr, d + 1, err) && at_layers(lr, d + 2, err) ? d + 2 : -1;
+        return at_layers(lr, d + N + r, err) && at_layers(lr, d + 2 * N + r, err) ? d + 2 * N + r : -1;
     }
     snprintf(lr->why, sizeof lr->why,
              "a period is looked for from 4 layers on, confirmed 3 layers further: %d layers "
@@ -160,8 +168,8 @@ static int find_period(layer_runs *lr, int L, char err[LOONG_ERRLEN])
 }
 
 /* Layers over which the composition averages one layer's increment: one
- * under ZeRO-1 (exact), the three equal ones of the period search. */
-static int period_span(const config *c) { return c->zero == 1 ? 1 : 3; }
+ * period under ZeRO-1 (exact), the three equal ones of the period search. */
+static int period_span(const config *c) { return c->zero == 1 ? period_blocks(c) : 3; }
 
 /* One step composed over its layers (at a given micro-batch count): the
  * step, its exposed communication, the layer k of its period (0: every
@@ -183,12 +191,13 @@ static int compose_layers(const sim_args *a, const cli_config *cc, const config 
     for (int i = 0; i <= L; i++)
         lr.r[i].step = -1;
     /* stages, or blocks that re-run different ones: nothing to compose over the layers, all simulated */
-    const char *differ = c->pp > 1 ? "the pipeline's stages hold different layers"
-                         : model_moe_interleaved(&c->model)
-                             ? "the expert blocks alternate with dense ones (moe_layer_freq)"
-                         : recompute_layers_alike(c) ? NULL
-                                                     : "full recompute's uniform groups of N > 1 or block method on "
-                                                       "part of the layers re-run different blocks";
+    const char *differ =
+        c->pp > 1 ? "the pipeline's stages hold different layers"
+        : model_moe_interleaved(&c->model) && c->zero != 1
+            ? "the expert blocks alternate with dense ones (moe_layer_freq): composed under ZeRO-1 only"
+        : recompute_layers_alike(c) ? NULL
+                                    : "full recompute's uniform groups of N > 1 or block method on "
+                                      "part of the layers re-run different blocks";
     int k = differ ? 0 : find_period(&lr, L, err), rc = 0;
     if (differ) snprintf(lr.why, sizeof lr.why, "%s", differ);
     if (k == 0 && !differ && !a->quiet && cli_now() - lr.started >= 5)
@@ -322,16 +331,17 @@ static void write_compose_table(FILE *f, const sim_args *a, const config *c, con
     if (calib) fprintf(f, "# calibration table: %s\n", calib);
     simout_fold_lines(f, a, c);
     fprintf(f, "# platform %s; ", a->platform);
-    int j = period_span(c); /* the increments averaged */
-    char mbs[48] = "";      /* the layers composed at the micro-batch period's count */
+    int j = period_span(c);      /* the increments averaged */
+    char mbs[48] = "", over[16]; /* the layers composed at the micro-batch period's count; the span */
+    snprintf(over, sizeof over, " / %d", j);
     if (cp->km > 0) snprintf(mbs, sizeof mbs, " at %d micro-batches", cp->km);
     if (k > 0)
         fprintf(f,
-                "composed from simulations of %d and %d layers (%.6f s%s), one layer adding a constant from there%s:\n"
+                "composed from simulations of %d and %d layers (%.6f s%s), one %s adding a constant from there%s:\n"
                 "#   T(L) = T(%d) + (L - %d) (T(%d) - T(%d))%s with L = %d\n",
-                k - j, k, cp->ls.tk, mbs,
+                k - j, k, cp->ls.tk, mbs, period_blocks(c) > 1 ? "period of dense and expert blocks" : "layer",
                 c->zero == 1 ? " (ZeRO-1: by construction)" : " (3 increments equal to 0.1 %, checked 3 layers on)", k,
-                k, k, k - j, j > 1 ? " / 3" : "", L);
+                k, k, k - j, j > 1 ? over : "", L);
     else
         fprintf(f, "no period found (%s): all %d layers simulated\n", cp->ls.why, L);
     if (cp->km > 0) {
@@ -446,10 +456,10 @@ int sim_compose(const sim_args *a, const cli_config *cc, const config *c)
         return cli_fail("sim", "--compose learns a step from identical layers or micro-batches, and full recompute's "
                                "uniform groups of N > 1 or block method on part of the layers differ: drop --compose, "
                                "or give --micro-batches M > 1 (they compose)");
-    if (c->micro_batches == 1 && model_moe_interleaved(&c->model))
+    if (c->micro_batches == 1 && model_moe_interleaved(&c->model) && c->zero != 1)
         return cli_fail("sim", "--compose learns a step from identical layers or micro-batches, and this model's "
-                               "expert blocks alternate with dense ones (moe_layer_freq): drop --compose, or give "
-                               "--micro-batches M > 1 (they compose)");
+                               "expert blocks alternate with dense ones (moe_layer_freq), which compose under "
+                               "--zero 1 only: drop --compose, give --zero 1, or --micro-batches M > 1 (they compose)");
     sim_outputs out;
     if (simout_open(a, &out, err) < 0) return cli_fail("sim", "%s", err);
     composition cp;

@@ -20,7 +20,8 @@ int plan_search_block(int n, int r, int size) { return (int)((long long)n * r / 
 static int dense_blocks(const config *c) { return c->model.experts > 0 ? c->model.dense_layers : 0; }
 
 /* Whether the expert blocks interleave with dense ones (moe_layer_freq):
- * loong sim --compose then simulates every layer. */
+ * loong sim --compose then composes periods of moe_freq blocks, under
+ * ZeRO-1 only. */
 static bool interleaved(const config *c) { return model_moe_interleaved(&c->model); }
 
 /* Whether c's step composes exactly from 1- and 2-layer runs: scope step,
@@ -42,22 +43,25 @@ plan_compose plan_compose_mode(const config *c, bool full_layers)
     /* stages: every layer, and the micro-batches composed where their search costs less than the step's */
     if (c->pp > 1) return c->micro_batches > pipe_mb_search_cost(c) ? PLAN_PERIOD : PLAN_EVERY_LAYER;
     if (compose_exact(c)) return PLAN_TWO_LAYERS;
-    /* blocks that re-run different ones (full's groups) or alternate dense
-     * and expert MLPs: only micro-batches compose */
-    return (recompute_layers_alike(c) && !interleaved(c)) || c->micro_batches > 1 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
+    /* blocks that re-run different ones (full's groups), or alternate dense
+     * and expert MLPs beside per-layer gradient collectives: only
+     * micro-batches compose */
+    bool layers = recompute_layers_alike(c) && (!interleaved(c) || c->zero == 1);
+    return layers || c->micro_batches > 1 ? PLAN_PERIOD : PLAN_EVERY_LAYER;
 }
 
 /* The layers run k of a layout simulates: 1 or 2 (composed); under
  * loong sim --compose, at ZeRO-1 the d dense blocks and 1, then 2 expert
- * or other blocks (2 d + 3 in all), else at most all L (its period search
- * simulates at most L layers in all, and when it finds no period, one run
- * of L); else all L. */
+ * or other blocks (2 d + 3 in all; with experts every N-th block, 1 then 2
+ * periods and the r = (L - d) % N blocks left, 2 d + 3 N + 2 r), else at
+ * most all L (its period search simulates at most L layers in all, and
+ * when it finds no period, one run of L); else all L. */
 static int run_layers(plan_compose m, int k, const config *c)
 {
     if (m == PLAN_TWO_LAYERS) return 1 + k;
-    int d = dense_blocks(c), L = c->model.layers;
-    bool layers = m == PLAN_PERIOD && c->pp == 1 && c->zero == 1 && recompute_layers_alike(c) && !interleaved(c);
-    return layers && 2 * d + 3 < L ? 2 * d + 3 : L;
+    int d = dense_blocks(c), L = c->model.layers, N = interleaved(c) ? c->model.moe_freq : 1, r = (L - d) % N;
+    bool layers = m == PLAN_PERIOD && c->pp == 1 && c->zero == 1 && recompute_layers_alike(c);
+    return layers && 2 * d + 3 * N + 2 * r < L ? 2 * d + 3 * N + 2 * r : L;
 }
 
 /* The micro-batch counts a layout's run simulates, one child each: under
