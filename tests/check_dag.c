@@ -611,17 +611,17 @@ START_TEST(moe_params)
     static const struct {
         const char *name;
         double total, active;
-    } want[] = {{"qwen3-30b-a3b", 30.5e9, 3.3e9},
-                {"qwen3-235b-a22b", 235e9, 22e9},
-                {"mixtral-8x7b", 46.7e9, 12.9e9},
-                {"deepseek-v2", 236e9, 21e9},
-                {"deepseek-v3", 671e9, 37e9}};
+    } want[] = {{"qwen3-30b-a3b", 30.5e9, 3.3e9}, {"qwen3-235b-a22b", 235e9, 22e9}, {"mixtral-8x7b", 46.7e9, 12.9e9},
+                {"deepseek-v2", 236e9, 21e9},     {"deepseek-v3", 671e9, 37e9},     {"kimi-k2", 1.04e12, 32.6e9}};
     model m;
     char err[LOONG_ERRLEN];
     ck_assert_int_eq(model_preset(want[_i].name, &m, err), 0);
     double total = (double)model_params(&m);
     double active = total - (double)(m.layers - m.dense_layers) * (m.experts - m.top_k) * 3.0 * m.hidden * m.expert_ffn;
-    ck_assert_msg(fabs(total / want[_i].total - 1) < 0.01, "%s: %.4g params", want[_i].name, total);
+    /* Kimi K2's report gives 1.04T where its config.json's shapes (no
+     * multi-token prediction layer) give 1.026T: 1.3 % */
+    double tol = strcmp(want[_i].name, "kimi-k2") ? 0.01 : 0.015;
+    ck_assert_msg(fabs(total / want[_i].total - 1) < tol, "%s: %.4g params", want[_i].name, total);
     ck_assert_msg(fabs(active / want[_i].active - 1) < 0.05, "%s: %.4g active", want[_i].name, active);
 }
 END_TEST
@@ -1354,7 +1354,7 @@ static Suite *dag_suite(void)
     tcase_add_loop_test(tc, llama3_params, 0, 2);
     tcase_add_loop_test(tc, moe_closed_forms, 0, 10);
     tcase_add_test(tc, moe_interleaved_blocks);
-    tcase_add_loop_test(tc, moe_params, 0, 5);
+    tcase_add_loop_test(tc, moe_params, 0, 6);
     tcase_add_loop_test(tc, moe_expert_tp, 0, 5);
     tcase_add_loop_test(tc, moe_shared_overlap, 0, 2);
     tcase_add_loop_test(tc, moe_allgather_dispatch, 0, 4);

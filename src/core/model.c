@@ -49,13 +49,17 @@ static const model presets[] = {
      * multi-token prediction module is not counted) */
     DEEPSEEK_PRESET("deepseek-v2", 60, 5120, 128, 12288, 102400, 160, 6, 1536, 2 * 1536, 1),
     DEEPSEEK_PRESET("deepseek-v3", 61, 7168, 128, 18432, 129280, 256, 8, 2048, 2048, 3),
+    /* moonshotai/Kimi-K2-Instruct's config.json: DeepSeek-V3's block with
+     * 64 heads, 384 experts and one dense block (1.026T parameters by
+     * these shapes; its report says 1.04T) */
+    DEEPSEEK_PRESET("kimi-k2", 61, 7168, 64, 18432, 163840, 384, 8, 2048, 2048, 1),
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
 const char *model_preset_names(void)
 {
     return "llama3-8b, llama3-70b, llama3-405b, 7b-mha, 7b-gqa, tiny, mixtral-8x7b, qwen3-30b-a3b, qwen3-235b-a22b, "
-           "tiny-moe, deepseek-v2, deepseek-v3";
+           "tiny-moe, deepseek-v2, deepseek-v3, kimi-k2";
 }
 
 int model_preset(const char *name, model *m, char err[LOONG_ERRLEN])
