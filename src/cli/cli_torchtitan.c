@@ -612,6 +612,10 @@ static void emit_model(tt_out *o, const config *c)
     else
         gap(o, "--model %s (llama3's flavors are 8B, 70B, 405B: register one, or read back with --model)",
             c->model.name);
+    if (model_moe(&c->model)) /* written as llama3 above: its experts, EP and routing are not in the file */
+        gap(o, "a mixture of experts (%d experts, --ep %d): torchtitan runs experts in its own models (deepseek_v3, "
+               "llama4) with [parallelism] expert_parallel_degree; this file is a dense llama3's",
+            c->model.experts, c->ep);
     if (c->precision == PRECISION_MXFP8) line(o, "converters = [\"mx\"]");
     if (c->precision == PRECISION_FP8_CURRENT || c->precision == PRECISION_FP8_DELAYED)
         line(o, "converters = [\"float8\"]");
