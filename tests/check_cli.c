@@ -484,6 +484,10 @@ START_TEST(torchtitan_round_trip)
     run_result r = run_cmd(LOONG " dag --model llama3-8b --mesh 2x2 --strategy usp --zero 3 --format torchtitan");
     ck_assert_msg(r.status == 0 && strstr(r.out, "# not in torchtitan: head parallelism"), "%s", r.out);
     ck_assert_ptr_nonnull(strstr(r.err, "1 knob(s) of this configuration are not torchtitan's"));
+    /* a mixture of experts is not dropped silently */
+    r = run_cmd(LOONG " dag --model tiny-moe --mesh 2 --strategy ulysses --ep 2 --zero 2 --format torchtitan");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "# not in torchtitan: a mixture of experts (8 experts, --ep 2)"),
+                  "%s", r.out);
     /* llama3_8b.toml as published: FSDP over --dp (its shard degree is -1),
      * per-op selective AC as sc++, its other sections listed */
     const char *tt = "--torchtitan-toml " LOONG_SRCDIR "/tests/data/torchtitan/llama3_8b.toml";
