@@ -8,6 +8,7 @@
 
 #include "core/units.h"
 #include "plan_cli.h"
+#include "sim_child.h"
 
 int plan_cli_seconds(const char *s, const char *what, double *out)
 {
@@ -206,7 +207,7 @@ int plan_cli_request(plan_args *a, plan_ctx *x, char err[LOONG_ERRLEN])
     if (!a->platform) a->platform = access(PLAN_DEFAULT_PLATFORM, F_OK) == 0 ? PLAN_DEFAULT_PLATFORM : "dgx-h100-8n";
     if (cli_find_platform(a->platform, a->where, sizeof a->where, err) < 0) return -1;
     a->platform = a->where;
-    if (read_platform(a, x, err) < 0) return -1;
+    if (read_platform(a, x, err) < 0 || sim_child_check_links(a->platform, &a->w, err) < 0) return -1;
     a->foldable = plan_foldable(&x->spec);
     cli_config cc = a->cc;
     char gpn[16];

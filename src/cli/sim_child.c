@@ -206,6 +206,54 @@ int sim_child_run(char *const argv[], const char *what, sim_child_result *res, c
     return sim_child_finish(&ch, status, what, res, err);
 }
 
+/* Whether listing (loong topo --list-links) has a link `name`, or its
+ * _UP and _DOWN halves (sim_whatif.c's find_links). */
+static bool lists_link(const char *listing, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *line = listing; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        line += strspn(line, " ");
+        if (*line == '#') continue;
+        size_t n = strcspn(line, " \n");
+        if ((n == len || (n == len + 3 && !strncmp(line + len, "_UP", 3)) ||
+             (n == len + 5 && !strncmp(line + len, "_DOWN", 5))) &&
+            !strncmp(line, name, len))
+            return true;
+    }
+    return false;
+}
+
+int sim_child_check_links(const char *path, const whatif *w, char err[LOONG_ERRLEN])
+{
+    if (w->nslow == 0 && w->nfail == 0) return 0;
+    char *argv[] = {"loong", "topo", "--list-links", (char *)path, "-o", "-", NULL};
+    sim_child ch;
+    if (sim_child_start(&ch, argv, err) < 0) return -1;
+    int status = 0;
+    while (waitpid(ch.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    char *out = lseek(ch.out, 0, SEEK_SET) == 0 ? slurp(ch.out) : xstrdup("", "a link listing"), line[200];
+    int rc = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        first_line(ch.log, line, sizeof line);
+        snprintf(err, LOONG_ERRLEN, "listing the links of '%s' failed: %s", path, line[0] ? line : "no message");
+        rc = -1;
+    }
+    for (int i = 0; rc == 0 && i < w->nslow + w->nfail; i++) {
+        bool slow = i < w->nslow;
+        const char *name = slow ? w->slow[i].name : w->fail[i - w->nslow].name;
+        if (lists_link(out, name)) continue;
+        snprintf(err, LOONG_ERRLEN,
+                 "%s '%s': platform '%s' has no link of that name: list them with loong topo --list-links %s",
+                 slow ? "--slow-link" : "--fail-link", name, path, path);
+        rc = -1;
+    }
+    free(out);
+    close(ch.out);
+    if (ch.log >= 0) close(ch.log);
+    return rc;
+}
+
 void sim_child_guard(void)
 {
     const char *parent = getenv(SIM_CHILD_ENV);

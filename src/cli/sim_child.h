@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "core/config.h"
+#include "model/whatif.h"
 
 /* Where and how a child simulates. */
 typedef struct sim_child_spec {
@@ -72,5 +73,13 @@ int sim_child_finish(sim_child *ch, int status, const char *what, sim_child_resu
 
 /* Start, wait for and finish one child. */
 int sim_child_run(char *const argv[], const char *what, sim_child_result *res, char err[LOONG_ERRLEN]);
+
+/* Whether every --slow-link and --fail-link of w names a link of the
+ * platform at path (loong topo --list-links, in a child: this process
+ * keeps SimGrid for its own runs), as loong sim would find it: the name,
+ * or its _UP and _DOWN halves. So a planner fails at once, with sim's
+ * message, not after the simulations before the first that uses it.
+ * Returns 0, or -1 with a message. */
+int sim_child_check_links(const char *path, const whatif *w, char err[LOONG_ERRLEN]);
 
 #endif
