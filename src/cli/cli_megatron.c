@@ -244,8 +244,11 @@ static void py_term(pylist *p)
     } else {
         p->ok = false;
     }
-    while (p->ok && py_eat(p, '*'))
-        times *= py_int(p);
+    while (p->ok && py_eat(p, '*')) {
+        long more = (long)times * py_int(p);
+        if (more > 100000) p->ok = false, p->over = true; /* more entries than any model has layers */
+        times = (int)more;
+    }
     if (p->ok) py_repeat(p, from, times);
 }
 
@@ -261,8 +264,10 @@ static void py_expr(pylist *p)
  * N - 1 (model.h). False when no such triple gives it. */
 static bool pattern_to_model(const unsigned char *pat, int layers, model *m)
 {
-    for (int N = 1; N <= layers; N++)
-        for (int phase = 0; phase<N; phase += N> 1 ? N - 1 : 1) {
+    for (int N = 1; N <= layers; N++) {
+        int phases[2] = {0, N - 1};
+        for (int i = 0; i < (N > 1 ? 2 : 1); i++) {
+            int phase = phases[i];
             int last_bad = -1; /* the last block the periodic rule gets wrong */
             for (int l = 0; l < layers; l++)
                 if (pat[l] != (N == 1 || l % N == phase)) last_bad = l;
@@ -273,6 +278,7 @@ static bool pattern_to_model(const unsigned char *pat, int layers, model *m)
             m->dense_layers = K, m->moe_freq = N > 1 ? N : 0, m->moe_phase = N > 1 ? phase : 0;
             return true;
         }
+    }
     return false;
 }
 
