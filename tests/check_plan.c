@@ -42,6 +42,17 @@ static void near(double got, double want, const char *what)
     ck_assert_msg(fabs(got - want) <= 1e-9 * want + 1e-6, "%s: %.17g, hand-computed %.17g", what, got, want);
 }
 
+/* The shipped H100 kernel table and H100 platform figures (the caller
+ * frees the table). */
+static calib *h100_tables(platform_spec *net)
+{
+    char err[LOONG_ERRLEN];
+    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    ck_assert_int_eq(platform_spec_defaults("h100", net, err), 0);
+    return cb;
+}
+
 /* A mixture of experts' leading dense blocks (DeepSeek's first_k_dense)
  * cost as dense blocks in the analytical model, as the DAG builds them:
  * with every block dense the step is the dense model's (experts removed),
@@ -50,10 +61,8 @@ static void near(double got, double want, const char *what)
 START_TEST(analytic_dense_leading_blocks)
 {
     char err[LOONG_ERRLEN];
-    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
-    ck_assert_msg(cb != NULL, "%s", err);
     platform_spec net;
-    ck_assert_int_eq(platform_spec_defaults("h100", &net, err), 0);
+    calib *cb = h100_tables(&net);
     for (int pp = 1; pp <= 2; pp++) {
         double t[5];
         for (int k = 0; k <= 5; k++) { /* k dense blocks of 4; 5: the model without experts */
@@ -93,10 +102,8 @@ END_TEST
 START_TEST(analytic_interleaved_blocks)
 {
     char err[LOONG_ERRLEN];
-    calib *cb = calib_load(LOONG_SRCDIR "/topologies/h100.calib", err);
-    ck_assert_msg(cb != NULL, "%s", err);
     platform_spec net;
-    ck_assert_int_eq(platform_spec_defaults("h100", &net, err), 0);
+    calib *cb = h100_tables(&net);
     for (int pp = 1; pp <= 2; pp++) {
         double t[3];
         for (int k = 0; k < 3; k++) { /* 0: 2 dense blocks leading; 1: experts in blocks 0, 2; 2: in 1, 3 */

@@ -93,10 +93,11 @@ static bool attention_task(const dag_task *t)
     }
 }
 
-/* What block l of `stage` keeps for its backward and what its re-run
- * regenerates, per memory.h: under full recompute the group's first block
- * keeps its input and the others nothing; blocks not re-run keep all. */
-static void block_terms(const config *c, int stage, double *kept, double *regen)
+/* What block l of `stage` keeps for its backward, what its re-run
+ * regenerates, and its gradients (as much as it keeps without recompute),
+ * per memory.h: under full recompute the group's first block keeps its
+ * input and the others nothing; blocks not re-run keep all. */
+static void block_terms(const config *c, int stage, double *kept, double *regen, double *grad)
 {
     int L = c->model.layers;
     char *rerun = xcalloc((size_t)L, 2, "the memory timeline"), *keeper = rerun + L;
@@ -111,6 +112,7 @@ static void block_terms(const config *c, int stage, double *kept, double *regen)
                policy = memory_block_activations(c, l, c->recompute);
         kept[l] = !rerun[l] ? none : c->recompute == RECOMPUTE_FULL && !keeper[l] ? 0 : policy;
         regen[l] = rerun[l] ? none - kept[l] : 0;
+        grad[l] = none;
     }
     free(rerun);
 }
@@ -148,8 +150,9 @@ static void rank_events(const dag *g, const double *start, const double *dur, in
     ev_push(ev, 0, MT_GRADS, e.grads);
     ev_push(ev, 0, MT_OPTIMIZER, e.optimizer);
     ev_push(ev, 0, MT_WORKSPACE, e.workspace);
-    double *kept = xmalloc_array(2 * (size_t)L, sizeof *kept, "the memory timeline"), *regen = kept + L;
-    block_terms(c, stage, kept, regen);
+    double *kept = xmalloc_array(3 * (size_t)L, sizeof *kept, "the memory timeline"), *regen = kept + L,
+           *grad = regen + L;
+    block_terms(c, stage, kept, regen, grad);
     double sp = memory_sp_gathered(c);
     double buffers = memory_attention_buffers(c), logits = memory_lm_head_bytes(c);
     for (int k = 0; k < M; k++) {
@@ -161,7 +164,7 @@ static void rank_events(const dag *g, const double *start, const double *dur, in
             double end = p[PH_BWD].b;
             ev_live(ev, p[PH_FWD].a, end, MT_ACTIVATIONS, kept[l]);
             if (span_set(&p[PH_RC])) ev_live(ev, p[PH_RC].a, end, MT_RECOMPUTE, regen[l]);
-            ev_live(ev, p[PH_BWD].a, end, MT_GRADIENTS, memory_block_activations(c, l, RECOMPUTE_NONE) + sp);
+            ev_live(ev, p[PH_BWD].a, end, MT_GRADIENTS, grad[l] + sp);
             for (int ph = 0; ph < PH_N; ph++)
                 if (span_set(&at[ph])) ev_live(ev, at[ph].a, at[ph].b, MT_ATTENTION, buffers);
         }
