@@ -127,6 +127,22 @@ START_TEST(analytic_interleaved_blocks)
 }
 END_TEST
 
+/* MLA's latents: each block keeps its Q and KV down projections' outputs
+ * and their norms' outputs, (q_lora + kv_lora) x 2 bf16 values per token
+ * of the rank (DeepSeek-V3: 1536 and 512), so without a Q latent it keeps
+ * T x 1536 x 2 x 2 bytes less, whatever else the block keeps. */
+START_TEST(memory_mla_latents)
+{
+    config c = base("deepseek-v3", 8192, 1, 2, 1, RECOMPUTE_NONE), noq = c;
+    noq.model.q_lora = 0;
+    double T = (double)config_local_tokens(&c);
+    near(memory_layer_activations(&c, RECOMPUTE_NONE) - memory_layer_activations(&noq, RECOMPUTE_NONE),
+         T * 1536 * 2 * 2, "the Q latent and its norm's output");
+    near(memory_layer_activations(&c, RECOMPUTE_FULL), memory_layer_activations(&noq, RECOMPUTE_FULL),
+         "full recompute keeps the block input only");
+}
+END_TEST
+
 /* llama3-8b (L 32, hidden 4096, H 32, H_kv 8, d 128, ffn 14336, vocab
  * 128256) at S = 1M on a 4x16 mesh: T = 16384 tokens per rank, N_s = 65536
  * per ring rank, 8 query and 2 KV heads per rank. */
@@ -1658,6 +1674,7 @@ int main(void)
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, memory_llama3_8b);
+    tcase_add_test(tc, memory_mla_latents);
     tcase_add_test(tc, analytic_dense_leading_blocks);
     tcase_add_test(tc, analytic_interleaved_blocks);
     tcase_add_test(tc, plan_head_group_spans_nvl72);

@@ -88,9 +88,15 @@ static double block_activations(const config *c, bool moe, recompute_kind policy
     double qkv = k.T * k.qkv * k.d * k.a, mlp = moe ? moe_activations(c, &k, swiglu) : swiglu * k.T * k.ffn;
     double os = c->p_head > 1 || fp8 ? k.T * k.H * k.d * (fp8 ? 1 : k.a) : 0; /* P_h = 1 aliases O */
     double qh = c->p_head > 1 ? k.Ns * (k.hq + 2 * k.kvh) * k.d * k.a : 0;    /* head-sharded q|kv */
+    /* MLA's latents (Megatron-Core's multi_latent_attention.py): the Q and
+     * KV down projections' outputs, which their norms keep, and the norms'
+     * outputs, which the up projections keep (FP8 under TE), on the rank's
+     * T_r tokens */
+    const model *m = &c->model;
+    double lat = model_mla(m) ? k.Tr * (m->q_lora + m->kv_lora) * (k.a + (fp8 ? 1 : k.a)) : 0;
     /* x and h, and the two RMSNorms' outputs that QKV and gate/up keep
      * for their weight gradients */
-    double none = 2 * x + 2 * xq + qkv + qh + os + o + lse + sc + masks + mlp;
+    double none = 2 * x + 2 * xq + qkv + qh + os + o + lse + sc + masks + mlp + lat;
     if (policy == RECOMPUTE_NONE) return none;
     double kept = none;
     /* core attention keeps its input (qkv) and its output (the output
