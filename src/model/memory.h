@@ -72,7 +72,7 @@
  *                1) and the SwiGLU product (layernorm_linear.py, linear.py
  *                and layernorm_mlp.py save the quantized inputs);
  *                under MLA the Q and KV latents and their norms' outputs
- *                (2*T*(q_lora + kv_lora), the norms' in FP8 runs in FP8);
+ *                (2*T*(q_lora + kv_lora); the norms' outputs in FP8 in FP8 runs);
  *                a mixture of experts' dense blocks keep the dense
  *                MLP's, its expert blocks memory.c's moe_activations;
  *     selective: the "none" set less, for core_attn, what core attention
