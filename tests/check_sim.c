@@ -122,7 +122,7 @@ static void p2p_case(int nodes, int gpn, double lat, double bw)
 START_TEST(p2p_nvlink)
 {
     platform_spec sp = plat_spec(1, 2, 2);
-    p2p_case(1, 2, sp.nvlink_lat, sp.nvlink_bw);
+    p2p_case(1, 2, sp.nvlink_lat, platform_spec_p2p_nvl_bw(&sp));
 }
 END_TEST
 
@@ -147,7 +147,8 @@ START_TEST(alltoall_nvswitch)
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->kind != TASK_ALLTOALL) continue;
-        assert_within(res.dur[i], 2 * sp.nvlink_lat + (double)t->bytes / sp.nvlink_bw, 0.02, "all-to-all");
+        assert_within(res.dur[i], 2 * sp.nvlink_lat + (double)t->bytes / platform_spec_p2p_nvl_bw(&sp), 0.02,
+                      "all-to-all");
         n++;
     }
     ck_assert_int_eq(n, 16);
@@ -518,7 +519,8 @@ START_TEST(dp_before_pp_places_stages)
     ck_assert_int_eq(config_knob_parse(&c, KNOB_PLACEMENT, orders[_i], err), 0);
     sim_result res;
     dag *g = simulate_folded(plat_write(&sp, "p.xml", path, sizeof path), &c, &res, 0);
-    double lat = _i ? sp.nic_lat : sp.nvlink_lat, bw = _i ? sp.nic_bw : sp.nvlink_bw, pp_bytes = 0, nic_bytes = 0;
+    double lat = _i ? sp.nic_lat : sp.nvlink_lat, bw = _i ? sp.nic_bw : platform_spec_p2p_nvl_bw(&sp), pp_bytes = 0,
+           nic_bytes = 0;
     int sends = 0;
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);

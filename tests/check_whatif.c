@@ -123,7 +123,8 @@ static int link_case(const platform_spec *sp, int gpn, const whatif *w, double a
             assert_within(res.dur[i], alpha + B / beta, 1e-6, "a send across nodes");
             crossed++;
         } else {
-            assert_within(res.dur[i], 2 * sp->nvlink_lat + B / sp->nvlink_bw, 1e-6, "a send within a node");
+            assert_within(res.dur[i], 2 * sp->nvlink_lat + B / platform_spec_p2p_nvl_bw(sp), 1e-6,
+                          "a send within a node");
         }
     }
     sim_result_free(&res);
@@ -259,8 +260,8 @@ typedef struct fold_row {
     int expect;          /* 0: the fold is switched off (note); 2: refused; 1: the fold stays (invariant) */
 } fold_row;
 
-#define DP_LAYOUT "--mesh 1x4 --dp 2 --zero 1"
-#define TP_LAYOUT "--mesh 1x4 --tp 2"
+#define DP_LAYOUT   "--mesh 1x4 --dp 2 --zero 1"
+#define TP_LAYOUT   "--mesh 1x4 --tp 2"
 #define HEAD_LAYOUT "--mesh 4x2 --strategy usp"
 
 static const fold_row fold_rows[] = {

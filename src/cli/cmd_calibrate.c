@@ -99,13 +99,15 @@ static void calibrate_usage(FILE *f)
 
 /* Map the link fits onto the platform's spec: a same-node path crosses two
  * NVLink links, another-node path two NIC links (and two leaf-spine links
- * whose latency stays as it is). */
+ * whose latency stays as it is). A measured send within a node moves at
+ * NCCL's share of the line rate (platform_spec_p2p_nvl_bw): the line rate
+ * is that over the share. */
 static void apply_links(const calibrate_result *r, platform_spec *sp)
 {
     const fit_line *in = &r->link[LINK_INTRA].line, *out = &r->link[LINK_INTER].line;
     if (r->link[LINK_INTRA].status == CAL_FITTED) {
         sp->nvlink_lat = in->c0 / 2;
-        sp->nvlink_bw = 1 / in->c1;
+        sp->nvlink_bw = 1 / in->c1 * sp->nvlink_bw / platform_spec_p2p_nvl_bw(sp);
     }
     if (r->link[LINK_INTER].status == CAL_FITTED) {
         double lat = (out->c0 - 2 * sp->uplink_lat) / 2;

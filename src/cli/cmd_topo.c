@@ -72,6 +72,9 @@ static void topo_usage(FILE *f)
             "  --ll-eff X, --ll128-eff X, --tree-eff X, --nvls-eff X\n"
             "                          NCCL's protocol and algorithm efficiencies, in\n"
             "                          (0, 1] (docs/network-model.md)            [by gpu]\n"
+            "  --nvl-eff X             the share of NVLink's line rate NCCL's rings, trees,\n"
+            "                          all-to-all and sends reach (NCCL's topo.h: 0.824\n"
+            "                          Hopper, 0.802 Blackwell, 0.8 A100)        [by gpu]\n"
             "  -o, --output FILE       write there (atomically) instead of stdout\n"
             "  --list                  list the installed platforms and calibration tables\n"
             "                          (the data path: $LOONG_DATA_PATH, then the installed\n"
@@ -91,7 +94,7 @@ static void topo_usage(FILE *f)
 typedef struct topo_args {
     const char *nodes, *gpn, *gpu, *nvlink, *nic, *nics, *fabric, *oversub, *npl, *nvl_lat, *nic_lat, *up_lat;
     const char *nvls, *pxn, *unit, *lpr, *ports, *spine_oversub, *preset;
-    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff, *domain, *sockets, *socket_bw;
+    const char *peak, *ll_eff, *ll128_eff, *tree_eff, *nvls_eff, *domain, *sockets, *socket_bw, *nvl_eff;
     bool datasheet;
     char fit[4096]; /* the fitted-values file applied ("" none) */
 } topo_args;
@@ -287,7 +290,8 @@ static int apply_rates(const topo_args *a, platform_spec *sp, char err[LOONG_ERR
     } eff[] = {{a->ll_eff, "--ll-eff", &sp->ll_eff},
                {a->ll128_eff, "--ll128-eff", &sp->ll128_eff},
                {a->tree_eff, "--tree-eff", &sp->tree_eff},
-               {a->nvls_eff, "--nvls-eff", &sp->nvls_eff}};
+               {a->nvls_eff, "--nvls-eff", &sp->nvls_eff},
+               {a->nvl_eff, "--nvl-eff", &sp->nvl_eff}};
     for (size_t i = 0; i < sizeof eff / sizeof eff[0]; i++) {
         if (!eff[i].given) continue;
         if (units_parse_si(eff[i].given, eff[i].flag, eff[i].to, err) < 0) return -1;
@@ -431,6 +435,7 @@ int cmd_topo(int argc, char **argv)
         {"nvlink-domain", required_argument, 0, 26},
         {"sockets", required_argument, 0, 27},
         {"socket-link", required_argument, 0, 28},
+        {"nvl-eff", required_argument, 0, 29},
         {"list-links", required_argument, 0, 30},
         {"list", no_argument, 0, 31},
         {"output", required_argument, 0, 'o'},
@@ -439,10 +444,10 @@ int cmd_topo(int argc, char **argv)
     };
     topo_args a = {0};
     const char **slot[] = {
-        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink,   &a.nic,    &a.nics,      &a.fabric,
-        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat,   &a.nvls,   &a.pxn,       &a.unit,
-        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,     &a.ll_eff, &a.ll128_eff, &a.tree_eff,
-        &a.nvls_eff, NULL,     &a.domain,        &a.sockets, &a.socket_bw};
+        NULL,        &a.nodes, &a.gpn,           &a.gpu,     &a.nvlink,    &a.nic,    &a.nics,      &a.fabric,
+        &a.oversub,  &a.npl,   &a.nvl_lat,       &a.nic_lat, &a.up_lat,    &a.nvls,   &a.pxn,       &a.unit,
+        &a.lpr,      &a.ports, &a.spine_oversub, &a.preset,  &a.peak,      &a.ll_eff, &a.ll128_eff, &a.tree_eff,
+        &a.nvls_eff, NULL,     &a.domain,        &a.sockets, &a.socket_bw, &a.nvl_eff};
     const int nslots = (int)(sizeof slot / sizeof slot[0]);
     const char *out = "-", *list = NULL;
     bool list_data = false;

@@ -43,7 +43,7 @@ static inline link link_between(const platform_spec *n, int a, int b)
 {
     placement p = platform_spec_placement(n);
     int na = placement_node(&p, a), nb = placement_node(&p, b);
-    if (na == nb) return (link){2 * n->nvlink_lat, n->nvlink_bw, false};
+    if (na == nb) return (link){2 * n->nvlink_lat, platform_spec_p2p_nvl_bw(n), false};
     bool spine = placement_nic(&p, a) != placement_nic(&p, b) || na / n->nodes_per_leaf != nb / n->nodes_per_leaf;
     int pod = platform_spec_pod_nodes(n);
     bool core = spine && pod && na / pod != nb / pod; /* a rail fabric of three tiers */

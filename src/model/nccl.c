@@ -253,8 +253,9 @@ static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, i
     return best;
 }
 
-/* raw_busbw on a node whose GPUs share one switch. */
-static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
+/* raw_busbw on a node whose GPUs share one switch, its NVLinks at nvl
+ * bytes/s. */
+static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a, double nvl_bw)
 {
     int n = g->n, N = g->nnodes, ppn = g->ppn;
     double nic = sp->nic_bw * ppn / g->per_nic; /* a node's rails, spread over its members */
@@ -265,21 +266,21 @@ static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op o
          * PXN, what goes to other rails; the NIC of each rail its share */
         double nvl = (ppn - 1.0) / n + (sp->pxn ? (n - ppn) * (1.0 - 1.0 / g->rails) / n : 0);
         double net = (double)(n - ppn) / n * g->per_nic;
-        double t = mind(nvl > 0 ? sp->nvlink_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
+        double t = mind(nvl > 0 ? nvl_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
         t = mind(t, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
         int pod = platform_spec_pod_nodes(sp);
         if (pod) t = mind(t, uplink_alltoall_bw(sp, g, pod, sp->oversub * sp->spine_oversub));
         return t * bf;
     }
-    case COLL_SENDRECV: return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? sp->nic_bw : inf);
+    case COLL_SENDRECV: return mind(ppn > 1 ? nvl_bw : inf, N > 1 ? sp->nic_bw : inf);
     default: break;
     }
-    if (a == NCCL_NVLS) return sp->nvlink_bw * bf;
+    if (a == NCCL_NVLS) return nvl_bw * bf;
     if (a == NCCL_TREE) {
-        double chain = ppn > 2 ? sp->nvlink_bw / 2 : ppn == 2 ? sp->nvlink_bw : inf;
+        double chain = ppn > 2 ? nvl_bw / 2 : ppn == 2 ? nvl_bw : inf;
         return mind(chain, nic / tree_node_volume(N)) * bf;
     }
-    return mind(ppn > 1 ? sp->nvlink_bw : inf, N > 1 ? nic : inf);
+    return mind(ppn > 1 ? nvl_bw : inf, N > 1 ? nic : inf);
 }
 
 /* The bound of a PCIe server's socket links (platform_spec.h: sockets),
@@ -316,9 +317,9 @@ static double socket_bound(const platform_spec *sp, const nccl_group *g, coll_op
 }
 
 /* Bus bandwidth of the algorithm's flows on an idle platform (nccl.h). */
-static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
+static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a, double nvl_bw)
 {
-    return mind(flat_busbw(sp, g, op, a), socket_bound(sp, g, op));
+    return mind(flat_busbw(sp, g, op, a, nvl_bw), socket_bound(sp, g, op));
 }
 
 /* NCCL's LL bus bandwidth ceilings (tuning.cc llMaxBws: Hopper/Ampere one
@@ -359,8 +360,12 @@ static void evaluate(const platform_spec *sp, const nccl_group *g, coll_op op, d
     out->proto = p;
     out->bus_factor = coll_bus_factor(op, g->n);
     out->alpha = alpha_of(sp, g, op, a, p);
-    out->raw_busbw = raw_busbw(sp, g, op, a);
-    out->busbw = effective(sp, g, op, a, p, out->raw_busbw);
+    out->raw_busbw = raw_busbw(sp, g, op, a, sp->nvlink_bw);
+    /* NVLS's efficiency is against the line rate; the others ride NCCL's
+     * share of it (nvl_eff), so their flows carry raw/busbw more bytes */
+    double ridden =
+        a == NCCL_NVLS || sp->nvl_eff == 1 ? out->raw_busbw : raw_busbw(sp, g, op, a, sp->nvlink_bw * sp->nvl_eff);
+    out->busbw = effective(sp, g, op, a, p, ridden);
     out->seconds = out->alpha + bytes * out->bus_factor / out->busbw;
 }
 

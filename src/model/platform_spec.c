@@ -127,7 +127,8 @@ double platform_spec_gpu_mem(const char *gpu)
 
 /* NCCL's protocol and algorithm efficiencies (src/graph/tuning.cc, 2.19:
  * ring LL busBw x 1/4, LL128 x 0.92, tree x 0.92, NVLS ratio 5/6); what a
- * platform without them in its loong_spec reads. */
+ * platform without them in its loong_spec reads. nvl_eff depends on the
+ * GPU kind: NAN until the spec's kind is known. */
 static void spec_collective_defaults(platform_spec *sp)
 {
     sp->nccl = sp->pxn = sp->nvls = 0;
@@ -135,6 +136,24 @@ static void spec_collective_defaults(platform_spec *sp)
     sp->ll128_eff = 0.92;
     sp->tree_eff = 0.92;
     sp->nvls_eff = 5.0 / 6.0;
+    sp->nvl_eff = NAN;
+}
+
+/* NVLink 3 and 4 links carry 25 GB/s per direction, NVLink 5's 50
+ * (A100: 12 links, 300 GB/s; H100/H200: 18, 450; Blackwell: 18, 900). NCCL's
+ * topology gives a link 20.0 (SM80), 20.6 (SM90) and 40.1 GB/s (SM100): what
+ * its Simple protocol moves once its framing is paid, the ~20 % protocol
+ * overhead NCCL's maintainer quotes (NVIDIA/nccl-tests#212). */
+double platform_spec_nvl_eff(const char *gpu)
+{
+    static const struct {
+        const char *gpu;
+        double eff;
+    } t[] = {{"a100", 20.0 / 25}, {"h100", 20.6 / 25},  {"h200", 20.6 / 25}, {"b200", 40.1 / 50},
+             {"b300", 40.1 / 50}, {"gb200", 40.1 / 50}, {"gb300", 40.1 / 50}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(gpu, t[i].gpu)) return t[i].eff;
+    return 1;
 }
 
 /* NVIDIA's DGX SuperPOD: scalable units of 32 nodes, 64-port NDR switches
@@ -166,6 +185,7 @@ int platform_spec_defaults(const char *gpu, platform_spec *sp, char err[LOONG_ER
         sp->uplink_lat = 0;
         spec_collective_defaults(sp);
         spec_fabric_defaults(sp);
+        sp->nvl_eff = platform_spec_nvl_eff(gpu);
         sp->nccl = kinds[i].nccl;
         sp->pxn = kinds[i].pxn;
         sp->nvls = kinds[i].nvls;
@@ -216,8 +236,9 @@ int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN])
             "--nvlink-latency, --nic-latency and --uplink-latency (nvlink_lat, nic_lat, uplink_lat) must lie in [0, 1 "
             "s]";
     else if (!(sp->ll_eff > 0 && sp->ll_eff <= 1) || !(sp->ll128_eff > 0 && sp->ll128_eff <= 1) ||
-             !(sp->tree_eff > 0 && sp->tree_eff <= 1) || !(sp->nvls_eff > 0 && sp->nvls_eff <= 1))
-        bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff) must lie in (0, 1]";
+             !(sp->tree_eff > 0 && sp->tree_eff <= 1) || !(sp->nvls_eff > 0 && sp->nvls_eff <= 1) ||
+             !(sp->nvl_eff > 0 && sp->nvl_eff <= 1))
+        bad = "protocol efficiencies (ll_eff, ll128_eff, tree_eff, nvls_eff, nvl_eff) must lie in (0, 1]";
     else if ((sp->nccl | sp->pxn | sp->nvls) & ~1)
         bad = "nccl, pxn and nvls are 0 or 1";
     else if (sp->fabric != PLATFORM_FAT_TREE && sp->fabric != PLATFORM_RAIL)
@@ -592,6 +613,8 @@ static void write_spec(FILE *f, const platform_spec *sp)
                 sp->spine_oversub);
     if (sp->tray_gpus) fprintf(f, " tray_gpus=%d", sp->tray_gpus); /* absent: a node is one host, as before */
     if (sp->sockets > 1) fprintf(f, " sockets=%d socket_bw=%.17g", sp->sockets, sp->socket_bw); /* absent: one */
+    /* absent: the GPU kind's */
+    if (sp->nvl_eff != platform_spec_nvl_eff(sp->gpu)) fprintf(f, " nvl_eff=%.17g", sp->nvl_eff);
     fputs("\"/>\n", f);
 }
 
@@ -644,6 +667,7 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
              {"ll128_eff", NULL, &sp->ll128_eff},
              {"tree_eff", NULL, &sp->tree_eff},
              {"nvls_eff", NULL, &sp->nvls_eff},
+             {"nvl_eff", NULL, &sp->nvl_eff},
              {"unit_nodes", &sp->unit_nodes, NULL},
              {"switch_ports", &sp->switch_ports, NULL},
              {"spine_oversub", NULL, &sp->spine_oversub},
@@ -684,8 +708,8 @@ static int spec_field(platform_spec *sp, const char *key, const char *val, uint3
  * --nccl-tests` fits, and the link figures beside them. */
 static bool fit_key(const char *key)
 {
-    static const char *const keys[] = {"nvlink_bw", "nic_bw",    "nvlink_lat", "nic_lat",  "uplink_lat",
-                                       "ll_eff",    "ll128_eff", "tree_eff",   "nvls_eff", "socket_bw"};
+    static const char *const keys[] = {"nvlink_bw", "nic_bw",   "nvlink_lat", "nic_lat", "uplink_lat", "ll_eff",
+                                       "ll128_eff", "tree_eff", "nvls_eff",   "nvl_eff", "socket_bw"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!strcmp(key, keys[i])) return true;
     return false;
@@ -707,7 +731,7 @@ static int fit_line(platform_spec *sp, char *line, uint32_t *seen, char *why, si
     if (!fit_key(key))
         return snprintf(why, len,
                         "'%.40s' is not a fitted value (nvlink_bw, nic_bw, nvlink_lat, nic_lat, uplink_lat, ll_eff, "
-                        "ll128_eff, tree_eff, nvls_eff, socket_bw)",
+                        "ll128_eff, tree_eff, nvls_eff, nvl_eff, socket_bw)",
                         key),
                -1;
     if (spec_field(sp, key, val, seen) < 0)
@@ -786,6 +810,7 @@ int platform_spec_parse(const char *text, const char *path, platform_spec *sp, c
         snprintf(err, LOONG_ERRLEN, "platform '%s' has no <host> element: regenerate it with loong topo", path);
         rc = -1;
     }
+    if (isnan(sp->nvl_eff)) sp->nvl_eff = platform_spec_nvl_eff(sp->gpu); /* not in the spec: the kind's */
     if (sp->sockets == 1) sp->sockets = 0;     /* one socket is one switch: written without sockets=, read back as 0 */
     if (sp->socket_bw == 0) sp->socket_bw = 0; /* -0 (e.g. 1e-999 underflowing) is not written back: read as +0 */
     return rc < 0 ? -1 : platform_spec_validate(sp, err);

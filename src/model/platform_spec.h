@@ -78,6 +78,11 @@ typedef struct platform_spec {
     double ll128_eff; /* LL128's (NCCL: 0.92) */
     double tree_eff;  /* a tree's bus bandwidth / the ring's (NCCL: 0.92) */
     double nvls_eff;  /* NVLS algorithm bandwidth / NVLink bandwidth (NCCL: 5/6) */
+    /* The share of an NVLink's line rate that NCCL's other transfers reach
+     * (rings, trees, all-to-all, send/recv): NCCL's topology model's per-
+     * link figure over the line rate (platform_spec_nvl_eff); what a spec
+     * without nvl_eff reads. NVLS keeps nvls_eff, measured against the line. */
+    double nvl_eff;
 } platform_spec;
 
 enum { PLATFORM_FAT_TREE, PLATFORM_RAIL };
@@ -137,6 +142,19 @@ double platform_spec_gpu_mem(const char *gpu);
  * naming the option. */
 int platform_spec_validate(const platform_spec *sp, char err[LOONG_ERRLEN]);
 
+/* NCCL's Simple-protocol share of a `gpu` kind's NVLink line rate: the
+ * per-link bandwidth NCCL's topology assigns (src/graph/topo.h,
+ * SM80/SM90/SM100_NVLINK_BW: 20.0, 20.6 and 40.1 GB/s) over the link's 25
+ * or 50 GB/s per direction; 1 for a kind without NVLink or unknown. */
+double platform_spec_nvl_eff(const char *gpu);
+
+/* Bytes/s one NCCL send/recv gets over a GPU's NVLinks: nvlink_bw x
+ * nvl_eff on a platform that runs NCCL, the line rate elsewhere (MPI). */
+static inline double platform_spec_p2p_nvl_bw(const platform_spec *sp)
+{
+    return sp->nccl ? sp->nvlink_bw * sp->nvl_eff : sp->nvlink_bw;
+}
+
 /* Where a validated spec's ranks run (core/placement.h): its nodes (NVLink
  * domains), GPUs and rail NICs per node. A domain of several compute
  * trays is one node of the placement, as it is of the spec. */
@@ -150,8 +168,8 @@ placement platform_spec_placement(const platform_spec *sp);
 /* Apply a fitted-values file (`<gpu>.fit`, what `loong topo` reads by
  * default) to sp: "key = value" lines ('#' comments), `gpu` naming sp's
  * kind, and any of the link and NCCL parameters nvlink_bw, nic_bw,
- * nvlink_lat, nic_lat, uplink_lat, ll_eff, ll128_eff, tree_eff, nvls_eff
- * (units as loong_spec's: bytes/s, seconds, fractions), each once.
+ * nvlink_lat, nic_lat, uplink_lat, ll_eff, ll128_eff, tree_eff, nvls_eff,
+ * nvl_eff (units as loong_spec's: bytes/s, seconds, fractions), each once.
  * Returns 0, or -1 with "path:line: ..." for a malformed line, an unknown
  * or repeated key, or a gpu line naming another kind. */
 int platform_spec_apply_fit(platform_spec *sp, const char *text, const char *path, char err[LOONG_ERRLEN]);

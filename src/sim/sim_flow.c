@@ -141,6 +141,19 @@ static sg_comm_t stand_in(const sim_stream *me, int other, bool out, double byte
     return sim_s4u_sendto_async(out ? mine : theirs, out ? theirs : mine, (uint64_t)llround(bytes < 1 ? 1 : bytes));
 }
 
+/* What a send/recv puts on the wire: NCCL moves nvl_eff of NVLink's line
+ * rate (platform_spec.h), so a transfer inside an NVLink domain carries
+ * 1/nvl_eff of its bytes over the links it crosses, as a collective's
+ * flows do (nccl_member_flows). */
+static double p2p_wire(const sim_state *S, int rank, int peer, double bytes)
+{
+    const platform_spec *sp = S->spec;
+    if (!sp || !sp->nccl || sp->nvl_eff == 1) return bytes;
+    placement pl = platform_spec_placement(sp);
+    bool nvlink = placement_node(&pl, sim_gpu(S, rank)) == placement_node(&pl, sim_gpu(S, peer));
+    return nvlink ? bytes / sp->nvl_eff : bytes;
+}
+
 void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
 {
     sim_state *S = me->S;
@@ -154,9 +167,10 @@ void sim_flow_p2p_group(sim_stream *me, const uint32_t *ids, int n)
         int peer = sim_rank_of(S, t->peer, me->rep);
         bool send = t->kind == TASK_SEND;
         if (!sim_rank_runs(S, peer)) /* a ring rank run by symmetry posts its step as this one does: now */
-            comms[i] = stand_in(me, peer, send, (double)dag_task_bytes_moved(S->g, t));
+            comms[i] = stand_in(me, peer, send, p2p_wire(S, me->rank, peer, (double)dag_task_bytes_moved(S->g, t)));
         else
-            comms[i] = send ? put(me, peer, t->bytes) : get(me, peer);
+            comms[i] =
+                send ? put(me, peer, (uint64_t)llround(p2p_wire(S, me->rank, peer, (double)t->bytes))) : get(me, peer);
         who[i] = ids[i];
         start[ids[i]] = now;
     }
