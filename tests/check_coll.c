@@ -158,6 +158,30 @@ START_TEST(nvl72_allreduce_is_nvlink)
 }
 END_TEST
 
+/* Inside one DGX H100, rings and all-to-all move at NCCL's share of the
+ * NVLink line rate (topo.h: 20.6 of a link's 25 GB/s); --nvl-eff sets it,
+ * is written only where it differs from the kind's, and 1 is the line. */
+START_TEST(nvlink_share_of_the_line)
+{
+    const double S = 1 << 30, line = 450e9, bf = 7.0 / 8;
+    char p[256], one[256];
+    snprintf(p, sizeof p, "%s/h100.xml", dir);
+    snprintf(one, sizeof one, "%s/h100-line.xml", dir);
+    run_result r = run_cmd("%s topo --gpu h100 --datasheet -o %s && %s topo --gpu h100 --datasheet --nvl-eff 1 -o %s",
+                           LOONG_BIN, p, LOONG_BIN, one);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    platform_spec sp;
+    char err[LOONG_ERRLEN];
+    ck_assert_msg(platform_spec_read(p, &sp, err) == 0, "%s", err);
+    ck_assert_double_eq_tol(sp.nvl_eff, 20.6 / 25, 1e-12);
+    ck_assert_msg(platform_spec_read(one, &sp, err) == 0, "%s", err);
+    ck_assert_double_eq(sp.nvl_eff, 1);
+    const char *ag = "-b 1G -e 1G --op all_gather --nccl-algo ring --nccl-proto simple";
+    both(p, ag, 8.4 + 7 * 3.4 + 1e6 * S * bf / (line * 20.6 / 25), "ring at NCCL's share"); /* n - 1 hops */
+    both(one, ag, 8.4 + 7 * 3.4 + 1e6 * S * bf / line, "ring at the line rate");
+}
+END_TEST
+
 /* All-to-all across 2 nodes: half of each buffer leaves the node, each GPU
  * through its rail NIC (PXN for other rails), shared when GPUs share NICs. */
 START_TEST(alltoall_limited_by_nic_per_gpu)
@@ -432,8 +456,8 @@ END_TEST
  * most 1/10 of their variance (the best such prediction pools each
  * falling pair: residual 2 per pair for 9 pairs, against a variance of 20
  * (us/100)^2), so nvlink_lat, on which every size depends, is below the
- * gate. calibrate names it and writes nothing; --force writes, a warning
- * per parameter, named in the origin. */
+ * gate. calibrate names it, in one line with any other, and writes
+ * nothing; --force writes, a warning per parameter, named in the origin. */
 START_TEST(nccl_tests_noise_refused)
 {
     platform_spec sp = plat_spec(1, 8, 8);
@@ -444,17 +468,19 @@ START_TEST(nccl_tests_noise_refused)
         size[i] = 8.0 * (1u << i), us[i] = i % 2 ? 300 : 100;
     const char *log = write_log("noise.log", "all_reduce", 8, 1, size, us, 20, true);
     run_result r = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/noise %s", LOONG_BIN, plat, dir, log);
-    ck_assert_msg(r.status == 2, "exit %d\n%s", r.status, r.err);
-    int lines = count_lines(r.err);
-    const char *lat = strstr(r.err, "error: nvlink_lat: R^2 = ");
+    ck_assert_msg(r.status == 2 && count_lines(r.err) == 1, "exit %d, not one line\n%s", r.status, r.err);
+    int failing = 0; /* the parameters the one line names */
+    for (const char *at = strstr(r.err, "below --min-r2"); at; at = strstr(at + 1, "below --min-r2"))
+        failing++;
+    const char *lat = strstr(r.err, "nvlink_lat: R^2 = ");
     ck_assert_msg(lat && strstr(r.err, "--force"), "%s", r.err);
-    ck_assert_msg(atof(lat + strlen("error: nvlink_lat: R^2 = ")) <= 0.1 + 1e-9, "above the bound of 1/10: %s", r.err);
+    ck_assert_msg(atof(lat + strlen("nvlink_lat: R^2 = ")) <= 0.1 + 1e-9, "above the bound of 1/10: %s", r.err);
     char path[200], err[LOONG_ERRLEN];
     snprintf(path, sizeof path, "%s/noise", dir);
     ck_assert_msg(access(path, F_OK) != 0, "calibrate wrote a refused fit");
     r = run_cmd("%s calibrate --nccl-tests --platform %s -o %s/noise %s --force", LOONG_BIN, plat, dir, log);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    ck_assert_int_eq(count_lines(r.err), lines);
+    ck_assert_int_eq(count_lines(r.err), failing); /* a warning each */
     ck_assert_msg(strstr(r.err, "warning: nvlink_lat: R^2 = ") && strstr(r.err, "written anyway"), "%s", r.err);
     snprintf(path, sizeof path, "%s/noise/noise.xml", dir);
     platform_spec got;
@@ -524,6 +550,7 @@ int main(void)
     tcase_add_test(tc, tree_latency_is_depth);
     tcase_add_test(tc, nvls_in_one_node);
     tcase_add_test(tc, nvl72_allreduce_is_nvlink);
+    tcase_add_test(tc, nvlink_share_of_the_line);
     tcase_add_test(tc, alltoall_limited_by_nic_per_gpu);
     tcase_add_test(tc, alltoall_bounded_by_pod_uplink);
     tcase_add_test(tc, pcie_sockets_bound);

@@ -164,13 +164,15 @@ typedef struct cal_out {
     bool force;
 } cal_out;
 
-/* The fit gate (analysis/fit_gate.h), before anything is written: each
- * parameter of g below o->min_r2 (or without an R^2) is one line on
- * stderr, and the calibration writes nothing (-1); with --force the lines
- * are warnings, and the note goes into the files' origin. */
+/* The fit gate (analysis/fit_gate.h), before anything is written: the
+ * parameters of g below o->min_r2 (or without an R^2) are named in one
+ * error line on stderr, and the calibration writes nothing (-1); with
+ * --force they are warnings, one a parameter, and the note goes into the
+ * files' origin. */
 static int judge(const fit_gate *g, cal_out *o)
 {
     if (!fit_gate_failing(g, o->min_r2)) return 0;
+    char all[1024] = "";
     for (int i = 0; i < g->n; i++) {
         char d[256];
         if (!fit_gate_fails(&g->item[i], o->min_r2) || cli_quiet) continue;
@@ -178,11 +180,13 @@ static int judge(const fit_gate *g, cal_out *o)
         if (o->force)
             fprintf(stderr, "loong calibrate: warning: %s: written anyway (--force)\n", d);
         else
-            fprintf(stderr,
-                    "loong calibrate: error: %s: nothing written; fit more or better data, or give --force to write "
-                    "it anyway\n",
-                    d);
+            snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", all[0] ? "; " : "", d);
     }
+    if (all[0])
+        fprintf(stderr,
+                "loong calibrate: error: %s: nothing written; fit more or better data, or give --force to write it "
+                "anyway\n",
+                all);
     if (!o->force) return -1;
     fit_gate_note(g, o->min_r2, o->note, sizeof o->note);
     size_t n = strlen(o->origin);
