@@ -91,6 +91,7 @@ END_TEST
  * a ring of 4 (T = N = 2K tokens a rank). Per layer:
  *   the four projections forward, over all ranks: 2 S (hid ql + ql H
  *   (nope + rope) + hid (kl + rope) + kl H (nope + v));
+ *   the latents' RMSNorms, forward and backward: S (ql + kl) elements;
  *   attention forward: S(S+1)/2 pairs of 2 H (d_qk + d_v) FLOPs (QK^T
  *   at d_qk, PV at d_v), backward 2.5x;
  *   the ring's KV block, K at d_qk and V at d_v for every head, expanded
@@ -104,13 +105,17 @@ START_TEST(mla_closed_forms)
     dag *g = tbuild(&c);
     uint64_t S = c.seq, H = 8, hid = 256, N = S / 4, dqk = 48, dv = 32;
     uint64_t proj = 2 * S * (hid * 64 + 64 * H * dqk + hid * (32 + 16) + 32 * H * (32 + dv)), qkv = 0;
+    uint64_t latent[2] = {0, 0}; /* the latents' norms, forward and backward: S (q_lora + kv_lora) elements each */
     for (uint32_t i = 0; i < dag_ntasks(g); i++) {
         const dag_task *t = dag_task_get(g, i);
         if (t->op == OP_QKV && t->phase == PHASE_FWD) qkv += t->flops;
+        if (t->op == OP_NORM_LATENT) latent[t->phase == PHASE_BWD] += t->flops;
         if (t->op == OP_KV && t->kind == TASK_SEND && t->phase == PHASE_FWD)
             ck_assert_uint_eq(t->bytes, N * H * (dqk + dv) * 2);
     }
     ck_assert_uint_eq(qkv, proj);
+    ck_assert_uint_eq(latent[0], S * (64 + 32));
+    ck_assert_uint_eq(latent[1], S * (64 + 32));
     ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_FWD), S * (S + 1) * H * (dqk + dv));
     ck_assert_uint_eq(sum_flops(g, -1, TASK_ATTN_BWD), 5 * S * (S + 1) * H * (dqk + dv) / 2);
     dag_free(g);

@@ -213,6 +213,8 @@ void build_layer_fwd(prog *p, int l, task_phase ph, unsigned parts)
     tp_gemm qkv[4];
     int nq = qkv_gemms(p, qkv, READS(build_tp_buf(p, l, LB_XG), W), WRITES(lbuf(p, l, LB_QKV)));
     if (parts & RC_QKV) build_tp_column(p, OP_TP_X, ph, l, X, build_tp_buf(p, l, LB_XG), qkv, nq);
+    if (model_mla(m) && elementwise_reruns(OP_NORM_LATENT, parts)) /* after the projections, not between: one cost */
+        elementwise(p, OP_NORM_LATENT, ph, l, READS(lbuf(p, l, LB_QKV), W), WRITES(lbuf(p, l, LB_QKV)));
     if (elementwise_reruns(OP_ROPE, parts)) inplace(p, OP_ROPE, ph, l, lbuf(p, l, LB_QKV));
     attention_fwd_part(p, l, ph, parts);
     const tp_gemm out = {OP_OUT_PROJ, hid, o, {lbuf(p, l, LB_OS), X, W}, 3, {build_tp_buf(p, l, LB_HP)}, 1};
@@ -269,6 +271,8 @@ void build_layer_bwd(prog *p, int l)
     int dkv_a = p->c->p_head == 1 ? BUF_DKV + DKV_FINAL : W;
     int dkv_b = p->c->p_head == 1 && ringgeo_lanes(c) == 2 ? BUF_DKV + DAG_SLOTS_PER_LANE + DKV_FINAL : W;
     elementwise(p, OP_ROPE, PHASE_BWD, l, READS(lbuf(p, l, LB_DQKV), dkv_a, dkv_b), WRITES(lbuf(p, l, LB_DQKV)));
+    if (model_mla(m)) /* the latents' norms, their weights' gradients too */
+        elementwise(p, OP_NORM_LATENT, PHASE_BWD, l, READS(lbuf(p, l, LB_DQKV), W), WRITES(lbuf(p, l, LB_DQKV), G));
     build_tp_gather(p, OP_TP_X, PHASE_BWD, l, BUF_LB(l, LB_X),
                     build_tp_buf(p, l, LB_XG)); /* x again, beside attention */
     tp_gemm qkv[4];

@@ -36,7 +36,7 @@ static const char *const op_names[OP_COUNT] = {
     "softmax",            "attn_dropout",       "quant_attn_out",     "quant_grad",         "quant_dqkv",
     "quant_w",            "router",             "route",              "permute",            "unpermute",
     "ep_dispatch",        "ep_combine",         "tp_expert",          "expert_gate",        "expert_up",
-    "expert_down",        "expert_act",         "expert_grad"};
+    "expert_down",        "expert_act",         "expert_grad",        "norm_latent"};
 /* clang-format on */
 static const char *const phase_names[] = {"fwd", "bwd", "recompute", "reduce"};
 

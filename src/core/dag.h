@@ -163,6 +163,7 @@ typedef enum {
     OP_EXPERT_DOWN,
     OP_EXPERT_ACT,  /* SwiGLU over the experts' rows */
     OP_EXPERT_GRAD, /* the experts' gradients reduced over the expert-data-parallel group */
+    OP_NORM_LATENT, /* MLA: the RMSNorms of the Q and KV latents (q_layernorm, kv_layernorm; elementwise.h) */
     OP_COUNT
 } task_op;
 

@@ -9,7 +9,8 @@ task_kind elementwise_kind(task_op op)
     switch (op) {
     case OP_NORM_ATTN:
     case OP_NORM_MLP:
-    case OP_NORM_FINAL: return TASK_NORM;
+    case OP_NORM_FINAL:
+    case OP_NORM_LATENT: return TASK_NORM;
     case OP_ROPE: return TASK_ROPE;
     case OP_ADD_ATTN:
     case OP_ADD_MLP:
@@ -57,6 +58,9 @@ void elementwise_shape(const config *c, task_op op, int stage, uint64_t *rows, u
         *cols = ((uint64_t)model_tp_qkv_heads(m, c->tp) - (uint64_t)model_tp_kv_heads(m, c->tp)) * d;
         break;
     case OP_ACT: *rows = T, *cols = config_tp_ffn(c); break;
+    case OP_NORM_LATENT: /* both latents of the rank's T tokens (build.c runs MLA's down projections on all T) */
+        *rows = T, *cols = (uint64_t)m->q_lora + (uint64_t)m->kv_lora;
+        break;
     case OP_EMBED: *rows = T; break;
     case OP_LOSS: *rows = T, *cols = config_tp_vocab(c); break;
     case OP_ZERO_GRAD: *rows = local_params(c, stage, 2), *cols = 1; break;
@@ -113,9 +117,9 @@ int elementwise_block_ops(const task_op **ops)
 
 bool elementwise_reruns(task_op op, unsigned parts)
 {
-    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE            ? RC_QKV
-                    : op == OP_ADD_ATTN || op == OP_QUANT_ATTN_OUT ? RC_OUT
-                    : op == OP_ADD_MLP                             ? RC_OUT | RC_MLP
-                                                                   : RC_MLP;
+    unsigned need = op == OP_NORM_ATTN || op == OP_ROPE || op == OP_NORM_LATENT ? RC_QKV
+                    : op == OP_ADD_ATTN || op == OP_QUANT_ATTN_OUT              ? RC_OUT
+                    : op == OP_ADD_MLP                                          ? RC_OUT | RC_MLP
+                                                                                : RC_MLP;
     return (parts & need) == need;
 }

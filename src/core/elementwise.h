@@ -87,7 +87,7 @@
 
 #include "dag.h"
 
-/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_QUANT_W). */
+/* The task kind of a memory-bound op (OP_NORM_ATTN .. OP_QUANT_W, OP_NORM_LATENT). */
 task_kind elementwise_kind(task_op op);
 
 /* The (rows, cols) a task of op processes on a rank of c; for zero_grad

@@ -94,6 +94,8 @@ static double block_elementwise(const config *c, const calib *cb, bool bwd, unsi
     for (int i = 0, n = elementwise_block_ops(&ops); i < n; i++)
         if (elementwise_reruns(ops[i], parts) && !(ops[i] == OP_ACT && moe))
             t += elementwise_seconds(c, cb, ops[i], bwd, 0);
+    if (model_mla(&c->model) && elementwise_reruns(OP_NORM_LATENT, parts))
+        t += elementwise_seconds(c, cb, OP_NORM_LATENT, bwd, 0);
     if (c->precision == PRECISION_BF16) return t;
     /* the FP8 casts (build.c): forward attention's output, backward two
      * block gradients and attention's input gradient */
