@@ -253,9 +253,19 @@ static double uplink_alltoall_bw(const platform_spec *sp, const nccl_group *g, i
     return best;
 }
 
-/* raw_busbw on a node whose GPUs share one switch, its NVLinks at nvl
- * bytes/s. */
-static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a, double nvl_bw)
+/* A node whose GPUs share one switch bounds a collective's bus bandwidth
+ * at min(NVLink bandwidth / nvl_div, other) x bf: nvl_div the buffers
+ * NVLink carries per buffer (0: none), other the NICs' and uplinks'. */
+typedef struct flat_bound {
+    double nvl_div, other, bf;
+} flat_bound;
+
+static double flat_at(const flat_bound *b, double nvl_bw)
+{
+    return mind(b->nvl_div > 0 ? nvl_bw / b->nvl_div : HUGE_VAL, b->other) * b->bf;
+}
+
+static flat_bound flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a)
 {
     int n = g->n, N = g->nnodes, ppn = g->ppn;
     double nic = sp->nic_bw * ppn / g->per_nic; /* a node's rails, spread over its members */
@@ -266,21 +276,17 @@ static double flat_busbw(const platform_spec *sp, const nccl_group *g, coll_op o
          * PXN, what goes to other rails; the NIC of each rail its share */
         double nvl = (ppn - 1.0) / n + (sp->pxn ? (n - ppn) * (1.0 - 1.0 / g->rails) / n : 0);
         double net = (double)(n - ppn) / n * g->per_nic;
-        double t = mind(nvl > 0 ? nvl_bw / nvl : inf, net > 0 ? sp->nic_bw / net : inf);
-        t = mind(t, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
+        double t = mind(net > 0 ? sp->nic_bw / net : inf, uplink_alltoall_bw(sp, g, sp->nodes_per_leaf, sp->oversub));
         int pod = platform_spec_pod_nodes(sp);
         if (pod) t = mind(t, uplink_alltoall_bw(sp, g, pod, sp->oversub * sp->spine_oversub));
-        return t * bf;
+        return (flat_bound){nvl > 0 ? nvl : 0, t, bf};
     }
-    case COLL_SENDRECV: return mind(ppn > 1 ? nvl_bw : inf, N > 1 ? sp->nic_bw : inf);
+    case COLL_SENDRECV: return (flat_bound){ppn > 1 ? 1 : 0, N > 1 ? sp->nic_bw : inf, 1};
     default: break;
     }
-    if (a == NCCL_NVLS) return nvl_bw * bf;
-    if (a == NCCL_TREE) {
-        double chain = ppn > 2 ? nvl_bw / 2 : ppn == 2 ? nvl_bw : inf;
-        return mind(chain, nic / tree_node_volume(N)) * bf;
-    }
-    return mind(ppn > 1 ? nvl_bw : inf, N > 1 ? nic : inf);
+    if (a == NCCL_NVLS) return (flat_bound){1, inf, bf};
+    if (a == NCCL_TREE) return (flat_bound){ppn > 2 ? 2 : ppn == 2 ? 1 : 0, nic / tree_node_volume(N), bf};
+    return (flat_bound){ppn > 1 ? 1 : 0, N > 1 ? nic : inf, 1}; /* a ring's link rate is its bus bandwidth */
 }
 
 /* The bound of a PCIe server's socket links (platform_spec.h: sockets),
@@ -316,10 +322,15 @@ static double socket_bound(const platform_spec *sp, const nccl_group *g, coll_op
     return best;
 }
 
-/* Bus bandwidth of the algorithm's flows on an idle platform (nccl.h). */
-static double raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a, double nvl_bw)
+/* Bus bandwidth of the algorithm's flows on an idle platform (nccl.h),
+ * *raw, and what NCCL rides of it, *ridden: NVLink at its share of the
+ * line (nvl_eff) but under NVLS, whose efficiency is against the line. */
+static void raw_busbw(const platform_spec *sp, const nccl_group *g, coll_op op, int a, double *raw, double *ridden)
 {
-    return mind(flat_busbw(sp, g, op, a, nvl_bw), socket_bound(sp, g, op));
+    flat_bound b = flat_busbw(sp, g, op, a);
+    double sockets = socket_bound(sp, g, op);
+    *raw = mind(flat_at(&b, sp->nvlink_bw), sockets);
+    *ridden = a == NCCL_NVLS ? *raw : mind(flat_at(&b, sp->nvlink_bw * sp->nvl_eff), sockets);
 }
 
 /* NCCL's LL bus bandwidth ceilings (tuning.cc llMaxBws: Hopper/Ampere one
@@ -360,11 +371,8 @@ static void evaluate(const platform_spec *sp, const nccl_group *g, coll_op op, d
     out->proto = p;
     out->bus_factor = coll_bus_factor(op, g->n);
     out->alpha = alpha_of(sp, g, op, a, p);
-    out->raw_busbw = raw_busbw(sp, g, op, a, sp->nvlink_bw);
-    /* NVLS's efficiency is against the line rate; the others ride NCCL's
-     * share of it (nvl_eff), so their flows carry raw/busbw more bytes */
-    double ridden =
-        a == NCCL_NVLS || sp->nvl_eff == 1 ? out->raw_busbw : raw_busbw(sp, g, op, a, sp->nvlink_bw * sp->nvl_eff);
+    double ridden; /* the flows carry raw/busbw more bytes, nvl_eff's share included */
+    raw_busbw(sp, g, op, a, &out->raw_busbw, &ridden);
     out->busbw = effective(sp, g, op, a, p, ridden);
     out->seconds = out->alpha + bytes * out->bus_factor / out->busbw;
 }
