@@ -135,16 +135,21 @@ END_TEST
  * 71 NVLink hops of 3.4 us + S x 2 x 71/72 / NVLink, or NVLS in the rack's
  * switches, 23 us + S / (NVLink x 5/6); across two racks the ring crosses
  * the NICs (2 x 2 network steps) and NVLS no longer runs. */
+/* Two platforms of `loong topo ARGS`, in dir as a and b (paths of 256). */
+static void topo_pair(const char *a_args, const char *a, char pa[256], const char *b_args, const char *b, char pb[256])
+{
+    snprintf(pa, 256, "%s/%s", dir, a);
+    snprintf(pb, 256, "%s/%s", dir, b);
+    run_result r = run_cmd("%s topo %s -o %s && %s topo %s -o %s", LOONG_BIN, a_args, pa, LOONG_BIN, b_args, pb);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+}
+
 START_TEST(nvl72_allreduce_is_nvlink)
 {
     /* NVLink 5's 900 GB/s; rings ride NCCL's 40.1 of a link's 50 (topo.h) */
     const double S = 1 << 30, nvl = 900e9, ring = nvl * 40.1 / 50;
     char p[256], p2[256];
-    snprintf(p, sizeof p, "%s/nvl72.xml", dir);
-    snprintf(p2, sizeof p2, "%s/nvl72x2.xml", dir);
-    run_result r = run_cmd("%s topo --preset gb200-nvl72 -o %s && %s topo --preset gb200-superpod --nodes 36 -o %s",
-                           LOONG_BIN, p, LOONG_BIN, p2);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    topo_pair("--preset gb200-nvl72", "nvl72.xml", p, "--preset gb200-superpod --nodes 36", "nvl72x2.xml", p2);
     both(p, "-b 1G -e 1G --gpus 72 --nccl-algo ring --nccl-proto simple",
          ring_alpha_us(8.4, 3.4, 14, 72, 1) + 1e6 * S * 2.0 * 71 / 72 / ring, "NVL72 ring");
     row w = both(p, "-b 1G -e 1G --gpus 72", 23 + 1e6 * S / (nvl * 5 / 6), "NVL72 NVLS");
@@ -153,7 +158,7 @@ START_TEST(nvl72_allreduce_is_nvlink)
      * all 72 rails (72 x 50 GB/s, more than NVLink's 722) */
     both(p2, "-b 1G -e 1G --gpus 144 --nccl-algo ring --nccl-proto simple",
          ring_alpha_us(8.4, 3.4, 14, 144, 2) + 1e6 * S * 2.0 * 143 / 144 / ring, "two racks' ring");
-    r = run_cmd("%s coll --platform %s -b 1G -e 1G --gpus 144 --nccl-algo nvls", LOONG_BIN, p2);
+    run_result r = run_cmd("%s coll --platform %s -b 1G -e 1G --gpus 144 --nccl-algo nvls", LOONG_BIN, p2);
     ck_assert_int_eq(r.status, 2);
 }
 END_TEST
@@ -165,11 +170,9 @@ START_TEST(nvlink_share_of_the_line)
 {
     const double S = 1 << 30, line = 450e9, bf = 7.0 / 8;
     char p[256], one[256];
-    snprintf(p, sizeof p, "%s/h100.xml", dir);
-    snprintf(one, sizeof one, "%s/h100-line.xml", dir);
-    run_result r = run_cmd("%s topo --gpu h100 --datasheet -o %s && %s topo --gpu h100 --datasheet --nvl-eff 1 -o %s",
-                           LOONG_BIN, p, LOONG_BIN, one);
-    ck_assert_msg(r.status == 0, "%s", r.err);
+    topo_pair("--gpu h100 --datasheet", "h100.xml", p, "--gpu h100 --datasheet --nvl-eff 1", "h100-line.xml", one);
+    run_result r = run_cmd("grep -c 'nvl_eff=' %s %s", p, one);
+    ck_assert_msg(strstr(r.out, "h100.xml:0") && strstr(r.out, "h100-line.xml:1"), "nvl_eff written: %s", r.out);
     platform_spec sp;
     char err[LOONG_ERRLEN];
     ck_assert_msg(platform_spec_read(p, &sp, err) == 0, "%s", err);
